@@ -1,0 +1,8 @@
+"""powerrig interposer firmware: pure logic.
+
+Runs unchanged on CPython, the MicroPython unix and WebAssembly ports and the RP2350. Hardware access
+lives in ../board; nothing here imports machine, rp2 or uses viper.
+"""
+
+VERSION = "0.1.0"
+PROTOCOL_VERSION = 1

@@ -1,0 +1,164 @@
+"""Raw 4 us capture around a trigger, kept in RAM and uploaded after the fact as BURST frames.
+
+The link cannot carry raw samples live, so the device keeps a ring of the most recent samples while
+armed; when the trigger fires it records ``post`` more, then uploads ``pre + post`` samples in chunks,
+one chunk per main-loop pass, interleaved with the interval stream.
+
+Triggers: {"trigger": "now"}, {"trigger": "threshold", "rail": "12V", "above_w": 20.0},
+{"trigger": "edge", "bit": 2, "rising": true} (digital inputs: 0 activity, 1 PERST#, 2 marker).
+"""
+import array
+
+from powerrig_fw import rails_default, wire
+
+IDLE, ARMED, POST, UPLOAD = "idle", "armed", "post", "upload"
+DEFAULT_CAPACITY = 16384   # samples: 65 ms at 4 us; 14 bytes each with 3 rails + digital
+
+
+class Burst:
+    def __init__(self, device, n_rails_total):
+        self.device = device
+        self.stride = 2 * n_rails_total + 1
+        board = device.board
+        self.capacity = getattr(board, "burst_capacity", DEFAULT_CAPACITY)
+        make = getattr(board, "make_ring", None)
+        self.ring = make(self.capacity * self.stride) if make else array.array("h", bytes(2 * self.capacity * self.stride))
+        self.chunk = (wire.MAX_PAYLOAD // (2 * self.stride))
+        self.disarm()
+
+    def disarm(self):
+        self.state = IDLE
+        self.filled = 0        # samples in the ring
+        self.head = 0          # next write position (samples)
+        self.remaining = 0     # post samples still to record
+        self.sent = 0
+        self.first_index = 0
+        self.spec = None
+
+    def status(self):
+        return {"state": self.state, "filled": self.filled, "sent": self.sent}
+
+    def arm(self, msg):
+        pre = msg.get("pre", 2500)
+        post = msg.get("post", 2500)
+        if not isinstance(pre, int) or not isinstance(post, int) or pre < 0 or post < 1:
+            raise ValueError("pre must be >= 0 and post >= 1 samples")
+        if pre + post > self.capacity:
+            raise ValueError("pre + post = %d samples exceeds the burst RAM of %d samples" % (pre + post, self.capacity))
+        if self.state == UPLOAD:
+            raise ValueError("a burst upload is in progress; wait for its last chunk")
+        trig = msg.get("trigger", "now")
+        spec = {"trigger": trig, "pre": pre, "post": post}
+        if trig == "threshold":
+            names = [r[0] for r in rails_default.RAILS]
+            rail = msg.get("rail", names[0])
+            if rail not in names:
+                raise ValueError("unknown rail %r" % rail)
+            k = names.index(rail)
+            _n, v_lsb, i_lsb, _o = rails_default.RAILS[k]
+            cal = self.device.cal["rails"][rail]
+            watts = float(msg.get("above_w", 0))
+            spec["rail_index"] = k
+            spec["code_product"] = int(watts / (v_lsb * i_lsb * cal["v_gain"] * cal["i_gain"]))
+            spec["rail"] = rail
+            spec["above_w"] = watts
+        elif trig == "edge":
+            bit = msg.get("bit", 2)
+            if bit not in (0, 1, 2):
+                raise ValueError("bit must be 0 (activity), 1 (PERST#) or 2 (marker)")
+            spec["bit"] = bit
+            spec["rising"] = bool(msg.get("rising", True))
+        elif trig != "now":
+            raise ValueError("trigger must be now, threshold or edge")
+        self.disarm()
+        self.spec = spec
+        self.state = ARMED
+        return {"armed": spec, "capacity": self.capacity}
+
+    def _scan(self, raw, n):
+        """Offset of the first triggering sample in this block, or -1."""
+        spec = self.spec
+        if spec["trigger"] == "now":
+            return 0
+        scan = getattr(self.device.board, "scan_trigger", None)
+        if scan:
+            return scan(raw, n, self.stride, spec)
+        s = self.stride
+        if spec["trigger"] == "threshold":
+            c = 2 * spec["rail_index"]
+            thr = spec["code_product"]
+            for k in range(n):
+                if raw[k * s + c] * raw[k * s + c + 1] > thr:
+                    return k
+            return -1
+        mask = 1 << spec["bit"]
+        prev = self._last_dig
+        for k in range(n):
+            d = raw[k * s + s - 1] & mask
+            if (d and not prev) if spec["rising"] else (prev and not d):
+                return k
+            prev = d
+        return -1
+
+    def observe(self, raw, n, dropped):
+        if self.state not in (ARMED, POST):
+            return
+        if dropped:
+            self.filled = 0          # raw history is no longer contiguous
+        start = 0
+        take = n
+        if self.state == ARMED:
+            if self.spec["trigger"] == "edge" and self.filled == 0:
+                self._last_dig = raw[self.stride - 1] & (1 << self.spec["bit"])
+            k = self._scan(raw, n)
+            if self.spec["trigger"] == "edge":
+                self._last_dig = raw[(n - 1) * self.stride + self.stride - 1] & (1 << self.spec["bit"])
+            if k >= 0:
+                self.state = POST
+                self.remaining = self.spec["post"]
+                self.trigger_index = self.device.board.block_index() + k
+                self._store(raw, 0, k)
+                start = k
+                take = n - k
+            else:
+                self._store(raw, 0, n)
+                return
+        m = min(take, self.remaining)
+        self._store(raw, start, m)
+        self.remaining -= m
+        if self.remaining == 0:
+            want = min(self.filled, self.spec["pre"] + self.spec["post"])
+            self.count = want
+            self.first_index = self.device.board.block_index() + start + m - want
+            self.read_pos = (self.head - want) % self.capacity
+            self.sent = 0
+            self.state = UPLOAD
+            self.device.notice({"event": "burst_triggered", "trigger_index": self.trigger_index,
+                                "first_index": self.first_index, "samples": want})
+
+    def _store(self, raw, start, m):
+        """Append m samples from raw[start:] to the ring."""
+        s = self.stride
+        while m > 0:
+            run = min(m, self.capacity - self.head)
+            self.ring[self.head * s:(self.head + run) * s] = raw[start * s:(start + run) * s]
+            self.head = (self.head + run) % self.capacity
+            self.filled = min(self.capacity, self.filled + run)
+            start += run
+            m -= run
+
+    def upload_step(self):
+        if self.state != UPLOAD:
+            return
+        s = self.stride
+        n = min(self.chunk, self.count - self.sent, self.capacity - self.read_pos)
+        payload = bytes(memoryview(self.ring)[self.read_pos * s:(self.read_pos + n) * s])
+        idx = self.first_index + self.sent
+        self.sent += n
+        self.read_pos = (self.read_pos + n) % self.capacity
+        last = self.sent >= self.count
+        frame = wire.encode_frame(wire.T_BURST, payload, self.sent & 0xFFFF, wire.F_LAST if last else 0, s,
+                                  idx >> wire.INDEX_LO_BITS, idx & wire.INDEX_LO_MASK, self.device.crc_into)
+        self.device.board.write(frame)
+        if last:
+            self.state = IDLE

@@ -1,0 +1,217 @@
+"""The interposer application: command dispatch and the stream state machine (idle/streaming/burst).
+
+Hardware comes in through a ``board`` object (see firmware/board/README.md for its interface):
+the RP2350 board, or the simulator's virtual front end. The same Device runs on both.
+"""
+import json
+
+from powerrig_fw import VERSION, PROTOCOL_VERSION, calibration, rails_default, wire
+from powerrig_fw.burst import Burst
+from powerrig_fw.crc import crc32_into_c
+from powerrig_fw.reduce import Reducer, MAX_INTERVAL_SAMPLES
+from powerrig_fw.timebase import Timebase
+
+LINK_BUDGET_BPS = 500000       # what MicroPython moves over USB full speed, with margin
+DEFAULT_INTERVAL_US = 1000
+MIN_INTERVAL_US = 100
+FRAME_TARGET_US = 10000        # aim for about 100 data frames per second
+DIGITAL = ("activity", "perst", "marker")
+
+IDLE = "idle"
+STREAMING = "streaming"
+
+
+def plan_stream(interval_us, n_rails, per_frame=0):
+    """(per_frame, bytes_per_s) for a setting, or raise ValueError with a reason the user can act on."""
+    period = rails_default.SAMPLE_PERIOD_US
+    if not isinstance(interval_us, int) or interval_us % period:
+        raise ValueError("interval_us must be a whole multiple of %d us" % period)
+    max_us = MAX_INTERVAL_SAMPLES * period
+    if not MIN_INTERVAL_US <= interval_us <= max_us:
+        raise ValueError("interval_us must be within %d..%d us" % (MIN_INTERVAL_US, max_us))
+    rec = wire.record_size(n_rails)
+    if not per_frame:
+        per_frame = max(1, min(255, FRAME_TARGET_US // interval_us, wire.MAX_PAYLOAD // rec))
+    if not 1 <= per_frame <= 255 or rec * per_frame > wire.MAX_PAYLOAD:
+        raise ValueError("per_frame must be 1..%d for %d rails" % (min(255, wire.MAX_PAYLOAD // rec), n_rails))
+    bps = (wire.OVERHEAD + rec * per_frame) * 1000000 // (per_frame * interval_us)
+    if bps > LINK_BUDGET_BPS:
+        us = interval_us
+        while (wire.OVERHEAD + rec * per_frame) * 1000000 // (per_frame * us) > LINK_BUDGET_BPS:
+            us += period
+        raise ValueError("interval %d us with %d rails needs %d B/s, over the link budget of %d B/s; "
+                         "use fewer rails or interval_us >= %d" % (interval_us, n_rails, bps, LINK_BUDGET_BPS, us))
+    return per_frame, bps
+
+
+class Device:
+    def __init__(self, board, crc_into=None):
+        self.board = board
+        self.crc_into = crc_into or getattr(board, "crc_into", None) or crc32_into_c
+        self.timebase = getattr(board, "timebase", None) or Timebase()
+        self.rail_names = tuple(r[0] for r in rails_default.RAILS)
+        self.framer = wire.Framer(board.write, self.crc_into)
+        self.reader = wire.FrameReader(self.crc_into)
+        self.reducer = getattr(board, "reducer", None) or Reducer(len(self.rail_names))
+        self.burst = Burst(self, len(self.rail_names))
+        self.cal = calibration.load(board.cal_path)
+        self.state = IDLE
+        self.stream = None
+        self.reply_seq = 0
+        self.overruns = 0
+        self.lost_samples = 0
+        self.commands = {
+            "describe": self.cmd_describe, "start": self.cmd_start, "stop": self.cmd_stop,
+            "ping": self.cmd_ping, "burst": self.cmd_burst, "cal_get": self.cmd_cal_get,
+            "cal_set": self.cmd_cal_set, "reset": self.cmd_reset, "status": self.cmd_status,
+        }
+
+    # ---- main loop -------------------------------------------------------------------------
+    def poll(self):
+        """One pass of the main loop: commands in, samples reduced, frames out."""
+        self.timebase.poll()
+        data = self.board.read()
+        if data:
+            for ftype, seq, payload in self.reader.feed(data):
+                if ftype == wire.T_COMMAND:
+                    self.handle_command(payload)
+        block = self.board.adc_read()
+        if block is not None:
+            raw, n, dropped = block
+            if dropped:
+                self.overruns += 1
+                self.lost_samples += dropped
+            if self.state == STREAMING:
+                if dropped:
+                    self.framer.mark_overrun()
+                    self.reducer.skip(dropped)
+                self.reducer.feed(raw, n, self.framer)
+            self.burst.observe(raw, n, dropped)
+        self.burst.upload_step()
+
+    def run(self):
+        while True:
+            self.poll()
+
+    # ---- replies -----------------------------------------------------------------------------
+    def sample_index(self):
+        return self.board.sample_index()
+
+    def send(self, ftype, doc, flags=0):
+        idx = self.sample_index()
+        payload = json.dumps(doc).encode()
+        frame = wire.encode_frame(ftype, payload, self.reply_seq, flags, 0,
+                                  idx >> wire.INDEX_LO_BITS, idx & wire.INDEX_LO_MASK, self.crc_into)
+        self.reply_seq = (self.reply_seq + 1) & 0xFFFF
+        self.board.write(frame)
+
+    def notice(self, doc):
+        self.send(wire.T_NOTICE, doc)
+
+    def handle_command(self, payload):
+        """Never raises: a malformed or unknown command gets an error reply and the stream goes on."""
+        cid = None
+        try:
+            msg = json.loads(payload)
+            if not isinstance(msg, dict):
+                raise ValueError("command must be a JSON object")
+            cid = msg.get("id")
+            name = msg.get("cmd")
+            fn = self.commands.get(name)
+            if fn is None:
+                raise ValueError("unknown command %r; known: %s" % (name, ", ".join(sorted(self.commands))))
+            result = fn(msg)
+            result["ok"] = True
+        except Exception as e:  # noqa: BLE001 - the firmware must not die on a bad command
+            result = {"ok": False, "error": str(e) or e.__class__.__name__}
+        result["id"] = cid
+        self.send(wire.T_REPLY, result)
+
+    # ---- commands ------------------------------------------------------------------------------
+    def describe(self):
+        return {
+            "device": "powerrig-interposer", "firmware": VERSION, "protocol": PROTOCOL_VERSION,
+            "board": self.board.name, "serial": self.board.serial,
+            "sample_period_us": rails_default.SAMPLE_PERIOD_US, "peak_window_us": rails_default.PEAK_WINDOW_US,
+            "adc": {"part": rails_default.ADC_PART, "bits": rails_default.ADC_BITS},
+            "rails": [{"name": n, "index": k, "v_lsb": v, "i_lsb": i, "optional": o, "units": ["V", "A", "W"]}
+                      for k, (n, v, i, o) in enumerate(rails_default.RAILS)],
+            "digital": list(DIGITAL),
+            "interval_us": {"default": DEFAULT_INTERVAL_US, "min": MIN_INTERVAL_US,
+                            "max": MAX_INTERVAL_SAMPLES * rails_default.SAMPLE_PERIOD_US,
+                            "step": rails_default.SAMPLE_PERIOD_US},
+            "link_budget_bps": LINK_BUDGET_BPS,
+            "record": {"head": wire.RECORD_HEAD, "rail_format": wire.RAIL_FORMAT, "p_shift": wire.P_SHIFT,
+                       "peak_none": wire.PEAK_NONE},
+            "burst_capacity": self.burst.capacity,
+            "calibration": self.cal, "state": self.state,
+        }
+
+    def cmd_describe(self, msg):
+        return self.describe()
+
+    def cmd_start(self, msg):
+        interval_us = msg.get("interval_us", DEFAULT_INTERVAL_US)
+        names = msg.get("rails") or [n for n, _v, _i, opt in rails_default.RAILS if not opt]
+        idx = []
+        for n in names:
+            if n not in self.rail_names:
+                raise ValueError("unknown rail %r; rails are %s" % (n, ", ".join(self.rail_names)))
+            idx.append(self.rail_names.index(n))
+        per_frame, bps = plan_stream(interval_us, len(idx), msg.get("per_frame", 0))
+        spi = interval_us // rails_default.SAMPLE_PERIOD_US
+        window = rails_default.PEAK_WINDOW_US // rails_default.SAMPLE_PERIOD_US
+        rc = self.cal["rails"]
+        self.framer.flush()
+        self.reducer.configure(idx, spi, window,
+                               [rc[n]["v_offset"] for n in names], [rc[n]["i_offset"] for n in names])
+        self.framer.configure(wire.record_size(len(idx)), per_frame)
+        start = self.board.adc_restart()   # next sample index the reducer will see
+        self.reducer.restart(start >> wire.INDEX_LO_BITS, start & wire.INDEX_LO_MASK)
+        self.state = STREAMING
+        self.stream = {"interval_us": interval_us, "rails": list(names), "per_frame": per_frame,
+                       "record_size": wire.record_size(len(idx)), "bytes_per_s": bps, "first_index": start}
+        return dict(self.stream)
+
+    def cmd_stop(self, msg):
+        if self.state == STREAMING:
+            self.framer.flush()
+        self.state = IDLE
+        return {"frames": self.framer.frames_sent, "next_seq": self.framer.seq}
+
+    def cmd_ping(self, msg):
+        return {"us": self.timebase.now_us(), "index": self.sample_index(), "echo": msg.get("echo")}
+
+    def cmd_status(self, msg):
+        return {"state": self.state, "stream": self.stream, "overruns": self.overruns,
+                "lost_samples": self.lost_samples, "frames": self.framer.frames_sent,
+                "burst": self.burst.status(), "bad_bytes": self.reader.bad}
+
+    def cmd_burst(self, msg):
+        return self.burst.arm(msg)
+
+    def cmd_cal_get(self, msg):
+        return {"calibration": self.cal}
+
+    def cmd_cal_set(self, msg):
+        if self.state == STREAMING:
+            raise ValueError("stop the stream before changing calibration")
+        update = msg.get("calibration")
+        err = calibration.validate(update)
+        if err:
+            raise ValueError(err)
+        cal = calibration.merge(self.cal, update)
+        if msg.get("save", True):
+            calibration.save(self.board.cal_path, cal)
+        self.cal = cal
+        return {"calibration": cal}
+
+    def cmd_reset(self, msg):
+        self.framer.flush()
+        self.state = IDLE
+        self.stream = None
+        self.burst.disarm()
+        self.cal = calibration.load(self.board.cal_path)
+        self.overruns = 0
+        self.lost_samples = 0
+        return {"state": self.state}

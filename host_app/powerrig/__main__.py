@@ -1,0 +1,3 @@
+from powerrig.cli import main
+
+raise SystemExit(main())

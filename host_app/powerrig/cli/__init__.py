@@ -1,0 +1,47 @@
+"""The ``powerrig`` command. Each subcommand lives in its own module with a ``register(sub)``."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from powerrig import __version__
+from powerrig.errors import PowerrigError
+
+# modules under powerrig.cli that add subcommands; add yours here
+SUBCOMMANDS = ("link", "sim", "capture", "report")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="powerrig", description="Power measurement for NVMe SSDs on an interposer rig.")
+    ap.add_argument("--version", action="version", version=f"powerrig {__version__}")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        try:
+            mod = importlib.import_module(f"powerrig.cli.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"powerrig.cli.{name}":
+                continue  # not built yet
+            raise
+        mod.register(sub)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    if not getattr(args, "func", None):
+        ap.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except PowerrigError as e:
+        print(f"powerrig: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("powerrig: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

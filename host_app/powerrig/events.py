@@ -1,0 +1,103 @@
+"""The timeline: every command and workload phase, stamped in host UTC at call and at return.
+
+Events are placed on the sample clock later through the clock model (powerrig.timebase), so a
+capture holds them in host UTC as observed plus the model that maps UTC to sample index.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+# kinds of events
+NVME = "nvme"            # one nvme-cli invocation
+FIO = "fio"              # one fio invocation (the whole run)
+PHASE = "phase"          # a workload phase (a fio job, an idle window, a dwell)
+POWER_STATE = "power_state"  # a power-state change requested (and confirmed or not)
+MARKER = "marker"        # a user marker
+GAP = "gap"              # samples lost (link or device overrun)
+NOTE = "note"
+
+
+@dataclass
+class Event:
+    kind: str
+    name: str
+    t_start: float                      # host UTC seconds (time.time()) at call / phase start
+    t_end: float | None = None          # host UTC at return / phase end; None while running
+    ok: bool = True
+    argv: list[str] | None = None       # the exact command line run, for reproduction
+    result: dict = field(default_factory=dict)
+    error: str | None = None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.t_end is None else self.t_end - self.t_start
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Event":
+        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        return cls(**known)
+
+
+class Timeline:
+    """Thread-safe ordered list of events; the runners append, the capture and analysis read."""
+
+    def __init__(self, events: list[Event] | None = None):
+        self._events: list[Event] = list(events or [])
+        self._lock = threading.Lock()
+
+    def add(self, event: Event) -> Event:
+        with self._lock:
+            self._events.append(event)
+        return event
+
+    def begin(self, kind: str, name: str, **kw) -> Event:
+        """Start an event now; finish it with ``end``."""
+        return self.add(Event(kind, name, time.time(), **kw))
+
+    @staticmethod
+    def end(event: Event, ok: bool = True, error: str | None = None, **result) -> Event:
+        event.t_end = time.time()
+        event.ok = ok
+        event.error = error
+        event.result.update(result)
+        return event
+
+    def __iter__(self) -> Iterator[Event]:
+        with self._lock:
+            return iter(list(self._events))
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def events(self, kind: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Event]:
+        """Events of a kind overlapping [t0, t1] (host UTC)."""
+        out = []
+        for e in self:
+            if kind and e.kind != kind:
+                continue
+            end = e.t_end if e.t_end is not None else e.t_start
+            if t0 is not None and end < t0:
+                continue
+            if t1 is not None and e.t_start > t1:
+                continue
+            out.append(e)
+        return out
+
+    def to_jsonl(self, path: str | Path) -> None:
+        with open(path, "w") as f:
+            for e in self:
+                f.write(json.dumps(e.to_dict()) + "\n")
+
+    @classmethod
+    def from_jsonl(cls, path: str | Path) -> "Timeline":
+        with open(path) as f:
+            return cls([Event.from_dict(json.loads(line)) for line in f if line.strip()])

@@ -1,0 +1,85 @@
+"""IntervalBlock: decoded interval data as numpy arrays, the unit that flows from the link onward.
+
+One row per device interval (default 1 ms). Columns per rail (2-D arrays, rows x rails, in SI units):
+  v, i     mean voltage (V) and current (A) over the interval
+  p        mean of instantaneous V*I (W): exact, never mean(V) * mean(I)
+  p_min, p_max   lowest / highest instantaneous (4 us) power in the interval (W)
+  p_peak   highest 100 us sliding-window mean power among windows ending in the interval (W);
+           NaN where no full window existed yet (stream start, after an overrun)
+Digital inputs: dig_or (bits seen high during the interval), dig_and (bits high throughout);
+bit 0 activity LED, bit 1 PERST#, bit 2 marker.
+Gaps (lost frames, device overruns) are rows with valid=False and NaN in every float column, so
+the time axis stays uniform and nothing is silently dropped.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+FIELDS = ("v", "i", "p", "p_min", "p_max", "p_peak")
+
+
+@dataclass
+class IntervalBlock:
+    first_index: int              # raw sample index (4 us ticks) of the first row's interval start
+    interval_samples: int         # raw samples per interval
+    sample_period_s: float        # raw sample period (4e-6)
+    rails: tuple[str, ...]
+    v: np.ndarray
+    i: np.ndarray
+    p: np.ndarray
+    p_min: np.ndarray
+    p_max: np.ndarray
+    p_peak: np.ndarray
+    dig_or: np.ndarray
+    dig_and: np.ndarray
+    valid: np.ndarray
+    flags: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.valid)
+
+    @property
+    def interval_s(self) -> float:
+        return self.interval_samples * self.sample_period_s
+
+    @property
+    def index(self) -> np.ndarray:
+        """Raw sample index of each row's interval start."""
+        return self.first_index + np.arange(len(self), dtype=np.int64) * self.interval_samples
+
+    @property
+    def end_index(self) -> int:
+        return self.first_index + len(self) * self.interval_samples
+
+    def total_power(self) -> np.ndarray:
+        """Sum of mean power over the rails, per row (W)."""
+        return self.p.sum(axis=1)
+
+    def rail(self, name: str) -> int:
+        try:
+            return self.rails.index(name)
+        except ValueError:
+            raise KeyError(f"rail {name!r} not in this stream; it has {', '.join(self.rails)}") from None
+
+    @classmethod
+    def gap(cls, first_index: int, n: int, interval_samples: int, sample_period_s: float,
+            rails: tuple[str, ...], reason: str) -> "IntervalBlock":
+        """n rows of NaN standing for intervals that were lost (reason: 'link' or 'overrun')."""
+        nan = np.full((n, len(rails)), np.nan)
+        return cls(first_index, interval_samples, sample_period_s, rails, nan, nan.copy(), nan.copy(),
+                   nan.copy(), nan.copy(), nan.copy(), np.zeros(n, np.uint8), np.zeros(n, np.uint8),
+                   np.zeros(n, bool), {"gap": reason})
+
+    @classmethod
+    def concat(cls, blocks: list["IntervalBlock"]) -> "IntervalBlock":
+        """Join consecutive blocks (they must be contiguous in sample index)."""
+        if not blocks:
+            raise ValueError("no blocks to join")
+        b0 = blocks[0]
+        for a, b in zip(blocks, blocks[1:]):
+            if b.first_index != a.end_index:
+                raise ValueError(f"blocks not contiguous: {a.end_index} then {b.first_index}")
+        cat = {f: np.concatenate([getattr(b, f) for b in blocks]) for f in FIELDS + ("dig_or", "dig_and", "valid")}
+        return cls(b0.first_index, b0.interval_samples, b0.sample_period_s, b0.rails, **cat)

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Sets up everything powerrig needs on a fresh Debian machine, skipping what is already there.
+# Used by `make demo` and `make test`; safe to run again (a second run takes about a second).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+say() { printf 'setup: %s\n' "$*"; }
+
+# 1. Distribution tools: the real fio, nvme-cli and sigrok-cli that users have on the bench.
+need=()
+command -v fio >/dev/null || need+=(fio)
+command -v nvme >/dev/null || need+=(nvme-cli)
+command -v sigrok-cli >/dev/null || need+=(sigrok-cli)
+command -v node >/dev/null || need+=(nodejs npm)
+if ((${#need[@]})); then
+  if [ "$(id -u)" != 0 ]; then
+    say "missing Debian packages: ${need[*]}; install them with: sudo apt-get install ${need[*]}" >&2
+    exit 1
+  fi
+  say "installing Debian packages: ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# 2. The project virtualenv with powerrig installed editable, re-done only when setup.cfg changes.
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || { say "creating .venv"; "$PY" -m venv .venv; }
+stamp=.venv/.powerrig-installed
+want=$(cat setup.cfg pyproject.toml | sha256sum | cut -c1-16)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  say "installing powerrig and its test dependencies into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[test]"
+  echo "$want" > "$stamp"
+fi
+
+# 3. Real MicroPython (WebAssembly port, from npm) for the firmware tests.
+mp=tests/micropython
+if [ ! -f "$mp/node_modules/.package-lock.json" ] || [ "$mp/package-lock.json" -nt "$mp/node_modules/.package-lock.json" ]; then
+  say "installing MicroPython WebAssembly port (npm)"
+  (cd "$mp" && npm ci --silent --no-audit --no-fund)
+fi
+say "ready"

@@ -58,6 +58,7 @@ class Device:
         self.state = IDLE
         self.stream = None
         self.reply_seq = 0
+        self.rx_index = 0
         self.overruns = 0
         self.lost_samples = 0
         self.commands = {
@@ -72,6 +73,7 @@ class Device:
         self.timebase.poll()
         data = self.board.read()
         if data:
+            self.rx_index = self.board.rx_index() if hasattr(self.board, "rx_index") else self.sample_index()
             for ftype, seq, payload in self.reader.feed(data):
                 if ftype == wire.T_COMMAND:
                     self.handle_command(payload)
@@ -180,7 +182,9 @@ class Device:
         return {"frames": self.framer.frames_sent, "next_seq": self.framer.seq}
 
     def cmd_ping(self, msg):
-        return {"us": self.timebase.now_us(), "index": self.sample_index(), "echo": msg.get("echo")}
+        """Clock sync, NTP style: the sample index when the command arrived and when the reply leaves."""
+        return {"us": self.timebase.now_us(), "rx_index": self.rx_index, "index": self.sample_index(),
+                "echo": msg.get("echo")}
 
     def cmd_status(self, msg):
         return {"state": self.state, "stream": self.stream, "overruns": self.overruns,

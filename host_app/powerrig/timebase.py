@@ -16,7 +16,10 @@ import numpy as np
 
 @dataclass(frozen=True)
 class ClockModel:
-    """utc = utc_ref + (index - index_ref) * period_s * (1 + drift_ppm * 1e-6)"""
+    """utc = utc_ref + (index - index_ref) * period_s / (1 + drift_ppm * 1e-6)
+
+    drift_ppm is how fast the device's crystal runs against the host clock (positive: fast).
+    """
     index_ref: int
     utc_ref: float
     period_s: float = 4e-6
@@ -27,12 +30,12 @@ class ClockModel:
     def utc(self, index):
         """Host UTC (s) of a sample index (scalar or array)."""
         d = np.asarray(index, dtype=np.float64) - self.index_ref
-        return self.utc_ref + d * self.period_s * (1.0 + self.drift_ppm * 1e-6)
+        return self.utc_ref + d * self.period_s / (1.0 + self.drift_ppm * 1e-6)
 
     def index(self, utc):
         """Sample index (float) at a host UTC time (scalar or array)."""
         d = np.asarray(utc, dtype=np.float64) - self.utc_ref
-        return self.index_ref + d / (self.period_s * (1.0 + self.drift_ppm * 1e-6))
+        return self.index_ref + d * (1.0 + self.drift_ppm * 1e-6) / self.period_s
 
     @property
     def offset_s(self) -> float:
@@ -56,17 +59,17 @@ class ClockFit:
         self.period_s = period_s
         self.window = window
         self.rtt_quantile = rtt_quantile
-        self._pings: deque[tuple[float, int, float]] = deque(maxlen=window)
+        self._pings: deque[tuple[float, float, float]] = deque(maxlen=window)
         self._lock = threading.Lock()
         self._model: ClockModel | None = None
         self.rejected = 0
 
-    def add(self, t_send: float, index: int, t_recv: float) -> None:
+    def add(self, t_send: float, index: float, t_recv: float) -> None:
         if t_recv < t_send:
             self.rejected += 1
             return
         with self._lock:
-            self._pings.append((t_send, int(index), t_recv))
+            self._pings.append((t_send, float(index), t_recv))
             self._model = None
 
     @property
@@ -99,5 +102,5 @@ class ClockFit:
             slope, icpt = 1.0, float(np.mean(y - x))
         resid = y - (icpt + slope * x)
         return ClockModel(index_ref=i_ref, utc_ref=t_ref + icpt, period_s=self.period_s,
-                          drift_ppm=(slope - 1.0) * 1e6, residual_us=float(np.sqrt(np.mean(resid ** 2)) * 1e6),
+                          drift_ppm=(1.0 / slope - 1.0) * 1e6, residual_us=float(np.sqrt(np.mean(resid ** 2)) * 1e6),
                           pings=int(keep.sum()))

@@ -1,0 +1,307 @@
+"""CaptureWriter: IntervalBlocks + a Timeline + metadata -> one JLS v2 capture file.
+
+    with CaptureWriter(path, metadata={"device": desc}, timeline=tl, clock=stream.clock) as cap:
+        for block in stream.blocks(seconds=60):
+            cap.write(block)
+        cap.update_metadata(stream=stream.summary())
+
+Written as it goes, flushed about once a second, so a capture killed mid-run (kill -9) still opens
+and loses at most its last seconds: events and clock anchors go to user data (which survives an
+unclean stop) the moment they are known.
+"""
+from __future__ import annotations
+
+import json
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyjls
+
+from powerrig import __version__
+from powerrig.capture import layout as L
+from powerrig.errors import CaptureError
+from powerrig.events import Timeline
+from powerrig.samples import IntervalBlock
+from powerrig.timebase import ClockModel
+
+
+def software_versions() -> dict:
+    """Versions that shaped the numbers in a capture (recorded so a result can be reproduced)."""
+    return {"powerrig": __version__, "python": sys.version.split()[0], "numpy": np.__version__,
+            "pyjls": getattr(pyjls, "__version__", "?"), "platform": platform.platform()}
+
+
+def _json(obj) -> bytes:
+    return json.dumps(obj, default=_json_default, allow_nan=True).encode()
+
+
+def _json_default(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if hasattr(o, "to_dict"):
+        return o.to_dict()
+    if hasattr(o, "__dataclass_fields__"):
+        from dataclasses import asdict
+        return asdict(o)
+    return str(o)
+
+
+class _Neumaier:
+    """Compensated running sum of per-block partial sums (10-hour totals without drift)."""
+
+    def __init__(self, n: int):
+        self.s = np.zeros(n)
+        self.c = np.zeros(n)
+
+    def add(self, part: np.ndarray) -> None:
+        t = self.s + part
+        big = np.abs(self.s) >= np.abs(part)
+        self.c += np.where(big, (self.s - t) + part, (part - t) + self.s)
+        self.s = t
+
+    @property
+    def value(self) -> np.ndarray:
+        return self.s + self.c
+
+
+class CaptureWriter:
+    """Writes a capture. Signals are defined from the first block (rails, interval)."""
+
+    def __init__(self, path: str | Path, metadata: dict | None = None, timeline: Timeline | None = None,
+                 clock=None, flush_every_s: float = 1.0, anchor_every_s: float = 5.0):
+        """clock: a ClockModel, or an object with ``.model()`` (the stream's ClockFit), or None."""
+        self.path = Path(path)
+        if self.path.suffix.lower() != ".jls":
+            raise CaptureError(f"capture file {self.path} must end in .jls (it is a JLS v2 file)")
+        if not self.path.parent.exists():
+            raise CaptureError(f"folder {self.path.parent} does not exist; create it or choose another --out")
+        self.metadata = dict(metadata or {})
+        self.timeline = timeline
+        self.clock = clock
+        self.flush_every_s = flush_every_s
+        self.anchor_every_s = anchor_every_s
+        try:
+            self._w = pyjls.Writer(str(self.path))
+        except Exception as e:
+            raise CaptureError(f"cannot create capture {self.path}: {e}") from None
+        self._started = False
+        self._closed = False
+        self._written_events: set[int] = set()
+        self.length = 0                 # intervals written (sample ids 0..length-1)
+        self.gap_intervals = 0
+        self.gaps = 0
+        self._last_flush = time.monotonic()
+        self._next_anchor = 0
+        self._anchored_model = False
+
+    # ---- lifecycle ----------------------------------------------------------------------------------
+    def __enter__(self) -> "CaptureWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _start(self, b: IntervalBlock) -> None:
+        interval_s = b.interval_samples * b.sample_period_s
+        rate = 1.0 / interval_s
+        if abs(rate - round(rate)) > 1e-6 * rate:
+            raise CaptureError(f"interval {interval_s * 1e6:g} us gives a non-integer sample rate; choose an "
+                               "interval that divides one second (100, 200, 250, 500 or 1000 us)")
+        self.rate = int(round(rate))
+        self.rails = tuple(b.rails)
+        self.interval_samples = b.interval_samples
+        self.sample_period_s = b.sample_period_s
+        self.first_index = b.first_index
+        self._next_raw = b.first_index
+        self._seg = (0, b.first_index)   # (sample id, raw index) where the current index segment began
+        self._energy = _Neumaier(len(self.rails))
+        self._valid_rows = 0
+        spd = L.samples_per_chunk(self.rate)
+        w = self._w
+        dev = self.metadata.get("device") or {}
+        w.source_def(L.SOURCE_ID, name="powerrig", vendor="powerrig", model=str(dev.get("device", "interposer")),
+                     version=str(dev.get("firmware", dev.get("version", ""))), serial_number=str(dev.get("serial", "")))
+        self._ids: dict[str, int] = {}
+        sid = 1
+        for name, units in L.signal_names(self.rails):
+            w.signal_def(sid, L.SOURCE_ID, pyjls.SignalType.FSR, pyjls.DataType.F32, self.rate,
+                         samples_per_data=spd, sample_decimate_factor=128, entries_per_summary=spd,
+                         summary_decimate_factor=20, name=name, units=units)
+            self._ids[name] = sid
+            sid += 1
+        for name in L.DIGITAL_FIELDS:
+            w.signal_def(sid, L.SOURCE_ID, pyjls.SignalType.FSR, pyjls.DataType.U8, self.rate,
+                         samples_per_data=spd, sample_decimate_factor=128, entries_per_summary=spd,
+                         summary_decimate_factor=20, name=name, units="")
+            self._ids[name] = sid
+            sid += 1
+        meta = dict(self.metadata)
+        meta["format"] = {"name": L.FORMAT, "version": L.FORMAT_VERSION}
+        meta["layout"] = {"rails": list(self.rails), "interval_samples": self.interval_samples,
+                          "sample_period_s": self.sample_period_s, "interval_s": interval_s,
+                          "sample_rate_hz": self.rate, "first_index": self.first_index,
+                          "signals": {n: i for n, i in self._ids.items()}}
+        meta.setdefault("software", software_versions())
+        meta.setdefault("created_utc", time.time())
+        w.user_data(L.UD_METADATA, _json(meta))
+        self.metadata = meta
+        self._started = True
+
+    # ---- data ---------------------------------------------------------------------------------------
+    def write(self, block: IntervalBlock) -> None:
+        """Append one block (data or gap). Non-contiguous blocks get NaN gap rows in between."""
+        if self._closed:
+            raise CaptureError(f"capture {self.path} is already closed")
+        if not len(block):
+            return
+        if not self._started:
+            self._start(block)
+        elif tuple(block.rails) != self.rails or block.interval_samples != self.interval_samples:
+            raise CaptureError("stream changed rails or interval mid-capture; start a new capture")
+        if block.first_index > self._next_raw:
+            missing = (block.first_index - self._next_raw) // self.interval_samples
+            if missing:
+                self.write(IntervalBlock.gap(self._next_raw, missing, self.interval_samples,
+                                             self.sample_period_s, self.rails, "missing"))
+            self._next_raw = block.first_index
+        elif block.first_index < self._next_raw:
+            # the device's index restarted (reset): keep the file's axis going and record the jump
+            self._w.user_data(L.UD_SEGMENT, _json({"sample_id": self.length, "raw_index": int(block.first_index)}))
+            self._seg = (self.length, block.first_index)
+            self._next_raw = block.first_index
+        self._write_rows(block)
+        if "gap" in block.flags or not block.valid.all():
+            self._note_gap(block)
+        self._after_write(block)
+
+    def _write_rows(self, b: IntervalBlock) -> None:
+        w, sid0, ids = self._w, self.length, self._ids
+        for k, rail in enumerate(self.rails):
+            for field, _ in L.RAIL_FIELDS:
+                col = np.ascontiguousarray(getattr(b, field)[:, k], dtype=np.float32)
+                w.fsr(ids[L.rail_signal(field, rail)], sid0, col)
+        w.fsr(ids[L.TOTAL_POWER], sid0, np.ascontiguousarray(b.p.sum(axis=1), dtype=np.float32))
+        for name in L.DIGITAL_FIELDS:
+            w.fsr(ids[name], sid0, np.ascontiguousarray(getattr(b, name), dtype=np.uint8))
+        ok = b.valid
+        if ok.any():
+            self._energy.add(np.where(ok[:, None], b.p, 0.0).sum(axis=0))
+            self._valid_rows += int(ok.sum())
+        self.length += len(b)
+        self._next_raw = b.end_index
+
+    def _note_gap(self, b: IntervalBlock) -> None:
+        bad = ~b.valid
+        if not bad.any():
+            return
+        # runs of invalid rows: one record per run
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], bad.view(np.int8), [0]))))
+        for s, e in zip(edges[::2], edges[1::2]):
+            sid = self.length - len(b) + int(s)
+            rec = {"sample_id": sid, "intervals": int(e - s), "raw_index": int(b.first_index + s * b.interval_samples),
+                   "reason": b.flags.get("gap", "invalid")}
+            self.gaps += 1
+            self.gap_intervals += int(e - s)
+            self._w.user_data(L.UD_GAP, _json(rec))
+            self._w.annotation(self._ids[L.TOTAL_POWER], sid, math.nan, pyjls.AnnotationType.TEXT, L.GROUP_GAP,
+                               f"gap ({rec['reason']}): {rec['intervals']} intervals lost")
+
+    def _after_write(self, b: IntervalBlock) -> None:
+        self._anchor()
+        self._write_finished_events()
+        now = time.monotonic()
+        if now - self._last_flush >= self.flush_every_s:
+            self._w.flush()
+            self._last_flush = now
+
+    # ---- clock --------------------------------------------------------------------------------------
+    def _model(self) -> ClockModel | None:
+        c = self.clock
+        if c is None or isinstance(c, ClockModel):
+            return c
+        return c.model()
+
+    def _anchor(self, force: bool = False) -> None:
+        """Record (sample id, UTC) from the current clock model every few seconds of samples."""
+        if self.length == 0:
+            return
+        model = self._model()
+        if model is None:
+            return
+        if not self._anchored_model:
+            # the first model also places everything written before it existed
+            self._write_anchor(0, model)
+            self._anchored_model = True
+            self._next_anchor = int(self.anchor_every_s * self.rate)
+        last = self.length - 1
+        if last >= self._next_anchor or force:
+            self._write_anchor(last, model)
+            self._next_anchor = last + int(self.anchor_every_s * self.rate)
+
+    def _write_anchor(self, sid: int, model: ClockModel) -> None:
+        raw = self._raw_of(sid)
+        utc = float(model.utc(raw))
+        self._w.user_data(L.UD_CLOCK, _json({"sample_id": sid, "raw_index": int(raw), "utc": utc,
+                                            "model": model.to_dict()}))
+        try:
+            self._w.utc(self._ids[L.TOTAL_POWER], sid, pyjls.time64.as_time64(utc))
+        except Exception:
+            pass  # the JLS UTC track is for viewers; the user-data anchors are authoritative
+
+    def _raw_of(self, sid: int) -> int:
+        sid0, raw0 = self._seg
+        return raw0 + (sid - sid0) * self.interval_samples
+
+    def _sid_of(self, raw: float) -> float:
+        sid0, raw0 = self._seg
+        return sid0 + (raw - raw0) / self.interval_samples
+
+    # ---- events and metadata --------------------------------------------------------------------------
+    def _write_finished_events(self, final: bool = False) -> None:
+        if self.timeline is None:
+            return
+        for n, e in enumerate(self.timeline):
+            if n in self._written_events or (e.t_end is None and not final):
+                continue
+            self._written_events.add(n)
+            self._w.user_data(L.UD_EVENT, _json(e.to_dict()))
+            model = self._model()
+            if model is not None and self._started:
+                sid = int(round(self._sid_of(float(model.index(e.t_start)))))
+                if 0 <= sid:
+                    self._w.annotation(self._ids[L.TOTAL_POWER], sid, math.nan, pyjls.AnnotationType.TEXT,
+                                       L.GROUP_EVENT, f"{e.kind}: {e.name}")
+
+    def add_event(self, event) -> None:
+        """Record an event that is not on the timeline (imports, notes)."""
+        self._w.user_data(L.UD_EVENT, _json(event.to_dict()))
+
+    def update_metadata(self, **items) -> None:
+        """Merge keys into the metadata (e.g. the drive's id-ctrl learnt after the stream started)."""
+        self.metadata.update(items)
+        self._w.user_data(L.UD_METADATA_UPDATE, _json(items))
+
+    # ---- close --------------------------------------------------------------------------------------
+    def close(self, stats: dict | None = None) -> None:
+        """Write the close record (totals, stats) and finish the file. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._started:
+                self._anchor(force=True)
+                self._write_finished_events(final=True)
+                e = self._energy.value * self.interval_samples * self.sample_period_s
+                self._w.user_data(L.UD_CLOSE, _json({
+                    "length": self.length, "gaps": self.gaps, "gap_intervals": self.gap_intervals,
+                    "valid_intervals": self._valid_rows,
+                    "energy_j": {r: float(x) for r, x in zip(self.rails, e)}, "stats": stats or {},
+                    "closed_utc": time.time()}))
+        finally:
+            self._w.close()

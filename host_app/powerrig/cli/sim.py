@@ -1,0 +1,45 @@
+"""`powerrig sim ...`: the virtual rig (interposer on a pty, virtual SSD, impersonated nvme/fio)."""
+from __future__ import annotations
+
+import importlib
+
+
+def register(sub) -> None:
+    p = sub.add_parser("sim", help="the simulated rig", description="Run parts of the virtual rig.")
+    s = p.add_subparsers(dest="sim_command", metavar="PART")
+
+    i = s.add_parser("interposer", help="a virtual interposer on a pseudo-terminal",
+                     description="Start a virtual interposer running the real firmware logic on a pty. "
+                                 "Prints the device path alone on the first line, then streams until "
+                                 "SIGINT/SIGTERM.")
+    i.add_argument("--seed", type=int, default=1, help="board and noise seed (default 1)")
+    i.add_argument("--drift-ppm", type=float, default=35.0, help="crystal error vs the host clock (default 35)")
+    i.add_argument("--jitter-ms", type=float, default=1.0, help="USB latency jitter, max ms (default 1)")
+    i.add_argument("--corrupt", type=float, default=0.0, help="probability per byte of flipping a DATA frame bit")
+    i.add_argument("--drop", type=float, default=0.0, help="probability of dropping each DATA frame")
+    i.add_argument("--stall-at", type=float, default=-1.0, help="stall the firmware this many s after start")
+    i.add_argument("--stall-for", type=float, default=0.0, help="... for this many seconds")
+    i.add_argument("--seconds", type=float, default=None, help="exit after this many seconds")
+    i.add_argument("--truth", default=None, help="write ground truth JSON (and .npz) here on exit")
+    i.add_argument("--state-dir", default=None, help="where the virtual board keeps its calibration")
+    i.add_argument("--uncalibrated", action="store_true", help="start without the factory calibration")
+    i.set_defaults(func=_interposer)
+
+    for tool in ("nvme", "fio"):
+        t = s.add_parser(tool, help=f"impersonate {tool} against the virtual SSD", add_help=False,
+                         prefix_chars="\0")
+        t.add_argument("args", nargs="*")
+        t.set_defaults(func=_tool(tool))
+
+
+def _interposer(args) -> int:
+    from powerrig.sim.interposer import serve
+
+    return serve(args)
+
+
+def _tool(name: str):
+    def run(args) -> int:
+        mod = importlib.import_module(f"powerrig.sim.{name}_cli")
+        return mod.main(list(args.args))
+    return run

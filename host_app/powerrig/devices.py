@@ -1,0 +1,48 @@
+"""Find interposers: probe serial ports (and running simulators) with a short describe."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from serial.tools import list_ports
+
+from powerrig.errors import PowerrigError
+
+
+def sim_state_root() -> Path:
+    """Where running virtual rigs register themselves (one JSON file each)."""
+    return Path(os.environ.get("POWERRIG_SIM_DIR", Path.home() / ".cache" / "powerrig" / "sim"))
+
+
+def candidate_ports(extra: list[str] | None = None) -> list[str]:
+    ports = [p.device for p in list_ports.comports()]
+    root = sim_state_root()
+    if root.is_dir():
+        for f in sorted(root.glob("*.json")):
+            try:
+                ports.append(json.loads(f.read_text())["port"])
+            except (ValueError, KeyError, OSError):
+                continue
+    ports += list(extra or [])
+    seen, out = set(), []
+    for p in ports:
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
+    return out
+
+
+def probe(port: str, timeout: float = 0.5) -> dict | None:
+    from powerrig.interposer import Interposer
+
+    try:
+        with Interposer.open(port, timeout=timeout) as dev:
+            d = dev.description
+            return {"port": port, "board": d.get("board"), "serial": d.get("serial"), "firmware": d.get("firmware")}
+    except PowerrigError:
+        return None
+
+
+def find_interposers(extra: list[str] | None = None) -> list[dict]:
+    return [d for p in candidate_ports(extra) if (d := probe(p))]

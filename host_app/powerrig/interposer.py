@@ -1,0 +1,340 @@
+"""The interposer client: describe, start/stop a stream, ping, burst, calibration.
+
+    with Interposer.open("/dev/ttyACM0") as dev:
+        with dev.stream(interval_us=1000) as st:
+            for block in st.blocks(seconds=10):   # IntervalBlocks, gaps included as NaN rows
+                ...
+        print(st.summary())
+"""
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from powerrig import wire
+from powerrig.errors import DeviceError, LinkError
+from powerrig.link import SerialLink
+from powerrig.samples import IntervalBlock
+from powerrig.timebase import ClockFit
+
+DEVICE_NAME = "powerrig-interposer"
+PROTOCOL = 1
+
+
+class Interposer:
+    def __init__(self, link: SerialLink, description: dict):
+        self.link = link
+        self.description = description
+
+    @classmethod
+    def open(cls, port: str, timeout: float = 2.0) -> "Interposer":
+        link = SerialLink(port)
+        try:
+            desc = link.command("describe", timeout=timeout)
+        except DeviceError as e:
+            link.close()
+            raise LinkError(f"the device on {port} is not a powerrig interposer ({e})") from None
+        except BaseException:
+            link.close()
+            raise
+        if desc.get("device") != DEVICE_NAME:
+            link.close()
+            raise LinkError(f"the device on {port} is {desc.get('device')!r}, not a powerrig interposer")
+        if desc.get("protocol") != PROTOCOL:
+            link.close()
+            raise LinkError(f"interposer on {port} speaks protocol {desc.get('protocol')}, this host speaks "
+                            f"{PROTOCOL}; update the firmware or powerrig")
+        if desc.get("state") == "streaming":   # left streaming by a previous host process
+            link.command("stop")
+        return cls(link, desc)
+
+    def __enter__(self) -> "Interposer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.link.close()
+
+    # ---- commands ------------------------------------------------------------------------------------
+    def describe(self) -> dict:
+        self.description = self.link.command("describe")
+        return self.description
+
+    def ping(self) -> tuple[float, float, float]:
+        """(host UTC sent, device sample index midway between arrival and reply, host UTC received)."""
+        r = self.link.command("ping", timeout=1.0)
+        return r["_t_send"], (int(r.get("rx_index", r["index"])) + int(r["index"])) / 2, r["_t_recv"]
+
+    def status(self) -> dict:
+        return self.link.command("status")
+
+    def calibration(self) -> dict:
+        return self.link.command("cal_get")["calibration"]
+
+    def set_calibration(self, cal: dict, save: bool = True) -> dict:
+        out = self.link.command("cal_set", calibration=cal, save=save)["calibration"]
+        self.describe()
+        return out
+
+    def reset(self) -> dict:
+        return self.link.command("reset")
+
+    def stream(self, interval_us: int | None = None, rails: list[str] | None = None,
+               ping_interval: float = 0.1, stall_timeout: float = 3.0) -> "Stream":
+        return Stream(self, interval_us or self.description["interval_us"]["default"], rails,
+                      ping_interval, stall_timeout)
+
+    def burst(self, pre: int = 2500, post: int = 2500, trigger: str = "now", timeout: float = 10.0,
+              **trig) -> "Burst":
+        """Capture raw 4 us samples around a trigger and wait for the upload (no stream needed)."""
+        stride = 2 * len(self.description["rails"]) + 1
+        self.link.command("burst", pre=pre, post=post, trigger=trigger, **trig)
+        chunks: list[wire.Frame] = []
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                f = self.link.data.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if f is None:
+                raise LinkError(self.link.error or "link closed during burst upload")
+            if f.type != wire.T_BURST:
+                continue
+            chunks.append(f)
+            if f.flags & wire.F_LAST:
+                break
+        else:
+            raise LinkError(f"burst upload did not finish within {timeout:g} s (trigger not met?)")
+        raw = np.frombuffer(b"".join(c.payload for c in chunks), dtype="<i2").reshape(-1, stride)
+        return Burst(chunks[0].index, raw, self.description)
+
+
+@dataclass
+class Burst:
+    """Raw 4 us samples: ``codes`` (samples x (2*rails+1)) and SI helpers."""
+    first_index: int
+    codes: np.ndarray
+    description: dict
+
+    def rail(self, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(volts, amps, watts) arrays of one rail."""
+        names = [r["name"] for r in self.description["rails"]]
+        k = names.index(name)
+        s = wire.rail_scales(self.description, [name])[0]
+        off = self.description["calibration"]["rails"][name]
+        v = (self.codes[:, 2 * k].astype(np.float64) - off["v_offset"]) * s.v_per_code
+        i = (self.codes[:, 2 * k + 1].astype(np.float64) - off["i_offset"]) * s.i_per_code
+        return v, i, v * i
+
+
+@dataclass
+class StreamStats:
+    frames: int = 0
+    intervals: int = 0
+    dropped_frames: int = 0
+    gaps: int = 0
+    gap_intervals: int = 0
+    overruns: int = 0
+    crc_errors: int = 0
+    bad_bytes: int = 0
+    gap_positions: list = field(default_factory=list)   # (first sample index, intervals, reason)
+
+
+class Stream:
+    """A running stream. Use as a context manager; iterate ``blocks()``."""
+
+    def __init__(self, dev: Interposer, interval_us: int, rails: list[str] | None, ping_interval: float,
+                 stall_timeout: float):
+        self.dev = dev
+        self.interval_us = interval_us
+        self.requested_rails = rails
+        self.ping_interval = ping_interval
+        self.stall_timeout = stall_timeout
+        self.stats = StreamStats()
+        self.clock = ClockFit(period_s=dev.description["sample_period_us"] * 1e-6)
+        self._sums: np.ndarray | None = None
+        self._stop = threading.Event()
+        self._pinger: threading.Thread | None = None
+        self.config: dict = {}
+
+    # ---- lifecycle ------------------------------------------------------------------------------------
+    def __enter__(self) -> "Stream":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        link = self.dev.link
+        while not link.data.empty():   # stale frames of an earlier stream
+            link.data.get_nowait()
+        args = {"interval_us": self.interval_us}
+        if self.requested_rails:
+            args["rails"] = list(self.requested_rails)
+        self.config = link.command("start", **args)
+        d = self.dev.description
+        self.rails = tuple(self.config["rails"])
+        self.scales = wire.rail_scales(d, list(self.rails))
+        self.spi = self.interval_us // d["sample_period_us"]
+        self.window = d["peak_window_us"] // d["sample_period_us"]
+        self.per_frame = self.config["per_frame"]
+        self.period_s = d["sample_period_us"] * 1e-6
+        self._next_index = int(self.config["first_index"])
+        self._next_seq: int | None = None
+        self._crc0 = link.decoder.crc_errors
+        self._bad0 = link.decoder.bad_bytes
+        self._sums = np.zeros(len(self.rails))
+        self._comp = np.zeros(len(self.rails))
+        self._valid_rows = 0
+        self._pinger = threading.Thread(target=self._ping_loop, name="powerrig-pinger", daemon=True)
+        self._pinger.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._pinger:
+            self._pinger.join(timeout=2.0)
+        try:
+            self.dev.link.command("stop")
+        except LinkError:
+            pass
+
+    def _ping_loop(self) -> None:
+        while not self._stop.wait(self.ping_interval):
+            try:
+                self.clock.add(*self.dev.ping())
+            except (LinkError, DeviceError):
+                continue
+
+    # ---- data -------------------------------------------------------------------------------------------
+    def blocks(self, seconds: float | None = None, max_rows: int = 5000):
+        """Yield IntervalBlocks until ``seconds`` of device time have been covered (or forever)."""
+        link = self.dev.link
+        end_index = None if seconds is None else self._next_index + int(round(seconds / self.period_s))
+        pending: list[wire.Frame] = []
+        last_data = time.time()
+        while end_index is None or self._next_index < end_index:
+            try:
+                f = link.data.get(timeout=0.05)
+            except queue.Empty:
+                f = False
+            if f is None:
+                raise LinkError(link.error or f"link to {link.port} closed")
+            if f and f.type == wire.T_DATA:
+                pending.append(f)
+                last_data = time.time()
+            quiet = time.time() - last_data
+            if pending and (f is False or len(pending) * self.per_frame >= max_rows):
+                yield from self._assemble(pending)
+                pending = []
+            if quiet > self.stall_timeout:
+                raise LinkError(f"no data from {link.port} for {quiet:.1f} s: the interposer stalled or was "
+                                "unplugged; check USB and power, then `powerrig devices`")
+        if pending:
+            yield from self._assemble(pending)
+
+    def _assemble(self, frames: list[wire.Frame]):
+        """Turn in-order DATA frames into blocks, with gap blocks where frames or samples were lost."""
+        st = self.stats
+        dec = self.dev.link.decoder
+        st.crc_errors = dec.crc_errors - self._crc0
+        st.bad_bytes = dec.bad_bytes - self._bad0
+        run: list[wire.Frame] = []
+        for f in frames:
+            lost = 0
+            if self._next_seq is not None:
+                lost = (f.seq - self._next_seq) & 0xFFFF
+            if f.index != self._next_index or lost:
+                if run:
+                    yield self._decode(run)
+                    run = []
+                gap = self._gap(f, lost)
+                if gap is not None:
+                    yield gap
+            run.append(f)
+            self._next_index = f.index + f.count * self.spi
+            self._next_seq = (f.seq + 1) & 0xFFFF
+            st.frames += 1
+        if run:
+            yield self._decode(run)
+
+    def _gap(self, f: wire.Frame, lost_seq: int) -> IntervalBlock | None:
+        st = self.stats
+        missing = f.index - self._next_index
+        if missing < 0:
+            # the device restarted its index (reset or a second host): realign, count it as a gap
+            st.gaps += 1
+            st.gap_positions.append((f.index, 0, "restart"))
+            self._next_index = f.index
+            return None
+        n = missing // self.spi
+        if lost_seq:
+            # seq is 16-bit: pick the wrap count that agrees with the missing sample count
+            est = n / self.per_frame
+            lost_seq += 65536 * max(0, round((est - lost_seq) / 65536))
+        reason = "link" if lost_seq else "overrun"
+        st.dropped_frames += lost_seq
+        if f.flags & wire.F_OVERRUN:
+            st.overruns += 1
+        if n <= 0:
+            return None
+        st.gaps += 1
+        st.gap_intervals += n
+        st.gap_positions.append((self._next_index, n, reason))
+        return IntervalBlock.gap(self._next_index, n, self.spi, self.period_s, self.rails, reason)
+
+    def _decode(self, frames: list[wire.Frame]) -> IntervalBlock:
+        payload = b"".join(f.payload for f in frames)
+        si = wire.records_to_si(payload, self.scales, self.spi, self.window)
+        n = len(si["dig_or"])
+        self.stats.intervals += n
+        # running sums for the summary: compensated (Neumaier) so hours of data do not drift
+        part = si["p"].sum(axis=0)
+        t = self._sums + part
+        self._comp += np.where(np.abs(self._sums) >= np.abs(part), (self._sums - t) + part, (part - t) + self._sums)
+        self._sums = t
+        self._valid_rows += n
+        return IntervalBlock(frames[0].index, self.spi, self.period_s, self.rails, si["v"], si["i"], si["p"],
+                             si["p_min"], si["p_max"], si["p_peak"], si["dig_or"], si["dig_and"],
+                             np.ones(n, bool))
+
+    # ---- summary --------------------------------------------------------------------------------------
+    def mean_power(self) -> dict[str, float]:
+        if not self._valid_rows:
+            return {r: math.nan for r in self.rails} | {"total": math.nan}
+        m = (self._sums + self._comp) / self._valid_rows
+        out = {r: float(x) for r, x in zip(self.rails, m)}
+        out["total"] = float(m.sum())
+        return out
+
+    def summary(self) -> dict:
+        st = self.stats
+        model = self.clock.model()
+        return {
+            "port": self.dev.link.port,
+            "interval_us": self.interval_us,
+            "rails": list(self.rails),
+            "frames": st.frames,
+            "samples": st.intervals,
+            "raw_samples": st.intervals * self.spi,
+            "dropped_frames": st.dropped_frames,
+            "gaps": st.gaps,
+            "gap_intervals": st.gap_intervals,
+            "overruns": st.overruns,
+            "crc_errors": st.crc_errors,
+            "bad_bytes": st.bad_bytes,
+            "mean_power_w": self.mean_power(),
+            "clock": {
+                "offset_s": model.offset_s if model else None,
+                "drift_ppm": model.drift_ppm if model else None,
+                "residual_us": model.residual_us if model else None,
+                "pings": model.pings if model else 0,
+            },
+        }

@@ -1,0 +1,89 @@
+"""Virtual analog front end: true rail voltage and current -> ADC codes, as the real board sees them.
+
+What it adds to the truth, each a real error source of the interposer: IR droop on the rail, white
+noise on every channel, quantization to 16-bit codes, per-channel gain and offset error (fixed per
+board, i.e. per seed), and clipping at full scale. The truth is kept so tests can measure how much
+of it the pipeline gives back.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from powerrig.rails import RailConfig, rails as default_rails
+
+ACTIVITY_BIT, PERST_BIT, MARKER_BIT = 1, 2, 4
+
+
+class ScriptedLoad:
+    """A stand-in drive until a virtual SSD is plugged in: idle, then bursts of activity.
+
+    A 4 s cycle on the 12 V rail: 1.5 s idle at 5.0 W, 2 s active at 12 W with a 20 W, 200 us
+    spike every 50 ms, 0.5 s back to idle. 3.3 Vaux draws a steady 0.12 A; 5 V draws nothing.
+    """
+
+    nominal_volts = {"12V": 12.0, "3V3": 3.3, "5V": 5.0}
+    period_s = 4.0
+
+    def rail_currents(self, t: np.ndarray) -> dict[str, np.ndarray]:
+        ph = np.mod(t, self.period_s)
+        active = (ph >= 1.5) & (ph < 3.5)
+        w = np.where(active, 12.0, 5.0)
+        spike = active & (np.mod(ph - 1.5, 0.05) < 200e-6)
+        w = np.where(spike, 20.0, w)
+        return {"12V": w / 12.0, "3V3": np.full_like(t, 0.12), "5V": np.zeros_like(t)}
+
+    def activity(self, t: np.ndarray) -> np.ndarray:
+        ph = np.mod(t, self.period_s)
+        return (ph >= 1.5) & (ph < 3.5)
+
+
+@dataclass
+class FrontEndSpec:
+    noise_v_lsb: float = 1.2       # rms, in codes
+    noise_i_lsb: float = 2.5
+    gain_error: float = 0.003      # each channel's gain is off by up to this fraction (fixed per seed)
+    offset_codes: int = 12         # each channel's offset is off by up to this many codes
+    droop_ohm: float = 0.008       # connector + trace resistance between slot and drive
+
+
+class FrontEnd:
+    def __init__(self, load, seed: int = 1, spec: FrontEndSpec | None = None, cfg: RailConfig | None = None):
+        self.load = load
+        self.cfg = cfg or default_rails()
+        self.spec = spec or FrontEndSpec()
+        self.rng = np.random.default_rng(seed)
+        n = len(self.cfg.rails)
+        board = np.random.default_rng(seed + 1000)   # board errors do not depend on the noise stream
+        self.gain = 1.0 + board.uniform(-1, 1, size=(n, 2)) * self.spec.gain_error
+        self.offset = np.round(board.uniform(-1, 1, size=(n, 2)) * self.spec.offset_codes).astype(np.int64)
+        self.stride = 2 * n + 1
+
+    def factory_calibration(self) -> dict:
+        """What a factory calibration against a reference meter finds for this board's errors."""
+        return {"version": 1, "source": "simulated factory calibration",
+                "rails": {r.name: {"v_offset": int(self.offset[k, 0]), "i_offset": int(self.offset[k, 1]),
+                                   "v_gain": float(1.0 / self.gain[k, 0]), "i_gain": float(1.0 / self.gain[k, 1])}
+                          for k, r in enumerate(self.cfg.rails)}}
+
+    def sample(self, t_utc: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Codes (n x stride, int16) for samples at host UTC times, and the true power per rail (W)."""
+        n = len(t_utc)
+        amps = self.load.rail_currents(t_utc)
+        nominal = getattr(self.load, "nominal_volts", ScriptedLoad.nominal_volts)
+        raw = np.empty((n, self.stride), dtype=np.int16)
+        truth = {}
+        sp = self.spec
+        for k, r in enumerate(self.cfg.rails):
+            i_true = amps.get(r.name, np.zeros(n))
+            v_true = nominal.get(r.name, r.nominal_v) - sp.droop_ohm * i_true
+            truth[r.name] = v_true * i_true
+            v = v_true / r.v_lsb * self.gain[k, 0] + self.offset[k, 0] + self.rng.normal(0, sp.noise_v_lsb, n)
+            i = i_true / r.i_lsb * self.gain[k, 1] + self.offset[k, 1] + self.rng.normal(0, sp.noise_i_lsb, n)
+            raw[:, 2 * k] = np.clip(np.rint(v), -32768, 32767)
+            raw[:, 2 * k + 1] = np.clip(np.rint(i), -32768, 32767)
+        act = getattr(self.load, "activity", None)
+        dig = PERST_BIT + (act(t_utc).astype(np.int16) * ACTIVITY_BIT if act else 0)
+        raw[:, -1] = dig
+        return raw, truth

@@ -1,0 +1,354 @@
+"""The virtual interposer: the real firmware (powerrig_fw.device.Device) on a pseudo-terminal.
+
+A ``SimBoard`` stands in for firmware/board: its ADC is the virtual front end, paced by a simulated
+crystal that drifts against the host clock; its USB is a pty written through a thread that adds
+latency jitter and, when asked, corrupts bytes, drops frames or stalls. Everything above the board
+(commands, stream state machine, framing, CRC) is the firmware's own code.
+
+Ground truth (true clock mapping, injected fault counts, true power per 1 ms) is written to a
+truth file for tests to measure the pipeline against.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import select
+import signal
+import sys
+import tempfile
+import threading
+import time
+import tty
+from collections import deque
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from powerrig.rails import rails as default_rails
+from powerrig.sim.frontend import FrontEnd, FrontEndSpec, ScriptedLoad
+from powerrig.sim.reducer import NumpyReducer
+from powerrig.wire import fw  # noqa: F401  (puts firmware/ on sys.path)
+from powerrig_fw import crc as fw_crc
+from powerrig_fw.device import Device
+from powerrig_fw.timebase import Timebase
+
+TRUTH_BIN = 250          # truth power kept per 250 samples (1 ms)
+ADC_RING_S = 0.1         # the board's DMA ring: a stall longer than this loses samples
+
+
+@dataclass
+class Faults:
+    corrupt: float = 0.0        # probability that a byte of a DATA frame is flipped
+    drop: float = 0.0           # probability that a DATA frame is not sent
+    stall_at: float = -1.0      # seconds after start when the device stops running
+    stall_for: float = 0.0
+    jitter_ms: float = 1.0      # USB latency jitter, uniform 0..jitter_ms per write
+    seed: int = 7
+
+
+class SimBoard:
+    """firmware/board interface, simulated. See firmware/board/README.md."""
+
+    name = "sim"
+
+    def __init__(self, master_fd: int, frontend: FrontEnd, drift_ppm: float, faults: Faults,
+                 cal_path: str, boot_s: float = 10_800.0):
+        self.fd = master_fd
+        self.frontend = frontend
+        self.faults = faults
+        self.rng = np.random.default_rng(faults.seed)
+        self.cal_path = cal_path
+        self.serial = f"SIM-{os.getpid():05d}-{int(time.time()) % 100000:05d}"
+        self.scale = 1.0 + drift_ppm * 1e-6            # device seconds per host second
+        self.mono0 = time.monotonic_ns()
+        self.utc0 = time.time()
+        self.boot_us = boot_s * 1e6                     # device uptime at sim start
+        self.period_us = default_rails().sample_period_us
+        self.timebase = Timebase(self._ticks, self._diff)
+        self.reducer = NumpyReducer(len(frontend.cfg.rails))
+        self.crc_into = fw_crc.crc32_into_c
+        self.burst_capacity = 65536
+        self.gen_index = self.sample_index()
+        self.last_block_index = self.gen_index
+        # truth
+        self.truth_bins: dict[int, np.ndarray] = {}
+        self.injected_corrupt_frames = 0
+        self.writes_dropped = 0
+        # writer thread
+        self._q: deque[tuple[float, bytes]] = deque()
+        self._q_bytes = 0
+        self._cv = threading.Condition()
+        self._stop = False
+        self._release = 0.0
+        self._rx: deque[tuple[float, bytes]] = deque()
+        self._rx_release = 0.0
+        self._rx_at = time.monotonic()
+        self._writer = threading.Thread(target=self._write_loop, name="sim-usb", daemon=True)
+        self._writer.start()
+        self._reader = threading.Thread(target=self._rx_loop, name="sim-usb-rx", daemon=True)
+        self._reader.start()
+
+    # ---- clock -------------------------------------------------------------------------------------
+    def device_us(self) -> float:
+        return self.boot_us + (time.monotonic_ns() - self.mono0) / 1000.0 * self.scale
+
+    def _ticks(self) -> int:
+        return int(self.device_us()) & 0x3FFFFFFF
+
+    @staticmethod
+    def _diff(a: int, b: int) -> int:
+        d = (a - b) & 0x3FFFFFFF
+        return d - 0x40000000 if d >= 0x20000000 else d
+
+    def sample_index(self) -> int:
+        return int(self.device_us() // self.period_us)
+
+    def utc_of_index(self, index):
+        """Truth: host UTC of a sample index."""
+        dev_s = (np.asarray(index, dtype=np.float64) * self.period_us - self.boot_us) / 1e6
+        return self.utc0 + dev_s / self.scale
+
+    def clock_truth(self) -> dict:
+        return {"utc_at_index0": float(self.utc_of_index(0)), "period_s": self.period_us * 1e-6,
+                "drift_ppm": (self.scale - 1.0) * 1e6,
+                "index_ref": int(self.gen_index), "utc_ref": float(self.utc_of_index(self.gen_index))}
+
+    # ---- ADC -------------------------------------------------------------------------------------------
+    def adc_restart(self) -> int:
+        return self.gen_index
+
+    def block_index(self) -> int:
+        return self.last_block_index
+
+    def adc_read(self):
+        now = self.sample_index()
+        n = now - self.gen_index
+        if n <= 0:
+            return None
+        dropped = 0
+        ring = int(ADC_RING_S * 1e6 / self.period_us)
+        if n > ring:                      # the CPU did not keep up: DMA overwrote old samples
+            dropped = n - ring
+            self.gen_index += dropped
+            n = ring
+        idx = self.gen_index + np.arange(n, dtype=np.int64)
+        raw, truth = self.frontend.sample(self.utc_of_index(idx))
+        self._keep_truth(idx, truth)
+        self.last_block_index = self.gen_index
+        self.gen_index += n
+        return raw.reshape(-1), n, dropped
+
+    def _keep_truth(self, idx: np.ndarray, truth: dict[str, np.ndarray]) -> None:
+        p = np.stack([truth[r.name] for r in self.frontend.cfg.rails], axis=1)
+        b = idx // TRUTH_BIN
+        edges = np.flatnonzero(np.diff(b)) + 1
+        starts = np.concatenate([[0], edges])
+        sums = np.add.reduceat(p, starts, axis=0)
+        for bi, s in zip(b[starts], sums):
+            acc = self.truth_bins.get(int(bi))
+            self.truth_bins[int(bi)] = s if acc is None else acc + s
+
+    def make_ring(self, n: int) -> np.ndarray:
+        return np.zeros(n, dtype=np.int16)
+
+    def scan_trigger(self, raw, n, stride, spec) -> int:
+        x = np.asarray(raw[: n * stride]).reshape(n, stride).astype(np.int64)
+        if spec["trigger"] == "threshold":
+            c = 2 * spec["rail_index"]
+            hit = np.flatnonzero(x[:, c] * x[:, c + 1] > spec["code_product"])
+        else:
+            bit = (x[:, -1] >> spec["bit"]) & 1
+            prev = np.concatenate([[1 if spec["rising"] else 0], bit[:-1]])
+            hit = np.flatnonzero((bit > prev) if spec["rising"] else (bit < prev))
+        return int(hit[0]) if len(hit) else -1
+
+    # ---- USB -------------------------------------------------------------------------------------------
+    def _rx_loop(self) -> None:
+        """The USB OUT endpoint: host bytes arrive, stamped, and become readable after jitter."""
+        while not self._stop:
+            try:
+                r, _, _ = select.select([self.fd], [], [], 0.1)
+                if not r:
+                    continue
+                data = os.read(self.fd, 4096)
+            except BlockingIOError:
+                continue
+            except OSError as e:
+                if e.errno == errno.EIO:      # no one has the port open
+                    time.sleep(0.05)
+                    continue
+                return
+            now = time.monotonic()
+            with self._cv:
+                self._rx_release = max(self._rx_release, now + self.rng.uniform(0, self.faults.jitter_ms) * 1e-3)
+                self._rx.append((self._rx_release, data))
+
+    def read(self) -> bytes | None:
+        """Host bytes whose USB transfer has completed."""
+        now = time.monotonic()
+        out = []
+        with self._cv:
+            while self._rx and self._rx[0][0] <= now:
+                release, chunk = self._rx.popleft()
+                self._rx_at = release
+                out.append(chunk)
+        return b"".join(out) or None
+
+    def rx_index(self) -> int:
+        """Sample index at which the bytes just read finished arriving (the USB RX interrupt's stamp)."""
+        dev_us = self.boot_us + (self._rx_at - self.mono0 / 1e9) * 1e6 * self.scale
+        return int(dev_us // self.period_us)
+
+    def write(self, data) -> None:
+        data = bytes(data)
+        f = self.faults
+        if f.corrupt and data[3] == fw.T_DATA:
+            flips = np.flatnonzero(self.rng.random(len(data)) < f.corrupt)
+            if len(flips):
+                b = bytearray(data)
+                for k in flips:
+                    b[k] ^= 1 << int(self.rng.integers(8))
+                data = bytes(b)
+                self.injected_corrupt_frames += 1
+        now = time.monotonic()
+        release = max(self._release, now + self.rng.uniform(0, f.jitter_ms) * 1e-3)
+        self._release = release
+        with self._cv:
+            if self._q_bytes > 4 << 20:     # nobody reads the port: drop, as a full USB FIFO does
+                self.writes_dropped += 1
+                return
+            self._q.append((release, data))
+            self._q_bytes += len(data)
+            self._cv.notify()
+
+    def _write_loop(self) -> None:
+        while True:
+            with self._cv:
+                while not self._q and not self._stop:
+                    self._cv.wait(0.1)
+                if self._stop:
+                    return
+                release, data = self._q[0]
+            delay = release - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            view = memoryview(data)
+            while view:
+                try:
+                    k = os.write(self.fd, view)
+                    view = view[k:]
+                except BlockingIOError:
+                    select.select([], [self.fd], [], 0.05)
+                    if self._stop:
+                        return
+                except OSError:
+                    break
+            with self._cv:
+                self._q.popleft()
+                self._q_bytes -= len(data)
+
+    def close(self) -> None:
+        with self._cv:
+            self._stop = True
+            self._cv.notify()
+        self._writer.join(timeout=1.0)
+        self._reader.join(timeout=1.0)
+
+
+class VirtualInterposer:
+    """Runs the firmware Device against a SimBoard on a new pty. ``port`` is the path to open."""
+
+    def __init__(self, load=None, seed: int = 1, drift_ppm: float = 35.0, faults: Faults | None = None,
+                 spec: FrontEndSpec | None = None, state_dir: str | None = None, calibrated: bool = True):
+        self.master, self.slave = os.openpty()
+        tty.setraw(self.slave)
+        os.set_blocking(self.master, False)
+        self.port = os.ttyname(self.slave)
+        self.state_dir = Path(state_dir or tempfile.mkdtemp(prefix="powerrig-sim-"))
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.faults = faults or Faults()
+        self.frontend = FrontEnd(load or ScriptedLoad(), seed=seed, spec=spec)
+        cal_path = str(self.state_dir / "calibration.json")
+        if calibrated and not os.path.exists(cal_path):
+            with open(cal_path, "w") as f:
+                json.dump(self.frontend.factory_calibration(), f)
+        self.board = SimBoard(self.master, self.frontend, drift_ppm, self.faults, cal_path)
+        self.device = Device(self.board)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.t_start = time.monotonic()
+
+    def start(self) -> "VirtualInterposer":
+        self._thread = threading.Thread(target=self._run, name="sim-interposer", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        f = self.faults
+        stalled = False
+        while not self._stop.is_set():
+            el = time.monotonic() - self.t_start
+            if f.stall_at >= 0 and not stalled and el >= f.stall_at:
+                stalled = True
+                time.sleep(f.stall_for)   # the firmware hangs: nothing read, nothing sent
+            if self.faults.drop and self.device.framer.drop_next == 0 and self.board.rng.random() < self.faults.drop:
+                self.device.framer.drop_next = 1
+            self.device.poll()
+            time.sleep(0.0005)
+
+    def truth(self) -> dict:
+        fr = self.device.framer
+        return {"port": self.port, "clock": self.board.clock_truth(),
+                "injected": {"dropped_frames": fr.frames_dropped, "corrupted_frames": self.board.injected_corrupt_frames,
+                             "lost_frames": fr.frames_dropped + self.board.injected_corrupt_frames,
+                             "writes_dropped": self.board.writes_dropped},
+                "frames_sent": fr.frames_sent, "overruns": self.device.overruns,
+                "lost_samples": self.device.lost_samples,
+                "faults": asdict(self.faults), "serial": self.board.serial}
+
+    def write_truth(self, path: str | os.PathLike) -> None:
+        """Truth JSON at path, and the true power per 1 ms bin beside it (path + .npz)."""
+        with open(path, "w") as f:
+            json.dump(self.truth(), f, indent=1)
+        bins = sorted(self.board.truth_bins)
+        if bins:
+            p = np.stack([self.board.truth_bins[b] for b in bins]) / TRUTH_BIN
+            np.savez(str(path) + ".npz", bin_index=np.asarray(bins, np.int64) * TRUTH_BIN, power_w=p,
+                     rails=np.array([r.name for r in self.frontend.cfg.rails]))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=2.0)
+        self.board.close()
+        for fd in (self.master, self.slave):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def serve(args) -> int:
+    """`powerrig sim interposer`: print the pty path, run until SIGINT/SIGTERM."""
+    faults = Faults(corrupt=args.corrupt, drop=args.drop, stall_at=args.stall_at, stall_for=args.stall_for,
+                    jitter_ms=args.jitter_ms, seed=args.seed)
+    sim = VirtualInterposer(seed=args.seed, drift_ppm=args.drift_ppm, faults=faults, state_dir=args.state_dir,
+                            calibrated=not args.uncalibrated)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    sim.start()
+    print(sim.port, flush=True)
+    print(f"powerrig sim interposer: streaming firmware on {sim.port} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+    deadline = None if args.seconds is None else time.monotonic() + args.seconds
+    while not stop.wait(0.2):
+        if deadline and time.monotonic() > deadline:
+            break
+        if args.truth:
+            pass
+    sim.stop()
+    if args.truth:
+        sim.write_truth(args.truth)
+    return 0

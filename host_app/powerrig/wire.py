@@ -1,0 +1,158 @@
+"""Host side of wire format v1 (docs/protocol.md): frame decoding with resync and CRC, and the
+conversion of interval records to SI units with numpy.
+
+The constants come from the firmware's own module so the two sides cannot disagree.
+"""
+from __future__ import annotations
+
+import json
+import struct
+import sys
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+_FW = Path(__file__).resolve().parents[2] / "firmware"
+if str(_FW) not in sys.path:
+    sys.path.append(str(_FW))
+from powerrig_fw import wire as fw  # noqa: E402  (the firmware's wire module is the spec)
+
+SYNC = bytes((fw.SYNC0, fw.SYNC1))
+HEADER = struct.Struct("<2sBBBBHHQ")
+assert HEADER.size == fw.HEADER_SIZE
+
+T_DATA, T_COMMAND, T_REPLY, T_BURST, T_NOTICE = fw.T_DATA, fw.T_COMMAND, fw.T_REPLY, fw.T_BURST, fw.T_NOTICE
+F_OVERRUN, F_LAST, F_RESTART = fw.F_OVERRUN, fw.F_LAST, fw.F_RESTART
+
+
+@dataclass(slots=True)
+class Frame:
+    type: int
+    flags: int
+    count: int
+    seq: int
+    index: int          # first sample index (u64)
+    payload: bytes
+    t_host: float = 0.0  # host UTC when the bytes holding the frame's end were read
+
+
+def encode(ftype: int, payload: bytes, seq: int = 0, flags: int = 0, count: int = 0, index: int = 0) -> bytes:
+    """One frame (host -> device commands; also the golden-vector generator)."""
+    body = HEADER.pack(SYNC, fw.VERSION, ftype, flags, count, len(payload), seq & 0xFFFF, index) + payload
+    return body + struct.pack("<I", zlib.crc32(body[2:]))
+
+
+def encode_command(doc: dict, seq: int = 0) -> bytes:
+    return encode(T_COMMAND, json.dumps(doc, separators=(",", ":")).encode(), seq)
+
+
+class FrameDecoder:
+    """Bytes in, whole frames out. Garbage and corrupt frames cost bytes, never the stream.
+
+    Counters: ``crc_errors`` (a candidate frame whose CRC failed), ``bad_bytes`` (bytes skipped
+    while resynchronising), ``frames``.
+    """
+
+    def __init__(self, max_payload: int = fw.MAX_PAYLOAD):
+        self.max_payload = max_payload
+        self._buf = bytearray()
+        self.crc_errors = 0
+        self.bad_bytes = 0
+        self.frames = 0
+
+    def feed(self, data: bytes, t_host: float = 0.0) -> list[Frame]:
+        buf = self._buf
+        buf += data
+        out: list[Frame] = []
+        pos = 0
+        n = len(buf)
+        unpack = HEADER.unpack_from
+        crc = zlib.crc32
+        while True:
+            i = buf.find(SYNC, pos)
+            if i < 0:
+                keep = n - 1 if n and buf[-1] == fw.SYNC0 else n
+                self.bad_bytes += max(0, keep - pos)
+                pos = max(pos, keep)
+                break
+            self.bad_bytes += i - pos
+            pos = i
+            if n - pos < fw.HEADER_SIZE:
+                break
+            _s, ver, ftype, flags, count, length, seq, index = unpack(buf, pos)
+            if ver != fw.VERSION or length > self.max_payload:
+                self.crc_errors += 1
+                self.bad_bytes += 1
+                pos += 1
+                continue
+            end = pos + fw.HEADER_SIZE + length
+            if n < end + 4:
+                break
+            if crc(memoryview(buf)[pos + 2:end]) != int.from_bytes(buf[end:end + 4], "little"):
+                self.crc_errors += 1
+                self.bad_bytes += 1
+                pos += 1
+                continue
+            out.append(Frame(ftype, flags, count, seq, index, bytes(buf[pos + fw.HEADER_SIZE:end]), t_host))
+            pos = end + 4
+        del buf[:pos]
+        self.frames += len(out)
+        return out
+
+
+def record_dtype(n_rails: int) -> np.dtype:
+    """numpy dtype of one interval record with n_rails rails (packed, little-endian)."""
+    fields = [("dig_or", "u1"), ("dig_and", "u1")]
+    for k in range(n_rails):
+        fields += [(f"sum_v{k}", "<i4"), (f"sum_i{k}", "<i4"), (f"sum_p_hi{k}", "<i4"), (f"sum_p_lo{k}", "<u2"),
+                   (f"p_min{k}", "<i2"), (f"p_max{k}", "<i2"), (f"peak{k}", "<i4")]
+    dt = np.dtype(fields)
+    assert dt.itemsize == fw.record_size(n_rails)
+    return dt
+
+
+@dataclass(frozen=True)
+class RailScale:
+    """Codes -> SI for one rail: lsb from the device description times calibration gain."""
+    name: str
+    v_per_code: float
+    i_per_code: float
+
+    @property
+    def w_per_product(self) -> float:
+        return self.v_per_code * self.i_per_code
+
+
+def rail_scales(description: dict, rails: list[str]) -> list[RailScale]:
+    by_name = {r["name"]: r for r in description["rails"]}
+    cal = description.get("calibration", {}).get("rails", {})
+    out = []
+    for name in rails:
+        r = by_name[name]
+        c = cal.get(name, {})
+        out.append(RailScale(name, r["v_lsb"] * c.get("v_gain", 1.0), r["i_lsb"] * c.get("i_gain", 1.0)))
+    return out
+
+
+def records_to_si(payload: bytes | np.ndarray, scales: list[RailScale], interval_samples: int, window_samples: int):
+    """Decode concatenated records into SI arrays: dict of (rows x rails) float arrays + digital."""
+    rec = np.frombuffer(payload, dtype=record_dtype(len(scales))) if not isinstance(payload, np.ndarray) else payload
+    n, r = len(rec), len(scales)
+    out = {f: np.empty((n, r)) for f in ("v", "i", "p", "p_min", "p_max", "p_peak")}
+    half = 0.5  # min/max/peak are floor(x / 2**15) on the device: the bin centre is unbiased
+    shift = float(1 << fw.P_SHIFT)
+    for k, s in enumerate(scales):
+        out["v"][:, k] = rec[f"sum_v{k}"] * (s.v_per_code / interval_samples)
+        out["i"][:, k] = rec[f"sum_i{k}"] * (s.i_per_code / interval_samples)
+        sum_p = rec[f"sum_p_hi{k}"].astype(np.int64) * (1 << fw.P_SHIFT) + rec[f"sum_p_lo{k}"]
+        out["p"][:, k] = sum_p * (s.w_per_product / interval_samples)
+        out["p_min"][:, k] = (rec[f"p_min{k}"] + half) * (shift * s.w_per_product)
+        out["p_max"][:, k] = (rec[f"p_max{k}"] + half) * (shift * s.w_per_product)
+        pk = rec[f"peak{k}"].astype(np.float64)
+        pk[rec[f"peak{k}"] == fw.PEAK_NONE] = np.nan
+        out["p_peak"][:, k] = (pk + half) * (shift * s.w_per_product / window_samples)
+    out["dig_or"] = rec["dig_or"].copy()
+    out["dig_and"] = rec["dig_and"].copy()
+    return out

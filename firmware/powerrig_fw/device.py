@@ -21,6 +21,13 @@ IDLE = "idle"
 STREAMING = "streaming"
 
 
+def _frames(interval_us, rec, per_frame):
+    """(per_frame, bytes per second) of a setting; per_frame 0 picks about 100 frames/s."""
+    if not per_frame:
+        per_frame = max(1, min(255, FRAME_TARGET_US // interval_us, wire.MAX_PAYLOAD // rec))
+    return per_frame, (wire.OVERHEAD + rec * per_frame) * 1000000 // (per_frame * interval_us)
+
+
 def plan_stream(interval_us, n_rails, per_frame=0):
     """(per_frame, bytes_per_s) for a setting, or raise ValueError with a reason the user can act on."""
     period = rails_default.SAMPLE_PERIOD_US
@@ -30,18 +37,16 @@ def plan_stream(interval_us, n_rails, per_frame=0):
     if not MIN_INTERVAL_US <= interval_us <= max_us:
         raise ValueError("interval_us must be within %d..%d us" % (MIN_INTERVAL_US, max_us))
     rec = wire.record_size(n_rails)
-    if not per_frame:
-        per_frame = max(1, min(255, FRAME_TARGET_US // interval_us, wire.MAX_PAYLOAD // rec))
-    if not 1 <= per_frame <= 255 or rec * per_frame > wire.MAX_PAYLOAD:
+    if per_frame and (not 1 <= per_frame <= 255 or rec * per_frame > wire.MAX_PAYLOAD):
         raise ValueError("per_frame must be 1..%d for %d rails" % (min(255, wire.MAX_PAYLOAD // rec), n_rails))
-    bps = (wire.OVERHEAD + rec * per_frame) * 1000000 // (per_frame * interval_us)
+    chosen, bps = _frames(interval_us, rec, per_frame)
     if bps > LINK_BUDGET_BPS:
         us = interval_us
-        while (wire.OVERHEAD + rec * per_frame) * 1000000 // (per_frame * us) > LINK_BUDGET_BPS:
+        while us < max_us and _frames(us, rec, per_frame)[1] > LINK_BUDGET_BPS:
             us += period
         raise ValueError("interval %d us with %d rails needs %d B/s, over the link budget of %d B/s; "
                          "use fewer rails or interval_us >= %d" % (interval_us, n_rails, bps, LINK_BUDGET_BPS, us))
-    return per_frame, bps
+    return chosen, bps
 
 
 class Device:
@@ -172,7 +177,8 @@ class Device:
         self.reducer.restart(start >> wire.INDEX_LO_BITS, start & wire.INDEX_LO_MASK)
         self.state = STREAMING
         self.stream = {"interval_us": interval_us, "rails": list(names), "per_frame": per_frame,
-                       "record_size": wire.record_size(len(idx)), "bytes_per_s": bps, "first_index": start}
+                       "record_size": wire.record_size(len(idx)), "bytes_per_s": bps, "first_index": start,
+                       "first_seq": self.framer.seq}
         return dict(self.stream)
 
     def cmd_stop(self, msg):

@@ -75,6 +75,7 @@ class Reducer:
         self.wpos = 0
         self.dig_or = 0
         self.dig_and = 0xFF
+        self.discard = 0
         for k in range(self.n_rails):
             self._clear_rail(k)
             self.wsum_hi[k] = 0
@@ -93,13 +94,21 @@ class Reducer:
         self.peak[k] = PEAK_NONE
 
     def skip(self, n_samples):
-        """n samples were lost before the next block: restart after them."""
-        lo = self.idx_lo + self.in_interval + n_samples
+        """n samples were lost before the next block.
+
+        The interval in progress is lost with them, and reduction resumes at the next interval
+        boundary of the original grid (the samples before it are discarded), so interval starts
+        stay a whole number of intervals apart: the host sees a gap of whole intervals.
+        """
+        pos = self.in_interval + n_samples
+        discard = (self.spi - pos % self.spi) % self.spi
+        lo = self.idx_lo + pos + discard
         hi = self.idx_hi
         while lo > INDEX_LO_MASK:
             lo -= 1 << INDEX_LO_BITS
             hi += 1
         self.restart(hi, lo)
+        self.discard = discard
 
     def feed(self, raw, n_samples, framer):
         """Reduce n_samples sample instants from raw (array('h')); completed intervals go to framer."""
@@ -110,6 +119,10 @@ class Reducer:
         ridx = self.rail_idx
         base = 0
         for _s in range(n_samples):
+            if self.discard:
+                self.discard -= 1
+                base += stride
+                continue
             d = raw[base + stride - 1] & 0xFF
             self.dig_or |= d
             self.dig_and &= d

@@ -188,7 +188,7 @@ class Stream:
         self.per_frame = self.config["per_frame"]
         self.period_s = d["sample_period_us"] * 1e-6
         self._next_index = int(self.config["first_index"])
-        self._next_seq: int | None = None
+        self._next_seq: int | None = self.config.get("first_seq")
         self._crc0 = link.decoder.crc_errors
         self._bad0 = link.decoder.bad_bytes
         self._sums = np.zeros(len(self.rails))
@@ -232,30 +232,35 @@ class Stream:
                 last_data = time.time()
             quiet = time.time() - last_data
             if pending and (f is False or len(pending) * self.per_frame >= max_rows):
-                yield from self._assemble(pending)
+                yield from self._assemble(pending, end_index)
                 pending = []
             if quiet > self.stall_timeout:
                 raise LinkError(f"no data from {link.port} for {quiet:.1f} s: the interposer stalled or was "
                                 "unplugged; check USB and power, then `powerrig devices`")
         if pending:
-            yield from self._assemble(pending)
+            yield from self._assemble(pending, end_index)
 
-    def _assemble(self, frames: list[wire.Frame]):
-        """Turn in-order DATA frames into blocks, with gap blocks where frames or samples were lost."""
+    def _assemble(self, frames: list[wire.Frame], end_index: int | None = None):
+        """Turn in-order DATA frames into blocks, with gap blocks where frames or samples were lost.
+
+        Nothing at or past end_index is yielded, so ``blocks(seconds=N)`` covers exactly N seconds.
+        """
         st = self.stats
         dec = self.dev.link.decoder
         st.crc_errors = dec.crc_errors - self._crc0
         st.bad_bytes = dec.bad_bytes - self._bad0
         run: list[wire.Frame] = []
         for f in frames:
+            if end_index is not None and f.index >= end_index:
+                break
             lost = 0
             if self._next_seq is not None:
                 lost = (f.seq - self._next_seq) & 0xFFFF
             if f.index != self._next_index or lost:
                 if run:
-                    yield self._decode(run)
+                    yield self._decode(run, end_index)
                     run = []
-                gap = self._gap(f, lost)
+                gap = self._gap(f, lost, end_index)
                 if gap is not None:
                     yield gap
             run.append(f)
@@ -263,9 +268,9 @@ class Stream:
             self._next_seq = (f.seq + 1) & 0xFFFF
             st.frames += 1
         if run:
-            yield self._decode(run)
+            yield self._decode(run, end_index)
 
-    def _gap(self, f: wire.Frame, lost_seq: int) -> IntervalBlock | None:
+    def _gap(self, f: wire.Frame, lost_seq: int, end_index: int | None) -> IntervalBlock | None:
         st = self.stats
         missing = f.index - self._next_index
         if missing < 0:
@@ -285,13 +290,18 @@ class Stream:
             st.overruns += 1
         if n <= 0:
             return None
+        if end_index is not None:
+            n = min(n, max(0, (end_index - self._next_index + self.spi - 1) // self.spi))
         st.gaps += 1
         st.gap_intervals += n
         st.gap_positions.append((self._next_index, n, reason))
         return IntervalBlock.gap(self._next_index, n, self.spi, self.period_s, self.rails, reason)
 
-    def _decode(self, frames: list[wire.Frame]) -> IntervalBlock:
+    def _decode(self, frames: list[wire.Frame], end_index: int | None = None) -> IntervalBlock:
         payload = b"".join(f.payload for f in frames)
+        if end_index is not None:
+            keep = max(0, (end_index - frames[0].index + self.spi - 1) // self.spi)
+            payload = payload[: keep * self.config["record_size"]]
         si = wire.records_to_si(payload, self.scales, self.spi, self.window)
         n = len(si["dig_or"])
         self.stats.intervals += n
@@ -321,6 +331,8 @@ class Stream:
             "port": self.dev.link.port,
             "interval_us": self.interval_us,
             "rails": list(self.rails),
+            "first_index": int(self.config["first_index"]),
+            "end_index": int(self._next_index),
             "frames": st.frames,
             "samples": st.intervals,
             "raw_samples": st.intervals * self.spi,
@@ -336,5 +348,6 @@ class Stream:
                 "drift_ppm": model.drift_ppm if model else None,
                 "residual_us": model.residual_us if model else None,
                 "pings": model.pings if model else 0,
+                "model": model.to_dict() if model else None,
             },
         }

@@ -75,6 +75,8 @@ class SimBoard:
         # truth
         self.truth_bins: dict[int, np.ndarray] = {}
         self.injected_corrupt_frames = 0
+        self.corrupted_seqs: list[int] = []     # seq of each DATA frame the fault injector corrupted
+        self.dropped_seqs: list[int] = []       # ... and of each it dropped
         self.writes_dropped = 0
         # writer thread
         self._q: deque[tuple[float, bytes]] = deque()
@@ -204,7 +206,11 @@ class SimBoard:
     def write(self, data) -> None:
         data = bytes(data)
         f = self.faults
+        if f.drop and data[3] == fw.T_DATA and self.rng.random() < f.drop:
+            self.dropped_seqs.append(data[8] | (data[9] << 8))     # lost on the way, as USB can
+            return
         if f.corrupt and data[3] == fw.T_DATA:
+            seq = data[8] | (data[9] << 8)
             flips = np.flatnonzero(self.rng.random(len(data)) < f.corrupt)
             if len(flips):
                 b = bytearray(data)
@@ -212,6 +218,7 @@ class SimBoard:
                     b[k] ^= 1 << int(self.rng.integers(8))
                 data = bytes(b)
                 self.injected_corrupt_frames += 1
+                self.corrupted_seqs.append(seq)
         now = time.monotonic()
         release = max(self._release, now + self.rng.uniform(0, f.jitter_ms) * 1e-3)
         self._release = release
@@ -280,6 +287,7 @@ class VirtualInterposer:
         self._thread: threading.Thread | None = None
         self.t_start = time.monotonic()
 
+
     def start(self) -> "VirtualInterposer":
         self._thread = threading.Thread(target=self._run, name="sim-interposer", daemon=True)
         self._thread.start()
@@ -293,19 +301,19 @@ class VirtualInterposer:
             if f.stall_at >= 0 and not stalled and el >= f.stall_at:
                 stalled = True
                 time.sleep(f.stall_for)   # the firmware hangs: nothing read, nothing sent
-            if self.faults.drop and self.device.framer.drop_next == 0 and self.board.rng.random() < self.faults.drop:
-                self.device.framer.drop_next = 1
             self.device.poll()
             time.sleep(0.0005)
 
     def truth(self) -> dict:
         fr = self.device.framer
+        b = self.board
         return {"port": self.port, "clock": self.board.clock_truth(),
-                "injected": {"dropped_frames": fr.frames_dropped, "corrupted_frames": self.board.injected_corrupt_frames,
-                             "lost_frames": fr.frames_dropped + self.board.injected_corrupt_frames,
+                "injected": {"dropped_frames": len(b.dropped_seqs), "corrupted_frames": len(b.corrupted_seqs),
+                             "lost_frames": len(b.dropped_seqs) + len(b.corrupted_seqs),
                              "writes_dropped": self.board.writes_dropped},
                 "frames_sent": fr.frames_sent, "overruns": self.device.overruns,
                 "lost_samples": self.device.lost_samples,
+                "dropped_seqs": b.dropped_seqs, "corrupted_seqs": b.corrupted_seqs,
                 "faults": asdict(self.faults), "serial": self.board.serial}
 
     def write_truth(self, path: str | os.PathLike) -> None:

@@ -37,14 +37,23 @@ class NumpyReducer:
         self.tail_hi = np.empty((0, r), dtype=np.int64)
         self.tail_lo = np.empty((0, r), dtype=np.int64)
         self.seen = 0   # samples since restart (for the window warm-up)
+        self.discard = 0
 
     def skip(self, n_samples):
-        nxt = self.index + len(self.carry) + n_samples
+        """Lost samples: resume at the next interval boundary of the grid (as the firmware does)."""
+        pos = len(self.carry) + n_samples
+        discard = (self.spi - pos % self.spi) % self.spi
+        nxt = self.index + pos + discard
         self.restart(nxt >> fw.INDEX_LO_BITS, nxt & fw.INDEX_LO_MASK)
+        self.discard = discard
 
     def reduce(self, raw: np.ndarray, n: int) -> tuple[int, np.ndarray]:
         """Reduce n samples; returns (first index, records array) of the intervals completed."""
         x = np.asarray(raw[: n * self.stride], dtype=np.int16).reshape(n, self.stride)
+        if self.discard:
+            k = min(self.discard, n)
+            x = x[k:]
+            self.discard -= k
         if len(self.carry):
             x = np.concatenate([self.carry, x])
         spi, w = self.spi, self.window

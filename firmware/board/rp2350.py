@@ -1,0 +1,59 @@
+"""The RP2350 interposer board: USB CDC for the host link, the ADC chain, flash for calibration."""
+import select
+import sys
+import time
+
+import machine
+
+from board.adc import Adc, BLOCK
+from board import kernels
+
+CAL_PATH = "/calibration.json"
+
+
+class Board:
+    name = "rp2350-interposer"
+
+    def __init__(self):
+        self.serial = "".join("%02X" % b for b in machine.unique_id())
+        self.cal_path = CAL_PATH
+        self.crc_into = kernels.crc32_into
+        self.usb_in = sys.stdin.buffer
+        self.usb_out = sys.stdout.buffer
+        self.poller = select.poll()
+        self.poller.register(self.usb_in, select.POLLIN)
+        self.rxbuf = bytearray(512)
+        self.adc = Adc()
+        self.t0 = time.ticks_us()
+        self.index = 0          # sample index of the next block the reducer gets
+        self.last_block = 0
+        self.adc.start(0)
+
+    def read(self):
+        if not self.poller.poll(0):
+            return None
+        n = self.usb_in.readinto(self.rxbuf)
+        return bytes(self.rxbuf[:n]) if n else None
+
+    def write(self, buf):
+        self.usb_out.write(buf)
+
+    def adc_read(self):
+        blk = self.adc.read()
+        if blk is None:
+            return None
+        raw, n, dropped = blk
+        self.index += dropped
+        self.last_block = self.index
+        self.index += n
+        return raw, n, dropped
+
+    def adc_restart(self):
+        return self.index
+
+    def block_index(self):
+        return self.last_block
+
+    def sample_index(self):
+        # the ADC is clocked from the same crystal as ticks_us: 4 us per sample since start
+        return self.adc.blocks_done * BLOCK

@@ -1,0 +1,277 @@
+"""analyse(): every figure of a capture in one streaming pass over its power signals.
+
+The pass reads the capture in chunks (memory flat in capture length) and feeds each chunk to the
+phases it overlaps: statistics per rail and total, exact energy with fractional edges, highest 1 s
+and 10 s windows, 100 us peaks. Commands are then read back around themselves; checks, efficiency,
+steady state and write amplification are computed from the phase results.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from powerrig.analysis import checks as C
+from powerrig.analysis.commands import POST_S, PRE_S, CommandEnergy, command_energy
+from powerrig.analysis.descriptors import power_states, transition_latency_us
+from powerrig.analysis.efficiency import curves, phase_efficiency
+from powerrig.analysis.phases import WAF_INTERVAL, WORKLOAD, Phase, commands, phases_from_events, power_state_of
+from powerrig.analysis.result import CheckResult, PhaseResult, WindowFigure
+from powerrig.analysis.stats import SeriesStats
+from powerrig.analysis.steady_state import steady_state
+from powerrig.analysis.thermal import smart_readings, throttled_between
+from powerrig.analysis.waf import waf_samples, waf_series
+from powerrig.analysis.windows import SlidingMax
+from powerrig.events import POWER_STATE, Event
+
+
+@dataclass
+class Analysis:
+    info: dict
+    phases: list[PhaseResult]
+    checks: list[CheckResult]
+    commands: list[CommandEnergy]
+    efficiency: list[dict]
+    curves: dict
+    steady_state: list[dict]
+    waf: list[dict]
+    warnings: list[str] = field(default_factory=list)
+
+    def table(self) -> list[dict]:
+        """The per-phase table (derived windows left out)."""
+        return [r.row() for r in self.phases if r.kind not in ("idle_window", WAF_INTERVAL)]
+
+    def idle_active(self) -> dict:
+        """Mean watts over all idle time and over all workload time (energy-weighted)."""
+        out = {}
+        for kind in ("idle", WORKLOAD):
+            rs = [r for r in self.phases if r.kind == kind and r.rails["total"]["intervals"]]
+            e = sum(r.energy_j for r in rs)
+            t = sum(r.duration_s - r.lost_s for r in rs)
+            out[kind] = e / t if t > 0 else math.nan
+        return out
+
+
+PEAK_WINDOW_S = 100e-6
+
+
+class _PhaseAcc:
+    """State of one phase during the pass."""
+
+    def __init__(self, phase: Phase, names: list[str], interval_s: float, has_peak: bool):
+        self.phase = phase
+        self.lo = int(math.ceil(phase.start))           # full intervals [lo, hi)
+        self.hi = int(math.floor(phase.stop))
+        self.edges = []                                  # (sample id, weight) of partly covered intervals
+        if self.lo > self.hi:                            # inside one interval
+            self.edges = [(int(math.floor(phase.start)), phase.stop - phase.start)]
+            self.lo = self.hi = int(math.floor(phase.start))
+        else:
+            if phase.start < self.lo:
+                self.edges.append((self.lo - 1, self.lo - phase.start))
+            if phase.stop > self.hi:
+                self.edges.append((self.hi, phase.stop - self.hi))
+        self.first = min([self.lo] + [e[0] for e in self.edges])
+        self.last = max([self.hi] + [e[0] + 1 for e in self.edges])
+        self.stats = {n: SeriesStats(interval_s) for n in names}
+        n1 = max(1, int(round(1.0 / interval_s)))
+        self.windows = SlidingMax([n1, 10 * n1], position=self.lo)
+        self.peak = -math.inf
+        self.peak_at = -1
+        self.inst_max = -math.inf
+        self.has_peak = has_peak
+        # the device's peak of an interval covers windows reaching 100 us back: when that reaches
+        # before the phase, the first interval's peak belongs to the phase before
+        self.peak_from = self.lo + 1 if (self.lo - phase.start) * interval_s < PEAK_WINDOW_S else self.lo
+
+
+def analyse(source, events: list[Event] | None = None, metadata: dict | None = None,
+            chunk: int = 1 << 20, min_idle_s: float = 1.0) -> Analysis:
+    """All figures of a capture. ``source``: a CaptureReader or an ArraySource."""
+    events = list(events or [])
+    metadata = metadata or {}
+    warnings: list[str] = []
+    dt = source.interval_s
+    rails = list(source.rails)
+    length = source.length
+    if length == 0:
+        raise ValueError("the capture holds no intervals: nothing to analyse")
+    drive = metadata.get("drive") or {}
+    id_ctrl = drive.get("id_ctrl") or metadata.get("id_ctrl")
+    states = power_states(id_ctrl)
+    if not states:
+        warnings.append("no id-ctrl power state descriptors in the capture: limits (MP, IDLP, ACTP) unknown")
+    if not events:
+        warnings.append("the capture has no events: only whole-capture figures; no phases, commands or verdicts per workload")
+
+    try:
+        to_sid = source.sample_id
+        if events:
+            to_sid(events[0].t_start)
+    except Exception as e:                 # no clock: events cannot be placed
+        warnings.append(f"events cannot be placed ({e}); phases other than the whole capture are left out")
+        events_placed = []
+        to_sid = None
+    else:
+        events_placed = events
+    init_ps = drive.get("power_state")
+    phases = phases_from_events(events_placed, to_sid or (lambda t: 0.0), length, dt, min_idle_s,
+                                int(init_ps) if isinstance(init_ps, int) else None)
+
+    # write-amplification intervals become phases, so their power comes from the same pass
+    waf_rows = waf_series(waf_samples(events_placed)) if to_sid else []
+    for k, w in enumerate(waf_rows):
+        a, b = float(to_sid(w["t0"])), float(to_sid(w["t1"]))
+        a, b = max(0.0, a), min(float(length), b)
+        if b > a:
+            phases.append(Phase(f"waf {k + 1}", WAF_INTERVAL, a, b, None, {"waf_row": k}))
+
+    has_peak = all(source.has(f"p_peak_{r}") for r in rails)
+    names = [f"p_{r}" for r in rails]
+    read = names + ["p_total"] + ([f"p_peak_{r}" for r in rails] if has_peak else []) + \
+        [f"p_max_{r}" for r in rails if source.has(f"p_max_{r}")]
+    accs = sorted((_PhaseAcc(p, names + ["p_total"], dt, has_peak) for p in phases), key=lambda a: a.first)
+
+    _stream(source, read, rails, accs, chunk, has_peak)
+
+    results = [_result(a, rails, dt) for a in accs]
+    order = {id(p): k for k, p in enumerate(phases)}
+    results.sort(key=lambda r: order[id(r.phase)])
+
+    readings = smart_readings(events_placed)
+    if readings and to_sid:
+        for r in results:
+            r.invalid = throttled_between(readings, float(source.utc(r.phase.start)), float(source.utc(r.phase.stop)))
+    # an idle window inherits its idle phase's validity
+    by_name = {r.name: r for r in results}
+    for r in results:
+        if r.phase.parent and r.phase.parent in by_name and by_name[r.phase.parent].invalid:
+            r.invalid = by_name[r.phase.parent].invalid
+
+    chks = C.run_checks(results, states, dt)
+    cmds = _commands(source, events_placed, to_sid, states, length) if to_sid else []
+    eff = [e for e in (phase_efficiency(r) for r in results if r.kind == WORKLOAD) if e]
+    ss = _steady(results)
+    for r in results:
+        if r.kind == WAF_INTERVAL:
+            w = waf_rows[r.phase.meta["waf_row"]]
+            w["mean_w"] = r.mean_w
+            w["start_s"], w["end_s"] = r.start_s, r.stop_s
+    cap = results[0]
+    lost = cap.rails["total"]["lost_intervals"]
+    if lost:
+        warnings.append(f"{lost} intervals ({lost * dt:.3f} s) of the capture were lost in gaps; "
+                        "figures over them are partial")
+    info = {"rails": rails, "interval_s": dt, "length": length, "duration_s": length * dt,
+            "lost_s": lost * dt, "states": {k: vars(v) for k, v in states.items()},
+            "peak_source": "device 100 us windows" if has_peak else "none (1 ms means only)"}
+    return Analysis(info, [r for r in results if r.kind != WAF_INTERVAL], chks, cmds, eff, curves(eff), ss,
+                    waf_rows, warnings)
+
+
+def _stream(source, read, rails, accs, chunk, has_peak) -> None:
+    """One pass over the capture feeding every phase the chunks it overlaps."""
+    if not accs:
+        return
+    start = min(a.first for a in accs)
+    stop = max(a.last for a in accs)
+    pending = list(accs)
+    active: list[_PhaseAcc] = []
+    for c0, cols in source.chunks(read, start, stop, chunk):
+        n = len(cols[read[0]])
+        c1 = c0 + n
+        while pending and pending[0].first < c1:
+            active.append(pending.pop(0))
+        peak_total = None
+        if has_peak:
+            peak_total = np.sum([np.asarray(cols[f"p_peak_{r}"], dtype=np.float64) for r in rails], axis=0)
+        inst = None
+        maxes = [f"p_max_{r}" for r in rails if f"p_max_{r}" in cols]
+        if maxes:
+            inst = np.sum([np.asarray(cols[m], dtype=np.float64) for m in maxes], axis=0)
+        for a in active:
+            s, e = max(a.lo, c0), min(a.hi, c1)
+            for sid, w in a.edges:
+                if c0 <= sid < c1:
+                    for name, st in a.stats.items():
+                        st.feed_edge(float(cols[name][sid - c0]), w)
+            if e <= s:
+                continue
+            for name, st in a.stats.items():
+                st.feed(cols[name][s - c0:e - c0])
+            a.windows.feed(np.asarray(cols["p_total"][s - c0:e - c0], dtype=np.float64))
+            ps = max(s, a.peak_from)
+            if peak_total is not None and ps < e:
+                seg = peak_total[ps - c0:e - c0]
+                if not np.isnan(seg).all():
+                    k = int(np.nanargmax(seg))
+                    if seg[k] > a.peak:
+                        a.peak, a.peak_at = float(seg[k]), ps + k
+            if inst is not None:
+                seg = inst[s - c0:e - c0]
+                if not np.isnan(seg).all():
+                    a.inst_max = max(a.inst_max, float(np.nanmax(seg)))
+        active = [a for a in active if a.last > c1]
+
+
+def _figure(w, dt) -> WindowFigure:
+    if w.end < 0:
+        return WindowFigure(windows=w.windows, skipped=w.skipped)
+    return WindowFigure(w.value, w.start * dt, w.end * dt, w.windows, w.skipped)
+
+
+def _result(a: _PhaseAcc, rails, dt) -> PhaseResult:
+    p = a.phase
+    stats = {r: a.stats[f"p_{r}"].to_dict() for r in rails}
+    stats["total"] = a.stats["p_total"].to_dict()
+    lost = stats["total"]["lost_intervals"]
+    w1, w10 = a.windows.results
+    if a.peak_at >= 0:
+        # the device's window ends in interval peak_at; its 100 us lie at the end of that interval at the latest
+        peak = WindowFigure(a.peak, (a.peak_at + 1) * dt - 1e-4, (a.peak_at + 1) * dt, 1, 0)
+    else:
+        peak = WindowFigure()
+    return PhaseResult(p, p.start * dt, p.stop * dt, (p.stop - p.start) * dt, stats, lost * dt,
+                       _figure(w1, dt), _figure(w10, dt), peak, a.has_peak and len(rails) == 1,
+                       a.inst_max if a.inst_max > -math.inf else math.nan)
+
+
+def _commands(source, events, to_sid, states, length) -> list[CommandEnergy]:
+    dt = source.interval_s
+    pre = max(1, int(round(PRE_S / dt)))
+    post = max(1, int(round(POST_S / dt)))
+    out = []
+    ps_now = None
+    for e, a, b in commands(events, to_sid, length):
+        lat = math.nan
+        if e.kind == POWER_STATE:
+            new = power_state_of(e)
+            lat = transition_latency_us(states, ps_now, new) * 1e-6
+            ps_now = new
+        lo = max(0, int(math.floor(a)) - pre)
+        hi = min(length, int(math.ceil(b)) + post)
+        p = np.concatenate([c["p_total"] for _, c in source.chunks(["p_total"], lo, hi)]).astype(np.float64)
+        out.append(command_energy(p, lo, a, b, dt, pre, lat, e.name, e.kind, e.argv))
+    return out
+
+
+def _steady(results: list[PhaseResult]) -> list[dict]:
+    """Steady state on bandwidth and on power for each repeated workload (same rw, bs, QD, state)."""
+    groups = defaultdict(list)
+    for r in results:
+        if r.kind == WORKLOAD:
+            m = r.phase.meta
+            groups[(m.get("rw"), m.get("bs"), m.get("iodepth"), r.phase.power_state)].append(r)
+    out = []
+    for (rw, bs, qd, ps), rs in groups.items():
+        if len(rs) < 2:
+            continue
+        bw = [r.phase.meta.get("bw_bytes") for r in rs]
+        row = {"workload": f"{rw} bs={bs} qd={qd} ps={ps}", "rounds": len(rs),
+               "power": steady_state([r.mean_w for r in rs])}
+        if all(isinstance(x, (int, float)) for x in bw):
+            row["bandwidth"] = steady_state(bw)
+        out.append(row)
+    return out

@@ -1,0 +1,241 @@
+"""HTML report of a capture: power over time with phases shaded, the per-phase table, OCP and NVMe
+verdicts, energy per command, efficiency curves and write amplification; PNG plots (matplotlib,
+Agg) beside it and the per-phase table as CSV."""
+from __future__ import annotations
+
+import csv
+import html
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from powerrig.analysis import Analysis, analyse  # noqa: E402
+from powerrig.capture import CaptureReader  # noqa: E402
+from powerrig.errors import CaptureError  # noqa: E402
+
+PLOT_POINTS = 2000
+KIND_COLOURS = {"workload": "tab:orange", "idle": "tab:green", "dwell": "tab:purple"}
+STATUS_COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "partial": "#9a6700", "invalid": "#8250df",
+                  "n/a": "#57606a", "info": "#0969da"}
+
+
+def write_report(capture: str | Path, out_dir: str | Path | None = None) -> Path:
+    """Analyse a capture and write report.html, phases.csv, analysis PNGs into out_dir."""
+    capture = Path(capture)
+    out = Path(out_dir) if out_dir else capture.with_suffix("").with_name(capture.stem + "_report")
+    with CaptureReader(capture) as cap:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise CaptureError(f"cannot create report folder {out}: {e}") from None
+        a = analyse(cap, cap.events, cap.metadata)
+        if not cap.closed_cleanly:
+            a.warnings.insert(0, "the capture was not closed cleanly (recording killed?): its last seconds may be missing")
+        plots = {"power": _plot_power(cap, a, out / "power.png")}
+        if a.curves and any(a.curves.values()):
+            plots["efficiency"] = _plot_efficiency(a, out / "efficiency.png")
+        if a.waf:
+            plots["waf"] = _plot_waf(a, out / "waf.png")
+        write_csv(a, out / "phases.csv")
+        (out / "report.html").write_text(_html(cap, a, plots))
+    return out / "report.html"
+
+
+def write_csv(a: Analysis, path: Path) -> None:
+    rows = a.table()
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+# ---- plots ------------------------------------------------------------------------------------------
+def _plot_power(cap: CaptureReader, a: Analysis, path: Path) -> str:
+    n = min(PLOT_POINTS, cap.length)
+    t_scale, t_unit = _time_unit(cap.duration_s)
+    fig, ax = plt.subplots(figsize=(11, 4.2), dpi=110)
+    s = cap.summaries("p_total", 0, cap.length, n)
+    t = (s["sample_id"] + s["increment"] / 2) * cap.interval_s / t_scale
+    if s["increment"] > 1:
+        ax.fill_between(t, s["min"], s["max"], color="tab:blue", alpha=0.25, lw=0, label="total: min-max per point")
+    ax.plot(t, s["mean"], color="tab:blue", lw=1, label="total power (mean)")
+    for rail in cap.rails:
+        r = cap.summaries(f"p_{rail}", 0, cap.length, n)
+        ax.plot(t, r["mean"], lw=0.8, label=f"{rail} rail")
+    seen = set()
+    for r in a.phases:
+        if r.kind in KIND_COLOURS and r.kind != "dwell":
+            lab = r.kind if r.kind not in seen else None
+            seen.add(r.kind)
+            ax.axvspan(r.start_s / t_scale, r.stop_s / t_scale, color=KIND_COLOURS[r.kind], alpha=0.12, lw=0,
+                       label=f"{lab} phase" if lab else None)
+    for r in a.phases:
+        if r.kind == "dwell":
+            ax.axvline(r.start_s / t_scale, color=KIND_COLOURS["dwell"], lw=0.8, ls="--")
+            ax.annotate(r.name.split(" dwell")[0], (r.start_s / t_scale, 1.0), xycoords=("data", "axes fraction"),
+                        xytext=(2, -10), textcoords="offset points", fontsize=8, color=KIND_COLOURS["dwell"])
+    for g in cap.gaps:
+        ax.axvspan(g["sample_id"] * cap.interval_s / t_scale, (g["sample_id"] + g["intervals"]) * cap.interval_s / t_scale,
+                   color="red", alpha=0.4, lw=0, label="gap (data lost)" if g is cap.gaps[0] else None)
+    ax.set_xlabel(f"time since capture start ({t_unit})")
+    ax.set_ylabel("power (W)")
+    ax.set_title("Power over time")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path.name
+
+
+def _plot_efficiency(a: Analysis, path: Path) -> str:
+    axes = [k for k, v in a.curves.items() if v]
+    fig, axs = plt.subplots(1, len(axes), figsize=(4.2 * len(axes), 3.8), dpi=110, squeeze=False)
+    names = {"power_state": "power state", "bs": "block size (KiB)", "iodepth": "queue depth"}
+    for ax, axis in zip(axs[0], axes):
+        for label, pts in a.curves[axis].items():
+            x = np.array([p[0] for p in pts], dtype=float)
+            if axis == "bs":
+                x = x / 1024
+            ax.plot(x, [p[1] for p in pts], marker="o", label=label)
+        if axis in ("bs", "iodepth"):
+            ax.set_xscale("log", base=2)
+            ticks = sorted({float(p[0]) / (1024 if axis == "bs" else 1) for v in a.curves[axis].values() for p in v})
+            ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        else:
+            ticks = sorted({int(p[0]) for v in a.curves[axis].values() for p in v})
+            ax.set_xticks(ticks, [f"PS{t}" for t in ticks])
+        ax.set_xlabel(names[axis])
+        ax.set_ylabel("MiB/s per W")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("Efficiency (throughput per watt)")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path.name
+
+
+def _plot_waf(a: Analysis, path: Path) -> str:
+    rows = [w for w in a.waf if "start_s" in w]
+    t_scale, t_unit = _time_unit(max((w["end_s"] for w in rows), default=1.0))
+    t = np.array([(w["start_s"] + w["end_s"]) / 2 for w in rows]) / t_scale
+    fig, axs = plt.subplots(3, 1, figsize=(11, 6.5), dpi=110, sharex=True)
+    axs[0].plot(t, [w["waf_cumulative"] for w in rows], marker=".", label="cumulative")
+    axs[0].plot(t, [w["waf_instant_clamped"] for w in rows], marker=".", alpha=0.7, label="instantaneous (clamped at 5)")
+    axs[0].set_ylabel("write amplification")
+    axs[0].legend(fontsize=8)
+    axs[1].plot(t, [w["host_mib_s"] for w in rows], marker=".", color="tab:green")
+    axs[1].set_ylabel("host writes (MiB/s)")
+    axs[2].plot(t, [w.get("mean_w", math.nan) for w in rows], marker=".", color="tab:red")
+    axs[2].set_ylabel("mean power (W)")
+    axs[2].set_xlabel(f"time since capture start ({t_unit})")
+    for ax in axs:
+        ax.grid(alpha=0.3)
+    fig.suptitle("Write amplification with bandwidth and power")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path.name
+
+
+def _time_unit(seconds: float) -> tuple[float, str]:
+    if seconds > 3 * 3600:
+        return 3600.0, "h"
+    if seconds > 600:
+        return 60.0, "min"
+    return 1.0, "s"
+
+
+# ---- html -------------------------------------------------------------------------------------------
+def _f(v, nd=3) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.{nd}f}"
+    return html.escape(str(v))
+
+
+def _table(headers, rows) -> str:
+    h = "".join(f"<th>{html.escape(x)}</th>" for x in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{h}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _html(cap: CaptureReader, a: Analysis, plots: dict) -> str:
+    meta = cap.metadata
+    drive = meta.get("drive") or {}
+    idc = drive.get("id_ctrl") or {}
+    ia = a.idle_active()
+    parts = [f"<h1>powerrig report: {html.escape(cap.path.name)}</h1>",
+             "<p>" + " · ".join([f"duration {cap.duration_s:.3f} s", f"interval {cap.interval_s * 1e6:g} us",
+                                  f"rails {', '.join(cap.rails)}", f"events {len(cap.events)}",
+                                  f"gaps {len(cap.gaps)} ({a.info['lost_s']:.3f} s lost)",
+                                  f"drive {html.escape(str(idc.get('mn', drive.get('model', '?'))).strip())} "
+                                  f"SN {html.escape(str(idc.get('sn', drive.get('serial', '?'))).strip())}"]) + "</p>",
+             f"<p>idle {_f(ia['idle'])} W · active {_f(ia['workload'])} W (energy-weighted means over all idle and workload phases)</p>"]
+    if a.warnings:
+        parts.append("<div class='warn'><b>Warnings</b><ul>" + "".join(f"<li>{html.escape(w)}</li>" for w in a.warnings) + "</ul></div>")
+    parts.append(f"<h2>Power over time</h2><img src='{plots['power']}' alt='power over time'>")
+    rows = []
+    for r in a.phases:
+        if r.kind in ("idle_window",):
+            continue
+        t = r.rails["total"]
+        rows.append([html.escape(r.name), r.kind, _f(r.phase.power_state), _f(r.start_s), _f(r.duration_s),
+                     _f(r.lost_s), _f(t["mean_w"]), _f(t["std_w"]), _f(t["min_w"]), _f(t["p50_w"]), _f(t["p99_w"]),
+                     _f(t["max_w"]), _f(r.max_1s.value_w), _f(r.peak_100us.value_w), _f(t["energy_j"], 4),
+                     html.escape(r.invalid or "")])
+    parts.append("<h2>Phases (total power; per-rail figures in phases.csv)</h2>" + _table(
+        ["phase", "kind", "PS", "start (s)", "duration (s)", "lost (s)", "mean (W)", "std (W)", "min (W)",
+         "median (W)", "p99 (W)", "max (W)", "max 1 s (W)", "peak 100 us (W)", "energy (J)", "invalid"], rows))
+    crow = []
+    for c in a.checks:
+        col = STATUS_COLOURS.get(c.status, "#000")
+        where = f"{c.where_s[0]:.4f} – {c.where_s[1]:.4f}" if c.where_s else "–"
+        crow.append([c.check, html.escape(c.phase), _f(c.value), _f(c.limit),
+                     f"<b style='color:{col}'>{c.status.upper()}</b>", "yes" if c.requirement_met else "no", where,
+                     html.escape("; ".join(c.notes))])
+    parts.append("<h2>OCP and NVMe verdicts</h2>" + (_table(
+        ["check", "phase", "value (W)", "limit (W)", "verdict", "requirement met", "worst window (s)", "notes"], crow)
+        if crow else "<p>No phase to check (no workload or idle phases in the capture).</p>"))
+    if a.commands:
+        parts.append("<h2>Energy per command</h2>" + _table(
+            ["command", "kind", "start (s)", "before (W)", "after (W)", "energy above before (mJ)", "settle (ms)",
+             "EXLAT+ENLAT (ms)"],
+            [[html.escape(c.name), c.kind, _f(c.start_s), _f(c.before_w), _f(c.after_w), _f(c.energy_above_j * 1e3, 2),
+              _f(c.settle_s * 1e3, 1), _f(c.latency_limit_s * 1e3, 1)] for c in a.commands]))
+    if a.efficiency:
+        parts.append("<h2>Efficiency</h2>" + _table(
+            ["phase", "rw", "bs", "QD", "PS", "MiB/s", "IOPS", "W", "MiB/s per W", "IOPS per W", "J per GiB", "uJ per I/O"],
+            [[html.escape(e["phase"]), _f(e["rw"]), _f(e["bs"], 0), _f(e["iodepth"], 0), _f(e["power_state"]),
+              _f(e["mib_s"], 1), _f(e["iops"], 0), _f(e["mean_w"]), _f(e["mib_s_per_w"], 1), _f(e["iops_per_w"], 1),
+              _f(e["j_per_gib"], 3), _f(e["uj_per_io"], 2)] for e in a.efficiency]))
+        if "efficiency" in plots:
+            parts.append(f"<img src='{plots['efficiency']}' alt='efficiency curves'>")
+    if a.steady_state:
+        srow = []
+        for s in a.steady_state:
+            for what in ("bandwidth", "power"):
+                if what in s:
+                    x = s[what]
+                    srow.append([html.escape(s["workload"]), what, x["rounds"], "yes" if x["steady"] else "no",
+                                 f"{x['first_round']}–{x['last_round']}" if x["steady"] else html.escape(x.get("reason", "")),
+                                 _f(x.get("data_excursion")), _f(x.get("slope_excursion"))])
+        parts.append("<h2>Steady state (SNIA PTS: 5 rounds, 20 % data, 10 % slope excursion)</h2>" + _table(
+            ["workload", "on", "rounds", "steady", "window", "data excursion", "slope excursion"], srow))
+    if "waf" in plots:
+        parts.append(f"<h2>Write amplification</h2><img src='{plots['waf']}' alt='write amplification'>")
+    sw = meta.get("software", {})
+    parts.append("<h2>Provenance</h2><p>" + html.escape(", ".join(f"{k} {v}" for k, v in sw.items())) + "</p>")
+    style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;"
+             "font-size:13px;margin-bottom:1em}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
+             "td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}img{max-width:100%}"
+             ".warn{background:#fff8c5;border:1px solid #d4a72c;padding:4px 12px}")
+    return f"<!doctype html><html><head><meta charset='utf-8'><title>powerrig report</title><style>{style}</style></head><body>{''.join(parts)}</body></html>"

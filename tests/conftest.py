@@ -1,0 +1,54 @@
+"""Shared fixtures: paths, and virtual interposers started the way a user starts them."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+POWERRIG = [sys.executable, "-m", "powerrig"]
+
+
+class SimProcess:
+    """`powerrig sim interposer` in a subprocess; .port is the pty it printed."""
+
+    def __init__(self, tmp: Path, *args: str):
+        self.truth_path = tmp / "truth.json"
+        self.proc = subprocess.Popen([*POWERRIG, "sim", "interposer", "--truth", str(self.truth_path),
+                                      "--state-dir", str(tmp / "board"), *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.port = self.proc.stdout.readline().strip()
+        if not self.port.startswith("/dev/"):
+            raise RuntimeError(f"sim did not print a port: {self.port!r} {self.proc.stderr.read()}")
+
+    def stop(self) -> dict:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=10)
+        return json.loads(self.truth_path.read_text())
+
+
+@pytest.fixture
+def sim(tmp_path):
+    made = []
+
+    def start(*args: str) -> SimProcess:
+        s = SimProcess(tmp_path / f"sim{len(made)}", *args)
+        made.append(s)
+        return s
+
+    yield start
+    for s in made:
+        if s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.wait()
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([*POWERRIG, *args], capture_output=True, text=True, timeout=timeout)

@@ -1,0 +1,152 @@
+# The Device's command handling and stream state machine with a scripted board.
+import array
+import json
+
+from powerrig_fw import wire
+from powerrig_fw.device import Device, plan_stream
+
+try:
+    import os
+    os.remove("/tmp/powerrig-cal.json")
+except OSError:
+    pass
+
+
+class FakeBoard:
+    name = "fake"
+    serial = "F1"
+    cal_path = "/tmp/powerrig-cal.json"
+
+    def __init__(self):
+        self.inbox = []
+        self.sent = []
+        self.index = 1000
+        self.block = array.array("h", bytes(2 * 7 * 250))
+        for s in range(250):
+            self.block[s * 7] = 26000
+            self.block[s * 7 + 1] = 4000
+            self.block[s * 7 + 2] = 21600
+            self.block[s * 7 + 3] = 3900
+            self.block[s * 7 + 6] = 2
+        self.pending = 0
+        self.dropped = 0
+        self.last = 0
+
+    def read(self):
+        return self.inbox.pop(0) if self.inbox else None
+
+    def write(self, buf):
+        self.sent.append(bytes(buf))
+
+    def adc_read(self):
+        if not self.pending:
+            return None
+        self.pending -= 1
+        d = self.dropped
+        self.dropped = 0
+        self.index += d
+        self.last = self.index
+        self.index += 250
+        return self.block, 250, d
+
+    def adc_restart(self):
+        return self.index
+
+    def block_index(self):
+        return self.last
+
+    def sample_index(self):
+        return self.index
+
+
+board = FakeBoard()
+dev = Device(board)
+reader = wire.FrameReader()
+
+
+def command(doc, raw=None):
+    board.inbox.append(raw if raw is not None else bytes(wire.encode_frame(wire.T_COMMAND, json.dumps(doc).encode())))
+    dev.poll()
+    replies = []
+    for b in board.sent:
+        for t, seq, payload in reader.feed(b):
+            if t == wire.T_REPLY:
+                replies.append(json.loads(payload))
+    board.sent = []
+    return replies
+
+
+d = command({"id": 1, "cmd": "describe"})[0]
+assert d["ok"] and d["id"] == 1 and d["device"] == "powerrig-interposer", d
+assert [r["name"] for r in d["rails"]] == ["12V", "3V3", "5V"], d["rails"]
+assert d["interval_us"]["min"] == 100 and d["link_budget_bps"] == 500000
+
+# malformed and unknown commands: an error reply, never a crash
+r = command(None, raw=bytes(wire.encode_frame(wire.T_COMMAND, b"{not json")))[0]
+assert not r["ok"] and r["id"] is None, r
+r = command({"id": 2, "cmd": "launch"})[0]
+assert not r["ok"] and "unknown command" in r["error"] and r["id"] == 2, r
+r = command({"id": 3, "cmd": "start", "interval_us": 102})[0]
+assert not r["ok"] and "multiple of 4" in r["error"], r
+r = command({"id": 4, "cmd": "start", "interval_us": 100, "rails": ["12V", "3V3", "5V"]})[0]
+assert not r["ok"] and "link budget" in r["error"] and "interval_us >= " in r["error"], r
+r = command({"id": 5, "cmd": "start", "rails": ["48V"]})[0]
+assert not r["ok"] and "unknown rail" in r["error"], r
+assert dev.state == "idle"
+
+# a stream: 3 blocks of 1 ms -> 3 intervals; per_frame 2 -> one full frame, then one on stop
+r = command({"id": 6, "cmd": "start", "interval_us": 1000, "per_frame": 2})[0]
+assert r["ok"] and r["rails"] == ["12V", "3V3"] and r["first_index"] == 1000, r
+board.pending = 3
+dev.poll(); dev.poll(); dev.poll()
+frames = []
+for b in board.sent:
+    frames += [f for f in reader.feed(b) if f[0] == wire.T_DATA]
+board.sent = []
+assert len(frames) == 1 and len(frames[0][2]) == 2 * wire.record_size(2), frames
+# garbage in the middle of a stream costs nothing
+r = command(None, raw=b"\x00\x01\xa5\x5a\xff\xff")
+assert r == [] and dev.state == "streaming"
+r = command({"id": 7, "cmd": "ping"})[0]
+assert r["ok"] and r["index"] == board.index, r
+r = command({"id": 8, "cmd": "cal_set", "calibration": {"rails": {"12V": {"v_gain": 1.01}}}})[0]
+assert not r["ok"] and "stop the stream" in r["error"], r
+
+# an overrun: the next frame carries F_OVERRUN and the index jumps by the lost samples
+board.dropped = 500
+board.pending = 2
+dev.poll(); dev.poll()
+r = command({"id": 9, "cmd": "stop"})[0]
+assert r["ok"], r
+data = [f for b in board.sent for f in reader.feed(b)]
+board.sent = []
+assert dev.overruns == 1 and dev.lost_samples == 500
+
+# calibration: validated, merged, persisted
+r = command({"id": 10, "cmd": "cal_set", "calibration": {"rails": {"12V": {"v_gain": 3.0}}}})[0]
+assert not r["ok"] and "0.8..1.2" in r["error"], r
+r = command({"id": 11, "cmd": "cal_set", "calibration": {"rails": {"12V": {"v_gain": 1.01, "i_offset": 3}}}})[0]
+assert r["ok"] and r["calibration"]["rails"]["12V"]["v_gain"] == 1.01 and r["calibration"]["rails"]["3V3"]["v_gain"] == 1.0
+dev2 = Device(board)
+assert dev2.cal["rails"]["12V"]["i_offset"] == 3, dev2.cal
+
+# burst "now": pre 0, post 300 samples -> uploaded in BURST frames, the last flagged
+r = command({"id": 12, "cmd": "burst", "pre": 0, "post": 300})[0]
+assert r["ok"], r
+board.pending = 2
+for _ in range(10):
+    dev.poll()
+bursts = [f for b in board.sent for f in reader.feed(b) if f[0] == wire.T_BURST]
+total = sum(len(f[2]) for f in bursts) // 14
+assert total == 300, total
+r = command({"id": 13, "cmd": "burst", "pre": 20000, "post": 1})[0]
+assert not r["ok"] and "burst RAM" in r["error"], r
+
+# plan_stream: 2 rails at 100 us fit the budget, 3 do not
+assert plan_stream(100, 2)[1] <= 500000
+try:
+    plan_stream(100, 3)
+    raise AssertionError("3 rails at 100 us must be refused")
+except ValueError:
+    pass
+print("device ok")

@@ -1,0 +1,2 @@
+import sys
+print(sys.implementation.name, sys.implementation.version)

@@ -1,0 +1,156 @@
+"""Building blocks of the analysis, each against a brute-force or hand-worked reference."""
+import math
+
+import numpy as np
+import pytest
+
+from powerrig import synthetic as S
+from powerrig.analysis import ArraySource, analyse
+from powerrig.analysis import stats as ST
+from powerrig.analysis.checks import pcm1, pwr6
+from powerrig.analysis.commands import command_energy
+from powerrig.analysis.descriptors import number, ocp_peak_limit, power_states, transition_latency_us
+from powerrig.analysis.phases import Phase
+from powerrig.analysis.result import PhaseResult, WindowFigure
+from powerrig.analysis.steady_state import steady_state
+from powerrig.analysis.thermal import smart_readings, throttled_between
+from powerrig.analysis.waf import waf_samples, waf_series
+from powerrig.analysis.windows import SlidingMax
+from powerrig.events import NVME, Event
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1000, 10**6])
+def test_sliding_max_equals_brute_force_across_chunks_and_gaps(chunk):
+    rng = np.random.default_rng(chunk)
+    x = rng.normal(10, 2, 20_000)
+    x[5000:5030] = np.nan
+    x[12345:12345 + 25] += 40
+    sm = SlidingMax([1, 25, 1000], position=100)
+    for s in range(0, len(x), chunk):
+        sm.feed(x[s:s + chunk])
+    for r in sm.results:
+        w = r.window
+        means = np.array([x[k:k + w].mean() for k in range(len(x) - w + 1)])
+        ok = ~np.isnan(means)
+        assert r.value == pytest.approx(means[ok].max(), rel=1e-12)
+        assert r.end == 100 + int(np.nanargmax(means)) + w
+        assert r.windows == len(means) and r.skipped == int((~ok).sum())
+
+
+def test_series_stats_exact_and_histogram_percentiles(monkeypatch):
+    rng = np.random.default_rng(3)
+    x = rng.gamma(4.0, 2.0, 300_000)
+    x[100:200] = np.nan
+    monkeypatch.setattr(ST, "EXACT_LIMIT", 50_000)       # force the histogram path
+    s = ST.SeriesStats(1e-3)
+    for k in range(0, len(x), 40_000):
+        s.feed(x[k:k + 40_000])
+    v = x[~np.isnan(x)]
+    assert s.n == len(v) and s.lost == 100
+    assert s.mean == pytest.approx(v.mean(), rel=1e-12) and s.std == pytest.approx(v.std(), rel=1e-9)
+    assert s.energy_j == pytest.approx(v.sum() * 1e-3, rel=1e-12)
+    res = (v.max() - v.min()) * 1.5 * 2 / ST.BINS             # histogram resolution (padded range)
+    for q, got in zip(ST.PERCENTILES, s.percentiles().values()):
+        assert abs(got - np.percentile(v, q)) <= 2 * res
+
+
+def test_energy_is_compensated_over_ten_hours_of_intervals():
+    s = ST.SeriesStats(1e-3)
+    chunk = np.full(1_000_000, 7.3)
+    for _ in range(36):
+        s.feed(chunk)
+    s.feed_edge(7.3, 0.25)
+    assert s.energy_j == pytest.approx(7.3 * 36_000.25, rel=1e-13)
+
+
+def test_descriptors_accept_old_and_new_nvme_cli_spellings():
+    new = S.id_ctrl()
+    st = power_states(new)
+    assert st[0].max_power_w == pytest.approx(25.0) and st[3].non_operational
+    assert st[1].idle_power_w == pytest.approx(5.0) and st[3].active_power_w is None
+    old = {"psds": [{"max_power": "2500", "flags": "0x1", "entry_lat": "5", "exit_lat": "7",
+                     "idle_power": 0, "idle_scale": 0, "active_power": 0, "active_scale": 0, "active_work_scale": 0},
+                    {"max_power": 900, "flags": 2, "entry_lat": 5000, "exit_lat": 9000}]}
+    st = power_states(old)
+    assert st[0].max_power_w == pytest.approx(0.25) and not st[0].non_operational   # MXPS=1: 0.0001 W
+    assert st[1].non_operational and st[1].max_power_w == pytest.approx(9.0)
+    assert transition_latency_us(st, 0, 1) == 7 + 5000
+    assert number("3,200,631,791,616") == 3200631791616 and number("12.000000") == 12.0 and number(None) is None
+
+
+@pytest.mark.parametrize("map_w, limit", [(10, 15), (25, 37.5), (27, 37.5), (29, 37.5), (40, 52)])
+def test_pcm3_limits(map_w, limit):
+    assert ocp_peak_limit(map_w) == pytest.approx(limit)
+
+
+def _result(duration_s, value, lost_s=0.0, ps=0, kind="workload", invalid=None):
+    ph = Phase("p", kind, 0, duration_s * 1000, ps)
+    w = WindowFigure(value, 1.0, 2.0, 10, 0)
+    tot = {"mean_w": value, "energy_j": value * duration_s, "intervals": 1}
+    return PhaseResult(ph, 0.0, duration_s, duration_s, {"total": tot}, lost_s, w, w, w, True, value, invalid)
+
+
+def test_check_verdicts_partial_fail_invalid():
+    st = power_states(S.id_ctrl())
+    assert pcm1(_result(1000, 20.0), st, 1e-3).status == "pass"
+    assert pcm1(_result(60, 20.0), st, 1e-3).status == "partial"            # too short to pass
+    assert pcm1(_result(60, 26.0), st, 1e-3).status == "fail"               # a max over the limit fails anyway
+    assert pcm1(_result(1000, 20.0, lost_s=1.0), st, 1e-3).status == "partial"
+    assert pcm1(_result(1000, 20.0), st, 5e-3).status == "partial"          # sampled too slowly
+    assert pcm1(_result(1000, 20.0, invalid="throttled"), st, 1e-3).status == "invalid"
+    assert pcm1(_result(1000, 20.0, ps=None), st, 1e-3).status == "info"    # no limit known
+    assert pwr6(_result(30, 5.2, kind="idle_window")).status == "pass"
+    assert pwr6(_result(30, 5.3, kind="idle_window")).status == "fail"
+    assert pwr6(_result(12, 4.0, kind="idle_window")).status == "partial"
+
+
+def test_steady_state_snia_window():
+    assert steady_state([100, 60, 80, 99, 100, 101, 100, 102])["first_round"] == 4
+    drift = steady_state([100, 104, 108, 112, 116])          # 16 % range but 16 % slope excursion
+    assert not drift["steady"] and drift["slope_excursion"] == pytest.approx(16 / 108)
+    assert not steady_state([1, 2])["steady"]
+
+
+def test_waf_series_cumulative_instant_clamped_and_reset():
+    ev = [Event(NVME, "fdp stats", t, t + 0.01, result={"hbmw": h, "mbmw": m})
+          for t, h, m in [(0, 0, 0), (60, 1000, 2300), (120, 1000, 2400), (180, 3000, 4400), (240, 10, 10), (300, 110, 115)]]
+    ev.append(Event(NVME, "smart-log", 5, 6, result={"data_units_written": "1,000", "physical_media_units_written": {"hi": 0, "lo": 5}}))
+    rows = waf_series(waf_samples(ev))
+    assert [r["source"] for r in rows] == ["fdp"] * 4                        # FDP preferred; reset skipped
+    assert rows[0]["waf_instant"] == pytest.approx(2.3) and rows[0]["waf_cumulative"] == pytest.approx(2.3)
+    assert math.isinf(rows[1]["waf_instant"]) and rows[1]["waf_instant_clamped"] == 5.0
+    assert rows[2]["waf_cumulative"] == pytest.approx(4400 / 3000)
+    assert rows[3]["waf_instant"] == pytest.approx(1.05)                     # series restarted after the reset
+
+
+def test_thermal_throttling_detected_from_counters():
+    ev = [Event(NVME, "smart-log", 10, 10.1, result={"temperature": 330, "thm_temp1_trans_count": 0}),
+          Event(NVME, "smart-log", 50, 50.1, result={"temperature": 355, "thm_temp1_trans_count": "2"})]
+    r = smart_readings(ev)
+    assert r[0][1]["temperature_c"] == pytest.approx(56.85)
+    assert "thm_temp1_trans_count 0 -> 2" in throttled_between(r, 20, 40)
+    assert throttled_between(r, 0, 5) is None
+
+
+def test_throttled_phase_verdicts_are_invalid():
+    tr = S.interval_trace([S.Segment("idle", 2, {"12V": 5}), S.Segment("w", 3, {"12V": 12}, kind="workload",
+                           meta={"power_state": 0}), S.Segment("idle", 2, {"12V": 5})], rails=("12V",))
+    model = S.clock(tr.first_index)
+    tl = list(S.timeline(tr, model))
+    u = float(model.utc(tr.first_index))
+    tl += [Event(NVME, "smart-log", u + 1, u + 1.01, result={"thm_temp2_trans_count": 1}),
+           Event(NVME, "smart-log", u + 6, u + 6.01, result={"thm_temp2_trans_count": 3})]
+    an = analyse(ArraySource.from_blocks(tr.blocks, model), tl, {"drive": {"id_ctrl": S.id_ctrl()}})
+    w = [c for c in an.checks if c.phase == "w"]
+    assert w and all(c.status == "invalid" for c in w)
+
+
+def test_command_energy_above_preceding_level_and_settle_time():
+    dt = 1e-3
+    p = np.full(3000, 5.0)
+    p[500:520] = 15.0            # 20 ms burst of +10 W: 0.2 J above the level before
+    p[520:] = 8.0                # then a new steady level
+    c = command_energy(p, 0, 500.0, 505.0, dt, 500, latency_s=0.01)
+    assert c.before_w == pytest.approx(5.0) and c.after_w == pytest.approx(8.0)
+    assert c.settle_s == pytest.approx(0.020)
+    assert c.energy_above_j == pytest.approx(0.2)

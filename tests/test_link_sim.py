@@ -1,0 +1,222 @@
+"""The interposer link end to end: the real firmware logic on a pseudo-terminal, real pyserial, the
+host decoder, the stream assembler and the clock fit, measured against the simulator's ground truth.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from conftest import POWERRIG, SimProcess, run_cli
+from powerrig.errors import DeviceError, LinkError
+from powerrig.interposer import Interposer
+
+
+def truth_utc(clock: dict, idx):
+    return clock["utc_at_index0"] + np.asarray(idx, np.float64) * clock["period_s"] / (1 + clock["drift_ppm"] * 1e-6)
+
+
+def truth_power(truth_path, first, end):
+    z = np.load(str(truth_path) + ".npz")
+    sel = (z["bin_index"] >= first) & (z["bin_index"] + 250 <= end)
+    assert sel.sum() > 0
+    return dict(zip(z["rails"], z["power_w"][sel].mean(axis=0)))
+
+
+@pytest.fixture(scope="module")
+def long_runs(tmp_path_factory):
+    """Two 60 s streams run side by side: 1 ms (the default) and 100 us intervals."""
+    tmp = tmp_path_factory.mktemp("long")
+    runs = {}
+    for name, interval in (("1ms", 1000), ("100us", 100)):
+        sim = SimProcess(tmp / name)
+        proc = subprocess.Popen([*POWERRIG, "stream", "--port", sim.port, "--seconds", "60", "--interval-us",
+                                 str(interval), "--json", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        runs[name] = (sim, proc)
+    out = {}
+    for name, (sim, proc) in runs.items():
+        stdout, stderr = proc.communicate(timeout=180)
+        truth = sim.stop()
+        assert proc.returncode == 0, stderr
+        out[name] = (json.loads(stdout), truth, sim.truth_path)
+    return out
+
+
+@pytest.mark.parametrize("name,interval_us", [("1ms", 1000), ("100us", 100)])
+def test_60s_stream_without_loss(long_runs, name, interval_us):
+    s, truth, _ = long_runs[name]
+    expect = 60_000_000 // interval_us
+    assert s["interval_us"] == interval_us
+    assert s["samples"] == expect, s
+    assert s["end_index"] - s["first_index"] == expect * interval_us // 4
+    assert (s["dropped_frames"], s["gaps"], s["crc_errors"], s["overruns"]) == (0, 0, 0, 0), s
+    assert truth["injected"]["lost_frames"] == 0
+
+
+@pytest.mark.parametrize("name", ["1ms", "100us"])
+def test_mean_power_matches_truth(long_runs, name):
+    s, _truth, path = long_runs[name]
+    want = truth_power(path, s["first_index"], s["end_index"])
+    for rail in ("12V", "3V3"):
+        assert s["mean_power_w"][rail] == pytest.approx(want[rail], rel=2e-3), (rail, s["mean_power_w"], want)
+
+
+@pytest.mark.parametrize("name", ["1ms", "100us"])
+def test_clock_maps_device_time_to_utc_within_200us(long_runs, name):
+    s, truth, _ = long_runs[name]
+    c = s["clock"]
+    assert c["pings"] >= 100
+    assert abs(c["drift_ppm"] - truth["clock"]["drift_ppm"]) < 5.0, (c, truth["clock"])
+    idx = np.linspace(s["first_index"], s["end_index"], 2000)
+    m = c["model"]
+    fitted = m["utc_ref"] + (idx - m["index_ref"]) * m["period_s"] / (1 + m["drift_ppm"] * 1e-6)
+    err_us = np.abs(fitted - truth_utc(truth["clock"], idx)) * 1e6
+    assert np.percentile(err_us, 99) < 200, np.percentile(err_us, 99)
+
+
+def test_injected_corruption_and_drops_are_all_counted(sim):
+    s = sim("--corrupt", "2e-5", "--drop", "0.01", "--seed", "3")
+    with Interposer.open(s.port) as dev:
+        with dev.stream() as st:
+            blocks = list(st.blocks(seconds=20))
+            seen_last = (st._next_seq - 1) & 0xFFFF
+        summary = st.summary()
+    truth = s.stop()
+    lost_in_range = [q for q in truth["dropped_seqs"] + truth["corrupted_seqs"] if q <= seen_last]
+    assert len(lost_in_range) >= 10, truth["injected"]          # the faults really happened
+    assert summary["dropped_frames"] == len(lost_in_range), (summary, truth["injected"])
+    assert summary["crc_errors"] >= len([q for q in truth["corrupted_seqs"] if q <= seen_last])
+    # the stream went on: every interval of the 20 s is present, lost ones as NaN rows
+    rows = sum(len(b) for b in blocks)
+    assert rows == 20_000
+    invalid = sum(int((~b.valid).sum()) for b in blocks)
+    assert invalid == summary["gap_intervals"] == summary["dropped_frames"] * 10
+    gap_blocks = [b for b in blocks if b.flags.get("gap")]
+    assert all(np.isnan(b.p).all() for b in gap_blocks) and all(b.flags["gap"] == "link" for b in gap_blocks)
+    idx = [b.first_index for b in blocks]
+    assert all(b.first_index == a.end_index for a, b in zip(blocks, blocks[1:])), "time axis must stay uniform"
+    assert idx == sorted(idx)
+
+
+def test_short_stall_becomes_a_recorded_gap(sim):
+    s = sim("--stall-at", "2.0", "--stall-for", "1.0")
+    with Interposer.open(s.port) as dev:
+        with dev.stream() as st:
+            blocks = list(st.blocks(seconds=5))
+        summary = st.summary()
+    s.stop()
+    assert sum(len(b) for b in blocks) == 5000
+    assert summary["overruns"] == 1 and summary["dropped_frames"] == 0
+    # about 1 s lost, less the 0.1 s the board's DMA ring holds
+    assert 800 <= summary["gap_intervals"] <= 1000, summary
+    assert [b.flags["gap"] for b in blocks if b.flags.get("gap")] == ["overrun"]
+
+
+def test_long_stall_is_a_clear_error_not_a_hang(sim):
+    s = sim("--stall-at", "1.5", "--stall-for", "30")
+    t0 = time.monotonic()
+    r = run_cli("stream", "--port", s.port, "--seconds", "20", "--quiet", timeout=60)
+    assert time.monotonic() - t0 < 15
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "stalled" in lines[0] and "Traceback" not in r.stderr, r.stderr
+
+
+def test_missing_port_is_one_line():
+    r = run_cli("stream", "--port", "/dev/ttyNOPE0", "--seconds", "1")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == ["powerrig: error: port /dev/ttyNOPE0 does not exist; "
+                                             "list interposers with `powerrig devices`"]
+
+
+@pytest.fixture
+def foreign_pty():
+    """A serial device that is not an interposer: it prints a banner and random bytes."""
+    master, slave = os.openpty()
+    stop = threading.Event()
+
+    def babble():
+        rnd = random.Random(1)
+        while not stop.wait(0.01):
+            try:
+                os.write(master, b"OK\r\n" + bytes(rnd.randrange(256) for _ in range(64)))
+            except OSError:
+                return
+
+    t = threading.Thread(target=babble, daemon=True)
+    t.start()
+    yield os.ttyname(slave)
+    stop.set()
+    t.join()
+    os.close(master)
+    os.close(slave)
+
+
+def test_wrong_device_is_one_line(foreign_pty):
+    r = run_cli("stream", "--port", foreign_pty, "--seconds", "1")
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no reply to 'describe'" in lines[0] and "is this an interposer?" in lines[0], r.stderr
+
+
+def test_devices_lists_interposers_only(sim, foreign_pty):
+    s = sim()
+    r = run_cli("devices", "--json", "--port", s.port, "--port", foreign_pty)
+    assert r.returncode == 0, r.stderr
+    found = json.loads(r.stdout)
+    assert [d["port"] for d in found if d["port"] in (s.port, foreign_pty)] == [s.port]
+    assert found[[d["port"] for d in found].index(s.port)]["board"] == "sim"
+
+
+def test_link_budget_refusal_is_clear_and_its_advice_works(sim):
+    import re
+
+    s = sim()
+    three = ["12V", "3V3", "5V"]
+    with Interposer.open(s.port) as dev:
+        with pytest.raises(DeviceError, match="over the link budget of 500000 B/s; use fewer rails") as e:
+            dev.stream(interval_us=100, rails=three).start()
+        suggested = int(re.search(r"interval_us >= (\d+)", str(e.value)).group(1))
+        assert suggested > 100 and suggested % 4 == 0
+        with pytest.raises(DeviceError, match="link budget"):
+            dev.stream(interval_us=suggested - 4, rails=three).start()
+        with dev.stream(interval_us=suggested, rails=three) as st:
+            rows = sum(len(b) for b in st.blocks(seconds=2))
+        assert rows == -(-2_000_000 // suggested)
+        assert st.summary()["dropped_frames"] == 0 and st.summary()["rails"] == three
+
+
+def test_burst_captures_raw_samples_around_a_threshold(sim):
+    s = sim()
+    with Interposer.open(s.port) as dev:
+        b = dev.burst(pre=1000, post=2000, trigger="threshold", rail="12V", above_w=16.0, timeout=10)
+        now = dev.burst(pre=0, post=500, trigger="now")
+    s.stop()
+    assert b.codes.shape == (3000, 7)
+    _v, _i, p = b.rail("12V")
+    assert p[:1000].max() < 16.5 and p[1000] > 16.0          # the crossing sits exactly at 'pre'
+    assert 19.0 < np.median(p[1000:1040]) < 21.0              # the scripted 20 W, 200 us spike
+    assert now.codes.shape == (500, 7) and now.first_index > b.first_index
+
+
+def test_calibration_round_trip_changes_scaling(sim):
+    s = sim()
+    with Interposer.open(s.port) as dev:
+        base = dev.calibration()
+        with pytest.raises(DeviceError, match="v_gain must be a number within 0.8..1.2"):
+            dev.set_calibration({"rails": {"12V": {"v_gain": 5}}})
+        assert dev.calibration() == base                     # a refused change changes nothing
+        with dev.stream() as st:
+            v0 = np.nanmean(np.concatenate([b.v[:, 0] for b in st.blocks(seconds=1)]))
+        g = base["rails"]["12V"]["v_gain"]
+        dev.set_calibration({"rails": {"12V": {"v_gain": g * 1.05}}}, save=False)
+        with dev.stream() as st:
+            v1 = np.nanmean(np.concatenate([b.v[:, 0] for b in st.blocks(seconds=1)]))
+    assert v1 / v0 == pytest.approx(1.05, rel=2e-3)

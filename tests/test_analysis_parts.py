@@ -60,7 +60,7 @@ def test_energy_is_compensated_over_ten_hours_of_intervals():
     for _ in range(36):
         s.feed(chunk)
     s.feed_edge(7.3, 0.25)
-    assert s.energy_j == pytest.approx(7.3 * 36_000.25, rel=1e-13)
+    assert s.energy_j == pytest.approx(7.3 * (36_000 + 0.25e-3), rel=1e-14)
 
 
 def test_descriptors_accept_old_and_new_nvme_cli_spellings():

@@ -27,9 +27,25 @@ PROTOCOL = 1
 
 
 class Interposer:
-    def __init__(self, link: SerialLink, description: dict):
+    """One connection to one interposer. It pings in the background for its whole life, so the
+    clock model (``clock.model()``) improves across streams rather than starting over."""
+
+    def __init__(self, link: SerialLink, description: dict, ping_interval: float = 0.1):
         self.link = link
         self.description = description
+        self.clock = ClockFit(period_s=description["sample_period_us"] * 1e-6)
+        self.ping_interval = ping_interval
+        self._closing = threading.Event()
+        self._pinger = threading.Thread(target=self._ping_loop, name="powerrig-pinger", daemon=True)
+        self._pinger.start()
+
+    def _ping_loop(self) -> None:
+        while not self._closing.wait(self.ping_interval):
+            try:
+                self.clock.add(*self.ping())
+            except (LinkError, DeviceError):
+                if self.link.error:
+                    return
 
     @classmethod
     def open(cls, port: str, timeout: float = 2.0) -> "Interposer":
@@ -60,6 +76,8 @@ class Interposer:
         self.close()
 
     def close(self) -> None:
+        self._closing.set()
+        self._pinger.join(timeout=2.0)
         self.link.close()
 
     # ---- commands ------------------------------------------------------------------------------------
@@ -87,9 +105,8 @@ class Interposer:
         return self.link.command("reset")
 
     def stream(self, interval_us: int | None = None, rails: list[str] | None = None,
-               ping_interval: float = 0.1, stall_timeout: float = 3.0) -> "Stream":
-        return Stream(self, interval_us or self.description["interval_us"]["default"], rails,
-                      ping_interval, stall_timeout)
+               stall_timeout: float = 3.0) -> "Stream":
+        return Stream(self, interval_us or self.description["interval_us"]["default"], rails, stall_timeout)
 
     def burst(self, pre: int = 2500, post: int = 2500, trigger: str = "now", timeout: float = 10.0,
               **trig) -> "Burst":
@@ -150,18 +167,14 @@ class StreamStats:
 class Stream:
     """A running stream. Use as a context manager; iterate ``blocks()``."""
 
-    def __init__(self, dev: Interposer, interval_us: int, rails: list[str] | None, ping_interval: float,
-                 stall_timeout: float):
+    def __init__(self, dev: Interposer, interval_us: int, rails: list[str] | None, stall_timeout: float):
         self.dev = dev
         self.interval_us = interval_us
         self.requested_rails = rails
-        self.ping_interval = ping_interval
         self.stall_timeout = stall_timeout
         self.stats = StreamStats()
-        self.clock = ClockFit(period_s=dev.description["sample_period_us"] * 1e-6)
+        self.clock = dev.clock          # the connection's clock fit: one clock for everything
         self._sums: np.ndarray | None = None
-        self._stop = threading.Event()
-        self._pinger: threading.Thread | None = None
         self.config: dict = {}
 
     # ---- lifecycle ------------------------------------------------------------------------------------
@@ -188,30 +201,19 @@ class Stream:
         self.per_frame = self.config["per_frame"]
         self.period_s = d["sample_period_us"] * 1e-6
         self._next_index = int(self.config["first_index"])
+        self._yielded_end = self._next_index   # end of the last row handed out
         self._next_seq: int | None = self.config.get("first_seq")
         self._crc0 = link.decoder.crc_errors
         self._bad0 = link.decoder.bad_bytes
         self._sums = np.zeros(len(self.rails))
         self._comp = np.zeros(len(self.rails))
         self._valid_rows = 0
-        self._pinger = threading.Thread(target=self._ping_loop, name="powerrig-pinger", daemon=True)
-        self._pinger.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._pinger:
-            self._pinger.join(timeout=2.0)
         try:
             self.dev.link.command("stop")
         except LinkError:
             pass
-
-    def _ping_loop(self) -> None:
-        while not self._stop.wait(self.ping_interval):
-            try:
-                self.clock.add(*self.dev.ping())
-            except (LinkError, DeviceError):
-                continue
 
     # ---- data -------------------------------------------------------------------------------------------
     def blocks(self, seconds: float | None = None, max_rows: int = 5000):
@@ -219,7 +221,7 @@ class Stream:
         link = self.dev.link
         end_index = None if seconds is None else self._next_index + int(round(seconds / self.period_s))
         pending: list[wire.Frame] = []
-        last_data = time.time()
+        last_data = last_yield = time.time()
         while end_index is None or self._next_index < end_index:
             try:
                 f = link.data.get(timeout=0.05)
@@ -231,9 +233,11 @@ class Stream:
                 pending.append(f)
                 last_data = time.time()
             quiet = time.time() - last_data
-            if pending and (f is False or len(pending) * self.per_frame >= max_rows):
+            now = time.time()
+            if pending and (f is False or len(pending) * self.per_frame >= max_rows or now - last_yield > 0.1):
                 yield from self._assemble(pending, end_index)
                 pending = []
+                last_yield = now
             if quiet > self.stall_timeout:
                 raise LinkError(f"no data from {link.port} for {quiet:.1f} s: the interposer stalled or was "
                                 "unplugged; check USB and power, then `powerrig devices`")
@@ -295,6 +299,7 @@ class Stream:
         st.gaps += 1
         st.gap_intervals += n
         st.gap_positions.append((self._next_index, n, reason))
+        self._yielded_end = self._next_index + n * self.spi
         return IntervalBlock.gap(self._next_index, n, self.spi, self.period_s, self.rails, reason)
 
     def _decode(self, frames: list[wire.Frame], end_index: int | None = None) -> IntervalBlock:
@@ -305,6 +310,7 @@ class Stream:
         si = wire.records_to_si(payload, self.scales, self.spi, self.window)
         n = len(si["dig_or"])
         self.stats.intervals += n
+        self._yielded_end = frames[0].index + n * self.spi
         # running sums for the summary: compensated (Neumaier) so hours of data do not drift
         part = si["p"].sum(axis=0)
         t = self._sums + part
@@ -332,7 +338,7 @@ class Stream:
             "interval_us": self.interval_us,
             "rails": list(self.rails),
             "first_index": int(self.config["first_index"]),
-            "end_index": int(self._next_index),
+            "end_index": int(self._yielded_end),
             "frames": st.frames,
             "samples": st.intervals,
             "raw_samples": st.intervals * self.spi,

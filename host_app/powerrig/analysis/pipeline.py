@@ -85,6 +85,14 @@ class _PhaseAcc:
         # the device's peak of an interval covers windows reaching 100 us back: when that reaches
         # before the phase, the first interval's peak belongs to the phase before
         self.peak_from = self.lo + 1 if (self.lo - phase.start) * interval_s < PEAK_WINDOW_S else self.lo
+        self.summary: dict | None = None
+
+    def finish(self) -> None:
+        """Reduce to figures and drop the buffers (kept values, histograms, window tails)."""
+        if self.summary is None:
+            self.summary = {n: s.to_dict() for n, s in self.stats.items()}
+            self.stats = {}
+            self.windows._tail = np.empty(0)
 
 
 def analyse(source, events: list[Event] | None = None, metadata: dict | None = None,
@@ -179,6 +187,7 @@ def _stream(source, read, rails, accs, chunk, has_peak) -> None:
     stop = max(a.last for a in accs)
     pending = list(accs)
     active: list[_PhaseAcc] = []
+    done: list[_PhaseAcc] = []
     for c0, cols in source.chunks(read, start, stop, chunk):
         n = len(cols[read[0]])
         c1 = c0 + n
@@ -213,7 +222,15 @@ def _stream(source, read, rails, accs, chunk, has_peak) -> None:
                 seg = inst[s - c0:e - c0]
                 if not np.isnan(seg).all():
                     a.inst_max = max(a.inst_max, float(np.nanmax(seg)))
-        active = [a for a in active if a.last > c1]
+        still = []
+        for a in active:
+            (still if a.last > c1 else done).append(a)
+        for a in done:
+            a.finish()
+        done.clear()
+        active = still
+    for a in active + pending:
+        a.finish()
 
 
 def _figure(w, dt) -> WindowFigure:
@@ -224,8 +241,9 @@ def _figure(w, dt) -> WindowFigure:
 
 def _result(a: _PhaseAcc, rails, dt) -> PhaseResult:
     p = a.phase
-    stats = {r: a.stats[f"p_{r}"].to_dict() for r in rails}
-    stats["total"] = a.stats["p_total"].to_dict()
+    a.finish()
+    stats = {r: a.summary[f"p_{r}"] for r in rails}
+    stats["total"] = a.summary["p_total"]
     lost = stats["total"]["lost_intervals"]
     w1, w10 = a.windows.results
     if a.peak_at >= 0:

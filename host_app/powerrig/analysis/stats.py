@@ -56,23 +56,26 @@ class SeriesStats:
         self._shift = None          # first value: moments are summed about it (no cancellation)
 
     def feed(self, x: np.ndarray) -> None:
-        """Values of intervals wholly inside the phase."""
+        """Values of intervals wholly inside the phase (float32 or float64; NaN = lost)."""
         if not len(x):
             return
-        x = np.asarray(x, dtype=np.float64)
-        ok = ~np.isnan(x)
-        nok = int(ok.sum())
-        self.lost += len(x) - nok
-        if nok == 0:
-            return
-        v = x[ok] if nok < len(x) else x
+        x = np.asarray(x)
+        total = float(np.sum(x, dtype=np.float64))
+        v = x
+        if math.isnan(total):                      # only gappy chunks pay for the mask
+            v = x[~np.isnan(x)]
+            self.lost += len(x) - len(v)
+            if not len(v):
+                return
+            total = float(np.sum(v, dtype=np.float64))
+        n = len(v)
         if self._shift is None:
             self._shift = float(v[0])
-        d = v - self._shift
-        self._sum.add(float(d.sum()))
+        d = np.subtract(v, self._shift, dtype=np.float64)
+        self._sum.add(total - n * self._shift)
         self._sumsq.add(float(np.dot(d, d)))
-        self._energy_intervals.add(float(v.sum()))
-        self.n += nok
+        self._energy_intervals.add(total)
+        self.n += n
         self.min = min(self.min, float(v.min()))
         self.max = max(self.max, float(v.max()))
         self._keep(v)

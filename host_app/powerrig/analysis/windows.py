@@ -77,7 +77,7 @@ class SlidingMax:
                 r.value = float(m)
                 r.end = base + first_end + k
         self.position += len(x)
-        self._tail = buf[len(buf) - self._keep:] if self._keep else np.empty(0)
+        self._tail = buf[max(0, len(buf) - self._keep):] if self._keep else np.empty(0)
         if self._tail.dtype != np.float64:
             self._tail = self._tail.astype(np.float64)
 

@@ -1,0 +1,135 @@
+"""Speed and memory of the analysis, against the way a user would otherwise write it (pandas).
+
+    .venv/bin/python benchmarks/bench_analysis.py [--minutes-4us 15] [--hours 10] [--tmp DIR]
+
+Prints figures; asserts nothing. 1) OCP PCM-1 (1 s) and PCM-2 (100 us) highest windows over raw
+4 us power, streamed in chunks; pandas rolling windows on a subset, scaled. 2) A long capture at
+1 ms written to JLS and analysed in full (phases, energy, windows, checks); pandas on a subset.
+3) Peak traced memory of the analysis for two capture lengths (flat = does not grow with length).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from powerrig import synthetic as S
+from powerrig.analysis import analyse
+from powerrig.analysis.windows import SlidingMax
+from powerrig.capture import CaptureReader, CaptureWriter
+
+CHUNK = 1 << 22
+
+
+def raw_chunks(n, seed=1):
+    rng = np.random.default_rng(seed)
+    base = rng.normal(10.0, 0.5, CHUNK).astype(np.float32)   # one noise block reused: generation is not timed work
+    for s in range(0, n, CHUNK):
+        m = min(CHUNK, n - s)
+        x = base[:m] + np.float32(s % 7)
+        yield x
+
+
+def bench_4us(minutes: float) -> None:
+    n = int(minutes * 60 / 4e-6)
+    t_ours = 0.0
+    sm = SlidingMax([25, 250_000])
+    for x in raw_chunks(n):
+        t = time.perf_counter()
+        sm.feed(x)
+        t_ours += time.perf_counter() - t
+    sub = min(n, 20_000_000)
+    x = np.concatenate(list(raw_chunks(sub)))
+    t = time.perf_counter()
+    s = pd.Series(x)
+    p2 = s.rolling(25).mean().max()
+    p1 = s.rolling(250_000).mean().max()
+    t_pd = (time.perf_counter() - t) * n / sub
+    print(f"PCM-1 + PCM-2 over {minutes:g} min of 4 us data ({n / 1e6:.0f} M samples)")
+    print(f"  powerrig  {t_ours:7.2f} s   {n / t_ours / 1e6:7.1f} M samples/s   (peak {sm.results[0].value:.3f} W, "
+          f"1 s max {sm.results[1].value:.3f} W)")
+    print(f"  pandas    {t_pd:7.2f} s   {n / t_pd / 1e6:7.1f} M samples/s   (rolling on {sub / 1e6:.0f} M, scaled; "
+          f"{p2:.3f} / {p1:.3f} W)")
+    print(f"  speed-up  {t_pd / t_ours:5.1f}x")
+
+
+def write_capture(path: Path, hours: float) -> float:
+    seconds = hours * 3600
+    model = S.clock(0, utc0=1.7e9, drift_ppm=20.0)
+    tl = S.alternating_timeline(seconds, model, first_index=0)
+    t = time.perf_counter()
+    with CaptureWriter(path, timeline=tl, clock=model,
+                       metadata={"drive": {"id_ctrl": S.id_ctrl(), "power_state": 0}}) as w:
+        for b in S.interval_blocks(seconds, rows_per_block=60_000):
+            w.write(b)
+    return time.perf_counter() - t
+
+
+def analyse_file(path: Path):
+    with CaptureReader(path) as cap:
+        t = time.perf_counter()
+        an = analyse(cap, cap.events, cap.metadata)
+        return time.perf_counter() - t, an, cap.length
+
+
+def pandas_baseline(path: Path, hours_sub: float, total_rows: int) -> float:
+    """What a user would write: load the series, rolling windows, per-phase groupby."""
+    with CaptureReader(path) as cap:
+        rows = min(cap.length, int(hours_sub * 3600 * 1000))
+        t = time.perf_counter()
+        df = pd.DataFrame({n: cap.samples(n, 0, rows).astype(np.float64) for n in ("p_12V", "p_3V3", "p_total")})
+        df.index = pd.to_timedelta(np.arange(rows), unit="ms")
+        r1 = df["p_total"].rolling("1s").mean().max()
+        r10 = df["p_total"].rolling("10s").mean().max()
+        phase = (np.arange(rows) // 30_000)
+        g = df.groupby(phase).agg(["mean", "std", "min", "max", "sum"])
+        q = df.groupby(phase)["p_total"].quantile([0.01, 0.05, 0.5, 0.95, 0.99])
+        dt = time.perf_counter() - t
+        del r1, r10, g, q
+    return dt * total_rows / rows
+
+
+def traced_peak(path: Path) -> float:
+    tracemalloc.start()
+    analyse_file(path)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak / 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--minutes-4us", type=float, default=15.0)
+    ap.add_argument("--hours", type=float, default=10.0)
+    ap.add_argument("--tmp", default=None, help="folder for the capture files (several GB for 10 h)")
+    args = ap.parse_args()
+    bench_4us(args.minutes_4us)
+    with tempfile.TemporaryDirectory(dir=args.tmp) as d:
+        long = Path(d) / "long.jls"
+        short = Path(d) / "short.jls"
+        tw = write_capture(long, args.hours)
+        size = os.path.getsize(long) / 1e9
+        ta, an, rows = analyse_file(long)
+        print(f"\n{args.hours:g} h capture at 1 ms ({rows / 1e6:.1f} M intervals, {len(an.phases)} phases, "
+              f"{len(an.checks)} checks, file {size:.2f} GB)")
+        print(f"  write     {tw:7.2f} s   {rows / tw / 1e6:7.2f} M intervals/s")
+        print(f"  analyse   {ta:7.2f} s   {rows / ta / 1e6:7.2f} M intervals/s "
+              f"({rows * 3 / ta / 1e6:.0f} M values/s over 3 power signals)")
+        tp = pandas_baseline(long, min(1.0, args.hours), rows)
+        print(f"  pandas    {tp:7.2f} s   (load, rolling 1 s/10 s, per-phase groupby on 1 h, scaled)")
+        print(f"  speed-up  {tp / ta:5.1f}x")
+        write_capture(short, args.hours / 10)
+        m_short = traced_peak(short)
+        m_long = traced_peak(long)
+        print(f"\npeak traced memory of analyse(): {args.hours / 10:g} h {m_short:.0f} MB, {args.hours:g} h "
+              f"{m_long:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

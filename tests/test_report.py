@@ -1,0 +1,47 @@
+"""The report: files, table, verdicts, CLI exit codes."""
+import csv
+
+import pytest
+
+from powerrig import synthetic as S
+from powerrig.cli import main
+from powerrig.capture import CaptureReader
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    return S.demo(tmp_path_factory.mktemp("rep") / "demo.jls", minutes=1.0)
+
+
+def test_report_writes_html_pngs_and_csv(demo, tmp_path):
+    assert main(["report", str(demo), "--out", str(tmp_path / "r")]) == 0
+    out = tmp_path / "r"
+    for f in ("report.html", "power.png", "efficiency.png", "waf.png", "phases.csv"):
+        assert (out / f).stat().st_size > 1000 or f == "phases.csv"
+    html = (out / "report.html").read_text()
+    for needle in ("OCP PCM-1", "OCP PWR-6", "NVMe IDLP", "NVMe ACTP", "Energy per command", "Efficiency",
+                   "Write amplification", "VSIM0001"):
+        assert needle in html
+    rows = list(csv.DictReader(open(out / "phases.csv")))
+    assert rows[0]["phase"] == "capture"
+    workloads = [r for r in rows if r["kind"] == "workload"]
+    assert len(workloads) == 9 and all(float(r["total_mean_w"]) > 5 for r in workloads)
+    # energies in the table add up: phases tile the capture (idle + workload)
+    tiles = sum(float(r["total_energy_j"]) for r in rows if r["kind"] in ("idle", "workload"))
+    assert tiles == pytest.approx(float(rows[0]["total_energy_j"]), rel=1e-6)
+    with CaptureReader(demo) as cap:
+        assert float(rows[0]["duration_s"]) == pytest.approx(cap.duration_s)
+
+
+def test_report_errors_are_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "nope.jls")]) == 2
+    (tmp_path / "junk.jls").write_bytes(b"\x00" * 64)
+    assert main(["report", str(tmp_path / "junk.jls")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("powerrig: error:") for line in err)
+
+
+def test_record_refuses_bad_arguments_before_touching_the_port(tmp_path, capsys):
+    assert main(["record", "--port", "/dev/null-port", "--out", str(tmp_path / "x.csv")]) == 2
+    assert main(["record", "--port", "/dev/null-port", "--out", str(tmp_path / "x.jls"), "--seconds", "0"]) == 2
+    assert "must" in capsys.readouterr().err

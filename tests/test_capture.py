@@ -190,3 +190,14 @@ def test_capture_killed_with_sigkill_still_opens(tmp_path):
         assert len(cap.events) >= cap.length // 1000 - 2
         assert cap.clock is not None and cap.sample_id(cap.utc(1234.0)) == pytest.approx(1234.0)
     del t_kill
+
+
+@pytest.mark.parametrize("n", [7, 2000, 3999, 5500])
+def test_summaries_cover_the_whole_range(tmp_path, trace, n):
+    """Plots ask for n points: those points must span the capture, not its first n * (len // n) rows."""
+    tr, model = trace
+    with CaptureReader(_write(tmp_path / "c.jls", tr, model)) as cap:
+        s = cap.summaries("p_12V", 0, cap.length, n)
+        end = s["sample_id"][-1] + s["increment"]
+        assert cap.length - s["increment"] < end <= cap.length
+        assert len(s["mean"]) <= n

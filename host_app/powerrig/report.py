@@ -64,9 +64,10 @@ def _plot_power(cap: CaptureReader, a: Analysis, path: Path) -> str:
     if s["increment"] > 1:
         ax.fill_between(t, s["min"], s["max"], color="tab:blue", alpha=0.25, lw=0, label="total: min-max per point")
     ax.plot(t, s["mean"], color="tab:blue", lw=1, label="total power (mean)")
-    for rail in cap.rails:
+    rail_colours = ("tab:orange", "tab:green", "tab:purple", "tab:brown")   # blue is the total
+    for rail, colour in zip(cap.rails, rail_colours):
         r = cap.summaries(f"p_{rail}", 0, cap.length, n)
-        ax.plot(t, r["mean"], lw=0.8, label=f"{rail} rail")
+        ax.plot(t, r["mean"], lw=0.8, color=colour, label=f"{rail} rail")
     seen = set()
     for r in a.phases:
         if r.kind in KIND_COLOURS and r.kind != "dwell":

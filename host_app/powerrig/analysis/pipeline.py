@@ -1,13 +1,18 @@
 """analyse(): every figure of a capture in one streaming pass over its power signals.
 
-The pass reads the capture in chunks (memory flat in capture length) and feeds each chunk to the
-phases it overlaps: statistics per rail and total, exact energy with fractional edges, highest 1 s
-and 10 s windows, 100 us peaks. Commands are then read back around themselves; checks, efficiency,
+The pass reads the capture in chunks (memory flat in capture length; the next chunk is read on a
+second thread while this one is computed). Each chunk is cut once at every phase edge and each piece
+summarised once (sum, squared deviations, min, max, sorted values for exact percentiles); every phase
+merges the pieces it covers, so nested and overlapping phases cost almost nothing extra. The 1 s and
+10 s sliding windows are computed once per chunk over the whole signal and each phase takes the best
+window starting in its range; 100 us peaks and instantaneous maxima come from per-piece maxima. Commands are then read back around themselves; checks, efficiency,
 steady state and write amplification are computed from the phase results.
 """
 from __future__ import annotations
 
 import math
+import queue
+import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -19,11 +24,11 @@ from powerrig.analysis.descriptors import power_states, transition_latency_us
 from powerrig.analysis.efficiency import curves, phase_efficiency
 from powerrig.analysis.phases import WAF_INTERVAL, WORKLOAD, Phase, commands, phases_from_events, power_state_of
 from powerrig.analysis.result import CheckResult, PhaseResult, WindowFigure
-from powerrig.analysis.stats import SeriesStats
+from powerrig.analysis.stats import Segments, SeriesStats
 from powerrig.analysis.steady_state import steady_state
 from powerrig.analysis.thermal import smart_readings, throttled_between
 from powerrig.analysis.waf import waf_samples, waf_series
-from powerrig.analysis.windows import SlidingMax
+from powerrig.analysis.windows import WindowMax, WindowSums
 from powerrig.events import POWER_STATE, Event
 
 
@@ -77,7 +82,7 @@ class _PhaseAcc:
         self.last = max([self.hi] + [e[0] + 1 for e in self.edges])
         self.stats = {n: SeriesStats(interval_s) for n in names}
         n1 = max(1, int(round(1.0 / interval_s)))
-        self.windows = SlidingMax([n1, 10 * n1], position=self.lo)
+        self.windows = [WindowMax(n1), WindowMax(10 * n1)]
         self.peak = -math.inf
         self.peak_at = -1
         self.inst_max = -math.inf
@@ -92,7 +97,6 @@ class _PhaseAcc:
         if self.summary is None:
             self.summary = {n: s.to_dict() for n, s in self.stats.items()}
             self.stats = {}
-            self.windows._tail = np.empty(0)
 
 
 def analyse(source, events: list[Event] | None = None, metadata: dict | None = None,
@@ -142,7 +146,7 @@ def analyse(source, events: list[Event] | None = None, metadata: dict | None = N
         [f"p_max_{r}" for r in rails if source.has(f"p_max_{r}")]
     accs = sorted((_PhaseAcc(p, names + ["p_total"], dt, has_peak) for p in phases), key=lambda a: a.first)
 
-    _stream(source, read, rails, accs, chunk, has_peak)
+    _stream(source, read, rails, accs, chunk, has_peak, names + ["p_total"])
 
     results = [_result(a, rails, dt) for a in accs]
     order = {id(p): k for k, p in enumerate(phases)}
@@ -179,57 +183,132 @@ def analyse(source, events: list[Event] | None = None, metadata: dict | None = N
                     waf_rows, warnings)
 
 
-def _stream(source, read, rails, accs, chunk, has_peak) -> None:
-    """One pass over the capture feeding every phase the chunks it overlaps."""
+def _prefetched(it, depth: int = 1):
+    """Iterate ``it`` on a second thread, ``depth`` items ahead (reading overlaps computing)."""
+    q: queue.Queue = queue.Queue(depth)
+    stop = threading.Event()
+    end = object()
+
+    def run():
+        try:
+            for item in it:
+                while not stop.is_set():
+                    try:
+                        q.put((item, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        pass
+                if stop.is_set():
+                    return
+            q.put((end, None))
+        except BaseException as e:          # handed to the consumer, raised there
+            q.put((end, e))
+
+    t = threading.Thread(target=run, name="analysis-read", daemon=True)
+    t.start()
+    try:
+        while True:
+            item, err = q.get()
+            if item is end:
+                if err is not None:
+                    raise err
+                return
+            yield item
+    finally:
+        stop.set()
+        t.join()
+
+
+def _stream(source, read, rails, accs, chunk, has_peak, series) -> None:
+    """One pass over the capture; every phase takes its figures from the pieces it covers."""
     if not accs:
         return
     start = min(a.first for a in accs)
     stop = max(a.last for a in accs)
+    wins = [w.window for w in accs[0].windows]
+    sums = WindowSums(wins, position=start)
     pending = list(accs)
     active: list[_PhaseAcc] = []
-    done: list[_PhaseAcc] = []
-    for c0, cols in source.chunks(read, start, stop, chunk):
+
+    def windows_done(a: _PhaseAcc) -> bool:
+        return all(a.hi - w < max(a.lo, nxt) for w, nxt in zip(wins, sums._next))
+
+    def take_windows(a: _PhaseAcc, cws) -> None:
+        for r, cw in zip(a.windows, cws):
+            if cw is not None:
+                r.update(cw.best(a.lo, a.hi - r.window + 1))
+
+    for c0, cols in _prefetched(source.chunks(read, start, stop, chunk)):
         n = len(cols[read[0]])
         c1 = c0 + n
         while pending and pending[0].first < c1:
             active.append(pending.pop(0))
-        peak_total = None
-        if has_peak:
-            peak_total = np.sum([np.asarray(cols[f"p_peak_{r}"], dtype=np.float64) for r in rails], axis=0)
-        inst = None
-        maxes = [f"p_max_{r}" for r in rails if f"p_max_{r}" in cols]
-        if maxes:
-            inst = np.sum([np.asarray(cols[m], dtype=np.float64) for m in maxes], axis=0)
+        # cut the chunk at every edge of every phase in it
+        cuts = {0, n}
+        spans = []
         for a in active:
             s, e = max(a.lo, c0), min(a.hi, c1)
+            if e > s:
+                ps = max(s, a.peak_from)
+                cuts.update((s - c0, e - c0))
+                if ps < e:
+                    cuts.add(ps - c0)
+                spans.append((a, s - c0, e - c0, ps - c0))
+        bounds = np.array(sorted(cuts), dtype=np.intp)
+        at = {int(v): k for k, v in enumerate(bounds)}
+        nseg = len(bounds) - 1
+        segs = {}
+        for name in series:
+            sort = np.zeros(nseg + 1, np.int64)        # pieces some exact-percentile phase covers
+            for a, s, e, _ in spans:
+                if a.stats[name].exact:
+                    sort[at[s]] += 1
+                    sort[at[e]] -= 1
+            segs[name] = Segments(cols[name], bounds, np.cumsum(sort[:-1]) > 0)
+        seg_peak = seg_inst = None
+        if has_peak:
+            peak_total = np.add.reduce([np.asarray(cols[f"p_peak_{r}"], dtype=np.float64) for r in rails])
+            seg_peak = np.fmax.reduceat(peak_total, bounds[:-1])
+        maxes = [f"p_max_{r}" for r in rails if f"p_max_{r}" in cols]
+        if maxes:
+            inst = np.add.reduce([np.asarray(cols[m], dtype=np.float64) for m in maxes])
+            seg_inst = np.fmax.reduceat(inst, bounds[:-1])
+        cws = sums.feed(cols["p_total"])
+        for a in active:
             for sid, w in a.edges:
                 if c0 <= sid < c1:
                     for name, st in a.stats.items():
                         st.feed_edge(float(cols[name][sid - c0]), w)
-            if e <= s:
-                continue
+        for a, s, e, ps in spans:
+            ia, ib = at[s], at[e]
             for name, st in a.stats.items():
-                st.feed(cols[name][s - c0:e - c0])
-            a.windows.feed(np.asarray(cols["p_total"][s - c0:e - c0], dtype=np.float64))
-            ps = max(s, a.peak_from)
-            if peak_total is not None and ps < e:
-                seg = peak_total[ps - c0:e - c0]
-                if not np.isnan(seg).all():
-                    k = int(np.nanargmax(seg))
-                    if seg[k] > a.peak:
-                        a.peak, a.peak_at = float(seg[k]), ps + k
-            if inst is not None:
-                seg = inst[s - c0:e - c0]
-                if not np.isnan(seg).all():
-                    a.inst_max = max(a.inst_max, float(np.nanmax(seg)))
+                st.add(segs[name], ia, ib)
+            if seg_peak is not None and ps < e:
+                part = seg_peak[at[ps]:ib]
+                if not np.isnan(part).all():
+                    k = int(np.nanargmax(part))
+                    if part[k] > a.peak:
+                        g = at[ps] + k                      # first piece holding the maximum
+                        j = int(np.argmax(peak_total[bounds[g]:bounds[g + 1]] == part[k]))
+                        a.peak, a.peak_at = float(part[k]), c0 + int(bounds[g]) + j
+            if seg_inst is not None:
+                part = seg_inst[ia:ib]
+                if not np.isnan(part).all():
+                    a.inst_max = max(a.inst_max, float(np.nanmax(part)))
+        for a in active:
+            take_windows(a, cws)
         still = []
         for a in active:
-            (still if a.last > c1 else done).append(a)
-        for a in done:
-            a.finish()
-        done.clear()
+            if a.last <= c1 and windows_done(a):
+                a.finish()
+            else:
+                still.append(a)
         active = still
-    for a in active + pending:
+    cws = sums.flush()
+    for a in active:
+        take_windows(a, cws)
+        a.finish()
+    for a in pending:
         a.finish()
 
 
@@ -245,7 +324,7 @@ def _result(a: _PhaseAcc, rails, dt) -> PhaseResult:
     stats = {r: a.summary[f"p_{r}"] for r in rails}
     stats["total"] = a.summary["p_total"]
     lost = stats["total"]["lost_intervals"]
-    w1, w10 = a.windows.results
+    w1, w10 = a.windows
     if a.peak_at >= 0:
         # the device's window ends in interval peak_at; its 100 us lie at the end of that interval at the latest
         peak = WindowFigure(a.peak, (a.peak_at + 1) * dt - 1e-4, (a.peak_at + 1) * dt, 1, 0)

@@ -15,6 +15,22 @@ EXACT_LIMIT = 1 << 18          # values kept for exact percentiles (about 4 minu
 PERCENTILES = (1, 5, 50, 95, 99)
 
 
+def sorted_percentiles(v: np.ndarray, qs) -> np.ndarray:
+    """np.percentile(v, qs) (linear method, the same arithmetic) of a sorted array without NaN."""
+    n = len(v)
+    virtual = (n - 1) * np.true_divide(np.asarray(qs, dtype=np.float64), 100)
+    prev = np.floor(virtual)
+    gamma = virtual - prev
+    above = virtual >= n - 1
+    prev = np.where(above, n - 1, prev).astype(np.intp)
+    nxt = np.where(above, n - 1, prev + 1).astype(np.intp)
+    a, b = v[prev], v[nxt]
+    diff = b - a
+    out = np.add(a, diff * gamma)
+    np.subtract(b, diff * (1 - gamma), out=out, where=gamma >= 0.5, casting="unsafe", dtype=out.dtype)
+    return out
+
+
 class KahanSum:
     """Neumaier-compensated sum of float partial sums: 10 hours of 1 ms energies without drift."""
 
@@ -37,6 +53,64 @@ class KahanSum:
         return self.s + self.c
 
 
+class Segments:
+    """One chunk of one series cut at every phase edge, each piece summarised once.
+
+    Phases nest (the whole capture, dwells, workloads, idle windows) and overlap the same data; every
+    phase's figures are merged from the pieces it covers, so the samples are read a fixed number of
+    times per chunk whatever the number of phases. Pieces that some phase keeps exact percentiles for
+    are sorted in place in a copy (NaN last), which also gives their min and max."""
+
+    def __init__(self, x: np.ndarray, bounds: np.ndarray, sort: np.ndarray | None = None):
+        x = np.asarray(x)
+        self.x = x
+        self.bounds = bounds
+        starts = bounds[:-1]
+        lens = np.diff(bounds)
+        total = np.add.reduceat(x, starts, dtype=np.float64)
+        nanmask = None
+        lost = np.zeros(len(starts), np.int64)
+        if np.isnan(total).any():                  # only gappy chunks pay for the mask
+            nanmask = np.isnan(x)
+            lost = np.add.reduceat(nanmask, starts, dtype=np.int64)
+            total = np.add.reduceat(np.where(nanmask, 0.0, x), starts, dtype=np.float64)
+        self.nanmask = nanmask
+        self.lost = lost
+        self.n = lens - lost
+        self.total = total
+        self.min = np.fmin.reduceat(x, starts)
+        self.max = np.fmax.reduceat(x, starts)
+        self.m2 = np.zeros(len(starts))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = total / self.n
+        self.sorted = x.copy() if sort is not None and sort.any() else None
+        tmp = np.empty(int(self.n.max()) if len(lens) else 0)
+        for i in range(len(starts)):
+            k = int(self.n[i])
+            if not k:
+                continue
+            a, b = int(bounds[i]), int(bounds[i + 1])
+            if self.sorted is not None and sort[i]:
+                v = self.sorted[a:b]
+                v.sort()
+                v = v[:k]
+            else:
+                v = x[a:b] if not lost[i] else x[a:b][~nanmask[a:b]]
+            t = np.subtract(v, mean[i], out=tmp[:k], dtype=np.float64)
+            self.m2[i] = np.dot(t, t)
+        self._is_sorted = sort
+
+    def runs(self, ia: int, ib: int) -> tuple[list[np.ndarray], bool]:
+        """The valid values of pieces ia..ib-1: sorted runs when those pieces were sorted."""
+        b = self.bounds
+        if self.sorted is not None and self._is_sorted[ia:ib].all():
+            return [self.sorted[b[i]:b[i] + self.n[i]] for i in range(ia, ib) if self.n[i]], True
+        v = self.x[b[ia]:b[ib]]
+        if self.nanmask is not None:
+            v = v[~self.nanmask[b[ia]:b[ib]]]
+        return [v], False
+
+
 class SeriesStats:
     """Feed values (NaN = lost) and edge weights; read mean, std, min, max, percentiles, energy."""
 
@@ -45,15 +119,20 @@ class SeriesStats:
         self.n = 0                  # valid full intervals
         self.lost = 0               # NaN intervals
         self._sum = KahanSum()
-        self._sumsq = KahanSum()
+        self._m2 = 0.0              # sum of squared deviations from the mean (merged pairwise, Chan et al.)
         self._energy_intervals = KahanSum()   # sum of weight * value (in interval units)
         self.min = math.inf
         self.max = -math.inf
         self._values: list[np.ndarray] | None = []
+        self._sorted = True         # every kept run is sorted
         self._kept = 0
         self._hist: np.ndarray | None = None
         self._range = value_range
-        self._shift = None          # first value: moments are summed about it (no cancellation)
+
+    @property
+    def exact(self) -> bool:
+        """Still keeping the values (exact percentiles)."""
+        return self._values is not None
 
     def feed(self, x: np.ndarray) -> None:
         """Values of intervals wholly inside the phase (float32 or float64; NaN = lost)."""
@@ -68,27 +147,54 @@ class SeriesStats:
             if not len(v):
                 return
             total = float(np.sum(v, dtype=np.float64))
-        n = len(v)
-        if self._shift is None:
-            self._shift = float(v[0])
-        d = np.subtract(v, self._shift, dtype=np.float64)
-        self._sum.add(total - n * self._shift)
-        self._sumsq.add(float(np.dot(d, d)))
+        d = np.subtract(v, total / len(v), dtype=np.float64)
+        self._merge(len(v), total, float(np.dot(d, d)), float(v.min()), float(v.max()))
+        self._keep([v.copy()], False)
+
+    def add(self, seg: Segments, ia: int, ib: int) -> None:
+        """Pieces ia..ib-1 of a chunk's Segments (wholly inside the phase)."""
+        if ib <= ia:
+            return
+        n = seg.n[ia:ib]
+        self.lost += int(seg.lost[ia:ib].sum())
+        nv = int(n.sum())
+        if not nv:
+            return
+        if ib - ia == 1:
+            total, m2 = float(seg.total[ia]), float(seg.m2[ia])
+            lo, hi = float(seg.min[ia]), float(seg.max[ia])
+        else:
+            ok = n > 0
+            tot, cnt = seg.total[ia:ib][ok], n[ok]
+            total = float(tot.sum())
+            dev = tot / cnt - total / nv
+            m2 = float(seg.m2[ia:ib][ok].sum() + np.dot(cnt * dev, dev))
+            lo, hi = float(seg.min[ia:ib][ok].min()), float(seg.max[ia:ib][ok].max())
+        self._merge(nv, total, m2, lo, hi)
+        self._keep(*seg.runs(ia, ib))
+
+    def _merge(self, n: int, total: float, m2: float, lo: float, hi: float) -> None:
+        if self.n:
+            d = total / n - self._sum.value / self.n
+            self._m2 += m2 + d * d * (self.n * n / (self.n + n))
+        else:
+            self._m2 = m2
+        self._sum.add(total)
         self._energy_intervals.add(total)
         self.n += n
-        self.min = min(self.min, float(v.min()))
-        self.max = max(self.max, float(v.max()))
-        self._keep(v)
+        self.min = min(self.min, lo)
+        self.max = max(self.max, hi)
 
     def feed_edge(self, value: float, weight: float) -> None:
         """A partly covered edge interval: counts toward energy only, by the covered fraction."""
         if weight > 0 and not math.isnan(value):
             self._energy_intervals.add(value * weight)
 
-    def _keep(self, v: np.ndarray) -> None:
+    def _keep(self, runs: list[np.ndarray], is_sorted: bool) -> None:
         if self._values is not None:
-            self._values.append(v.copy())
-            self._kept += len(v)
+            self._values.extend(runs)
+            self._sorted = self._sorted and is_sorted
+            self._kept += sum(len(r) for r in runs)
             if self._kept <= EXACT_LIMIT:
                 return
             allv = np.concatenate(self._values)
@@ -101,25 +207,25 @@ class SeriesStats:
             self._hist = np.zeros(BINS, np.int64)
             self._bin(allv)
             return
-        self._bin(v)
+        for r in runs:
+            self._bin(r)
 
     def _bin(self, v: np.ndarray) -> None:
         lo, hi = self._edges
-        k = ((v - lo) * (BINS / (hi - lo))).astype(np.int64)
+        k = (v - lo) * (BINS / (hi - lo))
         np.clip(k, 0, BINS - 1, out=k)
-        self._hist += np.bincount(k, minlength=BINS)
+        self._hist += np.bincount(k.astype(np.intp), minlength=BINS)
 
     # ---- results ------------------------------------------------------------------------------------
     @property
     def mean(self) -> float:
-        return self._shift + self._sum.value / self.n if self.n else math.nan
+        return self._sum.value / self.n if self.n else math.nan
 
     @property
     def std(self) -> float:
         if self.n < 2:
             return math.nan if self.n == 0 else 0.0
-        m = self._sum.value / self.n
-        return math.sqrt(max(0.0, self._sumsq.value / self.n - m * m))
+        return math.sqrt(max(0.0, self._m2 / self.n))
 
     @property
     def energy_j(self) -> float:
@@ -130,8 +236,11 @@ class SeriesStats:
         if self.n == 0:
             return {f"p{q:g}": math.nan for q in qs}
         if self._values is not None:
-            v = np.concatenate(self._values)
-            return {f"p{q:g}": float(x) for q, x in zip(qs, np.percentile(v, qs))}
+            if len(self._values) == 1 and self._sorted:
+                v = self._values[0]
+            else:
+                v = np.sort(np.concatenate(self._values))
+            return {f"p{q:g}": float(x) for q, x in zip(qs, sorted_percentiles(v, qs))}
         c = np.cumsum(self._hist)
         lo, hi = self._edges
         w = (hi - lo) / BINS

@@ -1,16 +1,33 @@
 """Highest sliding-window mean over a stream of chunks (OCP PCM-1/PCM-2, NVMe ACTP).
 
-One cumulative sum per chunk serves every window length; the last (window - 1) samples carry into
-the next chunk, so a 15-minute 4 us trace (225 M samples) or a 10-hour capture streams through in
-fixed memory. Windows that touch a NaN (a gap) are skipped and counted, so a result over gappy
-data can be marked partial. Sums restart every chunk, which keeps float64 rounding far below the
-instrument's resolution.
+Every window length is computed in one pass over each chunk, for the whole signal, without a
+per-sample cumulative sum (numpy's cumsum is a serial loop, ~2.5 ns a sample):
+
+* the chunk is cut into rows of B samples (B divides every window length); one float32 matrix
+  product with a 0/1 triangle gives each row's within-row prefix sums and its sum, and a float64
+  cumulative sum runs over the row sums only (1/B of the samples);
+* a window of m rows starting at row j, offset r, sums to ``O[j+m] - O[j] + Q[j+m, r] - Q[j, r]``:
+  two vector passes per window length give every window's sum (float32, to choose), then
+* the few windows within the float32 error bound of the best are summed again in float64 from the
+  samples, so the value and the place reported are those of the exact float64 argmax.
+
+The last rows (one window length) carry into the next chunk, so a 15-minute 4 us trace (225 M
+samples) or a 10-hour capture streams through in fixed memory. Windows that touch a NaN (a gap) are
+skipped and counted, so a result over gappy data can be marked partial.
+
+``WindowSums`` gives the window sums of each chunk so callers can ask for the best window in any
+range of window starts (``analyse`` answers every phase from one pass); ``SlidingMax`` keeps the
+best window over everything fed.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
+
+_U32 = 2.0 ** -24            # float32 unit roundoff
+_MAX_BLOCK = 32
 
 
 @dataclass
@@ -25,61 +42,258 @@ class WindowMax:
     def start(self) -> int:
         return self.end - self.window
 
+    def update(self, best: "tuple | None") -> None:
+        """Merge ``ChunkWindows.best(...)``; ties keep the earlier window."""
+        if best is None:
+            return
+        total, start, n, skipped = best
+        self.windows += n
+        self.skipped += skipped
+        if total is not None:
+            m = total / self.window
+            if not (m <= self.value):       # also true while value is NaN
+                self.value = float(m)
+                self.end = start + self.window
+
+
+class ChunkWindows:
+    """Sums of one window length for the window starts [start, start + len(sums)) of one chunk.
+
+    ``sums`` is float32 (within ``tol`` of the float64 sums; refined on demand) or exact float64
+    (``tol`` 0); windows touching a gap hold -inf and are flagged in ``bad``."""
+
+    __slots__ = ("window", "start", "sums", "bad", "tol", "data", "data_start", "scratch")
+
+    def __init__(self, window, start, sums, bad, tol, data, data_start, scratch=None):
+        self.window, self.start, self.sums, self.bad, self.tol = window, start, sums, bad, tol
+        self.data, self.data_start = data, data_start      # gap-free samples (NaN -> 0) covering the windows
+        self.scratch = scratch                             # bool work array as long as sums, or None
+
+    @property
+    def stop(self) -> int:
+        return self.start + len(self.sums)
+
+    def best(self, s0: int | None = None, s1: int | None = None):
+        """(float64 sum, start, windows, skipped) of the highest window starting in [s0, s1), or None
+        when no window starts there; the sum is None when every window there touched a gap."""
+        k0 = 0 if s0 is None else max(0, s0 - self.start)
+        k1 = len(self.sums) if s1 is None else min(len(self.sums), s1 - self.start)
+        if k1 <= k0:
+            return None
+        n = k1 - k0
+        seg = self.sums[k0:k1]
+        skipped = int(np.count_nonzero(self.bad[k0:k1])) if self.bad is not None else 0
+        if skipped == n:
+            return None, 0, n, skipped
+        k = int(np.argmax(seg))
+        top = float(seg[k])
+        if self.tol == 0.0:
+            return top, self.start + k0 + k, n, skipped
+        ge = np.greater_equal(seg, top - self.tol, out=None if self.scratch is None else self.scratch[k0:k1])
+        cand = np.flatnonzero(ge)
+        total, at = self._exact(self.start + k0 + cand)
+        return total, at, n, skipped
+
+    def _exact(self, starts: np.ndarray) -> tuple[float, int]:
+        """The highest float64 window sum among candidate starts (sorted) and its start (first on ties)."""
+        w = self.window
+        best, at = -math.inf, -1
+        # candidates more than a window apart are summed separately (one cumsum per cluster)
+        cuts = np.flatnonzero(np.diff(starts) > w) + 1
+        for part in np.split(starts, cuts):
+            a = int(part[0]) - self.data_start
+            b = int(part[-1]) - self.data_start + w
+            c = np.empty(b - a + 1)
+            c[0] = 0.0
+            np.cumsum(self.data[a:b], dtype=np.float64, out=c[1:])
+            rel = part - (a + self.data_start)
+            sums = c[rel + w] - c[rel]
+            k = int(np.argmax(sums))
+            if sums[k] > best:
+                best, at = float(sums[k]), int(part[k])
+        return best, at
+
+
+def _block_size(windows) -> int:
+    g = 0
+    for w in windows:
+        g = math.gcd(g, int(w))
+    return max(d for d in range(1, _MAX_BLOCK + 1) if g % d == 0)
+
+
+class WindowSums:
+    """Sliding-window sums of a stream, chunk by chunk, for several window lengths at once.
+
+    ``feed(x)`` returns one ``ChunkWindows`` per window length (None when no window is complete yet)
+    holding every window that ends in the samples fed so far and was not returned before;
+    ``flush()`` returns the windows still held back at the end (it changes nothing)."""
+
+    def __init__(self, windows, position: int = 0):
+        self.windows = [int(w) for w in windows]
+        if any(w < 1 for w in self.windows):
+            raise ValueError("window lengths must be >= 1 sample")
+        self.block = b = _block_size(self.windows)
+        self._rows = [w // b for w in self.windows]
+        self._keep = max(self._rows)
+        u = np.zeros((b, b), np.float32)
+        u[np.triu_indices(b, 1)] = 1.0            # column r: sum of the row's first r samples
+        self._u = u
+        self.position = position                  # position of the next sample fed
+        self._base = position                     # position of _carry[0]
+        self._buf = np.empty(0, np.float32)      # the carry (first _nc samples), then the chunk fed
+        self._nc = 0
+        self._cut = 0
+        self._work: dict[str, np.ndarray] = {}
+        self._carry_nan = None                    # bool mask of _carry, or None when it has no gap
+        self._next = [position] * len(self.windows)    # first window start not yet returned
+        self._amax = 0.0                          # largest |sample| so far (bounds the float32 error)
+
+    def _space(self, name: str, n: int, dtype) -> np.ndarray:
+        """A reused work array of n elements (no fresh pages to fault in for every chunk)."""
+        a = self._work.get(name)
+        if a is None or len(a) < n or a.dtype != dtype:
+            a = self._work[name] = np.empty(n + n // 4, dtype)
+        return a[:n]
+
+    def feed(self, x) -> list[ChunkWindows | None]:
+        """Windows ending in x (and not returned before); valid until the next feed."""
+        x = np.asarray(x)
+        out: list[ChunkWindows | None] = [None] * len(self.windows)
+        if not len(x):
+            return out
+        dt = np.dtype(np.float32) if x.dtype == np.float32 and self._buf.dtype == np.float32 else np.dtype(np.float64)
+        nan = None
+        hi, lo = float(np.max(x)), float(np.min(x))
+        if math.isnan(hi):                         # max propagates NaN: the cheap test first
+            nan = np.isnan(x)
+            hi, lo = float(np.nanmax(x)) if not nan.all() else 0.0, float(np.nanmin(x)) if not nan.all() else 0.0
+        self._amax = max(self._amax, abs(hi), abs(lo))
+        if self._cut:                            # move the carry to the front (after the last answers were read)
+            self._buf[:self._nc] = self._buf[self._cut:self._cut + self._nc]
+            self._cut = 0
+        nc, n = self._nc, self._nc + len(x)
+        if len(self._buf) < n or self._buf.dtype != dt:
+            grown = np.empty(n + n // 4, dt)
+            grown[:nc] = self._buf[:nc]
+            self._buf = grown
+        buf = self._buf[:n]
+        buf[nc:] = x
+        if nan is not None:
+            buf[nc:][nan] = 0.0
+        if nan is not None or self._carry_nan is not None:
+            cn = self._carry_nan if self._carry_nan is not None else np.zeros(nc, bool)
+            nanbuf = np.concatenate([cn, nan if nan is not None else np.zeros(len(x), bool)])
+        else:
+            nanbuf = None
+        base = self._base
+        b = self.block
+        rows = n // b
+        if rows > min(self._rows):
+            x32 = buf[:rows * b]
+            if x32.dtype != np.float32:
+                x32 = self._space("x32", rows * b, np.float32)
+                np.copyto(x32, buf[:rows * b], casting="same_kind")
+            q, o = self._prefixes(x32.reshape(rows, b), self._space("q", rows * b, np.float32).reshape(rows, b))
+            if nanbuf is not None:
+                gn, on = self._prefixes(nanbuf[:rows * b].reshape(rows, b).astype(np.float32))
+            for k, (w, m) in enumerate(zip(self.windows, self._rows)):
+                j0 = (self._next[k] - base) // b
+                j1 = rows - m
+                if j1 <= j0:
+                    continue
+                s = self._space(f"s{k}", (j1 - j0) * b, np.float32).reshape(j1 - j0, b)
+                np.subtract(q[j0 + m:j1 + m], q[j0:j1], out=s)
+                np.add(s, (o[j0 + m:j1 + m] - o[j0:j1]).astype(np.float32)[:, None], out=s)
+                s = s.reshape(-1)
+                bad = None
+                if nanbuf is not None:
+                    cnt = np.subtract(gn[j0 + m:j1 + m], gn[j0:j1])
+                    cnt += (on[j0 + m:j1 + m] - on[j0:j1]).astype(np.float32)[:, None]
+                    bad = cnt.reshape(-1) > 0.5
+                    if bad.any():
+                        s[bad] = -np.inf
+                    else:
+                        bad = None
+                # float32 error of a window sum: row prefixes and sums (<= b terms each), the float64
+                # samples rounded to float32, and the two roundings of the sum itself
+                tol = 4.0 * _U32 * self._amax * (w * (b + 3) + 2 * b * b + 8 * b)
+                out[k] = ChunkWindows(w, base + j0 * b, s, bad, tol, buf, base, self._space("cand", len(s), bool))
+                self._next[k] = base + j1 * b
+        keep_rows = min(rows, self._keep)
+        cut = (rows - keep_rows) * b
+        self._carry_nan = nanbuf[cut:].copy() if nanbuf is not None and nanbuf[cut:].any() else None
+        self._cut = cut                          # the carry moves to the front at the next feed
+        self._nc = n - cut
+        self._base = base + cut
+        self.position += len(x)
+        return out
+
+    def _prefixes(self, x32: np.ndarray, q: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Within-row exclusive prefix sums (rows, b) float32 and the float64 prefix of row sums."""
+        q = np.matmul(x32, self._u, out=q)
+        o = np.empty(len(q) + 1)
+        o[0] = 0.0
+        np.add(q[:, -1], x32[:, -1], out=o[1:], dtype=np.float64)
+        np.cumsum(o[1:], out=o[1:])
+        return q, o
+
+    @property
+    def _carry(self) -> np.ndarray:
+        return self._buf[self._cut:self._cut + self._nc]
+
+    def flush(self) -> list[ChunkWindows | None]:
+        """The windows complete in the samples fed but not yet returned (exact float64 sums)."""
+        out: list[ChunkWindows | None] = [None] * len(self.windows)
+        data = self._carry
+        if not len(data):
+            return out
+        c = np.empty(len(data) + 1)
+        c[0] = 0.0
+        np.cumsum(data, dtype=np.float64, out=c[1:])
+        if self._carry_nan is not None:
+            cn = np.zeros(len(data) + 1, np.int64)
+            np.cumsum(self._carry_nan, out=cn[1:])
+        for k, w in enumerate(self.windows):
+            a = self._next[k] - self._base          # first start, relative to the carry
+            e = len(data) - w + 1                   # one past the last start
+            if e <= a:
+                continue
+            s = c[a + w:e + w] - c[a:e]
+            bad = None
+            if self._carry_nan is not None:
+                bad = (cn[a + w:e + w] - cn[a:e]) > 0
+                if bad.any():
+                    s[bad] = -np.inf
+                else:
+                    bad = None
+            out[k] = ChunkWindows(w, self._base + a, s, bad, 0.0, data, self._base)
+        return out
+
 
 class SlidingMax:
     """Feed consecutive chunks; read ``results`` (one WindowMax per window length)."""
 
     def __init__(self, windows, position: int = 0):
-        self.results = [WindowMax(int(w)) for w in windows]
-        if any(r.window < 1 for r in self.results):
-            raise ValueError("window lengths must be >= 1 sample")
-        self._tail = np.empty(0)
-        self._keep = max(r.window for r in self.results) - 1
-        self.position = position      # position of the next sample fed
+        self._sums = WindowSums(windows, position)
+        self._results = [WindowMax(w) for w in self._sums.windows]
+
+    @property
+    def position(self) -> int:
+        return self._sums.position
 
     def feed(self, x: np.ndarray) -> None:
-        x = np.asarray(x)
-        if not len(x):
-            return
-        tail = self._tail
-        buf = np.concatenate([tail, x]) if len(tail) else np.asarray(x, dtype=np.float64)
-        base = self.position - len(tail)          # position of buf[0]
-        c = np.empty(len(buf) + 1)
-        c[0] = 0.0
-        np.cumsum(buf, out=c[1:])
-        has_nan = np.isnan(c[-1])          # one NaN poisons the sum: the cheap test first
-        if has_nan:
-            nan = np.isnan(buf)
-            np.cumsum(np.where(nan, 0.0, buf), out=c[1:])
-            cn = np.zeros(len(buf) + 1, np.int64)
-            np.cumsum(nan, out=cn[1:])
-        scratch = np.empty(len(buf))
-        for r in self.results:
-            w = r.window
-            # windows ending in this chunk's new samples only (earlier ones were scored last time)
-            first_end = max(w, len(tail) + 1)
-            if len(buf) < first_end:
-                continue
-            n = len(buf) + 1 - first_end
-            s = np.subtract(c[first_end:], c[first_end - w:len(buf) + 1 - w], out=scratch[:n])
-            if has_nan:
-                bad = (cn[first_end:] - cn[first_end - w:len(buf) + 1 - w]) > 0
-                nbad = int(bad.sum())
-                r.skipped += nbad
-                if nbad == n:
-                    r.windows += n
-                    continue
-                s[bad] = -np.inf
-            r.windows += n
-            k = int(np.argmax(s))
-            m = s[k] / w
-            if not (m <= r.value):       # also true while value is NaN
-                r.value = float(m)
-                r.end = base + first_end + k
-        self.position += len(x)
-        self._tail = buf[max(0, len(buf) - self._keep):] if self._keep else np.empty(0)
-        if self._tail.dtype != np.float64:
-            self._tail = self._tail.astype(np.float64)
+        for r, cw in zip(self._results, self._sums.feed(x)):
+            if cw is not None:
+                r.update(cw.best())
+
+    @property
+    def results(self) -> list[WindowMax]:
+        """The best windows over everything fed (including the windows still held back)."""
+        out = [replace(r) for r in self._results]
+        for r, cw in zip(out, self._sums.flush()):
+            if cw is not None:
+                r.update(cw.best())
+        return out
 
 
 def max_window_mean(x: np.ndarray, window: int, chunk: int = 1 << 22) -> WindowMax:

@@ -1,0 +1,54 @@
+"""Running a tool as an event: argv (never a shell), host UTC at call and return, ok or error."""
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+
+from powerrig.errors import ToolError
+from powerrig.events import Event, Timeline
+
+
+@dataclass
+class Completed:
+    argv: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    event: Event
+
+
+def run_tool(argv: list[str], timeline: Timeline, kind: str, name: str, tool: str, timeout: float,
+             env: dict | None = None, check: bool = True, meta: dict | None = None) -> Completed:
+    """Run argv, record it on the timeline; ToolError (event marked failed) when it is missing,
+    times out or (with ``check``) exits non-zero."""
+    ev = timeline.begin(kind, name, argv=list(argv), meta=dict(meta or {}))
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
+                           stdin=subprocess.DEVNULL, shell=False)
+    except FileNotFoundError:
+        msg = (f"{tool} not found: {argv[0]!r} is not installed or not on PATH "
+               f"(install {tool}, or set the {tool} program in the rig configuration)")
+        timeline.end(ev, ok=False, error=msg)
+        raise ToolError(msg) from None
+    except PermissionError:
+        msg = f"{tool}: {argv[0]!r} is not executable (check the {tool} program in the rig configuration)"
+        timeline.end(ev, ok=False, error=msg)
+        raise ToolError(msg) from None
+    except subprocess.TimeoutExpired:
+        msg = f"{tool} did not finish within {timeout:g} s: {' '.join(argv)} (is the device hung?)"
+        timeline.end(ev, ok=False, error=msg)
+        raise ToolError(msg) from None
+    ev.result["returncode"] = p.returncode
+    if check and p.returncode != 0:
+        first = next((ln.strip() for ln in p.stderr.splitlines() if ln.strip()), "") or \
+            next((ln.strip() for ln in p.stdout.splitlines() if ln.strip()), "no output")
+        msg = f"{tool} failed (exit {p.returncode}): {first} [{' '.join(argv)}]"
+        timeline.end(ev, ok=False, error=msg)
+        raise ToolError(msg)
+    return Completed(list(argv), p.returncode, p.stdout, p.stderr, ev)
+
+
+def fail(timeline: Timeline, ev: Event, msg: str) -> ToolError:
+    """Mark the event failed and hand back the error to raise."""
+    timeline.end(ev, ok=False, error=msg)
+    return ToolError(msg)

@@ -1,0 +1,334 @@
+"""fio runner: structured jobs -> job file -> fio (never a shell) -> every job parsed, with times.
+
+A run writes its job file, JSON output and bandwidth/IOPS logs into one directory, so it can be
+reproduced from what it wrote down. Times: each job's absolute start and end come from
+``job_start`` (fio >= 3.36), else from the epoch-stamped logs (``log_unix_epoch=1``), else from the
+runner's own clock; ``time_source`` records which.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from powerrig.dut._run import fail, run_tool
+from powerrig.errors import ToolError
+from powerrig.events import FIO, PHASE, Timeline
+
+DIRECTIONS = ("read", "write", "trim")
+RW_MODES = {"read", "write", "trim", "randread", "randwrite", "randtrim", "rw", "readwrite", "randrw", "trimwrite"}
+
+
+@dataclass
+class FioJob:
+    """One job section (a stream). Sizes are fio strings or byte counts; None = fio's default."""
+    name: str
+    rw: str = "write"
+    bs: str | int = "128k"
+    iodepth: int = 1
+    numjobs: int = 1
+    size: str | int | None = None
+    offset: str | int | None = None
+    filename: str | None = None
+    rwmixread: int | None = None
+    rate: str | None = None            # e.g. "500m" or "500m,100m" (read,write)
+    rate_iops: str | int | None = None
+    runtime: float | None = None       # seconds
+    time_based: bool = False
+    ioengine: str | None = None
+    direct: bool | None = None
+    extra: dict = field(default_factory=dict)
+
+    def options(self) -> dict:
+        if self.rw not in RW_MODES:
+            raise ToolError(f"fio job {self.name!r}: rw={self.rw!r} is not one of {', '.join(sorted(RW_MODES))}")
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", self.name):
+            raise ToolError(f"fio job name {self.name!r}: use letters, digits, '_', '-' and '.' only")
+        o = {"rw": self.rw, "bs": self.bs, "iodepth": self.iodepth, "numjobs": self.numjobs}
+        for k in ("size", "offset", "filename", "rwmixread", "rate", "rate_iops", "ioengine"):
+            v = getattr(self, k)
+            if v is not None:
+                o[k] = v
+        if self.runtime is not None:
+            o["runtime"] = f"{self.runtime:g}"
+        if self.time_based:
+            o["time_based"] = 1
+        if self.direct is not None:
+            o["direct"] = int(self.direct)
+        o.update(self.extra)
+        return o
+
+
+@dataclass
+class FioPlan:
+    """Jobs run together (one fio process). ``global_options`` apply to all jobs."""
+    jobs: list[FioJob]
+    global_options: dict = field(default_factory=dict)
+    group_reporting: bool = False
+    output_format: str = "json"        # json or json+
+    log_avg_msec: int = 500
+    status_interval: float | None = None
+
+    def job_file(self, log_prefix: str | None) -> str:
+        if not self.jobs:
+            raise ToolError("a fio plan needs at least one job")
+        names = [j.name for j in self.jobs]
+        if len(set(names)) != len(names):
+            raise ToolError(f"fio job names must be unique in a plan: {names}")
+        g = dict(self.global_options)
+        if log_prefix is not None:
+            g.update({"log_unix_epoch": 1, "log_avg_msec": self.log_avg_msec})
+        if self.group_reporting:
+            g["group_reporting"] = 1
+        lines = ["; written by powerrig", "[global]"] + [f"{k}={_fmt(v)}" for k, v in g.items()]
+        for j in self.jobs:
+            lines += ["", f"[{j.name}]"] + [f"{k}={_fmt(v)}" for k, v in j.options().items()]
+            if log_prefix is not None:
+                lines += [f"write_bw_log={log_prefix}/{j.name}", f"write_iops_log={log_prefix}/{j.name}"]
+        return "\n".join(lines) + "\n"
+
+    def argv(self, job_file: str, output: str) -> list[str]:
+        if self.output_format not in ("json", "json+"):
+            raise ToolError(f"fio output format {self.output_format!r}: the runner parses json or json+")
+        a = [f"--output-format={self.output_format}", f"--output={output}"]
+        if self.status_interval:
+            a.append(f"--status-interval={self.status_interval:g}")
+        return a + [job_file]
+
+
+def _fmt(v) -> str:
+    return str(int(v)) if isinstance(v, bool) else str(v)
+
+
+@dataclass
+class DirectionResult:
+    io_bytes: int
+    bw_bytes: float
+    iops: float
+    runtime_ms: int
+    total_ios: int
+    clat_mean_ns: float | None
+    clat_percentiles_ns: dict[float, int]
+
+
+@dataclass
+class JobResult:
+    name: str
+    groupid: int
+    error: int
+    job_runtime_ms: int
+    start_utc: float
+    end_utc: float
+    time_source: str              # "job_start", "log", "runner_clock"
+    directions: dict[str, DirectionResult]
+    index: int | None = None      # fio's job number (log file index); None with group_reporting
+
+    @property
+    def bytes_total(self) -> int:
+        return sum(d.io_bytes for d in self.directions.values())
+
+
+@dataclass
+class FioResult:
+    fio_version: str
+    jobs: list[JobResult]
+    output_dir: str
+    argv: list[str]
+    t_call: float
+    t_return: float
+    status_reports: int = 0
+
+    def job(self, name: str) -> list[JobResult]:
+        return [j for j in self.jobs if j.name == name]
+
+
+# -- parsing ------------------------------------------------------------------------------------
+def split_json_documents(text: str) -> list[dict]:
+    """fio's JSON output: one document, or several concatenated (--status-interval), maybe after
+    notices on their own lines. A truncated or malformed document is a ToolError."""
+    dec = json.JSONDecoder()
+    docs, i = [], 0
+    while True:
+        j = text.find("{", i)
+        if j < 0:
+            break
+        # only start at a line beginning: notices may contain braces
+        if j > 0 and text[j - 1] not in "\n\r" and text[:j].strip():
+            nl = text.find("\n", j)
+            if nl < 0:
+                break
+            i = nl + 1
+            continue
+        try:
+            obj, end = dec.raw_decode(text, j)
+        except ValueError as e:
+            raise ToolError(f"fio wrote malformed or truncated JSON ({e.msg} at char {e.pos}); "
+                            "the run's result is discarded") from None
+        docs.append(obj)
+        i = end
+    if not docs:
+        raise ToolError(f"fio wrote no JSON result (got {text.strip()[:80]!r})")
+    return docs
+
+
+def _num(v, what) -> float:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return v
+    raise ToolError(f"fio JSON: {what} is {v!r}, not a number")
+
+
+def _need(d: dict, key: str, where: str):
+    if key not in d:
+        raise ToolError(f"fio JSON: required field {key!r} missing in {where} (unsupported fio version?)")
+    return d[key]
+
+
+def parse_direction(d: dict, where: str) -> DirectionResult:
+    clat = d.get("clat_ns") or {}
+    pct = {float(k): int(v) for k, v in (clat.get("percentile") or {}).items()}
+    return DirectionResult(io_bytes=int(_num(_need(d, "io_bytes", where), "io_bytes")),
+                           bw_bytes=float(_num(_need(d, "bw_bytes", where), "bw_bytes")),
+                           iops=float(_num(_need(d, "iops", where), "iops")),
+                           runtime_ms=int(_num(_need(d, "runtime", where), "runtime")),
+                           total_ios=int(d.get("total_ios", 0)),
+                           clat_mean_ns=float(clat["mean"]) if "mean" in clat else None,
+                           clat_percentiles_ns=pct)
+
+
+def parse_fio_json(text: str) -> tuple[dict, list[dict], int]:
+    """(final document, its jobs, number of interim status documents)."""
+    docs = split_json_documents(text)
+    final = docs[-1]
+    jobs = _need(final, "jobs", "the fio report")
+    if not isinstance(jobs, list):
+        raise ToolError("fio JSON: 'jobs' is not a list")
+    return final, jobs, len(docs) - 1
+
+
+def read_log_span(path: Path) -> tuple[float, float] | None:
+    """(first, last) epoch seconds of a log written with log_unix_epoch=1, or None if empty/missing."""
+    try:
+        first = last = None
+        with open(path) as f:
+            for line in f:
+                cols = line.split(",")
+                if len(cols) < 2:
+                    continue
+                t = int(cols[0])
+                first = t if first is None else first
+                last = t
+    except (OSError, ValueError):
+        return None
+    if first is None or first < 10**11:   # not epoch milliseconds (log_unix_epoch missing)
+        return None
+    return first / 1000.0, last / 1000.0
+
+
+def job_times(job: dict, log_files: list[Path], log_avg_msec: int, t_call: float, t_return: float) -> tuple[float, float, str]:
+    """Absolute start and end of a job, and which source said so."""
+    rt = float(job.get("job_runtime", 0)) / 1000.0
+    if "job_start" in job and job["job_start"]:
+        start = float(job["job_start"]) / 1000.0
+        return start, start + rt, "job_start"
+    spans = [s for s in (read_log_span(p) for p in log_files) if s]
+    if spans:
+        first = min(s[0] for s in spans)
+        last = max(s[1] for s in spans)
+        start = first - log_avg_msec / 1000.0   # a log entry is stamped at the end of its window
+        return max(start, t_call), min(max(last, start + rt), t_return), "log"
+    return max(t_call, t_return - rt) if rt else t_call, t_return, "runner_clock"
+
+
+class Fio:
+    """fio on one host. ``program`` is the argv prefix: ["fio"] or the simulator's command."""
+
+    def __init__(self, program: list[str] | None = None, timeline: Timeline | None = None,
+                 timeout_margin: float = 60.0, env: dict | None = None):
+        self.program = list(program or ["fio"])
+        self.timeline = timeline if timeline is not None else Timeline()
+        self.timeout_margin = timeout_margin
+        self.env = env
+
+    def version(self) -> str:
+        done = run_tool(self.program + ["--version"], self.timeline, FIO, "fio --version", "fio", 30, self.env)
+        v = done.stdout.strip()
+        if not re.match(r"fio-\d+\.\d+", v):
+            raise fail(self.timeline, done.event, f"cannot tell the fio version from {v[:40]!r} (is this fio?)")
+        self.timeline.end(done.event, ok=True, version=v)
+        return v
+
+    def run(self, plan: FioPlan, out_dir: str | Path, name: str = "fio") -> FioResult:
+        """Run the plan; a FIO event for the process and a PHASE event per job (absolute times).
+
+        Any failure (fio missing, non-zero exit, a job with an error, malformed output, fewer jobs
+        than planned) raises ToolError with the FIO event marked failed; no partial result is returned.
+        """
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        logs = out / "logs"
+        logs.mkdir(exist_ok=True)
+        job_file = out / f"{name}.fio"
+        job_file.write_text(plan.job_file(str(logs)))
+        output = out / f"{name}.json"
+        if output.exists():
+            output.unlink()
+        argv = self.program + plan.argv(str(job_file), str(output))
+        longest = max((j.runtime or 0) for j in plan.jobs)
+        timeout = longest + self.timeout_margin if longest else 3600.0
+        t_call = time.time()
+        done = run_tool(argv, self.timeline, FIO, name, "fio", timeout, self.env, check=False,
+                        meta={"job_file": str(job_file), "output": str(output)})
+        ev = done.event
+        text = output.read_text() if output.exists() else ""
+        t_return = time.time()
+        if done.returncode != 0:
+            first = next((ln.strip() for ln in done.stderr.splitlines() if ln.strip()), "") or "no message"
+            raise fail(self.timeline, ev, f"fio failed (exit {done.returncode}): {first}; "
+                                          f"job file {job_file}, output {output}")
+        try:
+            final, jobs, interim = parse_fio_json(text or done.stdout)
+            expected = 1 if plan.group_reporting else sum(j.numjobs for j in plan.jobs)
+            if len(jobs) != expected:
+                raise ToolError(f"fio reported {len(jobs)} jobs, the plan has {expected}: the result is incomplete")
+            results = []
+            index = 0
+            for jd in jobs:
+                jname = str(_need(jd, "jobname", "a job"))
+                err = int(jd.get("error", 0))
+                if err:
+                    raise ToolError(f"fio job {jname!r} ended with error {err} ({_errno_text(err)})")
+                dirs = {d: parse_direction(jd[d], f"job {jname} {d}") for d in DIRECTIONS if d in jd}
+                index += 1
+                log_files = [] if plan.group_reporting else \
+                    [logs / f"{jname}_bw.{index}.log", logs / f"{jname}_iops.{index}.log"]
+                if plan.group_reporting:
+                    log_files = sorted(logs.glob("*_bw.*.log"))
+                start, end, src = job_times(jd, log_files, plan.log_avg_msec, t_call, t_return)
+                results.append(JobResult(jname, int(jd.get("groupid", 0)), err, int(jd.get("job_runtime", 0)),
+                                         start, end, src, dirs, None if plan.group_reporting else index))
+        except ToolError as e:
+            raise fail(self.timeline, ev, str(e)) from None
+        result = FioResult(str(final.get("fio version", "")), results, str(out), argv, t_call, t_return, interim)
+        self.timeline.end(ev, ok=True, fio_version=result.fio_version,
+                          jobs=[{"name": j.name, "start_utc": j.start_utc, "end_utc": j.end_utc,
+                                 "time_source": j.time_source, "bytes": j.bytes_total} for j in results])
+        for j in results:
+            self.timeline.add(_phase(j))
+        return result
+
+
+def _phase(j: JobResult):
+    from powerrig.events import Event
+    return Event(PHASE, f"fio:{j.name}", j.start_utc, j.end_utc, ok=True,
+                 result={d: asdict(v) for d, v in j.directions.items()},
+                 meta={"time_source": j.time_source, "job_index": j.index})
+
+
+def _errno_text(err: int) -> str:
+    import os
+    try:
+        return os.strerror(err)
+    except ValueError:
+        return "unknown error"

@@ -1,0 +1,402 @@
+"""``powerrig sim fio``: fio at its command line, running its jobs on a virtual SSD.
+
+Accepts job files and command-line job options (the subset the fio runner writes), takes real
+wall-clock time for the run so the rails show the work while it happens, and writes fio 3.33
+shaped JSON/json+ and bandwidth/IOPS logs ($POWERRIG_SIM_FIO_VERSION=3.36 adds ``job_start``).
+Jobs must target virtual namespaces (/dev/nvmeXnY); anything else fails the way fio fails to open it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from statistics import NormalDist
+
+from powerrig.sim.ssd_server import EndpointError, endpoint_from, request
+
+VERSION_ENV = "POWERRIG_SIM_FIO_VERSION"
+PERCENTILES = (1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 99, 99.5, 99.9, 99.95, 99.99)
+DIRS = ("read", "write", "trim")
+_DEV = re.compile(r"^/dev/nvme(\d+)n(\d+)$")
+
+
+def parse_size(s: str, whole: int | None = None) -> int:
+    """fio sizes: 4k, 128K, 1m, 2g, plain bytes, or N% of ``whole`` (kb_base=1024)."""
+    s = str(s).strip()
+    if s.endswith("%"):
+        if whole is None:
+            raise ValueError(f"percentage {s} not allowed here")
+        return int(whole * float(s[:-1]) / 100)
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)", s, re.I)
+    if not m:
+        raise ValueError(f"bad size {s!r}")
+    mult = 1024 ** "kmgtp".find(m.group(2).lower()) * 1024 if m.group(2) else 1
+    return int(float(m.group(1)) * mult)
+
+
+def parse_time_s(s: str) -> float:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(us|ms|s|m|h)?", str(s).strip())
+    if not m:
+        raise ValueError(f"bad time {s!r}")
+    return float(m.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1, None: 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+@dataclass
+class Job:
+    name: str
+    opts: dict = field(default_factory=dict)
+
+
+def parse_job_file(text: str) -> tuple[dict, list[Job]]:
+    glob, jobs, cur = {}, [], None
+    for raw in text.splitlines():
+        line = raw.split(";")[0].strip() if not raw.strip().startswith("#") else ""
+        if not line:
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            name = line[1:-1].strip()
+            cur = glob if name == "global" else Job(name, {})
+            if cur is not glob:
+                jobs.append(cur)
+            continue
+        k, _, v = line.partition("=")
+        target = glob if cur is None or cur is glob else cur.opts
+        target[k.strip()] = v.strip() if _ else "1"
+    return glob, jobs
+
+
+def parse_argv(argv: list[str]) -> tuple[dict, dict, list[Job]]:
+    """(control options, global options, jobs) from a fio command line."""
+    control, glob, jobs, cur = {}, {}, [], None
+    control_keys = {"output-format", "output", "status-interval", "version", "help", "showcmd", "eta",
+                    "minimal", "parse-only"}
+    for a in argv:
+        if a.startswith("--"):
+            k, _, v = a[2:].partition("=")
+            v = v if _ else "1"
+            if k in control_keys:
+                control[k] = v
+            elif k == "name":
+                cur = Job(v, {})
+                jobs.append(cur)
+            else:
+                (cur.opts if cur else glob)[k] = v
+        else:
+            try:
+                with open(a) as f:
+                    g, js = parse_job_file(f.read())
+            except OSError as e:
+                raise ValueError(f"failed to open job file {a}: {e.strerror}") from None
+            glob.update(g)
+            jobs.extend(js)
+            cur = None
+    return control, glob, jobs
+
+
+class FioFailure(Exception):
+    pass
+
+
+def _clone_jobs(glob: dict, jobs: list[Job]) -> list[dict]:
+    """Expand numjobs into clones with fio's global job numbering (the log file index)."""
+    out = []
+    for gid_job in jobs:
+        o = {**glob, **gid_job.opts}
+        for c in range(int(o.get("numjobs", 1))):
+            out.append({"name": gid_job.name, "clone": c, "opts": o, "index": len(out) + 1})
+    return out
+
+
+def _load_for(clone: dict, ident: dict, nsid: int) -> dict:
+    o = clone["opts"]
+    ns_size = ident["capacity_bytes"] // max(1, ident["namespaces"])
+    offset = parse_size(o.get("offset", "0"), ns_size)
+    size = parse_size(o["size"], ns_size) if "size" in o else ns_size - offset
+    size = max(1, min(size, ns_size - offset))
+    bs = parse_size(o.get("bs", o.get("blocksize", "4k")))
+    rate = o.get("rate")
+    rate_bps = parse_size(rate.split(",")[0]) if rate else None
+    rate_iops = o.get("rate_iops")
+    cap = ident["capacity_bytes"]
+    return {"name": clone["name"], "rw": o.get("rw", o.get("readwrite", "read")), "bs": bs,
+            "iodepth": int(o.get("iodepth", 1)), "rwmixread": int(o.get("rwmixread", 50)),
+            "offset_frac": ((nsid - 1) * ns_size + offset) / cap, "size_frac": size / cap,
+            "handle": nsid - 1 if ident["fdp"] else 0, "rate_bps": float(rate_bps) if rate_bps else None,
+            "rate_iops": float(rate_iops.split(",")[0]) if rate_iops else None}
+
+
+def main(argv: list[str]) -> int:
+    ep, argv = endpoint_from(list(argv))
+    version = os.environ.get(VERSION_ENV, "3.33")
+    if "--version" in argv:
+        print(f"fio-{version}")
+        return 0
+    try:
+        control, glob, jobs = parse_argv(argv)
+        if not jobs:
+            print("No job(s) defined", file=sys.stderr)
+            return 1
+        return _run(ep, version, control, glob, jobs)
+    except ValueError as e:
+        print(f"fio: {e}", file=sys.stderr)
+        return 1
+    except EndpointError as e:
+        print(f"fio (powerrig sim): {e}", file=sys.stderr)
+        return 1
+
+
+def _run(ep, version, control, glob, jobs) -> int:
+    clones = _clone_jobs(glob, jobs)
+    fmt = control.get("output-format", "normal")
+    _FMT_PLUS[0] = "json+" in fmt
+    out_path = control.get("output")
+    status_interval = parse_time_s(control["status-interval"]) if "status-interval" in control else None
+    # resolve devices; a path that is not a virtual namespace fails like fio's open() would
+    by_ctrl: dict[str, list] = {}
+    idents = {}
+    for c in clones:
+        fn = c["opts"].get("filename", "")
+        m = _DEV.match(fn)
+        ctrl = f"/dev/nvme{m.group(1)}" if m else None
+        r = request(ep, {"op": "identify", "dev": fn}) if m else {"ok": False}
+        if not r.get("ok"):
+            print(f"fio: pid=0, err=2/file:filesetup.c:805, func=open(\"{fn or c['name']}\"), "
+                  f"error=No such file or directory", file=sys.stderr)
+            _emit(fmt, out_path, _report(version, glob, clones, None, error=2, now=time.time()))
+            return 1
+        idents[ctrl] = r
+        c["ctrl"] = ctrl
+        c["load"] = _load_for(c, r, int(m.group(2)))
+        by_ctrl.setdefault(ctrl, []).append(c)
+    runtime = max(parse_time_s(c["opts"].get("runtime", "0")) for c in clones)
+    time_based = any(c["opts"].get("time_based", "0") not in ("0", "") for c in clones)
+    if not runtime and time_based:
+        raise ValueError("time_based needs runtime=")
+    limit = runtime if runtime else 3600.0
+    t0 = time.time()
+    runs = {ctrl: request(ep, {"op": "start_io", "dev": ctrl, "jobs": [c["load"] for c in cs],
+                                "runtime_s": limit})["run_id"] for ctrl, cs in by_ctrl.items()}
+    failed = False
+    next_status = t0 + status_interval if status_interval else None
+    sizes = {id(c): c["load"]["size_frac"] * idents[c["ctrl"]]["capacity_bytes"] for c in clones}
+    while True:
+        now = time.time()
+        if now - t0 >= limit:
+            break
+        time.sleep(min(0.05, max(0.0, limit - (now - t0))))
+        done = True
+        for ctrl, rid in runs.items():
+            st = request(ep, {"op": "run_status", "dev": ctrl, "run_id": rid})
+            if st.get("failed"):
+                failed = True
+            if not time_based:
+                moved = [a + b for a, b in zip(st.get("read_bytes", []), st.get("write_bytes", []))]
+                done &= all(m >= sizes[id(c)] for m, c in zip(moved, by_ctrl[ctrl]))
+        if failed or (not time_based and done):
+            break
+        if next_status and time.time() >= next_status:
+            _emit(fmt, out_path, _report(version, glob, clones, None, now=time.time(), partial=(ep, runs, t0)),
+                  append=True)
+            next_status += status_interval
+    results = {ctrl: request(ep, {"op": "stop_io", "dev": ctrl, "run_id": rid}) for ctrl, rid in runs.items()}
+    t_end = time.time()
+    for ctrl, res in results.items():
+        for k, c in enumerate(by_ctrl[ctrl]):
+            c["result"] = {"t_start": res["t_start"], "t_end": res["t_end"], "read": res["read_bytes"][k],
+                           "write": res["write_bytes"][k], "history": [(h[0], h[1][k], h[2][k]) for h in res["history"]],
+                           "failed": res["failed"], "failed_at": res["failed_at"]}
+            if res["failed"]:
+                failed = True
+                print(f"fio: io_u error on file {c['opts'].get('filename')}: Input/output error: "
+                      f"{c['load']['rw'].removeprefix('rand')} offset=0, buflen={c['load']['bs']}", file=sys.stderr)
+    for c in clones:
+        _write_logs(c)
+    _emit(fmt, out_path, _report(version, glob, clones, results, now=t_end, error=5 if failed else 0),
+          append=status_interval is not None)
+    return 1 if failed else 0
+
+
+def _emit(fmt: str, out_path: str | None, report: dict, append: bool = False) -> None:
+    text = json.dumps(report, indent=2, separators=(",", " : ")) + "\n" if fmt.startswith("json") else _normal(report)
+    if out_path:
+        with open(out_path, "a" if append else "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def _normal(report: dict) -> str:
+    lines = []
+    for j in report["jobs"]:
+        lines.append(f"{j['jobname']}: (groupid={j['groupid']}, jobs=1): err={j['error']:2d}")
+        for d in DIRS:
+            s = j[d]
+            if s["io_bytes"]:
+                lines.append(f"  {d}: IOPS={s['iops']:.0f}, BW={s['bw']}KiB/s ({s['bw_bytes']}B/s)"
+                             f"({s['io_bytes']}B/{s['runtime']}msec)")
+    return "\n".join(lines) + "\n"
+
+
+def _dir_split(c: dict) -> dict:
+    """Bytes per direction for a clone: the drive reports read/write; trims count as writes there."""
+    rw = c["load"]["rw"].removeprefix("rand")
+    if rw == "trim":
+        return {"read": 0.0, "write": 0.0, "trim": c["result"]["write"]}
+    return {"read": c["result"]["read"], "write": c["result"]["write"], "trim": 0.0}
+
+
+def _lat_block(mean_ns: float, n: int, plus: bool) -> dict:
+    sigma = 0.35
+    nd = NormalDist()
+    mu = math.log(max(mean_ns, 1.0)) - sigma * sigma / 2
+    pct = {f"{p:.6f}": int(math.exp(mu + sigma * nd.inv_cdf(p / 100))) for p in PERCENTILES}
+    blk = {"min": int(mean_ns * 0.4) if n else 0, "max": int(mean_ns * 4) if n else 0, "mean": mean_ns if n else 0.0,
+           "stddev": mean_ns * sigma if n else 0.0, "N": n}
+    if n:
+        blk["percentile"] = pct
+        if plus:
+            blk["bins"] = {str(v): max(1, n // len(pct)) for v in pct.values()}
+    return blk
+
+
+def _dir_stats(bytes_: float, runtime_ms: int, bs: int, iodepth: int, plus: bool) -> dict:
+    ios = int(bytes_ // bs) if bs else 0
+    secs = max(runtime_ms, 1) / 1000
+    bw_bytes = int(bytes_ / secs) if ios else 0
+    iops = ios / secs if ios else 0.0
+    clat = (iodepth / iops * 1e9) if iops else 0.0
+    return {"io_bytes": int(ios * bs), "io_kbytes": int(ios * bs) // 1024, "bw_bytes": bw_bytes,
+            "bw": bw_bytes // 1024, "iops": iops, "runtime": runtime_ms if ios else 0, "total_ios": ios,
+            "short_ios": 0, "drop_ios": 0,
+            "slat_ns": {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0},
+            "clat_ns": _lat_block(clat, ios, plus), "lat_ns": _lat_block(clat * 1.01, ios, False),
+            "bw_min": bw_bytes // 1024, "bw_max": bw_bytes // 1024, "bw_agg": 100.0 if ios else 0.0,
+            "bw_mean": float(bw_bytes // 1024), "bw_dev": 0.0, "bw_samples": max(0, int(secs * 2)) if ios else 0,
+            "iops_min": int(iops), "iops_max": int(iops), "iops_mean": iops, "iops_stddev": 0.0,
+            "iops_samples": max(0, int(secs * 2)) if ios else 0}
+
+
+def _report(version, glob, clones, results, now: float, error: int = 0, partial=None) -> dict:
+    entries = []
+    group_reporting = any(c["opts"].get("group_reporting", "0") not in ("0", "") for c in clones) or \
+        glob.get("group_reporting", "0") not in ("0", "")
+    progress = {}
+    if partial:
+        ep, runs, t0 = partial
+        for ctrl, rid in runs.items():
+            st = request(ep, {"op": "run_status", "dev": ctrl, "run_id": rid})
+            for k, c in enumerate([c for c in clones if c.get("ctrl") == ctrl]):
+                progress[id(c)] = (st["read_bytes"][k], st["write_bytes"][k], t0)
+    for c in clones:
+        o = c["opts"]
+        res = c.get("result")
+        if res:
+            t_s, t_e = res["t_start"], (res["failed_at"] or res["t_end"])
+            split = _dir_split(c)
+            err = 5 if res["failed"] else 0
+        elif id(c) in progress:
+            r, w, t_s = progress[id(c)]
+            t_e = now
+            split = {"read": r, "write": w, "trim": 0.0}
+            err = 0
+        else:
+            t_s = t_e = now
+            split = {d: 0.0 for d in DIRS}
+            err = error
+        rt_ms = int(round((t_e - t_s) * 1000))
+        bs = c.get("load", {}).get("bs", 4096)
+        qd = c.get("load", {}).get("iodepth", 1)
+        e = {"jobname": c["name"], "groupid": 0, "error": err, "eta": 0, "elapsed": int(math.ceil(t_e - t_s)),
+             "job options": {k: v for k, v in o.items()}}
+        for d in DIRS:
+            e[d] = _dir_stats(split[d], rt_ms, bs, qd, _FMT_PLUS[0])
+        e["sync"] = {"total_ios": 0, "lat_ns": {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}}
+        e["job_runtime"] = rt_ms
+        if tuple(int(x) for x in version.split(".")[:2]) >= (3, 36):
+            e["job_start"] = int(t_s * 1000)
+        e.update({"usr_cpu": 1.5, "sys_cpu": 3.0, "ctx": int(rt_ms * 10), "majf": 0, "minf": 20,
+                  "iodepth_level": {"1": 0.0, "2": 0.0, "4": 0.0, "8": 0.0, "16": 0.0, "32": 0.0, ">=64": 100.0},
+                  "latency_ns": {}, "latency_us": {}, "latency_ms": {}, "latency_depth": qd,
+                  "latency_target": 0, "latency_percentile": 100.0, "latency_window": 0})
+        entries.append(e)
+    if group_reporting and entries:
+        entries = [_merge(entries)]
+    glob_opts = {k: v for k, v in glob.items()}
+    return {"fio version": f"fio-{version}", "timestamp": int(now), "timestamp_ms": int(now * 1000),
+            "time": time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(now)), "global options": glob_opts,
+            "jobs": entries, "disk_util": []}
+
+
+_FMT_PLUS = [False]
+
+
+def _merge(entries: list[dict]) -> dict:
+    """group_reporting: one entry summing the group's bytes, runtime = the longest."""
+    first = dict(entries[0])
+    rt = max(e["job_runtime"] for e in entries)
+    first["job_runtime"] = rt
+    first["error"] = max(e["error"] for e in entries)
+    for d in DIRS:
+        tot = sum(e[d]["io_bytes"] for e in entries)
+        ios = sum(e[d]["total_ios"] for e in entries)
+        merged = dict(entries[0][d])
+        secs = max(rt, 1) / 1000
+        merged.update({"io_bytes": tot, "io_kbytes": tot // 1024, "total_ios": ios,
+                       "bw_bytes": int(tot / secs) if ios else 0, "bw": int(tot / secs) // 1024 if ios else 0,
+                       "iops": ios / secs if ios else 0.0, "runtime": rt if ios else 0})
+        first[d] = merged
+    return first
+
+
+def _write_logs(c: dict) -> None:
+    o = c["opts"]
+    res = c.get("result")
+    if not res:
+        return
+    avg_ms = int(o.get("log_avg_msec", "0") or 0) or 500
+    epoch = o.get("log_unix_epoch", "0") not in ("0", "")
+    t_s, t_e = res["t_start"], res["failed_at"] or res["t_end"]
+    hist = res["history"]
+    bs = c["load"]["bs"]
+    ddir_of = {"read": 0, "write": 1, "trim": 2}
+    rw = c["load"]["rw"].removeprefix("rand")
+    dirs = ["trim"] if rw == "trim" else [d for d, v in (("read", res["read"]), ("write", res["write"])) if v > 0]
+    for kind in ("bw", "iops"):
+        prefix = o.get(f"write_{kind}_log")
+        if not prefix:
+            continue
+        rows = []
+        t = t_s
+        while t < t_e - 1e-6:
+            w_end = min(t + avg_ms / 1000, t_e)
+            for d in dirs:
+                col = 1 if d == "read" else 2
+                moved = _integrate(hist, t, w_end, col if d != "trim" else 2)
+                rate = moved / max(w_end - t, 1e-9)
+                val = int(rate / 1024) if kind == "bw" else int(rate / bs)
+                stamp = int(w_end * 1000) if epoch else int(round((w_end - t_s) * 1000))
+                rows.append(f"{stamp}, {val}, {ddir_of[d]}, 0, 0\n")
+            t = w_end
+        with open(f"{prefix}_{kind}.{c['index']}.log", "w") as f:
+            f.writelines(rows)
+
+
+def _integrate(hist, a: float, b: float, col: int) -> float:
+    """Bytes moved in [a, b] from a piecewise-constant rate history [(t, read_Bps, write_Bps)]."""
+    total = 0.0
+    for i, h in enumerate(hist):
+        seg_a = h[0]
+        seg_b = hist[i + 1][0] if i + 1 < len(hist) else float("inf")
+        lo, hi = max(a, seg_a), min(b, seg_b)
+        if hi > lo:
+            total += h[col] * (hi - lo)
+    return total
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

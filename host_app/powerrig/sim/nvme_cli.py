@@ -1,0 +1,353 @@
+"""``powerrig sim nvme``: nvme-cli at its command line, acting on a virtual SSD.
+
+The subset the drive-control runners use, with the output of a chosen nvme-cli version
+($POWERRIG_SIM_NVME_VERSION, default 2.3): version, id-ctrl, get-feature, set-feature (FID 0x02
+power management, 0x0C APST), smart-log, fdp stats, ocp smart-add-log. Errors are printed the way
+nvme-cli prints them (device path: No such file or directory; NVMe status ...), exit status 1.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from powerrig.sim.ssd_server import EndpointError, endpoint_from, request
+
+VERSION_ENV = "POWERRIG_SIM_NVME_VERSION"
+FEATURE_NAMES = {0x02: "Power Management", 0x0C: "Autonomous Power State Transition"}
+STATUS_TEXT = {
+    "INVALID_FIELD": "NVMe status: Invalid Field in Command: A reserved coded value or an unsupported value "
+                     "in a defined field(0x2)",
+    "INVALID_LOG_PAGE": "NVMe status: Invalid Log Page: The log page indicated is invalid(0x109)",
+}
+
+
+def _version() -> tuple[int, int]:
+    v = os.environ.get(VERSION_ENV, "2.3")
+    major, _, minor = v.partition(".")
+    return int(major), int(minor.split(".")[0] or 0)
+
+
+class Usage(Exception):
+    pass
+
+
+def _parse(args: list[str], spec: dict[str, str]) -> tuple[list[str], dict]:
+    """Parse nvme-cli style options: spec maps every spelling (-f, --feature-id) to a key; flags end in '!'."""
+    pos, opts, i = [], {}, 0
+    while i < len(args):
+        a = args[i]
+        if a.startswith("--") and "=" in a:
+            name, val = a.split("=", 1)
+            if name not in spec:
+                raise Usage(f"unrecognized option '{name}'")
+            opts[spec[name].rstrip("!")] = val
+        elif a in spec:
+            key = spec[a]
+            if key.endswith("!"):
+                opts[key[:-1]] = True
+            else:
+                if i + 1 >= len(args):
+                    raise Usage(f"option '{a}' requires an argument")
+                opts[key] = args[i + 1]
+                i += 1
+        elif a.startswith("-") and len(a) > 2 and a[:2] in spec and not spec[a[:2]].endswith("!"):
+            opts[spec[a[:2]]] = a[2:]
+        elif a.startswith("-"):
+            raise Usage(f"unrecognized option '{a}'")
+        else:
+            pos.append(a)
+        i += 1
+    return pos, opts
+
+
+def _num(s) -> int:
+    return int(str(s), 0)
+
+
+def _dumps(obj) -> str:
+    major, _ = _version()
+    if major < 2:
+        return json.dumps(obj, indent=2, separators=(",", " : "))
+    return json.dumps(obj, indent=2, separators=(",", ":"))
+
+
+def _u128(n: int):
+    """128-bit counters as this nvme-cli version prints them."""
+    major, minor = _version()
+    if major < 2 or (major == 2 and minor <= 1):
+        return float(n)
+    if major == 2 and minor <= 3:
+        return str(n)
+    return int(n)
+
+
+def _hexdump(buf: bytes) -> str:
+    lines = ["     " + "".join(f"{i:3x}" for i in range(16))]
+    for off in range(0, len(buf), 16):
+        row = buf[off:off + 16]
+        asc = "".join(chr(b) if 0x21 <= b <= 0x7E else "." for b in row)
+        lines.append(f"{off:04x}:" + "".join(f" {b:02x}" for b in row) + f' "{asc}"')
+    return "\n".join(lines)
+
+
+def _hexval(v: int) -> str:
+    return f"{v:#010x}" if v else "00000000"
+
+
+# -- commands -----------------------------------------------------------------------------------
+def cmd_version(ep, args):
+    major, minor = _version()
+    print(f"nvme version {major}.{minor} (git {major}.{minor})")
+    if major >= 2:
+        print("libnvme version 1.3 (git 1.3)")
+    return 0
+
+
+def _psd(st, major, minor, idle_default):
+    def scaled(w):
+        cw = w * 100
+        return (int(round(cw)), 0) if abs(cw - round(cw)) < 1e-6 else (int(round(w * 10000)), 1)
+    mp, mxps = scaled(st["mp_w"])
+    nops = int(st["nops"])
+    idle = st["idle_w"] if st["idle_w"] is not None else min(idle_default, st["mp_w"])
+    d = {"max_power": mp}
+    if (major, minor) >= (2, 6):
+        d.update({"max_power_scale": mxps, "non-operational_state": nops})
+    else:
+        d["flags"] = mxps | (nops << 1)
+    d.update({"entry_lat": st["enlat_us"], "exit_lat": st["exlat_us"], "read_tput": st["ps"], "read_lat": st["ps"],
+              "write_tput": st["ps"], "write_lat": st["ps"], "idle_power": int(round(idle * 100)), "idle_scale": 2,
+              "active_power": 0 if nops else mp if not mxps else int(round(st["mp_w"] * 100)),
+              })
+    if major < 2:
+        d["active_work_scale"] = 0 if nops else (2 << 6) | 2     # ACTP scale bits 7:6 = 2, APW = 2
+    else:
+        d.update({"active_power_work": 0 if nops else 2, "active_scale": 0 if nops else 2})
+    return d
+
+
+def cmd_id_ctrl(ep, args):
+    pos, o = _parse(args, {"-o": "fmt", "--output-format": "fmt", "-H": "human!", "--human-readable": "human!",
+                           "-v": "vs!", "--vendor-specific": "vs!"})
+    dev = _need_dev(pos, "id-ctrl")
+    r = _call(ep, {"op": "identify", "dev": dev})
+    major, minor = _version()
+    ctrl = {"vid": r["vid"], "ssvid": r["vid"], "sn": r["sn"].ljust(20), "mn": r["mn"].ljust(40),
+            "fr": r["fr"].ljust(8), "rab": 0, "ieee": 0x5cd2e4, "cmic": 0, "mdts": 5, "cntlid": 0, "ver": 0x10400,
+            "rtd3r": 10000000, "rtd3e": 9000000, "oaes": 0x300, "ctratt": 0x80280 if r["fdp"] else 0x280,
+            "oacs": 0x5e, "acl": 3, "aerl": 3, "frmw": 0x18, "lpa": 0x3e, "elpe": 255, "npss": r["npss"],
+            "avscc": 0, "apsta": r["apsta"], "wctemp": r["wctemp_k"], "cctemp": r["cctemp_k"],
+            "tnvmcap": r["capacity_bytes"], "unvmcap": 0, "nn": r["namespaces"], "oncs": 0x5e,
+            "subnqn": f"nqn.2024-01.io.powerrig:virtual:{r['sn']}",
+            "psds": [_psd(s, major, minor, r["idle_w"]) for s in r["states"]]}
+    if o.get("fmt") == "json":
+        print(_dumps(ctrl))
+    else:
+        print("NVME Identify Controller:")
+        for k, v in ctrl.items():
+            if k != "psds":
+                print(f"{k:<10}: {v}")
+        for i, p in enumerate(ctrl["psds"]):
+            print(f"ps {i:4d} : mp:{p['max_power'] / 100:.2f}W operational enlat:{p['entry_lat']} "
+                  f"exlat:{p['exit_lat']} rrt:{i} rrl:{i}")
+    return 0
+
+
+def cmd_get_feature(ep, args):
+    major, minor = _version()
+    spec = {"-f": "fid", "--feature-id": "fid", "-n": "nsid", "--namespace-id": "nsid", "-s": "sel", "--sel": "sel",
+            "-l": "len", "--data-len": "len", "-H": "human!", "--human-readable": "human!", "-c": "cdw11",
+            "--cdw11": "cdw11"}
+    if (major, minor) >= (2, 9):
+        spec.update({"-o": "fmt", "--output-format": "fmt"})
+    pos, o = _parse(args, spec)
+    dev = _need_dev(pos, "get-feature")
+    if "fid" not in o:
+        raise Usage("feature-id required param")
+    fid = _num(o["fid"])
+    if fid == 0x02:
+        r = _call(ep, {"op": "get_power_state", "dev": dev})
+        value, buf = r["ps"] | (r["workload_hint"] << 5), b""
+    elif fid == 0x0C:
+        r = _call(ep, {"op": "get_apst", "dev": dev})
+        value = int(r["enabled"])
+        buf = b"".join(((itpt << 8) | (itps << 3)).to_bytes(8, "little") for itps, itpt in r["table"])
+    else:
+        _status("INVALID_FIELD")
+        return 1
+    name = FEATURE_NAMES[fid]
+    if o.get("fmt") == "json":
+        print(_dumps({"feature": f"{fid:#04x}", "name": name, "value": f"{value:#010x}"}))
+        return 0
+    print(f"get-feature:{fid:#04x} ({name}), Current value:{_hexval(value)}")
+    if o.get("human") and fid == 0x02:
+        print(f"\tWorkload Hint (WH): {value >> 5} - ")
+        print(f"\tPower State   (PS): {value & 0x1f}")
+    elif o.get("human") and fid == 0x0C:
+        print(f"\tAutonomous Power State Transition Enable (APSTE): {'Enabled' if value & 1 else 'Disabled'}")
+    elif buf:
+        print(_hexdump(buf))
+    return 0
+
+
+def cmd_set_feature(ep, args):
+    major, minor = _version()
+    spec = {"-f": "fid", "--feature-id": "fid", "-n": "nsid", "--namespace-id": "nsid", "--value": "value",
+            "-c": "cdw12", "--cdw12": "cdw12", "-l": "len", "--data-len": "len", "-d": "data", "--data": "data",
+            "-s": "save!", "--save": "save!", "-U": "uuid", "--uuid-index": "uuid"}
+    spec["-V" if (major, minor) >= (2, 7) else "-v"] = "value"
+    pos, o = _parse(args, spec)
+    dev = _need_dev(pos, "set-feature")
+    if "fid" not in o:
+        raise Usage("feature-id required param")
+    fid = _num(o["fid"])
+    value = _num(o.get("value", 0))
+    buf = b""
+    if fid == 0x02:
+        _call(ep, {"op": "set_power_state", "dev": dev, "ps": value & 0x1F, "workload_hint": (value >> 5) & 7})
+    elif fid == 0x0C:
+        if "data" not in o:
+            print("set-feature: APST needs its table: --data=FILE (256 bytes)", file=sys.stderr)
+            return 1
+        try:
+            with open(o["data"], "rb") as f:
+                buf = f.read(256)
+        except OSError as e:
+            print(f"Failed to open data file {o['data']}: {e.strerror}", file=sys.stderr)
+            return 1
+        table = [(((int.from_bytes(buf[i:i + 8], "little") >> 3) & 0x1F), (int.from_bytes(buf[i:i + 8], "little") >> 8) & 0xFFFFFF)
+                 for i in range(0, len(buf) - 7, 8)]
+        _call(ep, {"op": "set_apst", "dev": dev, "enabled": bool(value & 1), "table": table})
+    else:
+        _status("INVALID_FIELD")
+        return 1
+    cdw12 = _num(o.get("cdw12", 0))
+    print(f"set-feature:{fid:#04x} ({FEATURE_NAMES[fid]}), value:{_hexval(value)}, cdw12:{_hexval(cdw12)}, "
+          f"save:{int(bool(o.get('save')))}")
+    if buf:
+        print(_hexdump(buf))
+    return 0
+
+
+def cmd_smart_log(ep, args):
+    pos, o = _parse(args, {"-o": "fmt", "--output-format": "fmt", "-n": "nsid", "--namespace-id": "nsid",
+                           "-H": "human!", "--human-readable": "human!", "-b": "raw!", "--raw-binary": "raw!"})
+    dev = _need_dev(pos, "smart-log")
+    log = _call(ep, {"op": "smart_log", "dev": dev})["log"]
+    major, minor = _version()
+    cw = log["critical_warning"]
+    if (major, minor) >= (2, 11):
+        cw = {"value": cw, "available_spare": cw & 1, "temp_threshold": (cw >> 1) & 1,
+              "reliability_degraded": (cw >> 2) & 1, "ro": (cw >> 3) & 1, "vmbu_failed": (cw >> 4) & 1,
+              "pmr_ro": (cw >> 5) & 1}
+    out = {"critical_warning": cw, "temperature": log["temperature_k"], "avail_spare": log["avail_spare"],
+           "spare_thresh": log["spare_thresh"], "percent_used": log["percent_used"],
+           "endurance_grp_critical_warning_summary": 0}
+    for k in ("data_units_read", "data_units_written", "host_read_commands", "host_write_commands",
+              "controller_busy_time", "power_cycles", "power_on_hours", "unsafe_shutdowns", "media_errors",
+              "num_err_log_entries"):
+        out[k] = _u128(log[k])
+    for k in ("warning_temp_time", "critical_comp_time", "thm_temp1_trans_count", "thm_temp2_trans_count",
+              "thm_temp1_total_time", "thm_temp2_total_time"):
+        out[k] = log[k]
+    if o.get("fmt") == "json":
+        print(_dumps(out))
+    else:
+        print(f"Smart Log for NVME device:{os.path.basename(dev)} namespace-id:ffffffff")
+        for k, v in out.items():
+            print(f"{k:<40}: {v}")
+    return 0
+
+
+def cmd_fdp(ep, args):
+    if not args or args[0] != "stats":
+        print(f"ERROR: Invalid sub-command '{args[0] if args else ''}' for plugin fdp", file=sys.stderr)
+        return 1
+    pos, o = _parse(args[1:], {"-o": "fmt", "--output-format": "fmt", "-e": "endgid", "--endgrp-id": "endgid",
+                               "-b": "raw!", "--raw-binary": "raw!"})
+    dev = _need_dev(pos, "fdp stats")
+    log = _call(ep, {"op": "fdp_stats", "dev": dev})["log"]
+    out = {k: _u128(log[k]) for k in ("hbmw", "mbmw", "mbe")}
+    if o.get("fmt") == "json":
+        print(_dumps(out))
+    else:
+        print(f"Host Bytes with Metadata Written (HBMW): {log['hbmw']}")
+        print(f"Media Bytes with Metadata Written (MBMW): {log['mbmw']}")
+        print(f"Media Bytes Erased (MBE): {log['mbe']}")
+    return 0
+
+
+def cmd_ocp(ep, args):
+    if not args or args[0] != "smart-add-log":
+        print(f"ERROR: Invalid sub-command '{args[0] if args else ''}' for plugin ocp", file=sys.stderr)
+        return 1
+    pos, o = _parse(args[1:], {"-o": "fmt", "--output-format": "fmt"})
+    dev = _need_dev(pos, "ocp smart-add-log")
+    log = _call(ep, {"op": "ocp_smart", "dev": dev})["log"]
+    major, minor = _version()
+    pmuw, pmur = log["physical_media_units_written"], log["physical_media_units_read"]
+    if (major, minor) >= (2, 10):
+        out = {"physical_media_units_written": pmuw, "physical_media_units_read": pmur}
+    else:
+        out = {"Physical media units written": {"hi": pmuw >> 64, "lo": pmuw & (2**64 - 1)},
+               "Physical media units read": {"hi": pmur >> 64, "lo": pmur & (2**64 - 1)}}
+    print(_dumps(out))
+    return 0
+
+
+COMMANDS = {"version": cmd_version, "id-ctrl": cmd_id_ctrl, "get-feature": cmd_get_feature,
+            "set-feature": cmd_set_feature, "smart-log": cmd_smart_log, "fdp": cmd_fdp, "ocp": cmd_ocp}
+
+
+class _Fail(Exception):
+    pass
+
+
+def _need_dev(pos, cmd):
+    if not pos:
+        print("nvme: no device given", file=sys.stderr)
+        raise _Fail(cmd)
+    return pos[0]
+
+
+def _status(status: str):
+    print(STATUS_TEXT.get(status, f"NVMe status: {status}"), file=sys.stderr)
+
+
+def _call(ep, req):
+    r = request(ep, req)
+    if not r.get("ok"):
+        if r.get("status") == "NO_DEVICE":
+            print(r["error"], file=sys.stderr)
+        else:
+            _status(r.get("status", "INVALID_FIELD"))
+        raise _Fail(req.get("op"))
+    return r
+
+
+def main(argv: list[str]) -> int:
+    ep, argv = endpoint_from(list(argv))
+    if not argv:
+        print("usage: nvme <command> [<device>] [<args>]", file=sys.stderr)
+        return 1
+    cmd, args = argv[0], argv[1:]
+    fn = COMMANDS.get(cmd)
+    if fn is None:
+        print(f"ERROR: Invalid sub-command '{cmd}'", file=sys.stderr)
+        return 1
+    try:
+        return fn(ep, args)
+    except Usage as e:
+        print(f"{cmd}: {e}", file=sys.stderr)
+        print(f"Usage: nvme {cmd} <device> [OPTIONS]", file=sys.stderr)
+        return 1
+    except _Fail:
+        return 1
+    except EndpointError as e:
+        print(f"nvme (powerrig sim): {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

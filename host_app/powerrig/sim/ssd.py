@@ -1,0 +1,411 @@
+"""The virtual SSD: power states, workload-dependent bandwidth and power, APST, temperature, SMART.
+
+Time is host UTC (``time.time()``), the same clock the interposer's samples are mapped to, so what
+the rails show lines up with the nvme/fio events the host records. The drive keeps a short history
+of power "segments" (a level it approaches exponentially plus a decaying transient) so that
+``rail_currents`` can evaluate any recent instants at once with numpy.
+
+Everything that changes the drive (commands, runs starting and stopping, APST and thermal
+transitions) happens under one lock, and autonomous changes are replayed in time order by
+``advance`` whenever anybody looks at the drive.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from powerrig.errors import PowerrigError
+from powerrig.sim.model import JobLoad, OperatingPoint, idle_power, operating_point
+from powerrig.sim.profile import Profile, load
+
+RIPPLE_HZ = 1000.0          # NAND program pulses show as ripple on the rail while writing
+RIPPLE_FRACTION = 0.06      # of the throughput-dependent power; mean zero, so averages are unchanged
+SETTLE_S = 0.003            # how fast power follows a change of workload
+HISTORY_S = 30.0            # how far back rail_currents can look
+
+
+class SsdError(PowerrigError):
+    """A command the virtual drive rejects, with the NVMe status it would return."""
+
+    def __init__(self, message: str, status: str = "INVALID_FIELD"):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class Run:
+    """One fio invocation's jobs while they run on the drive."""
+    run_id: int
+    jobs: list[JobLoad]
+    t_start: float
+    deadline: float                  # the drive stops serving it here even if nobody says stop
+    fail_at: float | None = None
+    failed: bool = False
+    read_bytes: np.ndarray = None
+    write_bytes: np.ndarray = None
+    history: list = field(default_factory=list)     # (t, read_Bps per job, write_Bps per job)
+
+    def __post_init__(self):
+        n = len(self.jobs)
+        self.read_bytes = np.zeros(n)
+        self.write_bytes = np.zeros(n)
+
+
+class VirtualSSD:
+    """A drive built from a profile (see ``powerrig.sim.profile``)."""
+
+    nominal_volts = {"12V": 12.0, "3V3": 3.3, "5V": 5.0}
+
+    def __init__(self, profile: str | Profile = "d5-p5336", clock=time.time, sn: str | None = None):
+        self.profile = profile if isinstance(profile, Profile) else load(profile)
+        self.clock = clock
+        self.sn = sn or self.profile.sn
+        self._lock = threading.RLock()
+        now = clock()
+        th = self.profile.thermal
+        self.ps = 0                  # current power state
+        self.host_ps = 0             # the operational state the host asked for last
+        self.workload_hint = 0
+        self._pending: tuple[float, int] | None = None     # (t_switch, ps) of a transition under way
+        self.apst_enabled = self.profile.apst
+        self.apst_table = [(0, 0)] * 32                    # per state: (itps, itpt_ms)
+        for e in self.profile.apst_default:
+            self.apst_table[e["from_ps"]] = (e["itps"], e["itpt_ms"])
+        self.fdp_enabled = self.profile.fdp
+        self.temp_c = th["ambient_c"] + th["c_per_w"] * idle_power(self.profile, 0) * 0.5
+        self.throttled = False
+        self.thm_count = 0
+        self.thm_time_s = 0.0
+        self._t_thermal = now
+        self.runs: dict[int, Run] = {}
+        self._ended: dict[int, Run] = {}     # ended (deadline or failure) but not yet collected by stop_io
+        self._next_run = 1
+        self._op: OperatingPoint | None = None
+        self._idle_since = now
+        self._state_since = now
+        self._t_rates = now
+        self.fault_after_s: float | None = None
+        # lifetime counters
+        self.host_read_bytes = 0.0
+        self.host_write_bytes = 0.0
+        self.host_read_cmds = 0.0
+        self.host_write_cmds = 0.0
+        self.media_write_bytes = 0.0
+        self.fdp_host_bytes = 0.0
+        self.fdp_media_bytes = 0.0
+        self.power_on_base_h = 1200
+        self._t_created = now
+        # power history for the rails: segment start, level at start, target, time constant, spike
+        self._seg = np.zeros((0, 6))
+        self._add_segment(now, self._target_power(), SETTLE_S, 0.0, 0.0)
+
+    # -- rails (called by the virtual interposer, in real time, ~every 10 ms) -------------------
+    def rail_currents(self, t_utc: np.ndarray) -> dict[str, np.ndarray]:
+        """True amps on 12V, 3V3 and 5V at host UTC instants (vectorized)."""
+        t = np.asarray(t_utc, dtype=float)
+        watts = self.power_at(t)
+        aux = float(self.profile.power.get("aux_3v3_w", 0.0))
+        if self.profile.rail == "3V3":
+            return {"12V": np.zeros_like(t), "3V3": watts / self.nominal_volts["3V3"], "5V": np.zeros_like(t)}
+        return {"12V": (watts - aux) / self.nominal_volts["12V"],
+                "3V3": np.full_like(t, aux / self.nominal_volts["3V3"]), "5V": np.zeros_like(t)}
+
+    def power_at(self, t_utc: np.ndarray) -> np.ndarray:
+        """True drive power (W) at host UTC instants."""
+        t = np.asarray(t_utc, dtype=float)
+        if len(t):
+            self.advance(float(t.max()))
+        with self._lock:
+            seg = self._seg
+        k = np.searchsorted(seg[:, 0], t, side="right") - 1
+        k = np.clip(k, 0, len(seg) - 1)
+        s = seg[k]
+        dt = np.maximum(t - s[:, 0], 0.0)
+        p = s[:, 2] + (s[:, 1] - s[:, 2]) * np.exp(-dt / s[:, 3]) + s[:, 4] * np.exp(-dt / 2e-4)
+        ripple = s[:, 5] * np.sin(2 * np.pi * RIPPLE_HZ * t)
+        return p + ripple
+
+    def activity(self, t_utc: np.ndarray) -> np.ndarray:
+        """The activity LED: lit while a segment with I/O power (ripple) is in force."""
+        t = np.asarray(t_utc, dtype=float)
+        with self._lock:
+            seg = self._seg
+        k = np.clip(np.searchsorted(seg[:, 0], t, side="right") - 1, 0, len(seg) - 1)
+        return seg[k, 5] > 0
+
+    def _add_segment(self, t: float, target: float, tau: float, spike: float, ripple: float) -> None:
+        if len(self._seg):
+            s = self._seg[-1]
+            level = s[2] + (s[1] - s[2]) * math.exp(-max(t - s[0], 0.0) / s[3])
+        else:
+            level = target
+        row = np.array([[t, level, target, max(tau, 1e-5), spike, ripple]])
+        keep = self._seg[:, 0] >= t - HISTORY_S
+        keep[-1:] = True
+        self._seg = np.vstack([self._seg[keep], row])
+
+    def _target_power(self) -> float:
+        if self._op is not None and self.runs:
+            return self._op.watts
+        return idle_power(self.profile, self.ps)
+
+    # -- autonomous behaviour -------------------------------------------------------------------
+    def advance(self, t: float | None = None) -> None:
+        """Replay everything the drive does on its own (transitions, APST, throttling, run deadlines) up to t."""
+        t = self.clock() if t is None else t
+        with self._lock:
+            for _ in range(100000):
+                when, what = self._next_event(t)
+                if when is None:
+                    break
+                self._thermal_to(when)
+                what(when)
+            self._thermal_to(t)
+
+    def _next_event(self, t: float):
+        cands = []
+        if self._pending and self._pending[0] <= t:
+            cands.append((self._pending[0], self._finish_transition))
+        for run in self.runs.values():
+            if run.fail_at is not None and not run.failed and run.fail_at <= t:
+                cands.append((run.fail_at, lambda w, r=run: self._fail_run(r, w)))
+            if run.deadline <= t:
+                cands.append((run.deadline, lambda w, r=run: self._end_run(r, w)))
+        if self.apst_enabled and not self.runs and not self._pending:
+            itps, itpt = self.apst_table[self.ps]
+            if itpt > 0 and itps != self.ps and itps <= self.profile.npss:
+                when = max(self._idle_since, self._state_since) + itpt / 1000.0
+                if when <= t:
+                    cands.append((when, lambda w, s=itps: self._begin_transition(w, s, autonomous=True)))
+        if not cands:
+            return None, None
+        return min(cands, key=lambda c: c[0])
+
+    def _thermal_to(self, t: float) -> None:
+        th = self.profile.thermal
+        while self._t_thermal < t:
+            dt = min(0.5, t - self._t_thermal)
+            p = self._target_power()
+            t_inf = th["ambient_c"] + th["c_per_w"] * p
+            self.temp_c = t_inf + (self.temp_c - t_inf) * math.exp(-dt / th["time_constant_s"])
+            self._t_thermal += dt
+            if self.throttled:
+                self.thm_time_s += dt
+            if not self.throttled and self.temp_c >= th["throttle_c"]:
+                self.throttled = True
+                self.thm_count += 1
+                self._retune(self._t_thermal)
+            elif self.throttled and self.temp_c < th["throttle_c"] - 3.0:
+                self.throttled = False
+                self._retune(self._t_thermal)
+
+    # -- power states ---------------------------------------------------------------------------
+    def set_power_state(self, ps: int, workload_hint: int = 0, t: float | None = None) -> float:
+        """Set Features FID 0x02. Returns the time the new state takes effect (< ENLAT+EXLAT later)."""
+        t = self.clock() if t is None else t
+        if not 0 <= ps <= self.profile.npss:
+            raise SsdError(f"power state {ps} not supported (NPSS={self.profile.npss})")
+        if not 0 <= workload_hint <= 7:
+            raise SsdError(f"workload hint {workload_hint} out of range")
+        with self._lock:
+            self.advance(t)
+            self.workload_hint = workload_hint
+            if not self.profile.state(ps).nops:
+                self.host_ps = ps
+            return self._begin_transition(t, ps)
+
+    def _transition_delay(self, old: int, new: int) -> float:
+        """Worst case is EXLAT(old) + ENLAT(new); the virtual drive switches halfway through."""
+        return 0.5 * (self.profile.state(old).exlat_us + self.profile.state(new).enlat_us) * 1e-6
+
+    def _begin_transition(self, t: float, ps: int, autonomous: bool = False) -> float:
+        if ps == self.ps and not self._pending:
+            return t
+        t_switch = t + self._transition_delay(self.ps, ps)
+        self._pending = (t_switch, ps)
+        if t_switch <= t:
+            self._finish_transition(t)
+        return t_switch
+
+    def _finish_transition(self, t: float) -> None:
+        _, ps = self._pending
+        self._pending = None
+        old = self.ps
+        self.ps = ps
+        self._state_since = t
+        self._retune(t, spike=self.profile.power.get("transient_w", 0.0) if ps != old else 0.0,
+                     tau=max(2e-4, min(2e-3, 0.05 * self._transition_delay(old, ps))))
+
+    def get_power_state(self) -> tuple[int, int]:
+        self.advance()
+        with self._lock:
+            return self.ps, self.workload_hint
+
+    def set_apst(self, enabled: bool, table: list[tuple[int, int]] | None = None) -> None:
+        if enabled and not self.profile.apst:
+            raise SsdError("APST not supported by this controller (APSTA=0)")
+        with self._lock:
+            self.advance()
+            self.apst_enabled = bool(enabled)
+            if table is not None:
+                for itps, _ in table:
+                    if itps > self.profile.npss:
+                        raise SsdError(f"APST entry names power state {itps} (NPSS={self.profile.npss})")
+                self.apst_table = list(table) + [(0, 0)] * (32 - len(table))
+
+    # -- I/O ------------------------------------------------------------------------------------
+    def start_io(self, jobs: list[JobLoad], runtime_s: float, t: float | None = None) -> int:
+        """Jobs begin now (after a wake-up if the drive sits in a non-operational state)."""
+        t = self.clock() if t is None else t
+        with self._lock:
+            self.advance(t)
+            if self.profile.state(self.ps).nops or (self._pending and self.profile.state(self._pending[1]).nops):
+                self._begin_transition(t, self.host_ps, autonomous=True)
+            self._account(t)
+            run = Run(self._next_run, list(jobs), t, t + runtime_s + 5.0)
+            if self.fault_after_s is not None:
+                run.fail_at, self.fault_after_s = t + self.fault_after_s, None
+            self._next_run += 1
+            self.runs[run.run_id] = run
+            self._retune(t)
+            return run.run_id
+
+    def run_status(self, run_id: int) -> dict:
+        self.advance()
+        with self._lock:
+            run = self.runs.get(run_id)
+            if run is None:
+                run = self._ended.get(run_id)
+                if run is None:
+                    raise SsdError(f"no run {run_id}")
+                return {"running": False, "failed": run.failed,
+                        "read_bytes": run.read_bytes.tolist(), "write_bytes": run.write_bytes.tolist()}
+            self._account(self.clock())
+            return {"running": True, "failed": False,
+                    "read_bytes": run.read_bytes.tolist(), "write_bytes": run.write_bytes.tolist()}
+
+    def stop_io(self, run_id: int, t: float | None = None) -> dict:
+        """End a run; its bytes per job and rate history (for fio's logs and JSON)."""
+        t = self.clock() if t is None else t
+        with self._lock:
+            self.advance(t)
+            run = self.runs.get(run_id) or self._ended.get(run_id)
+            if run is None:
+                raise SsdError(f"no run {run_id}", status="INVALID_FIELD")
+            if run.run_id in self.runs:
+                self._end_run(run, t)
+            self._ended.pop(run_id, None)
+            return {"t_start": run.t_start, "t_end": min(t, run.deadline), "failed": run.failed,
+                    "failed_at": run.fail_at if run.failed else None,
+                    "read_bytes": run.read_bytes.tolist(), "write_bytes": run.write_bytes.tolist(),
+                    "history": [(h[0], h[1].tolist(), h[2].tolist()) for h in run.history],
+                    "waf": self._op.waf if self._op else 1.0}
+
+    def _fail_run(self, run: Run, t: float) -> None:
+        run.failed = True
+        self._end_run(run, t)
+
+    def _end_run(self, run: Run, t: float) -> None:
+        self._account(t)
+        self.runs.pop(run.run_id, None)
+        self._ended[run.run_id] = run
+        run.history.append((t, np.zeros(len(run.jobs)), np.zeros(len(run.jobs))))
+        if not self.runs:
+            self._idle_since = t
+        self._retune(t)
+
+    def _account(self, t: float) -> None:
+        """Add bytes moved since the last change of rates to every run and the drive's counters."""
+        dt = max(0.0, t - self._t_rates)
+        self._t_rates = t
+        if self._op is None or dt == 0:
+            return
+        i = 0
+        for run in self.runs.values():
+            n = len(run.jobs)
+            r, w = self._op.read_Bps[i:i + n] * dt, self._op.write_Bps[i:i + n] * dt
+            run.read_bytes += r
+            run.write_bytes += w
+            bs = np.array([j.bs for j in run.jobs], dtype=float)
+            self.host_read_cmds += float((r / bs).sum())
+            self.host_write_cmds += float((w / bs).sum())
+            i += n
+        rb, wb = float(self._op.read_Bps.sum() * dt), float(self._op.write_Bps.sum() * dt)
+        self.host_read_bytes += rb
+        self.host_write_bytes += wb
+        self.media_write_bytes += wb * self._op.waf
+        if self.fdp_enabled:
+            self.fdp_host_bytes += wb
+            self.fdp_media_bytes += wb * self._op.waf
+
+    def _retune(self, t: float, spike: float = 0.0, tau: float = SETTLE_S) -> None:
+        """Recompute the operating point after any change, and start a new power segment."""
+        self._account(t)
+        jobs = [j for run in self.runs.values() for j in run.jobs]
+        waking = self._pending is not None and self.profile.state(self.ps).nops
+        cap = self.profile.thermal["throttle_w"] if self.throttled else None
+        if jobs and not waking:
+            self._op = operating_point(self.profile, self.ps, jobs, fdp=self.fdp_enabled, cap_w=cap)
+        else:
+            self._op = operating_point(self.profile, self.ps, [], fdp=self.fdp_enabled) if not jobs else \
+                OperatingPoint(self.ps, np.zeros(len(jobs)), np.zeros(len(jobs)), idle_power(self.profile, self.ps), 1.0)
+        i = 0
+        for run in self.runs.values():
+            n = len(run.jobs)
+            run.history.append((t, self._op.read_Bps[i:i + n].copy(), self._op.write_Bps[i:i + n].copy()))
+            i += n
+        target = self._target_power()
+        dyn = max(0.0, target - idle_power(self.profile, self.ps) - self.profile.power["active_w"])
+        ripple = RIPPLE_FRACTION * dyn if (self._op.write_Bps.sum() > 0) else (1e-9 if jobs else 0.0)
+        self._add_segment(t, target, tau, spike, ripple)
+
+    def operating_point(self) -> OperatingPoint | None:
+        self.advance()
+        with self._lock:
+            return self._op
+
+    # -- logs -----------------------------------------------------------------------------------
+    def smart_log(self) -> dict:
+        self.advance()
+        with self._lock:
+            self._account(self.clock())
+            th = self.profile.thermal
+            warn = 0
+            if self.temp_c >= th["critical_c"]:
+                warn |= 0x2
+            up_h = (self.clock() - self._t_created) / 3600.0
+            return {"critical_warning": warn, "temperature_k": int(round(self.temp_c + 273.15)),
+                    "avail_spare": 100, "spare_thresh": 10, "percent_used": 1,
+                    "data_units_read": math.ceil(self.host_read_bytes / 512000),
+                    "data_units_written": math.ceil(self.host_write_bytes / 512000),
+                    "host_read_commands": int(self.host_read_cmds), "host_write_commands": int(self.host_write_cmds),
+                    "controller_busy_time": int(up_h * 60 * (1 if self.runs else 0)),
+                    "power_cycles": 12, "power_on_hours": self.power_on_base_h + int(up_h), "unsafe_shutdowns": 1,
+                    "media_errors": 0, "num_err_log_entries": 0,
+                    "warning_temp_time": 0, "critical_comp_time": 0,
+                    "thm_temp1_trans_count": self.thm_count, "thm_temp2_trans_count": 0,
+                    "thm_temp1_total_time": int(self.thm_time_s), "thm_temp2_total_time": 0}
+
+    def fdp_stats(self) -> dict:
+        if not self.profile.fdp:
+            raise SsdError("FDP not supported by this controller", status="INVALID_LOG_PAGE")
+        self.advance()
+        with self._lock:
+            self._account(self.clock())
+            return {"hbmw": int(self.fdp_host_bytes), "mbmw": int(self.fdp_media_bytes), "mbe": int(self.fdp_media_bytes)}
+
+    def ocp_smart(self) -> dict:
+        self.advance()
+        with self._lock:
+            self._account(self.clock())
+            return {"physical_media_units_written": int(self.media_write_bytes),
+                    "physical_media_units_read": int(self.host_read_bytes)}
+
+    def inject_fault(self, after_s: float) -> None:
+        """The next run fails with an I/O error this many seconds after it starts (for tests)."""
+        with self._lock:
+            self.fault_after_s = float(after_s)

@@ -1,0 +1,203 @@
+"""The endpoint the impersonated nvme and fio talk to: JSON lines over a unix socket.
+
+The virtual SSDs live in one long-running process (next to the virtual interposer that measures
+their rails); ``powerrig sim nvme`` and ``powerrig sim fio`` are short-lived processes that send
+one request per connection and print what the real tools would print.
+
+Request: {"op": ..., "dev": "/dev/nvme0" | "/dev/nvme0n1", ...}. Reply: {"ok": true, ...} or
+{"ok": false, "error": "...", "status": "NO_DEVICE" | "INVALID_FIELD" | ...}.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import socketserver
+import threading
+from pathlib import Path
+
+from powerrig.errors import PowerrigError
+from powerrig.sim.model import JobLoad
+from powerrig.sim.ssd import SsdError, VirtualSSD
+
+ENDPOINT_ENV = "POWERRIG_SIM_ENDPOINT"
+_DEV = re.compile(r"^/dev/(nvme\d+)(?:n(\d+))?$")
+
+
+class EndpointError(PowerrigError):
+    """The virtual SSD endpoint is not there or answered nonsense."""
+
+
+class SsdServer:
+    """Serve one or more virtual SSDs on a unix socket, from a background thread.
+
+    ``ssds``: one VirtualSSD (becomes /dev/nvme0), a list (/dev/nvme0, /dev/nvme1, ...) or a dict
+    {"/dev/nvme0": ssd}. Namespaces are /dev/nvmeXnY, Y = 1..profile namespaces.
+    """
+
+    def __init__(self, ssds, socket_path: str | os.PathLike):
+        if isinstance(ssds, VirtualSSD):
+            ssds = [ssds]
+        if isinstance(ssds, (list, tuple)):
+            ssds = {f"/dev/nvme{i}": s for i, s in enumerate(ssds)}
+        self.ssds: dict[str, VirtualSSD] = dict(ssds)
+        self.socket_path = str(socket_path)
+        self._server: socketserver.ThreadingUnixStreamServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "SsdServer":
+        if os.path.exists(self.socket_path):
+            os.unlink(self.socket_path)
+        outer = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self):
+                line = self.rfile.readline()
+                try:
+                    reply = outer.handle(json.loads(line))
+                except (ValueError, TypeError) as e:
+                    reply = {"ok": False, "error": f"bad request: {e}", "status": "BAD_REQUEST"}
+                self.wfile.write((json.dumps(reply) + "\n").encode())
+
+        class Server(socketserver.ThreadingUnixStreamServer):
+            daemon_threads = True
+
+        self._server = Server(self.socket_path, Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="ssd-endpoint", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if os.path.exists(self.socket_path):
+            os.unlink(self.socket_path)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # -- requests -------------------------------------------------------------------------------
+    def resolve(self, dev: str) -> tuple[VirtualSSD, int | None]:
+        m = _DEV.match(dev or "")
+        ssd = self.ssds.get(f"/dev/{m.group(1)}") if m else None
+        if ssd is None:
+            raise SsdError(f"{dev}: No such file or directory", status="NO_DEVICE")
+        nsid = int(m.group(2)) if m.group(2) else None
+        if nsid is not None and not 1 <= nsid <= ssd.profile.namespaces:
+            raise SsdError(f"{dev}: No such file or directory", status="NO_DEVICE")
+        return ssd, nsid
+
+    def handle(self, req: dict) -> dict:
+        op = req.get("op")
+        try:
+            if op == "list":
+                return {"ok": True, "devices": {k: {"profile": s.profile.name, "sn": s.sn,
+                                                    "namespaces": s.profile.namespaces} for k, s in self.ssds.items()}}
+            ssd, nsid = self.resolve(req.get("dev", ""))
+            fn = getattr(self, f"_op_{op}", None)
+            if fn is None:
+                return {"ok": False, "error": f"unknown request {op!r}", "status": "BAD_REQUEST"}
+            return {"ok": True, **fn(ssd, nsid, req)}
+        except SsdError as e:
+            return {"ok": False, "error": str(e), "status": e.status}
+
+    def _op_identify(self, ssd, nsid, req):
+        p = ssd.profile
+        return {"profile": p.name, "mn": p.mn, "sn": ssd.sn, "fr": p.fr, "vid": p.vid, "npss": p.npss,
+                "apsta": int(p.apst), "capacity_bytes": p.capacity_bytes, "namespaces": p.namespaces,
+                "fdp": p.fdp, "wctemp_k": int(round(p.thermal["warning_c"] + 273.15)),
+                "cctemp_k": int(round(p.thermal["critical_c"] + 273.15)),
+                "idle_w": p.power["idle_w"],
+                "states": [{"ps": s.ps, "mp_w": s.mp_w, "enlat_us": s.enlat_us, "exlat_us": s.exlat_us,
+                            "nops": s.nops, "idle_w": s.idle_w, "write_MiBps": s.write_MiBps,
+                            "read_MiBps": s.read_MiBps} for s in p.states]}
+
+    def _op_get_power_state(self, ssd, nsid, req):
+        ps, wh = ssd.get_power_state()
+        return {"ps": ps, "workload_hint": wh}
+
+    def _op_set_power_state(self, ssd, nsid, req):
+        t = ssd.set_power_state(int(req["ps"]), int(req.get("workload_hint", 0)))
+        return {"effective_at": t}
+
+    def _op_get_apst(self, ssd, nsid, req):
+        if not ssd.profile.apst:
+            raise SsdError("APST not supported (APSTA=0)")
+        ssd.advance()
+        return {"enabled": ssd.apst_enabled, "table": ssd.apst_table}
+
+    def _op_set_apst(self, ssd, nsid, req):
+        table = [tuple(e) for e in req["table"]] if req.get("table") is not None else None
+        ssd.set_apst(bool(req["enabled"]), table)
+        return {}
+
+    def _op_smart_log(self, ssd, nsid, req):
+        return {"log": ssd.smart_log()}
+
+    def _op_fdp_stats(self, ssd, nsid, req):
+        return {"log": ssd.fdp_stats()}
+
+    def _op_ocp_smart(self, ssd, nsid, req):
+        return {"log": ssd.ocp_smart()}
+
+    def _op_start_io(self, ssd, nsid, req):
+        jobs = [JobLoad(**j) for j in req["jobs"]]
+        return {"run_id": ssd.start_io(jobs, float(req["runtime_s"]))}
+
+    def _op_run_status(self, ssd, nsid, req):
+        return ssd.run_status(int(req["run_id"]))
+
+    def _op_stop_io(self, ssd, nsid, req):
+        return ssd.stop_io(int(req["run_id"]))
+
+    def _op_inject_fault(self, ssd, nsid, req):
+        ssd.inject_fault(float(req["after_s"]))
+        return {}
+
+
+def endpoint_from(argv: list[str]) -> tuple[str | None, list[str]]:
+    """Take ``--endpoint SOCK`` / ``--endpoint=SOCK`` out of argv; fall back to $POWERRIG_SIM_ENDPOINT."""
+    out, ep, i = [], None, 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--endpoint" and i + 1 < len(argv):
+            ep, i = argv[i + 1], i + 2
+            continue
+        if a.startswith("--endpoint="):
+            ep, i = a.split("=", 1)[1], i + 1
+            continue
+        out.append(a)
+        i += 1
+    return ep or os.environ.get(ENDPOINT_ENV), out
+
+
+def request(endpoint: str | None, req: dict, timeout: float = 10.0) -> dict:
+    """One request to the endpoint; EndpointError when it is not there."""
+    if not endpoint:
+        raise EndpointError(f"no virtual SSD endpoint: pass --endpoint SOCK or set {ENDPOINT_ENV} "
+                            "(start one with `powerrig sim start`)")
+    if not Path(endpoint).exists():
+        raise EndpointError(f"virtual SSD endpoint {endpoint} does not exist (is `powerrig sim start` running?)")
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(endpoint)
+            s.sendall((json.dumps(req) + "\n").encode())
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+    except OSError as e:
+        raise EndpointError(f"virtual SSD endpoint {endpoint}: {e.strerror or e}") from None
+    try:
+        return json.loads(buf)
+    except ValueError:
+        raise EndpointError(f"virtual SSD endpoint {endpoint} sent a malformed reply") from None

@@ -1,0 +1,147 @@
+"""The runners driving impersonated nvme-cli and fio on virtual SSDs, through the endpoint.
+
+Same code path as the real rig: only the program the runners call differs.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from powerrig.dut.fio import Fio, FioJob, FioPlan
+from powerrig.dut.nvme import NvmeCli
+from powerrig.errors import ToolError
+from powerrig.events import FIO, NVME, PHASE, POWER_STATE, Timeline
+from powerrig.sim.model import expected_point
+from powerrig.sim.profile import load
+from powerrig.sim.ssd import VirtualSSD
+from powerrig.sim.ssd_server import SsdServer
+
+
+@pytest.fixture
+def rig(tmp_path):
+    ssds = [VirtualSSD("d5-p5336"), VirtualSSD("micron-fdp"), VirtualSSD("client-apst")]
+    sock = str(tmp_path / "ssd.sock")
+    with SsdServer(ssds, sock) as server:
+        tl = Timeline()
+        nvme = NvmeCli([sys.executable, "-m", "powerrig.sim.nvme_cli", "--endpoint", sock], tl)
+        fio = Fio([sys.executable, "-m", "powerrig.sim.fio_cli", "--endpoint", sock], tl)
+        yield server, nvme, fio, tl, sock
+
+
+def test_ps2_sequential_write_bandwidth_and_power_match_profile(rig, tmp_path):
+    server, nvme, fio, tl, _ = rig
+    ident = nvme.id_ctrl("/dev/nvme0")
+    assert [s.max_power_w for s in ident.power_states] == [25.0, 15.0, 10.0]
+    assert ident.state(2).worst_transition_us == 120000
+    got = nvme.set_power_state("/dev/nvme0", 2)
+    assert got.power_state == 2
+    time.sleep(0.15)                                    # past ENLAT+EXLAT
+    plan = FioPlan([FioJob("seqw", rw="write", bs="128k", iodepth=128, runtime=1.5, time_based=True,
+                           filename="/dev/nvme0n1", ioengine="libaio", direct=True)], log_avg_msec=250)
+    res = fio.run(plan, tmp_path / "run")
+    (job,) = res.jobs
+    prof = load("d5-p5336")
+    mibps, watts = prof.published_drive_point(2, "write")
+    assert job.directions["write"].bw_bytes / 2**20 == pytest.approx(mibps, rel=0.05)
+    assert job.time_source == "log" and res.t_call < job.start_utc < job.end_utc < res.t_return
+    # the drive's modeled power over the run, as the interposer would see it on the rails
+    ssd = server.ssds["/dev/nvme0"]
+    t = np.linspace(job.start_utc + 0.1, job.end_utc - 0.1, 20000)
+    amps = ssd.rail_currents(t)
+    p = amps["12V"] * 12 + amps["3V3"] * 3.3
+    assert p.mean() == pytest.approx(watts, rel=0.05)
+    assert expected_point(prof, 2)["watts"] == pytest.approx(p.mean(), rel=0.01)
+    (ps_ev,) = tl.events(POWER_STATE)
+    assert ps_ev.ok and ps_ev.result["confirmed"] == 2 and ps_ev.meta["exit_latency_us"] == 60000
+    assert [e.ok for e in tl.events(NVME)] == [True] * len(tl.events(NVME))
+    assert len(tl.events(PHASE)) == 1
+
+
+def test_fio_3_36_impersonation_gives_job_start(rig, tmp_path, monkeypatch):
+    _, _, fio, _, _ = rig
+    monkeypatch.setenv("POWERRIG_SIM_FIO_VERSION", "3.36")
+    plan = FioPlan([FioJob(f"ns{k}", rw="write", bs="128k", iodepth=32, runtime=1, time_based=True,
+                           filename=f"/dev/nvme1n{k + 1}") for k in range(2)], log_avg_msec=250)
+    res = fio.run(plan, tmp_path / "run")
+    assert res.fio_version == "fio-3.36" and [j.time_source for j in res.jobs] == ["job_start"] * 2
+    assert all(j.directions["write"].io_bytes > 0 for j in res.jobs)
+
+
+def test_missing_device_power_state_and_apst(rig):
+    _, nvme, _, tl, _ = rig
+    with pytest.raises(ToolError, match="No such file or directory"):
+        nvme.id_ctrl("/dev/nvme7")
+    assert not tl.events(NVME)[-1].ok
+    with pytest.raises(ToolError, match="no power state 3"):
+        nvme.set_power_state("/dev/nvme1", 3)
+    ps_ev = tl.events(POWER_STATE)[-1]
+    assert not ps_ev.ok and "PS0..PS1" in ps_ev.error
+    assert not any("set-feature" in " ".join(e.argv or []) for e in tl.events(NVME))   # nothing sent
+    from powerrig.dut.nvme import ApstEntry
+    assert nvme.get_apst("/dev/nvme2").enabled
+    nvme.set_apst("/dev/nvme2", True, [ApstEntry(3, 50)] * 3 + [ApstEntry(4, 500)])
+    s = nvme.get_apst("/dev/nvme2")
+    assert s.entries[3] == ApstEntry(4, 500)
+    nvme.disable_apst("/dev/nvme2")
+    assert not nvme.get_apst("/dev/nvme2").enabled
+
+
+def test_fio_failing_mid_run_fails_the_event_and_returns_nothing(rig, tmp_path):
+    server, _, fio, tl, _ = rig
+    server.ssds["/dev/nvme0"].inject_fault(0.4)
+    plan = FioPlan([FioJob("w", rw="write", bs="128k", runtime=2, time_based=True, filename="/dev/nvme0n1")])
+    t0 = time.time()
+    with pytest.raises(ToolError, match="fio failed.*Input/output error"):
+        fio.run(plan, tmp_path / "run")
+    assert time.time() - t0 < 1.8                        # it stopped at the fault, not at the runtime
+    (ev,) = tl.events(FIO)
+    assert not ev.ok and not tl.events(PHASE)
+
+
+def test_fio_on_a_path_that_is_not_a_virtual_device(rig, tmp_path):
+    _, _, fio, tl, _ = rig
+    plan = FioPlan([FioJob("w", runtime=1, time_based=True, filename="/dev/nvme9n1")])
+    with pytest.raises(ToolError, match="No such file or directory"):
+        fio.run(plan, tmp_path / "run")
+
+
+def test_smart_fdp_and_ocp_logs_through_tools(rig, tmp_path):
+    _, nvme, fio, _, _ = rig
+    before = nvme.smart_log("/dev/nvme1")
+    plan = FioPlan([FioJob(f"ns{k}", rw="write", bs="128k", iodepth=32, runtime=1, time_based=True,
+                           filename=f"/dev/nvme1n{k + 1}") for k in range(8)])
+    res = fio.run(plan, tmp_path / "run")
+    host = sum(j.directions["write"].io_bytes for j in res.jobs)
+    after = nvme.smart_log("/dev/nvme1")
+    assert (after.data_units_written - before.data_units_written) * 512000 == pytest.approx(host, rel=0.02)
+    fdp = nvme.fdp_stats("/dev/nvme1")
+    assert fdp.host_bytes_written == pytest.approx(host, rel=0.02) and fdp.waf == pytest.approx(1.0, abs=0.06)
+    assert nvme.ocp_smart_add_log("/dev/nvme1")["physical_media_units_written"] >= fdp.media_bytes_written
+    with pytest.raises(ToolError, match="Invalid Log Page"):
+        nvme.fdp_stats("/dev/nvme0")
+
+
+@pytest.mark.parametrize("version", ["1.16", "2.0", "2.6", "2.11", "2.16"])
+def test_parsers_read_every_impersonated_nvme_cli_version(rig, monkeypatch, version):
+    _, nvme, _, _, _ = rig
+    monkeypatch.setenv("POWERRIG_SIM_NVME_VERSION", version)
+    ident = nvme.id_ctrl("/dev/nvme2")
+    assert [s.non_operational for s in ident.power_states] == [False, False, False, True, True]
+    assert ident.state(4).max_power_w == 0.005
+    assert nvme.smart_log("/dev/nvme2").temperature_k > 273
+    assert nvme.version().major == int(version.split(".")[0])
+
+
+def test_endpoint_missing_is_a_clear_error(tmp_path):
+    nvme = NvmeCli([sys.executable, "-m", "powerrig.sim.nvme_cli", "--endpoint", str(tmp_path / "nope.sock")])
+    with pytest.raises(ToolError, match="endpoint .* does not exist"):
+        nvme.id_ctrl("/dev/nvme0")
+
+
+def test_module_entry_points_run():
+    p = subprocess.run([sys.executable, "-m", "powerrig.sim.fio_cli", "--version"], capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.strip() == "fio-3.33"

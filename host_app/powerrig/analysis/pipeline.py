@@ -231,7 +231,7 @@ def _stream(source, read, rails, accs, chunk, has_peak, series) -> None:
     active: list[_PhaseAcc] = []
 
     def windows_done(a: _PhaseAcc) -> bool:
-        return all(a.hi - w < max(a.lo, nxt) for w, nxt in zip(wins, sums._next))
+        return all(a.hi - w < max(a.lo, nxt) for w, nxt in zip(wins, sums.next_starts))
 
     def take_windows(a: _PhaseAcc, cws) -> None:
         for r, cw in zip(a.windows, cws):

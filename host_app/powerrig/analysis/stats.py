@@ -67,13 +67,15 @@ class Segments:
         self.bounds = bounds
         starts = bounds[:-1]
         lens = np.diff(bounds)
-        total = np.add.reduceat(x, starts, dtype=np.float64)
+        x64 = x.astype(np.float64)                 # one conversion; every float64 sum below reads it
+        total = np.add.reduceat(x64, starts)
         nanmask = None
         lost = np.zeros(len(starts), np.int64)
         if np.isnan(total).any():                  # only gappy chunks pay for the mask
             nanmask = np.isnan(x)
             lost = np.add.reduceat(nanmask, starts, dtype=np.int64)
-            total = np.add.reduceat(np.where(nanmask, 0.0, x), starts, dtype=np.float64)
+            x64[nanmask] = 0.0
+            total = np.add.reduceat(x64, starts)
         self.nanmask = nanmask
         self.lost = lost
         self.n = lens - lost
@@ -84,19 +86,16 @@ class Segments:
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = total / self.n
         self.sorted = x.copy() if sort is not None and sort.any() else None
-        tmp = np.empty(int(self.n.max()) if len(lens) else 0)
+        tmp = np.empty(int(lens.max()) if len(lens) else 0)
         for i in range(len(starts)):
             k = int(self.n[i])
             if not k:
                 continue
             a, b = int(bounds[i]), int(bounds[i + 1])
             if self.sorted is not None and sort[i]:
-                v = self.sorted[a:b]
-                v.sort()
-                v = v[:k]
-            else:
-                v = x[a:b] if not lost[i] else x[a:b][~nanmask[a:b]]
-            t = np.subtract(v, mean[i], out=tmp[:k], dtype=np.float64)
+                self.sorted[a:b].sort()             # NaN last
+            v = x64[a:b] if not lost[i] else x64[a:b][~nanmask[a:b]]
+            t = np.subtract(v, mean[i], out=tmp[:k])
             self.m2[i] = np.dot(t, t)
         self._is_sorted = sort
 

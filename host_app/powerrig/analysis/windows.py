@@ -148,6 +148,11 @@ class WindowSums:
         self._next = [position] * len(self.windows)    # first window start not yet returned
         self._amax = 0.0                          # largest |sample| so far (bounds the float32 error)
 
+    @property
+    def next_starts(self) -> list[int]:
+        """Per window length, the first window start not yet returned (every earlier one was)."""
+        return list(self._next)
+
     def _space(self, name: str, n: int, dtype) -> np.ndarray:
         """A reused work array of n elements (no fresh pages to fault in for every chunk)."""
         a = self._work.get(name)

@@ -44,15 +44,17 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float) ->
 
     rig_dir = root / rig_id
     rig_dir.mkdir(parents=True, exist_ok=True)
-    ssd = VirtualSSD.from_profile(profile, seed=seed)
+    ssd = VirtualSSD(profile)
     endpoint = str(rig_dir / "ssd.sock")
-    server = SsdServer(ssd, endpoint)
+    server = SsdServer({"/dev/nvme0": ssd}, endpoint)
     server.start()
     sim = VirtualInterposer(load=ssd, seed=seed, drift_ppm=drift_ppm, faults=Faults(seed=seed),
                             state_dir=str(rig_dir / "board")).start()
     state = {"id": rig_id, "pid": os.getpid(), "profile": profile, "port": sim.port, "endpoint": endpoint,
-             "devices": ssd.device_paths(), "nvme": tool_command("nvme", endpoint),
-             "fio": tool_command("fio", endpoint), "serial": ssd.serial, "started": time.time(),
+             "controller": "/dev/nvme0",
+             "namespaces": [f"/dev/nvme0n{k + 1}" for k in range(getattr(ssd.profile, "namespaces", 1))],
+             "nvme": tool_command("nvme", endpoint), "fio": tool_command("fio", endpoint),
+             "serial": ssd.sn, "started": time.time(),
              "log": str(rig_dir / "rig.log")}
     state_file = root / f"{rig_id}.json"
     tmp = state_file.with_suffix(".tmp")

@@ -260,6 +260,12 @@ class VirtualSSD:
     # -- I/O ------------------------------------------------------------------------------------
     def start_io(self, jobs: list[JobLoad], runtime_s: float, t: float | None = None) -> int:
         """Jobs begin now (after a wake-up if the drive sits in a non-operational state)."""
+        with self._lock:
+            everything = [j for run in self.runs.values() for j in run.jobs] + list(jobs)
+            ps, fdp = self.ps, self.fdp_enabled
+        # The steady-state WAF of a new job mix takes the FTL a few hundred ms the first time (it is
+        # cached after): do it outside the lock, so the interposer reading the rails is never held up.
+        operating_point(self.profile, ps, everything, fdp=fdp)
         t = self.clock() if t is None else t
         with self._lock:
             self.advance(t)

@@ -130,3 +130,6 @@ def test_every_phase_is_on_the_timeline(session):
     assert any("ps2-seqwrite" in n for n in names), names
     for e in phases:
         assert e.t_end is not None and e.t_end > e.t_start
+        # everything efficiency needs travels with the phase
+        assert (e.meta["rw"], e.meta["bs"], e.meta["iodepth"]) == ("write", 131072, 128), e.meta
+        assert e.meta["bw_bytes"] > 0 and e.meta["iops"] == pytest.approx(e.meta["bw_bytes"] / 131072, rel=0.01)

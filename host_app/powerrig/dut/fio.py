@@ -314,16 +314,39 @@ class Fio:
         self.timeline.end(ev, ok=True, fio_version=result.fio_version,
                           jobs=[{"name": j.name, "start_utc": j.start_utc, "end_utc": j.end_utc,
                                  "time_source": j.time_source, "bytes": j.bytes_total} for j in results])
+        specs = {job.name: job for job in plan.jobs}
         for j in results:
-            self.timeline.add(_phase(j))
+            self.timeline.add(_phase(j, specs.get(j.name)))
         return result
 
 
-def _phase(j: JobResult):
+def _phase(j: JobResult, spec: "FioJob | None"):
+    """A PHASE event for one job: what was asked (rw, bs, iodepth, numjobs) and what it did, so
+    efficiency (MiB/s per W, IOPS per W, J per GiB) can be computed from the capture alone."""
     from powerrig.events import Event
+    meta = {"time_source": j.time_source, "job_index": j.index,
+            "bw_bytes": sum(d.bw_bytes for d in j.directions.values()),
+            "iops": sum(d.iops for d in j.directions.values()),
+            "io_bytes": sum(d.io_bytes for d in j.directions.values())}
+    if spec is not None:
+        meta.update({"rw": spec.rw, "bs": parse_size(spec.bs), "iodepth": spec.iodepth, "numjobs": spec.numjobs})
     return Event(PHASE, f"fio:{j.name}", j.start_utc, j.end_utc, ok=True,
-                 result={d: asdict(v) for d, v in j.directions.items()},
-                 meta={"time_source": j.time_source, "job_index": j.index})
+                 result={d: asdict(v) for d, v in j.directions.items()}, meta=meta)
+
+
+def parse_size(s: str, whole: int | None = None) -> int:
+    """fio sizes: 4k, 128K, 1m, 2g, plain bytes, or N% of ``whole`` (kb_base=1024)."""
+    s = str(s).strip()
+    if s.endswith("%"):
+        if whole is None:
+            raise ValueError(f"percentage {s} not allowed here")
+        return int(whole * float(s[:-1]) / 100)
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)", s, re.I)
+    if not m:
+        raise ValueError(f"bad size {s!r}")
+    mult = 1024 ** "kmgtp".find(m.group(2).lower()) * 1024 if m.group(2) else 1
+    return int(float(m.group(1)) * mult)
+
 
 
 def _errno_text(err: int) -> str:

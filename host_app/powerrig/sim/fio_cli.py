@@ -21,21 +21,9 @@ from powerrig.sim.ssd_server import EndpointError, endpoint_from, request
 VERSION_ENV = "POWERRIG_SIM_FIO_VERSION"
 PERCENTILES = (1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 99, 99.5, 99.9, 99.95, 99.99)
 DIRS = ("read", "write", "trim")
+from powerrig.dut.fio import parse_size  # noqa: E402  (one reading of fio sizes)
+
 _DEV = re.compile(r"^/dev/nvme(\d+)n(\d+)$")
-
-
-def parse_size(s: str, whole: int | None = None) -> int:
-    """fio sizes: 4k, 128K, 1m, 2g, plain bytes, or N% of ``whole`` (kb_base=1024)."""
-    s = str(s).strip()
-    if s.endswith("%"):
-        if whole is None:
-            raise ValueError(f"percentage {s} not allowed here")
-        return int(whole * float(s[:-1]) / 100)
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)", s, re.I)
-    if not m:
-        raise ValueError(f"bad size {s!r}")
-    mult = 1024 ** "kmgtp".find(m.group(2).lower()) * 1024 if m.group(2) else 1
-    return int(float(m.group(1)) * mult)
 
 
 def parse_time_s(s: str) -> float:

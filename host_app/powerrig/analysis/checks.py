@@ -107,8 +107,8 @@ def actp(r: PhaseResult, states: dict, tolerance: float = 0.0) -> CheckResult:
     limit = st.active_power_w * (1 + tolerance) if st and st.active_power_w is not None else None
     req = r.duration_s >= 10.0
     notes = [] if limit is not None else ["the drive reports no ACTP for this state"]
-    if st and st.active_power_workload is not None:
-        notes.append(f"ACTP is defined over workload APW {st.active_power_workload}")
+    if st and st.active_workload is not None:
+        notes.append(f"ACTP is defined over workload APW {st.active_workload}")
     v = r.max_10s.value_w
     return CheckResult("NVMe ACTP", r.name, None if math.isnan(v) else v, limit, "W",
                        _verdict(v, limit, r.complete, req, r.invalid), req, _where(r.max_10s), notes)

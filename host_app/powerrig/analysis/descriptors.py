@@ -6,9 +6,9 @@ ENLAT/EXLAT (command settle times). Counter-style values arrive as ints, floats 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
-IP_SCALE = {0: None, 1: 1e-4, 2: 1e-2}   # IPS / APS: 0 not reported
+from powerrig.dut.nvme import PowerStateDescriptor as PowerState, parse_psd
+
 
 
 def number(v) -> float | None:
@@ -24,40 +24,14 @@ def number(v) -> float | None:
         return None
 
 
-@dataclass(frozen=True)
-class PowerState:
-    index: int
-    max_power_w: float
-    non_operational: bool
-    entry_latency_us: float
-    exit_latency_us: float
-    idle_power_w: float | None       # IDLP, None when not reported
-    active_power_w: float | None     # ACTP, None when not reported
-    active_power_workload: int | None
-
-
 def power_states(id_ctrl: dict | None) -> dict[int, PowerState]:
-    """{state index: PowerState} from an id-ctrl document; empty when none is available."""
+    """{state index: PowerState} from id-ctrl: nvme-cli's JSON (any version: parsed by the drive-control
+    parser, the one reading of id-ctrl in powerrig) or the runner's parsed form (``power_states``)."""
     if not id_ctrl:
         return {}
-    out = {}
-    for k, d in enumerate(id_ctrl.get("psds") or []):
-        flags = int(number(d.get("flags")) or 0)
-        mxps = d.get("max_power_scale")
-        mxps = int(number(mxps)) if mxps is not None else flags & 1
-        nops = d.get("non-operational_state")
-        nops = bool(int(number(nops))) if nops is not None else bool(flags & 2)
-        mp = (number(d.get("max_power")) or 0.0) * (1e-4 if mxps else 1e-2)
-        ips = IP_SCALE.get(int(number(d.get("idle_scale")) or 0))
-        aps = IP_SCALE.get(int(number(d.get("active_scale")) or 0))
-        idlp = number(d.get("idle_power"))
-        actp = number(d.get("active_power"))
-        apw = d.get("active_power_work", d.get("active_work_scale"))
-        out[k] = PowerState(k, mp, nops, number(d.get("entry_lat")) or 0.0, number(d.get("exit_lat")) or 0.0,
-                            idlp * ips if ips and idlp is not None else None,
-                            actp * aps if aps and actp is not None else None,
-                            int(number(apw)) if number(apw) is not None else None)
-    return out
+    if "power_states" in id_ctrl:
+        return {int(p["ps"]): PowerState(**p) for p in id_ctrl["power_states"]}
+    return {i: parse_psd(i, d) for i, d in enumerate(id_ctrl.get("psds") or [])}
 
 
 def ocp_peak_limit(map_w: float) -> float:

@@ -95,6 +95,34 @@ def pandas_baseline(path: Path, hours_sub: float, total_rows: int) -> float:
     return dt * total_rows / rows
 
 
+def pandas_same_work(path: Path, an, hours_sub: float, total_rows: int) -> float:
+    """The same computations as analyse(), written the pandas way: for every phase the analysis found
+    (capture, power-state dwells, workloads, idles), per rail and total: mean, std, min, max, energy
+    and percentiles; the highest 1 s and 10 s rolling means with where they lie; the highest 100 us
+    peak. Run on the first hours_sub hours and scaled to the whole capture."""
+    with CaptureReader(path) as cap:
+        rows = min(cap.length, int(hours_sub * 3600 * 1000))
+        t = time.perf_counter()
+        names = ("p_12V", "p_3V3", "p_total", "p_peak_12V", "p_peak_3V3")
+        df = pd.DataFrame({n: cap.samples(n, 0, rows).astype(np.float64) for n in names})
+        df.index = pd.to_timedelta(np.arange(rows), unit="ms")
+        out = []
+        for ph in an.phases:
+            a, b = int(ph.start_s * 1000), int(ph.stop_s * 1000)
+            if a >= rows:
+                continue
+            seg = df.iloc[a:min(b, rows)]
+            stats = seg[["p_12V", "p_3V3", "p_total"]].agg(["mean", "std", "min", "max", "sum"])
+            q = seg[["p_12V", "p_3V3", "p_total"]].quantile([0.01, 0.05, 0.5, 0.95, 0.99])
+            r1 = seg["p_total"].rolling("1s").mean()
+            r10 = seg["p_total"].rolling("10s").mean()
+            peak = (seg["p_peak_12V"] + seg["p_peak_3V3"]).max()
+            out.append((stats, q, r1.max(), r1.idxmax(), r10.max(), r10.idxmax(), peak))
+        dt = time.perf_counter() - t
+        del out
+    return dt * total_rows / rows
+
+
 def traced_peak(path: Path) -> float:
     tracemalloc.start()
     analyse_file(path)
@@ -122,8 +150,11 @@ def main() -> None:
         print(f"  analyse   {ta:7.2f} s   {rows / ta / 1e6:7.2f} M intervals/s "
               f"({rows * 3 / ta / 1e6:.0f} M values/s over 3 power signals)")
         tp = pandas_baseline(long, min(1.0, args.hours), rows)
-        print(f"  pandas    {tp:7.2f} s   (load, rolling 1 s/10 s, per-phase groupby on 1 h, scaled)")
-        print(f"  speed-up  {tp / ta:5.1f}x")
+        print(f"  pandas    {tp:7.2f} s   simple: whole-series rolling 1 s/10 s, fixed 30 s groupby (less work "
+              f"than analyse; 1 h, scaled): analyse is {tp / ta:.1f}x faster")
+        ts = pandas_same_work(long, an, min(1.0, args.hours), rows)
+        print(f"  pandas    {ts:7.2f} s   same work: per phase stats, percentiles, rolling 1 s/10 s with position, "
+              f"100 us peak (1 h, scaled): analyse is {ts / ta:.1f}x faster")
         write_capture(short, args.hours / 10)
         m_short = traced_peak(short)
         m_long = traced_peak(long)

@@ -133,3 +133,25 @@ def test_every_phase_is_on_the_timeline(session):
         # everything efficiency needs travels with the phase
         assert (e.meta["rw"], e.meta["bs"], e.meta["iodepth"]) == ("write", 131072, 128), e.meta
         assert e.meta["bw_bytes"] > 0 and e.meta["iops"] == pytest.approx(e.meta["bw_bytes"] / 131072, rel=0.01)
+
+
+def test_several_rigs_at_once_and_clean_errors(rig):
+    """A second rig (another profile) runs beside the first; devices finds both; stop ends only it."""
+    r = run_cli("sim", "start", "--profile", "micron-fdp")
+    assert r.returncode == 0, r.stderr
+    second = json.loads(r.stdout)
+    assert second["port"] != rig["port"] and second["endpoint"] != rig["endpoint"]
+    listed = [json.loads(line)["id"] for line in run_cli("sim", "list").stdout.splitlines()]
+    assert {rig["id"], second["id"]} <= set(listed)
+    found = {d["port"] for d in json.loads(run_cli("devices", "--json").stdout)}
+    assert {rig["port"], second["port"]} <= found
+    nvme = NvmeCli(second["nvme"], Timeline())
+    assert "MICRON" in nvme.id_ctrl(second["controller"]).mn.upper()
+    r = run_cli("sim", "stop", second["id"])
+    assert r.returncode == 0 and second["id"] in r.stdout
+    listed = [json.loads(line)["id"] for line in run_cli("sim", "list").stdout.splitlines()]
+    assert second["id"] not in listed and rig["id"] in listed
+    bad = run_cli("sim", "start", "--profile", "no-such-drive")
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == [
+        "powerrig: error: unknown drive profile 'no-such-drive'; available: client-apst, d5-p5336, micron-fdp"]

@@ -45,9 +45,9 @@ class Burst:
             raise ValueError("pre must be >= 0 and post >= 1 samples")
         if pre + post > self.capacity:
             raise ValueError("pre + post = %d samples exceeds the burst RAM of %d samples" % (pre + post, self.capacity))
-        if self.state == UPLOAD:
-            raise ValueError("a burst upload is in progress; wait for its last chunk")
         trig = msg.get("trigger", "now")
+        if self.state == UPLOAD and trig != "off":
+            raise ValueError("a burst upload is in progress; wait for its last chunk or send trigger off")
         spec = {"trigger": trig, "pre": pre, "post": post}
         if trig == "threshold":
             names = [r[0] for r in rails_default.RAILS]
@@ -60,6 +60,8 @@ class Burst:
             watts = float(msg.get("above_w", 0))
             spec["rail_index"] = k
             spec["code_product"] = int(watts / (v_lsb * i_lsb * cal["v_gain"] * cal["i_gain"]))
+            spec["v_offset"] = cal["v_offset"]
+            spec["i_offset"] = cal["i_offset"]
             spec["rail"] = rail
             spec["above_w"] = watts
         elif trig == "edge":
@@ -68,8 +70,11 @@ class Burst:
                 raise ValueError("bit must be 0 (activity), 1 (PERST#) or 2 (marker)")
             spec["bit"] = bit
             spec["rising"] = bool(msg.get("rising", True))
+        elif trig == "off":
+            self.disarm()
+            return {"armed": None, "capacity": self.capacity}
         elif trig != "now":
-            raise ValueError("trigger must be now, threshold or edge")
+            raise ValueError("trigger must be now, threshold, edge or off")
         self.disarm()
         self.spec = spec
         self.state = ARMED
@@ -82,13 +87,17 @@ class Burst:
             return 0
         scan = getattr(self.device.board, "scan_trigger", None)
         if scan:
+            if spec["trigger"] == "edge":
+                spec["prev"] = 1 if self._last_dig else 0
             return scan(raw, n, self.stride, spec)
         s = self.stride
         if spec["trigger"] == "threshold":
             c = 2 * spec["rail_index"]
             thr = spec["code_product"]
+            ov = spec["v_offset"]
+            oi = spec["i_offset"]
             for k in range(n):
-                if raw[k * s + c] * raw[k * s + c + 1] > thr:
+                if (raw[k * s + c] - ov) * (raw[k * s + c + 1] - oi) > thr:
                     return k
             return -1
         mask = 1 << spec["bit"]

@@ -64,6 +64,7 @@ class Device:
         self.stream = None
         self.reply_seq = 0
         self.rx_index = 0
+        self.errors = 0
         self.overruns = 0
         self.lost_samples = 0
         self.commands = {
@@ -97,8 +98,17 @@ class Device:
         self.burst.upload_step()
 
     def run(self):
+        """The board's main loop. An unexpected error is reported as a NOTICE and the loop goes on:
+        the interposer must keep answering, whatever one pass tripped over."""
         while True:
-            self.poll()
+            try:
+                self.poll()
+            except Exception as e:  # noqa: BLE001
+                self.errors += 1
+                try:
+                    self.notice({"event": "error", "error": str(e) or e.__class__.__name__, "count": self.errors})
+                except Exception:  # noqa: BLE001
+                    pass
 
     # ---- replies -----------------------------------------------------------------------------
     def sample_index(self):
@@ -107,6 +117,11 @@ class Device:
     def send(self, ftype, doc, flags=0):
         idx = self.sample_index()
         payload = json.dumps(doc).encode()
+        if len(payload) > wire.MAX_PAYLOAD:
+            # never let a big answer kill the main loop: say so in a reply that fits
+            payload = json.dumps({"ok": False, "id": doc.get("id"),
+                                  "error": "reply of %d bytes exceeds the %d-byte frame limit" % (
+                                      len(payload), wire.MAX_PAYLOAD)}).encode()
         frame = wire.encode_frame(ftype, payload, self.reply_seq, flags, 0,
                                   idx >> wire.INDEX_LO_BITS, idx & wire.INDEX_LO_MASK, self.crc_into)
         self.reply_seq = (self.reply_seq + 1) & 0xFFFF
@@ -165,10 +180,16 @@ class Device:
             if n not in self.rail_names:
                 raise ValueError("unknown rail %r; rails are %s" % (n, ", ".join(self.rail_names)))
             idx.append(self.rail_names.index(n))
-        per_frame, bps = plan_stream(interval_us, len(idx), msg.get("per_frame", 0))
+        per_frame = msg.get("per_frame", 0)
+        if not isinstance(per_frame, int) or isinstance(per_frame, bool):
+            raise ValueError("per_frame must be a whole number")
+        per_frame, bps = plan_stream(interval_us, len(idx), per_frame)
         spi = interval_us // rails_default.SAMPLE_PERIOD_US
         window = rails_default.PEAK_WINDOW_US // rails_default.SAMPLE_PERIOD_US
         rc = self.cal["rails"]
+        for n in names:
+            if n not in rc:
+                raise ValueError("no calibration for rail %s; set one with cal_set" % n)
         self.framer.flush()
         self.reducer.configure(idx, spi, window,
                                [rc[n]["v_offset"] for n in names], [rc[n]["i_offset"] for n in names])

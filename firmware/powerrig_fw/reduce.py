@@ -100,7 +100,10 @@ class Reducer:
         boundary of the original grid (the samples before it are discarded), so interval starts
         stay a whole number of intervals apart: the host sees a gap of whole intervals.
         """
-        pos = self.in_interval + n_samples
+        pos = self.in_interval + n_samples - self.discard   # samples past the current interval start
+        if pos < 0:                     # still short of the boundary we were already heading for
+            self.discard = -pos
+            return
         discard = (self.spi - pos % self.spi) % self.spi
         lo = self.idx_lo + pos + discard
         hi = self.idx_hi

@@ -1,6 +1,6 @@
 """64-bit microsecond clock from time.ticks_us, which wraps (at 2**30 us on MicroPython).
 
-Call ``poll()`` more often than the wrap period (about 18 minutes): the main loop does, every pass.
+Call ``poll()`` more often than the wrap period (about 17.9 minutes): the main loop does, every pass.
 """
 try:
     from time import ticks_us, ticks_diff
@@ -15,18 +15,26 @@ except ImportError:  # CPython
         return d - 0x40000000 if d >= 0x20000000 else d
 
 
+PERIOD = 1 << 30   # ticks_us wraps here on MicroPython
+
+
 class Timebase:
+    """Counts wraps of the 30-bit tick counter with small ints only, so ``poll()`` never allocates;
+    the 64-bit value is built in ``now_us()``, which is not on a hot path."""
+
     def __init__(self, ticks=None, diff=None):
         self._ticks = ticks or ticks_us
-        self._diff = diff or ticks_diff
         self._last = self._ticks()
-        self._elapsed = 0   # may become a big int after 18 min: only read outside hot paths
+        self._start = self._last
+        self._wraps = 0
 
     def poll(self):
         now = self._ticks()
-        self._elapsed += self._diff(now, self._last)
+        if now < self._last:
+            self._wraps += 1
         self._last = now
 
     def now_us(self):
+        """Microseconds since this Timebase started (poll at least every 17 minutes)."""
         self.poll()
-        return self._elapsed
+        return self._wraps * PERIOD + self._last - self._start

@@ -1,7 +1,6 @@
 """Find interposers: probe serial ports (and running simulators) with a short describe."""
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -16,14 +15,10 @@ def sim_state_root() -> Path:
 
 
 def candidate_ports(extra: list[str] | None = None) -> list[str]:
+    from powerrig.sim.rig import running
+
     ports = [p.device for p in list_ports.comports()]
-    root = sim_state_root()
-    if root.is_dir():
-        for f in sorted(root.glob("*.json")):
-            try:
-                ports.append(json.loads(f.read_text())["port"])
-            except (ValueError, KeyError, OSError):
-                continue
+    ports += [r["port"] for r in running()]      # live virtual rigs only: a stale pty may be someone's terminal
     ports += list(extra or [])
     seen, out = set(), []
     for p in ports:

@@ -35,15 +35,20 @@ class Interposer:
         self.description = description
         self.clock = ClockFit(period_s=description["sample_period_us"] * 1e-6)
         self.ping_interval = ping_interval
+        self.ping_errors = 0
+        self.last_ping_error: str | None = None
         self._closing = threading.Event()
         self._pinger = threading.Thread(target=self._ping_loop, name="powerrig-pinger", daemon=True)
         self._pinger.start()
 
     def _ping_loop(self) -> None:
+        """Keeps the clock model fresh. A failed ping is counted (``ping_errors``), never fatal."""
         while not self._closing.wait(self.ping_interval):
             try:
                 self.clock.add(*self.ping())
-            except (LinkError, DeviceError):
+            except Exception as e:  # noqa: BLE001 - the clock must keep trying while the link lives
+                self.ping_errors += 1
+                self.last_ping_error = str(e)
                 if self.link.error:
                     return
 
@@ -65,9 +70,13 @@ class Interposer:
             link.close()
             raise LinkError(f"interposer on {port} speaks protocol {desc.get('protocol')}, this host speaks "
                             f"{PROTOCOL}; update the firmware or powerrig")
-        if desc.get("state") == "streaming":   # left streaming by a previous host process
-            link.command("stop")
-        return cls(link, desc)
+        try:
+            if desc.get("state") == "streaming":   # left streaming by a previous host process
+                link.command("stop")
+            return cls(link, desc)
+        except BaseException:
+            link.close()
+            raise
 
     def __enter__(self) -> "Interposer":
         return self
@@ -102,7 +111,10 @@ class Interposer:
         return out
 
     def reset(self) -> dict:
-        return self.link.command("reset")
+        """Stop everything on the device and reload its stored calibration (re-read here too)."""
+        out = self.link.command("reset")
+        self.describe()
+        return out
 
     def stream(self, interval_us: int | None = None, rails: list[str] | None = None,
                stall_timeout: float = 3.0) -> "Stream":
@@ -110,26 +122,42 @@ class Interposer:
 
     def burst(self, pre: int = 2500, post: int = 2500, trigger: str = "now", timeout: float = 10.0,
               **trig) -> "Burst":
-        """Capture raw 4 us samples around a trigger and wait for the upload (no stream needed)."""
+        """Capture raw 4 us samples around a trigger and wait for the upload (streaming may go on).
+
+        The chunks must be contiguous and add up to what the device announced; a burst that does
+        not trigger in time is cancelled on the device, so a later burst never returns its data.
+        """
         stride = 2 * len(self.description["rails"]) + 1
+        q = self.link.bursts
+        while True:                                   # chunks of an earlier, abandoned burst
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                break
         self.link.command("burst", pre=pre, post=post, trigger=trigger, **trig)
         chunks: list[wire.Frame] = []
         deadline = time.time() + timeout
         while time.time() < deadline:
             try:
-                f = self.link.data.get(timeout=0.2)
+                f = q.get(timeout=0.2)
             except queue.Empty:
                 continue
             if f is None:
                 raise LinkError(self.link.error or "link closed during burst upload")
-            if f.type != wire.T_BURST:
-                continue
+            if chunks and f.index != chunks[-1].index + len(chunks[-1].payload) // (2 * stride):
+                self.link.command("burst", trigger="off")
+                raise LinkError(f"burst upload lost a chunk before sample {f.index}: "
+                                "the raw capture is incomplete; take it again")
             chunks.append(f)
             if f.flags & wire.F_LAST:
                 break
         else:
-            raise LinkError(f"burst upload did not finish within {timeout:g} s (trigger not met?)")
+            self.link.command("burst", trigger="off")
+            raise LinkError(f"burst did not trigger and upload within {timeout:g} s; cancelled on the device "
+                            "(check the trigger level, or give more time)")
         raw = np.frombuffer(b"".join(c.payload for c in chunks), dtype="<i2").reshape(-1, stride)
+        if len(raw) != pre + post and len(raw) < post:
+            raise LinkError(f"burst returned {len(raw)} samples, expected {pre + post}")
         return Burst(chunks[0].index, raw, self.description)
 
 
@@ -187,8 +215,11 @@ class Stream:
 
     def start(self) -> None:
         link = self.dev.link
-        while not link.data.empty():   # stale frames of an earlier stream
-            link.data.get_nowait()
+        while True:                    # frames of an earlier stream still in the queue
+            try:
+                link.data.get_nowait()
+            except queue.Empty:
+                break
         args = {"interval_us": self.interval_us}
         if self.requested_rails:
             args["rails"] = list(self.requested_rails)
@@ -208,6 +239,11 @@ class Stream:
         self._sums = np.zeros(len(self.rails))
         self._comp = np.zeros(len(self.rails))
         self._valid_rows = 0
+        self._pending: list[wire.Frame] = []    # frames received but not yet handed out
+        self._remainder: wire.Frame | None = None   # rest of a frame split at a blocks() end
+        self._started = False                   # seen this stream's first (RESTART) frame
+        self.stale_frames = 0                   # frames of an earlier stream, dropped
+        self.malformed_frames = 0               # DATA frames whose length disagrees with their count
 
     def stop(self) -> None:
         try:
@@ -220,7 +256,7 @@ class Stream:
         """Yield IntervalBlocks until ``seconds`` of device time have been covered (or forever)."""
         link = self.dev.link
         end_index = None if seconds is None else self._next_index + int(round(seconds / self.period_s))
-        pending: list[wire.Frame] = []
+        pending, self._pending = self._pending, []      # what an earlier call received but did not hand out
         last_data = last_yield = time.time()
         while end_index is None or self._next_index < end_index:
             try:
@@ -229,7 +265,7 @@ class Stream:
                 f = False
             if f is None:
                 raise LinkError(link.error or f"link to {link.port} closed")
-            if f and f.type == wire.T_DATA:
+            if f and f.type == wire.T_DATA and self._accept(f):
                 pending.append(f)
                 last_data = time.time()
             quiet = time.time() - last_data
@@ -244,6 +280,20 @@ class Stream:
         if pending:
             yield from self._assemble(pending, end_index)
 
+    def _accept(self, f: wire.Frame) -> bool:
+        """False for frames that are not this stream's: leftovers of an earlier stream (before the
+        RESTART frame at our first index) and frames whose payload disagrees with their count."""
+        if not self._started:
+            if not (f.flags & wire.F_RESTART and f.index == self.config["first_index"]):
+                if f.index < self.config["first_index"]:
+                    self.stale_frames += 1
+                    return False
+            self._started = True
+        if len(f.payload) != f.count * self.config["record_size"]:
+            self.malformed_frames += 1
+            return False
+        return True
+
     def _assemble(self, frames: list[wire.Frame], end_index: int | None = None):
         """Turn in-order DATA frames into blocks, with gap blocks where frames or samples were lost.
 
@@ -254,8 +304,9 @@ class Stream:
         st.crc_errors = dec.crc_errors - self._crc0
         st.bad_bytes = dec.bad_bytes - self._bad0
         run: list[wire.Frame] = []
-        for f in frames:
+        for pos, f in enumerate(frames):
             if end_index is not None and f.index >= end_index:
+                self._pending = frames[pos:] + self._pending     # the next blocks() call starts here
                 break
             lost = 0
             if self._next_seq is not None:
@@ -270,9 +321,15 @@ class Stream:
             run.append(f)
             self._next_index = f.index + f.count * self.spi
             self._next_seq = (f.seq + 1) & 0xFFFF
-            st.frames += 1
+            if f is not self._remainder:
+                st.frames += 1
         if run:
-            yield self._decode(run, end_index)
+            block = self._decode(run, end_index)
+            if self._remainder is not None and self._pending and self._pending[0] is self._remainder:
+                # the last frame was split at end_index: continue right after the rows handed out
+                self._next_index = self._remainder.index
+                self._next_seq = self._remainder.seq
+            yield block
 
     def _gap(self, f: wire.Frame, lost_seq: int, end_index: int | None) -> IntervalBlock | None:
         st = self.stats
@@ -304,9 +361,19 @@ class Stream:
 
     def _decode(self, frames: list[wire.Frame], end_index: int | None = None) -> IntervalBlock:
         payload = b"".join(f.payload for f in frames)
+        rs = self.config["record_size"]
         if end_index is not None:
             keep = max(0, (end_index - frames[0].index + self.spi - 1) // self.spi)
-            payload = payload[: keep * self.config["record_size"]]
+            if keep * rs < len(payload):
+                # the rest of the last frame waits for the next blocks() call, as a frame of its own
+                last = frames[-1]
+                skip = (len(payload) - len(last.payload)) // rs
+                used = keep - skip
+                self._remainder = wire.Frame(last.type, last.flags & ~wire.F_OVERRUN & ~wire.F_RESTART,
+                                             last.count - used, last.seq, last.index + used * self.spi,
+                                             last.payload[used * rs:], last.t_host)
+                self._pending.insert(0, self._remainder)
+                payload = payload[: keep * rs]
         si = wire.records_to_si(payload, self.scales, self.spi, self.window)
         n = len(si["dig_or"])
         self.stats.intervals += n

@@ -20,12 +20,15 @@ from powerrig.errors import DeviceError, LinkError
 
 
 def open_serial(port: str, timeout: float = 0.02) -> serial.Serial:
-    """Open a port with a message that says what to do when it fails."""
+    """Open a port (or a pyserial URL such as socket://host:port) with a message that says what to do."""
     if not port:
         raise LinkError("no port given; pass --port (list interposers with `powerrig devices`)")
-    if not os.path.exists(port) and not port.startswith(("COM", "socket://", "loop://")):
+    is_url = "://" in port
+    if not is_url and not os.path.exists(port) and not port.startswith("COM"):
         raise LinkError(f"port {port} does not exist; list interposers with `powerrig devices`")
     try:
+        if is_url:
+            return serial.serial_for_url(port, baudrate=2_000_000, timeout=timeout)
         return serial.Serial(port, baudrate=2_000_000, timeout=timeout, exclusive=True)
     except (serial.SerialException, OSError, ValueError) as e:
         msg = str(e).splitlines()[0] if str(e) else e.__class__.__name__
@@ -37,7 +40,8 @@ class SerialLink:
         self.port = port
         self.ser = ser or open_serial(port)
         self.decoder = wire.FrameDecoder()
-        self.data: queue.Queue[wire.Frame | None] = queue.Queue()
+        self.data: queue.Queue[wire.Frame | None] = queue.Queue()     # DATA frames, for the stream
+        self.bursts: queue.Queue[wire.Frame | None] = queue.Queue()   # BURST frames, for burst()
         self.notices: queue.Queue[dict] = queue.Queue()
         self.bytes_in = 0
         self.last_rx = time.time()
@@ -66,15 +70,20 @@ class SerialLink:
         except (serial.SerialException, OSError, TypeError) as e:
             if not self._stop.is_set():
                 self.error = f"lost the serial port {self.port}: {str(e).splitlines()[0] if str(e) else e}"
+        except Exception as e:  # noqa: BLE001 - a bug here must still end the stream with a message
+            self.error = f"link reader failed on {self.port}: {e.__class__.__name__}: {e}"
         finally:
             self.data.put(None)
+            self.bursts.put(None)
             with self._lock:
                 for ev, _box in self._waiting.values():
                     ev.set()
 
     def _route(self, f: wire.Frame) -> None:
-        if f.type in (wire.T_DATA, wire.T_BURST):
+        if f.type == wire.T_DATA:
             self.data.put(f)
+        elif f.type == wire.T_BURST:
+            self.bursts.put(f)
         elif f.type == wire.T_REPLY:
             try:
                 doc = json.loads(f.payload)
@@ -102,8 +111,14 @@ class SerialLink:
             self._waiting[cid] = (ev, box)
         doc = {"id": cid, "cmd": cmd, **args}
         try:
+            try:
+                frame = wire.encode_command(doc, cid)
+            except (TypeError, ValueError) as e:
+                raise LinkError(f"cannot send '{cmd}': {e}") from None
+            if self.error:
+                raise LinkError(self.error)
             t_send = time.time()
-            self.write(wire.encode_command(doc, cid))
+            self.write(frame)
             if not ev.wait(timeout) or not box:
                 if self.error:
                     raise LinkError(self.error)

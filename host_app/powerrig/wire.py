@@ -44,8 +44,18 @@ def encode(ftype: int, payload: bytes, seq: int = 0, flags: int = 0, count: int 
     return body + struct.pack("<I", zlib.crc32(body[2:]))
 
 
+def _plain(o):
+    """JSON for numpy scalars (a sweep's np.arange values) as their Python equivalents."""
+    if hasattr(o, "item"):
+        return o.item()
+    raise TypeError(f"{o!r} ({type(o).__name__}) is not JSON serialisable")
+
+
 def encode_command(doc: dict, seq: int = 0) -> bytes:
-    return encode(T_COMMAND, json.dumps(doc, separators=(",", ":")).encode(), seq)
+    payload = json.dumps(doc, separators=(",", ":"), default=_plain).encode()
+    if len(payload) > fw.MAX_PAYLOAD:
+        raise ValueError(f"command of {len(payload)} bytes exceeds the {fw.MAX_PAYLOAD}-byte frame limit")
+    return encode(T_COMMAND, payload, seq)
 
 
 class FrameDecoder:

@@ -142,6 +142,30 @@ assert total == 300, total
 r = command({"id": 13, "cmd": "burst", "pre": 20000, "post": 1})[0]
 assert not r["ok"] and "burst RAM" in r["error"], r
 
+# a reply too big for one frame becomes an error reply, and the device keeps answering
+r = command({"id": 20, "cmd": "ping", "echo": "x" * 2010})[0]   # fits a command, not a reply
+assert not r["ok"] and "exceeds" in r["error"] and r["id"] == 20, r
+assert command({"id": 21, "cmd": "describe"})[0]["ok"]
+
+# calibration: unknown keys, typos and long strings are refused and change nothing
+before = dev.cal
+r = command({"id": 22, "cmd": "cal_set", "calibration": {"source": "s" * 500, "rails": {}}})[0]
+assert not r["ok"] and "120" in r["error"], r
+r = command({"id": 23, "cmd": "cal_set", "calibration": {"rails": {"12V": {"v_ofset": 1}}}})[0]
+assert not r["ok"] and "unknown field 'v_ofset'" in r["error"], r
+r = command({"id": 24, "cmd": "cal_set", "calibration": {"rails": {}, "colour": 1}})[0]
+assert not r["ok"] and "unknown calibration key" in r["error"], r
+assert dev.cal == before
+# a corrupt stored calibration: defaults, and describe says why
+with open(board.cal_path, "w") as f:
+    f.write("{broken")
+dev3 = Device(board)
+assert dev3.cal["rails"]["12V"]["v_gain"] == 1.0 and "not valid JSON" in dev3.cal["load_error"]
+
+# a bad per_frame is refused before anything changes
+r = command({"id": 25, "cmd": "start", "per_frame": 2.5})[0]
+assert not r["ok"] and "per_frame" in r["error"] and dev.state == "idle", r
+
 # plan_stream: 2 rails at 100 us fit the budget, 3 do not
 assert plan_stream(100, 2)[1] <= 500000
 try:

@@ -159,10 +159,10 @@ class SimBoard:
         x = np.asarray(raw[: n * stride]).reshape(n, stride).astype(np.int64)
         if spec["trigger"] == "threshold":
             c = 2 * spec["rail_index"]
-            hit = np.flatnonzero(x[:, c] * x[:, c + 1] > spec["code_product"])
+            hit = np.flatnonzero((x[:, c] - spec["v_offset"]) * (x[:, c + 1] - spec["i_offset"]) > spec["code_product"])
         else:
             bit = (x[:, -1] >> spec["bit"]) & 1
-            prev = np.concatenate([[1 if spec["rising"] else 0], bit[:-1]])
+            prev = np.concatenate([[spec.get("prev", bit[0])], bit[:-1]])
             hit = np.flatnonzero((bit > prev) if spec["rising"] else (bit < prev))
         return int(hit[0]) if len(hit) else -1
 
@@ -301,7 +301,11 @@ class VirtualInterposer:
             if f.stall_at >= 0 and not stalled and el >= f.stall_at:
                 stalled = True
                 time.sleep(f.stall_for)   # the firmware hangs: nothing read, nothing sent
-            self.device.poll()
+            try:
+                self.device.poll()
+            except Exception as e:  # noqa: BLE001 - as Device.run: report and keep going
+                self.device.errors += 1
+                self.device.notice({"event": "error", "error": str(e), "count": self.device.errors})
             time.sleep(0.0005)
 
     def truth(self) -> dict:

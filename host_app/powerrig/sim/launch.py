@@ -14,19 +14,26 @@ from powerrig.errors import LinkError
 SIM_PORT = "sim"
 
 
-def start_interposer(*args: str) -> tuple[str, subprocess.Popen]:
+def start_interposer(*args: str, timeout: float = 20.0) -> tuple[str, subprocess.Popen]:
     """(pty path, process). The process is terminated when this interpreter exits."""
+    import select
+
     proc = subprocess.Popen([sys.executable, "-m", "powerrig", "sim", "interposer", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    port = proc.stdout.readline().strip()
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    port = proc.stdout.readline().strip() if ready else ""
     if not port.startswith("/dev/"):
         proc.kill()
-        raise LinkError(f"the simulated interposer did not start: {proc.stderr.read().strip()[:200]}")
+        proc.wait()
+        raise LinkError(f"the simulated interposer did not start within {timeout:g} s "
+                        f"(run `powerrig sim interposer` to see why)")
     atexit.register(stop, proc)
     return port, proc
 
 
 def stop(proc: subprocess.Popen) -> None:
+    if proc.stdout:
+        proc.stdout.close()
     if proc.poll() is None:
         proc.terminate()
         try:

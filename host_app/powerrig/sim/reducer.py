@@ -21,6 +21,8 @@ class NumpyReducer:
         self.configure((0,), 25, 25)
 
     def configure(self, rail_indices, samples_per_interval, window_samples, offsets_v=None, offsets_i=None):
+        if not 1 <= len(rail_indices) <= 4:
+            raise ValueError("1..4 rails")
         self.ridx = np.asarray(rail_indices, dtype=np.intp)
         r = len(self.ridx)
         self.off_v = np.asarray(offsets_v if offsets_v else [0] * r, dtype=np.int64)
@@ -41,7 +43,10 @@ class NumpyReducer:
 
     def skip(self, n_samples):
         """Lost samples: resume at the next interval boundary of the grid (as the firmware does)."""
-        pos = len(self.carry) + n_samples
+        pos = len(self.carry) + n_samples - self.discard
+        if pos < 0:
+            self.discard = -pos
+            return
         discard = (self.spi - pos % self.spi) % self.spi
         nxt = self.index + pos + discard
         self.restart(nxt >> fw.INDEX_LO_BITS, nxt & fw.INDEX_LO_MASK)

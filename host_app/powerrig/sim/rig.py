@@ -81,10 +81,11 @@ def start(profile: str = DEFAULT_PROFILE, seed: int = 1, drift_ppm: float = 35.0
     root = sim_state_root()
     root.mkdir(parents=True, exist_ok=True)
     rig_id = uuid.uuid4().hex[:8]
-    log = open(root / f"{rig_id}.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "powerrig.sim.rig", "serve", "--profile", profile, "--id", rig_id,
-                             "--seed", str(seed), "--drift-ppm", str(drift_ppm)],
-                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    with open(root / f"{rig_id}.log", "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "powerrig.sim.rig", "serve", "--profile", profile, "--id",
+                                 rig_id, "--seed", str(seed), "--drift-ppm", str(drift_ppm)],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    _children[proc.pid] = proc
     state_file = root / f"{rig_id}.json"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -98,15 +99,32 @@ def start(profile: str = DEFAULT_PROFILE, seed: int = 1, drift_ppm: float = 35.0
     raise RigError(f"the virtual rig did not come up within {timeout:g} s; see {root / (rig_id + '.log')}")
 
 
+_children: dict[int, subprocess.Popen] = {}   # rigs this process started (reaped on stop)
+
+
+def _alive(pid: int, rig_id: str) -> bool:
+    """Is pid still *this* rig? (A pid can be reused after a reboot or a crash.)"""
+    child = _children.get(pid)
+    if child is not None and child.poll() is not None:
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"powerrig.sim.rig" in cmdline and rig_id.encode() in cmdline
+
+
 def running() -> list[dict]:
-    """Rigs whose process is alive (stale registrations of dead ones are removed)."""
+    """Rigs whose process is alive (registrations of dead ones are removed)."""
     out = []
     root = sim_state_root()
     for f in sorted(root.glob("*.json")) if root.is_dir() else []:
         try:
             st = json.loads(f.read_text())
-            os.kill(st["pid"], 0)
+            alive = _alive(int(st["pid"]), str(st["id"]))
         except (ValueError, KeyError, OSError):
+            alive = False
+        if not alive:
             f.unlink(missing_ok=True)
             continue
         out.append(st)
@@ -124,15 +142,21 @@ def stop(rig_id: str | None = None, all_: bool = False, timeout: float = 10.0) -
         if not rigs:
             raise RigError(f"no running virtual rig with id {rig_id}; see `powerrig sim list`")
     for r in rigs:
-        os.kill(r["pid"], signal.SIGTERM)
+        try:
+            os.kill(r["pid"], signal.SIGTERM)
+        except ProcessLookupError:
+            pass
     deadline = time.monotonic() + timeout
     for r in rigs:
-        while time.monotonic() < deadline:
-            try:
-                os.kill(r["pid"], 0)
-            except OSError:
-                break
+        while time.monotonic() < deadline and _alive(r["pid"], r["id"]):
             time.sleep(0.05)
+        child = _children.pop(r["pid"], None)
+        if child is not None:
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
     return [r["id"] for r in rigs]
 
 

@@ -220,3 +220,34 @@ def test_calibration_round_trip_changes_scaling(sim):
         with dev.stream() as st:
             v1 = np.nanmean(np.concatenate([b.v[:, 0] for b in st.blocks(seconds=1)]))
     assert v1 / v0 == pytest.approx(1.05, rel=2e-3)
+
+
+def test_successive_blocks_calls_continue_exactly(sim):
+    """A frame split at the end of blocks(seconds) is finished by the next call: no loss, no false drop."""
+    s = sim()
+    with Interposer.open(s.port) as dev:
+        with dev.stream(interval_us=np.int64(300)) as st:        # numpy values from a sweep are fine
+            parts = [list(st.blocks(seconds=1.0)), list(st.blocks(seconds=1.0)), list(st.blocks(seconds=0.5))]
+        summary = st.summary()
+    blocks = [b for p in parts for b in p]
+    assert all(b.first_index == a.end_index for a, b in zip(blocks, blocks[1:]))
+    assert [sum(len(b) for b in p) for p in parts] == [3334, 3334, 1667]
+    assert (summary["dropped_frames"], summary["gaps"]) == (0, 0)
+    assert summary["end_index"] - summary["first_index"] == 8335 * 75
+
+
+def test_burst_during_a_stream_and_a_cancelled_burst(sim):
+    s = sim()
+    with Interposer.open(s.port) as dev:
+        with dev.stream() as st:
+            it = st.blocks()
+            next(it)
+            b = dev.burst(pre=100, post=400, trigger="now")
+            with pytest.raises(LinkError, match="did not trigger .* cancelled on the device"):
+                dev.burst(pre=0, post=100, trigger="threshold", rail="12V", above_w=500.0, timeout=1.0)
+            again = dev.burst(pre=0, post=250, trigger="now")
+            rows = sum(len(blk) for blk in st.blocks(seconds=2))
+        summary = st.summary()
+    assert b.codes.shape == (500, 7) and again.codes.shape == (250, 7)
+    assert again.first_index > b.first_index
+    assert rows == 2000 and summary["dropped_frames"] == 0 and summary["gaps"] == 0

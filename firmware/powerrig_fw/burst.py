@@ -80,29 +80,38 @@ class Burst:
         self.state = ARMED
         return {"armed": spec, "capacity": self.capacity}
 
-    def _scan(self, raw, n):
-        """Offset of the first triggering sample in this block, or -1."""
+    def _scan(self, raw, n, start):
+        """Offset of the first triggering sample at or after ``start`` in this block, or -1.
+
+        ``start`` keeps the trigger out of the first ``pre`` samples after arming, so the
+        pre-trigger window is always complete ("now" fires exactly ``pre`` samples after arming).
+        """
         spec = self.spec
+        if start >= n:
+            return -1
         if spec["trigger"] == "now":
-            return 0
+            return start
         scan = getattr(self.device.board, "scan_trigger", None)
+        s = self.stride
         if scan:
             if spec["trigger"] == "edge":
                 spec["prev"] = 1 if self._last_dig else 0
-            return scan(raw, n, self.stride, spec)
-        s = self.stride
+                if start:
+                    spec["prev"] = 1 if raw[(start - 1) * s + s - 1] & (1 << spec["bit"]) else 0
+            k = scan(raw[start * s:], n - start, s, spec)
+            return -1 if k < 0 else k + start
         if spec["trigger"] == "threshold":
             c = 2 * spec["rail_index"]
             thr = spec["code_product"]
             ov = spec["v_offset"]
             oi = spec["i_offset"]
-            for k in range(n):
+            for k in range(start, n):
                 if (raw[k * s + c] - ov) * (raw[k * s + c + 1] - oi) > thr:
                     return k
             return -1
         mask = 1 << spec["bit"]
-        prev = self._last_dig
-        for k in range(n):
+        prev = self._last_dig if not start else raw[(start - 1) * s + s - 1] & mask
+        for k in range(start, n):
             d = raw[k * s + s - 1] & mask
             if (d and not prev) if spec["rising"] else (prev and not d):
                 return k
@@ -119,7 +128,7 @@ class Burst:
         if self.state == ARMED:
             if self.spec["trigger"] == "edge" and self.filled == 0:
                 self._last_dig = raw[self.stride - 1] & (1 << self.spec["bit"])
-            k = self._scan(raw, n)
+            k = self._scan(raw, n, max(0, self.spec["pre"] - self.filled))
             if self.spec["trigger"] == "edge":
                 self._last_dig = raw[(n - 1) * self.stride + self.stride - 1] & (1 << self.spec["bit"])
             if k >= 0:

@@ -156,8 +156,9 @@ class Interposer:
             raise LinkError(f"burst did not trigger and upload within {timeout:g} s; cancelled on the device "
                             "(check the trigger level, or give more time)")
         raw = np.frombuffer(b"".join(c.payload for c in chunks), dtype="<i2").reshape(-1, stride)
-        if len(raw) != pre + post and len(raw) < post:
-            raise LinkError(f"burst returned {len(raw)} samples, expected {pre + post}")
+        if len(raw) != pre + post:
+            raise LinkError(f"burst returned {len(raw)} samples, expected {pre + post} "
+                            "(the device lost samples during the capture); take it again")
         return Burst(chunks[0].index, raw, self.description)
 
 

@@ -251,3 +251,16 @@ def test_burst_during_a_stream_and_a_cancelled_burst(sim):
     assert b.codes.shape == (500, 7) and again.codes.shape == (250, 7)
     assert again.first_index > b.first_index
     assert rows == 2000 and summary["dropped_frames"] == 0 and summary["gaps"] == 0
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_sim_interposer_ends_cleanly_on_signals(sim, sig):
+    import signal as signals
+
+    s = sim()
+    time.sleep(0.5)
+    s.proc.send_signal(getattr(signals, sig))
+    assert s.proc.wait(timeout=10) == 0
+    assert "Traceback" not in s.proc.stderr.read()
+    truth = json.loads(s.truth_path.read_text())
+    assert truth["port"] == s.port and truth["frames_sent"] == 0

@@ -144,14 +144,14 @@ def _run(state: dict, out: Path, ns: dict) -> int:
         f"CRC errors {s['crc_errors']}; clock drift {s['clock']['drift_ppm']:+.1f} ppm, residual {s['clock']['residual_us']:.0f} us")
     tl.to_jsonl(out / "events.jsonl")
 
-    say("  4. analysis (measured at the interposer vs the profile's published drive figures):")
+    say("  4. analysis: measured at the interposer, beside what the drive profile predicts (docs/virtual-ssd.md):")
     prof = load_profile("d5-p5336")
     with CaptureReader(capture) as cap:
         an = analyse(cap, cap.events, cap.metadata)
     fio_rows = {r.name: r for r in an.phases if r.name.startswith("fio:")}
     checks = {(c.check, c.phase): c for c in an.checks}
     say("       phase                   mean W  energy J | PCM-1 1 s max / MP | PCM-2 100 us peak / PCM-3 limit |"
-        "  MiB/s  MiB/s/W | profile: W  MiB/s")
+        "  MiB/s  MiB/s/W | model: W  MiB/s")
     short = False
     for ps, jr in phases:
         r = fio_rows.get(f"fio:{jr.name}")
@@ -168,7 +168,7 @@ def _run(state: dict, out: Path, ns: dict) -> int:
             ok = "ok" if c.value <= c.limit else "OVER"
             return f"{c.value:6.2f} / {c.limit:5.1f} {ok:<4}"
         say(f"       {r.name:<23} {r.mean_w:6.2f}  {r.energy_j:7.1f} | {verdict(c1):>18} | {verdict(c3):>31} |"
-            f" {mib:6.0f}  {mib / r.mean_w:7.1f} | {want['watts']:9.2f} {want['MiBps']:6.0f}")
+            f" {mib:6.0f}  {mib / r.mean_w:7.1f} | {want['watts']:7.2f} {want['MiBps']:6.0f}")
     if short:
         say("       (verdicts are marked partial in the report: OCP asks for >= 15 min captures; these phases run 4 s)")
     ia = an.idle_active()

@@ -165,9 +165,9 @@ def _run(ep, version, control, glob, jobs) -> int:
     if not runtime and time_based:
         raise ValueError("time_based needs runtime=")
     limit = runtime if runtime else 3600.0
-    t0 = time.time()
     runs = {ctrl: request(ep, {"op": "start_io", "dev": ctrl, "jobs": [c["load"] for c in cs],
                                 "runtime_s": limit})["run_id"] for ctrl, cs in by_ctrl.items()}
+    t0 = time.time()     # as fio: runtime counts from when the jobs are running, not from job setup
     failed = False
     next_status = t0 + status_interval if status_interval else None
     sizes = {id(c): c["load"]["size_frac"] * idents[c["ctrl"]]["capacity_bytes"] for c in clones}

@@ -53,15 +53,22 @@ class KahanSum:
         return self.s + self.c
 
 
+def sum_squares(t: np.ndarray) -> float:
+    """Sum of t * t in float64 without a BLAS call: OpenBLAS runs long dot products on several
+    threads, whose spinning workers slow everything else on a busy machine more than they gain."""
+    return float(np.einsum("i,i->", t, t))
+
+
 class Segments:
     """One chunk of one series cut at every phase edge, each piece summarised once.
 
     Phases nest (the whole capture, dwells, workloads, idle windows) and overlap the same data; every
     phase's figures are merged from the pieces it covers, so the samples are read a fixed number of
-    times per chunk whatever the number of phases. Pieces that some phase keeps exact percentiles for
-    are sorted in place in a copy (NaN last), which also gives their min and max."""
+    times per chunk whatever the number of phases. The values themselves are handed to the phases as
+    views (a phase covers consecutive pieces, so one view each); a phase keeping exact percentiles
+    sorts its own values once, when it finishes."""
 
-    def __init__(self, x: np.ndarray, bounds: np.ndarray, sort: np.ndarray | None = None):
+    def __init__(self, x: np.ndarray, bounds: np.ndarray):
         x = np.asarray(x)
         self.x = x
         self.bounds = bounds
@@ -85,25 +92,17 @@ class Segments:
         self.m2 = np.zeros(len(starts))
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = total / self.n
-        self.sorted = x.copy() if sort is not None and sort.any() else None
         tmp = np.empty(int(lens.max()) if len(lens) else 0)
-        for i in range(len(starts)):
-            k = int(self.n[i])
+        for i, k in enumerate(self.n.tolist()):
             if not k:
                 continue
             a, b = int(bounds[i]), int(bounds[i + 1])
-            if self.sorted is not None and sort[i]:
-                self.sorted[a:b].sort()             # NaN last
             v = x64[a:b] if not lost[i] else x64[a:b][~nanmask[a:b]]
-            t = np.subtract(v, mean[i], out=tmp[:k])
-            self.m2[i] = np.dot(t, t)
-        self._is_sorted = sort
+            self.m2[i] = sum_squares(np.subtract(v, mean[i], out=tmp[:k]))
 
     def runs(self, ia: int, ib: int) -> tuple[list[np.ndarray], bool]:
-        """The valid values of pieces ia..ib-1: sorted runs when those pieces were sorted."""
+        """The valid values of pieces ia..ib-1 (one array, unsorted)."""
         b = self.bounds
-        if self.sorted is not None and self._is_sorted[ia:ib].all():
-            return [self.sorted[b[i]:b[i] + self.n[i]] for i in range(ia, ib) if self.n[i]], True
         v = self.x[b[ia]:b[ib]]
         if self.nanmask is not None:
             v = v[~self.nanmask[b[ia]:b[ib]]]
@@ -147,7 +146,7 @@ class SeriesStats:
                 return
             total = float(np.sum(v, dtype=np.float64))
         d = np.subtract(v, total / len(v), dtype=np.float64)
-        self._merge(len(v), total, float(np.dot(d, d)), float(v.min()), float(v.max()))
+        self._merge(len(v), total, sum_squares(d), float(v.min()), float(v.max()))
         self._keep([v.copy()], False)
 
     def add(self, seg: Segments, ia: int, ib: int) -> None:

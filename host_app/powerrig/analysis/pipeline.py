@@ -2,8 +2,9 @@
 
 The pass reads the capture in chunks (memory flat in capture length; the next chunk is read on a
 second thread while this one is computed). Each chunk is cut once at every phase edge and each piece
-summarised once (sum, squared deviations, min, max, sorted values for exact percentiles); every phase
-merges the pieces it covers, so nested and overlapping phases cost almost nothing extra. The 1 s and
+summarised once (sum, squared deviations, min, max); every phase merges the pieces it covers, so nested
+and overlapping phases cost almost nothing extra (a phase with exact percentiles keeps views of its
+values and sorts them once, when it ends). The 1 s and
 10 s sliding windows are computed once per chunk over the whole signal and each phase takes the best
 window starting in its range; 100 us peaks and instantaneous maxima come from per-piece maxima. Commands are then read back around themselves; checks, efficiency,
 steady state and write amplification are computed from the phase results.
@@ -219,6 +220,15 @@ def _prefetched(it, depth: int = 1):
         t.join()
 
 
+def _sum64(cols: list, out: np.ndarray) -> np.ndarray:
+    """Float64 sum of equal-length series, added in order, into ``out`` (reused from chunk to chunk)."""
+    out = out[:len(cols[0])]
+    np.copyto(out, cols[0])
+    for c in cols[1:]:
+        np.add(out, c, out=out, dtype=np.float64)
+    return out
+
+
 def _stream(source, read, rails, accs, chunk, has_peak, series) -> None:
     """One pass over the capture; every phase takes its figures from the pieces it covers."""
     if not accs:
@@ -229,6 +239,7 @@ def _stream(source, read, rails, accs, chunk, has_peak, series) -> None:
     sums = WindowSums(wins, position=start)
     pending = list(accs)
     active: list[_PhaseAcc] = []
+    work = work_peak = np.empty(0)
 
     def windows_done(a: _PhaseAcc) -> bool:
         return all(a.hi - w < max(a.lo, nxt) for w, nxt in zip(wins, sums.next_starts))
@@ -256,22 +267,17 @@ def _stream(source, read, rails, accs, chunk, has_peak, series) -> None:
                 spans.append((a, s - c0, e - c0, ps - c0))
         bounds = np.array(sorted(cuts), dtype=np.intp)
         at = {int(v): k for k, v in enumerate(bounds)}
-        nseg = len(bounds) - 1
-        segs = {}
-        for name in series:
-            sort = np.zeros(nseg + 1, np.int64)        # pieces some exact-percentile phase covers
-            for a, s, e, _ in spans:
-                if a.stats[name].exact:
-                    sort[at[s]] += 1
-                    sort[at[e]] -= 1
-            segs[name] = Segments(cols[name], bounds, np.cumsum(sort[:-1]) > 0)
+        if len(work) < 2 * n:                           # float64 scratch, reused from chunk to chunk
+            work = np.empty(2 * n)
+            work_peak = np.empty(n) if has_peak else None
+        segs = {name: Segments(cols[name], bounds, work) for name in series}
         seg_peak = seg_inst = None
         if has_peak:
-            peak_total = np.add.reduce([np.asarray(cols[f"p_peak_{r}"], dtype=np.float64) for r in rails])
+            peak_total = _sum64([cols[f"p_peak_{r}"] for r in rails], work_peak)
             seg_peak = np.fmax.reduceat(peak_total, bounds[:-1])
         maxes = [f"p_max_{r}" for r in rails if f"p_max_{r}" in cols]
         if maxes:
-            inst = np.add.reduce([np.asarray(cols[m], dtype=np.float64) for m in maxes])
+            inst = _sum64([cols[m] for m in maxes], work)
             seg_inst = np.fmax.reduceat(inst, bounds[:-1])
         cws = sums.feed(cols["p_total"])
         for a in active:

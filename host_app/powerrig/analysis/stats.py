@@ -6,6 +6,7 @@ across the phase's known range) when it is long, so their resolution is (max - m
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -18,17 +19,24 @@ PERCENTILES = (1, 5, 50, 95, 99)
 def sorted_percentiles(v: np.ndarray, qs) -> np.ndarray:
     """np.percentile(v, qs) (linear method, the same arithmetic) of a sorted array without NaN."""
     n = len(v)
-    virtual = (n - 1) * np.true_divide(np.asarray(qs, dtype=np.float64), 100)
-    prev = np.floor(virtual)
-    gamma = virtual - prev
-    above = virtual >= n - 1
-    prev = np.where(above, n - 1, prev).astype(np.intp)
-    nxt = np.where(above, n - 1, prev + 1).astype(np.intp)
-    a, b = v[prev], v[nxt]
-    diff = b - a
-    out = np.add(a, diff * gamma)
-    np.subtract(b, diff * (1 - gamma), out=out, where=gamma >= 0.5, casting="unsafe", dtype=out.dtype)
+    out = np.empty(len(qs))
+    for i, q in enumerate(qs):                      # scalar steps, each as numpy rounds it elementwise
+        virtual = (n - 1) * (float(q) / 100)
+        prev = math.floor(virtual)
+        gamma = virtual - prev
+        if virtual >= n - 1:
+            prev = nxt = n - 1
+        else:
+            nxt = prev + 1
+        a, b = v[prev], v[nxt]
+        diff = float(b - a)                         # in v's dtype, then float64 like the rest
+        out[i] = float(b) - diff * (1 - gamma) if gamma >= 0.5 else float(a) + diff * gamma
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _keys(qs) -> tuple[str, ...]:
+    return tuple(f"p{q:g}" for q in qs)
 
 
 class KahanSum:
@@ -68,13 +76,19 @@ class Segments:
     views (a phase covers consecutive pieces, so one view each); a phase keeping exact percentiles
     sorts its own values once, when it finishes."""
 
-    def __init__(self, x: np.ndarray, bounds: np.ndarray):
+    def __init__(self, x: np.ndarray, bounds: np.ndarray, work: np.ndarray | None = None):
         x = np.asarray(x)
         self.x = x
         self.bounds = bounds
         starts = bounds[:-1]
         lens = np.diff(bounds)
-        x64 = x.astype(np.float64)                 # one conversion; every float64 sum below reads it
+        # one float64 conversion (into ``work``, a reusable float64 array at least 2 * len(x) long,
+        # when given); every float64 sum below reads it
+        if work is not None and len(work) >= 2 * len(x):
+            x64, tmp = work[:len(x)], work[len(x):]
+            np.copyto(x64, x)
+        else:
+            x64, tmp = x.astype(np.float64), np.empty(int(lens.max()) if len(lens) else 0)
         total = np.add.reduceat(x64, starts)
         nanmask = None
         lost = np.zeros(len(starts), np.int64)
@@ -92,11 +106,11 @@ class Segments:
         self.m2 = np.zeros(len(starts))
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = total / self.n
-        tmp = np.empty(int(lens.max()) if len(lens) else 0)
+        bl = bounds.tolist()
         for i, k in enumerate(self.n.tolist()):
-            if not k:
+            if k < 2:                               # one value (a piece at a phase's first interval): 0
                 continue
-            a, b = int(bounds[i]), int(bounds[i + 1])
+            a, b = bl[i], bl[i + 1]
             v = x64[a:b] if not lost[i] else x64[a:b][~nanmask[a:b]]
             self.m2[i] = sum_squares(np.subtract(v, mean[i], out=tmp[:k]))
 
@@ -153,21 +167,28 @@ class SeriesStats:
         """Pieces ia..ib-1 of a chunk's Segments (wholly inside the phase)."""
         if ib <= ia:
             return
-        n = seg.n[ia:ib]
-        self.lost += int(seg.lost[ia:ib].sum())
-        nv = int(n.sum())
-        if not nv:
-            return
+        gappy = seg.nanmask is not None             # else every piece is whole (n > 0, nothing lost)
+        if gappy:
+            self.lost += int(seg.lost[ia:ib].sum())
         if ib - ia == 1:
+            nv = int(seg.n[ia])
+            if not nv:
+                return
             total, m2 = float(seg.total[ia]), float(seg.m2[ia])
             lo, hi = float(seg.min[ia]), float(seg.max[ia])
         else:
-            ok = n > 0
-            tot, cnt = seg.total[ia:ib][ok], n[ok]
+            cnt = seg.n[ia:ib]
+            nv = int(cnt.sum())
+            if not nv:
+                return
+            tot, m2s, mins, maxs = seg.total[ia:ib], seg.m2[ia:ib], seg.min[ia:ib], seg.max[ia:ib]
+            if gappy:
+                ok = cnt > 0
+                tot, cnt, m2s, mins, maxs = tot[ok], cnt[ok], m2s[ok], mins[ok], maxs[ok]
             total = float(tot.sum())
             dev = tot / cnt - total / nv
-            m2 = float(seg.m2[ia:ib][ok].sum() + np.dot(cnt * dev, dev))
-            lo, hi = float(seg.min[ia:ib][ok].min()), float(seg.max[ia:ib][ok].max())
+            m2 = float(m2s.sum() + np.dot(cnt * dev, dev))
+            lo, hi = float(mins.min()), float(maxs.max())
         self._merge(nv, total, m2, lo, hi)
         self._keep(*seg.runs(ia, ib))
 
@@ -210,7 +231,8 @@ class SeriesStats:
 
     def _bin(self, v: np.ndarray) -> None:
         lo, hi = self._edges
-        k = (v - lo) * (BINS / (hi - lo))
+        k = np.subtract(v, lo)                      # (v - lo) * (BINS / (hi - lo)), one temporary
+        np.multiply(k, BINS / (hi - lo), out=k)
         np.clip(k, 0, BINS - 1, out=k)
         self._hist += np.bincount(k.astype(np.intp), minlength=BINS)
 
@@ -236,9 +258,11 @@ class SeriesStats:
         if self._values is not None:
             if len(self._values) == 1 and self._sorted:
                 v = self._values[0]
-            else:
-                v = np.sort(np.concatenate(self._values))
-            return {f"p{q:g}": float(x) for q, x in zip(qs, sorted_percentiles(v, qs))}
+            else:                                   # a copy: the runs may be views of the caller's data
+                v = np.concatenate(self._values) if len(self._values) > 1 else self._values[0].copy()
+                v.sort()
+                self._values, self._sorted = [v], True
+            return dict(zip(_keys(tuple(qs)), sorted_percentiles(v, qs).tolist()))
         c = np.cumsum(self._hist)
         lo, hi = self._edges
         w = (hi - lo) / BINS

@@ -28,6 +28,7 @@ import numpy as np
 
 _U32 = 2.0 ** -24            # float32 unit roundoff
 _MAX_BLOCK = 32
+_BLOCK = 1024                # window sums per block maximum (candidate search)
 
 
 @dataclass
@@ -62,12 +63,13 @@ class ChunkWindows:
     ``sums`` is float32 (within ``tol`` of the float64 sums; refined on demand) or exact float64
     (``tol`` 0); windows touching a gap hold -inf and are flagged in ``bad``."""
 
-    __slots__ = ("window", "start", "sums", "bad", "tol", "data", "data_start", "scratch")
+    __slots__ = ("window", "start", "sums", "bad", "tol", "data", "data_start", "scratch", "_bmax")
 
     def __init__(self, window, start, sums, bad, tol, data, data_start, scratch=None):
         self.window, self.start, self.sums, self.bad, self.tol = window, start, sums, bad, tol
         self.data, self.data_start = data, data_start      # gap-free samples (NaN -> 0) covering the windows
         self.scratch = scratch                             # bool work array as long as sums, or None
+        self._bmax = None                                  # max of each _BLOCK sums (made on first use)
 
     @property
     def stop(self) -> int:
@@ -85,22 +87,52 @@ class ChunkWindows:
         skipped = int(np.count_nonzero(self.bad[k0:k1])) if self.bad is not None else 0
         if skipped == n:
             return None, 0, n, skipped
-        k = int(np.argmax(seg))
-        top = float(seg[k])
         if self.tol == 0.0:
-            return top, self.start + k0 + k, n, skipped
-        ge = np.greater_equal(seg, top - self.tol, out=None if self.scratch is None else self.scratch[k0:k1])
-        cand = np.flatnonzero(ge)
-        total, at = self._exact(self.start + k0 + cand)
+            k = int(np.argmax(seg))
+            return float(seg[k]), self.start + k0 + k, n, skipped
+        if n >= 64 * _BLOCK:
+            cand = self._candidates(k0, k1)
+        else:
+            top = float(np.max(seg))
+            ge = np.greater_equal(seg, top - self.tol, out=None if self.scratch is None else self.scratch[k0:k1])
+            cand = k0 + np.flatnonzero(ge)
+        total, at = self._exact(self.start + cand)
         return total, at, n, skipped
+
+    def _candidates(self, k0: int, k1: int) -> np.ndarray:
+        """Indices in [k0, k1) of the sums within ``tol`` of the highest there, found through the
+        per-block maxima: only the blocks that can hold a candidate are scanned."""
+        if self._bmax is None:
+            nb = len(self.sums) // _BLOCK
+            self._bmax = self.sums[:nb * _BLOCK].reshape(nb, _BLOCK).max(axis=1)
+        bm = self._bmax
+        j0, j1 = -(-k0 // _BLOCK), k1 // _BLOCK            # whole blocks [j0, j1)
+        h1, t0 = j0 * _BLOCK, j1 * _BLOCK                  # head [k0, h1), tail [t0, k1)
+        sums = self.sums
+        top = float(max(np.max(bm[j0:j1]), np.max(sums[k0:h1]) if h1 > k0 else -np.inf,
+                        np.max(sums[t0:k1]) if k1 > t0 else -np.inf))
+        thr = top - self.tol
+        out = []
+        if h1 > k0:
+            out.append(k0 + np.flatnonzero(sums[k0:h1] >= thr))
+        hit = np.flatnonzero(bm[j0:j1] >= thr)
+        if len(hit):                                       # first to last block holding a candidate
+            a, b = (j0 + int(hit[0])) * _BLOCK, (j0 + int(hit[-1]) + 1) * _BLOCK
+            out.append(a + np.flatnonzero(sums[a:b] >= thr))
+        if k1 > t0:
+            out.append(t0 + np.flatnonzero(sums[t0:k1] >= thr))
+        return np.concatenate(out) if len(out) > 1 else out[0]
 
     def _exact(self, starts: np.ndarray) -> tuple[float, int]:
         """The highest float64 window sum among candidate starts (sorted) and its start (first on ties)."""
         w = self.window
         best, at = -math.inf, -1
         # candidates more than a window apart are summed separately (one cumsum per cluster)
-        cuts = np.flatnonzero(np.diff(starts) > w) + 1
-        for part in np.split(starts, cuts):
+        if int(starts[-1]) - int(starts[0]) <= w:
+            parts = (starts,)
+        else:
+            parts = np.split(starts, np.flatnonzero(np.diff(starts) > w) + 1)
+        for part in parts:
             a = int(part[0]) - self.data_start
             b = int(part[-1]) - self.data_start + w
             c = np.empty(b - a + 1)
@@ -138,6 +170,7 @@ class WindowSums:
         u = np.zeros((b, b), np.float32)
         u[np.triu_indices(b, 1)] = 1.0            # column r: sum of the row's first r samples
         self._u = u
+        self._stack = max(1, (1 << 17) // (b * b))   # rows per matmul (m * n * k <= 2^17)
         self.position = position                  # position of the next sample fed
         self._base = position                     # position of _carry[0]
         self._buf = np.empty(0, np.float32)      # the carry (first _nc samples), then the chunk fed
@@ -235,7 +268,16 @@ class WindowSums:
 
     def _prefixes(self, x32: np.ndarray, q: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Within-row exclusive prefix sums (rows, b) float32 and the float64 prefix of row sums."""
-        q = np.matmul(x32, self._u, out=q)
+        if q is None:
+            q = np.empty_like(x32)
+        # in stacks of few rows: each BLAS call stays below OpenBLAS's threading threshold (its spinning
+        # worker threads cost more than they gain, above all on a busy machine); same sums, same order
+        r = self._stack
+        whole = len(x32) - len(x32) % r
+        if whole:
+            np.matmul(x32[:whole].reshape(-1, r, x32.shape[1]), self._u, out=q[:whole].reshape(-1, r, q.shape[1]))
+        if whole < len(x32):
+            np.matmul(x32[whole:], self._u, out=q[whole:])
         o = np.empty(len(q) + 1)
         o[0] = 0.0
         np.add(q[:, -1], x32[:, -1], out=o[1:], dtype=np.float64)

@@ -244,13 +244,16 @@ class Stream:
         self._remainder: wire.Frame | None = None   # rest of a frame split at a blocks() end
         self._started = False                   # seen this stream's first (RESTART) frame
         self.stale_frames = 0                   # frames of an earlier stream, dropped
+        self.stop_error: str | None = None
         self.malformed_frames = 0               # DATA frames whose length disagrees with their count
 
     def stop(self) -> None:
+        """Ask the device to stop. If it does not answer, say so in the summary (``stop_error``): the
+        next stream on this connection then drops the old stream's frames as stale."""
         try:
             self.dev.link.command("stop")
-        except LinkError:
-            pass
+        except LinkError as e:
+            self.stop_error = str(e)
 
     # ---- data -------------------------------------------------------------------------------------------
     def blocks(self, seconds: float | None = None, max_rows: int = 5000):
@@ -416,6 +419,9 @@ class Stream:
             "overruns": st.overruns,
             "crc_errors": st.crc_errors,
             "bad_bytes": st.bad_bytes,
+            "stale_frames": self.stale_frames,
+            "malformed_frames": self.malformed_frames,
+            "stop_error": self.stop_error,
             "mean_power_w": self.mean_power(),
             "clock": {
                 "offset_s": model.offset_s if model else None,

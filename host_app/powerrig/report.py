@@ -55,6 +55,16 @@ def write_csv(a: Analysis, path: Path) -> None:
 
 
 # ---- plots ------------------------------------------------------------------------------------------
+def _save(fig, path: Path, title: str | None = None) -> str:
+    """Title, tight layout, PNG, and free the figure (plots are made in a loop over many phases)."""
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path.name
+
+
 def _plot_power(cap: CaptureReader, a: Analysis, path: Path) -> str:
     n = min(PLOT_POINTS, cap.length)
     t_scale, t_unit = _time_unit(cap.duration_s)
@@ -116,11 +126,7 @@ def _plot_efficiency(a: Analysis, path: Path) -> str:
         ax.set_ylabel("MiB/s per W")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle("Efficiency (throughput per watt)")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path.name
+    return _save(fig, path, "Efficiency (throughput per watt)")
 
 
 def _plot_waf(a: Analysis, path: Path) -> str:
@@ -139,11 +145,7 @@ def _plot_waf(a: Analysis, path: Path) -> str:
     axs[2].set_xlabel(f"time since capture start ({t_unit})")
     for ax in axs:
         ax.grid(alpha=0.3)
-    fig.suptitle("Write amplification with bandwidth and power")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path.name
+    return _save(fig, path, "Write amplification with bandwidth and power")
 
 
 def _time_unit(seconds: float) -> tuple[float, str]:

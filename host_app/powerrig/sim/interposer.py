@@ -358,8 +358,6 @@ def serve(args) -> int:
     while not stop.wait(0.2):
         if deadline and time.monotonic() > deadline:
             break
-        if args.truth:
-            pass
     sim.stop()
     if args.truth:
         sim.write_truth(args.truth)

@@ -14,10 +14,15 @@ def sim_state_root() -> Path:
     return Path(os.environ.get("POWERRIG_SIM_DIR", Path.home() / ".cache" / "powerrig" / "sim"))
 
 
-def candidate_ports(extra: list[str] | None = None) -> list[str]:
+RP2_USB_VID = 0x2E8A   # Raspberry Pi: MicroPython on the RP2350 enumerates with this vendor id
+
+
+def candidate_ports(extra: list[str] | None = None, all_ports: bool = False) -> list[str]:
+    """Ports worth a describe: USB serial ports of RP2 boards (or every port with all_ports), live
+    virtual rigs, and any named explicitly. Other instruments on the bench are left alone."""
     from powerrig.sim.rig import running
 
-    ports = [p.device for p in list_ports.comports()]
+    ports = [p.device for p in list_ports.comports() if all_ports or p.vid == RP2_USB_VID]
     ports += [r["port"] for r in running()]      # live virtual rigs only: a stale pty may be someone's terminal
     ports += list(extra or [])
     seen, out = set(), []
@@ -39,5 +44,5 @@ def probe(port: str, timeout: float = 0.5) -> dict | None:
         return None
 
 
-def find_interposers(extra: list[str] | None = None) -> list[dict]:
-    return [d for p in candidate_ports(extra) if (d := probe(p))]
+def find_interposers(extra: list[str] | None = None, all_ports: bool = False) -> list[dict]:
+    return [d for p in candidate_ports(extra, all_ports) if (d := probe(p))]

@@ -3,16 +3,12 @@
 Call ``poll()`` more often than the wrap period (about 17.9 minutes): the main loop does, every pass.
 """
 try:
-    from time import ticks_us, ticks_diff
+    from time import ticks_us
 except ImportError:  # CPython
     import time as _t
 
     def ticks_us():
         return _t.monotonic_ns() // 1000 & 0x3FFFFFFF
-
-    def ticks_diff(a, b):
-        d = (a - b) & 0x3FFFFFFF
-        return d - 0x40000000 if d >= 0x20000000 else d
 
 
 PERIOD = 1 << 30   # ticks_us wraps here on MicroPython
@@ -22,7 +18,7 @@ class Timebase:
     """Counts wraps of the 30-bit tick counter with small ints only, so ``poll()`` never allocates;
     the 64-bit value is built in ``now_us()``, which is not on a hot path."""
 
-    def __init__(self, ticks=None, diff=None):
+    def __init__(self, ticks=None):
         self._ticks = ticks or ticks_us
         self._last = self._ticks()
         self._start = self._last

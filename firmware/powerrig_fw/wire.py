@@ -86,8 +86,6 @@ class Framer:
         self.idx_lo = 0
         self.full_mv = self.mv
         self.frames_sent = 0
-        self.frames_dropped = 0   # fault injection (simulator) only
-        self.drop_next = 0
 
     def configure(self, rec_size, per_frame):
         if rec_size * per_frame > self.max_payload:
@@ -128,12 +126,8 @@ class Framer:
         self.seq = (self.seq + 1) & 0xFFFF
         self.n = 0
         self.flags = 0
-        if self.drop_next:
-            self.drop_next -= 1
-            self.frames_dropped += 1
-        else:
-            self.write(view)
-            self.frames_sent += 1
+        self.write(view)
+        self.frames_sent += 1
 
 
 def encode_frame(ftype, payload, seq=0, flags=0, count=0, idx_hi=0, idx_lo=0, crc_into=None):
@@ -160,7 +154,6 @@ class FrameReader:
         self.buf = bytearray()
         self.max_len = max_len
         self.bad = 0
-        self._chk = bytearray(4)
 
     def feed(self, data):
         self.buf.extend(data)

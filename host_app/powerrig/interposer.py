@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from powerrig import wire
+from powerrig.compensated import CompensatedSums
 from powerrig.errors import DeviceError, LinkError
 from powerrig.link import SerialLink
 from powerrig.samples import IntervalBlock
@@ -203,7 +204,6 @@ class Stream:
         self.stall_timeout = stall_timeout
         self.stats = StreamStats()
         self.clock = dev.clock          # the connection's clock fit: one clock for everything
-        self._sums: np.ndarray | None = None
         self.config: dict = {}
 
     # ---- lifecycle ------------------------------------------------------------------------------------
@@ -237,8 +237,7 @@ class Stream:
         self._next_seq: int | None = self.config.get("first_seq")
         self._crc0 = link.decoder.crc_errors
         self._bad0 = link.decoder.bad_bytes
-        self._sums = np.zeros(len(self.rails))
-        self._comp = np.zeros(len(self.rails))
+        self._power_sums = CompensatedSums(len(self.rails))
         self._valid_rows = 0
         self._pending: list[wire.Frame] = []    # frames received but not yet handed out
         self._remainder: wire.Frame | None = None   # rest of a frame split at a blocks() end
@@ -382,11 +381,7 @@ class Stream:
         n = len(si["dig_or"])
         self.stats.intervals += n
         self._yielded_end = frames[0].index + n * self.spi
-        # running sums for the summary: compensated (Neumaier) so hours of data do not drift
-        part = si["p"].sum(axis=0)
-        t = self._sums + part
-        self._comp += np.where(np.abs(self._sums) >= np.abs(part), (self._sums - t) + part, (part - t) + self._sums)
-        self._sums = t
+        self._power_sums.add(si["p"].sum(axis=0))   # compensated: hours of data do not drift
         self._valid_rows += n
         return IntervalBlock(frames[0].index, self.spi, self.period_s, self.rails, si["v"], si["i"], si["p"],
                              si["p_min"], si["p_max"], si["p_peak"], si["dig_or"], si["dig_and"],
@@ -396,7 +391,7 @@ class Stream:
     def mean_power(self) -> dict[str, float]:
         if not self._valid_rows:
             return {r: math.nan for r in self.rails} | {"total": math.nan}
-        m = (self._sums + self._comp) / self._valid_rows
+        m = self._power_sums.value / self._valid_rows
         out = {r: float(x) for r, x in zip(self.rails, m)}
         out["total"] = float(m.sum())
         return out

@@ -7,6 +7,7 @@ its last bytes were read, which is what the clock fit needs for ping replies.
 from __future__ import annotations
 
 import itertools
+from collections import deque
 import json
 import os
 import queue
@@ -42,7 +43,7 @@ class SerialLink:
         self.decoder = wire.FrameDecoder()
         self.data: queue.Queue[wire.Frame | None] = queue.Queue()     # DATA frames, for the stream
         self.bursts: queue.Queue[wire.Frame | None] = queue.Queue()   # BURST frames, for burst()
-        self.notices: queue.Queue[dict] = queue.Queue()
+        self.notices: deque[dict] = deque(maxlen=256)   # unsolicited device messages, newest last
         self.bytes_in = 0
         self.last_rx = time.time()
         self.error: str | None = None
@@ -98,7 +99,7 @@ class SerialLink:
                 w[0].set()
         elif f.type == wire.T_NOTICE:
             try:
-                self.notices.put(json.loads(f.payload))
+                self.notices.append(json.loads(f.payload))
             except ValueError:
                 pass
 

@@ -9,12 +9,7 @@ def ticks():
     return now[0] & MASK
 
 
-def diff(a, b):
-    d = (a - b) & MASK
-    return d - 0x40000000 if d >= 0x20000000 else d
-
-
-tb = Timebase(ticks, diff)
+tb = Timebase(ticks)
 total = 0
 for step in (500, 700, 0x10000000, 0x1FFFFFFF, 12345):
     now[0] += step

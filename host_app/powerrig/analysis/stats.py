@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 
+from powerrig.compensated import KahanSum
+
 BINS = 1 << 16
 EXACT_LIMIT = 1 << 18          # values kept for exact percentiles (about 4 minutes at 1 ms)
 PERCENTILES = (1, 5, 50, 95, 99)
@@ -37,28 +39,6 @@ def sorted_percentiles(v: np.ndarray, qs) -> np.ndarray:
 @functools.lru_cache(maxsize=64)
 def _keys(qs) -> tuple[str, ...]:
     return tuple(f"p{q:g}" for q in qs)
-
-
-class KahanSum:
-    """Neumaier-compensated sum of float partial sums: 10 hours of 1 ms energies without drift."""
-
-    __slots__ = ("s", "c")
-
-    def __init__(self):
-        self.s = 0.0
-        self.c = 0.0
-
-    def add(self, x: float) -> None:
-        t = self.s + x
-        if abs(self.s) >= abs(x):
-            self.c += (self.s - t) + x
-        else:
-            self.c += (x - t) + self.s
-        self.s = t
-
-    @property
-    def value(self) -> float:
-        return self.s + self.c
 
 
 def sum_squares(t: np.ndarray) -> float:

@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from powerrig.compensated import CompensatedSums
 import pyjls
 
 from powerrig import __version__
@@ -50,24 +52,6 @@ def _json_default(o):
         from dataclasses import asdict
         return asdict(o)
     return str(o)
-
-
-class _Neumaier:
-    """Compensated running sum of per-block partial sums (10-hour totals without drift)."""
-
-    def __init__(self, n: int):
-        self.s = np.zeros(n)
-        self.c = np.zeros(n)
-
-    def add(self, part: np.ndarray) -> None:
-        t = self.s + part
-        big = np.abs(self.s) >= np.abs(part)
-        self.c += np.where(big, (self.s - t) + part, (part - t) + self.s)
-        self.s = t
-
-    @property
-    def value(self) -> np.ndarray:
-        return self.s + self.c
 
 
 class CaptureWriter:
@@ -120,7 +104,7 @@ class CaptureWriter:
         self.first_index = b.first_index
         self._next_raw = b.first_index
         self._seg = (0, b.first_index)   # (sample id, raw index) where the current index segment began
-        self._energy = _Neumaier(len(self.rails))
+        self._energy = CompensatedSums(len(self.rails))
         self._valid_rows = 0
         spd = L.samples_per_chunk(self.rate)
         w = self._w

@@ -66,7 +66,7 @@ class SimBoard:
         self.utc0 = time.time()
         self.boot_us = boot_s * 1e6                     # device uptime at sim start
         self.period_us = default_rails().sample_period_us
-        self.timebase = Timebase(self._ticks, self._diff)
+        self.timebase = Timebase(self._ticks)
         self.reducer = NumpyReducer(len(frontend.cfg.rails))
         self.crc_into = fw_crc.crc32_into_c
         self.burst_capacity = 65536
@@ -98,11 +98,6 @@ class SimBoard:
 
     def _ticks(self) -> int:
         return int(self.device_us()) & 0x3FFFFFFF
-
-    @staticmethod
-    def _diff(a: int, b: int) -> int:
-        d = (a - b) & 0x3FFFFFFF
-        return d - 0x40000000 if d >= 0x20000000 else d
 
     def sample_index(self) -> int:
         return int(self.device_us() // self.period_us)

@@ -3,27 +3,26 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import pkgutil
 import sys
 
 from powerrig import __version__
 from powerrig.errors import PowerrigError
 
-# modules under powerrig.cli that add subcommands; add yours here
-SUBCOMMANDS = ("link", "sim", "capture", "report")
+
+
+def subcommand_modules() -> list[str]:
+    """Every module of this package is one command, named after it, with a ``register(sub)``: adding a
+    command is adding a file."""
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="powerrig", description="Power measurement for NVMe SSDs on an interposer rig.")
     ap.add_argument("--version", action="version", version=f"powerrig {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
-        try:
-            mod = importlib.import_module(f"powerrig.cli.{name}")
-        except ModuleNotFoundError as e:
-            if e.name == f"powerrig.cli.{name}":
-                continue  # not built yet
-            raise
-        mod.register(sub)
+    for name in subcommand_modules():
+        importlib.import_module(f"powerrig.cli.{name}").register(sub)
     return ap
 
 

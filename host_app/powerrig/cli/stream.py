@@ -1,4 +1,4 @@
-"""`powerrig stream` and `powerrig devices`: talk to an interposer over its serial port."""
+"""`powerrig stream`: stream from an interposer and print a live line and a summary."""
 from __future__ import annotations
 
 import json
@@ -20,13 +20,6 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--quiet", action="store_true", help="no live lines on stderr")
     p.set_defaults(func=cmd_stream)
-
-    d = sub.add_parser("devices", help="list serial ports that answer like an interposer")
-    d.add_argument("--port", action="append", default=[], help="also probe this port (repeatable)")
-    d.add_argument("--all-ports", action="store_true",
-                   help="probe every serial port, not only RP2 boards (may disturb other instruments)")
-    d.add_argument("--json", action="store_true")
-    d.set_defaults(func=cmd_devices)
 
 
 def cmd_stream(args) -> int:
@@ -64,19 +57,3 @@ def print_summary(s: dict) -> None:
     print("mean power: " + "  ".join(f"{k} {v:.4f} W" for k, v in s["mean_power_w"].items()))
     if c["pings"]:
         print(f"clock: drift {c['drift_ppm']:+.2f} ppm  residual {c['residual_us']:.1f} us  ({c['pings']} pings)")
-
-
-def cmd_devices(args) -> int:
-    from powerrig.devices import find_interposers
-
-    found = find_interposers(extra=args.port, all_ports=args.all_ports)
-    if args.json:
-        print(json.dumps(found))
-        return 0
-    if not found:
-        print("no interposer found (probed serial ports and running simulators); "
-              "check the USB cable (or try --all-ports), or start a virtual rig with `powerrig sim start`", file=sys.stderr)
-        return 1
-    for d in found:
-        print(f"{d['port']}  {d['board']}  serial {d['serial']}  firmware {d['firmware']}")
-    return 0

@@ -26,7 +26,7 @@ fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || { say "creating .venv"; "$PY" -m venv .venv; }
 stamp=.venv/.powerrig-installed
-want=$(cat setup.cfg pyproject.toml | sha256sum | cut -c1-16)
+want=$(cat setup.cfg setup.py pyproject.toml | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing powerrig and its test dependencies into .venv"
   .venv/bin/python -m pip install -q --upgrade pip

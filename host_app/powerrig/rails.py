@@ -12,17 +12,23 @@ import sys
 import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 CODE_MAX = 32767  # firmware clamps codes to +-CODE_MAX so a V*I product fits a MicroPython small int
 
 
-def default_rails_path() -> Path:
-    """hw/rails.toml of this checkout, or $POWERRIG_RAILS when set."""
+def default_rails_path() -> Path | None:
+    """$POWERRIG_RAILS when set, else None: the packaged definition (see packaged_rails)."""
     env = os.environ.get("POWERRIG_RAILS")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / "hw" / "rails.toml"
+    return Path(env) if env else None
+
+
+def packaged_rails() -> Traversable:
+    """The rails definition shipped in the package: a copy of hw/rails.toml (a link to it in a
+    checkout), so an installed powerrig needs no checkout to scale its channels."""
+    return resources.files("powerrig").joinpath("rails.toml")
 
 
 @dataclass(frozen=True)
@@ -74,7 +80,8 @@ def _require(table: dict, key: str, where: str):
 
 
 def load_rails(path: str | os.PathLike | None = None) -> RailConfig:
-    path = Path(path) if path else default_rails_path()
+    """Parse a rails file: the given one, $POWERRIG_RAILS, or the packaged definition."""
+    path = Path(path) if path else (default_rails_path() or packaged_rails())
     try:
         doc = tomllib.loads(path.read_text())
     except FileNotFoundError:

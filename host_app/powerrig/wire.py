@@ -7,17 +7,11 @@ from __future__ import annotations
 
 import json
 import struct
-import sys
 import zlib
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
-
-_FW = Path(__file__).resolve().parents[2] / "firmware"
-if str(_FW) not in sys.path:
-    sys.path.append(str(_FW))
-from powerrig_fw import wire as fw  # noqa: E402  (the firmware's wire module is the spec)
+from powerrig_fw import wire as fw  # the firmware's wire module is the spec (installed beside powerrig)
 
 SYNC = bytes((fw.SYNC0, fw.SYNC1))
 HEADER = struct.Struct("<2sBBBBHHQ")

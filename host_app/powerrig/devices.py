@@ -1,18 +1,10 @@
 """Find interposers: probe serial ports (and running simulators) with a short describe."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from serial.tools import list_ports
 
+from powerrig import simregistry
 from powerrig.errors import PowerrigError
-
-
-def sim_state_root() -> Path:
-    """Where running virtual rigs register themselves (one JSON file each)."""
-    return Path(os.environ.get("POWERRIG_SIM_DIR", Path.home() / ".cache" / "powerrig" / "sim"))
-
 
 RP2_USB_VID = 0x2E8A   # Raspberry Pi: MicroPython on the RP2350 enumerates with this vendor id
 
@@ -20,10 +12,8 @@ RP2_USB_VID = 0x2E8A   # Raspberry Pi: MicroPython on the RP2350 enumerates with
 def candidate_ports(extra: list[str] | None = None, all_ports: bool = False) -> list[str]:
     """Ports worth a describe: USB serial ports of RP2 boards (or every port with all_ports), live
     virtual rigs, and any named explicitly. Other instruments on the bench are left alone."""
-    from powerrig.sim.rig import running
-
     ports = [p.device for p in list_ports.comports() if all_ports or p.vid == RP2_USB_VID]
-    ports += [r["port"] for r in running()]      # live virtual rigs only: a stale pty may be someone's terminal
+    ports += [r["port"] for r in simregistry.running()]      # live virtual rigs only: a stale pty may be someone's terminal
     ports += list(extra or [])
     seen, out = set(), []
     for p in ports:

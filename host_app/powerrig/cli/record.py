@@ -34,7 +34,7 @@ def run(args) -> int:
     last = 0.0
     rows = 0
     interrupted = False
-    from powerrig.sim.launch import resolve_port
+    from powerrig.cli._ports import resolve_port
 
     with Interposer.open(resolve_port(args.port)) as dev:
         desc = dev.describe()

@@ -27,7 +27,7 @@ def cmd_stream(args) -> int:
 
     if args.seconds <= 0:
         raise LinkError("--seconds must be positive")
-    from powerrig.sim.launch import resolve_port
+    from powerrig.cli._ports import resolve_port
 
     rails = [r.strip() for r in args.rails.split(",")] if args.rails else None
     with Interposer.open(resolve_port(args.port)) as dev:

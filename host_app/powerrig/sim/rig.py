@@ -6,7 +6,7 @@ nvme-cli and fio talk to, and a virtual interposer whose front end measures that
     powerrig sim stop [ID | --all]
 
 Several rigs can run at once; each registers a JSON file in the simulator directory
-(powerrig.devices.sim_state_root()), which is how `powerrig devices` finds them.
+(powerrig.simregistry), which is how `powerrig devices` finds them.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import time
 import uuid
 from pathlib import Path
 
-from powerrig.devices import sim_state_root
+from powerrig import simregistry
 from powerrig.errors import PowerrigError
 
 DEFAULT_PROFILE = "d5-p5336"
@@ -56,10 +56,7 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float) ->
              "nvme": tool_command("nvme", endpoint), "fio": tool_command("fio", endpoint),
              "serial": ssd.sn, "started": time.time(),
              "log": str(rig_dir / "rig.log")}
-    state_file = root / f"{rig_id}.json"
-    tmp = state_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state))
-    tmp.replace(state_file)            # appears whole or not at all
+    simregistry.register(state, root)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -68,7 +65,7 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float) ->
     finally:
         sim.stop()
         server.stop()
-        state_file.unlink(missing_ok=True)
+        simregistry.unregister(rig_id, root)
     return 0
 
 
@@ -78,7 +75,7 @@ def start(profile: str = DEFAULT_PROFILE, seed: int = 1, drift_ppm: float = 35.0
 
     if profile not in profiles.available() and not Path(profile).is_file():
         raise RigError(f"unknown drive profile {profile!r}; available: {', '.join(profiles.available())}")
-    root = sim_state_root()
+    root = simregistry.root()
     root.mkdir(parents=True, exist_ok=True)
     rig_id = uuid.uuid4().hex[:8]
     with open(root / f"{rig_id}.log", "w") as log:
@@ -86,7 +83,7 @@ def start(profile: str = DEFAULT_PROFILE, seed: int = 1, drift_ppm: float = 35.0
                                  rig_id, "--seed", str(seed), "--drift-ppm", str(drift_ppm)],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     _children[proc.pid] = proc
-    state_file = root / f"{rig_id}.json"
+    state_file = simregistry.state_file(rig_id, root)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if state_file.exists():
@@ -103,32 +100,14 @@ _children: dict[int, subprocess.Popen] = {}   # rigs this process started (reape
 
 
 def _alive(pid: int, rig_id: str) -> bool:
-    """Is pid still *this* rig? (A pid can be reused after a reboot or a crash.)"""
+    """Is pid still *this* rig? A child of ours that has exited is not (whatever /proc says)."""
     child = _children.get(pid)
     if child is not None and child.poll() is not None:
         return False
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return b"powerrig.sim.rig" in cmdline and rig_id.encode() in cmdline
+    return simregistry.is_alive(pid, rig_id)
 
 
-def running() -> list[dict]:
-    """Rigs whose process is alive (registrations of dead ones are removed)."""
-    out = []
-    root = sim_state_root()
-    for f in sorted(root.glob("*.json")) if root.is_dir() else []:
-        try:
-            st = json.loads(f.read_text())
-            alive = _alive(int(st["pid"]), str(st["id"]))
-        except (ValueError, KeyError, OSError):
-            alive = False
-        if not alive:
-            f.unlink(missing_ok=True)
-            continue
-        out.append(st)
-    return out
+running = simregistry.running   # rigs whose process is alive (`powerrig sim list`, the demo)
 
 
 def stop(rig_id: str | None = None, all_: bool = False, timeout: float = 10.0) -> list[str]:
@@ -169,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--seed", type=int, default=1)
     s.add_argument("--drift-ppm", type=float, default=35.0)
     a = ap.parse_args(argv)
-    return serve(a.profile, a.id, sim_state_root(), a.seed, a.drift_ppm)
+    return serve(a.profile, a.id, simregistry.root(), a.seed, a.drift_ppm)
 
 
 if __name__ == "__main__":

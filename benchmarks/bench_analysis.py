@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from powerrig import synthetic as S
+from powerrig.testing import synthetic as S
 from powerrig.analysis import analyse
 from powerrig.analysis.windows import SlidingMax
 from powerrig.capture import CaptureReader, CaptureWriter

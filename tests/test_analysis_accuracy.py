@@ -3,7 +3,7 @@ capture, analysed back. Energy within 0.1 %, event placement within 200 us, PCM-
 import numpy as np
 import pytest
 
-from powerrig import synthetic as S
+from powerrig.testing import synthetic as S
 from powerrig.analysis import ArraySource, analyse
 from powerrig.capture import CaptureReader, CaptureWriter
 

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from powerrig import synthetic as S
+from powerrig.testing import synthetic as S
 from powerrig.analysis import ArraySource, analyse
 from powerrig.analysis import stats as ST
 from powerrig.analysis.checks import pcm1, pwr6

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from powerrig import synthetic as S
+from powerrig.testing import synthetic as S
 from powerrig.capture import CaptureReader, CaptureWriter
 from powerrig.errors import CaptureError
 from powerrig.events import NOTE, Event, Timeline
@@ -148,7 +148,7 @@ def test_interval_that_does_not_divide_a_second_is_refused(tmp_path):
 
 RECORDER = textwrap.dedent("""
     import sys, time
-    from powerrig import synthetic as S
+    from powerrig.testing import synthetic as S
     from powerrig.capture import CaptureWriter
     from powerrig.events import Timeline, PHASE
     model = S.clock(0, utc0=time.time())

@@ -3,7 +3,7 @@ import csv
 
 import pytest
 
-from powerrig import synthetic as S
+from powerrig.testing import synthetic as S
 from powerrig.cli import main
 from powerrig.capture import CaptureReader
 

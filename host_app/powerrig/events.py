@@ -12,19 +12,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-# kinds of events
-NVME = "nvme"            # one nvme-cli invocation
-FIO = "fio"              # one fio invocation (the whole run)
-PHASE = "phase"          # a workload phase (a fio job, an idle window, a dwell)
-POWER_STATE = "power_state"  # a power-state change requested (and confirmed or not)
-MARKER = "marker"        # a user marker
-GAP = "gap"              # samples lost (link or device overrun)
-NOTE = "note"
+from powerrig.schema import EventKind
+
+# kinds of events (powerrig.schema.EventKind; the names stay importable from here)
+NVME = EventKind.NVME
+FIO = EventKind.FIO
+PHASE = EventKind.PHASE
+POWER_STATE = EventKind.POWER_STATE
+MARKER = EventKind.MARKER
+GAP = EventKind.GAP
+NOTE = EventKind.NOTE
 
 
 @dataclass
 class Event:
-    kind: str
+    kind: EventKind | str                # an EventKind; a kind this version does not know stays a string
     name: str
     t_start: float                      # host UTC seconds (time.time()) at call / phase start
     t_end: float | None = None          # host UTC at return / phase end; None while running
@@ -34,12 +36,18 @@ class Event:
     error: str | None = None
     meta: dict = field(default_factory=dict)
 
+    def __post_init__(self):
+        if self.kind in EventKind.__members__.values():
+            self.kind = EventKind(self.kind)
+
     @property
     def duration(self) -> float | None:
         return None if self.t_end is None else self.t_end - self.t_start
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d["kind"] = str(self.kind)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "Event":

@@ -21,10 +21,8 @@ from powerrig.compensated import CompensatedSums
 from powerrig.errors import DeviceError, LinkError
 from powerrig.link import SerialLink
 from powerrig.samples import IntervalBlock
+from powerrig.schema import DEVICE_NAME, PROTOCOL  # the firmware's own identity, restated nowhere
 from powerrig.timebase import ClockFit
-
-DEVICE_NAME = "powerrig-interposer"
-PROTOCOL = 1
 
 
 class Interposer:

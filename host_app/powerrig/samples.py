@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-FIELDS = ("v", "i", "p", "p_min", "p_max", "p_peak")
+from powerrig.schema import DIGITAL_FIELDS, RAIL_FIELDS, GapReason
+
+FIELDS = RAIL_FIELDS   # the per-rail columns, in schema order
 
 
 @dataclass
@@ -66,7 +68,8 @@ class IntervalBlock:
     @classmethod
     def gap(cls, first_index: int, n: int, interval_samples: int, sample_period_s: float,
             rails: tuple[str, ...], reason: str) -> "IntervalBlock":
-        """n rows of NaN standing for intervals that were lost (reason: 'link' or 'overrun')."""
+        """n rows of NaN standing for intervals that were lost (reason: a GapReason)."""
+        reason = GapReason(reason)
         nan = np.full((n, len(rails)), np.nan)
         return cls(first_index, interval_samples, sample_period_s, rails, nan, nan.copy(), nan.copy(),
                    nan.copy(), nan.copy(), nan.copy(), np.zeros(n, np.uint8), np.zeros(n, np.uint8),
@@ -81,5 +84,5 @@ class IntervalBlock:
         for a, b in zip(blocks, blocks[1:]):
             if b.first_index != a.end_index:
                 raise ValueError(f"blocks not contiguous: {a.end_index} then {b.first_index}")
-        cat = {f: np.concatenate([getattr(b, f) for b in blocks]) for f in FIELDS + ("dig_or", "dig_and", "valid")}
+        cat = {f: np.concatenate([getattr(b, f) for b in blocks]) for f in FIELDS + DIGITAL_FIELDS + ("valid",)}
         return cls(b0.first_index, b0.interval_samples, b0.sample_period_s, b0.rails, **cat)

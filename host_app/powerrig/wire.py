@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 from powerrig_fw import wire as fw  # the firmware's wire module is the spec (installed beside powerrig)
 
+from powerrig.schema import RAIL_FIELDS
+
 SYNC = bytes((fw.SYNC0, fw.SYNC1))
 HEADER = struct.Struct("<2sBBBBHHQ")
 assert HEADER.size == fw.HEADER_SIZE
@@ -144,7 +146,7 @@ def records_to_si(payload: bytes | np.ndarray, scales: list[RailScale], interval
     """Decode concatenated records into SI arrays: dict of (rows x rails) float arrays + digital."""
     rec = np.frombuffer(payload, dtype=record_dtype(len(scales))) if not isinstance(payload, np.ndarray) else payload
     n, r = len(rec), len(scales)
-    out = {f: np.empty((n, r)) for f in ("v", "i", "p", "p_min", "p_max", "p_peak")}
+    out = {f: np.empty((n, r)) for f in RAIL_FIELDS}
     half = 0.5  # min/max/peak are floor(x / 2**15) on the device: the bin centre is unbiased
     shift = float(1 << fw.P_SHIFT)
     for k, s in enumerate(scales):

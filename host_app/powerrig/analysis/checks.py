@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 
 from powerrig.analysis.descriptors import PowerState, ocp_peak_limit
-from powerrig.analysis.result import FAIL, INFO, INVALID, NA, PARTIAL, PASS, CheckResult, PhaseResult
+from powerrig.analysis.result import CheckResult, PhaseResult
+from powerrig.schema import PhaseKind, Verdict
 
 OCP_MIN_CAPTURE_S = 15 * 60        # PCM-1 / PCM-2: capture >= 15 min
 PCM1_MAX_SAMPLING_S = 2e-3         # PCM-1: sampling <= 2 ms
@@ -19,19 +20,19 @@ PWR6_LIMIT_W = 5.0 * 1.05          # PWR-6: idle <= 5 W, SanBlaze passes at +5 %
 IDLE_WINDOW_S = 30.0
 
 
-def _verdict(value, limit, complete: bool, requirement_met: bool, invalid: str | None, kind: str = "max") -> str:
+def _verdict(value, limit, complete: bool, requirement_met: bool, invalid: str | None, kind: str = "max") -> Verdict:
     if invalid:
-        return INVALID
+        return Verdict.INVALID
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return NA
+        return Verdict.NA
     if limit is None or (isinstance(limit, float) and math.isnan(limit)):
-        return INFO
+        return Verdict.INFO
     over = value > limit
     if kind == "max" and over:
-        return FAIL
+        return Verdict.FAIL
     if not (complete and requirement_met):
-        return PARTIAL
-    return FAIL if over else PASS
+        return Verdict.PARTIAL
+    return Verdict.FAIL if over else Verdict.PASS
 
 
 def _where(w) -> tuple | None:
@@ -64,7 +65,8 @@ def pcm2(r: PhaseResult) -> CheckResult:
     req = r.peak_exact and r.duration_s >= OCP_MIN_CAPTURE_S
     notes = [] if r.peak_exact else ["sum of per-rail 100 us peaks: an upper bound of the total's peak"]
     v = r.peak_100us.value_w
-    status = INVALID if r.invalid else (NA if math.isnan(v) else (INFO if r.complete and req else PARTIAL))
+    status = (Verdict.INVALID if r.invalid else Verdict.NA if math.isnan(v)
+              else Verdict.INFO if r.complete and req else Verdict.PARTIAL)
     return CheckResult("OCP PCM-2", r.name, None if math.isnan(v) else v, None, "W", status, req,
                        _where(r.peak_100us), notes)
 
@@ -119,13 +121,13 @@ def run_checks(results: list[PhaseResult], states: dict, interval_s: float) -> l
     ACTP, idle windows get PWR-6 and IDLP."""
     out = []
     for r in results:
-        if r.kind in ("workload", "dwell"):
+        if r.kind in (PhaseKind.WORKLOAD, PhaseKind.DWELL):
             st = _state(states, r.phase.power_state)
             if st and st.non_operational:
                 continue   # no I/O in a non-operational state: MP is not an I/O limit there
             out += [pcm1(r, states, interval_s), pcm2(r), pcm3(r, states)]
-            if r.kind == "workload":
+            if r.kind == PhaseKind.WORKLOAD:
                 out.append(actp(r, states))
-        elif r.kind == "idle_window":
+        elif r.kind == PhaseKind.IDLE_WINDOW:
             out += [pwr6(r), idlp(r, states)]
     return out

@@ -11,13 +11,15 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from powerrig.events import FIO, NVME, PHASE, POWER_STATE, Event
+from powerrig.schema import PhaseKind
 
-WORKLOAD = "workload"
-IDLE = "idle"
-DWELL = "dwell"
-CAPTURE = "capture"
-IDLE_WINDOW = "idle_window"     # the IDLP / PWR-6 measurement window inside an idle phase
-WAF_INTERVAL = "waf_interval"   # between two write-amplification counter samples
+# phase kinds under their short names (powerrig.schema.PhaseKind)
+WORKLOAD = PhaseKind.WORKLOAD
+IDLE = PhaseKind.IDLE
+DWELL = PhaseKind.DWELL
+CAPTURE = PhaseKind.CAPTURE
+IDLE_WINDOW = PhaseKind.IDLE_WINDOW
+WAF_INTERVAL = PhaseKind.WAF_INTERVAL
 
 IDLP_SETTLE_S = 10.0            # NVMe IDLP: measure after 10 s of idle ...
 IDLP_WINDOW_S = 30.0            # ... for 30 s
@@ -26,7 +28,7 @@ IDLP_WINDOW_S = 30.0            # ... for 30 s
 @dataclass
 class Phase:
     name: str
-    kind: str
+    kind: PhaseKind
     start: float                # fractional sample id
     stop: float
     power_state: int | None = None

@@ -5,8 +5,11 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from powerrig.analysis.phases import Phase
+from powerrig.schema import PhaseKind, Verdict
 
-PASS, FAIL, PARTIAL, INVALID, NA, INFO = "pass", "fail", "partial", "invalid", "n/a", "info"
+# the verdicts under their short names (powerrig.schema.Verdict)
+PASS, FAIL, PARTIAL, INVALID, NA, INFO = (Verdict.PASS, Verdict.FAIL, Verdict.PARTIAL, Verdict.INVALID,
+                                          Verdict.NA, Verdict.INFO)
 
 
 @dataclass
@@ -40,7 +43,7 @@ class PhaseResult:
         return self.phase.name
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> PhaseKind:
         return self.phase.kind
 
     @property
@@ -75,16 +78,17 @@ class CheckResult:
     value: float | None
     limit: float | None
     unit: str
-    status: str                 # pass | fail | partial | invalid | n/a | info
+    status: Verdict
     requirement_met: bool       # did the data meet the check's sampling/length requirement
     where_s: tuple | None = None   # (start, end) of the deciding window, seconds from capture start
     notes: list = field(default_factory=list)
 
     @property
     def passed(self) -> bool | None:
-        return {PASS: True, FAIL: False}.get(self.status)
+        return {Verdict.PASS: True, Verdict.FAIL: False}.get(self.status)
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        d["status"] = str(self.status)
         d["passed"] = self.passed
         return d

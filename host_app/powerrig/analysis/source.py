@@ -1,14 +1,37 @@
-"""What the analysis reads: anything with rails, interval_s, length, has(name), chunks(...) and
-sample_id(utc). CaptureReader is one; ArraySource wraps in-memory IntervalBlocks (tests, notebooks,
-data imported from other instruments)."""
+"""What the analysis reads, spelled as a Protocol (AnalysisSource): CaptureReader is one; ArraySource
+wraps in-memory IntervalBlocks (tests, notebooks, data imported from other instruments). The
+analysis depends on this shape only, never on the capture package or the link."""
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterable, Iterator, Protocol, runtime_checkable
 
 import numpy as np
 
 from powerrig.samples import IntervalBlock
+from powerrig.schema import RAIL_FIELDS, TOTAL_POWER, rail_signal
 from powerrig.timebase import ClockModel
+
+
+@runtime_checkable
+class AnalysisSource(Protocol):
+    """Fixed-rate interval signals (named with schema.rail_signal and schema.TOTAL_POWER) and the
+    clock that places host-UTC events on them. Sample ids count intervals from the source's start."""
+    rails: tuple[str, ...]
+    interval_s: float
+    length: int                  # intervals
+
+    def has(self, name: str) -> bool:
+        """Is there a signal of this name?"""
+
+    def chunks(self, names: Iterable[str], start: int | None = None, stop: int | None = None,
+               chunk: int = 1 << 20) -> Iterator[tuple[int, dict]]:
+        """(first sample id, {name: array}) pieces of at most ``chunk`` intervals covering [start, stop)."""
+
+    def sample_id(self, utc):
+        """Fractional sample id(s) of host UTC time(s); raises when there is no clock."""
+
+    def utc(self, sample_id):
+        """Host UTC of fractional sample id(s)."""
 
 
 class ArraySource:
@@ -21,9 +44,9 @@ class ArraySource:
         self.clock_model = clock
         self.cols = {}
         for k, r in enumerate(self.rails):
-            for f in ("v", "i", "p", "p_min", "p_max", "p_peak"):
-                self.cols[f"{f}_{r}"] = getattr(block, f)[:, k]
-        self.cols["p_total"] = block.p.sum(axis=1)
+            for f in RAIL_FIELDS:
+                self.cols[rail_signal(f, r)] = getattr(block, f)[:, k]
+        self.cols[TOTAL_POWER] = block.p.sum(axis=1)
 
     @classmethod
     def from_blocks(cls, blocks, clock: ClockModel | None = None) -> "ArraySource":

@@ -9,6 +9,8 @@ clock anchors in user data.
 """
 from __future__ import annotations
 
+from powerrig import schema
+
 FORMAT = "powerrig-capture"
 FORMAT_VERSION = 1
 
@@ -28,16 +30,10 @@ GROUP_EVENT = 1
 GROUP_GAP = 2
 
 # per-rail columns of an IntervalBlock and their units
-RAIL_FIELDS = (("v", "V"), ("i", "A"), ("p", "W"), ("p_min", "W"), ("p_max", "W"), ("p_peak", "W"))
-DIGITAL_FIELDS = ("dig_or", "dig_and")
-
-
-def rail_signal(field: str, rail: str) -> str:
-    """Signal name of a rail's column, e.g. ('p', '12V') -> 'p_12V'."""
-    return f"{field}_{rail}"
-
-
-TOTAL_POWER = "p_total"
+RAIL_FIELDS = tuple((f, f.unit) for f in schema.RAIL_FIELDS)
+DIGITAL_FIELDS = schema.DIGITAL_FIELDS
+rail_signal = schema.rail_signal
+TOTAL_POWER = schema.TOTAL_POWER
 
 
 def signal_names(rails) -> list[tuple[str, str]]:

@@ -6,9 +6,8 @@ import importlib
 import pkgutil
 import sys
 
-from powerrig import __version__
+from powerrig import __version__, log
 from powerrig.errors import PowerrigError
-
 
 
 def subcommand_modules() -> list[str]:
@@ -20,6 +19,10 @@ def subcommand_modules() -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="powerrig", description="Power measurement for NVMe SSDs on an interposer rig.")
     ap.add_argument("--version", action="version", version=f"powerrig {__version__}")
+    ap.add_argument("-v", "--verbose", action="count", default=0,
+                    help="log more on stderr: -v info, -vv debug (default: warnings and errors)")
+    ap.add_argument("--log-file", metavar="PATH", default=None,
+                    help="also write a detailed, timestamped log to this file")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     for name in subcommand_modules():
         importlib.import_module(f"powerrig.cli.{name}").register(sub)
@@ -38,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.print_help()
         return 2
     try:
+        log.setup(args.verbose, args.log_file)
         return int(args.func(args) or 0)
     except PowerrigError as e:
         print(f"powerrig: error: {e}", file=sys.stderr)

@@ -14,6 +14,7 @@ import numpy as np
 
 from powerrig.events import FIO, NVME, PHASE, POWER_STATE, Event, Timeline
 from powerrig.samples import IntervalBlock
+from powerrig.schema import DEVICE_NAME
 from powerrig.timebase import ClockModel
 
 PERIOD_S = 4e-6
@@ -257,7 +258,7 @@ def demo(path, minutes: float = 3.0):
                      result={"hbmw": int(h), "mbmw": int(m), "mbe": 0}))
         tl.add(Event(NVME, "smart-log", utc0 + tc + 0.02, utc0 + tc + 0.03, argv=["nvme", "smart-log", "/dev/nvme0"],
                      result={"temperature": 318, "thm_temp1_trans_count": 0, "thm_temp2_trans_count": 0}))
-    with CaptureWriter(path, metadata={"device": {"device": "powerrig-interposer", "firmware": "sim"},
+    with CaptureWriter(path, metadata={"device": {"device": DEVICE_NAME, "firmware": "sim"},
                                        "drive": {"id_ctrl": id_ctrl(), "power_state": 0}},
                        timeline=tl, clock=model) as w:
         for b in tr.blocks:

@@ -13,11 +13,17 @@ from pathlib import Path
 
 from powerrig.errors import PowerrigError
 
-STDERR_FORMAT = "powerrig: %(levelname)s: %(message)s"
-VERBOSE_FORMAT = "powerrig: %(levelname)s: %(name)s: %(message)s"
+STDERR_FORMAT = "powerrig: %(level)s: %(message)s"            # like the CLI's "powerrig: error: ..."
+VERBOSE_FORMAT = "powerrig: %(level)s: %(name)s: %(message)s"
 FILE_FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(threadName)s] %(message)s"
 
 _OURS = "_powerrig_handler"    # marks the handlers setup() installed, so a second call replaces them
+
+
+class _ConsoleFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        record.level = record.levelname.lower()
+        return super().format(record)
 
 
 def level_for(verbosity: int) -> int:
@@ -32,7 +38,7 @@ def setup(verbosity: int = 0, log_file: str | Path | None = None, stream=None) -
         h.close()
     console = logging.StreamHandler(stream or sys.stderr)
     console.setLevel(level_for(verbosity))
-    console.setFormatter(logging.Formatter(STDERR_FORMAT if verbosity <= 0 else VERBOSE_FORMAT))
+    console.setFormatter(_ConsoleFormatter(STDERR_FORMAT if verbosity <= 0 else VERBOSE_FORMAT))
     handlers: list[logging.Handler] = [console]
     if log_file is not None:
         try:

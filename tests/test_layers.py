@@ -1,0 +1,84 @@
+"""The layers hold: import-linter's contracts (.importlinter, drawn in docs/architecture.md) are kept,
+and the modules that used to tie layers together have homes of their own: the registry of running
+virtual rigs (devices and sim.rig imported each other) and the CLI's port resolver."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO, VENV_BIN
+from powerrig import devices, simregistry
+from powerrig.cli._ports import SIM_PORT, resolve_port
+
+
+def test_import_contracts_are_kept():
+    r = subprocess.run([str(VENV_BIN / "lint-imports"), "--config", str(REPO / ".importlinter"), "--no-cache"],
+                       cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, f"lint-imports found broken layer contracts:\n{r.stdout}\n{r.stderr}"
+    assert "0 broken" in r.stdout
+
+
+@pytest.fixture
+def registry(tmp_path, monkeypatch):
+    monkeypatch.setenv(simregistry.ENV_DIR, str(tmp_path))
+    procs = []
+
+    def fake_rig(rig_id: str, port: str) -> subprocess.Popen:
+        """A live process that looks like a rig to the registry (same command-line markers)."""
+        p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "powerrig.sim.rig", rig_id])
+        procs.append(p)
+        deadline = time.monotonic() + 10
+        while not simregistry.is_alive(p.pid, rig_id) and time.monotonic() < deadline:
+            time.sleep(0.01)          # /proc/PID/cmdline is empty until the exec has completed
+        simregistry.register({"id": rig_id, "pid": p.pid, "port": port})
+        return p
+
+    yield fake_rig
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def test_device_discovery_finds_live_rigs_without_importing_the_simulator(registry, tmp_path):
+    registry("r1", "/dev/pts/998")
+    ports = devices.candidate_ports()
+    assert "/dev/pts/998" in ports
+    # the discovery code reads the registry, not the simulator (it used to import powerrig.sim.rig)
+    code = ("import sys, powerrig.devices as d; d.candidate_ports();"
+            "print([m for m in sys.modules if m.split('.')[:2] == ['powerrig', 'sim']])")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, **{simregistry.ENV_DIR: str(tmp_path)}))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+
+
+def test_registrations_of_dead_or_foreign_processes_are_dropped(registry, tmp_path):
+    from powerrig.sim import rig
+
+    live = registry("alive1", "/dev/pts/997")
+    dead = registry("dead1", "/dev/pts/996")
+    dead.kill()
+    dead.wait()
+    # a pid that exists but is not a rig (our own test process): a reused pid must not count
+    simregistry.register({"id": "foreign", "pid": os.getpid(), "port": "/dev/pts/995"})
+    assert [r["id"] for r in rig.running()] == ["alive1"]
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == ["alive1.json"]
+    assert json.loads((tmp_path / "alive1.json").read_text())["pid"] == live.pid
+
+
+def test_the_cli_passes_real_ports_through_untouched():
+    assert resolve_port("/dev/ttyACM0") == "/dev/ttyACM0"
+    assert resolve_port("rfc2217://rack3:4001") == "rfc2217://rack3:4001"
+    assert SIM_PORT == "sim"
+
+
+def test_cli_modules_resolve_ports_through_the_cli_not_the_simulator():
+    for name in ("stream", "record"):
+        text = (REPO / "host_app" / "powerrig" / "cli" / f"{name}.py").read_text()
+        assert "powerrig.cli._ports import resolve_port" in text
+        assert "powerrig.sim.launch import resolve_port" not in text

@@ -16,7 +16,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-CODE_MAX = 32767  # firmware clamps codes to +-CODE_MAX so a V*I product fits a MicroPython small int
+from powerrig_fw.reduce import CODE_MAX  # the firmware clamps codes to +-CODE_MAX (a V*I fits a small int)
 
 
 def default_rails_path() -> Path | None:

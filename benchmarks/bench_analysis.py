@@ -137,6 +137,14 @@ def main() -> None:
     ap.add_argument("--hours", type=float, default=10.0)
     ap.add_argument("--tmp", default=None, help="folder for the capture files (several GB for 10 h)")
     args = ap.parse_args()
+    if args.tmp and not os.path.isdir(args.tmp):
+        if os.path.exists(args.tmp):
+            ap.error(f"--tmp {args.tmp} is a file, not a folder; name a folder for the capture files")
+        try:
+            os.makedirs(args.tmp)
+        except OSError as e:
+            ap.error(f"--tmp {args.tmp} does not exist and cannot be created ({e.strerror}); name a writable folder")
+        print(f"created folder {args.tmp} for the capture files")
     bench_4us(args.minutes_4us)
     with tempfile.TemporaryDirectory(dir=args.tmp) as d:
         long = Path(d) / "long.jls"

@@ -201,3 +201,74 @@ def test_summaries_cover_the_whole_range(tmp_path, trace, n):
         end = s["sample_id"][-1] + s["increment"]
         assert cap.length - s["increment"] < end <= cap.length
         assert len(s["mean"]) <= n
+
+
+def test_metadata_with_numpy_values_round_trips_through_the_one_converter(tmp_path, trace):
+    from pathlib import Path
+
+    from powerrig.jsonable import dumps, plain
+    tr, model = trace
+    meta = {"plan": {"steps": np.arange(3), "bs": np.int64(4096), "w": np.float32(1.5)}, "out": Path("/x/y.jls"),
+            "thing": object()}
+    with CaptureWriter(tmp_path / "m.jls", metadata=meta, clock=model) as w:
+        w.write(tr.blocks[0])
+        w.update_metadata(limits=np.array([1.0, 2.5]))
+    with CaptureReader(tmp_path / "m.jls") as cap:
+        assert cap.metadata["plan"] == {"steps": [0, 1, 2], "bs": 4096, "w": 1.5}
+        assert cap.metadata["out"] == "/x/y.jls" and cap.metadata["limits"] == [1.0, 2.5]
+        assert cap.metadata["thing"].startswith("<object")     # metadata never stops a recording
+    with pytest.raises(TypeError, match="not JSON serialisable"):
+        dumps({"thing": object()})                              # strict by default (commands on the wire)
+    assert plain(np.float64(2.0)) == 2.0 and dumps([np.int8(3)], compact=True) == "[3]"
+
+
+class _NanClock:
+    """A clock whose UTC cannot be stored in the JLS UTC track (NaN)."""
+
+    def model(self):
+        return self
+
+    def utc(self, raw):
+        return float("nan")
+
+    def index(self, utc):
+        return 0.0
+
+    def to_dict(self):
+        return S.clock(0).to_dict()
+
+
+def test_a_utc_entry_jls_refuses_is_logged_not_swallowed(tmp_path, trace, caplog):
+    tr, _ = trace
+    with caplog.at_level("WARNING", logger="powerrig.capture.writer"):
+        with CaptureWriter(tmp_path / "u.jls", clock=_NanClock()) as w:
+            for b in tr.blocks:
+                w.write(b)
+    assert any("JLS UTC entry" in r.getMessage() for r in caplog.records)   # before: `except Exception: pass`
+    with CaptureReader(tmp_path / "u.jls") as cap:
+        assert cap.closed_cleanly and cap.length == len(IntervalBlock.concat(tr.blocks))
+
+
+def test_analysis_reads_only_a_missing_clock_as_no_clock(trace, caplog):
+    from powerrig.analysis import analyse
+    from powerrig.analysis.pipeline import NothingToAnalyse
+    from powerrig.analysis.source import ArraySource
+    from powerrig.errors import PowerrigError
+    tr, model = trace
+    events = list(S.timeline(tr, model))
+    src = ArraySource.from_blocks(tr.blocks)                 # no clock: a warning, whole-capture figures
+    with caplog.at_level("INFO", logger="powerrig.analysis.pipeline"):
+        a = analyse(src, events)
+    assert any("cannot be placed" in w for w in a.warnings) and len(a.phases) == 1
+    assert any("cannot be placed" in r.getMessage() for r in caplog.records)
+
+    class Broken(ArraySource):
+        def sample_id(self, utc):
+            raise TypeError("a bug in the clock code")
+    with pytest.raises(TypeError, match="a bug"):           # before: read as "no clock", figures silently partial
+        analyse(Broken.from_blocks(tr.blocks, model), events)
+    empty = ArraySource.from_blocks([IntervalBlock.gap(0, 1, 250, 4e-6, ("12V",), "link")])
+    empty.length = 0
+    with pytest.raises(NothingToAnalyse) as e:
+        analyse(empty)
+    assert isinstance(e.value, PowerrigError) and isinstance(e.value, ValueError)

@@ -45,3 +45,19 @@ def test_record_refuses_bad_arguments_before_touching_the_port(tmp_path, capsys)
     assert main(["record", "--port", "/dev/null-port", "--out", str(tmp_path / "x.csv")]) == 2
     assert main(["record", "--port", "/dev/null-port", "--out", str(tmp_path / "x.jls"), "--seconds", "0"]) == 2
     assert "must" in capsys.readouterr().err
+
+
+def test_bench_analysis_creates_a_missing_tmp_folder(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+    bench = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_analysis.py"
+    missing = tmp_path / "not" / "there"
+    done = subprocess.run([sys.executable, str(bench), "--minutes-4us", "0.01", "--hours", "0.001",
+                           "--tmp", str(missing)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "Traceback" not in done.stderr     # before: FileNotFoundError traceback
+    assert missing.is_dir() and f"created folder {missing}" in done.stdout
+    (tmp_path / "file").write_text("x")
+    done = subprocess.run([sys.executable, str(bench), "--tmp", str(tmp_path / "file")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "is a file, not a folder" in done.stderr and "Traceback" not in done.stderr

@@ -24,26 +24,46 @@ STATUS_COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "partial": "#9a6700", "i
                   "n/a": "#57606a", "info": "#0969da"}
 
 
-def write_report(capture: str | Path, out_dir: str | Path | None = None) -> Path:
-    """Analyse a capture and write report.html, phases.csv, analysis PNGs into out_dir."""
+def write_report(capture: str | Path, out_dir: str | Path | None = None, on_warning=None) -> Path:
+    """Analyse a capture and write report.html, phases.csv, analysis PNGs into out_dir.
+
+    The capture file is only read (one not closed cleanly is recovered from a temporary copy).
+    ``on_warning(line)`` is called with each one-line alert about the capture itself (cut short, not
+    closed, a recording that got less than was asked), which the HTML shows in a box at the top."""
     capture = Path(capture)
     out = Path(out_dir) if out_dir else capture.with_suffix("").with_name(capture.stem + "_report")
     with CaptureReader(capture) as cap:
+        alerts = capture_alerts(cap)
+        for line in alerts:
+            if on_warning:
+                on_warning(line)
+        if cap.length == 0:
+            raise CaptureError(f"capture {capture} holds no intervals (the recording stopped before its first "
+                               "data reached the file): nothing to report; record again")
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise CaptureError(f"cannot create report folder {out}: {e}") from None
         a = analyse(cap, cap.events, cap.metadata)
-        if not cap.closed_cleanly:
-            a.warnings.insert(0, "the capture was not closed cleanly (recording killed?): its last seconds may be missing")
         plots = {"power": _plot_power(cap, a, out / "power.png")}
         if a.curves and any(a.curves.values()):
             plots["efficiency"] = _plot_efficiency(a, out / "efficiency.png")
         if a.waf:
             plots["waf"] = _plot_waf(a, out / "waf.png")
         write_csv(a, out / "phases.csv")
-        (out / "report.html").write_text(_html(cap, a, plots))
+        (out / "report.html").write_text(_html(cap, a, plots, alerts))
     return out / "report.html"
+
+
+def capture_alerts(cap: CaptureReader) -> list[str]:
+    """One line per thing that makes the capture less than it looks: not closed cleanly / cut short
+    (what was recovered and lost), a recording that covered less than asked or ended by a failure."""
+    out = []
+    if not cap.closed_cleanly:
+        out.append(cap.recovery_note or "the capture was not closed cleanly: its last seconds may be missing")
+    if cap.recording_note:
+        out.append(cap.recording_note)
+    return out
 
 
 def write_csv(a: Analysis, path: Path) -> None:
@@ -171,13 +191,29 @@ def _table(headers, rows) -> str:
     return f"<table><thead><tr>{h}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _html(cap: CaptureReader, a: Analysis, plots: dict) -> str:
+def _recording_facts(cap: CaptureReader) -> list[str]:
+    """Asked / covered / why it ended, for the summary line (empty without recorder metadata)."""
+    rec = cap.recording
+    if not rec:
+        return []
+    req = rec.get("requested_s")
+    facts = [f"asked {req:.3f} s" if isinstance(req, (int, float)) else "asked: until stopped"]
+    if isinstance(rec.get("covered_s"), (int, float)):
+        facts.append(f"covered {rec['covered_s']:.3f} s")
+    facts.append(f"ended by {html.escape(str(rec.get('end_reason') or '?'))}")
+    return facts
+
+
+def _html(cap: CaptureReader, a: Analysis, plots: dict, alerts: list[str] = ()) -> str:
     meta = cap.metadata
     drive = meta.get("drive") or {}
     idc = drive.get("id_ctrl") or {}
     ia = a.idle_active()
-    parts = [f"<h1>powerrig report: {html.escape(cap.path.name)}</h1>",
-             "<p>" + " · ".join([f"duration {cap.duration_s:.3f} s", f"interval {cap.interval_s * 1e6:g} us",
+    parts = [f"<h1>powerrig report: {html.escape(cap.path.name)}</h1>"]
+    if alerts:
+        parts.append("<div class='alert'><b>This capture is not what it seems at first sight</b><ul>"
+                     + "".join(f"<li>{html.escape(x)}</li>" for x in alerts) + "</ul></div>")
+    parts += ["<p>" + " · ".join([f"duration {cap.duration_s:.3f} s", *_recording_facts(cap), f"interval {cap.interval_s * 1e6:g} us",
                                   f"rails {', '.join(cap.rails)}", f"events {len(cap.events)}",
                                   f"gaps {len(cap.gaps)} ({a.info['lost_s']:.3f} s lost)",
                                   f"drive {html.escape(str(idc.get('mn', drive.get('model', '?'))).strip())} "
@@ -240,5 +276,6 @@ def _html(cap: CaptureReader, a: Analysis, plots: dict) -> str:
     style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;"
              "font-size:13px;margin-bottom:1em}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
              "td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}img{max-width:100%}"
-             ".warn{background:#fff8c5;border:1px solid #d4a72c;padding:4px 12px}")
+             ".warn{background:#fff8c5;border:1px solid #d4a72c;padding:4px 12px}"
+             ".alert{background:#ffebe9;border:2px solid #cf222e;padding:4px 12px;margin-bottom:1em}")
     return f"<!doctype html><html><head><meta charset='utf-8'><title>powerrig report</title><style>{style}</style></head><body>{''.join(parts)}</body></html>"

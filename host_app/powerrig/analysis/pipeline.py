@@ -11,6 +11,7 @@ steady state and write amplification are computed from the phase results.
 """
 from __future__ import annotations
 
+import logging
 import math
 import queue
 import threading
@@ -30,7 +31,14 @@ from powerrig.analysis.steady_state import steady_state
 from powerrig.analysis.thermal import smart_readings, throttled_between
 from powerrig.analysis.waf import waf_samples, waf_series
 from powerrig.analysis.windows import WindowMax, WindowSums
+from powerrig.errors import CaptureError, PowerrigError
 from powerrig.events import POWER_STATE, Event
+
+logger = logging.getLogger(__name__)
+
+
+class NothingToAnalyse(PowerrigError, ValueError):
+    """The source holds no intervals (a ValueError too, as before, for callers that catch that)."""
 
 
 @dataclass
@@ -102,7 +110,11 @@ class _PhaseAcc:
 
 def analyse(source, events: list[Event] | None = None, metadata: dict | None = None,
             chunk: int = 1 << 20, min_idle_s: float = 1.0) -> Analysis:
-    """All figures of a capture. ``source``: a CaptureReader or an ArraySource."""
+    """All figures of a capture. ``source``: a CaptureReader or an ArraySource.
+
+    Stages: place the events on the samples (clock), derive the phases, one streaming pass that gives
+    every phase its figures, then the figures built from phase results (validity, checks, commands,
+    efficiency, steady state, write amplification) and the capture summary."""
     events = list(events or [])
     metadata = metadata or {}
     warnings: list[str] = []
@@ -110,78 +122,109 @@ def analyse(source, events: list[Event] | None = None, metadata: dict | None = N
     rails = list(source.rails)
     length = source.length
     if length == 0:
-        raise ValueError("the capture holds no intervals: nothing to analyse")
+        raise NothingToAnalyse("the capture holds no intervals: nothing to analyse")
     drive = metadata.get("drive") or {}
-    id_ctrl = drive.get("id_ctrl") or metadata.get("id_ctrl")
-    states = power_states(id_ctrl)
-    if not states:
-        warnings.append("no id-ctrl power state descriptors in the capture: limits (MP, IDLP, ACTP) unknown")
+    states = _power_states(drive, metadata, warnings)
     if not events:
         warnings.append("the capture has no events: only whole-capture figures; no phases, commands or verdicts per workload")
+    events_placed, to_sid = _place_events(source, events, warnings)
+    phases, waf_rows = _phases(events_placed, to_sid, length, dt, min_idle_s, drive)
+    results = _phase_pass(source, phases, rails, dt, chunk)
+    _mark_invalid(results, events_placed, to_sid, source)
+    chks = C.run_checks(results, states, dt)
+    cmds = _commands(source, events_placed, to_sid, states, length) if to_sid else []
+    eff = [e for e in (phase_efficiency(r) for r in results if r.kind == WORKLOAD) if e]
+    ss = _steady(results)
+    _attach_waf_power(results, waf_rows)
+    info = _capture_info(results[0], rails, dt, length, states, source, warnings)
+    return Analysis(info, [r for r in results if r.kind != WAF_INTERVAL], chks, cmds, eff, curves(eff), ss,
+                    waf_rows, warnings)
 
+
+def _power_states(drive: dict, metadata: dict, warnings: list[str]) -> dict:
+    """The drive's power state descriptors from id-ctrl (limits MP, IDLP, ACTP), or {} with a warning."""
+    states = power_states(drive.get("id_ctrl") or metadata.get("id_ctrl"))
+    if not states:
+        warnings.append("no id-ctrl power state descriptors in the capture: limits (MP, IDLP, ACTP) unknown")
+    return states
+
+
+def _place_events(source, events: list[Event], warnings: list[str]):
+    """(events that can be placed, utc -> sample id) or ([], None) when the source has no clock.
+
+    Only "no clock" is caught (CaptureError from a capture, ValueError from an ArraySource): any other
+    error is a bug and propagates."""
+    to_sid = source.sample_id
     try:
-        to_sid = source.sample_id
         if events:
             to_sid(events[0].t_start)
-    except Exception as e:                 # no clock: events cannot be placed
+    except (CaptureError, ValueError) as e:
+        logger.info("events of %s cannot be placed: %s", getattr(source, "path", "the source"), e)
         warnings.append(f"events cannot be placed ({e}); phases other than the whole capture are left out")
-        events_placed = []
-        to_sid = None
-    else:
-        events_placed = events
+        return [], None
+    return events, to_sid
+
+
+def _phases(events_placed, to_sid, length: int, dt: float, min_idle_s: float, drive: dict):
+    """The phases from the events, plus one per write-amplification interval (so their power comes
+    from the same pass); returns (phases, waf rows)."""
     init_ps = drive.get("power_state")
     phases = phases_from_events(events_placed, to_sid or (lambda t: 0.0), length, dt, min_idle_s,
                                 int(init_ps) if isinstance(init_ps, int) else None)
-
-    # write-amplification intervals become phases, so their power comes from the same pass
     waf_rows = waf_series(waf_samples(events_placed)) if to_sid else []
     for k, w in enumerate(waf_rows):
         a, b = float(to_sid(w["t0"])), float(to_sid(w["t1"]))
         a, b = max(0.0, a), min(float(length), b)
         if b > a:
             phases.append(Phase(f"waf {k + 1}", WAF_INTERVAL, a, b, None, {"waf_row": k}))
+    return phases, waf_rows
 
+
+def _phase_pass(source, phases: list[Phase], rails: list[str], dt: float, chunk: int) -> list[PhaseResult]:
+    """One streaming pass over the signals; a PhaseResult per phase, in the phases' order."""
     has_peak = all(source.has(f"p_peak_{r}") for r in rails)
     names = [f"p_{r}" for r in rails]
     read = names + ["p_total"] + ([f"p_peak_{r}" for r in rails] if has_peak else []) + \
         [f"p_max_{r}" for r in rails if source.has(f"p_max_{r}")]
     accs = sorted((_PhaseAcc(p, names + ["p_total"], dt, has_peak) for p in phases), key=lambda a: a.first)
-
     _stream(source, read, rails, accs, chunk, has_peak, names + ["p_total"])
-
     results = [_result(a, rails, dt) for a in accs]
     order = {id(p): k for k, p in enumerate(phases)}
     results.sort(key=lambda r: order[id(r.phase)])
+    return results
 
+
+def _mark_invalid(results: list[PhaseResult], events_placed, to_sid, source) -> None:
+    """A phase during which the drive throttled is invalid; an idle window inherits its idle phase's."""
     readings = smart_readings(events_placed)
     if readings and to_sid:
         for r in results:
             r.invalid = throttled_between(readings, float(source.utc(r.phase.start)), float(source.utc(r.phase.stop)))
-    # an idle window inherits its idle phase's validity
     by_name = {r.name: r for r in results}
     for r in results:
         if r.phase.parent and r.phase.parent in by_name and by_name[r.phase.parent].invalid:
             r.invalid = by_name[r.phase.parent].invalid
 
-    chks = C.run_checks(results, states, dt)
-    cmds = _commands(source, events_placed, to_sid, states, length) if to_sid else []
-    eff = [e for e in (phase_efficiency(r) for r in results if r.kind == WORKLOAD) if e]
-    ss = _steady(results)
+
+def _attach_waf_power(results: list[PhaseResult], waf_rows: list[dict]) -> None:
+    """Each write-amplification row gets its interval's mean power and time span."""
     for r in results:
         if r.kind == WAF_INTERVAL:
             w = waf_rows[r.phase.meta["waf_row"]]
             w["mean_w"] = r.mean_w
             w["start_s"], w["end_s"] = r.start_s, r.stop_s
-    cap = results[0]
-    lost = cap.rails["total"]["lost_intervals"]
+
+
+def _capture_info(whole: PhaseResult, rails, dt, length, states, source, warnings: list[str]) -> dict:
+    """The capture summary (from the whole-capture phase) and the warning for intervals lost in gaps."""
+    lost = whole.rails["total"]["lost_intervals"]
     if lost:
         warnings.append(f"{lost} intervals ({lost * dt:.3f} s) of the capture were lost in gaps; "
                         "figures over them are partial")
-    info = {"rails": rails, "interval_s": dt, "length": length, "duration_s": length * dt,
+    has_peak = all(source.has(f"p_peak_{r}") for r in rails)
+    return {"rails": rails, "interval_s": dt, "length": length, "duration_s": length * dt,
             "lost_s": lost * dt, "states": {k: vars(v) for k, v in states.items()},
             "peak_source": "device 100 us windows" if has_peak else "none (1 ms means only)"}
-    return Analysis(info, [r for r in results if r.kind != WAF_INTERVAL], chks, cmds, eff, curves(eff), ss,
-                    waf_rows, warnings)
 
 
 def _prefetched(it, depth: int = 1):
@@ -235,29 +278,68 @@ def _stream(source, read, rails, accs, chunk, has_peak, series) -> None:
         return
     start = min(a.first for a in accs)
     stop = max(a.last for a in accs)
-    wins = [w.window for w in accs[0].windows]
-    sums = WindowSums(wins, position=start)
-    pending = list(accs)
-    active: list[_PhaseAcc] = []
-    work = work_peak = np.empty(0)
-
-    def windows_done(a: _PhaseAcc) -> bool:
-        return all(a.hi - w < max(a.lo, nxt) for w, nxt in zip(wins, sums.next_starts))
-
-    def take_windows(a: _PhaseAcc, cws) -> None:
-        for r, cw in zip(a.windows, cws):
-            if cw is not None:
-                r.update(cw.best(a.lo, a.hi - r.window + 1))
-
+    p = _Pass(accs, rails, has_peak, series, start)
     for c0, cols in _prefetched(source.chunks(read, start, stop, chunk)):
-        n = len(cols[read[0]])
+        p.feed(c0, cols)
+    p.finish()
+
+
+class _Pass:
+    """The streaming pass, one chunk at a time: phases are admitted when the pass reaches them, each
+    chunk is cut once at every phase edge inside it, the pieces feed the phases that cover them, and a
+    phase is finished once the pass is past it and its sliding windows are complete."""
+
+    def __init__(self, accs: list[_PhaseAcc], rails, has_peak: bool, series: list[str], start: int):
+        self.rails, self.has_peak, self.series = rails, has_peak, series
+        self.wins = [w.window for w in accs[0].windows]
+        self.sums = WindowSums(self.wins, position=start)
+        self.pending = list(accs)
+        self.active: list[_PhaseAcc] = []
+        self.work = self.work_peak = np.empty(0)
+
+    def feed(self, c0: int, cols: dict) -> None:
+        n = len(next(iter(cols.values())))
         c1 = c0 + n
-        while pending and pending[0].first < c1:
-            active.append(pending.pop(0))
-        # cut the chunk at every edge of every phase in it
+        self._admit(c1)
+        bounds, at, spans = self._cut(c0, c1, n)
+        self._scratch(n)
+        segs = {name: Segments(cols[name], bounds, self.work) for name in self.series}
+        seg_peak, peak_total, seg_inst = self._maxima(cols, bounds)
+        cws = self.sums.feed(cols["p_total"])
+        self._feed_edges(c0, c1, cols)
+        for a, s, e, ps in spans:
+            ia, ib = at[s], at[e]
+            for name, st in a.stats.items():
+                st.add(segs[name], ia, ib)
+            if seg_peak is not None and ps < e:
+                _take_peak(a, seg_peak[at[ps]:ib], at[ps], bounds, peak_total, c0)
+            if seg_inst is not None:
+                part = seg_inst[ia:ib]
+                if not np.isnan(part).all():
+                    a.inst_max = max(a.inst_max, float(np.nanmax(part)))
+        for a in self.active:
+            self._take_windows(a, cws)
+        self._retire(c1)
+
+    def finish(self) -> None:
+        cws = self.sums.flush()
+        for a in self.active:
+            self._take_windows(a, cws)
+            a.finish()
+        for a in self.pending:
+            a.finish()
+
+    def _admit(self, c1: int) -> None:
+        """Phases that begin before the end of this chunk become active."""
+        while self.pending and self.pending[0].first < c1:
+            self.active.append(self.pending.pop(0))
+
+    def _cut(self, c0: int, c1: int, n: int):
+        """Cut the chunk at every edge of every active phase: (piece bounds, bound -> piece number,
+        (phase, start, end, peak start) per phase covering part of the chunk), chunk-relative."""
         cuts = {0, n}
         spans = []
-        for a in active:
+        for a in self.active:
             s, e = max(a.lo, c0), min(a.hi, c1)
             if e > s:
                 ps = max(s, a.peak_from)
@@ -267,55 +349,64 @@ def _stream(source, read, rails, accs, chunk, has_peak, series) -> None:
                 spans.append((a, s - c0, e - c0, ps - c0))
         bounds = np.array(sorted(cuts), dtype=np.intp)
         at = {int(v): k for k, v in enumerate(bounds)}
-        if len(work) < 2 * n:                           # float64 scratch, reused from chunk to chunk
-            work = np.empty(2 * n)
-            work_peak = np.empty(n) if has_peak else None
-        segs = {name: Segments(cols[name], bounds, work) for name in series}
-        seg_peak = seg_inst = None
-        if has_peak:
-            peak_total = _sum64([cols[f"p_peak_{r}"] for r in rails], work_peak)
+        return bounds, at, spans
+
+    def _scratch(self, n: int) -> None:
+        """float64 scratch, reused from chunk to chunk."""
+        if len(self.work) < 2 * n:
+            self.work = np.empty(2 * n)
+            self.work_peak = np.empty(n) if self.has_peak else None
+
+    def _maxima(self, cols: dict, bounds: np.ndarray):
+        """Per-piece maxima of the total 100 us peak and of the total instantaneous maximum:
+        (piece peaks or None, total peak series or None, piece instantaneous maxima or None)."""
+        seg_peak = seg_inst = peak_total = None
+        if self.has_peak:
+            peak_total = _sum64([cols[f"p_peak_{r}"] for r in self.rails], self.work_peak)
             seg_peak = np.fmax.reduceat(peak_total, bounds[:-1])
-        maxes = [f"p_max_{r}" for r in rails if f"p_max_{r}" in cols]
+        maxes = [f"p_max_{r}" for r in self.rails if f"p_max_{r}" in cols]
         if maxes:
-            inst = _sum64([cols[m] for m in maxes], work)
+            inst = _sum64([cols[m] for m in maxes], self.work)
             seg_inst = np.fmax.reduceat(inst, bounds[:-1])
-        cws = sums.feed(cols["p_total"])
-        for a in active:
+        return seg_peak, peak_total, seg_inst
+
+    def _feed_edges(self, c0: int, c1: int, cols: dict) -> None:
+        """Partly covered intervals at a phase's ends count with their covered fraction."""
+        for a in self.active:
             for sid, w in a.edges:
                 if c0 <= sid < c1:
                     for name, st in a.stats.items():
                         st.feed_edge(float(cols[name][sid - c0]), w)
-        for a, s, e, ps in spans:
-            ia, ib = at[s], at[e]
-            for name, st in a.stats.items():
-                st.add(segs[name], ia, ib)
-            if seg_peak is not None and ps < e:
-                part = seg_peak[at[ps]:ib]
-                if not np.isnan(part).all():
-                    k = int(np.nanargmax(part))
-                    if part[k] > a.peak:
-                        g = at[ps] + k                      # first piece holding the maximum
-                        j = int(np.argmax(peak_total[bounds[g]:bounds[g + 1]] == part[k]))
-                        a.peak, a.peak_at = float(part[k]), c0 + int(bounds[g]) + j
-            if seg_inst is not None:
-                part = seg_inst[ia:ib]
-                if not np.isnan(part).all():
-                    a.inst_max = max(a.inst_max, float(np.nanmax(part)))
-        for a in active:
-            take_windows(a, cws)
+
+    def _windows_done(self, a: _PhaseAcc) -> bool:
+        return all(a.hi - w < max(a.lo, nxt) for w, nxt in zip(self.wins, self.sums.next_starts))
+
+    @staticmethod
+    def _take_windows(a: _PhaseAcc, cws) -> None:
+        for r, cw in zip(a.windows, cws):
+            if cw is not None:
+                r.update(cw.best(a.lo, a.hi - r.window + 1))
+
+    def _retire(self, c1: int) -> None:
+        """Finish the phases the pass is past and whose windows are complete."""
         still = []
-        for a in active:
-            if a.last <= c1 and windows_done(a):
+        for a in self.active:
+            if a.last <= c1 and self._windows_done(a):
                 a.finish()
             else:
                 still.append(a)
-        active = still
-    cws = sums.flush()
-    for a in active:
-        take_windows(a, cws)
-        a.finish()
-    for a in pending:
-        a.finish()
+        self.active = still
+
+
+def _take_peak(a: _PhaseAcc, part: np.ndarray, first_piece: int, bounds, peak_total, c0: int) -> None:
+    """Raise a phase's 100 us peak to the highest in these pieces, placed at its first interval."""
+    if np.isnan(part).all():
+        return
+    k = int(np.nanargmax(part))
+    if part[k] > a.peak:
+        g = first_piece + k                      # first piece holding the maximum
+        j = int(np.argmax(peak_total[bounds[g]:bounds[g + 1]] == part[k]))
+        a.peak, a.peak_at = float(part[k]), c0 + int(bounds[g]) + j
 
 
 def _figure(w, dt) -> WindowFigure:

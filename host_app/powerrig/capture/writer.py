@@ -11,7 +11,7 @@ unclean stop) the moment they are known.
 """
 from __future__ import annotations
 
-import json
+import logging
 import math
 import platform
 import sys
@@ -25,6 +25,7 @@ import pyjls
 
 from powerrig import __version__
 from powerrig.capture import layout as L
+from powerrig.jsonable import dumps
 from powerrig.errors import CaptureError
 from powerrig.events import Timeline
 from powerrig.samples import IntervalBlock
@@ -37,21 +38,11 @@ def software_versions() -> dict:
             "pyjls": getattr(pyjls, "__version__", "?"), "platform": platform.platform()}
 
 
+logger = logging.getLogger(__name__)
+
+
 def _json(obj) -> bytes:
-    return json.dumps(obj, default=_json_default, allow_nan=True).encode()
-
-
-def _json_default(o):
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if hasattr(o, "to_dict"):
-        return o.to_dict()
-    if hasattr(o, "__dataclass_fields__"):
-        from dataclasses import asdict
-        return asdict(o)
-    return str(o)
+    return dumps(obj, lenient=True).encode()
 
 
 class CaptureWriter:
@@ -235,8 +226,10 @@ class CaptureWriter:
                                             "model": model.to_dict()}))
         try:
             self._w.utc(self._ids[L.TOTAL_POWER], sid, pyjls.time64.as_time64(utc))
-        except Exception:
-            pass  # the JLS UTC track is for viewers; the user-data anchors are authoritative
+        except (RuntimeError, ValueError, OverflowError) as e:
+            # the JLS UTC track is for viewers; the user-data anchors are authoritative
+            logger.warning("capture %s: JLS UTC entry at sample %d not written (%s); the clock anchor in "
+                           "user data holds it", self.path, sid, e)
 
     def _raw_of(self, sid: int) -> int:
         sid0, raw0 = self._seg
@@ -273,7 +266,13 @@ class CaptureWriter:
 
     # ---- close --------------------------------------------------------------------------------------
     def close(self, stats: dict | None = None) -> None:
-        """Write the close record (totals, stats) and finish the file. Safe to call twice."""
+        """Write the close record (totals, stats) and finish the file. Safe to call twice.
+
+        Order: everything queued is flushed to the file before the close record; JLS then writes each
+        signal's last partial chunk and the summary levels inside ``close()`` (no API writes them
+        earlier), and last of all the file length into the header. The reader takes that header length
+        as the commit mark and compares the close record with the data it finds, so a file cut anywhere
+        after the close record still reads as not closed cleanly."""
         if self._closed:
             return
         self._closed = True
@@ -281,6 +280,7 @@ class CaptureWriter:
             if self._started:
                 self._anchor(force=True)
                 self._write_finished_events(final=True)
+                self._w.flush()
                 e = self._energy.value * self.interval_samples * self.sample_period_s
                 self._w.user_data(L.UD_CLOSE, _json({
                     "length": self.length, "gaps": self.gaps, "gap_intervals": self.gap_intervals,

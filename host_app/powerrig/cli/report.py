@@ -13,6 +13,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from powerrig.report import write_report
-    path = write_report(args.capture, args.out)
+    path = write_report(args.capture, args.out,
+                        on_warning=lambda line: print(f"powerrig: warning: {line}", file=sys.stderr))
     print(f"report: {path}  (table: {path.with_name('phases.csv')})", file=sys.stderr)
     return 0

@@ -12,7 +12,10 @@ read logic channels, so everything a decoder must name travels in the logic data
   LABEL belongs to the k-th event; names are placed to end by their event's start where there is
   room, otherwise as soon after as the line is free. sigrok's own ``uart`` decoder reads LABEL too
   (baud rate = sample rate);
-* PS_VALID is high where the drive's power state is known, PS_B0.. hold it in binary.
+* PS_VALID is high where the drive's power state is known, PS_B0..PS_B4 hold it in binary.
+
+The channel order (PHASE, NVME, LABEL, GAP, PS_VALID, PS_B0..PS_B4) is the decoder's, so sigrok-cli,
+which maps decoder channels by position when none are named, needs no mapping.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from powerrig.events import FIO, NVME, PHASE
 logger = logging.getLogger(__name__)
 
 LABEL_MAX_BYTES = 60
+PS_BITS = 5                 # NVMe power states 0..31: always five bits, so every export has the same channels
 BITS_PER_BYTE = 10          # start, 8 data (LSB first), stop
 
 
@@ -133,16 +137,17 @@ def build(cap, start: int, stop: int) -> Lanes:
     # power state: the dwells after each confirmed change, the drive's initial state before the first
     dwells = [p for p in phases if p.kind == DWELL]
     states: list[tuple[float, float, int]] = []
-    first = dwells[0].start if dwells else float(full_len)
+    # the initial state holds until the first change is asked for (as each dwell ends where the next
+    # change begins); while a change is in progress the state is unknown
+    first = max(0.0, to_sid(dwells[0].event.t_start)) if dwells else float(full_len)
     if initial is not None and first > 0:
         states.append((0.0, first, initial))
     states += [(d.start, d.stop, d.power_state) for d in dwells if d.power_state is not None]
     st_pairs = [(max(0.0, a), min(float(length), b)) for a, b, _ in states if b > 0 and a < length]
     st_vals = [v for a, b, v in states if b > 0 and a < length]
     valid = Spans.of(_merge_placed(st_pairs, length))
-    nbits = max(1, max(st_vals).bit_length()) if st_vals else 0
     bits = []
-    for k in range(nbits):
+    for k in range(PS_BITS):
         bits.append(Spans.of(_merge_placed([p for p, v in zip(st_pairs, st_vals) if v >> k & 1], length)))
 
     # labels, in the order a decoder meets the rising edges (PHASE before NVME on a tie)

@@ -3,7 +3,7 @@ digital inputs and the timeline as logic channels, on one time axis in PulseView
 
 Channels (libsigrok reads every analog channel back as volts, so each name carries its unit):
   analog  P<rail>_W, V<rail>_V, I<rail>_A for every rail, PTOTAL_W        (NaN in lost intervals)
-  logic   PHASE, NVME, LABEL, GAP, PS_VALID, PS_B0.. (timeline; see lanes.py), LED, PERST#, MARKER
+  logic   PHASE, NVME, LABEL, GAP, PS_VALID, PS_B0..PS_B4 (timeline; see lanes.py), LED, PERST#, MARKER
           (the digital inputs, high when seen high during the interval)
 Written chunk by chunk from the capture (memory flat in its length).
 """
@@ -24,6 +24,8 @@ from powerrig.export.srzip import SigrokExportError, SrZipWriter
 logger = logging.getLogger(__name__)
 
 DIGITAL_INPUTS = ("LED", "PERST#", "MARKER")      # bits 0, 1, 2 of dig_or
+# the powerrig_timeline decoder's channels, in its order
+TIMELINE_CHANNELS = ["PHASE", "NVME", "LABEL", "GAP", "PS_VALID"] + [f"PS_B{k}" for k in range(LN.PS_BITS)]
 CHUNK = 1 << 18
 
 
@@ -75,10 +77,7 @@ def export_sigrok(capture: str | Path, out: str | Path, from_s: float | None = N
         start, stop = sample_range(cap, from_s, to_s)
         lanes = LN.build(cap, start, stop)
         analog = analog_channels(cap.rails)
-        logic = ["PHASE", "NVME", "LABEL", "GAP"]
-        if lanes.ps_bits:
-            logic += ["PS_VALID"] + [f"PS_B{k}" for k in range(len(lanes.ps_bits))]
-        logic += list(DIGITAL_INPUTS)
+        logic = TIMELINE_CHANNELS + list(DIGITAL_INPUTS)
         rate = cap.sample_rate_hz
         signals = [sig for _, sig in analog] + ["dig_or"]
         gaps = 0
@@ -89,10 +88,8 @@ def export_sigrok(capture: str | Path, out: str | Path, from_s: float | None = N
                 s = s0 - start
                 gap = np.isnan(cols[L.TOTAL_POWER])
                 gaps += int(gap.sum())
-                lanes_now = [lanes.phase.render(s, n), lanes.nvme.render(s, n), lanes.render_label(s, n), gap]
-                if lanes.ps_bits:
-                    lanes_now.append(lanes.ps_valid.render(s, n))
-                    lanes_now += [b.render(s, n) for b in lanes.ps_bits]
+                lanes_now = [lanes.phase.render(s, n), lanes.nvme.render(s, n), lanes.render_label(s, n), gap,
+                             lanes.ps_valid.render(s, n)] + [b.render(s, n) for b in lanes.ps_bits]
                 word = np.zeros(n, dt)
                 for k, lane in enumerate(lanes_now):
                     word |= lane.astype(dt) << dt(k)

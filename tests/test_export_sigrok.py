@@ -327,3 +327,27 @@ def test_fifteen_minute_capture_opens_in_sigrok_cli(tmp_path):
     assert [p.split(": ", 1)[1] for p in phases] == [f"write {k}" for k in range(15)]
     assert phases[3].startswith("210000-240000 ")
     assert phases[-1].startswith("870000-899999 ")          # running at the end: low in the last sample
+
+
+# ---- a raw burst at its own rate ----------------------------------------------------------------------
+
+def test_a_raw_burst_exports_at_250_khz(sim, tmp_path):
+    from powerrig.export.sigrok import export_burst
+    from powerrig.interposer import Interposer
+    s = sim()
+    with Interposer.open(s.port) as dev:
+        b = dev.burst(pre=200, post=800, trigger="now")
+    s.stop()
+    out = tmp_path / "burst.sr"
+    export_burst(b, out)
+    show = sigrok("-i", str(out), "--show")
+    assert "Samplerate: 250000\n" in show and "Analog sample count: 1000\n" in show
+    assert re.findall(r"^- (\S+): logic$", show, re.M) == ["LED", "PERST#", "MARKER"]
+    vals = _analog(out, ["P12V_W", "I3V3_A"])
+    _, _, p12 = b.rail("12V")
+    _, i33, _ = b.rail("3V3")
+    assert np.max(np.abs(vals["P12V_W"] - p12)) <= 0.005 + 1e-5
+    assert np.max(np.abs(vals["I3V3_A"] - i33)) <= 0.005 + 1e-5
+    bits = _bits(out, ["PERST#"])["PERST#"]
+    assert bits.all()                                          # the drive is out of reset (PERST# high)
+    np.testing.assert_array_equal(bits, (b.codes[:, -1] >> 1) & 1)

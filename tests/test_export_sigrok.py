@@ -260,6 +260,19 @@ def test_wire_decoder_on_a_uart_capture_of_the_golden_vectors(tmp_path):
                       at(43, 47) + f"CRC {int.from_bytes(cmds[0][-4:], 'little'):08x} ok"]
 
 
+def test_wire_decoder_on_tx_rejects_another_version_and_resyncs(tmp_path):
+    cmds = [bytes.fromhex(d["frame_hex"]) for d in json.loads((VECTORS / "commands.json").read_text())]
+    v2 = bytearray(cmds[0])
+    v2[2] = 2                                          # a frame of protocol version 2
+    sr = tmp_path / "tx.sr"
+    (a0, e0), (a1, e1) = write_uart_capture(sr, [bytes(v2), cmds[1]], channel="TX")
+    got = _annotations("-i", str(sr), "-P", "uart:tx=TX:baudrate=1000000,powerrig_wire",
+                       "-A", "powerrig_wire=tx-frames:tx-warnings")
+    assert got == [f"{a0}-{a0 + 18 * 80} powerrig_wire-1: not a frame: version 2, not 1",
+                   f"{a0}-{e0} powerrig_wire-1: {len(v2)} bytes outside a frame",
+                   f"{a1}-{e1} powerrig_wire-1: COMMAND seq 2, 62 bytes, CRC ok"]
+
+
 # ---- CSV, CLI and bad input ---------------------------------------------------------------------------
 
 def test_csv_export_of_a_range(capture, tmp_path):

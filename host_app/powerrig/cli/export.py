@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import sys
 
+from powerrig.errors import PowerrigError
+
+
+class UsageError(PowerrigError):
+    """The export was asked without a capture, a format or an output file."""
+
 
 def register(sub) -> None:
     p = sub.add_parser("export", help="export a capture as a sigrok session (.sr) or CSV; print the decoders folder",
@@ -22,11 +28,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from powerrig.errors import PowerrigError
-
-    class UsageError(PowerrigError):
-        pass
-
     if args.decoders_dir:
         from powerrig.export import DECODERS_DIR
         print(DECODERS_DIR)

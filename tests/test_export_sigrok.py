@@ -146,14 +146,22 @@ def test_logic_lanes_hold_gaps_digital_inputs_and_phases(capture, exported):
     assert bits["PS_VALID"][n - 1] == 0 and len(bits["PHASE"]) == n
 
 
-def test_a_range_exports_only_that_part(capture, tmp_path):
+def test_a_range_exports_only_that_part_with_its_timeline(capture, tmp_path):
+    path, tr = capture
     out = tmp_path / "part.sr"
-    r = run_cli("export", "--sigrok", str(capture[0]), "--from", "1.5", "--to", "2.25", "--out", str(out))
+    r = run_cli("export", "--sigrok", str(path), "--from", "2.0", "--to", "4.0", "--out", str(out))
     assert r.returncode == 0, r.stderr
     vals = _analog(out, ["P12V_W"])["P12V_W"]
-    with CaptureReader(capture[0]) as cap:
-        want = cap.samples("p_12V", 1500, 2250)
-    assert len(vals) == 750 and np.max(np.abs(vals - want)) <= 0.005 + 1e-6
+    with CaptureReader(path) as cap:
+        want = cap.samples("p_12V", 2000, 4000)
+    ok = ~np.isnan(want)
+    assert len(vals) == 2000 and np.max(np.abs(vals[ok] - want[ok])) <= 0.005 + 1e-6
+    # the write phase was running when the range begins: it starts at sample 0, still named
+    b_write = _sid(next(b for s, a, b in tr.bounds if s.name == "fio:write-128k")) - 2000
+    phases = _annotations("-i", str(out), "-P", "powerrig_timeline", "-A", "powerrig_timeline=phases:power-states")
+    assert phases == [f"0-{b_write - 1} powerrig_timeline-1: fio:write-128k",
+                      f"{b_write}-1999 powerrig_timeline-1: fio:read-4k",
+                      "0-1999 powerrig_timeline-1: PS1"]
 
 
 # ---- the timeline decoder -----------------------------------------------------------------------------
@@ -192,6 +200,30 @@ def test_timeline_decoder_names_phases_commands_and_power_states(capture, export
     got = _annotations("-i", str(exported), "-P", "powerrig_timeline", "-A", "powerrig_timeline=gaps")
     assert got == [f"{GAP[0]}-{GAP[0] + GAP[1]} powerrig_timeline-1: {GAP[1]} lost intervals"]
     assert _annotations("-i", str(exported), "-P", "powerrig_timeline", "-A", "powerrig_timeline=warnings") == []
+
+
+def test_names_that_cannot_precede_their_events_still_pair_in_order(tmp_path):
+    """Short commands at the very start: each name takes longer to send than its command lasts, so
+    the names arrive late, one after another; the decoder still gives each command its own name."""
+    names = [f"get-log-page lid={k} (smart)" for k in range(6)]
+    segs = []
+    for name in names:
+        segs += [S.Segment(name, 0.02, {"12V": 6.0}, kind="command"), S.Segment("idle", 0.01, {"12V": 5.0})]
+    segs.append(S.Segment("idle", 2.0, {"12V": 5.0}))
+    tr = S.interval_trace(segs, rails=("12V",), first_index=FIRST)
+    model = S.clock(FIRST)
+    path = tmp_path / "cmds.jls"
+    with CaptureWriter(path, metadata={}, timeline=S.timeline(tr, model), clock=model) as w:
+        for b in tr.blocks:
+            w.write(b)
+    res = export_sigrok(path, tmp_path / "cmds.sr")
+    assert res.labels_cut == 0 and res.events == 6
+    got = _annotations("-i", str(tmp_path / "cmds.sr"), "-P", "powerrig_timeline", "-A", "powerrig_timeline=commands")
+    want = [f"{_sid(a)}-{_sid(b)} powerrig_timeline-1: {s.name}" for s, a, b in tr.bounds if s.kind == "command"]
+    assert got == want
+    labels = _annotations("-i", str(tmp_path / "cmds.sr"), "-P", "powerrig_timeline", "-A", "powerrig_timeline=labels")
+    ends = [int(x.split()[0].split("-")[1]) for x in labels]
+    assert ends[-1] > _sid(tr.bounds[-2][2])          # the last name did arrive after its command ended
 
 
 def test_names_on_label_are_plain_uart_for_sigroks_own_decoder(exported):

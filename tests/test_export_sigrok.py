@@ -396,3 +396,16 @@ def test_a_raw_burst_exports_at_250_khz(sim, tmp_path):
     bits = _bits(out, ["PERST#"])["PERST#"]
     assert bits.all()                                          # the drive is out of reset (PERST# high)
     np.testing.assert_array_equal(bits, (b.codes[:, -1] >> 1) & 1)
+
+
+def test_events_without_a_clock_are_counted_not_placed(tmp_path):
+    tr = S.interval_trace(SEGS[:5], first_index=FIRST)
+    path = tmp_path / "noclock.jls"
+    with CaptureWriter(path, metadata={}, timeline=S.timeline(tr, S.clock(FIRST)), clock=None) as w:
+        for b in tr.blocks:
+            w.write(b)
+    r = run_cli("export", "--sigrok", str(path), "--out", str(tmp_path / "n.sr"))
+    assert r.returncode == 0, r.stderr
+    assert "3 events not shown: the capture has no clock anchors" in r.stderr
+    bits = _bits(tmp_path / "n.sr", ["PHASE", "NVME", "PS_VALID"])
+    assert not any(b.any() for b in bits.values()) and len(bits["PHASE"]) == sum(len(b) for b in tr.blocks)

@@ -68,6 +68,7 @@ class Lanes:
     adjusted: int = 0                              # events shortened or moved to stay distinct
     dropped: int = 0                               # events that start in the last sample: cannot show
     labels_cut: int = 0                            # labels that do not fit before the end
+    unplaced: int = 0                              # events of a capture without clock anchors
 
     def render_label(self, s: int, n: int) -> np.ndarray:
         out = np.ones(n, np.uint8)
@@ -117,10 +118,11 @@ def build(cap, start: int, stop: int) -> Lanes:
     """Lanes for sample ids [start, stop) of a capture (a CaptureReader)."""
     length = stop - start
     events = list(cap.events)
-    have_clock = cap.clock is not None
-    if not have_clock or length < 2:
-        if events and not have_clock:
-            logger.warning("capture has events but no clock anchors: the timeline lanes stay low")
+    unplaced = 0
+    if cap.clock is None and events:
+        logger.warning("capture has events but no clock anchors: the timeline lanes stay low")
+        unplaced, events = len(events), []
+    if length < 2:
         events = []
     to_sid = (lambda utc: float(cap.sample_id(utc)) - start) if events else None
     full_len = cap.length - start
@@ -170,7 +172,7 @@ def build(cap, start: int, stop: int) -> Lanes:
         logger.warning("%d timeline labels do not fit before the end of the export; their events show unnamed", cut)
     return Lanes(length, Spans.of(ph_spans), Spans.of(nv_spans), valid, bits, np.array(at, np.int64), texts,
                  [("phase" if lane == 0 else "nvme", name) for _, lane, name in items],
-                 adj1 + adj2, drop1 + drop2, cut)
+                 adj1 + adj2, drop1 + drop2, cut, unplaced)
 
 
 def _merge_placed(pairs, length):

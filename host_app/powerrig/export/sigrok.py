@@ -42,6 +42,7 @@ class SigrokExport:
     dropped: int                # events starting in the export's last sample (not shown)
     labels_cut: int             # names that did not fit before the end (events show unnamed)
     gap_samples: int            # lost intervals in the range (NaN, GAP high)
+    unplaced: int = 0           # events not shown: the capture has no clock anchors to place them
 
     def lines(self) -> str:
         s = (f"{self.path}: {self.samples} samples at {self.samplerate_hz} Hz, analog {', '.join(self.analog)}; "
@@ -53,6 +54,8 @@ class SigrokExport:
             notes.append(f"{self.adjusted} touching/overlapping events shortened by a sample")
         if self.dropped:
             notes.append(f"{self.dropped} events at the last sample not shown")
+        if self.unplaced:
+            notes.append(f"{self.unplaced} events not shown: the capture has no clock anchors to place them")
         if self.labels_cut:
             notes.append(f"{self.labels_cut} names did not fit before the end")
         return s + ("\n  " + "; ".join(notes) if notes else "")
@@ -99,7 +102,7 @@ def export_sigrok(capture: str | Path, out: str | Path, from_s: float | None = N
                     word |= ((dig >> dt(k)) & dt(1)) << dt(base + k)
                 w.write(word, {name: cols[sig] for name, sig in analog})
         return SigrokExport(out, stop - start, rate, start * cap.interval_s, logic, [n for n, _ in analog],
-                            len(lanes.names), lanes.adjusted, lanes.dropped, lanes.labels_cut, gaps)
+                            len(lanes.names), lanes.adjusted, lanes.dropped, lanes.labels_cut, gaps, lanes.unplaced)
 
 
 def export_burst(burst, out: str | Path) -> SigrokExport:

@@ -409,3 +409,21 @@ def test_events_without_a_clock_are_counted_not_placed(tmp_path):
     assert "3 events not shown: the capture has no clock anchors" in r.stderr
     bits = _bits(tmp_path / "n.sr", ["PHASE", "NVME", "PS_VALID"])
     assert not any(b.any() for b in bits.values()) and len(bits["PHASE"]) == sum(len(b) for b in tr.blocks)
+
+
+def test_export_memory_does_not_grow_with_capture_length(tmp_path):
+    import tracemalloc
+    peaks = []
+    for minutes in (1, 4):
+        model = S.clock(0)
+        path = tmp_path / f"m{minutes}.jls"
+        with CaptureWriter(path, metadata={}, timeline=S.alternating_timeline(minutes * 60, model, period_s=20),
+                           clock=model) as w:
+            for b in S.interval_blocks(minutes * 60, period_s=20):
+                w.write(b)
+        tracemalloc.start()
+        export_sigrok(path, tmp_path / f"m{minutes}.sr", chunk=1 << 15)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    # four times the intervals (and events), the same chunks: the peak stays where it was
+    assert peaks[1] < 1.25 * peaks[0], peaks

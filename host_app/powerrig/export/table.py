@@ -1,0 +1,59 @@
+"""Capture -> CSV: one row per interval of a time range, every signal of the capture as a column.
+
+Written chunk by chunk with pyarrow's CSV writer, so memory stays flat in the capture's length.
+Lost intervals are rows with empty float cells, so the time column stays uniform.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from powerrig.capture import CaptureReader
+from powerrig.capture import layout as L
+from powerrig.errors import CaptureError
+from powerrig.export.span import sample_range
+
+CHUNK = 1 << 17
+
+
+@dataclass
+class CsvExport:
+    path: Path
+    rows: int
+    columns: list[str]
+
+    def lines(self) -> str:
+        return f"{self.path}: {self.rows} rows, columns {', '.join(self.columns)}"
+
+
+def export_csv(capture: str | Path, out: str | Path, from_s: float | None = None, to_s: float | None = None,
+               chunk: int = CHUNK) -> CsvExport:
+    out = Path(out)
+    if out.suffix.lower() != ".csv":
+        raise CaptureError(f"output {out} must end in .csv")
+    if not out.parent.exists():
+        raise CaptureError(f"folder {out.parent} does not exist; create it or choose another --out")
+    with CaptureReader(capture) as cap:
+        start, stop = sample_range(cap, from_s, to_s)
+        floats = [name for name, _ in L.signal_names(cap.rails)]
+        units = dict(L.signal_names(cap.rails))
+        dt = cap.interval_s
+        schema = pa.schema([("time_s", pa.float64())] + [(f"{n}_{units[n]}", pa.float32()) for n in floats] +
+                           [(n, pa.uint8()) for n in L.DIGITAL_FIELDS])
+        tmp = out.with_name(out.name + ".part")
+        try:
+            with pacsv.CSVWriter(str(tmp), schema) as w:
+                for s0, c in cap.chunks(floats + list(L.DIGITAL_FIELDS), start, stop, chunk):
+                    n = len(c[L.TOTAL_POWER])
+                    arrays = [pa.array((s0 + np.arange(n)) * dt)]
+                    arrays += [pa.array(c[k], from_pandas=True) for k in floats]     # NaN -> empty cell
+                    arrays += [pa.array(c[k]) for k in L.DIGITAL_FIELDS]
+                    w.write_batch(pa.RecordBatch.from_arrays(arrays, schema=schema))
+            tmp.replace(out)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return CsvExport(out, stop - start, schema.names)

@@ -126,3 +126,22 @@ def test_bad_references_are_one_line(bench, tmp_path):
         r = run_cli("calibrate", "--port", sim.port, "--reference", resource, "--visa-backend", backend)
         assert r.returncode == 2 and msg in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_continuous_log_follows_the_rail(bench):
+    """The N6705C data logger (long comparisons): one V/I pair per period, each the period's mean."""
+    import time
+
+    sim, _meter, server = bench
+    with open_reference(server.resource, "@py") as ref:
+        ref.set_source(1, 11.8, 2.5)
+        ref.output(1, True)
+        t0 = ref.elog_start([1], 0.1)
+        time.sleep(0.55)
+        v, i = ref.elog_fetch(1)
+        ref.elog_stop([1])
+        ref.output(1, False)
+    assert 4 <= len(v) <= 6 and len(v) == len(i)
+    droop = sim.frontend.spec.droop_ohm * 2.5
+    assert v == pytest.approx(11.8 - droop, rel=1e-3) and i == pytest.approx(2.5, rel=1e-3)
+    assert t0 == pytest.approx(time.time(), abs=2.0)

@@ -19,3 +19,7 @@ class ToolError(PowerrigError):
 
 class CaptureError(PowerrigError):
     """A capture file is missing, truncated, foreign or lacks what was asked."""
+
+
+class InstrumentError(PowerrigError):
+    """A reference meter is missing, unsupported, timed out or reported an error."""

@@ -31,6 +31,8 @@ def register(sub) -> None:
     st.add_argument("--profile", default="d5-p5336", help="drive profile (default d5-p5336)")
     st.add_argument("--seed", type=int, default=1)
     st.add_argument("--drift-ppm", type=float, default=35.0)
+    st.add_argument("--uncalibrated", action="store_true",
+                    help="leave the interposer without its factory calibration (to try `powerrig calibrate`)")
     st.set_defaults(func=_start)
     ls = s.add_parser("list", help="list running virtual rigs")
     ls.set_defaults(func=_list)
@@ -64,7 +66,7 @@ def _start(args) -> int:
 
     from powerrig.sim import rig
 
-    print(json.dumps(rig.start(args.profile, args.seed, args.drift_ppm)), flush=True)
+    print(json.dumps(rig.start(args.profile, args.seed, args.drift_ppm, calibrated=not args.uncalibrated)), flush=True)
     return 0
 
 

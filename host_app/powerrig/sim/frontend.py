@@ -67,17 +67,27 @@ class FrontEnd:
                                    "v_gain": float(1.0 / self.gain[k, 0]), "i_gain": float(1.0 / self.gain[k, 1])}
                           for k, r in enumerate(self.cfg.rails)}}
 
-    def sample(self, t_utc: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Codes (n x stride, int16) for samples at host UTC times, and the true power per rail (W)."""
+    def true_rails(self, t_utc: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """True (volts, amps) of every rail at the interposer, at host UTC instants: what a reference
+        meter on the same rail sees, before any of the interposer's own errors."""
         n = len(t_utc)
         amps = self.load.rail_currents(t_utc)
         nominal = getattr(self.load, "nominal_volts", ScriptedLoad.nominal_volts)
+        out = {}
+        for r in self.cfg.rails:
+            i_true = np.asarray(amps.get(r.name, np.zeros(n)), dtype=float)
+            out[r.name] = (nominal.get(r.name, r.nominal_v) - self.spec.droop_ohm * i_true, i_true)
+        return out
+
+    def sample(self, t_utc: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Codes (n x stride, int16) for samples at host UTC times, and the true power per rail (W)."""
+        n = len(t_utc)
         raw = np.empty((n, self.stride), dtype=np.int16)
         truth = {}
         sp = self.spec
+        rails_now = self.true_rails(t_utc)
         for k, r in enumerate(self.cfg.rails):
-            i_true = amps.get(r.name, np.zeros(n))
-            v_true = nominal.get(r.name, r.nominal_v) - sp.droop_ohm * i_true
+            v_true, i_true = rails_now[r.name]
             truth[r.name] = v_true * i_true
             v = v_true / r.v_lsb * self.gain[k, 0] + self.offset[k, 0] + self.rng.normal(0, sp.noise_v_lsb, n)
             i = i_true / r.i_lsb * self.gain[k, 1] + self.offset[k, 1] + self.rng.normal(0, sp.noise_i_lsb, n)

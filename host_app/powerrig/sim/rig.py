@@ -36,8 +36,10 @@ def tool_command(tool: str, endpoint: str) -> list[str]:
     return [sys.executable, "-m", "powerrig", "sim", tool, "--endpoint", endpoint]
 
 
-def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float) -> int:
-    """Run one rig in the foreground until SIGTERM/SIGINT."""
+def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float, calibrated: bool = True) -> int:
+    """Run one rig in the foreground until SIGTERM/SIGINT. ``calibrated=False`` leaves the interposer
+    with its board's raw gain and offset errors (no factory calibration), for calibration runs."""
+    from powerrig.sim.calbench import BenchFixture, ReferenceMeter, ReferenceServer
     from powerrig.sim.interposer import Faults, VirtualInterposer
     from powerrig.sim.ssd import VirtualSSD
     from powerrig.sim.ssd_server import SsdServer
@@ -48,13 +50,15 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float) ->
     endpoint = str(rig_dir / "ssd.sock")
     server = SsdServer({"/dev/nvme0": ssd}, endpoint)
     server.start()
-    sim = VirtualInterposer(load=ssd, seed=seed, drift_ppm=drift_ppm, faults=Faults(seed=seed),
-                            state_dir=str(rig_dir / "board")).start()
+    fixture = BenchFixture(ssd)             # the reference meter's outputs can take a rail over
+    sim = VirtualInterposer(load=fixture, seed=seed, drift_ppm=drift_ppm, faults=Faults(seed=seed),
+                            state_dir=str(rig_dir / "board"), calibrated=calibrated).start()
+    reference = ReferenceServer(ReferenceMeter(sim.frontend, fixture, seed=seed)).start()
     state = {"id": rig_id, "pid": os.getpid(), "profile": profile, "port": sim.port, "endpoint": endpoint,
              "controller": "/dev/nvme0",
              "namespaces": [f"/dev/nvme0n{k + 1}" for k in range(getattr(ssd.profile, "namespaces", 1))],
              "nvme": tool_command("nvme", endpoint), "fio": tool_command("fio", endpoint),
-             "serial": ssd.sn, "started": time.time(),
+             "serial": ssd.sn, "started": time.time(), "reference": reference.resource,
              "log": str(rig_dir / "rig.log")}
     simregistry.register(state, root)
     stop = threading.Event()
@@ -63,13 +67,15 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float) ->
     try:
         stop.wait()
     finally:
+        reference.stop()
         sim.stop()
         server.stop()
         simregistry.unregister(rig_id, root)
     return 0
 
 
-def start(profile: str = DEFAULT_PROFILE, seed: int = 1, drift_ppm: float = 35.0, timeout: float = 20.0) -> dict:
+def start(profile: str = DEFAULT_PROFILE, seed: int = 1, drift_ppm: float = 35.0, timeout: float = 20.0,
+          calibrated: bool = True) -> dict:
     """Start a rig in the background and return its state once it is ready."""
     from powerrig.sim import profile as profiles
 
@@ -80,7 +86,8 @@ def start(profile: str = DEFAULT_PROFILE, seed: int = 1, drift_ppm: float = 35.0
     rig_id = uuid.uuid4().hex[:8]
     with open(root / f"{rig_id}.log", "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "powerrig.sim.rig", "serve", "--profile", profile, "--id",
-                                 rig_id, "--seed", str(seed), "--drift-ppm", str(drift_ppm)],
+                                 rig_id, "--seed", str(seed), "--drift-ppm", str(drift_ppm)]
+                                + ([] if calibrated else ["--uncalibrated"]),
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     _children[proc.pid] = proc
     state_file = simregistry.state_file(rig_id, root)
@@ -147,8 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--id", required=True)
     s.add_argument("--seed", type=int, default=1)
     s.add_argument("--drift-ppm", type=float, default=35.0)
+    s.add_argument("--uncalibrated", action="store_true")
     a = ap.parse_args(argv)
-    return serve(a.profile, a.id, simregistry.root(), a.seed, a.drift_ppm)
+    return serve(a.profile, a.id, simregistry.root(), a.seed, a.drift_ppm, calibrated=not a.uncalibrated)
 
 
 if __name__ == "__main__":

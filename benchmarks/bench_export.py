@@ -17,7 +17,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from powerrig import synthetic as S
+from powerrig.testing import synthetic as S
 from powerrig.capture import CaptureWriter
 from powerrig.export.sigrok import export_sigrok
 from powerrig.export.table import export_csv

@@ -6,7 +6,7 @@ import shutil
 import numpy as np
 import pytest
 
-from powerrig import synthetic as S
+from powerrig.testing import synthetic as S
 from powerrig.capture import CaptureReader, CaptureWriter
 from powerrig.cli import main
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from powerrig import synthetic as S
+from powerrig.testing import synthetic as S
 from powerrig import wire
 from powerrig.capture import CaptureReader, CaptureWriter
 from powerrig.export import DECODERS_DIR

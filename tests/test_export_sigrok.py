@@ -434,3 +434,20 @@ def test_export_memory_does_not_grow_with_capture_length(tmp_path):
         tracemalloc.stop()
     # four times the intervals (and events), the same chunks: the peak stays where it was
     assert peaks[1] < 1.25 * peaks[0], peaks
+
+
+def test_timeline_decoder_warns_of_a_broken_name_and_keeps_the_next(tmp_path):
+    from powerrig.export.srzip import SrZipWriter
+    from sigrok_helpers import uart_bits
+    n = 300
+    label = np.ones(n, np.uint8)
+    label[5:15] = [0, 1, 0, 1, 0, 1, 0, 1, 0, 0]           # a byte whose stop bit is low
+    good = uart_bits(b"ok\n", 1)
+    label[40:40 + len(good)] = good
+    phase = np.zeros(n, np.uint8)
+    phase[100:200] = 1
+    with SrZipWriter(tmp_path / "t.sr", 1000, ["PHASE", "NVME", "LABEL"]) as w:
+        w.write(phase | label << 2, {})
+    got = _annotations("-i", str(tmp_path / "t.sr"), "-P", "powerrig_timeline",
+                       "-A", "powerrig_timeline=phases:warnings")
+    assert got == ["5-15 powerrig_timeline-1: LABEL framing error", "100-200 powerrig_timeline-1: ok"]

@@ -296,13 +296,20 @@ def test_wire_decoder_on_tx_rejects_another_version_and_resyncs(tmp_path):
     cmds = [bytes.fromhex(d["frame_hex"]) for d in json.loads((VECTORS / "commands.json").read_text())]
     v2 = bytearray(cmds[0])
     v2[2] = 2                                          # a frame of protocol version 2
+    burst = wire.encode(wire.T_BURST, bytes(range(28)) * 2, seq=40, flags=wire.F_LAST, count=7, index=2**40 + 3)
     sr = tmp_path / "tx.sr"
-    (a0, e0), (a1, e1) = write_uart_capture(sr, [bytes(v2), cmds[1]], channel="TX")
+    (a0, e0), (a1, e1), (a2, e2) = write_uart_capture(sr, [bytes(v2), cmds[1], burst], channel="TX")
     got = _annotations("-i", str(sr), "-P", "uart:tx=TX:baudrate=1000000,powerrig_wire",
                        "-A", "powerrig_wire=tx-frames:tx-warnings")
     assert got == [f"{a0}-{a0 + 18 * 80} powerrig_wire-1: not a frame: version 2, not 1",
                    f"{a0}-{e0} powerrig_wire-1: {len(v2)} bytes outside a frame",
-                   f"{a1}-{e1} powerrig_wire-1: COMMAND seq 2, 62 bytes, CRC ok"]
+                   f"{a1}-{e1} powerrig_wire-1: COMMAND seq 2, 62 bytes, CRC ok",
+                   f"{a2}-{e2} powerrig_wire-1: BURST seq 40, 56 bytes, CRC ok"]
+    fields = _annotations("-i", str(sr), "-P", "uart:tx=TX:baudrate=1000000,powerrig_wire",
+                          "-A", "powerrig_wire=tx-fields")[-7:]
+    assert [f.split(": ", 1)[1] for f in fields] == ["flags LAST", "count 7", "length 56", "seq 40",
+                                                     f"index {2**40 + 3}", "4 samples x 7 words",
+                                                     f"CRC {int.from_bytes(burst[-4:], 'little'):08x} ok"]
 
 
 # ---- CSV, CLI and bad input ---------------------------------------------------------------------------
@@ -427,3 +434,20 @@ def test_export_memory_does_not_grow_with_capture_length(tmp_path):
         tracemalloc.stop()
     # four times the intervals (and events), the same chunks: the peak stays where it was
     assert peaks[1] < 1.25 * peaks[0], peaks
+
+
+def test_timeline_decoder_warns_of_a_broken_name_and_keeps_the_next(tmp_path):
+    from powerrig.export.srzip import SrZipWriter
+    from sigrok_helpers import uart_bits
+    n = 300
+    label = np.ones(n, np.uint8)
+    label[5:15] = [0, 1, 0, 1, 0, 1, 0, 1, 0, 0]           # a byte whose stop bit is low
+    good = uart_bits(b"ok\n", 1)
+    label[40:40 + len(good)] = good
+    phase = np.zeros(n, np.uint8)
+    phase[100:200] = 1
+    with SrZipWriter(tmp_path / "t.sr", 1000, ["PHASE", "NVME", "LABEL"]) as w:
+        w.write(phase | label << 2, {})
+    got = _annotations("-i", str(tmp_path / "t.sr"), "-P", "powerrig_timeline",
+                       "-A", "powerrig_timeline=phases:warnings")
+    assert got == ["5-15 powerrig_timeline-1: LABEL framing error", "100-200 powerrig_timeline-1: ok"]

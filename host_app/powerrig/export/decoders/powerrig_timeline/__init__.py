@@ -10,7 +10,9 @@ by a newline; the k-th name belongs to the k-th rising edge of PHASE or NVME,
 PHASE first on a tie), GAP (lost intervals) and the power state (PS_VALID high
 where it is known, PS_B0.. its value in binary).
 
-In PulseView the channels are assigned by name; with sigrok-cli name them, e.g.
+PulseView assigns the channels by name. sigrok-cli assigns them by position
+when none are named; an export's first ten logic channels are in this decoder's
+order, so -P powerrig_timeline is enough. Otherwise name them, e.g.
 -P powerrig_timeline:phase=PHASE:nvme=NVME:label=LABEL:gap=GAP:ps_valid=PS_VALID:ps_b0=PS_B0
 '''
 

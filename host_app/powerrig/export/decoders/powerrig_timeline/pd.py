@@ -58,7 +58,7 @@ class Decoder(srd.Decoder):
         self.name_ss = None
         self.gap_ss = None
         self.ps = None          # (ss, value) of the power state being shown
-        self.counts = {PHASE: 0, NVME: 0}
+        self.name_bytes = []
 
     def start(self):
         self.out_ann = self.register(srd.OUTPUT_ANN)
@@ -94,6 +94,7 @@ class Decoder(srd.Decoder):
             self.put(rx[0], self.samplenum + 1, self.out_ann, [A_WARN, ['LABEL framing error']])
             self.rx = None
             self.name_ss = None
+            self.name_bytes = []
             return
         else:
             self.name_bytes.append(rx[4])
@@ -133,7 +134,6 @@ class Decoder(srd.Decoder):
         # An unassigned optional channel reads 0xff. (has_channel() is not used: in
         # libsigrokdecode 0.5.3 it returns True/False without a reference, which
         # crashes the interpreter at exit.)
-        self.name_bytes = []
         pins = self.wait()
         watch = [c for c in (PHASE, NVME, GAP) if pins[c] in (0, 1)]
         ps_chans = [c for c in [PS_VALID] + [PS_B0 + k for k in range(PS_BITS)] if pins[c] in (0, 1)]
@@ -145,7 +145,8 @@ class Decoder(srd.Decoder):
         while True:
             conds = [{c: 'e'} for c in watch + ps_chans]
             if self.rx is None:
-                conds.append({LABEL: 'f'})
+                conds.append({LABEL: 'e'})     # both edges: prev[LABEL] stays exact, so a start bit
+                                               # after a broken byte is still seen
             else:
                 conds.append({'skip': self.rx[2] - self.samplenum})
             pins = self.wait(conds)

@@ -113,6 +113,7 @@ def test_interposer_identity_is_the_firmwares_own(tmp_path):
     assert desc["device"] == schema.DEVICE_NAME == powerrig_fw.DEVICE_NAME
     assert desc["protocol"] == schema.PROTOCOL
     assert desc["digital"] == list(schema.DIGITAL_INPUTS)
+    assert desc["state"] == schema.STATE_IDLE != schema.STATE_STREAMING
     assert schema.digital_bit("activity") == 1 and schema.digital_bit("marker") == 4
     with pytest.raises(KeyError, match="activity"):
         schema.digital_bit("led")

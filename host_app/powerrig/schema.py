@@ -18,6 +18,10 @@ from powerrig_fw import device as _fw_device
 DEVICE_NAME: str = powerrig_fw.DEVICE_NAME          # describe()["device"]
 PROTOCOL: int = powerrig_fw.PROTOCOL_VERSION        # describe()["protocol"]
 DIGITAL_INPUTS: tuple[str, ...] = tuple(_fw_device.DIGITAL)   # bit k of dig_or / dig_and is input k
+STATE_IDLE: str = _fw_device.IDLE                   # describe()["state"] / status()["state"]
+STATE_STREAMING: str = _fw_device.STREAMING
+# (interval limits, scales and rails are NOT taken from here: the connected device's describe() reply
+# is authoritative for those, since its firmware may be another version than the host's copy)
 
 
 def digital_bit(name: str) -> int:

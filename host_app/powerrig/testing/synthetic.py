@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from powerrig.events import FIO, NVME, PHASE, POWER_STATE, Event, Timeline
+from powerrig.events import NVME, PHASE, POWER_STATE, Event, Timeline
 from powerrig.samples import IntervalBlock
 from powerrig.schema import DEVICE_NAME
 from powerrig.timebase import ClockModel

@@ -9,6 +9,11 @@
 
 Positions are sample ids (interval numbers from 0); ``sample_id(utc)`` and ``utc(sample_id)`` map
 them to host UTC through the clock anchors stored in the capture.
+
+Reading never changes the file. A capture that was not closed cleanly (its JLS header does not record
+its size) is opened from a repaired temporary copy; each signal is read as far as it is intact
+(``intact``), the rest up to ``length`` is NaN and one ``truncated`` gap, and ``recovery_note`` says
+in one line what was recovered and what was lost. ``recording`` is what the recorder was asked and got.
 """
 from __future__ import annotations
 
@@ -259,6 +264,8 @@ class CaptureReader:
             why = (f"was cut short ({self.file_bytes:,} of the {self.header_bytes:,} bytes it had when closed)"
                    if self.header_bytes and self.header_bytes > self.file_bytes else
                    f"was changed after it was closed ({self.file_bytes:,} bytes, {self.header_bytes or 0:,} recorded)")
+        elif self.damaged:
+            why = "has damaged records (read up to the damage)"
         elif self.close_record is None:
             why = "has no close record"
         else:

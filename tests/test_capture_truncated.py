@@ -2,6 +2,10 @@
 that says what was recovered and lost, and the user's file never changed by reading it."""
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -108,6 +112,45 @@ def test_a_whole_capture_is_closed_cleanly_and_read_in_place(whole):
         assert cap.closed_cleanly and cap.recovery_note is None and not cap.read_from_copy
         assert cap.length == cap.complete_length == INTERVALS
         assert all(g["reason"] != "truncated" for g in cap.gaps)
+
+
+KILLED = textwrap.dedent("""
+    import sys, time
+    from powerrig import synthetic as S
+    from powerrig.capture import CaptureWriter
+    with CaptureWriter(sys.argv[1], clock=S.clock(0), flush_every_s=0.1) as w:
+        for n, b in enumerate(S.interval_blocks(600, rows_per_block=250)):
+            w.write(b)
+            if n == 40:
+                print("ready", flush=True)
+            time.sleep(0.005)
+""")
+
+
+def test_ninety_percent_of_a_killed_capture(tmp_path):
+    """kill -9 leaves a capture never closed; 90% of it is a kill plus a cut copy."""
+    path, script = tmp_path / "killed.jls", tmp_path / "rec.py"
+    script.write_text(KILLED)
+    proc = subprocess.Popen([sys.executable, str(script), str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=10)
+    with CaptureReader(path) as cap:
+        assert not cap.closed_cleanly and "was not closed" in cap.recovery_note
+        whole = cap.length
+    assert whole >= 8192
+    cut = _cut(path, tmp_path / "cut90.jls", path.stat().st_size * 9 // 10)
+    before = _fingerprint(cut)
+    with CaptureReader(cut) as cap:
+        assert not cap.closed_cleanly and "no close record" in cap.recovery_note
+        assert cap.length == max(cap.intact.values()) >= whole * 0.75
+        for name, n in cap.intact.items():
+            x = cap.samples(name)
+            if not name.startswith("dig"):
+                assert not np.isnan(x[:n]).any() and np.isnan(x[n:]).all()
+    assert _fingerprint(cut) == before
 
 
 def test_killed_before_its_first_chunk_reports_one_line(tmp_path, capsys):

@@ -146,7 +146,11 @@ class CaptureReader:
 
     def _drop_copy(self) -> None:
         if self._tmpdir is not None:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            fin = getattr(self, "_finalizer", None)
+            if fin is not None:
+                fin()                  # removes the folder once (also at exit if close() is never called)
+            else:
+                shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
 
     def _load_user_data(self) -> None:

@@ -212,10 +212,13 @@ def test_a_recording_that_got_what_it_asked_shows_no_alert(tmp_path):
         for b in S.interval_blocks(2.0, rows_per_block=500):
             w.write(b)
         w.update_metadata(recording={"requested_s": 2.0, "covered_s": 2.0, "lost_s": 0.0,
-                                     "end_reason": "duration", "error": None})
+                                     "end_reason": "duration", "error": None},
+                          stream={"dropped_frames": 3, "crc_errors": 1, "rails": ["12V", "3V3"]})
     with CaptureReader(path) as cap:
         assert cap.recording_note is None
     assert main(["report", str(path), "--out", str(tmp_path / "r")]) == 0
     html = (tmp_path / "r" / "report.html").read_text()
     assert "class='alert'" not in html and "asked 2.000 s" in html and "ended by duration" in html
+    section = html[html.index("<h2>Recording</h2>"):]
+    assert "<td>stream dropped_frames</td><td>3</td>" in section and "<td>end_reason</td><td>duration</td>" in section
 

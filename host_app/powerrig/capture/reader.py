@@ -390,9 +390,9 @@ class CaptureReader:
         incr = -(-total // n)            # ceil: the n summaries must cover the whole range
         n = total // incr                # (a remainder shorter than one summary is left out)
         whole = max(0, min(n, (self.intact[name] - start) // incr))   # summaries inside the intact part
-        s = np.full((n, 4), np.nan, np.float32)
-        if whole:
-            s[:whole] = self._call(self._r.fsr_statistics, self._id(name), start, incr, whole)
+        s = self._call(self._r.fsr_statistics, self._id(name), start, incr, whole) if whole else None
+        if whole < n:                    # as pyjls returns them (float64), NaN past the intact end
+            s = np.concatenate([s if s is not None else np.empty((0, 4)), np.full((n - whole, 4), np.nan)])
         return {"sample_id": start + np.arange(n) * incr, "increment": incr, "mean": s[:, 0], "std": s[:, 1],
                 "min": s[:, 2], "max": s[:, 3]}
 

@@ -45,6 +45,8 @@ def test_half_a_capture_reads_every_signal_as_far_as_it_is_intact(whole, tmp_pat
         # before: the shortest signal's length (4 intervals) was taken as the capture's
         assert cap.length == max(cap.intact.values()) >= 3000
         assert cap.intact["p_total"] >= 3000
+        # signals are written a chunk (1024 intervals) at a time in turn: none is more than one behind
+        assert cap.complete_length >= cap.length - 1024 and cap.pointers_cleared > 0
         p = cap.samples("p_total")
         assert len(p) == cap.length
         assert not np.isnan(p[:cap.intact["p_total"]]).any() and np.isnan(p[cap.intact["p_total"]:]).all()
@@ -59,6 +61,16 @@ def test_half_a_capture_reads_every_signal_as_far_as_it_is_intact(whole, tmp_pat
         note = cap.recovery_note
         assert "cut short" in note and f"recovered {cap.length / 1000:.3f} s" in note and "lost" in note
         assert "\n" not in note
+
+
+@pytest.mark.parametrize("fraction", [0.2, 0.27, 0.34, 0.41, 0.48, 0.55, 0.62, 0.69, 0.76, 0.83])
+def test_no_signal_comes_back_almost_empty_wherever_the_cut(whole, tmp_path, fraction):
+    """pyjls's repair alone gives the signal whose next-chunk pointer dangles past the cut as many
+    samples as it had chunks (2, 3, 4 ...); the pointers are cleared in the copy first."""
+    cut = _cut(whole, tmp_path / "c.jls", int(whole.stat().st_size * fraction))
+    with CaptureReader(cut) as cap:
+        assert cap.complete_length >= cap.length - 1024 and cap.complete_length >= 1024
+        assert not np.isnan(cap.samples("p_total", 0, cap.intact["p_total"])).any()
 
 
 def test_reading_never_changes_the_file(whole, tmp_path, capsys):

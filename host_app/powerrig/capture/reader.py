@@ -34,6 +34,7 @@ import pyjls
 
 from powerrig.capture import layout as L
 from powerrig.capture.clocktrack import ClockTrack
+from powerrig.capture.jls_tail import clear_dangling_pointers
 from powerrig.errors import CaptureError
 from powerrig.events import Event
 
@@ -115,6 +116,7 @@ class CaptureReader:
         self.file_finalised = self.header_bytes == self.file_bytes
         self.read_from_copy = not self.file_finalised
         self._tmpdir = None
+        self.pointers_cleared = 0      # next-chunk pointers past the cut, cleared in the copy (jls_tail)
         read_path = self.path
         if self.read_from_copy:
             read_path = self._copy_for_repair()
@@ -136,6 +138,7 @@ class CaptureReader:
             self._tmpdir = tempfile.mkdtemp(prefix="powerrig-recover-")
             dst = Path(self._tmpdir) / self.path.name
             shutil.copyfile(self.path, dst)
+            self.pointers_cleared = clear_dangling_pointers(dst)
         except OSError as e:
             self._drop_copy()
             raise CaptureError(f"capture {self.path} was not closed cleanly and must be recovered from a copy, "

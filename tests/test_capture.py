@@ -1,6 +1,4 @@
 """Capture files: round trip, gaps, events, clock anchors, kill -9, bad files."""
-import json
-import os
 import signal
 import subprocess
 import sys

@@ -2,6 +2,10 @@
 that says what was recovered and lost, and the user's file never changed by reading it."""
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -41,6 +45,8 @@ def test_half_a_capture_reads_every_signal_as_far_as_it_is_intact(whole, tmp_pat
         # before: the shortest signal's length (4 intervals) was taken as the capture's
         assert cap.length == max(cap.intact.values()) >= 3000
         assert cap.intact["p_total"] >= 3000
+        # signals are written a chunk (1024 intervals) at a time in turn: none is more than one behind
+        assert cap.complete_length >= cap.length - 1024 and cap.pointers_cleared > 0
         p = cap.samples("p_total")
         assert len(p) == cap.length
         assert not np.isnan(p[:cap.intact["p_total"]]).any() and np.isnan(p[cap.intact["p_total"]:]).all()
@@ -55,6 +61,16 @@ def test_half_a_capture_reads_every_signal_as_far_as_it_is_intact(whole, tmp_pat
         note = cap.recovery_note
         assert "cut short" in note and f"recovered {cap.length / 1000:.3f} s" in note and "lost" in note
         assert "\n" not in note
+
+
+@pytest.mark.parametrize("fraction", [0.2, 0.27, 0.34, 0.41, 0.48, 0.55, 0.62, 0.69, 0.76, 0.83])
+def test_no_signal_comes_back_almost_empty_wherever_the_cut(whole, tmp_path, fraction):
+    """pyjls's repair alone gives the signal whose next-chunk pointer dangles past the cut as many
+    samples as it had chunks (2, 3, 4 ...); the pointers are cleared in the copy first."""
+    cut = _cut(whole, tmp_path / "c.jls", int(whole.stat().st_size * fraction))
+    with CaptureReader(cut) as cap:
+        assert cap.complete_length >= cap.length - 1024 and cap.complete_length >= 1024
+        assert not np.isnan(cap.samples("p_total", 0, cap.intact["p_total"])).any()
 
 
 def test_reading_never_changes_the_file(whole, tmp_path, capsys):
@@ -108,6 +124,45 @@ def test_a_whole_capture_is_closed_cleanly_and_read_in_place(whole):
         assert cap.closed_cleanly and cap.recovery_note is None and not cap.read_from_copy
         assert cap.length == cap.complete_length == INTERVALS
         assert all(g["reason"] != "truncated" for g in cap.gaps)
+
+
+KILLED = textwrap.dedent("""
+    import sys, time
+    from powerrig import synthetic as S
+    from powerrig.capture import CaptureWriter
+    with CaptureWriter(sys.argv[1], clock=S.clock(0), flush_every_s=0.1) as w:
+        for n, b in enumerate(S.interval_blocks(600, rows_per_block=250)):
+            w.write(b)
+            if n == 40:
+                print("ready", flush=True)
+            time.sleep(0.005)
+""")
+
+
+def test_ninety_percent_of_a_killed_capture(tmp_path):
+    """kill -9 leaves a capture never closed; 90% of it is a kill plus a cut copy."""
+    path, script = tmp_path / "killed.jls", tmp_path / "rec.py"
+    script.write_text(KILLED)
+    proc = subprocess.Popen([sys.executable, str(script), str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=10)
+    with CaptureReader(path) as cap:
+        assert not cap.closed_cleanly and "was not closed" in cap.recovery_note
+        whole = cap.length
+    assert whole >= 8192
+    cut = _cut(path, tmp_path / "cut90.jls", path.stat().st_size * 9 // 10)
+    before = _fingerprint(cut)
+    with CaptureReader(cut) as cap:
+        assert not cap.closed_cleanly and "no close record" in cap.recovery_note
+        assert cap.length == max(cap.intact.values()) >= whole * 0.75
+        for name, n in cap.intact.items():
+            x = cap.samples(name)
+            if not name.startswith("dig"):
+                assert not np.isnan(x[:n]).any() and np.isnan(x[n:]).all()
+    assert _fingerprint(cut) == before
 
 
 def test_killed_before_its_first_chunk_reports_one_line(tmp_path, capsys):
@@ -169,10 +224,13 @@ def test_a_recording_that_got_what_it_asked_shows_no_alert(tmp_path):
         for b in S.interval_blocks(2.0, rows_per_block=500):
             w.write(b)
         w.update_metadata(recording={"requested_s": 2.0, "covered_s": 2.0, "lost_s": 0.0,
-                                     "end_reason": "duration", "error": None})
+                                     "end_reason": "duration", "error": None},
+                          stream={"dropped_frames": 3, "crc_errors": 1, "rails": ["12V", "3V3"]})
     with CaptureReader(path) as cap:
         assert cap.recording_note is None
     assert main(["report", str(path), "--out", str(tmp_path / "r")]) == 0
     html = (tmp_path / "r" / "report.html").read_text()
     assert "class='alert'" not in html and "asked 2.000 s" in html and "ended by duration" in html
+    section = html[html.index("<h2>Recording</h2>"):]
+    assert "<td>stream dropped_frames</td><td>3</td>" in section and "<td>end_reason</td><td>duration</td>" in section
 

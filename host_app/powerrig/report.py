@@ -204,6 +204,18 @@ def _recording_facts(cap: CaptureReader) -> list[str]:
     return facts
 
 
+def _recording_section(cap: CaptureReader) -> str:
+    """What the recorder was asked and got, and the stream's own counts (scalars of its summary)."""
+    rows = [[html.escape(k), _f(v)] for k, v in (cap.recording or {}).items()]
+    stream = cap.metadata.get("stream")
+    if isinstance(stream, dict):
+        rows += [[f"stream {html.escape(str(k))}", _f(v)] for k, v in stream.items()
+                 if isinstance(v, (int, float, str, bool)) or v is None]
+    if not rows:
+        return ""
+    return "<h2>Recording</h2>" + _table(["", "value"], rows)
+
+
 def _html(cap: CaptureReader, a: Analysis, plots: dict, alerts: list[str] = ()) -> str:
     meta = cap.metadata
     drive = meta.get("drive") or {}
@@ -271,6 +283,7 @@ def _html(cap: CaptureReader, a: Analysis, plots: dict, alerts: list[str] = ()) 
             ["workload", "on", "rounds", "steady", "window", "data excursion", "slope excursion"], srow))
     if "waf" in plots:
         parts.append(f"<h2>Write amplification</h2><img src='{plots['waf']}' alt='write amplification'>")
+    parts.append(_recording_section(cap))
     sw = meta.get("software", {})
     parts.append("<h2>Provenance</h2><p>" + html.escape(", ".join(f"{k} {v}" for k, v in sw.items())) + "</p>")
     style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;"

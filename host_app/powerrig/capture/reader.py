@@ -9,6 +9,11 @@
 
 Positions are sample ids (interval numbers from 0); ``sample_id(utc)`` and ``utc(sample_id)`` map
 them to host UTC through the clock anchors stored in the capture.
+
+Reading never changes the file. A capture that was not closed cleanly (its JLS header does not record
+its size) is opened from a repaired temporary copy; each signal is read as far as it is intact
+(``intact``), the rest up to ``length`` is NaN and one ``truncated`` gap, and ``recovery_note`` says
+in one line what was recovered and what was lost. ``recording`` is what the recorder was asked and got.
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ import pyjls
 
 from powerrig.capture import layout as L
 from powerrig.capture.clocktrack import ClockTrack
+from powerrig.capture.jls_tail import clear_dangling_pointers
 from powerrig.errors import CaptureError
 from powerrig.events import Event
 
@@ -110,6 +116,7 @@ class CaptureReader:
         self.file_finalised = self.header_bytes == self.file_bytes
         self.read_from_copy = not self.file_finalised
         self._tmpdir = None
+        self.pointers_cleared = 0      # next-chunk pointers past the cut, cleared in the copy (jls_tail)
         read_path = self.path
         if self.read_from_copy:
             read_path = self._copy_for_repair()
@@ -131,6 +138,7 @@ class CaptureReader:
             self._tmpdir = tempfile.mkdtemp(prefix="powerrig-recover-")
             dst = Path(self._tmpdir) / self.path.name
             shutil.copyfile(self.path, dst)
+            self.pointers_cleared = clear_dangling_pointers(dst)
         except OSError as e:
             self._drop_copy()
             raise CaptureError(f"capture {self.path} was not closed cleanly and must be recovered from a copy, "
@@ -141,7 +149,11 @@ class CaptureReader:
 
     def _drop_copy(self) -> None:
         if self._tmpdir is not None:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            fin = getattr(self, "_finalizer", None)
+            if fin is not None:
+                fin()                  # removes the folder once (also at exit if close() is never called)
+            else:
+                shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
 
     def _load_user_data(self) -> None:
@@ -259,6 +271,8 @@ class CaptureReader:
             why = (f"was cut short ({self.file_bytes:,} of the {self.header_bytes:,} bytes it had when closed)"
                    if self.header_bytes and self.header_bytes > self.file_bytes else
                    f"was changed after it was closed ({self.file_bytes:,} bytes, {self.header_bytes or 0:,} recorded)")
+        elif self.damaged:
+            why = "has damaged records (read up to the damage)"
         elif self.close_record is None:
             why = "has no close record"
         else:
@@ -379,9 +393,9 @@ class CaptureReader:
         incr = -(-total // n)            # ceil: the n summaries must cover the whole range
         n = total // incr                # (a remainder shorter than one summary is left out)
         whole = max(0, min(n, (self.intact[name] - start) // incr))   # summaries inside the intact part
-        s = np.full((n, 4), np.nan, np.float32)
-        if whole:
-            s[:whole] = self._call(self._r.fsr_statistics, self._id(name), start, incr, whole)
+        s = self._call(self._r.fsr_statistics, self._id(name), start, incr, whole) if whole else None
+        if whole < n:                    # as pyjls returns them (float64), NaN past the intact end
+            s = np.concatenate([s if s is not None else np.empty((0, 4)), np.full((n - whole, 4), np.nan)])
         return {"sample_id": start + np.arange(n) * incr, "increment": incr, "mean": s[:, 0], "std": s[:, 1],
                 "min": s[:, 2], "max": s[:, 3]}
 

@@ -245,6 +245,7 @@ class Stream:
         self.stale_frames = 0                   # frames of an earlier stream, dropped
         self.stop_error: str | None = None
         self.malformed_frames = 0               # DATA frames whose length disagrees with their count
+        self._carry_reason: str | None = None   # reason of a gap cut at a blocks() end, for its rest
 
     def stop(self) -> None:
         """Ask the device to stop. If it does not answer, say so in the summary (``stop_error``): the
@@ -256,32 +257,47 @@ class Stream:
 
     # ---- data -------------------------------------------------------------------------------------------
     def blocks(self, seconds: float | None = None, max_rows: int = 5000):
-        """Yield IntervalBlocks until ``seconds`` of device time have been covered (or forever)."""
-        link = self.dev.link
+        """Yield IntervalBlocks until ``seconds`` of device time have been covered (or forever).
+
+        The run ends at its end index whatever happened around it: data lost just before the end
+        (dropped, CRC-failed, a stall, an overrun) becomes a gap up to the end, so a timed stream
+        always finishes. Frames received are handed out at least every 0.1 s or ``max_rows``.
+        """
         end_index = None if seconds is None else self._next_index + int(round(seconds / self.period_s))
         pending, self._pending = self._pending, []      # what an earlier call received but did not hand out
-        last_data = last_yield = time.time()
+        last_data = last_yield = time.monotonic()
         while end_index is None or self._next_index < end_index:
-            try:
-                f = link.data.get(timeout=0.05)
-            except queue.Empty:
-                f = False
-            if f is None:
-                raise LinkError(link.error or f"link to {link.port} closed")
-            if f and f.type == wire.T_DATA and self._accept(f):
+            f = self._receive()
+            now = time.monotonic()
+            if f is not None:
                 pending.append(f)
-                last_data = time.time()
-            quiet = time.time() - last_data
-            now = time.time()
-            if pending and (f is False or len(pending) * self.per_frame >= max_rows or now - last_yield > 0.1):
+                last_data = now
+            if pending and (f is None or len(pending) * self.per_frame >= max_rows or now - last_yield > 0.1):
                 yield from self._assemble(pending, end_index)
                 pending = []
                 last_yield = now
-            if quiet > self.stall_timeout:
-                raise LinkError(f"no data from {link.port} for {quiet:.1f} s: the interposer stalled or was "
-                                "unplugged; check USB and power, then `powerrig devices`")
+            self._check_stall(now - last_data)
         if pending:
             yield from self._assemble(pending, end_index)
+
+    def _receive(self) -> wire.Frame | None:
+        """The next DATA frame of this stream, or None after a short wait without one."""
+        link = self.dev.link
+        try:
+            f = link.data.get(timeout=0.05)
+        except queue.Empty:
+            return None
+        if f is None:
+            raise LinkError(link.error or f"link to {link.port} closed")
+        if f.type == wire.T_DATA and self._accept(f):
+            return f
+        return None
+
+    def _check_stall(self, quiet_s: float) -> None:
+        """A stall longer than the limit ends the stream with an error (shorter ones become gaps)."""
+        if quiet_s > self.stall_timeout:
+            raise LinkError(f"no data from {self.dev.link.port} for {quiet_s:.1f} s: the interposer stalled or "
+                            "was unplugged; check USB and power, then `powerrig devices`")
 
     def _accept(self, f: wire.Frame) -> bool:
         """False for frames that are not this stream's: leftovers of an earlier stream (before the
@@ -309,7 +325,16 @@ class Stream:
         run: list[wire.Frame] = []
         for pos, f in enumerate(frames):
             if end_index is not None and f.index >= end_index:
-                self._pending = frames[pos:] + self._pending     # the next blocks() call starts here
+                if run:
+                    yield self._decode_run(run, end_index)
+                    run = []
+                if self._next_index < end_index:
+                    # the data just before the end was lost: a gap up to the end, or the end is never reached
+                    gap = self._gap_to_end(f, end_index)
+                    if gap is not None:
+                        yield gap
+                    f = self._parked(f)
+                self._pending = [*self._pending, f, *frames[pos + 1:]]   # the next blocks() call starts here
                 break
             lost = 0
             if self._next_seq is not None:
@@ -327,14 +352,39 @@ class Stream:
             if f is not self._remainder:
                 st.frames += 1
         if run:
-            block = self._decode(run, end_index)
-            if self._remainder is not None and self._pending and self._pending[0] is self._remainder:
-                # the last frame was split at end_index: continue right after the rows handed out
-                self._next_index = self._remainder.index
-                self._next_seq = self._remainder.seq
-            yield block
+            yield self._decode_run(run, end_index)
+
+    def _decode_run(self, run: list[wire.Frame], end_index: int | None) -> IntervalBlock:
+        """Decode contiguous frames; if the last one was split at end_index, the next call continues
+        right after the rows handed out (the rest waits first in ``_pending``)."""
+        block = self._decode(run, end_index)
+        if self._remainder is not None and self._pending and self._pending[0] is self._remainder:
+            self._next_index = self._remainder.index
+            self._next_seq = self._remainder.seq
+        return block
+
+    def _gap_to_end(self, f: wire.Frame, end_index: int) -> IntervalBlock | None:
+        """The gap before frame ``f`` (which lies at or past the end), cut at the end. The lost frames
+        are counted now, so the next blocks() call sees ``f`` as the next in sequence and only the
+        rest of the gap, with the same reason."""
+        lost = 0 if self._next_seq is None else (f.seq - self._next_seq) & 0xFFFF
+        gap = self._gap(f, lost, end_index)
+        if gap is not None:
+            self._next_index = gap.end_index
+            self._carry_reason = gap.flags["gap"]
+        self._next_index = max(self._next_index, end_index)
+        self._next_seq = f.seq
+        return gap
+
+    @staticmethod
+    def _parked(f: wire.Frame) -> wire.Frame:
+        """``f`` kept for the next call without its overrun flag: that overrun is counted already."""
+        if not f.flags & wire.F_OVERRUN:
+            return f
+        return wire.Frame(f.type, f.flags & ~wire.F_OVERRUN, f.count, f.seq, f.index, f.payload, f.t_host)
 
     def _gap(self, f: wire.Frame, lost_seq: int, end_index: int | None) -> IntervalBlock | None:
+        """A gap block for the samples missing before frame ``f``; counts lost frames and overruns."""
         st = self.stats
         missing = f.index - self._next_index
         if missing < 0:
@@ -349,6 +399,9 @@ class Stream:
             est = n / self.per_frame
             lost_seq += 65536 * max(0, round((est - lost_seq) / 65536))
         reason = "link" if lost_seq else "overrun"
+        if not lost_seq and not f.flags & wire.F_OVERRUN and self._carry_reason:
+            reason = self._carry_reason         # the rest of a gap cut at the previous call's end
+        self._carry_reason = None
         st.dropped_frames += lost_seq
         if f.flags & wire.F_OVERRUN:
             st.overruns += 1

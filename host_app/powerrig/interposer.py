@@ -27,6 +27,29 @@ DEVICE_NAME = "powerrig-interposer"
 PROTOCOL = 1
 
 
+def describe_problems(desc: dict) -> list[str]:
+    """What a protocol-1 description lacks that this host needs, in words (empty when complete):
+    a half-written firmware must be named as such, not fail later with a KeyError."""
+    out = []
+    missing = [k for k in ("sample_period_us", "peak_window_us", "rails", "interval_us") if k not in desc]
+    if missing:
+        out.append("lacks " + ", ".join(missing))
+    if "interval_us" in desc and not (isinstance(desc["interval_us"], dict) and "default" in desc["interval_us"]):
+        out.append("has no interval_us.default")
+    rails = desc.get("rails")
+    if "rails" in desc and not (isinstance(rails, list) and rails):
+        out.append("lists no rails")
+    elif isinstance(rails, list):
+        for k, r in enumerate(rails):
+            lack = [f for f in ("name", "v_lsb", "i_lsb") if not isinstance(r, dict) or f not in r]
+            if lack:
+                out.append(f"has rail {k} without {', '.join(lack)}")
+    for k in ("sample_period_us", "peak_window_us"):
+        if k in desc and not (isinstance(desc[k], int) and not isinstance(desc[k], bool) and desc[k] > 0):
+            out.append(f"has {k} = {desc[k]!r}, not a positive integer")
+    return out
+
+
 class Interposer:
     """One connection to one interposer. It pings in the background for its whole life, so the
     clock model (``clock.model()``) improves across streams rather than starting over."""
@@ -71,6 +94,11 @@ class Interposer:
             link.close()
             raise LinkError(f"interposer on {port} speaks protocol {desc.get('protocol')}, this host speaks "
                             f"{PROTOCOL}; update the firmware or powerrig")
+        problems = describe_problems(desc)
+        if problems:
+            link.close()
+            raise LinkError(f"the interposer on {port} speaks protocol {PROTOCOL} but its description "
+                            f"{'; '.join(problems)}; update its firmware")
         try:
             if desc.get("state") == "streaming":   # left streaming by a previous host process
                 link.command("stop")
@@ -190,6 +218,7 @@ class StreamStats:
     gap_intervals: int = 0
     overruns: int = 0
     crc_errors: int = 0
+    bad_headers: int = 0        # wrong version, over-size length, or a frame that never completed
     bad_bytes: int = 0
     gap_positions: list = field(default_factory=list)   # (first sample index, intervals, reason)
 
@@ -236,6 +265,7 @@ class Stream:
         self._yielded_end = self._next_index   # end of the last row handed out
         self._next_seq: int | None = self.config.get("first_seq")
         self._crc0 = link.decoder.crc_errors
+        self._hdr0 = self._bad_headers(link.decoder)
         self._bad0 = link.decoder.bad_bytes
         self._power_sums = CompensatedSums(len(self.rails))
         self._valid_rows = 0
@@ -256,8 +286,9 @@ class Stream:
             self.stop_error = str(e)
 
     # ---- data -------------------------------------------------------------------------------------------
-    def blocks(self, seconds: float | None = None, max_rows: int = 5000):
-        """Yield IntervalBlocks until ``seconds`` of device time have been covered (or forever).
+    def blocks(self, seconds: float | None = None, max_rows: int = 5000, stop: threading.Event | None = None):
+        """Yield IntervalBlocks until ``seconds`` of device time have been covered (or forever, or
+        until ``stop`` is set: a recorder's stop then ends it even while no data arrives).
 
         The run ends at its end index whatever happened around it: data lost just before the end
         (dropped, CRC-failed, a stall, an overrun) becomes a gap up to the end, so a timed stream
@@ -267,6 +298,8 @@ class Stream:
         pending, self._pending = self._pending, []      # what an earlier call received but did not hand out
         last_data = last_yield = time.monotonic()
         while end_index is None or self._next_index < end_index:
+            if stop is not None and stop.is_set():
+                break
             f = self._receive()
             now = time.monotonic()
             if f is not None:
@@ -321,6 +354,7 @@ class Stream:
         st = self.stats
         dec = self.dev.link.decoder
         st.crc_errors = dec.crc_errors - self._crc0
+        st.bad_headers = self._bad_headers(dec) - self._hdr0
         st.bad_bytes = dec.bad_bytes - self._bad0
         run: list[wire.Frame] = []
         for pos, f in enumerate(frames):
@@ -362,6 +396,10 @@ class Stream:
             self._next_index = self._remainder.index
             self._next_seq = self._remainder.seq
         return block
+
+    @staticmethod
+    def _bad_headers(dec: wire.FrameDecoder) -> int:
+        return dec.bad_version + dec.oversize + dec.stale_headers
 
     def _gap_to_end(self, f: wire.Frame, end_index: int) -> IntervalBlock | None:
         """The gap before frame ``f`` (which lies at or past the end), cut at the end. The lost frames
@@ -466,6 +504,7 @@ class Stream:
             "gap_intervals": st.gap_intervals,
             "overruns": st.overruns,
             "crc_errors": st.crc_errors,
+            "bad_headers": st.bad_headers,
             "bad_bytes": st.bad_bytes,
             "stale_frames": self.stale_frames,
             "malformed_frames": self.malformed_frames,

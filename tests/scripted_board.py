@@ -110,3 +110,45 @@ class ScriptedLink:
 
 def scripted_interposer(script: list) -> Interposer:
     return Interposer(ScriptedLink(script), dict(DESCRIPTION), ping_interval=3600)
+
+
+class PtyBoard:
+    """A device on a real pty that answers each command frame with ``reply(cmd) -> payload bytes``
+    (a reply frame carrying the command's id as seq): for replies no real firmware should send."""
+
+    def __init__(self, reply):
+        import os
+
+        self.reply = reply
+        self.master, self.slave = os.openpty()
+        self.port = os.ttyname(self.slave)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        import json
+        import os
+        import select
+
+        dec = wire.FrameDecoder()
+        while not self._stop.is_set():
+            r, _, _ = select.select([self.master], [], [], 0.05)
+            if not r:
+                continue
+            try:
+                data = os.read(self.master, 4096)
+            except OSError:
+                return
+            for f in dec.feed(data):
+                if f.type == wire.T_COMMAND:
+                    cmd = json.loads(f.payload)
+                    os.write(self.master, wire.encode(wire.T_REPLY, self.reply(cmd), seq=f.seq))
+
+    def close(self) -> None:
+        import os
+
+        self._stop.set()
+        self._thread.join()
+        os.close(self.master)
+        os.close(self.slave)

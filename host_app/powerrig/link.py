@@ -6,10 +6,13 @@ its last bytes were read, which is what the clock fit needs for ping replies.
 """
 from __future__ import annotations
 
+import errno
 import itertools
-from collections import deque
 import json
+import logging
 import os
+import stat
+from collections import deque
 import queue
 import threading
 import time
@@ -19,6 +22,8 @@ import serial
 from powerrig import wire
 from powerrig.errors import DeviceError, LinkError
 
+logger = logging.getLogger(__name__)
+
 
 def open_serial(port: str, timeout: float = 0.02) -> serial.Serial:
     """Open a port (or a pyserial URL such as socket://host:port) with a message that says what to do."""
@@ -27,16 +32,46 @@ def open_serial(port: str, timeout: float = 0.02) -> serial.Serial:
     is_url = "://" in port
     if not is_url and not os.path.exists(port) and not port.startswith("COM"):
         raise LinkError(f"port {port} does not exist; list interposers with `powerrig devices`")
+    if not is_url and os.path.exists(port):
+        _check_is_character_device(port)
     try:
         if is_url:
             return serial.serial_for_url(port, baudrate=2_000_000, timeout=timeout)
         return serial.Serial(port, baudrate=2_000_000, timeout=timeout, exclusive=True)
     except (serial.SerialException, OSError, ValueError) as e:
+        if _not_a_tty(e):
+            raise LinkError(f"{port} is not a serial port; list interposers with `powerrig devices`") from None
         msg = str(e).splitlines()[0] if str(e) else e.__class__.__name__
         raise LinkError(f"cannot open {port}: {msg}; is another program using it?") from None
 
 
+def _check_is_character_device(port: str) -> None:
+    """A file or a folder given as a port is a typo, not a busy port: say so before opening it."""
+    mode = os.stat(port).st_mode
+    if not stat.S_ISCHR(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a file" if stat.S_ISREG(mode) else "not a device"
+        raise LinkError(f"{port} is not a serial port ({kind}); list interposers with `powerrig devices`")
+
+
+def _not_a_tty(e: BaseException) -> bool:
+    """pyserial reports a device that is not a terminal (/dev/null) as "Could not configure port:
+    (25, 'Inappropriate ioctl for device')": find ENOTTY in the error or what caused it."""
+    while e is not None:
+        if getattr(e, "errno", None) == errno.ENOTTY or (e.args and e.args[0] == errno.ENOTTY):
+            return True
+        if f"({errno.ENOTTY}, " in str(e) or os.strerror(errno.ENOTTY) in str(e):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
 class SerialLink:
+    """One open serial port: a reader thread routes frames; ``command`` sends and waits for a reply.
+
+    ``bad_replies`` counts replies and notices that are not JSON objects (or not UTF-8): a device
+    that sends them is not speaking this protocol, which is not the same as losing the port.
+    """
+
     def __init__(self, port: str, ser: serial.Serial | None = None):
         self.port = port
         self.ser = ser or open_serial(port)
@@ -47,6 +82,8 @@ class SerialLink:
         self.bytes_in = 0
         self.last_rx = time.time()
         self.error: str | None = None
+        self.bad_replies = 0
+        self.last_bad_reply: str | None = None
         self._ids = itertools.count(1)
         self._waiting: dict[int, tuple[threading.Event, list]] = {}
         self._lock = threading.Lock()
@@ -61,9 +98,12 @@ class SerialLink:
         try:
             while not self._stop.is_set():
                 data = ser.read(max(1, min(ser.in_waiting, 1 << 16)))
-                if not data:
-                    continue
                 now = time.time()
+                if not data:
+                    if self.decoder.buffered:      # lets a false header's bounded wait run out
+                        for f in self.decoder.feed(b"", now):
+                            self._route(f)
+                    continue
                 self.last_rx = now
                 self.bytes_in += len(data)
                 for f in self.decoder.feed(data, now):
@@ -72,6 +112,7 @@ class SerialLink:
             if not self._stop.is_set():
                 self.error = f"lost the serial port {self.port}: {str(e).splitlines()[0] if str(e) else e}"
         except Exception as e:  # noqa: BLE001 - a bug here must still end the stream with a message
+            logger.exception("link reader on %s failed", self.port)
             self.error = f"link reader failed on {self.port}: {e.__class__.__name__}: {e}"
         finally:
             self.data.put(None)
@@ -86,22 +127,44 @@ class SerialLink:
         elif f.type == wire.T_BURST:
             self.bursts.put(f)
         elif f.type == wire.T_REPLY:
-            try:
-                doc = json.loads(f.payload)
-            except ValueError:
+            doc = self._json_object(f, "reply")
+            if doc is None:
                 return
             doc["_index"] = f.index
             doc["_t_recv"] = f.t_host
+            cid = doc.get("id")
+            if not isinstance(cid, int) or isinstance(cid, bool):
+                self._bad_reply(f"a reply whose id is {cid!r}, not a command number")
+                return
             with self._lock:
-                w = self._waiting.get(doc.get("id"))
+                w = self._waiting.get(cid)
             if w:
                 w[1].append(doc)
                 w[0].set()
         elif f.type == wire.T_NOTICE:
-            try:
-                self.notices.append(json.loads(f.payload))
-            except ValueError:
-                pass
+            doc = self._json_object(f, "notice")
+            if doc is not None:
+                self.notices.append(doc)
+
+    def _json_object(self, f: wire.Frame, what: str) -> dict | None:
+        """The frame's payload as a JSON object (UTF-8, as the protocol says), or None, counted."""
+        try:
+            doc = json.loads(f.payload.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            self._bad_reply(f"a {what} that is not UTF-8 text ({e.reason} at byte {e.start})")
+            return None
+        except ValueError as e:
+            self._bad_reply(f"a {what} that is not JSON ({e})")
+            return None
+        if not isinstance(doc, dict):
+            self._bad_reply(f"a {what} that is a JSON {type(doc).__name__}, not an object")
+            return None
+        return doc
+
+    def _bad_reply(self, what: str) -> None:
+        self.bad_replies += 1
+        self.last_bad_reply = what
+        logger.info("%s sent %s; ignored", self.port, what)   # the waiting command reports it
 
     # ---- commands -----------------------------------------------------------------------------------
     def command(self, cmd: str, timeout: float = 2.0, **args) -> dict:
@@ -119,10 +182,15 @@ class SerialLink:
             if self.error:
                 raise LinkError(self.error)
             t_send = time.time()
+            bad0 = self.bad_replies
             self.write(frame)
             if not ev.wait(timeout) or not box:
                 if self.error:
                     raise LinkError(self.error)
+                if self.bad_replies != bad0:
+                    raise LinkError(f"the device on {self.port} answered '{cmd}' with {self.last_bad_reply}; "
+                                    "it does not speak the powerrig protocol (list interposers with "
+                                    "`powerrig devices`)")
                 raise LinkError(f"no reply to '{cmd}' from {self.port} within {timeout:g} s "
                                 f"({self.bytes_in} bytes received, {self.decoder.frames} frames); "
                                 "is this an interposer? list them with `powerrig devices`")
@@ -146,10 +214,10 @@ class SerialLink:
         self._stop.set()
         try:
             self.ser.cancel_read()
-        except Exception:  # noqa: BLE001 - not every port type supports it
-            pass
+        except (AttributeError, NotImplementedError, OSError, serial.SerialException) as e:
+            logger.debug("cancel_read on %s: %s (the reader ends at its next timeout)", self.port, e)
         self._thread.join(timeout=1.0)
         try:
             self.ser.close()
-        except Exception:  # noqa: BLE001
-            pass
+        except (OSError, serial.SerialException) as e:
+            logger.warning("closing %s: %s", self.port, e)

@@ -83,6 +83,8 @@ def _list(args) -> int:
 def _stop(args) -> int:
     from powerrig.sim import rig
 
+    if not args.id and not args.all and not rig.running():
+        return 0                     # nothing to stop: the state the user asked for already holds
     stopped = rig.stop(args.id, args.all)
     print(f"stopped {len(stopped)} virtual rig(s)" + (f": {', '.join(stopped)}" if stopped else ""))
     return 0

@@ -1,0 +1,206 @@
+"""Errors a user meets on `stream` and `record`: one line that says what to do, nothing changed;
+runs that end whatever happens around their end; clean ends on signals; no simulator left behind."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import POWERRIG, run_cli
+from powerrig.capture import CaptureReader
+from scripted_board import DESCRIPTION, PtyBoard
+
+
+def one_line_error(r) -> str:
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("powerrig: error: ") and "Traceback" not in r.stderr, r.stderr
+    return lines[0]
+
+
+# ---- options -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad,says", [
+    (["--seconds", "nan"], "--seconds must be a positive, finite number"),
+    (["--seconds", "inf"], "--seconds must be a positive, finite number"),
+    (["--seconds", "0"], "--seconds must be a positive, finite number"),
+    (["--seconds", "-1"], "--seconds must be a positive, finite number"),
+    (["--interval-us", "0"], "--interval-us must be a positive number"),
+    (["--rails", "12V,12V"], "--rails lists 12V more than once"),
+    (["--rails", "12V,,3V3"], "has an empty name"),
+])
+@pytest.mark.parametrize("command", ["stream", "record"])
+def test_bad_options_are_refused_before_anything_is_opened(tmp_path, command, bad, says):
+    out = tmp_path / "c.jls"
+    extra = ["--out", str(out)] if command == "record" else []
+    r = run_cli(command, "--port", "/dev/ttyNOPE0", *extra, *bad)      # the port is never opened
+    assert says in one_line_error(r)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("port,kind", [("/dev/null", ""), ("/etc/passwd", " (a file)"), ("/etc", " (a folder)")])
+def test_a_path_that_is_not_a_serial_port_is_named_as_such(port, kind):
+    line = one_line_error(run_cli("stream", "--port", port, "--seconds", "1"))
+    assert line == f"powerrig: error: {port} is not a serial port{kind}; list interposers with `powerrig devices`"
+
+
+# ---- devices that do not speak the protocol -----------------------------------------------------------------
+def _board(payload_for):
+    return PtyBoard(lambda cmd: payload_for(cmd))
+
+
+@pytest.mark.parametrize("payload,says", [
+    (lambda c: b"[1, 2, 3]", "a reply that is a JSON list, not an object"),
+    (lambda c: json.dumps({"id": [c["id"]], "ok": True}).encode(), "a reply whose id is"),
+    (lambda c: b'{"id": 1, "ok": true, "x": "\xff\xfe"}', "not UTF-8 text"),
+])
+def test_malformed_replies_are_not_a_lost_port(payload, says):
+    board = _board(payload)
+    try:
+        line = one_line_error(run_cli("stream", "--port", board.port, "--seconds", "1"))
+    finally:
+        board.close()
+    assert says in line and "lost the serial port" not in line and "utf-16" not in line, line
+
+
+def test_a_description_missing_fields_names_them():
+    desc = {k: v for k, v in DESCRIPTION.items() if k not in ("sample_period_us", "peak_window_us")}
+    board = _board(lambda c: json.dumps(dict(desc, id=c["id"], ok=True)).encode())
+    try:
+        line = one_line_error(run_cli("stream", "--port", board.port, "--seconds", "1"))
+    finally:
+        board.close()
+    assert "speaks protocol 1 but its description lacks sample_period_us, peak_window_us" in line, line
+
+
+# ---- the end of a timed run, whatever happens around it (issue 13) -------------------------------------------
+LOSSES = {
+    "drop": ("--drop", "0.95"),            # the frames before the end are lost in 95% of runs
+    "crc": ("--corrupt", "5e-3"),          # ... fail their CRC in about 95%
+    "stall": ("--stall-at", "2.5", "--stall-for", "2.5"),   # a stall under the 3 s limit across the end
+}
+
+
+@pytest.mark.parametrize("how", sorted(LOSSES))
+@pytest.mark.parametrize("command", ["stream", "record"])
+def test_a_timed_run_ends_on_time_whatever_is_lost_at_its_end(sim, tmp_path, command, how):
+    s = sim(*LOSSES[how])
+    seconds = "3" if how == "stall" else "1"
+    out = tmp_path / "c.jls"
+    args = ["--json"] if command == "stream" else ["--out", str(out)]
+    r = run_cli(command, "--port", s.port, "--seconds", seconds, *args, timeout=60)
+    assert r.returncode == 0, r.stderr
+    if command == "stream":
+        summary = json.loads(r.stdout)
+    else:
+        with CaptureReader(out) as cap:
+            assert cap.closed_cleanly and cap.length == int(seconds) * 1000
+            summary = cap.metadata["stream"]
+            assert cap.metadata["recording"]["end_reason"] == "duration"
+    assert summary["samples"] + summary["gap_intervals"] == int(seconds) * 1000
+    assert summary["gaps"] >= 1, summary
+
+
+def test_stream_json_ending_in_a_stall_prints_the_partial_summary(sim):
+    s = sim("--stall-at", "8.0", "--stall-for", "60")    # after the command has started, on a loaded machine
+    r = run_cli("stream", "--port", s.port, "--seconds", "20", "--json", "--quiet", timeout=60)
+    line = one_line_error(r)
+    assert "stalled" in line
+    summary = json.loads(r.stdout)
+    assert "stalled" in summary["error"] and summary["samples"] > 0
+
+
+def test_a_lost_port_error_starts_on_its_own_line(sim, tmp_path):
+    s = sim()
+    out = tmp_path / "lost.jls"
+    p = subprocess.Popen([*POWERRIG, "record", "--port", s.port, "--out", str(out)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)           # bytes: text mode would turn \r into \n
+    _wait_for_data(out)
+    time.sleep(1.5)                                    # live lines printed
+    s.proc.kill()
+    _stdout, stderr = p.communicate(timeout=30)
+    assert p.returncode == 2
+    assert b"\rrecording" in stderr
+    assert stderr.count(b"powerrig: error: ") == 1 and b"\npowerrig: error: " in stderr, stderr[-300:]
+    with CaptureReader(out) as cap:
+        assert cap.closed_cleanly and cap.metadata["recording"]["end_reason"] == "link-lost"
+
+
+def _wait_for_data(out, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not (out.exists() and out.stat().st_size > 4096):
+        time.sleep(0.2)
+
+
+# ---- signals ------------------------------------------------------------------------------------------------
+def _ignore_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("sig,inherit_ignored", [(signal.SIGTERM, False), (signal.SIGINT, False),
+                                                 (signal.SIGINT, True)])
+def test_record_closes_the_capture_on_signals(tmp_path, sig, inherit_ignored):
+    """A `timeout`, a service manager, Ctrl-C, or SIGINT from a script that started us with it ignored."""
+    out = tmp_path / "sig.jls"
+    p = subprocess.Popen([*POWERRIG, "record", "--port", "sim", "--out", str(out)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, preexec_fn=_ignore_sigint if inherit_ignored else None)
+    _wait_for_data(out)
+    time.sleep(1.5)
+    p.send_signal(sig)
+    stdout, stderr = p.communicate(timeout=30)
+    assert p.returncode == 0, stderr
+    assert "stopped by a signal" in stdout
+    with CaptureReader(out) as cap:
+        assert cap.closed_cleanly and cap.length > 0
+        assert cap.metadata["recording"]["end_reason"] == "interrupted"
+
+
+# ---- the virtual interposer of `--port sim` dies with its host -------------------------------------------------
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                out += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_port_sim_leaves_no_simulator_behind(sig):
+    p = subprocess.Popen([*POWERRIG, "stream", "--port", "sim", "--seconds", "60", "--quiet"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    kids: list[int] = []
+    while time.monotonic() < deadline and not kids:
+        time.sleep(0.2)
+        kids = _children(p.pid)
+    assert kids, "the host did not start a simulator"
+    time.sleep(2.0)                                   # streaming
+    p.send_signal(sig)
+    p.wait(timeout=30)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(_alive(k) for k in kids):
+        time.sleep(0.1)
+    left = [k for k in kids if _alive(k)]
+    for k in left:
+        os.kill(k, signal.SIGKILL)
+    assert not left, f"simulator process(es) {left} outlived the host"
+
+
+def test_sim_stop_with_no_rig_running_is_a_quiet_success(tmp_path):
+    r = subprocess.run([*POWERRIG, "sim", "stop"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, POWERRIG_SIM_DIR=str(tmp_path / "none")))
+    assert (r.returncode, r.stderr) == (0, "")

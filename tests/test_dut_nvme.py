@@ -148,36 +148,3 @@ def test_malformed_output_from_a_tool_is_a_failed_event(tmp_path):
         n.NvmeCli([sys.executable, str(fake)], tl).smart_log("/dev/nvme0")
     (ev,) = tl.events(NVME)
     assert not ev.ok and "parsed" not in ev.result
-
-
-# -- guard for destructive steps ------------------------------------------------------------------
-from powerrig.dut.guard import GuardRefused, check_destructive, mounted_on  # noqa: E402
-
-MOUNTS = "sysfs /sys sysfs rw 0 0\n/dev/nvme0n1p2 / ext4 rw 0 0\n/dev/nvme1n1 /mnt/scratch\\040space xfs rw 0 0\n"
-
-
-def test_guard_refuses_without_or_with_wrong_serial(tmp_path):
-    with pytest.raises(GuardRefused, match="names no drive serial"):
-        check_destructive("/dev/nvme2n1", None, "SN2", "", tmp_path)
-    with pytest.raises(GuardRefused, match="wrong drive"):
-        check_destructive("/dev/nvme2n1", "SN1", "SN2  ", "", tmp_path)
-    check_destructive("/dev/nvme2n1", "SN2", "SN2  ", MOUNTS, tmp_path)     # right drive, nothing mounted
-
-
-def test_guard_refuses_any_mounted_namespace_or_partition(tmp_path):
-    assert mounted_on("/dev/nvme0", MOUNTS, tmp_path) == ["/"]
-    assert mounted_on("/dev/nvme1n1", MOUNTS, tmp_path) == ["/mnt/scratch space"]
-    with pytest.raises(GuardRefused, match="mounted filesystems"):
-        check_destructive("/dev/nvme0n3", "SN", "SN", MOUNTS, tmp_path)
-
-
-def test_guard_follows_device_mapper_holders(tmp_path):
-    (tmp_path / "nvme3n1" / "holders" / "dm-0").mkdir(parents=True)
-    (tmp_path / "dm-0" / "holders").mkdir(parents=True)
-    with pytest.raises(GuardRefused, match="/srv"):
-        check_destructive("/dev/nvme3", "SN", "SN", "/dev/dm-0 /srv ext4 rw 0 0\n", tmp_path)
-
-
-def test_guard_rejects_non_nvme_paths():
-    with pytest.raises(GuardRefused, match="not an NVMe device"):
-        mounted_on("/dev/sda", MOUNTS)

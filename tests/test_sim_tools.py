@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 from powerrig.dut.fio import Fio, FioJob, FioPlan
+from powerrig.dut.guard import HostView
 from powerrig.dut.nvme import NvmeCli
+from powerrig.dut.guard import GuardRefused
 from powerrig.errors import ToolError
 from powerrig.events import FIO, NVME, PHASE, POWER_STATE, Timeline
 from powerrig.sim.model import expected_point
@@ -27,8 +29,9 @@ def rig(tmp_path):
     sock = str(tmp_path / "ssd.sock")
     with SsdServer(ssds, sock) as server:
         tl = Timeline()
-        nvme = NvmeCli([sys.executable, "-m", "powerrig.sim.nvme_cli", "--endpoint", sock], tl)
-        fio = Fio([sys.executable, "-m", "powerrig.sim.fio_cli", "--endpoint", sock], tl)
+        nvme = NvmeCli([sys.executable, "-m", "powerrig.sim.nvme_cli", "--endpoint", sock], tl,
+                       host=HostView(**server.host))
+        fio = Fio([sys.executable, "-m", "powerrig.sim.fio_cli", "--endpoint", sock], tl, nvme=nvme)
         yield server, nvme, fio, tl, sock
 
 
@@ -42,7 +45,7 @@ def test_ps2_sequential_write_bandwidth_and_power_match_profile(rig, tmp_path):
     time.sleep(0.15)                                    # past ENLAT+EXLAT
     plan = FioPlan([FioJob("seqw", rw="write", bs="128k", iodepth=128, runtime=1.5, time_based=True,
                            filename="/dev/nvme0n1", ioengine="libaio", direct=True)], log_avg_msec=250)
-    res = fio.run(plan, tmp_path / "run")
+    res = fio.run(plan, tmp_path / "run", serial=ident.sn)
     (job,) = res.jobs
     prof = load("d5-p5336")
     mibps, watts = prof.published_drive_point(2, "write")
@@ -62,11 +65,11 @@ def test_ps2_sequential_write_bandwidth_and_power_match_profile(rig, tmp_path):
 
 
 def test_fio_3_36_impersonation_gives_job_start(rig, tmp_path, monkeypatch):
-    _, _, fio, _, _ = rig
+    server, _, fio, _, _ = rig
     monkeypatch.setenv("POWERRIG_SIM_FIO_VERSION", "3.36")
     plan = FioPlan([FioJob(f"ns{k}", rw="write", bs="128k", iodepth=32, runtime=1, time_based=True,
                            filename=f"/dev/nvme1n{k + 1}") for k in range(2)], log_avg_msec=250)
-    res = fio.run(plan, tmp_path / "run")
+    res = fio.run(plan, tmp_path / "run", serial=server.ssds["/dev/nvme1"].sn)
     assert res.fio_version == "fio-3.36" and [j.time_source for j in res.jobs] == ["job_start"] * 2
     assert all(j.directions["write"].io_bytes > 0 for j in res.jobs)
 
@@ -94,27 +97,29 @@ def test_fio_failing_mid_run_fails_the_event_and_returns_nothing(rig, tmp_path):
     server, _, fio, tl, _ = rig
     server.ssds["/dev/nvme0"].inject_fault(0.4)
     plan = FioPlan([FioJob("w", rw="write", bs="128k", runtime=2, time_based=True, filename="/dev/nvme0n1")])
-    t0 = time.time()
     with pytest.raises(ToolError, match="fio failed.*Input/output error"):
-        fio.run(plan, tmp_path / "run")
-    assert time.time() - t0 < 1.8                        # it stopped at the fault, not at the runtime
+        fio.run(plan, tmp_path / "run", serial=server.ssds["/dev/nvme0"].sn)
     (ev,) = tl.events(FIO)
+    assert ev.duration < 1.8                             # fio stopped at the fault, not at the runtime
     assert not ev.ok and not tl.events(PHASE)
 
 
 def test_fio_on_a_path_that_is_not_a_virtual_device(rig, tmp_path):
     _, _, fio, tl, _ = rig
-    plan = FioPlan([FioJob("w", runtime=1, time_based=True, filename="/dev/nvme9n1")])
+    plan = FioPlan([FioJob("r", rw="read", runtime=1, time_based=True, filename="/dev/nvme9n1")])
     with pytest.raises(ToolError, match="No such file or directory"):
         fio.run(plan, tmp_path / "run")
+    with pytest.raises(GuardRefused, match="not a block device"):      # a write never reaches fio
+        fio.run(FioPlan([FioJob("w", runtime=1, time_based=True, filename="/dev/nvme9n1")]), tmp_path / "w",
+                serial="ANY")
 
 
 def test_smart_fdp_and_ocp_logs_through_tools(rig, tmp_path):
-    _, nvme, fio, _, _ = rig
+    server, nvme, fio, _, _ = rig
     before = nvme.smart_log("/dev/nvme1")
     plan = FioPlan([FioJob(f"ns{k}", rw="write", bs="128k", iodepth=32, runtime=1, time_based=True,
                            filename=f"/dev/nvme1n{k + 1}") for k in range(8)])
-    res = fio.run(plan, tmp_path / "run")
+    res = fio.run(plan, tmp_path / "run", serial=server.ssds["/dev/nvme1"].sn)
     host = sum(j.directions["write"].io_bytes for j in res.jobs)
     after = nvme.smart_log("/dev/nvme1")
     assert (after.data_units_written - before.data_units_written) * 512000 == pytest.approx(host, rel=0.02)

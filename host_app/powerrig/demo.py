@@ -96,6 +96,7 @@ def _run(state: dict, out: Path, ns: dict) -> int:
     from powerrig.events import NOTE, Timeline
     from powerrig.interposer import Interposer
     from powerrig.report import write_report
+    from powerrig.dut.guard import HostView
     from powerrig.sim.model import expected_point
     from powerrig.sim.profile import load as load_profile
 
@@ -103,8 +104,8 @@ def _run(state: dict, out: Path, ns: dict) -> int:
     say(f"  1. virtual rig {state['id']}: interposer on {state['port']} ({found['board']}, serial {found['serial']}), "
         f"drive {state['controller']}")
     tl = Timeline()
-    nvme = NvmeCli(state["nvme"], tl)
-    fio = Fio(state["fio"], tl)
+    nvme = NvmeCli(state["nvme"], tl, host=HostView(**state["host"]))   # the rig's own sysfs and mounts
+    fio = Fio(state["fio"], tl, nvme=nvme)
     ident = nvme.id_ctrl(state["controller"])
     say(f"  2. drive: {ident.mn.strip()} (sn {ident.sn.strip()}, fw {ident.fr.strip()}), power states:")
     for k, ps in enumerate(ident.power_states):
@@ -128,7 +129,7 @@ def _run(state: dict, out: Path, ns: dict) -> int:
             time.sleep(0.5)
             job = FioJob(f"PS{ps}-seqwrite-128k", rw="write", bs="128k", iodepth=128, runtime=4, time_based=True,
                          filename=ns_dev)
-            res = fio.run(FioPlan([job]), out / "fio" / f"ps{ps}")
+            res = fio.run(FioPlan([job]), out / "fio" / f"ps{ps}", serial=ident.sn)   # writes: guarded
             jr = res.jobs[0]
             phases.append((ps, jr))
             say(f"     PS{ps}: fio wrote {jr.directions['write'].bw_bytes / 2**20:7.1f} MiB/s for {jr.job_runtime_ms / 1000:.1f} s "

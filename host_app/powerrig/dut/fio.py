@@ -8,6 +8,7 @@ runner's own clock; ``time_source`` records which.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from dataclasses import asdict, dataclass, field
@@ -123,6 +124,19 @@ class FioPlan:
         if self.status_interval:
             a.append(f"--status-interval={self.status_interval:g}")
         return a + [job_file]
+
+
+def _is_drive(path: str) -> bool:
+    """What the guard must check: a block device or an NVMe generic char device (/dev/ngXnY), or a
+    /dev path this host does not have (a drive known to the guard's host view, or a mistake it
+    refuses). Regular files and other devices (/dev/null, /dev/full) are not drives."""
+    import stat
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path.startswith("/dev/")
+    return stat.S_ISBLK(st.st_mode) or (stat.S_ISCHR(st.st_mode) and
+                                        re.fullmatch(r"ng\d+n\d+", os.path.basename(os.path.realpath(path))) is not None)
 
 
 def _truthy(v) -> bool:
@@ -374,11 +388,34 @@ class Fio:
     """fio on one host. ``program`` is the argv prefix: ["fio"] or the simulator's command."""
 
     def __init__(self, program: list[str] | None = None, timeline: Timeline | None = None,
-                 timeout_margin: float = 60.0, env: dict | None = None):
+                 timeout_margin: float = 60.0, env: dict | None = None, nvme=None):
+        """``nvme``: the NvmeCli (with its HostView) the guard reads serials and the host through;
+        by default the host's own ``nvme`` on this timeline."""
         self.program = list(program or ["fio"])
         self.timeline = timeline if timeline is not None else Timeline()
         self.timeout_margin = timeout_margin
         self.env = env
+        self.nvme = nvme
+
+    def guard(self, plan: "FioPlan", serial: str | None, allow_unguarded: bool = False) -> list[str]:
+        """Every drive a writing job targets passes the destructive-operation guard (serial named, nothing
+        in use, not the boot device), or GuardRefused is raised before fio starts. Jobs on regular files
+        (fio lays them out itself) are not drives. Returns the drives checked."""
+        from powerrig.dut.guard import DriveGuard
+        from powerrig.dut.nvme import NvmeCli
+        drives = []
+        for j in plan.writes():
+            o = {**plan.global_options, **j.options()}
+            for f in str(o.get("filename", "")).split(":"):
+                if f and _is_drive(f) and f not in drives:
+                    drives.append(f)
+        if drives:
+            if self.nvme is None:
+                self.nvme = NvmeCli(timeline=self.timeline)
+            g = DriveGuard(self.nvme, self.nvme.host)
+            for f in drives:
+                g.check(f, serial, "a fio write workload", allow_unguarded)
+        return drives
 
     def version(self) -> str:
         done = run_tool(self.program + ["--version"], self.timeline, FIO, "fio --version", "fio", 30, self.env)
@@ -388,12 +425,16 @@ class Fio:
         self.timeline.end(done.event, ok=True, version=v)
         return v
 
-    def run(self, plan: FioPlan, out_dir: str | Path, name: str = "fio") -> FioResult:
+    def run(self, plan: FioPlan, out_dir: str | Path, name: str = "fio", serial: str | None = None,
+            allow_unguarded: bool = False) -> FioResult:
         """Run the plan; a FIO event for the process and a PHASE event per job (absolute times).
 
-        Any failure (fio missing, non-zero exit, a job with an error, malformed output, fewer jobs
+        A plan that writes to a drive needs that drive's ``serial`` (see :meth:`guard`); only
+        ``allow_unguarded=True`` skips the check, with a logged WARNING. Any failure (fio missing, non-zero exit, a job with an error, malformed output, fewer jobs
         than planned) raises ToolError with the FIO event marked failed; no partial result is returned.
         """
+        plan.job_file(None)                     # a malformed plan fails before anything is checked or run
+        self.guard(plan, serial, allow_unguarded)
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         logs = out / "logs"

@@ -16,6 +16,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 
 from powerrig.dut._run import fail, run_tool
+from powerrig.dut.guard import DriveGuard, HostView
 from powerrig.errors import ToolError
 from powerrig.events import NVME, POWER_STATE, Timeline
 
@@ -360,8 +361,11 @@ class NvmeCli:
     """nvme-cli on one host. ``program`` is the argv prefix: ["nvme"], ["sudo", "nvme"] or the simulator."""
 
     def __init__(self, program: list[str] | None = None, timeline: Timeline | None = None, timeout: float = 30.0,
-                 env: dict | None = None):
+                 env: dict | None = None, host: HostView | None = None):
+        """``host``: where the destructive-operation guard reads sysfs, mounts and swaps (the real host
+        by default; the virtual rig publishes its own)."""
         self.program = list(program or ["nvme"])
+        self.host = host or HostView()
         self.timeline = timeline if timeline is not None else Timeline()
         self.timeout = timeout
         self.env = env
@@ -465,3 +469,40 @@ class NvmeCli:
     def ocp_smart_add_log(self, dev: str) -> dict:
         return self._call(["ocp", "smart-add-log", dev, "--output-format=json"], "ocp smart-add-log",
                           parse_ocp_smart_add_log, {"device": dev})
+
+    # -- destructive commands: always through the guard -------------------------------------------
+    def format(self, dev: str, serial: str | None, ses: int = 0, lbaf: int | None = None,
+               nsid: int | None = None, allow_unguarded: bool = False, timeout: float = 600.0) -> None:
+        """Format NVM (``nvme format``): erases the namespace (SES 0 none, 1 user data, 2 crypto).
+        Only on the drive whose ``serial`` is named and with nothing on it in use (GuardRefused otherwise)."""
+        if ses not in (0, 1, 2):
+            raise ToolError(f"format: secure erase setting {ses} is not 0, 1 or 2")
+        DriveGuard(self, self.host).check(dev, serial, "format", allow_unguarded)
+        args = ["format", dev, f"--ses={ses}"]
+        if lbaf is not None:
+            args.append(f"--lbaf={int(lbaf)}")
+        if nsid is not None:
+            args.append(f"--namespace-id={int(nsid)}")
+        if self.version().major >= 2:
+            args.append("--force")                  # 2.x asks for confirmation on a terminal otherwise
+        self._destructive(args, "format", {"device": dev, "ses": ses, "lbaf": lbaf, "nsid": nsid}, timeout)
+
+    def sanitize(self, dev: str, serial: str | None, action: int = 2, allow_unguarded: bool = False,
+                 timeout: float = 60.0) -> None:
+        """Sanitize (``nvme sanitize --sanact``: 1 exit failure mode, 2 block erase, 3 overwrite, 4 crypto
+        erase): every namespace of the controller. Guarded like :meth:`format`; returns once the command is
+        accepted (the drive sanitizes in the background: poll ``sanitize-log``)."""
+        if action not in (1, 2, 3, 4):
+            raise ToolError(f"sanitize: action {action} is not 1 (exit failure), 2 (block), 3 (overwrite) or 4 (crypto)")
+        DriveGuard(self, self.host).check(dev, serial, "sanitize", allow_unguarded)
+        args = ["sanitize", dev, f"--sanact={action}"]
+        if self.version().tuple >= (2, 3, 0):
+            args.append("--force")
+        self._destructive(args, "sanitize", {"device": dev, "action": action}, timeout)
+
+    def _destructive(self, args, name, meta, timeout):
+        saved, self.timeout = self.timeout, timeout
+        try:
+            self._call(args, name, lambda text: {"stdout": text.strip()[:200]}, meta)
+        finally:
+            self.timeout = saved

@@ -296,7 +296,29 @@ def cmd_ocp(ep, args):
     return 0
 
 
-COMMANDS = {"version": cmd_version, "id-ctrl": cmd_id_ctrl, "get-feature": cmd_get_feature,
+def cmd_format(ep, args):
+    pos, o = _parse(args, {"-n": "nsid", "--namespace-id": "nsid", "-l": "lbaf", "--lbaf": "lbaf", "-s": "ses",
+                           "--ses": "ses", "-i": "pi", "--pi": "pi", "-r": "reset!", "--reset": "reset!",
+                           "--force": "force!", "-t": "timeout", "--timeout": "timeout"})
+    dev = _need_dev(pos, "format")
+    r = _call(ep, {"op": "format", "dev": dev, "nsid": _num(o["nsid"]) if "nsid" in o else None})
+    print(f"Success formatting namespace:{r['nsid']:x}")
+    return 0
+
+
+def cmd_sanitize(ep, args):
+    pos, o = _parse(args, {"-a": "sanact", "--sanact": "sanact", "-d": "nodealloc!", "--no-dealloc": "nodealloc!",
+                           "-n": "owpass", "--owpass": "owpass", "-p": "ovrpat", "--ovrpat": "ovrpat",
+                           "--force": "force!", "-u": "ause!", "--ause": "ause!"})
+    dev = _need_dev(pos, "sanitize")
+    if _num(o.get("sanact", 0)) not in (1, 2, 3, 4):
+        print("sanitize: Invalid Sanitize Action", file=sys.stderr)
+        return 1
+    _call(ep, {"op": "sanitize", "dev": dev, "action": _num(o["sanact"])})
+    return 0
+
+
+COMMANDS = {"format": cmd_format, "sanitize": cmd_sanitize, "version": cmd_version, "id-ctrl": cmd_id_ctrl, "get-feature": cmd_get_feature,
             "set-feature": cmd_set_feature, "smart-log": cmd_smart_log, "fdp": cmd_fdp, "ocp": cmd_ocp}
 
 

@@ -54,7 +54,7 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float) ->
              "controller": "/dev/nvme0",
              "namespaces": [f"/dev/nvme0n{k + 1}" for k in range(getattr(ssd.profile, "namespaces", 1))],
              "nvme": tool_command("nvme", endpoint), "fio": tool_command("fio", endpoint),
-             "serial": ssd.sn, "started": time.time(),
+             "serial": ssd.sn, "host": server.host, "started": time.time(),
              "log": str(rig_dir / "rig.log")}
     state_file = root / f"{rig_id}.json"
     tmp = state_file.with_suffix(".tmp")

@@ -89,6 +89,7 @@ class VirtualSSD:
         self._state_since = now
         self._t_rates = now
         self.fault_after_s: float | None = None
+        self.erases: list[tuple[float, str, int | None]] = []    # (time, "format" | "sanitize", nsid)
         # lifetime counters
         self.host_read_bytes = 0.0
         self.host_write_bytes = 0.0
@@ -410,6 +411,15 @@ class VirtualSSD:
             self._account(self.clock())
             return {"physical_media_units_written": int(self.media_write_bytes),
                     "physical_media_units_read": int(self.host_read_bytes)}
+
+    def erase(self, kind: str, nsid: int | None = None) -> None:
+        """Format (``kind`` "format") or sanitize: refused while I/O runs, as a busy drive would; the
+        user data is gone (the FTL is left as is: what it holds is the model's steady state, not data)."""
+        self.advance()
+        with self._lock:
+            if self.runs:
+                raise SsdError("I/O in progress", status="INVALID_FIELD")
+            self.erases.append((self.clock(), kind, nsid))
 
     def inject_fault(self, after_s: float) -> None:
         """The next run fails with an I/O error this many seconds after it starts (for tests)."""

@@ -148,3 +148,25 @@ def test_malformed_output_from_a_tool_is_a_failed_event(tmp_path):
         n.NvmeCli([sys.executable, str(fake)], tl).smart_log("/dev/nvme0")
     (ev,) = tl.events(NVME)
     assert not ev.ok and "parsed" not in ev.result
+
+
+def test_id_ctrl_1x_prints_scales_as_raw_descriptor_bytes():
+    """nvme-cli 1.x: idle_scale 128 and active_work_scale 130 are bytes with the scale in bits 7:6."""
+    (ps0,) = n.parse_id_ctrl(text("id-ctrl-1.16-raw-scales.json")).power_states
+    assert ps0.idle_power_w == 5.0 and ps0.active_power_w == 11.0 and ps0.active_workload == 2
+
+
+def test_celsius_as_powerrig_and_as_nvme_cli_print_it():
+    s = n.parse_smart_log(text("smart-log-1.x.json"))
+    assert s.temperature_k == 309 and s.temperature_c == pytest.approx(35.85) and s.temperature_c_nvme_cli == 36
+
+
+def test_analysis_reads_nvme_fields_without_drive_control():
+    """One field parser below both: importing the analysis' descriptor reading pulls in no powerrig.dut."""
+    import subprocess
+    code = ("import sys, powerrig.analysis.descriptors as d; "
+            "assert not [m for m in sys.modules if m.startswith('powerrig.dut')], 'analysis imports dut'; "
+            "import powerrig.dut.nvme as n, powerrig.nvme_fields as f; "
+            "assert d.parse_psd is f.parse_psd is n.parse_psd and d.number is f.number")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr

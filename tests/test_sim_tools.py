@@ -150,3 +150,41 @@ def test_endpoint_missing_is_a_clear_error(tmp_path):
 def test_module_entry_points_run():
     p = subprocess.run([sys.executable, "-m", "powerrig.sim.fio_cli", "--version"], capture_output=True, text=True)
     assert p.returncode == 0 and p.stdout.strip() == "fio-3.33"
+
+
+def _sim_nvme(sock, version, *args):
+    import os
+    env = dict(os.environ, POWERRIG_SIM_NVME_VERSION=version)
+    p = subprocess.run([sys.executable, "-m", "powerrig.sim.nvme_cli", "--endpoint", sock, *args],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def test_impersonated_1x_prints_raw_scale_bytes_and_the_parser_decodes_them(rig, monkeypatch):
+    _, nvme, _, _, sock = rig
+    import json as _json
+    psd0 = _json.loads(_sim_nvme(sock, "1.16", "id-ctrl", "/dev/nvme2", "-o", "json"))["psds"][0]
+    assert psd0["idle_scale"] == 2 << 6 and psd0["active_work_scale"] == (2 << 6) | 2
+    monkeypatch.setenv("POWERRIG_SIM_NVME_VERSION", "1.16")
+    ps0 = nvme.id_ctrl("/dev/nvme2").state(0)
+    assert ps0.idle_power_w == pytest.approx(load("client-apst").power["idle_w"]) and ps0.active_power_w == 8.0
+
+
+@pytest.mark.parametrize("version,kind", [("1.16", float), ("2.0", float), ("2.3", str), ("2.6", int), ("2.16", int)])
+def test_impersonated_smart_log_and_id_ctrl_print_what_that_version_prints(rig, version, kind):
+    _, _, _, _, sock = rig
+    import json as _json
+    text = _sim_nvme(sock, version, "smart-log", "/dev/nvme0", "-o", "json")
+    log = _json.loads(text)
+    assert type(log["data_units_written"]) is kind and type(log["power_on_hours"]) is kind
+    assert isinstance(log["thm_temp1_trans_count"], int) and isinstance(log["warning_temp_time"], int)
+    assert log["temperature_sensor_1"] == log["temperature"] and "temperature_sensor_2" in log
+    if version.startswith("1."):
+        assert '"power_on_hours" : 1200.000000' in text          # 1.x: long double, "%Lf"
+    ctrl = _json.loads(_sim_nvme(sock, version, "id-ctrl", "/dev/nvme0", "-o", "json"))
+    assert {"cntrltype", "sanicap", "vwc", "sqes", "cqes", "oncs", "subnqn"} <= set(ctrl)
+    assert (ctrl["sqes"], ctrl["cqes"]) == (0x66, 0x44)
+    human = _sim_nvme(sock, version, "smart-log", "/dev/nvme0")
+    k = log["temperature"]
+    assert f": {k - 273} C" in human                             # nvme-cli's Celsius: K - 273

@@ -394,6 +394,7 @@ class VirtualSSD:
                     "power_cycles": 12, "power_on_hours": self.power_on_base_h + int(up_h), "unsafe_shutdowns": 1,
                     "media_errors": 0, "num_err_log_entries": 0,
                     "warning_temp_time": 0, "critical_comp_time": 0,
+                    "temperature_sensors": [int(round(self.temp_c + 273.15)), int(round(self.temp_c + 273.15 - 3))],
                     "thm_temp1_trans_count": self.thm_count, "thm_temp2_trans_count": 0,
                     "thm_temp1_total_time": int(self.thm_time_s), "thm_temp2_total_time": 0}
 

@@ -170,3 +170,13 @@ def test_analysis_reads_nvme_fields_without_drive_control():
             "assert d.parse_psd is f.parse_psd is n.parse_psd and d.number is f.number")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
+
+
+def test_smart_log_event_shows_both_celsius_readings(tmp_path):
+    fake = tmp_path / "fake-nvme.py"
+    fake.write_text(f"print(open({str(DATA / 'smart-log-2.6.json')!r}).read())\n")
+    tl = Timeline()
+    n.NvmeCli([sys.executable, str(fake)], tl).smart_log("/dev/nvme0")
+    (ev,) = tl.events(NVME)
+    assert ev.result["parsed"]["temperature_k"] == 356
+    assert (ev.result["parsed"]["temperature_c"], ev.result["parsed"]["temperature_c_nvme_cli"]) == (82.85, 83)

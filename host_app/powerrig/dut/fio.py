@@ -476,7 +476,7 @@ def _phase(j: JobResult, spec: "FioJob | None"):
     """A PHASE event for one job: what was asked (rw, bs, iodepth, numjobs) and what it did, so
     efficiency (MiB/s per W, IOPS per W, J per GiB) can be computed from the capture alone."""
     from powerrig.events import Event
-    meta = {"time_source": j.time_source, "job_index": j.index,
+    meta = {"time_source": j.time_source, "job_index": j.index, "groupid": j.groupid, "members": list(j.members),
             "bw_bytes": sum(d.bw_bytes for d in j.directions.values()),
             "iops": sum(d.iops for d in j.directions.values()),
             "io_bytes": sum(d.io_bytes for d in j.directions.values())}

@@ -266,13 +266,15 @@ class NvmeCli:
         self._version: NvmeVersion | None = None
         self._id: dict[str, ControllerId] = {}
 
-    def _call(self, args: list[str], name: str, parse, meta: dict | None = None):
+    def _call(self, args: list[str], name: str, parse, meta: dict | None = None, extra=None):
         done = run_tool(self.program + args, self.timeline, NVME, name, "nvme-cli", self.timeout, self.env, meta=meta)
         try:
             parsed = parse(done.stdout)
         except ToolError as e:
             raise fail(self.timeline, done.event, str(e)) from None
         result = asdict(parsed) if hasattr(parsed, "__dataclass_fields__") else parsed
+        if extra is not None:
+            result = {**result, **extra(parsed)}
         self.timeline.end(done.event, ok=True, parsed=result)
         return parsed
 
@@ -354,7 +356,11 @@ class NvmeCli:
         self.set_apst(dev, False, [])
 
     def smart_log(self, dev: str) -> SmartLog:
-        return self._call(["smart-log", dev, "--output-format=json"], "smart-log", parse_smart_log, {"device": dev})
+        """SMART / health log. The event holds the kelvin value and both Celsius readings (powerrig's
+        K - 273.15 and nvme-cli's K - 273), so it can be compared with `nvme smart-log` text."""
+        return self._call(["smart-log", dev, "--output-format=json"], "smart-log", parse_smart_log, {"device": dev},
+                          extra=lambda s: {"temperature_c": round(s.temperature_c, 2),
+                                           "temperature_c_nvme_cli": s.temperature_c_nvme_cli})
 
     def fdp_stats(self, dev: str, endgrp: int = 1) -> FdpStats:
         return self._call(["fdp", "stats", dev, f"--endgrp-id={endgrp}", "--output-format=json"], "fdp stats",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +125,93 @@ def test_plan_rejects_bad_rw_and_duplicate_names():
         FioPlan([FioJob("a", rw="sideways")]).job_file(None)
     with pytest.raises(ToolError, match="unique"):
         FioPlan([FioJob("a"), FioJob("a")]).job_file(None)
+
+
+# -- group reporting, from real fio 3.33 outputs (tests/data/fio, made with ioengine=null) ------------
+from powerrig.dut.fio import results_from_report  # noqa: E402
+
+FIO_DATA = Path(__file__).parent / "data" / "fio"
+NULL = dict(ioengine="null", size="64m", runtime=1, time_based=True)
+
+
+def three_group_plan(group_reporting: bool) -> FioPlan:
+    """What made the fixtures: a (2 clones) | stonewall b | new_group c (2 clones, beside b)."""
+    return FioPlan([FioJob("a", rw="write", bs="4k", numjobs=2, **NULL),
+                    FioJob("b", rw="read", bs="4k", extra={"stonewall": 1}, **NULL),
+                    FioJob("c", rw="randwrite", bs="4k", numjobs=2, iodepth=8, extra={"new_group": 1}, **NULL)],
+                   group_reporting=group_reporting, log_avg_msec=100)
+
+
+def fixture(name: str):
+    final, jobs, _ = parse_fio_json((FIO_DATA / name / "fio.json").read_text())
+    return final, jobs, FIO_DATA / name / "logs"
+
+
+def log_span(logs: Path, *names: str) -> tuple[float, float]:
+    ts = [int(line.split(",")[0]) / 1000 for n in names for line in (logs / n).read_text().splitlines()]
+    return min(ts), max(ts)
+
+
+def test_plan_numbers_groups_and_stages_as_fio_does():
+    assert three_group_plan(True).groups() == [(0, 0), (1, 1), (2, 1)]
+    final, jobs, _ = fixture("group-reporting")
+    assert [j["groupid"] for j in jobs] == [0, 1, 2]            # real fio agrees
+    glob = FioPlan([FioJob("x"), FioJob("y")], global_options={"stonewall": 1})
+    assert glob.groups() == [(0, 0), (1, 1)]
+
+
+def test_group_reporting_with_several_groups_is_one_entry_per_group():
+    final, jobs, logs = fixture("group-reporting")
+    report = final["timestamp_ms"] / 1000
+    res = results_from_report(three_group_plan(True), final, jobs, logs, report - 10, report + 5)
+    assert [(r.name, r.groupid, r.members) for r in res] == [("a", 0, ("a",)), ("b", 1, ("b",)), ("c", 2, ("c",))]
+
+
+def test_each_group_takes_its_span_from_its_own_logs_not_the_summed_runtime():
+    final, jobs, logs = fixture("group-reporting")
+    report = final["timestamp_ms"] / 1000
+    a, b, c = results_from_report(three_group_plan(True), final, jobs, logs, report - 10, report + 5)
+    assert jobs[0]["job_runtime"] > 1900                        # fio sums the two clones' runtime
+    first_a, last_a = log_span(logs, "a_bw.1.log", "a_bw.2.log")
+    first_b, last_b = log_span(logs, "b_bw.3.log")
+    assert a.start_utc == pytest.approx(first_a - 0.1) and last_a <= a.end_utc <= last_a + 0.25
+    assert 0.9 < a.end_utc - a.start_utc < 1.2                   # one second, not two
+    assert a.end_utc <= b.start_utc + 0.05                       # the stonewalled group comes after a
+    assert b.start_utc == pytest.approx(first_b - 0.1) and 0.9 < b.end_utc - b.start_utc < 1.2
+    assert abs(c.start_utc - b.start_utc) < 0.1                  # new_group without stonewall: beside b
+
+
+def test_log_derived_end_is_bounded_by_fios_report_time():
+    final, jobs, logs = fixture("per-job")
+    report = final["timestamp_ms"] / 1000
+    jd = dict(jobs[4], job_runtime=60000)                        # a runtime running past the report
+    start, end, src = job_times(jd, [logs / "c_bw.5.log"], 100, report - 10, report + 30, report)
+    assert src == "log" and end == report
+
+
+def test_without_logs_stonewalled_stages_are_placed_in_order():
+    final, jobs, _ = fixture("per-job")
+    t_ret = 1000.0
+    res = results_from_report(three_group_plan(False), final, jobs, Path("/nonexistent"), t_ret - 10, t_ret)
+    assert all(r.time_source == "runner_clock" for r in res)
+    a1, a2, b, c1, c2 = res
+    assert max(c1.end_utc, c2.end_utc, b.end_utc) == t_ret
+    assert a1.end_utc <= b.start_utc + 1e-9 and a2.end_utc <= c1.start_utc + 1e-9
+    assert a1.end_utc == pytest.approx(t_ret - max(j["job_runtime"] for j in jobs[2:]) / 1000)
+
+
+def test_group_reporting_fewer_groups_than_planned_is_incomplete():
+    final, jobs, logs = fixture("group-reporting")
+    with pytest.raises(ToolError, match="reported 2 groups, the plan has 3"):
+        results_from_report(three_group_plan(True), final, jobs[:2], logs, 0, 1e12)
+
+
+@needs_fio
+def test_real_fio_stonewall_groups_under_group_reporting(tmp_path):
+    plan = FioPlan([FioJob("w", rw="write", bs="4k", numjobs=2, **NULL),
+                    FioJob("r", rw="read", bs="4k", extra={"stonewall": 1}, **NULL)],
+                   group_reporting=True, log_avg_msec=100)
+    res = Fio(["fio"], Timeline()).run(plan, tmp_path / "run")
+    w, r = res.jobs
+    assert (w.name, r.name) == ("w", "r") and w.end_utc <= r.start_utc + 0.05
+    assert 0.8 < w.end_utc - w.start_utc < 1.3

@@ -17,6 +17,7 @@ import pytest
 
 from conftest import run_cli
 from powerrig.dut.fio import Fio, FioJob, FioPlan
+from powerrig.dut.guard import HostView
 from powerrig.dut.nvme import NvmeCli
 from powerrig.events import NVME, PHASE, POWER_STATE, Timeline
 from powerrig.interposer import Interposer
@@ -43,8 +44,8 @@ def session(rig, tmp_path_factory):
     """Stream at 100 us while: PS0 writes, a switch to PS2 mid-run, then a PS2 write phase."""
     out = tmp_path_factory.mktemp("fio")
     tl = Timeline()
-    nvme = NvmeCli(rig["nvme"], tl)
-    fio = Fio(rig["fio"], tl)
+    nvme = NvmeCli(rig["nvme"], tl, host=HostView(**rig["host"]))
+    fio = Fio(rig["fio"], tl, nvme=nvme)
     ctrl, ns = rig["controller"], rig["namespaces"][0]
     ident = nvme.id_ctrl(ctrl)
     blocks: list[IntervalBlock] = []
@@ -63,14 +64,15 @@ def session(rig, tmp_path_factory):
             time.sleep(1.0)
             nvme.set_power_state(ctrl, 0)
             job = FioJob("ps0-then-ps2", rw="write", bs="128k", iodepth=128, runtime=4, time_based=True, filename=ns)
-            bg = threading.Thread(target=fio.run, args=(FioPlan([job]), out / "a"), daemon=True)
+            bg = threading.Thread(target=fio.run, args=(FioPlan([job]), out / "a"),
+                                  kwargs={"serial": rig["serial"]}, daemon=True)
             bg.start()
             time.sleep(2.0)
             switch = nvme.set_power_state(ctrl, 2)
             bg.join()
             time.sleep(0.5)
             result = fio.run(FioPlan([FioJob("ps2-seqwrite", rw="write", bs="128k", iodepth=128, runtime=4,
-                                             time_based=True, filename=ns)]), out / "b")
+                                             time_based=True, filename=ns)]), out / "b", serial=rig["serial"])
             time.sleep(0.5)
             done.set()
             reader.join(timeout=10)

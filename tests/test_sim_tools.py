@@ -4,6 +4,7 @@ Same code path as the real rig: only the program the runners call differs.
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -12,7 +13,9 @@ import numpy as np
 import pytest
 
 from powerrig.dut.fio import Fio, FioJob, FioPlan
+from powerrig.dut.guard import HostView
 from powerrig.dut.nvme import NvmeCli
+from powerrig.dut.guard import GuardRefused
 from powerrig.errors import ToolError
 from powerrig.events import FIO, NVME, PHASE, POWER_STATE, Timeline
 from powerrig.sim.model import expected_point
@@ -27,8 +30,9 @@ def rig(tmp_path):
     sock = str(tmp_path / "ssd.sock")
     with SsdServer(ssds, sock) as server:
         tl = Timeline()
-        nvme = NvmeCli([sys.executable, "-m", "powerrig.sim.nvme_cli", "--endpoint", sock], tl)
-        fio = Fio([sys.executable, "-m", "powerrig.sim.fio_cli", "--endpoint", sock], tl)
+        nvme = NvmeCli([sys.executable, "-m", "powerrig.sim.nvme_cli", "--endpoint", sock], tl,
+                       host=HostView(**server.host))
+        fio = Fio([sys.executable, "-m", "powerrig.sim.fio_cli", "--endpoint", sock], tl, nvme=nvme)
         yield server, nvme, fio, tl, sock
 
 
@@ -42,7 +46,7 @@ def test_ps2_sequential_write_bandwidth_and_power_match_profile(rig, tmp_path):
     time.sleep(0.15)                                    # past ENLAT+EXLAT
     plan = FioPlan([FioJob("seqw", rw="write", bs="128k", iodepth=128, runtime=1.5, time_based=True,
                            filename="/dev/nvme0n1", ioengine="libaio", direct=True)], log_avg_msec=250)
-    res = fio.run(plan, tmp_path / "run")
+    res = fio.run(plan, tmp_path / "run", serial=ident.sn)
     (job,) = res.jobs
     prof = load("d5-p5336")
     mibps, watts = prof.published_drive_point(2, "write")
@@ -62,11 +66,11 @@ def test_ps2_sequential_write_bandwidth_and_power_match_profile(rig, tmp_path):
 
 
 def test_fio_3_36_impersonation_gives_job_start(rig, tmp_path, monkeypatch):
-    _, _, fio, _, _ = rig
+    server, _, fio, _, _ = rig
     monkeypatch.setenv("POWERRIG_SIM_FIO_VERSION", "3.36")
     plan = FioPlan([FioJob(f"ns{k}", rw="write", bs="128k", iodepth=32, runtime=1, time_based=True,
                            filename=f"/dev/nvme1n{k + 1}") for k in range(2)], log_avg_msec=250)
-    res = fio.run(plan, tmp_path / "run")
+    res = fio.run(plan, tmp_path / "run", serial=server.ssds["/dev/nvme1"].sn)
     assert res.fio_version == "fio-3.36" and [j.time_source for j in res.jobs] == ["job_start"] * 2
     assert all(j.directions["write"].io_bytes > 0 for j in res.jobs)
 
@@ -94,27 +98,30 @@ def test_fio_failing_mid_run_fails_the_event_and_returns_nothing(rig, tmp_path):
     server, _, fio, tl, _ = rig
     server.ssds["/dev/nvme0"].inject_fault(0.4)
     plan = FioPlan([FioJob("w", rw="write", bs="128k", runtime=2, time_based=True, filename="/dev/nvme0n1")])
-    t0 = time.time()
     with pytest.raises(ToolError, match="fio failed.*Input/output error"):
-        fio.run(plan, tmp_path / "run")
-    assert time.time() - t0 < 1.8                        # it stopped at the fault, not at the runtime
+        fio.run(plan, tmp_path / "run", serial=server.ssds["/dev/nvme0"].sn)
     (ev,) = tl.events(FIO)
+    # the I/O stopped at the fault (0.4 s), not at the runtime (2 s): one 500 ms log window, not four
+    assert len((tmp_path / "run" / "logs" / "w_bw.1.log").read_text().splitlines()) == 1
     assert not ev.ok and not tl.events(PHASE)
 
 
 def test_fio_on_a_path_that_is_not_a_virtual_device(rig, tmp_path):
     _, _, fio, tl, _ = rig
-    plan = FioPlan([FioJob("w", runtime=1, time_based=True, filename="/dev/nvme9n1")])
+    plan = FioPlan([FioJob("r", rw="read", runtime=1, time_based=True, filename="/dev/nvme9n1")])
     with pytest.raises(ToolError, match="No such file or directory"):
         fio.run(plan, tmp_path / "run")
+    with pytest.raises(GuardRefused, match="not a block device"):      # a write never reaches fio
+        fio.run(FioPlan([FioJob("w", runtime=1, time_based=True, filename="/dev/nvme9n1")]), tmp_path / "w",
+                serial="ANY")
 
 
 def test_smart_fdp_and_ocp_logs_through_tools(rig, tmp_path):
-    _, nvme, fio, _, _ = rig
+    server, nvme, fio, _, _ = rig
     before = nvme.smart_log("/dev/nvme1")
     plan = FioPlan([FioJob(f"ns{k}", rw="write", bs="128k", iodepth=32, runtime=1, time_based=True,
                            filename=f"/dev/nvme1n{k + 1}") for k in range(8)])
-    res = fio.run(plan, tmp_path / "run")
+    res = fio.run(plan, tmp_path / "run", serial=server.ssds["/dev/nvme1"].sn)
     host = sum(j.directions["write"].io_bytes for j in res.jobs)
     after = nvme.smart_log("/dev/nvme1")
     assert (after.data_units_written - before.data_units_written) * 512000 == pytest.approx(host, rel=0.02)
@@ -145,3 +152,80 @@ def test_endpoint_missing_is_a_clear_error(tmp_path):
 def test_module_entry_points_run():
     p = subprocess.run([sys.executable, "-m", "powerrig.sim.fio_cli", "--version"], capture_output=True, text=True)
     assert p.returncode == 0 and p.stdout.strip() == "fio-3.33"
+
+
+def _sim_nvme(sock, version, *args):
+    import os
+    env = dict(os.environ, POWERRIG_SIM_NVME_VERSION=version)
+    p = subprocess.run([sys.executable, "-m", "powerrig.sim.nvme_cli", "--endpoint", sock, *args],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def test_impersonated_1x_prints_raw_scale_bytes_and_the_parser_decodes_them(rig, monkeypatch):
+    _, nvme, _, _, sock = rig
+    import json as _json
+    psd0 = _json.loads(_sim_nvme(sock, "1.16", "id-ctrl", "/dev/nvme2", "-o", "json"))["psds"][0]
+    assert psd0["idle_scale"] == 2 << 6 and psd0["active_work_scale"] == (2 << 6) | 2
+    monkeypatch.setenv("POWERRIG_SIM_NVME_VERSION", "1.16")
+    ps0 = nvme.id_ctrl("/dev/nvme2").state(0)
+    assert ps0.idle_power_w == pytest.approx(load("client-apst").power["idle_w"]) and ps0.active_power_w == 8.0
+
+
+@pytest.mark.parametrize("version,kind", [("1.16", float), ("2.0", float), ("2.3", str), ("2.6", int), ("2.16", int)])
+def test_impersonated_smart_log_and_id_ctrl_print_what_that_version_prints(rig, version, kind):
+    _, _, _, _, sock = rig
+    import json as _json
+    text = _sim_nvme(sock, version, "smart-log", "/dev/nvme0", "-o", "json")
+    log = _json.loads(text)
+    assert type(log["data_units_written"]) is kind and type(log["power_on_hours"]) is kind
+    assert isinstance(log["thm_temp1_trans_count"], int) and isinstance(log["warning_temp_time"], int)
+    assert log["temperature_sensor_1"] == log["temperature"] and "temperature_sensor_2" in log
+    if version.startswith("1."):
+        assert '"power_on_hours" : 1200.000000' in text          # 1.x: long double, "%Lf"
+    ctrl = _json.loads(_sim_nvme(sock, version, "id-ctrl", "/dev/nvme0", "-o", "json"))
+    assert {"cntrltype", "sanicap", "vwc", "sqes", "cqes", "oncs", "subnqn"} <= set(ctrl)
+    assert (ctrl["sqes"], ctrl["cqes"]) == (0x66, 0x44)
+    human = _sim_nvme(sock, version, "smart-log", "/dev/nvme0")
+    import re
+    m = re.search(r"^temperature\s*: (\d+) C(?: \((\d+) Kelvin\))?$", human, re.M)
+    if version.startswith("1."):
+        assert m and m.group(2) is None and abs(int(m.group(1)) - (log["temperature"] - 273)) <= 1
+    else:
+        assert m and int(m.group(1)) == int(m.group(2)) - 273          # nvme-cli's Celsius: K - 273
+
+
+def test_impersonated_fio_reports_groups_as_real_fio_does(rig, tmp_path):
+    """stonewall runs after the group before it, new_group beside it; under group_reporting one entry per
+    group with job_runtime summed over its clones (real fio 3.33: tests/data/fio/group-reporting)."""
+    server, _, fio, _, _ = rig
+    sn = server.ssds["/dev/nvme1"].sn
+    common = dict(bs="128k", runtime=0.6, time_based=True)
+    plan = FioPlan([FioJob("a", rw="write", numjobs=2, iodepth=8, filename="/dev/nvme1n1", **common),
+                    FioJob("b", rw="read", iodepth=128, filename="/dev/nvme1n2", extra={"stonewall": 1}, **common),
+                    FioJob("c", rw="randwrite", numjobs=2, filename="/dev/nvme1n3", extra={"new_group": 1}, **common)],
+                   group_reporting=True, log_avg_msec=100)
+    res = fio.run(plan, tmp_path / "run", serial=sn)
+    raw = json.loads((tmp_path / "run" / "fio.json").read_text())
+    assert [j["groupid"] for j in raw["jobs"]] == [0, 1, 2] and [j.name for j in res.jobs] == ["a", "b", "c"]
+    a, b, c = raw["jobs"]
+    assert a["job_runtime"] > 1.7 * a["write"]["runtime"]        # summed over 2 clones, as fio does
+    assert a["iodepth_level"]["8"] == 100.0 and b["iodepth_level"][">=64"] == 100.0
+    assert c["iodepth_level"]["1"] == 100.0
+    assert sum(a["latency_us"].values()) + sum(a["latency_ms"].values()) + sum(a["latency_ns"].values()) == \
+        pytest.approx(100.0, abs=0.01) and max(a["latency_us"].values()) > 0
+    assert {d["name"] for d in raw["disk_util"]} == {"nvme1n1", "nvme1n2", "nvme1n3"}
+    ra, rb, rc = res.jobs
+    assert ra.end_utc <= rb.start_utc + 0.05 and abs(rb.start_utc - rc.start_utc) < 0.2   # stages in order
+    assert 0.4 < ra.end_utc - ra.start_utc < 0.9                 # its own span, not the summed runtime
+
+
+def test_impersonated_fio_reads_sizes_itself():
+    from powerrig.sim import fio_cli
+    import powerrig.dut.fio as runner
+    assert fio_cli.parse_size is not runner.parse_size
+    assert [fio_cli.parse_size(s) for s in ("4k", "4KiB", "1m", "512", "1.5g")] == [4096, 4096, 1 << 20, 512, 3 << 29]
+    assert fio_cli.parse_size("25%", 1000) == 250
+    with pytest.raises(ValueError):
+        fio_cli.parse_size("4q")

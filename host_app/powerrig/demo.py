@@ -135,7 +135,7 @@ def _write_phase(nvme: NvmeCli, fio: Fio, state: dict, ps: int, out: Path):
     time.sleep(0.5)
     job = FioJob(f"PS{ps}-seqwrite-128k", rw="write", bs="128k", iodepth=128, runtime=4, time_based=True,
                  filename=state["namespaces"][0])
-    jr = fio.run(FioPlan([job]), out / "fio" / f"ps{ps}").jobs[0]
+    jr = fio.run(FioPlan([job]), out / "fio" / f"ps{ps}", serial=state["serial"]).jobs[0]   # writes: guarded
     say(f"     PS{ps}: fio wrote {jr.directions['write'].bw_bytes / 2**20:7.1f} MiB/s for {jr.job_runtime_ms / 1000:.1f} s "
         f"(times from {jr.time_source})")
     return jr

@@ -7,21 +7,7 @@ from __future__ import annotations
 
 import math
 
-from powerrig.dut.nvme import PowerStateDescriptor as PowerState, parse_psd
-
-
-
-def number(v) -> float | None:
-    """An nvme-cli number in any of its spellings: 3, 3.0, "3", "3.000000", "3,200", "0x3"."""
-    if v is None or isinstance(v, bool):
-        return None
-    if isinstance(v, (int, float)):
-        return float(v)
-    s = str(v).strip().replace(",", "")
-    try:
-        return float(int(s, 16)) if s.lower().startswith("0x") else float(s)
-    except ValueError:
-        return None
+from powerrig.nvme_fields import PowerStateDescriptor as PowerState, number, parse_psd  # noqa: F401
 
 
 def power_states(id_ctrl: dict | None) -> dict[int, PowerState]:

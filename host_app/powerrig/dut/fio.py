@@ -8,6 +8,7 @@ runner's own clock; ``time_source`` records which.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from dataclasses import asdict, dataclass, field
@@ -89,6 +90,33 @@ class FioPlan:
                 lines += [f"write_bw_log={log_prefix}/{j.name}", f"write_iops_log={log_prefix}/{j.name}"]
         return "\n".join(lines) + "\n"
 
+    def groups(self) -> list[tuple[int, int]]:
+        """(groupid, stage) of every job, as fio numbers them: ``stonewall`` (alias
+        ``wait_for_previous``) and ``new_group`` start a new reporting group once the current one has
+        a job; only ``stonewall`` also waits for the jobs before it (a new stage, run after them)."""
+        out, gid, stage, seen = [], 0, 0, False
+        for j in self.jobs:
+            o = {**self.global_options, **j.options()}
+            wall = _truthy(o.get("stonewall")) or _truthy(o.get("wait_for_previous"))
+            if (wall or _truthy(o.get("new_group"))) and seen:
+                gid += 1
+                stage += 1 if wall else 0
+            out.append((gid, stage))
+            seen = True
+        return out
+
+    def clone_indices(self) -> list[list[int]]:
+        """fio's job numbers (the log file index) of every plan job's clones: 1.. in plan order."""
+        out, n = [], 0
+        for j in self.jobs:
+            out.append(list(range(n + 1, n + 1 + j.numjobs)))
+            n += j.numjobs
+        return out
+
+    def writes(self) -> list["FioJob"]:
+        """Jobs that write to their target: any rw with a write or trim part, or verify writes."""
+        return [j for j in self.jobs if job_writes({**self.global_options, **j.options()})]
+
     def argv(self, job_file: str, output: str) -> list[str]:
         if self.output_format not in ("json", "json+"):
             raise ToolError(f"fio output format {self.output_format!r}: the runner parses json or json+")
@@ -96,6 +124,41 @@ class FioPlan:
         if self.status_interval:
             a.append(f"--status-interval={self.status_interval:g}")
         return a + [job_file]
+
+
+def _is_drive(path: str) -> bool:
+    """What the guard must check: a block device or an NVMe generic char device (/dev/ngXnY), or a
+    /dev path this host does not have (a drive known to the guard's host view, or a mistake it
+    refuses). Regular files and other devices (/dev/null, /dev/full) are not drives."""
+    import stat
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path.startswith("/dev/")
+    return stat.S_ISBLK(st.st_mode) or (stat.S_ISCHR(st.st_mode) and
+                                        re.fullmatch(r"ng\d+n\d+", os.path.basename(os.path.realpath(path))) is not None)
+
+
+def _truthy(v) -> bool:
+    """fio boolean options: present without a value, 1, true, yes, on."""
+    if v is None or v is False:
+        return False
+    return str(v).strip().lower() not in ("0", "false", "no", "off")
+
+
+WRITE_MODES = {"write", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim", "trimwrite"}
+
+
+def job_writes(options: dict) -> bool:
+    """Does a job with these (merged global + job) options write to its file? rw with a write or trim
+    part does; so does a read job with ``verify`` set and ``do_verify``/``verify_only`` not stopping it
+    from writing first (fio writes the pattern it verifies), and ``verify_backlog``."""
+    rw = str(options.get("rw", options.get("readwrite", "read"))).split(":")[0].strip()
+    if rw in WRITE_MODES:
+        return True
+    verify = options.get("verify")
+    return verify is not None and str(verify).strip().lower() not in ("0", "none", "") and \
+        not _truthy(options.get("verify_only"))
 
 
 def _fmt(v) -> str:
@@ -124,6 +187,7 @@ class JobResult:
     time_source: str              # "job_start", "log", "runner_clock"
     directions: dict[str, DirectionResult]
     index: int | None = None      # fio's job number (log file index); None with group_reporting
+    members: tuple[str, ...] = ()  # with group_reporting: the plan jobs the group entry stands for
 
     @property
     def bytes_total(self) -> int:
@@ -226,30 +290,132 @@ def read_log_span(path: Path) -> tuple[float, float] | None:
     return first / 1000.0, last / 1000.0
 
 
-def job_times(job: dict, log_files: list[Path], log_avg_msec: int, t_call: float, t_return: float) -> tuple[float, float, str]:
-    """Absolute start and end of a job, and which source said so."""
-    rt = float(job.get("job_runtime", 0)) / 1000.0
+def job_times(job: dict, log_files: list[Path], log_avg_msec: int, t_call: float, t_return: float,
+              report_utc: float | None = None, clones: int = 1) -> tuple[float, float, str]:
+    """Absolute start and end of a job (or of a reporting group: ``log_files`` are its own logs,
+    ``clones`` how many jobs it sums), and which source said so. The end never falls after fio's
+    report time (``timestamp_ms``) or the runner's return."""
+    rt = clone_runtime_s(job, clones)
+    limit = min(t_return, report_utc) if report_utc else t_return
     if "job_start" in job and job["job_start"]:
         start = float(job["job_start"]) / 1000.0
-        return start, start + rt, "job_start"
+        return start, min(start + rt, limit), "job_start"
     spans = [s for s in (read_log_span(p) for p in log_files) if s]
     if spans:
         first = min(s[0] for s in spans)
         last = max(s[1] for s in spans)
-        start = first - log_avg_msec / 1000.0   # a log entry is stamped at the end of its window
-        return max(start, t_call), min(max(last, start + rt), t_return), "log"
+        start = max(first - log_avg_msec / 1000.0, t_call)   # a log entry is stamped at the end of its window
+        return start, max(min(max(last, start + rt), limit), start), "log"
     return max(t_call, t_return - rt) if rt else t_call, t_return, "runner_clock"
+
+
+def clone_runtime_s(job: dict, clones: int = 1) -> float:
+    """How long one job (one clone) ran, in s. Under group_reporting fio sums ``job_runtime`` over
+    the group's jobs but reports each direction's ``runtime`` as the longest: take that, else the
+    sum divided by the number of jobs."""
+    if clones > 1:
+        rts = [float(job[d].get("runtime", 0)) for d in DIRECTIONS if isinstance(job.get(d), dict)]
+        if any(rts):
+            return max(rts) / 1000.0
+        return float(job.get("job_runtime", 0)) / 1000.0 / clones
+    return float(job.get("job_runtime", 0)) / 1000.0
+
+
+def place_runner_clock(results: list["JobResult"], stages: list[int], t_call: float, t_return: float) -> None:
+    """Without job_start or logs, jobs of later stonewall stages ran after earlier ones: lay the
+    stages back to back, the last ending at the runner's return, each as long as its longest job."""
+    order = sorted(set(stages))
+    length = {s: max((r.end_utc - r.start_utc for r, st in zip(results, stages) if st == s), default=0.0)
+              for s in order}
+    end = t_return
+    ends = {}
+    for s in reversed(order):
+        ends[s] = end
+        end = max(t_call, end - length[s])
+    for r, s in zip(results, stages):
+        if r.time_source == "runner_clock":
+            dur = r.end_utc - r.start_utc
+            r.end_utc = ends[s]
+            r.start_utc = max(t_call, ends[s] - dur)
+
+
+def results_from_report(plan: "FioPlan", final: dict, jobs: list[dict], logs: Path, t_call: float,
+                        t_return: float) -> list["JobResult"]:
+    """Every reported entry as a JobResult with absolute times. Without group_reporting fio prints
+    one entry per job clone (its number is the log index); with it, one entry per reporting group,
+    whose times come from its own jobs' logs only."""
+    groups = plan.groups()
+    indices = plan.clone_indices()
+    report_ms = final.get("timestamp_ms")
+    report_utc = float(report_ms) / 1000.0 if isinstance(report_ms, (int, float)) and report_ms else None
+    if plan.group_reporting:
+        gids = sorted({g for g, _ in groups})
+        if len(jobs) != len(gids):
+            raise ToolError(f"fio reported {len(jobs)} groups, the plan has {len(gids)} "
+                            "(group_reporting prints one per stonewall/new_group): the result is incomplete")
+    else:
+        expected = sum(j.numjobs for j in plan.jobs)
+        if len(jobs) != expected:
+            raise ToolError(f"fio reported {len(jobs)} jobs, the plan has {expected}: the result is incomplete")
+    results, stages = [], []
+    clone_owner = [k for k, idx in enumerate(indices) for _ in idx]
+    for pos, jd in enumerate(jobs):
+        jname = str(_need(jd, "jobname", "a job"))
+        err = int(jd.get("error", 0))
+        if err:
+            raise ToolError(f"fio job {jname!r} ended with error {err} ({_errno_text(err)})")
+        dirs = {d: parse_direction(jd[d], f"job {jname} {d}") for d in DIRECTIONS if d in jd}
+        if plan.group_reporting:
+            gid = int(jd.get("groupid", gids[pos]))
+            members = [k for k, (g, _) in enumerate(groups) if g == gid]
+            if not members:
+                raise ToolError(f"fio reported group {gid}, which the plan does not have")
+            nums = [i for k in members for i in indices[k]]
+            stage, index, names = groups[members[0]][1], None, tuple(plan.jobs[k].name for k in members)
+        else:
+            k = clone_owner[pos]
+            index, nums, stage, names = pos + 1, [pos + 1], groups[k][1], ()
+        log_files = [logs / f"{plan.jobs[k].name}_bw.{i}.log" for k, idx in enumerate(indices) for i in idx if i in nums]
+        start, end, src = job_times(jd, log_files, plan.log_avg_msec, t_call, t_return, report_utc, len(nums))
+        results.append(JobResult(jname, int(jd.get("groupid", 0)), err, int(jd.get("job_runtime", 0)),
+                                 start, end, src, dirs, index, names))
+        stages.append(stage)
+    place_runner_clock(results, stages, t_call, t_return)
+    return results
 
 
 class Fio:
     """fio on one host. ``program`` is the argv prefix: ["fio"] or the simulator's command."""
 
     def __init__(self, program: list[str] | None = None, timeline: Timeline | None = None,
-                 timeout_margin: float = 60.0, env: dict | None = None):
+                 timeout_margin: float = 60.0, env: dict | None = None, nvme=None):
+        """``nvme``: the NvmeCli (with its HostView) the guard reads serials and the host through;
+        by default the host's own ``nvme`` on this timeline."""
         self.program = list(program or ["fio"])
         self.timeline = timeline if timeline is not None else Timeline()
         self.timeout_margin = timeout_margin
         self.env = env
+        self.nvme = nvme
+
+    def guard(self, plan: "FioPlan", serial: str | None, allow_unguarded: bool = False) -> list[str]:
+        """Every drive a writing job targets passes the destructive-operation guard (serial named, nothing
+        in use, not the boot device), or GuardRefused is raised before fio starts. Jobs on regular files
+        (fio lays them out itself) are not drives. Returns the drives checked."""
+        from powerrig.dut.guard import DriveGuard
+        from powerrig.dut.nvme import NvmeCli
+        drives = []
+        for j in plan.writes():
+            o = {**plan.global_options, **j.options()}
+            for f in str(o.get("filename", "")).split(":"):
+                if f and _is_drive(f) and f not in drives:
+                    drives.append(f)
+        if drives:
+            if self.nvme is None:
+                self.nvme = NvmeCli(timeline=self.timeline)
+            g = DriveGuard(self.nvme, self.nvme.host)
+            for f in drives:
+                g.check(f, serial, "a fio write workload", allow_unguarded)
+        return drives
 
     def version(self) -> str:
         done = run_tool(self.program + ["--version"], self.timeline, FIO, "fio --version", "fio", 30, self.env)
@@ -259,12 +425,16 @@ class Fio:
         self.timeline.end(done.event, ok=True, version=v)
         return v
 
-    def run(self, plan: FioPlan, out_dir: str | Path, name: str = "fio") -> FioResult:
+    def run(self, plan: FioPlan, out_dir: str | Path, name: str = "fio", serial: str | None = None,
+            allow_unguarded: bool = False) -> FioResult:
         """Run the plan; a FIO event for the process and a PHASE event per job (absolute times).
 
-        Any failure (fio missing, non-zero exit, a job with an error, malformed output, fewer jobs
+        A plan that writes to a drive needs that drive's ``serial`` (see :meth:`guard`); only
+        ``allow_unguarded=True`` skips the check, with a logged WARNING. Any failure (fio missing, non-zero exit, a job with an error, malformed output, fewer jobs
         than planned) raises ToolError with the FIO event marked failed; no partial result is returned.
         """
+        plan.job_file(None)                     # a malformed plan fails before anything is checked or run
+        self.guard(plan, serial, allow_unguarded)
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         logs = out / "logs"
@@ -289,25 +459,7 @@ class Fio:
                                           f"job file {job_file}, output {output}")
         try:
             final, jobs, interim = parse_fio_json(text or done.stdout)
-            expected = 1 if plan.group_reporting else sum(j.numjobs for j in plan.jobs)
-            if len(jobs) != expected:
-                raise ToolError(f"fio reported {len(jobs)} jobs, the plan has {expected}: the result is incomplete")
-            results = []
-            index = 0
-            for jd in jobs:
-                jname = str(_need(jd, "jobname", "a job"))
-                err = int(jd.get("error", 0))
-                if err:
-                    raise ToolError(f"fio job {jname!r} ended with error {err} ({_errno_text(err)})")
-                dirs = {d: parse_direction(jd[d], f"job {jname} {d}") for d in DIRECTIONS if d in jd}
-                index += 1
-                log_files = [] if plan.group_reporting else \
-                    [logs / f"{jname}_bw.{index}.log", logs / f"{jname}_iops.{index}.log"]
-                if plan.group_reporting:
-                    log_files = sorted(logs.glob("*_bw.*.log"))
-                start, end, src = job_times(jd, log_files, plan.log_avg_msec, t_call, t_return)
-                results.append(JobResult(jname, int(jd.get("groupid", 0)), err, int(jd.get("job_runtime", 0)),
-                                         start, end, src, dirs, None if plan.group_reporting else index))
+            results = results_from_report(plan, final, jobs, logs, t_call, t_return)
         except ToolError as e:
             raise fail(self.timeline, ev, str(e)) from None
         result = FioResult(str(final.get("fio version", "")), results, str(out), argv, t_call, t_return, interim)
@@ -324,7 +476,7 @@ def _phase(j: JobResult, spec: "FioJob | None"):
     """A PHASE event for one job: what was asked (rw, bs, iodepth, numjobs) and what it did, so
     efficiency (MiB/s per W, IOPS per W, J per GiB) can be computed from the capture alone."""
     from powerrig.events import Event
-    meta = {"time_source": j.time_source, "job_index": j.index,
+    meta = {"time_source": j.time_source, "job_index": j.index, "groupid": j.groupid, "members": list(j.members),
             "bw_bytes": sum(d.bw_bytes for d in j.directions.values()),
             "iops": sum(d.iops for d in j.directions.values()),
             "io_bytes": sum(d.io_bytes for d in j.directions.values())}

@@ -9,100 +9,25 @@ that names it.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import tempfile
 from dataclasses import asdict, dataclass
 
 from powerrig.dut._run import fail, run_tool
+from powerrig.dut.guard import DriveGuard, HostView
 from powerrig.errors import ToolError
 from powerrig.events import NVME, POWER_STATE, Timeline
+from powerrig.nvme_fields import (SCALE_W, Keys, PowerStateDescriptor, celsius, celsius_nvme_cli, load_json,  # noqa: F401
+                                  parse_psd, to_int)
 
 FID_POWER_MGMT = 0x02
 FID_APST = 0x0C
 
 
-# -- value coercion -----------------------------------------------------------------------------
-def to_int(value, what: str) -> int:
-    """A counter as nvme-cli printed it: int, float, "N", "N.000000", "3,200,631,791,616", "0x1f"."""
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(round(value))
-    if isinstance(value, str):
-        s = value.strip().replace(",", "").replace("_", "")
-        try:
-            if s.lower().startswith("0x"):
-                return int(s, 16)
-            if re.fullmatch(r"[+-]?\d+", s):
-                return int(s)
-            return int(round(float(s)))
-        except ValueError:
-            pass
-    raise ToolError(f"nvme-cli printed {what} as {value!r}, which is not a number (unsupported nvme-cli output)")
-
-
-def load_json(text: str, what: str) -> dict:
-    """The JSON object in nvme-cli's stdout; tolerate text before it (plugin notices) and after it."""
-    start = text.find("{")
-    if start < 0:
-        raise ToolError(f"nvme-cli {what}: no JSON in its output (got {text.strip()[:60]!r}); "
-                        "is this nvme-cli with -o json support?")
-    try:
-        obj, _ = json.JSONDecoder().raw_decode(text[start:])
-    except ValueError as e:
-        raise ToolError(f"nvme-cli {what}: malformed JSON output ({e})") from None
-    if not isinstance(obj, dict):
-        raise ToolError(f"nvme-cli {what}: expected a JSON object")
-    return obj
-
-
-class _Keys:
-    """Case-insensitive access to a JSON object; ``need`` raises a ToolError naming a missing field."""
-
-    def __init__(self, d: dict, what: str):
-        self.d = {str(k).lower(): v for k, v in d.items()}
-        self.what = what
-
-    def get(self, *names, default=None):
-        for n in names:
-            if n.lower() in self.d:
-                return self.d[n.lower()]
-        return default
-
-    def need(self, *names):
-        v = self.get(*names)
-        if v is None:
-            raise ToolError(f"nvme-cli {self.what}: required field {names[0]!r} missing from its output "
-                            "(unsupported nvme-cli version or a truncated reply)")
-        return v
-
-
-# -- identify controller ------------------------------------------------------------------------
-def _power_scale(code: int) -> float | None:
-    """IPS/APS: 0 not reported, 1 = 0.0001 W, 2 = 0.01 W."""
-    return {1: 0.0001, 2: 0.01}.get(code)
-
-
-@dataclass(frozen=True)
-class PowerStateDescriptor:
-    ps: int
-    max_power_w: float
-    non_operational: bool
-    entry_latency_us: int
-    exit_latency_us: int
-    idle_power_w: float | None       # None when the drive does not report it
-    active_power_w: float | None
-    active_workload: int             # APW: 0 none, 1 and 2 as defined by the spec
-    relative_read_throughput: int = 0
-    relative_write_throughput: int = 0
-
-    @property
-    def worst_transition_us(self) -> int:
-        return self.entry_latency_us + self.exit_latency_us
+# the field parsers are shared with the analysis and the impersonation (powerrig.nvme_fields)
+_Keys = Keys
+_power_scale = SCALE_W.get
 
 
 @dataclass(frozen=True)
@@ -127,42 +52,6 @@ class ControllerId:
             if s.ps == ps:
                 return s
         raise ToolError(f"power state {ps} does not exist on {self.mn.strip()} (it has PS0..PS{self.npss})")
-
-
-def parse_psd(i: int, d: dict) -> PowerStateDescriptor:
-    k = _Keys(d, f"id-ctrl psd {i}")
-    flags = k.get("flags")
-    mxps = k.get("max_power_scale")
-    nops = k.get("non-operational_state", "non_operational_state")
-    if mxps is None or nops is None:
-        if flags is None:
-            raise ToolError(f"nvme-cli id-ctrl psd {i}: required field 'max_power_scale' (or 'flags') missing")
-        flags = to_int(flags, "psd flags")
-        mxps = flags & 1 if mxps is None else mxps
-        nops = (flags >> 1) & 1 if nops is None else nops
-    mp = to_int(k.need("max_power"), "max_power") * (0.0001 if to_int(mxps, "max_power_scale") else 0.01)
-    idle_scale = _power_scale(to_int(k.get("idle_scale", default=0), "idle_scale"))
-    idle = k.get("idle_power")
-    # ACTP scale: 2.x prints active_scale (+ active_power_work); 1.x packs both into active_work_scale
-    aws = k.get("active_work_scale")
-    if k.get("active_scale") is not None:
-        act_scale_code = to_int(k.get("active_scale"), "active_scale")
-        apw = to_int(k.get("active_power_work", default=0), "active_power_work")
-    elif aws is not None:
-        aws = to_int(aws, "active_work_scale")
-        act_scale_code, apw = (aws >> 6) & 3, aws & 7
-    else:
-        act_scale_code, apw = 0, 0
-    act_scale = _power_scale(act_scale_code)
-    act = k.get("active_power")
-    return PowerStateDescriptor(
-        ps=i, max_power_w=round(mp, 6), non_operational=bool(to_int(nops, "non-operational_state")),
-        entry_latency_us=to_int(k.need("entry_lat"), "entry_lat"),
-        exit_latency_us=to_int(k.need("exit_lat"), "exit_lat"),
-        idle_power_w=round(to_int(idle, "idle_power") * idle_scale, 6) if idle is not None and idle_scale else None,
-        active_power_w=round(to_int(act, "active_power") * act_scale, 6) if act is not None and act_scale else None,
-        active_workload=apw, relative_read_throughput=to_int(k.get("read_tput", default=0), "read_tput"),
-        relative_write_throughput=to_int(k.get("write_tput", default=0), "write_tput"))
 
 
 def parse_id_ctrl(text: str) -> ControllerId:
@@ -263,7 +152,13 @@ class SmartLog:
 
     @property
     def temperature_c(self) -> float:
-        return self.temperature_k - 273.15
+        """Celsius as powerrig reports it: K - 273.15 (docs/drive-control.md)."""
+        return celsius(self.temperature_k)
+
+    @property
+    def temperature_c_nvme_cli(self) -> int:
+        """Celsius as nvme-cli's own text prints it (K - 273), to compare with ``nvme smart-log``."""
+        return celsius_nvme_cli(self.temperature_k)
 
     @property
     def bytes_written(self) -> int:
@@ -360,21 +255,26 @@ class NvmeCli:
     """nvme-cli on one host. ``program`` is the argv prefix: ["nvme"], ["sudo", "nvme"] or the simulator."""
 
     def __init__(self, program: list[str] | None = None, timeline: Timeline | None = None, timeout: float = 30.0,
-                 env: dict | None = None):
+                 env: dict | None = None, host: HostView | None = None):
+        """``host``: where the destructive-operation guard reads sysfs, mounts and swaps (the real host
+        by default; the virtual rig publishes its own)."""
         self.program = list(program or ["nvme"])
+        self.host = host or HostView()
         self.timeline = timeline if timeline is not None else Timeline()
         self.timeout = timeout
         self.env = env
         self._version: NvmeVersion | None = None
         self._id: dict[str, ControllerId] = {}
 
-    def _call(self, args: list[str], name: str, parse, meta: dict | None = None):
+    def _call(self, args: list[str], name: str, parse, meta: dict | None = None, extra=None):
         done = run_tool(self.program + args, self.timeline, NVME, name, "nvme-cli", self.timeout, self.env, meta=meta)
         try:
             parsed = parse(done.stdout)
         except ToolError as e:
             raise fail(self.timeline, done.event, str(e)) from None
         result = asdict(parsed) if hasattr(parsed, "__dataclass_fields__") else parsed
+        if extra is not None:
+            result = {**result, **extra(parsed)}
         self.timeline.end(done.event, ok=True, parsed=result)
         return parsed
 
@@ -456,7 +356,11 @@ class NvmeCli:
         self.set_apst(dev, False, [])
 
     def smart_log(self, dev: str) -> SmartLog:
-        return self._call(["smart-log", dev, "--output-format=json"], "smart-log", parse_smart_log, {"device": dev})
+        """SMART / health log. The event holds the kelvin value and both Celsius readings (powerrig's
+        K - 273.15 and nvme-cli's K - 273), so it can be compared with `nvme smart-log` text."""
+        return self._call(["smart-log", dev, "--output-format=json"], "smart-log", parse_smart_log, {"device": dev},
+                          extra=lambda s: {"temperature_c": round(s.temperature_c, 2),
+                                           "temperature_c_nvme_cli": s.temperature_c_nvme_cli})
 
     def fdp_stats(self, dev: str, endgrp: int = 1) -> FdpStats:
         return self._call(["fdp", "stats", dev, f"--endgrp-id={endgrp}", "--output-format=json"], "fdp stats",
@@ -465,3 +369,40 @@ class NvmeCli:
     def ocp_smart_add_log(self, dev: str) -> dict:
         return self._call(["ocp", "smart-add-log", dev, "--output-format=json"], "ocp smart-add-log",
                           parse_ocp_smart_add_log, {"device": dev})
+
+    # -- destructive commands: always through the guard -------------------------------------------
+    def format(self, dev: str, serial: str | None, ses: int = 0, lbaf: int | None = None,
+               nsid: int | None = None, allow_unguarded: bool = False, timeout: float = 600.0) -> None:
+        """Format NVM (``nvme format``): erases the namespace (SES 0 none, 1 user data, 2 crypto).
+        Only on the drive whose ``serial`` is named and with nothing on it in use (GuardRefused otherwise)."""
+        if ses not in (0, 1, 2):
+            raise ToolError(f"format: secure erase setting {ses} is not 0, 1 or 2")
+        DriveGuard(self, self.host).check(dev, serial, "format", allow_unguarded)
+        args = ["format", dev, f"--ses={ses}"]
+        if lbaf is not None:
+            args.append(f"--lbaf={int(lbaf)}")
+        if nsid is not None:
+            args.append(f"--namespace-id={int(nsid)}")
+        if self.version().major >= 2:
+            args.append("--force")                  # 2.x asks for confirmation on a terminal otherwise
+        self._destructive(args, "format", {"device": dev, "ses": ses, "lbaf": lbaf, "nsid": nsid}, timeout)
+
+    def sanitize(self, dev: str, serial: str | None, action: int = 2, allow_unguarded: bool = False,
+                 timeout: float = 60.0) -> None:
+        """Sanitize (``nvme sanitize --sanact``: 1 exit failure mode, 2 block erase, 3 overwrite, 4 crypto
+        erase): every namespace of the controller. Guarded like :meth:`format`; returns once the command is
+        accepted (the drive sanitizes in the background: poll ``sanitize-log``)."""
+        if action not in (1, 2, 3, 4):
+            raise ToolError(f"sanitize: action {action} is not 1 (exit failure), 2 (block), 3 (overwrite) or 4 (crypto)")
+        DriveGuard(self, self.host).check(dev, serial, "sanitize", allow_unguarded)
+        args = ["sanitize", dev, f"--sanact={action}"]
+        if self.version().tuple >= (2, 3, 0):
+            args.append("--force")
+        self._destructive(args, "sanitize", {"device": dev, "action": action}, timeout)
+
+    def _destructive(self, args, name, meta, timeout):
+        saved, self.timeout = self.timeout, timeout
+        try:
+            self._call(args, name, lambda text: {"stdout": text.strip()[:200]}, meta)
+        finally:
+            self.timeout = saved

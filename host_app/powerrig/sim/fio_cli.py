@@ -21,7 +21,24 @@ from powerrig.sim.ssd_server import EndpointError, endpoint_from, request
 VERSION_ENV = "POWERRIG_SIM_FIO_VERSION"
 PERCENTILES = (1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 99, 99.5, 99.9, 99.95, 99.99)
 DIRS = ("read", "write", "trim")
-from powerrig.dut.fio import parse_size  # noqa: E402  (one reading of fio sizes)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtTpP]?)(?:[iI]?[bB]?)\s*$")
+
+
+def parse_size(text, whole: int | None = None) -> int:
+    """A size as fio reads it (kb_base=1024: 4k = 4096; "4KiB", "1m", "10%" of ``whole``).
+
+    The impersonation's own reading, written apart from the runner's (powerrig.dut.fio.parse_size),
+    so a mistake in one is caught by tests that run the other."""
+    t = str(text).strip()
+    if t.endswith("%"):
+        if whole is None:
+            raise ValueError(f"percentage {t} is not allowed here")
+        return int(whole * float(t[:-1]) / 100)
+    m = _SIZE.match(t)
+    if m is None:
+        raise ValueError(f"bad size {t!r}")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 _DEV = re.compile(r"^/dev/nvme(\d+)n(\d+)$")
 
@@ -89,13 +106,24 @@ class FioFailure(Exception):
     pass
 
 
+def _on(opts: dict, key: str) -> bool:
+    return key in opts and str(opts[key]).strip().lower() not in ("0", "false", "no", "off")
+
+
 def _clone_jobs(glob: dict, jobs: list[Job]) -> list[dict]:
-    """Expand numjobs into clones with fio's global job numbering (the log file index)."""
-    out = []
-    for gid_job in jobs:
-        o = {**glob, **gid_job.opts}
+    """Expand numjobs into clones with fio's global job numbering (the log file index), reporting group
+    (``stonewall``/``wait_for_previous`` and ``new_group`` start one once the current has a job) and
+    stage (``stonewall``: runs after every job before it)."""
+    out, gid, stage = [], 0, 0
+    for job in jobs:
+        o = {**glob, **job.opts}
+        wall = _on(o, "stonewall") or _on(o, "wait_for_previous")
+        if (wall or _on(o, "new_group")) and out:
+            gid += 1
+            stage += 1 if wall else 0
         for c in range(int(o.get("numjobs", 1))):
-            out.append({"name": gid_job.name, "clone": c, "opts": o, "index": len(out) + 1})
+            out.append({"name": job.name, "clone": c, "opts": o, "index": len(out) + 1, "groupid": gid,
+                        "stage": stage})
     return out
 
 
@@ -140,11 +168,10 @@ def main(argv: list[str]) -> int:
 def _run(ep, version, control, glob, jobs) -> int:
     clones = _clone_jobs(glob, jobs)
     fmt = control.get("output-format", "normal")
-    _FMT_PLUS[0] = "json+" in fmt
+    plus = "json+" in fmt
     out_path = control.get("output")
     status_interval = parse_time_s(control["status-interval"]) if "status-interval" in control else None
     # resolve devices; a path that is not a virtual namespace fails like fio's open() would
-    by_ctrl: dict[str, list] = {}
     idents = {}
     for c in clones:
         fn = c["opts"].get("filename", "")
@@ -154,23 +181,42 @@ def _run(ep, version, control, glob, jobs) -> int:
         if not r.get("ok"):
             print(f"fio: pid=0, err=2/file:filesetup.c:805, func=open(\"{fn or c['name']}\"), "
                   f"error=No such file or directory", file=sys.stderr)
-            _emit(fmt, out_path, _report(version, glob, clones, None, error=2, now=time.time()))
+            _emit(fmt, out_path, _report(version, glob, clones, None, error=2, now=time.time(), plus=plus))
             return 1
         idents[ctrl] = r
         c["ctrl"] = ctrl
         c["load"] = _load_for(c, r, int(m.group(2)))
-        by_ctrl.setdefault(ctrl, []).append(c)
-    runtime = max(parse_time_s(c["opts"].get("runtime", "0")) for c in clones)
-    time_based = any(c["opts"].get("time_based", "0") not in ("0", "") for c in clones)
-    if not runtime and time_based:
-        raise ValueError("time_based needs runtime=")
+    for c in clones:
+        if c["opts"].get("time_based", "0") not in ("0", "") and not parse_time_s(c["opts"].get("runtime", "0")):
+            raise ValueError("time_based needs runtime=")
+    failed = False
+    for stage in sorted({c["stage"] for c in clones}):      # stonewall: one stage after the other
+        failed = _run_stage(ep, [c for c in clones if c["stage"] == stage], idents, fmt, out_path,
+                            status_interval, version, glob, clones, plus)
+        if failed:
+            break
+    t_end = time.time()
+    for c in clones:
+        _write_logs(c)
+    _emit(fmt, out_path, _report(version, glob, clones, True, now=t_end, error=5 if failed else 0, plus=plus),
+          append=status_interval is not None)
+    return 1 if failed else 0
+
+
+def _run_stage(ep, stage: list[dict], idents, fmt, out_path, status_interval, version, glob, clones, plus) -> bool:
+    """Run one stage's jobs together on their drives until their runtime or size is done; True if one failed."""
+    by_ctrl: dict[str, list] = {}
+    for c in stage:
+        by_ctrl.setdefault(c["ctrl"], []).append(c)
+    runtime = max(parse_time_s(c["opts"].get("runtime", "0")) for c in stage)
+    time_based = any(c["opts"].get("time_based", "0") not in ("0", "") for c in stage)
     limit = runtime if runtime else 3600.0
     runs = {ctrl: request(ep, {"op": "start_io", "dev": ctrl, "jobs": [c["load"] for c in cs],
                                 "runtime_s": limit})["run_id"] for ctrl, cs in by_ctrl.items()}
     t0 = time.time()     # as fio: runtime counts from when the jobs are running, not from job setup
     failed = False
     next_status = t0 + status_interval if status_interval else None
-    sizes = {id(c): c["load"]["size_frac"] * idents[c["ctrl"]]["capacity_bytes"] for c in clones}
+    sizes = {id(c): c["load"]["size_frac"] * idents[c["ctrl"]]["capacity_bytes"] for c in stage}
     while True:
         now = time.time()
         if now - t0 >= limit:
@@ -187,11 +233,10 @@ def _run(ep, version, control, glob, jobs) -> int:
         if failed or (not time_based and done):
             break
         if next_status and time.time() >= next_status:
-            _emit(fmt, out_path, _report(version, glob, clones, None, now=time.time(), partial=(ep, runs, t0)),
-                  append=True)
+            _emit(fmt, out_path, _report(version, glob, clones, None, now=time.time(), plus=plus,
+                                         partial=(ep, runs, by_ctrl, t0)), append=True)
             next_status += status_interval
     results = {ctrl: request(ep, {"op": "stop_io", "dev": ctrl, "run_id": rid}) for ctrl, rid in runs.items()}
-    t_end = time.time()
     for ctrl, res in results.items():
         for k, c in enumerate(by_ctrl[ctrl]):
             c["result"] = {"t_start": res["t_start"], "t_end": res["t_end"], "read": res["read_bytes"][k],
@@ -201,11 +246,7 @@ def _run(ep, version, control, glob, jobs) -> int:
                 failed = True
                 print(f"fio: io_u error on file {c['opts'].get('filename')}: Input/output error: "
                       f"{c['load']['rw'].removeprefix('rand')} offset=0, buflen={c['load']['bs']}", file=sys.stderr)
-    for c in clones:
-        _write_logs(c)
-    _emit(fmt, out_path, _report(version, glob, clones, results, now=t_end, error=5 if failed else 0),
-          append=status_interval is not None)
-    return 1 if failed else 0
+    return failed
 
 
 def _emit(fmt: str, out_path: str | None, report: dict, append: bool = False) -> None:
@@ -252,6 +293,41 @@ def _lat_block(mean_ns: float, n: int, plus: bool) -> dict:
     return blk
 
 
+LAT_EDGES = {"latency_ns": (2, 4, 10, 20, 50, 100, 250, 500, 750, 1000),
+             "latency_us": (2, 4, 10, 20, 50, 100, 250, 500, 750, 1000),
+             "latency_ms": (2, 4, 10, 20, 50, 100, 250, 500, 750, 1000, 2000)}
+DEPTHS = (1, 2, 4, 8, 16, 32)
+
+
+def _latency_buckets(mean_ns: float, sigma: float = 0.35) -> dict:
+    """fio's latency_ns/us/ms tables: % of I/Os whose completion latency falls in each bucket (up to the
+    key, from the previous key), from the same log-normal the percentiles come from."""
+    out = {k: {str(e): 0.0 for e in edges} for k, edges in LAT_EDGES.items()}
+    out["latency_ms"][">=2000"] = 0.0
+    if mean_ns <= 0:
+        return out
+    nd = NormalDist()
+    mu = math.log(mean_ns) - sigma * sigma / 2
+    cdf = lambda ns: nd.cdf((math.log(ns) - mu) / sigma)  # noqa: E731
+    prev = 0.0
+    for key, scale in (("latency_ns", 1), ("latency_us", 1e3), ("latency_ms", 1e6)):
+        for e in LAT_EDGES[key]:
+            c = cdf(e * scale)
+            out[key][str(e)] = round(100 * (c - prev), 6)
+            prev = c
+    out["latency_ms"][">=2000"] = round(100 * (1 - prev), 6)
+    return out
+
+
+def _depth_table(qd: int, ge: str = ">=64", keys=DEPTHS) -> dict:
+    """iodepth_level: 100 % at the bucket of the job's real depth (fio's keys: 1 2 4 8 16 32 >=64)."""
+    table = {str(k): 0.0 for k in keys}
+    table[ge] = 0.0
+    slot = ge if qd >= 64 else str(max(k for k in keys if k <= max(qd, 1)))
+    table[slot] = 100.0
+    return table
+
+
 def _dir_stats(bytes_: float, runtime_ms: int, bs: int, iodepth: int, plus: bool) -> dict:
     ios = int(bytes_ // bs) if bs else 0
     secs = max(runtime_ms, 1) / 1000
@@ -269,16 +345,16 @@ def _dir_stats(bytes_: float, runtime_ms: int, bs: int, iodepth: int, plus: bool
             "iops_samples": max(0, int(secs * 2)) if ios else 0}
 
 
-def _report(version, glob, clones, results, now: float, error: int = 0, partial=None) -> dict:
+def _report(version, glob, clones, results, now: float, error: int = 0, partial=None, plus: bool = False) -> dict:
     entries = []
     group_reporting = any(c["opts"].get("group_reporting", "0") not in ("0", "") for c in clones) or \
         glob.get("group_reporting", "0") not in ("0", "")
     progress = {}
     if partial:
-        ep, runs, t0 = partial
+        ep, runs, by_ctrl, t0 = partial
         for ctrl, rid in runs.items():
             st = request(ep, {"op": "run_status", "dev": ctrl, "run_id": rid})
-            for k, c in enumerate([c for c in clones if c.get("ctrl") == ctrl]):
+            for k, c in enumerate(by_ctrl[ctrl]):
                 progress[id(c)] = (st["read_bytes"][k], st["write_bytes"][k], t0)
     for c in clones:
         o = c["opts"]
@@ -299,37 +375,75 @@ def _report(version, glob, clones, results, now: float, error: int = 0, partial=
         rt_ms = int(round((t_e - t_s) * 1000))
         bs = c.get("load", {}).get("bs", 4096)
         qd = c.get("load", {}).get("iodepth", 1)
-        e = {"jobname": c["name"], "groupid": 0, "error": err, "eta": 0, "elapsed": int(math.ceil(t_e - t_s)),
-             "job options": {k: v for k, v in o.items()}}
+        e = {"jobname": c["name"], "groupid": c["groupid"], "error": err, "eta": 0,
+             "elapsed": int(math.ceil(t_e - t_s)), "job options": {k: v for k, v in o.items() if k not in glob}}
         for d in DIRS:
-            e[d] = _dir_stats(split[d], rt_ms, bs, qd, _FMT_PLUS[0])
+            e[d] = _dir_stats(split[d], rt_ms, bs, qd, plus)
         e["sync"] = {"total_ios": 0, "lat_ns": {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}}
         e["job_runtime"] = rt_ms
         if tuple(int(x) for x in version.split(".")[:2]) >= (3, 36):
             e["job_start"] = int(t_s * 1000)
+        clat = max((e[d]["clat_ns"]["mean"] for d in DIRS), default=0.0)
         e.update({"usr_cpu": 1.5, "sys_cpu": 3.0, "ctx": int(rt_ms * 10), "majf": 0, "minf": 20,
-                  "iodepth_level": {"1": 0.0, "2": 0.0, "4": 0.0, "8": 0.0, "16": 0.0, "32": 0.0, ">=64": 100.0},
-                  "latency_ns": {}, "latency_us": {}, "latency_ms": {}, "latency_depth": qd,
+                  "iodepth_level": _depth_table(qd),
+                  "iodepth_submit": _depth_table(qd, keys=(0, 4, 8, 16, 32, 64)) if qd > 1 else
+                  {"0": 0.0, "4": 100.0, "8": 0.0, "16": 0.0, "32": 0.0, "64": 0.0, ">=64": 0.0},
+                  "iodepth_complete": _depth_table(qd, keys=(0, 4, 8, 16, 32, 64)) if qd > 1 else
+                  {"0": 0.0, "4": 100.0, "8": 0.0, "16": 0.0, "32": 0.0, "64": 0.0, ">=64": 0.0},
+                  **_latency_buckets(clat), "latency_depth": qd,
                   "latency_target": 0, "latency_percentile": 100.0, "latency_window": 0})
+        e["_split"], e["_bs"] = split, bs
         entries.append(e)
+    disk_util = _disk_util(clones, entries)
     if group_reporting and entries:
-        entries = [_merge(entries)]
+        groups: dict[int, list] = {}
+        for e in entries:
+            groups.setdefault(e["groupid"], []).append(e)
+        entries = [_merge(g) for _, g in sorted(groups.items())]
+    for e in entries:
+        e.pop("_split", None)
+        e.pop("_bs", None)
     glob_opts = {k: v for k, v in glob.items()}
-    return {"fio version": f"fio-{version}", "timestamp": int(now), "timestamp_ms": int(now * 1000),
-            "time": time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(now)), "global options": glob_opts,
-            "jobs": entries, "disk_util": []}
+    report = {"fio version": f"fio-{version}", "timestamp": int(now), "timestamp_ms": int(now * 1000),
+              "time": time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(now)), "global options": glob_opts,
+              "jobs": entries}
+    if disk_util:
+        report["disk_util"] = disk_util
+    return report
 
 
-_FMT_PLUS = [False]
+def _disk_util(clones: list[dict], entries: list[dict]) -> list[dict]:
+    """fio's disk_util: per device the I/Os, ticks (ms busy per direction) and % utilisation."""
+    per: dict[str, dict] = {}
+    for c, e in zip(clones, entries):
+        fn = c["opts"].get("filename", "")
+        if not _DEV.match(fn) or "result" not in c:
+            continue
+        name = os.path.basename(fn)
+        d = per.setdefault(name, {"name": name, "read_ios": 0, "write_ios": 0, "read_merges": 0, "write_merges": 0,
+                                  "read_ticks": 0, "write_ticks": 0, "in_queue": 0, "util": 0.0, "_rt": 0})
+        for dd, col in (("read", "read"), ("write", "write"), ("trim", "write")):
+            s = e[dd]
+            d[f"{col}_ios"] += s["total_ios"]
+            d[f"{col}_ticks"] += int(s["total_ios"] * s["clat_ns"]["mean"] / 1e6) if s["total_ios"] else 0
+        d["_rt"] = max(d["_rt"], e["job_runtime"])
+    out = []
+    for d in per.values():
+        d["in_queue"] = d["read_ticks"] + d["write_ticks"]
+        d["util"] = 100.0 if (d["read_ios"] or d["write_ios"]) else 0.0
+        d.pop("_rt")
+        out.append(d)
+    return out
 
 
 def _merge(entries: list[dict]) -> dict:
-    """group_reporting: one entry summing the group's bytes, runtime = the longest."""
+    """group_reporting, as fio does it: one entry per group named after its first job; bytes and I/Os
+    summed, each direction's runtime the longest, ``job_runtime`` the SUM over the group's jobs."""
     first = dict(entries[0])
-    rt = max(e["job_runtime"] for e in entries)
-    first["job_runtime"] = rt
+    first["job_runtime"] = sum(e["job_runtime"] for e in entries)
     first["error"] = max(e["error"] for e in entries)
     for d in DIRS:
+        rt = max(e[d]["runtime"] for e in entries)
         tot = sum(e[d]["io_bytes"] for e in entries)
         ios = sum(e[d]["total_ios"] for e in entries)
         merged = dict(entries[0][d])

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
+from powerrig.nvme_fields import KELVIN_OFFSET_NVME_CLI, encode_power, parse_int
 from powerrig.sim.ssd_server import EndpointError, endpoint_from, request
 
 VERSION_ENV = "POWERRIG_SIM_NVME_VERSION"
@@ -62,21 +64,39 @@ def _parse(args: list[str], spec: dict[str, str]) -> tuple[list[str], dict]:
 
 
 def _num(s) -> int:
-    return int(str(s), 0)
+    try:
+        return parse_int(s)
+    except ValueError:
+        raise Usage(f"{s!r} is not a number") from None
+
+
+class _LongDouble(float):
+    """A 128-bit counter that nvme-cli before 2.2 printed as a long double ("%Lf": N.000000)."""
+
+
+_LD = re.compile(r'"\x00LD(\d+)"')
 
 
 def _dumps(obj) -> str:
     major, _ = _version()
-    if major < 2:
-        return json.dumps(obj, indent=2, separators=(",", " : "))
-    return json.dumps(obj, indent=2, separators=(",", ":"))
+
+    def mark(o):
+        if isinstance(o, _LongDouble):
+            return f"\x00LD{int(o)}"
+        if isinstance(o, dict):
+            return {k: mark(v) for k, v in o.items()}
+        if isinstance(o, list):
+            return [mark(v) for v in o]
+        return o
+    text = json.dumps(mark(obj), indent=2, separators=(",", " : ") if major < 2 else (",", ":"))
+    return _LD.sub(lambda m: f"{m.group(1)}.000000" if major < 2 else f"{m.group(1)}.0", text.replace("\\u0000", "\x00"))
 
 
 def _u128(n: int):
     """128-bit counters as this nvme-cli version prints them."""
     major, minor = _version()
     if major < 2 or (major == 2 and minor <= 1):
-        return float(n)
+        return _LongDouble(n)
     if major == 2 and minor <= 3:
         return str(n)
     return int(n)
@@ -105,10 +125,9 @@ def cmd_version(ep, args):
 
 
 def _psd(st, major, minor, idle_default):
-    def scaled(w):
-        cw = w * 100
-        return (int(round(cw)), 0) if abs(cw - round(cw)) < 1e-6 else (int(round(w * 10000)), 1)
-    mp, mxps = scaled(st["mp_w"])
+    """One power state descriptor as this nvme-cli version prints it. 1.x prints ``idle_scale`` and
+    ``active_work_scale`` as the raw descriptor bytes (scale in bits 7:6); 2.x decodes them."""
+    mp, mxps = encode_power(st["mp_w"])
     nops = int(st["nops"])
     idle = st["idle_w"] if st["idle_w"] is not None else min(idle_default, st["mp_w"])
     d = {"max_power": mp}
@@ -116,14 +135,15 @@ def _psd(st, major, minor, idle_default):
         d.update({"max_power_scale": mxps, "non-operational_state": nops})
     else:
         d["flags"] = mxps | (nops << 1)
+    ips, aps, apw = 2, (0 if nops else 2), (0 if nops else 2)       # 0.01 W units
     d.update({"entry_lat": st["enlat_us"], "exit_lat": st["exlat_us"], "read_tput": st["ps"], "read_lat": st["ps"],
-              "write_tput": st["ps"], "write_lat": st["ps"], "idle_power": int(round(idle * 100)), "idle_scale": 2,
-              "active_power": 0 if nops else mp if not mxps else int(round(st["mp_w"] * 100)),
-              })
+              "write_tput": st["ps"], "write_lat": st["ps"], "idle_power": int(round(idle * 100)),
+              "idle_scale": (ips << 6) if major < 2 else ips,
+              "active_power": 0 if nops else int(round(st["mp_w"] * 100))})
     if major < 2:
-        d["active_work_scale"] = 0 if nops else (2 << 6) | 2     # ACTP scale bits 7:6 = 2, APW = 2
+        d["active_work_scale"] = (aps << 6) | apw
     else:
-        d.update({"active_power_work": 0 if nops else 2, "active_scale": 0 if nops else 2})
+        d.update({"active_power_work": apw, "active_scale": aps})
     return d
 
 
@@ -133,14 +153,28 @@ def cmd_id_ctrl(ep, args):
     dev = _need_dev(pos, "id-ctrl")
     r = _call(ep, {"op": "identify", "dev": dev})
     major, minor = _version()
+    client = bool(r["apsta"])          # client drives: volatile write cache, no sanitize overwrite
     ctrl = {"vid": r["vid"], "ssvid": r["vid"], "sn": r["sn"].ljust(20), "mn": r["mn"].ljust(40),
-            "fr": r["fr"].ljust(8), "rab": 0, "ieee": 0x5cd2e4, "cmic": 0, "mdts": 5, "cntlid": 0, "ver": 0x10400,
-            "rtd3r": 10000000, "rtd3e": 9000000, "oaes": 0x300, "ctratt": 0x80280 if r["fdp"] else 0x280,
-            "oacs": 0x5e, "acl": 3, "aerl": 3, "frmw": 0x18, "lpa": 0x3e, "elpe": 255, "npss": r["npss"],
-            "avscc": 0, "apsta": r["apsta"], "wctemp": r["wctemp_k"], "cctemp": r["cctemp_k"],
-            "tnvmcap": r["capacity_bytes"], "unvmcap": 0, "nn": r["namespaces"], "oncs": 0x5e,
-            "subnqn": f"nqn.2024-01.io.powerrig:virtual:{r['sn']}",
+            "fr": r["fr"].ljust(8), "rab": 0 if client else 2, "ieee": 0x5cd2e4, "cmic": 0, "mdts": 5 if client else 9,
+            "cntlid": 0 if client else 1, "ver": 0x10400 if client else 0x20000, "rtd3r": 10000000, "rtd3e": 9000000,
+            "oaes": 0x300, "ctratt": 0x80280 if r["fdp"] else 0x280, "rrls": 0, "cntrltype": 1,
+            "fguid": "00000000-0000-0000-0000-000000000000", "crdt1": 0, "crdt2": 0, "crdt3": 0, "nvmsr": 0,
+            "vwci": 0, "mec": 0, "oacs": 0x5e, "acl": 3, "aerl": 3, "frmw": 0x18, "lpa": 0x3e, "elpe": 255,
+            "npss": r["npss"], "avscc": 1, "apsta": r["apsta"], "wctemp": r["wctemp_k"], "cctemp": r["cctemp_k"],
+            "mtfa": 0, "hmpre": 0, "hmmin": 0, "tnvmcap": _u128(r["capacity_bytes"]), "unvmcap": _u128(0),
+            "rpmbs": 0, "edstt": 35, "dsto": 1, "fwug": 0, "kas": 0, "hctma": 1, "mntmt": 273, "mxtmt": 358,
+            "sanicap": 0x60000002 if client else 0x60000003, "hmminds": 0, "hmmaxd": 0, "nsetidmax": 0,
+            "endgidmax": 1, "anatt": 0, "anacap": 0, "anagrpmax": 0, "nanagrpid": 0, "pels": 1, "domainid": 0,
+            "megcap": _u128(0), "sqes": 0x66, "cqes": 0x44, "maxcmd": 0, "nn": r["namespaces"], "oncs": 0x5e,
+            "fuses": 0, "fna": 0x4 if client else 0, "vwc": 0x7 if client else 0x6, "awun": 0, "awupf": 0,
+            "icsvscc": 1, "nwpc": 0, "acwu": 0, "ocfs": 0, "sgls": 0 if client else 0xf0002, "mnan": 0, "maxdna": 0,
+            "maxcna": 0, "subnqn": f"nqn.2024-01.io.powerrig:virtual:{r['sn']}", "ioccsz": 0, "iorcsz": 0,
+            "icdoff": 0, "fcatt": 0, "msdbd": 0, "ofcs": 0,
             "psds": [_psd(s, major, minor, r["idle_w"]) for s in r["states"]]}
+    if major < 2:                      # fields 1.x did not print yet
+        for k in ("fguid", "crdt1", "crdt2", "crdt3", "nvmsr", "vwci", "mec", "domainid", "megcap", "maxdna",
+                  "maxcna", "ofcs", "nwpc", "icsvscc", "rrls"):
+            ctrl.pop(k, None)
     if o.get("fmt") == "json":
         print(_dumps(ctrl))
     else:
@@ -248,14 +282,25 @@ def cmd_smart_log(ep, args):
               "controller_busy_time", "power_cycles", "power_on_hours", "unsafe_shutdowns", "media_errors",
               "num_err_log_entries"):
         out[k] = _u128(log[k])
-    for k in ("warning_temp_time", "critical_comp_time", "thm_temp1_trans_count", "thm_temp2_trans_count",
-              "thm_temp1_total_time", "thm_temp2_total_time"):
+    for k in ("warning_temp_time", "critical_comp_time"):
+        out[k] = log[k]
+    for i, t in enumerate(log.get("temperature_sensors") or [], 1):     # printed only when reported (non-zero)
+        if t:
+            out[f"temperature_sensor_{i}"] = t
+    for k in ("thm_temp1_trans_count", "thm_temp2_trans_count", "thm_temp1_total_time", "thm_temp2_total_time"):
         out[k] = log[k]
     if o.get("fmt") == "json":
         print(_dumps(out))
     else:
         print(f"Smart Log for NVME device:{os.path.basename(dev)} namespace-id:ffffffff")
         for k, v in out.items():
+            if isinstance(v, dict):
+                v = v["value"]
+            elif isinstance(v, _LongDouble):
+                v = int(v)
+            if k == "temperature" or k.startswith("temperature_sensor"):
+                c = int(v) - KELVIN_OFFSET_NVME_CLI      # nvme-cli: K - 273
+                v = f"{c} C ({int(v)} Kelvin)" if major >= 2 else f"{c} C"
             print(f"{k:<40}: {v}")
     return 0
 
@@ -296,7 +341,29 @@ def cmd_ocp(ep, args):
     return 0
 
 
-COMMANDS = {"version": cmd_version, "id-ctrl": cmd_id_ctrl, "get-feature": cmd_get_feature,
+def cmd_format(ep, args):
+    pos, o = _parse(args, {"-n": "nsid", "--namespace-id": "nsid", "-l": "lbaf", "--lbaf": "lbaf", "-s": "ses",
+                           "--ses": "ses", "-i": "pi", "--pi": "pi", "-r": "reset!", "--reset": "reset!",
+                           "--force": "force!", "-t": "timeout", "--timeout": "timeout"})
+    dev = _need_dev(pos, "format")
+    r = _call(ep, {"op": "format", "dev": dev, "nsid": _num(o["nsid"]) if "nsid" in o else None})
+    print(f"Success formatting namespace:{r['nsid']:x}")
+    return 0
+
+
+def cmd_sanitize(ep, args):
+    pos, o = _parse(args, {"-a": "sanact", "--sanact": "sanact", "-d": "nodealloc!", "--no-dealloc": "nodealloc!",
+                           "-n": "owpass", "--owpass": "owpass", "-p": "ovrpat", "--ovrpat": "ovrpat",
+                           "--force": "force!", "-u": "ause!", "--ause": "ause!"})
+    dev = _need_dev(pos, "sanitize")
+    if _num(o.get("sanact", 0)) not in (1, 2, 3, 4):
+        print("sanitize: Invalid Sanitize Action", file=sys.stderr)
+        return 1
+    _call(ep, {"op": "sanitize", "dev": dev, "action": _num(o["sanact"])})
+    return 0
+
+
+COMMANDS = {"format": cmd_format, "sanitize": cmd_sanitize, "version": cmd_version, "id-ctrl": cmd_id_ctrl, "get-feature": cmd_get_feature,
             "set-feature": cmd_set_feature, "smart-log": cmd_smart_log, "fdp": cmd_fdp, "ocp": cmd_ocp}
 
 

@@ -58,7 +58,7 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float, ca
              "controller": "/dev/nvme0",
              "namespaces": [f"/dev/nvme0n{k + 1}" for k in range(getattr(ssd.profile, "namespaces", 1))],
              "nvme": tool_command("nvme", endpoint), "fio": tool_command("fio", endpoint),
-             "serial": ssd.sn, "started": time.time(), "reference": reference.resource,
+             "serial": ssd.sn, "host": server.host, "started": time.time(), "reference": reference.resource,
              "log": str(rig_dir / "rig.log")}
     simregistry.register(state, root)
     stop = threading.Event()

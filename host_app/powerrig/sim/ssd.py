@@ -89,6 +89,7 @@ class VirtualSSD:
         self._state_since = now
         self._t_rates = now
         self.fault_after_s: float | None = None
+        self.erases: list[tuple[float, str, int | None]] = []    # (time, "format" | "sanitize", nsid)
         # lifetime counters
         self.host_read_bytes = 0.0
         self.host_write_bytes = 0.0
@@ -393,6 +394,7 @@ class VirtualSSD:
                     "power_cycles": 12, "power_on_hours": self.power_on_base_h + int(up_h), "unsafe_shutdowns": 1,
                     "media_errors": 0, "num_err_log_entries": 0,
                     "warning_temp_time": 0, "critical_comp_time": 0,
+                    "temperature_sensors": [int(round(self.temp_c + 273.15)), int(round(self.temp_c + 273.15 - 3))],
                     "thm_temp1_trans_count": self.thm_count, "thm_temp2_trans_count": 0,
                     "thm_temp1_total_time": int(self.thm_time_s), "thm_temp2_total_time": 0}
 
@@ -410,6 +412,15 @@ class VirtualSSD:
             self._account(self.clock())
             return {"physical_media_units_written": int(self.media_write_bytes),
                     "physical_media_units_read": int(self.host_read_bytes)}
+
+    def erase(self, kind: str, nsid: int | None = None) -> None:
+        """Format (``kind`` "format") or sanitize: refused while I/O runs, as a busy drive would; the
+        user data is gone (the FTL is left as is: what it holds is the model's steady state, not data)."""
+        self.advance()
+        with self._lock:
+            if self.runs:
+                raise SsdError("I/O in progress", status="INVALID_FIELD")
+            self.erases.append((self.clock(), kind, nsid))
 
     def inject_fault(self, after_s: float) -> None:
         """The next run fails with an I/O error this many seconds after it starts (for tests)."""

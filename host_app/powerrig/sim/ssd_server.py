@@ -44,6 +44,8 @@ class SsdServer:
         self.ssds: dict[str, VirtualSSD] = dict(ssds)
         self.socket_path = str(socket_path)
         self._server: socketserver.ThreadingUnixStreamServer | None = None
+        # the host as a real machine would show these drives to the destructive-operation guard
+        self.host: dict = {}
         self._thread: threading.Thread | None = None
 
     def start(self) -> "SsdServer":
@@ -63,6 +65,7 @@ class SsdServer:
         class Server(socketserver.ThreadingUnixStreamServer):
             daemon_threads = True
 
+        self.host = write_host_view(Path(self.socket_path).with_name(Path(self.socket_path).stem + "-host"), self.ssds)
         self._server = Server(self.socket_path, Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="ssd-endpoint", daemon=True)
         self._thread.start()
@@ -156,9 +159,53 @@ class SsdServer:
     def _op_stop_io(self, ssd, nsid, req):
         return ssd.stop_io(int(req["run_id"]))
 
+    def _op_format(self, ssd, nsid, req):
+        ssd.erase("format", nsid or req.get("nsid"))
+        return {"nsid": nsid or req.get("nsid") or 0xFFFFFFFF}
+
+    def _op_sanitize(self, ssd, nsid, req):
+        if nsid is not None:        # nvme-cli sends sanitize to the controller only
+            raise SsdError(f"{req.get('dev')}: not a controller device", status="INVALID_FIELD")
+        ssd.erase("sanitize")
+        return {}
+
     def _op_inject_fault(self, ssd, nsid, req):
         ssd.inject_fault(float(req["after_s"]))
         return {}
+
+
+def write_host_view(root: Path, ssds: dict[str, VirtualSSD]) -> dict:
+    """A sysfs tree, mount table, swaps and /dev for the virtual drives, laid out as Linux lays them out
+    (non-multipath: /sys/class/nvme/nvmeX -> the controller directory holding its nvmeXnY namespaces,
+    /sys/class/block/nvmeXnY -> that namespace, ``serial``/``model`` files, ``nsid``). Nothing is
+    mounted on a virtual drive; the host's own mounts are not the virtual rig's. Returns the paths,
+    keyword arguments of powerrig.dut.guard.HostView."""
+    sys_root = root / "sys"
+    dev = root / "dev"
+    for d in (sys_root / "class" / "nvme", sys_root / "class" / "block", dev):
+        d.mkdir(parents=True, exist_ok=True)
+    for path, ssd in ssds.items():
+        ctrl = os.path.basename(path)
+        cdir = sys_root / "devices" / "virtual" / "powerrig" / ctrl
+        cdir.mkdir(parents=True, exist_ok=True)
+        (cdir / "serial").write_text(ssd.sn.ljust(20) + "\n")
+        (cdir / "model").write_text(ssd.profile.mn.ljust(40) + "\n")
+        _link(sys_root / "class" / "nvme" / ctrl, cdir)
+        for k in range(1, ssd.profile.namespaces + 1):
+            ns = cdir / f"{ctrl}n{k}"
+            (ns / "holders").mkdir(parents=True, exist_ok=True)
+            (ns / "nsid").write_text(f"{k}\n")
+            _link(sys_root / "class" / "block" / ns.name, ns)
+    (root / "mounts").write_text("")
+    (root / "swaps").write_text("Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n")
+    return {"sys_root": str(sys_root), "mounts": str(root / "mounts"), "swaps": str(root / "swaps"),
+            "dev_root": str(dev)}
+
+
+def _link(link: Path, target: Path) -> None:
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(os.path.relpath(target, link.parent))
 
 
 def endpoint_from(argv: list[str]) -> tuple[str | None, list[str]]:

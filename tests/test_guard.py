@@ -1,0 +1,218 @@
+"""The destructive-operation guard is part of the path: every fio write workload and every format or
+sanitize goes through it. The host it reads (sysfs, mount table, swaps) is a tree in tmp, laid out as
+Linux lays it out, including native NVMe multipath; the virtual rig publishes one of its own."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from powerrig.dut.fio import Fio, FioJob, FioPlan
+from powerrig.dut.guard import GuardRefused, HostView, check_destructive, in_use, resolve
+from powerrig.dut.nvme import NvmeCli
+from powerrig.events import FIO, NOTE, NVME, Timeline
+from powerrig.sim.ssd import VirtualSSD
+from powerrig.sim.ssd_server import SsdServer
+
+
+def link(link_path: Path, target: Path) -> None:
+    link_path.parent.mkdir(parents=True, exist_ok=True)
+    link_path.symlink_to(os.path.relpath(target, link_path.parent))
+
+
+class FakeHost:
+    """A sysfs tree, /proc/self/mounts and /proc/swaps in tmp."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.sys = root / "sys"
+        self.pci = self.sys / "devices" / "pci0000:00"
+        (root / "dev").mkdir(parents=True)
+        (root / "mounts").write_text("")
+        (root / "swaps").write_text("Filename Type Size Used Priority\n")
+        self.view = HostView(str(self.sys), str(root / "mounts"), str(root / "swaps"), str(root / "dev"))
+
+    def controller(self, name: str, serial: str) -> Path:
+        d = self.pci / f"0000:0{name[-1]}:00.0" / "nvme" / name
+        d.mkdir(parents=True)
+        (d / "serial").write_text(serial + "\n")
+        link(self.sys / "class" / "nvme" / name, d)
+        return d
+
+    def block(self, parent: Path, name: str, nsid: int | None = None, parts: int = 0) -> Path:
+        d = parent / name
+        (d / "holders").mkdir(parents=True)
+        if nsid is not None:
+            (d / "nsid").write_text(f"{nsid}\n")
+        link(self.sys / "class" / "block" / name, d)
+        for p in range(1, parts + 1):
+            pd = d / f"{name}p{p}"
+            (pd / "holders").mkdir(parents=True)
+            (pd / "partition").write_text(f"{p}\n")
+            link(self.sys / "class" / "block" / pd.name, pd)
+        return d
+
+    def multipath(self, subsys: int, ns_index: int, nsid: int, ctrls: list[Path]) -> Path:
+        """nvme<subsys>n<ns_index> under nvme-subsys<subsys>, one path device per controller."""
+        sd = self.sys / "devices" / "virtual" / "nvme-subsystem" / f"nvme-subsys{subsys}"
+        head = self.block(sd, f"nvme{subsys}n{ns_index}", nsid)
+        for c in ctrls:
+            path = self.block(c, f"nvme{subsys}c{c.name[4:]}n{ns_index}", nsid)
+            link(head / "multipath" / path.name, path)
+        return head
+
+    def mount(self, line: str) -> None:
+        with open(self.root / "mounts", "a") as f:
+            f.write(line + "\n")
+
+
+@pytest.fixture
+def host(tmp_path):
+    return FakeHost(tmp_path / "host")
+
+
+def test_plain_namespace_and_partition_resolve_to_their_controller(host):
+    c = host.controller("nvme0", "SN0")
+    host.block(c, "nvme0n1", 1, parts=2)
+    t = resolve("/dev/nvme0n1p2", host.view)
+    assert (t.namespace, t.controllers, t.nsid) == ("nvme0n1", ("nvme0",), 1)
+    assert {"nvme0n1", "nvme0n1p1", "nvme0n1p2"} <= t.blocks
+
+
+def test_native_multipath_names_resolve_through_sysfs_not_by_name(host):
+    """nvme0n1 belongs to subsystem 0, reached through controllers nvme1 and nvme2; nvme0 is another drive."""
+    other = host.controller("nvme0", "OTHER")
+    host.block(other, "nvme3n1", 1)
+    c1, c2 = host.controller("nvme1", "SNMP"), host.controller("nvme2", "SNMP")
+    host.multipath(0, 1, 7, [c1, c2])               # namespace number 7, not 1
+    t = resolve("/dev/nvme0n1", host.view)
+    assert t.controllers == ("nvme1", "nvme2") and t.nsid == 7 and "nvme0n1" in t.blocks
+    assert resolve("nvme0c2n1", host.view).namespace == "nvme0n1"        # a path device -> its head
+    assert "nvme3n1" not in t.blocks
+    host.mount("/dev/nvme0n1 /data ext4 rw 0 0")
+    with pytest.raises(GuardRefused, match="in use .*/data"):
+        check_destructive("/dev/nvme0n1", "SNMP", "SNMP", host.view)
+    check_destructive("/dev/nvme3n1", "OTHER", "OTHER", host.view)     # by name it would have been nvme0's
+
+
+def test_serial_mounts_swap_holders_and_boot_device(host):
+    c = host.controller("nvme0", "SN0")
+    host.block(c, "nvme0n1", 1, parts=2)
+    v = host.view
+    with pytest.raises(GuardRefused, match="no drive serial number named"):
+        check_destructive("/dev/nvme0n1", None, "SN0", v)
+    with pytest.raises(GuardRefused, match="wrong drive"):
+        check_destructive("/dev/nvme0n1", "SN1", "SN0  ", v)
+    check_destructive("/dev/nvme0n1", "SN0", "SN0  ", v)
+    (host.root / "swaps").write_text("Filename Type\n/dev/nvme0n1p1 partition 100 0 -2\n")
+    assert in_use(resolve("/dev/nvme0", v), v) == [("/dev/nvme0n1p1", "swap")]
+    (host.root / "swaps").write_text("Filename Type\n")
+    dm = host.block(host.sys / "devices" / "virtual" / "block", "dm-0")
+    (dm / "dm").mkdir()
+    (dm / "dm" / "name").write_text("vg-data\n")
+    link(host.sys / "class" / "block" / "nvme0n1p2" / "holders" / "dm-0", dm)
+    host.mount("/dev/mapper/vg-data /srv\\040x xfs rw 0 0")
+    with pytest.raises(GuardRefused, match="/srv x"):
+        check_destructive("/dev/nvme0n1", "SN0", "SN0", v)
+    host.mount("/dev/nvme0n1p1 / ext4 rw 0 0")
+    with pytest.raises(GuardRefused, match="boot device"):
+        check_destructive("/dev/nvme0", "SN0", "SN0", v)
+
+
+def test_paths_that_are_not_nvme_block_devices_are_refused(host):
+    with pytest.raises(GuardRefused, match="not a block device on this host"):
+        resolve("/dev/nvme9n1", host.view)
+    host.block(host.sys / "devices" / "pci0000:00" / "ata1" / "block", "sda")
+    with pytest.raises(GuardRefused, match="not an NVMe namespace"):
+        resolve("/dev/sda", host.view)
+
+
+# -- in the path: the runners on virtual SSDs ---------------------------------------------------------
+@pytest.fixture
+def virtual(tmp_path):
+    ssd = VirtualSSD("d5-p5336")
+    with SsdServer([ssd], str(tmp_path / "ssd.sock")) as server:
+        tl = Timeline()
+        sock = server.socket_path
+        nvme = NvmeCli([sys.executable, "-m", "powerrig.sim.nvme_cli", "--endpoint", sock], tl,
+                       host=HostView(**server.host))
+        fio = Fio([sys.executable, "-m", "powerrig.sim.fio_cli", "--endpoint", sock], tl, nvme=nvme)
+        yield server, ssd, nvme, fio, tl
+
+
+def write_plan(ns="/dev/nvme0n1", **over):
+    return FioPlan([FioJob("w", rw=over.pop("rw", "write"), bs="128k", runtime=0.3, time_based=True,
+                           filename=ns, **over)])
+
+
+@pytest.mark.parametrize("rw,extra", [("write", {}), ("randrw", {}), ("trim", {}), ("read", {"verify": "crc32c"})])
+def test_write_workloads_without_the_serial_never_start_fio(virtual, tmp_path, rw, extra):
+    _, ssd, _, fio, tl = virtual
+    with pytest.raises(GuardRefused, match="no drive serial number named"):
+        fio.run(write_plan(rw=rw, extra=extra), tmp_path / "run")
+    assert not tl.events(FIO) and not (tmp_path / "run").exists()
+    with pytest.raises(GuardRefused, match="wrong drive"):
+        fio.run(write_plan(rw=rw, extra=extra), tmp_path / "run", serial="NOT" + ssd.sn)
+    assert not tl.events(FIO)
+    (ev,) = [e for e in tl.events(NOTE) if e.name == "guard" and e.meta["serial"]]
+    assert not ev.ok and "wrong drive" in ev.error
+
+
+def test_reads_need_no_serial_and_the_named_drive_writes(virtual, tmp_path):
+    _, ssd, _, fio, tl = virtual
+    fio.run(write_plan(rw="read"), tmp_path / "r")
+    res = fio.run(write_plan(), tmp_path / "w", serial=ssd.sn)
+    assert res.jobs[0].directions["write"].io_bytes > 0
+    assert any(e.name == "id-ctrl" and e.meta["device"] == "/dev/nvme0" for e in tl.events(NVME))
+
+
+def test_a_mounted_virtual_namespace_is_refused(virtual, tmp_path):
+    server, ssd, _, fio, _ = virtual
+    Path(server.host["mounts"]).write_text("/dev/nvme0n1 /mnt/bench ext4 rw 0 0\n")
+    with pytest.raises(GuardRefused, match="/mnt/bench"):
+        fio.run(write_plan(), tmp_path / "w", serial=ssd.sn)
+
+
+def test_override_is_explicit_and_logged(virtual, tmp_path, caplog):
+    _, _, _, fio, tl = virtual
+    with caplog.at_level(logging.WARNING, logger="powerrig.dut.guard"):
+        fio.run(write_plan(), tmp_path / "w", allow_unguarded=True)
+    assert "allow_unguarded=True" in caplog.text
+    (ev,) = [e for e in tl.events(NOTE) if e.name == "guard"]
+    assert ev.ok and ev.result["overridden"]
+
+
+def test_format_and_sanitize_are_guarded(virtual):
+    _, ssd, nvme, _, tl = virtual
+    for call in (lambda: nvme.format("/dev/nvme0n1", None), lambda: nvme.sanitize("/dev/nvme0", "X")):
+        with pytest.raises(GuardRefused):
+            call()
+    assert not [e for e in tl.events(NVME) if e.name in ("format", "sanitize")]
+    nvme.format("/dev/nvme0n1", ssd.sn, ses=1)
+    nvme.sanitize("/dev/nvme0", ssd.sn, action=2)
+    argv = [e.argv for e in tl.events(NVME) if e.name in ("format", "sanitize")]
+    assert [a[a.index("format") if "format" in a else a.index("sanitize"):][:3] for a in argv] == \
+        [["format", "/dev/nvme0n1", "--ses=1"], ["sanitize", "/dev/nvme0", "--sanact=2"]]
+
+
+def test_virtual_rig_refuses_a_write_on_an_unnamed_drive_before_fio_starts(tmp_path, monkeypatch):
+    monkeypatch.setenv("POWERRIG_SIM_DIR", str(tmp_path / "rigs"))
+    r = run_cli("sim", "start", "--profile", "client-apst")
+    assert r.returncode == 0, r.stderr
+    state = json.loads(r.stdout)
+    try:
+        tl = Timeline()
+        nvme = NvmeCli(state["nvme"], tl, host=HostView(**state["host"]))
+        fio = Fio(state["fio"], tl, nvme=nvme)
+        with pytest.raises(GuardRefused, match="no drive serial number named"):
+            fio.run(write_plan(state["namespaces"][0]), tmp_path / "w")
+        assert not tl.events(FIO)
+        res = fio.run(write_plan(state["namespaces"][0]), tmp_path / "w", serial=state["serial"])
+        assert res.jobs[0].directions["write"].io_bytes > 0
+    finally:
+        run_cli("sim", "stop", "--all")

@@ -79,7 +79,7 @@ class ClockFit:
     def __init__(self, period_s: float = 4e-6, window: int = 15000, asymmetry_s: float = 0.0):
         self.period_s = period_s
         self.window = window
-        self.asymmetry_s = asymmetry_s
+        self._asymmetry_s = float(asymmetry_s)
         self._pings: deque[tuple[float, float, float, float]] = deque(maxlen=window)
         self._lock = threading.Lock()
         self._model: ClockModel | None = None
@@ -105,6 +105,16 @@ class ClockFit:
     def count(self) -> int:
         return len(self._pings)
 
+    @property
+    def asymmetry_s(self) -> float:
+        return self._asymmetry_s
+
+    @asymmetry_s.setter
+    def asymmetry_s(self, value: float) -> None:
+        with self._lock:
+            self._asymmetry_s = float(value)
+            self._model = None
+
     def pings_since(self, total: int) -> tuple[list[tuple[float, float, float, float]], int]:
         """The pings added after the ``total``-th (as many as are still kept) and the new total:
         a capture stores them so a later analysis can re-fit (``fit_pings``)."""
@@ -117,7 +127,7 @@ class ClockFit:
         """The current fit, or None before the first ping."""
         with self._lock:
             if self._model is None and self._pings:
-                self._model = fit_pings(np.array(self._pings, dtype=np.float64), self.period_s, self.asymmetry_s)
+                self._model = fit_pings(np.array(self._pings, dtype=np.float64), self.period_s, self._asymmetry_s)
             return self._model
 
 
@@ -214,3 +224,16 @@ def fit_pings(pings: np.ndarray, period_s: float = 4e-6, asymmetry_s: float = 0.
     at0 = 0.5 * (hs + hr)
     return ClockModel(index_ref=i_ref, utc_ref=t0 + at0 + asymmetry_s, period_s=period_s,
                       drift_ppm=(1.0 / slope - 1.0) * 1e6, residual_us=float(0.5 * (hr - hs) * 1e6), pings=len(a))
+
+
+def marker_offset(model: ClockModel, host_times, edge_indices) -> tuple[float, float]:
+    """(mean, standard deviation) in seconds of model time - host time over marker toggles: the
+    host switched a line wired to the marker input at host_times, the ADC saw the edges at
+    edge_indices. The mean is the latency asymmetry left in the model: set ``asymmetry_s`` to minus
+    it (docs/link.md, "Measuring the remaining asymmetry on real hardware")."""
+    t = np.asarray(host_times, dtype=np.float64)
+    i = np.asarray(edge_indices, dtype=np.float64)
+    if t.shape != i.shape or t.size < 2:
+        raise ValueError("marker_offset needs at least two toggles, one host time per edge index")
+    d = model.utc(i) - t
+    return float(np.mean(d)), float(np.std(d, ddof=1))

@@ -21,11 +21,13 @@ BIN_BLOCK = 1 << 18            # values binned per step (scratch stays in cache)
 _scratch = threading.local()
 
 
-def _bin_scratch() -> tuple[np.ndarray, np.ndarray]:
-    """This thread's float64 and intp scratch arrays of BIN_BLOCK values (made once)."""
-    s = getattr(_scratch, "arrays", None)
+def _bin_scratch(dtype) -> tuple[np.ndarray, np.ndarray]:
+    """This thread's float (of the values' precision) and intp scratch arrays of BIN_BLOCK values."""
+    dt = np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
+    s = getattr(_scratch, dt.name, None)
     if s is None:
-        s = _scratch.arrays = (np.empty(BIN_BLOCK), np.empty(BIN_BLOCK, np.intp))
+        s = (np.empty(BIN_BLOCK, dt), np.empty(BIN_BLOCK, np.intp))
+        setattr(_scratch, dt.name, s)
     return s
 
 
@@ -226,12 +228,12 @@ class SeriesStats:
         chunk-sized float64 and intp temporaries would be fresh pages, out of cache, every time."""
         lo, hi = self._edges
         scale = BINS / (hi - lo)
-        f, k = _bin_scratch()
+        f, k = _bin_scratch(v.dtype)          # float32 values bin in float32, as (v - lo) always did
         for s in range(0, len(v), BIN_BLOCK):
             x = v[s:s + BIN_BLOCK]
             n = len(x)
             fb, kb = f[:n], k[:n]
-            np.subtract(x, lo, out=fb)              # (v - lo) * (BINS / (hi - lo)), in float64
+            np.subtract(x, lo, out=fb)              # (v - lo) * (BINS / (hi - lo))
             np.multiply(fb, scale, out=fb)
             np.clip(fb, 0, BINS - 1, out=fb)
             np.copyto(kb, fb, casting="unsafe")     # truncation, as astype(intp)

@@ -20,6 +20,7 @@ the MEAN latencies, which on the simulator was 131 us of constant bias and needs
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from dataclasses import asdict, dataclass
 
@@ -64,6 +65,8 @@ class ClockModel:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
+MAX_CANDIDATES = 128     # per direction: the tightest ping of each of at most this many time bins
+SETTLED_PINGS = 250      # below this every new ping refits at once (the first ten seconds)
 NEAR_QUANTILE = 0.5      # per-second extremes within this quantile of hull distance set the slope
 
 
@@ -83,6 +86,9 @@ class ClockFit:
         self._pings: deque[tuple[float, float, float, float]] = deque(maxlen=window)
         self._lock = threading.Lock()
         self._model: ClockModel | None = None
+        self._stale = False
+        self._fitted_at = 0.0
+        self.refit_s = 0.5
         self.rejected = 0
         self.total = 0              # pings accepted since creation (``pings_since`` counts on it)
 
@@ -99,7 +105,7 @@ class ClockFit:
         with self._lock:
             self._pings.append((float(t_send), float(index), float(tx), float(t_recv)))
             self.total += 1
-            self._model = None
+            self._stale = True
 
     @property
     def count(self) -> int:
@@ -124,10 +130,15 @@ class ClockFit:
             return out, self.total
 
     def model(self) -> ClockModel | None:
-        """The current fit, or None before the first ping."""
+        """The current fit, or None before the first ping. Refitted on new pings, at most every
+        ``refit_s`` once the fit has settled (a writer asks for every block)."""
         with self._lock:
-            if self._model is None and self._pings:
-                self._model = fit_pings(np.array(self._pings, dtype=np.float64), self.period_s, self._asymmetry_s)
+            if self._pings and (self._model is None or self._stale):
+                now = time.monotonic()
+                if self._model is None or len(self._pings) < SETTLED_PINGS or now - self._fitted_at >= self.refit_s:
+                    self._model = fit_pings(np.array(self._pings, dtype=np.float64), self.period_s, self._asymmetry_s)
+                    self._fitted_at = now
+                    self._stale = False
             return self._model
 
 
@@ -195,9 +206,10 @@ def fit_pings(pings: np.ndarray, period_s: float = 4e-6, asymmetry_s: float = 0.
     orr = np.argsort(xr, kind="stable")
     xs, ys, xr, yr = xs[os_], ys[os_], xr[orr], yr[orr]
     ss = sr = 0.0
+    bin_s = max(1.0, float(span) / MAX_CANDIDATES)
     for _ in range(2):      # candidates against the nominal rate, then against the first fit's slope
-        cs = _candidates(xs, ys - xs * (1.0 + ss), upper=True)
-        cr = _candidates(xr, yr - xr * (1.0 + sr), upper=False)
+        cs = _candidates(xs, ys - xs * (1.0 + ss), upper=True, bin_s=bin_s)
+        cr = _candidates(xr, yr - xr * (1.0 + sr), upper=False, bin_s=bin_s)
         # hulls of the residuals (y - x) keep the numbers small; slopes add back 1
         ss, vs = _hull_line(xs[cs], ys[cs] - xs[cs], upper=True)
         sr, vr = _hull_line(xr[cr], yr[cr] - xr[cr], upper=False)

@@ -154,21 +154,21 @@ class ChunkWindows:
 
 class _SharedPrefix:
     """One float64 prefix sum of a chunk's samples, made only once the candidate refinements asked
-    of that chunk add up to a quarter of it. A flat signal (an idle drive) has near-ties everywhere,
+    of that chunk add up to its length (so it never costs more than twice the refinements would). A flat signal (an idle drive) has near-ties everywhere,
     so every phase's refinement spans the phase: summed over nested phases and both window lengths
     that was several cumulative sums of every sample, where one shared prefix costs one."""
 
     __slots__ = ("data", "asked", "c", "out")
 
-    def __init__(self, data: np.ndarray, out: np.ndarray):
-        self.data, self.asked, self.c, self.out = data, 0, None, out
+    def __init__(self, data: np.ndarray, out):
+        self.data, self.asked, self.c, self.out = data, 0, None, out      # out(): the array to fill
 
     def get(self, span: int) -> np.ndarray | None:
         if self.c is None:
             self.asked += span
-            if self.asked * 4 < len(self.data):
+            if self.asked < len(self.data):
                 return None
-            c = self.out[:len(self.data) + 1]
+            c = self.out()[:len(self.data) + 1]
             c[0] = 0.0
             np.cumsum(self.data, dtype=np.float64, out=c[1:])
             self.c = c
@@ -286,7 +286,7 @@ class WindowSums:
                 # samples rounded to float32, and the two roundings of the sum itself
                 tol = 4.0 * _U32 * self._amax * (w * (b + 3) + 2 * b * b + 8 * b)
                 if prefix is None:
-                    prefix = _SharedPrefix(buf, self._space("prefix", n + 1, np.float64))
+                    prefix = _SharedPrefix(buf, lambda n=n: self._space("prefix", n + 1, np.float64))
                 out[k] = ChunkWindows(w, base + j0 * b, s, bad, tol, buf, base, self._space("cand", len(s), bool),
                                       prefix)
                 self._next[k] = base + j1 * b

@@ -154,3 +154,31 @@ def test_command_energy_above_preceding_level_and_settle_time():
     assert c.before_w == pytest.approx(5.0) and c.after_w == pytest.approx(8.0)
     assert c.settle_s == pytest.approx(0.020)
     assert c.energy_above_j == pytest.approx(0.2)
+
+
+def test_flat_signal_refines_through_the_shared_prefix_and_stays_exact(monkeypatch):
+    # an idle drive: near-ties everywhere, so the candidate windows span whole ranges and the chunk's
+    # one shared float64 prefix is used; the best window must still be the float64 brute force's
+    from powerrig.analysis import windows as W
+    made = []
+    real = W._SharedPrefix.get
+
+    def spy(self, span):
+        c = real(self, span)
+        if c is not None:
+            made.append(len(c))
+        return c
+
+    monkeypatch.setattr(W._SharedPrefix, "get", spy)
+    rng = np.random.default_rng(11)
+    x = (5.0 + rng.normal(0, 1e-4, 60_000)).astype(np.float32)
+    sm = SlidingMax([1000, 10_000])
+    for s in range(0, len(x), 16_384):
+        sm.feed(x[s:s + 16_384])
+    assert made, "the shared prefix was never used"
+    x64 = x.astype(np.float64)
+    c = np.concatenate([[0.0], np.cumsum(x64)])
+    for r in sm.results:
+        sums = c[r.window:] - c[:-r.window]
+        assert r.end - r.window == int(np.argmax(sums))
+        assert r.value == pytest.approx(sums.max() / r.window, rel=1e-12)

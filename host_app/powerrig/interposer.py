@@ -52,7 +52,7 @@ class Interposer:
     """One connection to one interposer. It pings in the background for its whole life, so the
     clock model (``clock.model()``) improves across streams rather than starting over."""
 
-    def __init__(self, link: SerialLink, description: dict, ping_interval: float = 0.1):
+    def __init__(self, link: SerialLink, description: dict, ping_interval: float = 0.04):
         self.link = link
         self.description = description
         self.clock = ClockFit(period_s=description["sample_period_us"] * 1e-6)
@@ -121,10 +121,11 @@ class Interposer:
         self.description = self.link.command("describe")
         return self.description
 
-    def ping(self) -> tuple[float, float, float]:
-        """(host UTC sent, device sample index midway between arrival and reply, host UTC received)."""
+    def ping(self) -> tuple[float, float, float, float]:
+        """(host UTC sent, device sample index when the ping arrived, host UTC received, device sample
+        index when the reply left): the order ClockFit.add takes."""
         r = self.link.command("ping", timeout=1.0)
-        return r["_t_send"], (int(r.get("rx_index", r["index"])) + int(r["index"])) / 2, r["_t_recv"]
+        return r["_t_send"], float(r.get("rx_index", r["index"])), r["_t_recv"], float(r["index"])
 
     def status(self) -> dict:
         return self.link.command("status")

@@ -63,13 +63,14 @@ class ChunkWindows:
     ``sums`` is float32 (within ``tol`` of the float64 sums; refined on demand) or exact float64
     (``tol`` 0); windows touching a gap hold -inf and are flagged in ``bad``."""
 
-    __slots__ = ("window", "start", "sums", "bad", "tol", "data", "data_start", "scratch", "_bmax")
+    __slots__ = ("window", "start", "sums", "bad", "tol", "data", "data_start", "scratch", "_bmax", "prefix")
 
-    def __init__(self, window, start, sums, bad, tol, data, data_start, scratch=None):
+    def __init__(self, window, start, sums, bad, tol, data, data_start, scratch=None, prefix=None):
         self.window, self.start, self.sums, self.bad, self.tol = window, start, sums, bad, tol
         self.data, self.data_start = data, data_start      # gap-free samples (NaN -> 0) covering the windows
         self.scratch = scratch                             # bool work array as long as sums, or None
         self._bmax = None                                  # max of each _BLOCK sums (made on first use)
+        self.prefix = prefix                               # a _SharedPrefix of data, or None
 
     @property
     def stop(self) -> int:
@@ -135,15 +136,43 @@ class ChunkWindows:
         for part in parts:
             a = int(part[0]) - self.data_start
             b = int(part[-1]) - self.data_start + w
-            c = np.empty(b - a + 1)
-            c[0] = 0.0
-            np.cumsum(self.data[a:b], dtype=np.float64, out=c[1:])
-            rel = part - (a + self.data_start)
-            sums = c[rel + w] - c[rel]
+            full = self.prefix.get(b - a) if self.prefix is not None else None
+            if full is not None:                # the chunk's one float64 prefix, shared by every phase
+                rel = part - self.data_start
+                sums = full[rel + w] - full[rel]
+            else:
+                c = np.empty(b - a + 1)
+                c[0] = 0.0
+                np.cumsum(self.data[a:b], dtype=np.float64, out=c[1:])
+                rel = part - (a + self.data_start)
+                sums = c[rel + w] - c[rel]
             k = int(np.argmax(sums))
             if sums[k] > best:
                 best, at = float(sums[k]), int(part[k])
         return best, at
+
+
+class _SharedPrefix:
+    """One float64 prefix sum of a chunk's samples, made only once the candidate refinements asked
+    of that chunk add up to its length (so it never costs more than twice the refinements would). A flat signal (an idle drive) has near-ties everywhere,
+    so every phase's refinement spans the phase: summed over nested phases and both window lengths
+    that was several cumulative sums of every sample, where one shared prefix costs one."""
+
+    __slots__ = ("data", "asked", "c", "out")
+
+    def __init__(self, data: np.ndarray, out):
+        self.data, self.asked, self.c, self.out = data, 0, None, out      # out(): the array to fill
+
+    def get(self, span: int) -> np.ndarray | None:
+        if self.c is None:
+            self.asked += span
+            if self.asked < len(self.data):
+                return None
+            c = self.out()[:len(self.data) + 1]
+            c[0] = 0.0
+            np.cumsum(self.data, dtype=np.float64, out=c[1:])
+            self.c = c
+        return self.c
 
 
 def _block_size(windows) -> int:
@@ -226,6 +255,7 @@ class WindowSums:
         base = self._base
         b = self.block
         rows = n // b
+        prefix = None
         if rows > min(self._rows):
             x32 = buf[:rows * b]
             if x32.dtype != np.float32:
@@ -255,7 +285,10 @@ class WindowSums:
                 # float32 error of a window sum: row prefixes and sums (<= b terms each), the float64
                 # samples rounded to float32, and the two roundings of the sum itself
                 tol = 4.0 * _U32 * self._amax * (w * (b + 3) + 2 * b * b + 8 * b)
-                out[k] = ChunkWindows(w, base + j0 * b, s, bad, tol, buf, base, self._space("cand", len(s), bool))
+                if prefix is None:
+                    prefix = _SharedPrefix(buf, lambda n=n: self._space("prefix", n + 1, np.float64))
+                out[k] = ChunkWindows(w, base + j0 * b, s, bad, tol, buf, base, self._space("cand", len(s), bool),
+                                      prefix)
                 self._next[k] = base + j1 * b
         keep_rows = min(rows, self._keep)
         cut = (rows - keep_rows) * b

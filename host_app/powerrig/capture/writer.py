@@ -29,6 +29,7 @@ from powerrig.jsonable import dumps
 from powerrig.errors import CaptureError
 from powerrig.events import Timeline
 from powerrig.samples import IntervalBlock
+from powerrig.capture.clocktrack import pack_pings
 from powerrig.timebase import ClockModel
 
 
@@ -74,6 +75,7 @@ class CaptureWriter:
         self._last_flush = time.monotonic()
         self._next_anchor = 0
         self._anchored_model = False
+        self._pings_stored = 0          # the clock fit's ping count already stored (clocktrack re-fits)
 
     # ---- lifecycle ----------------------------------------------------------------------------------
     def __enter__(self) -> "CaptureWriter":
@@ -222,8 +224,12 @@ class CaptureWriter:
     def _write_anchor(self, sid: int, model: ClockModel) -> None:
         raw = self._raw_of(sid)
         utc = float(model.utc(raw))
-        self._w.user_data(L.UD_CLOCK, _json({"sample_id": sid, "raw_index": int(raw), "utc": utc,
-                                            "model": model.to_dict()}))
+        doc = {"sample_id": sid, "raw_index": int(raw), "utc": utc, "model": model.to_dict()}
+        if hasattr(self.clock, "pings_since"):       # the pings themselves, so analysis can re-fit them
+            pings, self._pings_stored = self.clock.pings_since(self._pings_stored)
+            if pings:
+                doc["pings"] = pack_pings(pings)
+        self._w.user_data(L.UD_CLOCK, _json(doc))
         try:
             self._w.utc(self._ids[L.TOTAL_POWER], sid, pyjls.time64.as_time64(utc))
         except (RuntimeError, ValueError, OverflowError) as e:

@@ -36,6 +36,8 @@ from powerrig_fw.timebase import Timebase
 
 TRUTH_BIN = 250          # truth power kept per 250 samples (1 ms)
 ADC_RING_S = 0.1         # the board's DMA ring: a stall longer than this loses samples
+GIL_SWITCH_S = 100e-6    # the sim process hands the GIL over this often (see serve)
+SPIN_S = 200e-6          # the USB writer thread spins this long before a transfer completes
 
 
 @dataclass
@@ -233,9 +235,7 @@ class SimBoard:
                 if self._stop:
                     return
                 release, data = self._q[0]
-            delay = release - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
+            self._wait_until(release)
             view = memoryview(data)
             while view:
                 try:
@@ -250,6 +250,18 @@ class SimBoard:
             with self._cv:
                 self._q.popleft()
                 self._q_bytes -= len(data)
+
+    @staticmethod
+    def _wait_until(release: float) -> None:
+        """Sleep until the simulated USB transfer completes, then spin the last SPIN_S: a plain sleep
+        wakes 75-500 us late on a busy host (timer slack, the GIL), and that lateness lands on the
+        device-to-host direction only, a latency asymmetry that real USB does not have (it biased
+        the clock fit by about 100 us; docs/link.md)."""
+        delay = release - time.monotonic() - SPIN_S
+        if delay > 0:
+            time.sleep(delay)
+        while time.monotonic() < release:      # holds the GIL: at most SPIN_S of the device's time
+            pass
 
     def close(self) -> None:
         with self._cv:
@@ -339,6 +351,8 @@ class VirtualInterposer:
 
 def serve(args) -> int:
     """`powerrig sim interposer`: print the pty path, run until SIGINT/SIGTERM."""
+    # the USB threads must get the GIL within ~100 us of their moment, not the default 5 ms
+    sys.setswitchinterval(GIL_SWITCH_S)
     faults = Faults(corrupt=args.corrupt, drop=args.drop, stall_at=args.stall_at, stall_for=args.stall_for,
                     jitter_ms=args.jitter_ms, seed=args.seed)
     sim = VirtualInterposer(seed=args.seed, drift_ppm=args.drift_ppm, faults=faults, state_dir=args.state_dir,

@@ -16,6 +16,7 @@ class FakeBoard:
     name = "fake"
     serial = "F1"
     cal_path = "/tmp/powerrig-cal.json"
+    burst_capacity = 8192      # fits the emulated MCU's heap; still far below the 20001 refused below
 
     def __init__(self):
         self.inbox = []

@@ -35,4 +35,4 @@ deploy: firmware
 	@$(VENV)/bin/mpremote connect $(PORT) fs cp -r build/firmware/powerrig_fw build/firmware/board build/firmware/main.py : + reset
 
 clean:
-	rm -rf $(VENV) tests/micropython/node_modules out
+	rm -rf $(VENV) out

@@ -5,9 +5,10 @@ import json
 from powerrig_fw import wire
 from powerrig_fw.device import Device, plan_stream
 
+CAL = "powerrig-cal.json"      # in the working directory: parallel runs do not share it
 try:
     import os
-    os.remove("/tmp/powerrig-cal.json")
+    os.remove(CAL)
 except OSError:
     pass
 
@@ -15,7 +16,7 @@ except OSError:
 class FakeBoard:
     name = "fake"
     serial = "F1"
-    cal_path = "/tmp/powerrig-cal.json"
+    cal_path = CAL
     burst_capacity = 8192      # fits the emulated MCU's heap; still far below the 20001 refused below
 
     def __init__(self):

@@ -4,11 +4,11 @@ These are the board's versions of powerrig_fw.crc.crc32_into and of the unpackin
 interleaved int16 samples. viper uses 32-bit machine integers, so nothing here allocates.
 """
 import micropython
-from powerrig_fw.crc import _T_LO, _T_HI
+from powerrig_fw.crc import TABLE_LO, TABLE_HI
 
 _TABLE = bytearray(1024)
 for _n in range(256):
-    _c = _T_LO[_n] | (_T_HI[_n] << 16)
+    _c = TABLE_LO[_n] | (TABLE_HI[_n] << 16)
     _TABLE[4 * _n] = _c & 0xFF
     _TABLE[4 * _n + 1] = (_c >> 8) & 0xFF
     _TABLE[4 * _n + 2] = (_c >> 16) & 0xFF

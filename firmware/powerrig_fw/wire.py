@@ -108,6 +108,10 @@ class Framer:
         if self.n == self.per_frame:
             self._send(self.full_mv)
 
+    def send_full(self):
+        """Send the frame a kernel filled in place (it set n, idx_hi, idx_lo): allocation-free."""
+        self._send(self.full_mv)
+
     def mark_overrun(self):
         """Samples were lost: send what we have, the next frame carries F_OVERRUN."""
         self.flush()

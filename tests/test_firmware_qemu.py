@@ -56,3 +56,30 @@ def test_a_failing_script_fails(emulator):
 def test_reference_suites_on_cortex_m(emulator, script):
     out = emulator.run_script(MP / script, ["/rom/vectors"])
     assert " ok" in out, out
+
+
+@pytest.fixture(scope="module")
+def board_run(emulator):
+    """fw_board.py on the emulated Cortex-M: equality checks, then the instruction counts it prints."""
+    return emulator.run_script(MP / "fw_board.py", ["/rom/vectors"], timeout=600)
+
+
+def budget(out) -> dict:
+    """{(rails, samples_per_interval): (instructions per sample point with CRC, without)}"""
+    rows = [line.split() for line in out.splitlines() if line.startswith("budget ")]
+    return {(int(r[1]), int(r[2])): (int(r[3]), int(r[4])) for r in rows}
+
+
+def test_board_kernels_match_the_reference_on_cortex_m(board_run):
+    """Vectors, long random inputs (clipping, boundaries, window wrap, overruns, offsets) and the DMA
+    layout: byte-identical to powerrig_fw.reduce with 32-bit viper ints and the Thumb-2 loop, heap locked."""
+    assert "Thumb-2 inner loop" in board_run
+    for name in ("vector r2_100us ok", "random 5 ok", "dma layout ok", "board ok"):
+        assert name in board_run, board_run
+
+
+def test_hot_path_fits_300_instructions_per_sample_point(board_run):
+    """2 rails at 100 us (25 samples per interval): ADC words to records, framing and CRC included."""
+    b = budget(board_run)
+    assert b[(2, 25)][0] <= 300, b
+    assert b[(2, 25)][1] < b[(2, 25)][0] and b[(3, 25)][0] > b[(2, 25)][0], b   # the counts measure work

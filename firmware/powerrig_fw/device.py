@@ -19,6 +19,16 @@ DIGITAL = ("activity", "perst", "marker")
 
 IDLE = "idle"
 STREAMING = "streaming"
+MAX_ID_BYTES = 64              # an id longer than this (as JSON) is not echoed in an error reply
+
+
+def is_int(x):
+    """A whole number that is not a bool (JSON true would otherwise pass as 1)."""
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def is_number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _frames(interval_us, rec, per_frame):
@@ -31,7 +41,7 @@ def _frames(interval_us, rec, per_frame):
 def plan_stream(interval_us, n_rails, per_frame=0):
     """(per_frame, bytes_per_s) for a setting, or raise ValueError with a reason the user can act on."""
     period = rails_default.SAMPLE_PERIOD_US
-    if not isinstance(interval_us, int) or interval_us % period:
+    if not is_int(interval_us) or interval_us % period:
         raise ValueError("interval_us must be a whole multiple of %d us" % period)
     max_us = MAX_INTERVAL_SAMPLES * period
     if not MIN_INTERVAL_US <= interval_us <= max_us:
@@ -83,6 +93,10 @@ class Device:
             for ftype, seq, payload in self.reader.feed(data):
                 if ftype == wire.T_COMMAND:
                     self.handle_command(payload)
+                elif ftype == wire.T_OVERSIZE:
+                    self.send(wire.T_REPLY, {"ok": False, "id": None, "seq": seq,
+                                             "error": "command frame of %d bytes exceeds the %d-byte limit; "
+                                                      "send a shorter command" % (payload, wire.MAX_PAYLOAD)})
         block = self.board.adc_read()
         if block is not None:
             raw, n, dropped = block
@@ -118,10 +132,14 @@ class Device:
         idx = self.sample_index()
         payload = json.dumps(doc).encode()
         if len(payload) > wire.MAX_PAYLOAD:
-            # never let a big answer kill the main loop: say so in a reply that fits
-            payload = json.dumps({"ok": False, "id": doc.get("id"),
-                                  "error": "reply of %d bytes exceeds the %d-byte frame limit" % (
-                                      len(payload), wire.MAX_PAYLOAD)}).encode()
+            # never let a big answer kill the main loop: say so in a reply that fits, without an id
+            # that would make it too long as well
+            cid = doc.get("id")
+            error = "reply of %d bytes exceeds the %d-byte frame limit" % (len(payload), wire.MAX_PAYLOAD)
+            if len(json.dumps(cid)) > MAX_ID_BYTES:
+                cid = None
+                error += "; the command's id is too long to echo (at most %d bytes of JSON)" % MAX_ID_BYTES
+            payload = json.dumps({"ok": False, "id": cid, "error": error}).encode()
         frame = wire.encode_frame(ftype, payload, self.reply_seq, flags, 0,
                                   idx >> wire.INDEX_LO_BITS, idx & wire.INDEX_LO_MASK, self.crc_into)
         self.reply_seq = (self.reply_seq + 1) & 0xFFFF
@@ -139,7 +157,7 @@ class Device:
                 raise ValueError("command must be a JSON object")
             cid = msg.get("id")
             name = msg.get("cmd")
-            fn = self.commands.get(name)
+            fn = self.commands.get(name) if isinstance(name, str) else None
             if fn is None:
                 raise ValueError("unknown command %r; known: %s" % (name, ", ".join(sorted(self.commands))))
             result = fn(msg)
@@ -174,14 +192,20 @@ class Device:
 
     def cmd_start(self, msg):
         interval_us = msg.get("interval_us", DEFAULT_INTERVAL_US)
+        if self.state == STREAMING:
+            raise ValueError("already streaming; send stop first, then start with the new settings")
         names = msg.get("rails") or [n for n, _v, _i, opt in rails_default.RAILS if not opt]
+        if not isinstance(names, list):
+            raise ValueError("rails must be a list of rail names")
         idx = []
         for n in names:
-            if n not in self.rail_names:
+            if not isinstance(n, str) or n not in self.rail_names:
                 raise ValueError("unknown rail %r; rails are %s" % (n, ", ".join(self.rail_names)))
+            if self.rail_names.index(n) in idx:
+                raise ValueError("rail %s is listed twice; name each rail once" % n)
             idx.append(self.rail_names.index(n))
         per_frame = msg.get("per_frame", 0)
-        if not isinstance(per_frame, int) or isinstance(per_frame, bool):
+        if not is_int(per_frame):
             raise ValueError("per_frame must be a whole number")
         per_frame, bps = plan_stream(interval_us, len(idx), per_frame)
         spi = interval_us // rails_default.SAMPLE_PERIOD_US
@@ -206,6 +230,7 @@ class Device:
         if self.state == STREAMING:
             self.framer.flush()
         self.state = IDLE
+        self.stream = None          # status shows no stream once it has stopped
         return {"frames": self.framer.frames_sent, "next_seq": self.framer.seq}
 
     def cmd_ping(self, msg):

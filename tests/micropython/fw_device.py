@@ -168,6 +168,47 @@ assert dev3.cal["rails"]["12V"]["v_gain"] == 1.0 and "not valid JSON" in dev3.ca
 r = command({"id": 25, "cmd": "start", "per_frame": 2.5})[0]
 assert not r["ok"] and "per_frame" in r["error"] and dev.state == "idle", r
 
+# start while streaming is refused: the running stream keeps its settings (stop, then start)
+r = command({"id": 30, "cmd": "start", "interval_us": 1000})[0]
+assert r["ok"], r
+r = command({"id": 31, "cmd": "start", "interval_us": 2000})[0]
+assert not r["ok"] and "already streaming" in r["error"] and dev.stream["interval_us"] == 1000, r
+assert command({"id": 32, "cmd": "status"})[0]["stream"]["interval_us"] == 1000
+# status after stop shows no stream
+assert command({"id": 33, "cmd": "stop"})[0]["ok"]
+st = command({"id": 34, "cmd": "status"})[0]
+assert st["state"] == "idle" and st["stream"] is None, st
+
+# a command name that is not a string: the usual unknown-command answer
+r = command({"id": 35, "cmd": ["start"]})[0]
+assert not r["ok"] and "unknown command" in r["error"] and "unhashable" not in r["error"], r
+
+# a rail listed twice would double its power: refused
+r = command({"id": 36, "cmd": "start", "rails": ["12V", "12V"]})[0]
+assert not r["ok"] and "listed twice" in r["error"] and dev.state == "idle", r
+
+# an id that makes even the error reply too long: answered, without the id
+r = command({"id": "i" * 1990, "cmd": "ping"})[0]
+assert not r["ok"] and r["id"] is None and "id is too long" in r["error"], r
+
+# a command frame over the maximum length: answered with an error, and the device keeps answering
+big = bytearray(wire.HEADER_SIZE)
+wire.put_header(big, wire.T_COMMAND, 0, 0, 3000, 77, 0, 0)
+r = command(None, raw=bytes(big) + b"x" * 3004)
+assert len(r) == 1 and not r[0]["ok"] and "3000 bytes exceeds" in r[0]["error"] and r[0]["seq"] == 77, r
+assert command({"id": 37, "cmd": "describe"})[0]["ok"]
+
+# numbers are numbers, not booleans
+for rail in ({"v_gain": True}, {"i_offset": False}):
+    r = command({"id": 38, "cmd": "cal_set", "calibration": {"rails": {"12V": rail}}})[0]
+    assert not r["ok"] and "must be" in r["error"], r
+r = command({"id": 39, "cmd": "burst", "trigger": "edge", "bit": True})[0]
+assert not r["ok"] and "bit must be" in r["error"], r
+r = command({"id": 40, "cmd": "burst", "pre": True, "post": 10})[0]
+assert not r["ok"] and "pre must be" in r["error"], r
+r = command({"id": 41, "cmd": "start", "interval_us": True})[0]
+assert not r["ok"] and dev.state == "idle", r
+
 # plan_stream: 2 rails at 100 us fit the budget, 3 do not
 assert plan_stream(100, 2)[1] <= 500000
 try:

@@ -73,7 +73,7 @@ def budget(out) -> dict:
 def test_board_kernels_match_the_reference_on_cortex_m(board_run):
     """Vectors, long random inputs (clipping, boundaries, window wrap, overruns, offsets) and the DMA
     layout: byte-identical to powerrig_fw.reduce with 32-bit viper ints and the Thumb-2 loop, heap locked."""
-    assert "Thumb-2 inner loop" in board_run
+    assert "Thumb-2 inner loop" in board_run and "board crc ok (Thumb-2)" in board_run
     for name in ("vector r2_100us ok", "random 5 ok", "dma layout ok", "board ok"):
         assert name in board_run, board_run
 

@@ -30,8 +30,18 @@ def _crc32(buf: ptr8, start: int, end: int, table: ptr32) -> int:
     return 0
 
 
+try:   # Thumb-2 where the port has the inline assembler (the MCU); viper elsewhere
+    from board.crc_thumb import crc32_run as _crc32_thumb
+except (ImportError, SyntaxError, ValueError):
+    _crc32_thumb = None
+
+
 def crc32_into(buf, start, end):
-    _crc32(buf, start, end, _TABLE)
+    """CRC-32 of buf[start:end] stored at buf[end:end + 4] (powerrig_fw.crc's signature)."""
+    if _crc32_thumb is not None:
+        _crc32_thumb(buf, start, end, _TABLE)
+    else:
+        _crc32(buf, start, end, _TABLE)
 
 
 @micropython.viper

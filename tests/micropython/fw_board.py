@@ -82,6 +82,20 @@ def first_diff(a, b):
     return -1
 
 
+# 0. the board's CRC (Thumb-2 on the MCU, viper elsewhere) is zlib's, at any offset, heap locked
+import binascii
+import struct
+
+for data in (b"", b"a", b"123456789", bytes(range(256)) * 9):
+    b = bytearray(b"zz" + data + bytes(4))
+    micropython.heap_lock()
+    try:
+        kernels.crc32_into(b, 2, 2 + len(data))
+    finally:
+        micropython.heap_unlock()
+    assert struct.unpack_from("<I", b, 2 + len(data))[0] == binascii.crc32(data) & 0xFFFFFFFF, data[:10]
+print("board crc ok", "(Thumb-2)" if kernels._crc32_thumb is not None else "(viper)")
+
 # 1. golden vectors, heap locked
 for name in ("r2_100us", "r3_1ms_offsets", "r1_odd_clip"):
     cfg = json.loads(read(VEC + "/" + name + ".json"))

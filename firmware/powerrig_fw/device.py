@@ -192,8 +192,7 @@ class Device:
 
     def cmd_start(self, msg):
         interval_us = msg.get("interval_us", DEFAULT_INTERVAL_US)
-        if self.state == STREAMING:
-            raise ValueError("already streaming; send stop first, then start with the new settings")
+        previous = self.stream if self.state == STREAMING else None
         names = msg.get("rails") or [n for n, _v, _i, opt in rails_default.RAILS if not opt]
         if not isinstance(names, list):
             raise ValueError("rails must be a list of rail names")
@@ -224,7 +223,12 @@ class Device:
         self.stream = {"interval_us": interval_us, "rails": list(names), "per_frame": per_frame,
                        "record_size": wire.record_size(len(idx)), "bytes_per_s": bps, "first_index": start,
                        "first_seq": self.framer.seq}
-        return dict(self.stream)
+        reply = dict(self.stream)
+        # start while streaming is a restart, said out loud: the old stream ends (its partial frame is
+        # sent), the new one begins with a RESTART frame, and the reply names the stream it replaced.
+        # A host that reconnects to a board still streaming for a crashed client needs no extra stop.
+        reply["restarted"] = previous
+        return reply
 
     def cmd_stop(self, msg):
         if self.state == STREAMING:

@@ -168,12 +168,15 @@ assert dev3.cal["rails"]["12V"]["v_gain"] == 1.0 and "not valid JSON" in dev3.ca
 r = command({"id": 25, "cmd": "start", "per_frame": 2.5})[0]
 assert not r["ok"] and "per_frame" in r["error"] and dev.state == "idle", r
 
-# start while streaming is refused: the running stream keeps its settings (stop, then start)
+# start while streaming is a restart, and the reply says which stream it replaced; a refused start
+# leaves the running stream as it was
 r = command({"id": 30, "cmd": "start", "interval_us": 1000})[0]
-assert r["ok"], r
+assert r["ok"] and r["restarted"] is None, r
 r = command({"id": 31, "cmd": "start", "interval_us": 2000})[0]
-assert not r["ok"] and "already streaming" in r["error"] and dev.stream["interval_us"] == 1000, r
-assert command({"id": 32, "cmd": "status"})[0]["stream"]["interval_us"] == 1000
+assert r["ok"] and r["restarted"]["interval_us"] == 1000 and r["interval_us"] == 2000, r
+r = command({"id": 31, "cmd": "start", "interval_us": 2001})[0]
+assert not r["ok"] and dev.stream["interval_us"] == 2000 and dev.state == "streaming", r
+assert command({"id": 32, "cmd": "status"})[0]["stream"]["interval_us"] == 2000
 # status after stop shows no stream
 assert command({"id": 33, "cmd": "stop"})[0]["ok"]
 st = command({"id": 34, "cmd": "status"})[0]

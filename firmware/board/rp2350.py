@@ -7,6 +7,7 @@ import machine
 
 from board.adc import Adc, BLOCK
 from board import kernels
+from board.reducer import BoardReducer
 
 CAL_PATH = "/calibration.json"
 
@@ -24,6 +25,9 @@ class Board:
         self.poller.register(self.usb_in, select.POLLIN)
         self.rxbuf = bytearray(512)
         self.adc = Adc()
+        # the hot path: viper + Thumb-2, reading the DMA layout in place (docs/firmware-budget.md)
+        self.reducer = BoardReducer(3)
+        self.reducer.layout(*self.adc.layout())
         self.t0 = time.ticks_us()
         self.index = 0          # sample index of the next block the reducer gets
         self.last_block = 0

@@ -88,7 +88,7 @@ def main() -> int:
             crc_byte = float(p[1])
     # per-rail cost of the Thumb-2 loop: the increment per rail at the longest interval
     rail = (m[(3, 2500)][1] - m[(1, 2500)][1]) / 2
-    print(f"emulated Cortex-M (ARMv7-M, MicroPython {qemu.__name__} harness), instructions per 4 us sample point")
+    print("emulated Cortex-M (QEMU mps2-an385, ARMv7-M, -icount shift=0), instructions per 4 us sample point")
     print(f"  rail loop (Thumb-2: load, offset, clamp, V*I, sums, min/max, window, peak): {rail:6.1f} per rail")
     print(f"  CRC-32 (Thumb-2, byte table): {crc_byte:.1f} per frame byte")
     print()

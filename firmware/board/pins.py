@@ -8,3 +8,4 @@ ADC_SDO_COUNT = const(3)
 DIG_BASE = const(10)     # activity LED, PERST#, marker input: GPIO 10..12
 DIG_COUNT = const(3)
 STATUS_LED = const(25)
+VREF_SENSE = const(26)   # RP2350 ADC0: the AD7380s' 2.5 V reference through 1k (self-test only)

@@ -9,6 +9,7 @@ from powerrig_fw import VERSION, PROTOCOL_VERSION, calibration, rails_default, w
 from powerrig_fw.burst import Burst
 from powerrig_fw.crc import crc32_into_c
 from powerrig_fw.reduce import Reducer, MAX_INTERVAL_SAMPLES
+from powerrig_fw.selftest import SelfTest
 from powerrig_fw.timebase import Timebase
 
 LINK_BUDGET_BPS = 500000       # what MicroPython moves over USB full speed, with margin
@@ -81,7 +82,9 @@ class Device:
             "describe": self.cmd_describe, "start": self.cmd_start, "stop": self.cmd_stop,
             "ping": self.cmd_ping, "burst": self.cmd_burst, "cal_get": self.cmd_cal_get,
             "cal_set": self.cmd_cal_set, "reset": self.cmd_reset, "status": self.cmd_status,
+            "selftest": self.cmd_selftest,
         }
+        self.selftest = None      # a running SelfTest: its reply is sent when it has its samples
 
     # ---- main loop -------------------------------------------------------------------------
     def poll(self):
@@ -109,6 +112,8 @@ class Device:
                     self.reducer.skip(dropped)
                 self.reducer.feed(raw, n, self.framer)
             self.burst.observe(raw, n, dropped)
+            if self.selftest is not None:
+                self._selftest_step(raw, n, dropped)
         self.burst.upload_step()
 
     def run(self):
@@ -161,6 +166,8 @@ class Device:
             if fn is None:
                 raise ValueError("unknown command %r; known: %s" % (name, ", ".join(sorted(self.commands))))
             result = fn(msg)
+            if result is None:          # answered later (selftest, once it has its samples)
+                return
             result["ok"] = True
         except Exception as e:  # noqa: BLE001 - the firmware must not die on a bad command
             result = {"ok": False, "error": str(e) or e.__class__.__name__}
@@ -247,6 +254,28 @@ class Device:
                 "lost_samples": self.lost_samples, "frames": self.framer.frames_sent,
                 "burst": self.burst.status(), "bad_bytes": self.reader.bad}
 
+    def _selftest_step(self, raw, n, dropped):
+        """Feed a block to the running self-test; its reply (or its error) once it is done."""
+        job = self.selftest
+        try:
+            if not job.observe(raw, n, dropped):
+                return
+            reply = job.result()
+        except Exception as e:  # noqa: BLE001 - the self-test must answer, whatever it tripped over
+            reply = {"ok": False, "id": job.cid, "error": "self-test failed: %s" % (str(e) or e.__class__.__name__)}
+        self.selftest = None
+        self.send(wire.T_REPLY, reply)
+
+    def cmd_selftest(self, msg):
+        """Reference voltage, ADC noise per channel, digital inputs, firmware and build: the reply
+        follows when SelfTest has read its blocks (a few ms); the host adds the link throughput."""
+        if self.state == STREAMING:
+            raise ValueError("stop the stream before the self-test: it reads the ADC blocks itself")
+        if self.selftest is not None:
+            raise ValueError("a self-test is already running; wait for its reply")
+        self.selftest = SelfTest(self, msg.get("id"))
+        return None
+
     def cmd_burst(self, msg):
         return self.burst.arm(msg)
 
@@ -271,6 +300,7 @@ class Device:
         self.state = IDLE
         self.stream = None
         self.burst.disarm()
+        self.selftest = None
         self.cal = calibration.load(self.board.cal_path)
         self.overruns = 0
         self.lost_samples = 0

@@ -220,3 +220,25 @@ try:
 except ValueError:
     pass
 print("device ok")
+
+# selftest: answered once it has read its samples (idle only), with noise per channel
+r = command({"id": 50, "cmd": "selftest"})
+assert r == [], r                       # no blocks yet: no reply yet
+board.pending = 5
+replies = []
+for _ in range(6):
+    dev.poll()
+    for b in board.sent:
+        replies += [json.loads(f[2]) for f in reader.feed(b) if f[0] == wire.T_REPLY]
+    board.sent = []
+assert len(replies) == 1 and replies[0]["ok"] and replies[0]["id"] == 50, replies
+st = replies[0]
+ch = st["adc"]["channels"]
+assert st["adc"]["samples"] == 1000 and len(ch) == 6 and st["firmware"] and st["build"], st
+assert ch[0]["rail"] == "12V" and ch[0]["signal"] == "V" and ch[0]["mean_code"] == 26000 and ch[0]["noise_codes"] == 0, ch
+assert ch[1]["mean_code"] == 4000 and ch[3]["mean_code"] == 3900 and st["digital"]["or"] == 2, st
+assert command({"id": 51, "cmd": "start"})[0]["ok"]
+r = command({"id": 52, "cmd": "selftest"})[0]
+assert not r["ok"] and "stop the stream" in r["error"], r
+assert command({"id": 53, "cmd": "stop"})[0]["ok"]
+print("selftest ok")

@@ -113,6 +113,10 @@ def identify(port: str) -> str:
 
 
 def cmd_flash(args) -> int:
+    if not args.dry_run:               # refuse a wrong or missing device before compiling anything
+        if not args.port:
+            raise FlashError("--port is required (e.g. --port /dev/ttyACM0); --dry-run needs none")
+        print(f"{args.port}: {identify(args.port)}")
     with tempfile.TemporaryDirectory(prefix="powerrig-flash-") as tmp:
         out = Path(tmp)
         made = build(out)
@@ -124,9 +128,6 @@ def cmd_flash(args) -> int:
             if args.port:
                 print(f"target {args.port}: {identify(args.port)}")
             return 0
-        if not args.port:
-            raise FlashError("--port is required (e.g. --port /dev/ttyACM0); --dry-run needs none")
-        print(f"{args.port}: {identify(args.port)}")
         mp = _tool("mpremote")
         dirs = sorted({str(rel.parts[0]) for rel, _n in made if len(rel.parts) > 1})
         r = subprocess.run([mp, "connect", args.port, "fs", "cp", "-r", *[str(out / d) for d in dirs],

@@ -3,7 +3,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 export QT_QPA_PLATFORM ?= offscreen
 
-.PHONY: setup demo test bench firmware-defaults firmware deploy clean
+.PHONY: setup demo test bench firmware-defaults firmware deploy qemu-mp clean
 
 setup:
 	@bash scripts/setup.sh
@@ -29,10 +29,14 @@ firmware: setup
 	@cp firmware/main.py build/firmware/main.py
 	@echo "firmware: build/firmware ($$(ls build/firmware/*/*.mpy | wc -l) modules)"
 
-# Copy the compiled firmware to a board: make deploy PORT=/dev/ttyACM0
+# MicroPython for an emulated Cortex-M (QEMU), for the firmware's instruction budget (setup does this too)
+qemu-mp: setup
+	@$(PY) scripts/build_qemu_mp.py
+
+# Copy the compiled firmware to a board: make deploy PORT=/dev/ttyACM0 (or: powerrig flash --port ...)
 deploy: firmware
 	@test -n "$(PORT)" || { echo "usage: make deploy PORT=/dev/ttyACM0"; exit 2; }
 	@$(VENV)/bin/mpremote connect $(PORT) fs cp -r build/firmware/powerrig_fw build/firmware/board build/firmware/main.py : + reset
 
 clean:
-	rm -rf $(VENV) tests/micropython/node_modules out
+	rm -rf $(VENV) out

@@ -1,11 +1,19 @@
 """ADC capture: three AD7380s clocked by PIO, samples moved by DMA into ping-pong buffers.
 
-PIO0 SM0 drives CS and SCLK for all converters (one conversion every 4 us on every channel) and
-shifts in SDOA/SDOB of the 12 V converter; SM1 and SM2 follow SM0's clock for the 3.3 V and 5 V
-converters; SM3 samples the digital inputs at each CS edge. Each SM feeds one DMA channel; pairs of
-channels chained to each other fill buffer A then B, so the CPU reduces one while DMA fills the
-other. A block is BLOCK samples (1 ms). If the CPU is late by more than a block, the DMA has lapped
-it: the lost samples are counted and reported, never hidden.
+Division of labour (docs/firmware-budget.md): the CPU never touches a bit. Each AD7380 runs in
+1-wire mode: both results leave on SDOA, channel A (the current-sense amplifier) then channel B (the
+voltage divider), 32 SCLKs per conversion. One state machine per ADC shifts them left into one
+32-bit word, (I << 16) | V, which DMA stores little-endian: the halfwords V, I in the order
+board.reducer's kernel reads them. Each DMA channel writes its own region of one buffer:
+
+    [ADC0: V I V I ... (2 x BLOCK)] [ADC1: ...] [ADC2: ...] [digital: one halfword per sample (BLOCK)]
+
+so BoardReducer.layout((0, 2B, 4B), 2, 6B, 1) describes a block. PIO0 SM0 drives CS and SCLK for all
+converters (one conversion every 4 us, simultaneous on every channel) and reads ADC0; SM1 and SM2
+follow SM0's SCLK for ADC1 and ADC2; SM3 samples the digital inputs at each CS edge into a halfword.
+Pairs of DMA channels chained to each other fill buffer A then B, so the CPU reduces one while DMA
+fills the other; acquisition needs no CPU, so the second core stays free. If the CPU is late by more
+than a block, the DMA has lapped it: the lost samples are counted and reported, never hidden.
 """
 import array
 
@@ -14,14 +22,16 @@ from machine import Pin
 from micropython import const
 
 from board import pins
-from board.kernels import unpack_words
 
 BLOCK = const(250)           # samples per DMA block: 1 ms
 N_RAILS = const(3)
 SAMPLE_HZ = const(250_000)
-# PIO runs at 32 cycles per SCLK x 16 bits + conversion time per sample; the program below spends
-# 64 cycles per sample, so the SM clock is 64 x 250 kHz = 16 MHz.
-SM_FREQ = const(16_000_000)
+# SM0 spends 2 cycles per SCLK x 32 bits + conversion and CS time per sample: 150 cycles per
+# sample at 37.5 MHz = one conversion every 4 us (SCLK 18.75 MHz, well under the AD7380's 80 MHz)
+SM_FREQ = const(37_500_000)
+REGION = const(2 * BLOCK)    # halfwords per ADC region
+DIG_AT = const(6 * BLOCK)    # halfword where the digital region starts
+HALFWORDS = const(7 * BLOCK)
 
 
 @rp2.asm_pio(sideset_init=rp2.PIO.OUT_HIGH, set_init=rp2.PIO.OUT_HIGH, in_shiftdir=rp2.PIO.SHIFT_LEFT,
@@ -30,30 +40,32 @@ def adc_master():
     # CS low starts a conversion on all three ADCs (simultaneous sampling) and tells SM3 to latch
     set(pins, 0)            .side(1)
     irq(4)                  .side(1)
-    set(x, 15)              .side(1)  [14]      # conversion time
+    set(x, 31)              .side(1)  [7]       # conversion time (190 ns on the AD7380)
     label("bit")
     nop()                   .side(0)
-    in_(pins, 2)            .side(1)
+    in_(pins, 1)            .side(1)
     jmp(x_dec, "bit")       .side(1)
-    set(pins, 1)            .side(1)  [12]
+    set(pins, 1)            .side(1)  [15]      # delays are at most 15 with one side-set pin
+    nop()                   .side(1)  [15]
+    nop()                   .side(1)  [11]      # 1 + 1 + 8 + 96 + 16 + 16 + 12 = 150 cycles per sample
 
 
 @rp2.asm_pio(in_shiftdir=rp2.PIO.SHIFT_LEFT, autopush=True, push_thresh=32)
 def adc_follower():
-    # read 2 SDO lines on every rising SCLK edge of the master, 16 times per sample
-    set(x, 15)
-    label("bit")
+    # read this ADC's SDOA on every rising SCLK edge of the master, 32 times per sample
+    wrap_target()
     wait(0, gpio, pins.ADC_SCLK)
     wait(1, gpio, pins.ADC_SCLK)
-    in_(pins, 2)
-    jmp(x_dec, "bit")
+    in_(pins, 1)
+    wrap()
 
 
-@rp2.asm_pio(in_shiftdir=rp2.PIO.SHIFT_LEFT, autopush=True, push_thresh=8)
+@rp2.asm_pio(in_shiftdir=rp2.PIO.SHIFT_LEFT, autopush=True, push_thresh=16)
 def digital_sampler():
+    # one halfword per sample: the 3 digital inputs in bits 2..0 (DMA moves 16 bits)
     wait(1, irq, 4)
     in_(pins, 3)
-    in_(null, 5)
+    in_(null, 13)
 
 
 class Adc:
@@ -64,32 +76,35 @@ class Adc:
         dig = Pin(pins.DIG_BASE, Pin.IN)
         self.sms = [
             rp2.StateMachine(0, adc_master, freq=SM_FREQ, sideset_base=sclk, set_base=cs, in_base=sdo[0]),
-            rp2.StateMachine(1, adc_follower, freq=SM_FREQ * 2, in_base=sdo[2]),
-            rp2.StateMachine(2, adc_follower, freq=SM_FREQ * 2, in_base=sdo[4]),
-            rp2.StateMachine(3, digital_sampler, freq=SM_FREQ * 2, in_base=dig),
+            rp2.StateMachine(1, adc_follower, freq=SM_FREQ * 4, in_base=sdo[1]),
+            rp2.StateMachine(2, adc_follower, freq=SM_FREQ * 4, in_base=sdo[2]),
+            rp2.StateMachine(3, digital_sampler, freq=SM_FREQ * 4, in_base=dig),
         ]
-        # ping-pong buffers per state machine: words (ADCs) and bytes (digital)
-        self.words = [[array.array("I", bytes(4 * BLOCK)) for _ in range(2)] for _ in range(N_RAILS)]
-        self.digs = [bytearray(BLOCK) for _ in range(2)]
-        self.out = array.array("h", bytes(2 * BLOCK * (2 * N_RAILS + 1)))
+        # ping-pong: two buffers, each with one region per ADC and one for the digital inputs
+        self.bufs = [array.array("h", bytes(2 * HALFWORDS)) for _ in range(2)]
         self.dmas = []
         self.blocks_done = 0      # incremented from the DMA IRQ
         self.blocks_read = 0
         self.first_index = 0
 
-    def _chain(self, sm_index, bufs, size):
-        """Two DMA channels writing bufs[0] then bufs[1] then bufs[0] ... from one SM's RX FIFO."""
+    def _chain(self, sm_index, at, size):
+        """Two DMA channels writing region ``at`` (halfwords) of buffer A, then of B, then A ...
+        from one SM's RX FIFO; size 2 = 32-bit words (a V, I pair), 1 = halfwords."""
         a, b = rp2.DMA(), rp2.DMA()
         dreq = 4 + sm_index                     # PIO0 RX FIFO n
-        for me, other, buf in ((a, b, bufs[0]), (b, a, bufs[1])):
+        for me, other, buf in ((a, b, self.bufs[0]), (b, a, self.bufs[1])):
             ctrl = me.pack_ctrl(size=size, inc_read=False, inc_write=True, treq_sel=dreq, chain_to=other.channel)
-            me.config(read=self.sms[sm_index], write=buf, count=BLOCK, ctrl=ctrl)
+            me.config(read=self.sms[sm_index], write=memoryview(buf)[at:], count=BLOCK, ctrl=ctrl)
         return a, b
+
+    def layout(self):
+        """(pair_bases, step, dig_base, dig_step) of a block, for BoardReducer.layout."""
+        return [k * REGION for k in range(N_RAILS)], 2, DIG_AT, 1
 
     def start(self, first_index):
         for k in range(N_RAILS):
-            self.dmas += self._chain(k, self.words[k], 2)
-        self.dmas += self._chain(3, self.digs, 0)
+            self.dmas += self._chain(k, k * REGION, 2)
+        self.dmas += self._chain(3, DIG_AT, 1)
         self.dmas[-2].irq(handler=self._on_block, hard=True)
         self.dmas[-1].irq(handler=self._on_block, hard=True)
         self.first_index = first_index
@@ -111,7 +126,7 @@ class Adc:
         self.dmas = []
 
     def read(self):
-        """(raw, n, dropped) for the oldest unread block, or None. Allocation-free."""
+        """(block, n, dropped) for the oldest unread block (layout()), or None. Allocation-free."""
         behind = self.blocks_done - self.blocks_read
         if behind <= 0:
             return None
@@ -120,7 +135,5 @@ class Adc:
             dropped = (behind - 1) * BLOCK
             self.blocks_read = self.blocks_done - 1
         half = self.blocks_read & 1
-        w = self.words
-        unpack_words(w[0][half], w[1][half], w[2][half], self.digs[half], self.out, BLOCK)
         self.blocks_read += 1
-        return self.out, BLOCK, dropped
+        return self.bufs[half], BLOCK, dropped

@@ -3,8 +3,9 @@ from micropython import const
 
 ADC_SCLK = const(2)      # shared SCLK of the three AD7380s (PIO side-set)
 ADC_CS = const(3)        # shared CS: a falling edge starts a simultaneous conversion on all channels
-ADC_SDO_BASE = const(4)  # SDOA/SDOB of ADC0 (12 V), ADC1 (3.3 V), ADC2 (5 V): GPIO 4..9
-ADC_SDO_COUNT = const(6)
+ADC_SDO_BASE = const(4)  # SDOA of ADC0 (12 V), ADC1 (3.3 V), ADC2 (5 V) in 1-wire mode: GPIO 4..6
+ADC_SDO_COUNT = const(3)
 DIG_BASE = const(10)     # activity LED, PERST#, marker input: GPIO 10..12
 DIG_COUNT = const(3)
 STATUS_LED = const(25)
+VREF_SENSE = const(26)   # RP2350 ADC0: the AD7380s' 2.5 V reference through 1k (self-test only)

@@ -1,6 +1,6 @@
 """powerrig interposer firmware: pure logic.
 
-Runs unchanged on CPython, the MicroPython unix and WebAssembly ports and the RP2350. Hardware access
+Runs unchanged on CPython, MicroPython's unix port, MicroPython on an emulated Cortex-M and the RP2350. Hardware access
 lives in ../board; nothing here imports machine, rp2 or uses viper.
 """
 

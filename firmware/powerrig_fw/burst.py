@@ -12,6 +12,11 @@ import array
 from powerrig_fw import rails_default, wire
 
 IDLE, ARMED, POST, UPLOAD = "idle", "armed", "post", "upload"
+
+
+def _whole(x):
+    """A whole number, not a bool (JSON true == 1 would pass a plain int check)."""
+    return isinstance(x, int) and not isinstance(x, bool)
 DEFAULT_CAPACITY = 16384   # samples: 65 ms at 4 us; 14 bytes each with 3 rails + digital
 
 
@@ -41,7 +46,7 @@ class Burst:
     def arm(self, msg):
         pre = msg.get("pre", 2500)
         post = msg.get("post", 2500)
-        if not isinstance(pre, int) or not isinstance(post, int) or pre < 0 or post < 1:
+        if not _whole(pre) or not _whole(post) or pre < 0 or post < 1:
             raise ValueError("pre must be >= 0 and post >= 1 samples")
         if pre + post > self.capacity:
             raise ValueError("pre + post = %d samples exceeds the burst RAM of %d samples" % (pre + post, self.capacity))
@@ -57,7 +62,10 @@ class Burst:
             k = names.index(rail)
             _n, v_lsb, i_lsb, _o = rails_default.RAILS[k]
             cal = self.device.cal["rails"][rail]
-            watts = float(msg.get("above_w", 0))
+            watts = msg.get("above_w", 0)
+            if not isinstance(watts, (int, float)) or isinstance(watts, bool):
+                raise ValueError("above_w must be a number of watts")
+            watts = float(watts)
             spec["rail_index"] = k
             spec["code_product"] = int(watts / (v_lsb * i_lsb * cal["v_gain"] * cal["i_gain"]))
             spec["v_offset"] = cal["v_offset"]
@@ -66,10 +74,13 @@ class Burst:
             spec["above_w"] = watts
         elif trig == "edge":
             bit = msg.get("bit", 2)
-            if bit not in (0, 1, 2):
+            if not _whole(bit) or bit not in (0, 1, 2):
                 raise ValueError("bit must be 0 (activity), 1 (PERST#) or 2 (marker)")
             spec["bit"] = bit
-            spec["rising"] = bool(msg.get("rising", True))
+            rising = msg.get("rising", True)
+            if not isinstance(rising, bool):
+                raise ValueError("rising must be true or false")
+            spec["rising"] = rising
         elif trig == "off":
             self.disarm()
             return {"armed": None, "capacity": self.capacity}

@@ -37,11 +37,12 @@ def validate(cal):
             if key not in FIELDS:
                 return "rail %s: unknown field %r; fields are %s" % (name, key, ", ".join(FIELDS))
         for key in ("v_offset", "i_offset"):
-            if not isinstance(c.get(key, 0), int) or abs(c.get(key, 0)) > 4096:
+            o = c.get(key, 0)
+            if not isinstance(o, int) or isinstance(o, bool) or abs(o) > 4096:
                 return "rail %s: %s must be an integer code within +-4096" % (name, key)
         for key in ("v_gain", "i_gain"):
             g = c.get(key, 1.0)
-            if not isinstance(g, (int, float)) or not 0.8 <= g <= 1.2:
+            if not isinstance(g, (int, float)) or isinstance(g, bool) or not 0.8 <= g <= 1.2:
                 return "rail %s: %s must be a number within 0.8..1.2" % (name, key)
     return None
 

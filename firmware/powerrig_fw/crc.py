@@ -28,7 +28,8 @@ def _make_tables():
     return lo, hi
 
 
-_T_LO, _T_HI = _make_tables()
+TABLE_LO, TABLE_HI = _make_tables()   # public: the board's viper CRC builds its word table from them
+_T_LO, _T_HI = TABLE_LO, TABLE_HI
 
 
 def crc32_into(buf, start, end):

@@ -9,6 +9,7 @@ from powerrig_fw import VERSION, PROTOCOL_VERSION, calibration, rails_default, w
 from powerrig_fw.burst import Burst
 from powerrig_fw.crc import crc32_into_c
 from powerrig_fw.reduce import Reducer, MAX_INTERVAL_SAMPLES
+from powerrig_fw.selftest import SelfTest
 from powerrig_fw.timebase import Timebase
 
 LINK_BUDGET_BPS = 500000       # what MicroPython moves over USB full speed, with margin
@@ -19,6 +20,16 @@ DIGITAL = ("activity", "perst", "marker")
 
 IDLE = "idle"
 STREAMING = "streaming"
+MAX_ID_BYTES = 64              # an id longer than this (as JSON) is not echoed in an error reply
+
+
+def is_int(x):
+    """A whole number that is not a bool (JSON true would otherwise pass as 1)."""
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def is_number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _frames(interval_us, rec, per_frame):
@@ -31,7 +42,7 @@ def _frames(interval_us, rec, per_frame):
 def plan_stream(interval_us, n_rails, per_frame=0):
     """(per_frame, bytes_per_s) for a setting, or raise ValueError with a reason the user can act on."""
     period = rails_default.SAMPLE_PERIOD_US
-    if not isinstance(interval_us, int) or interval_us % period:
+    if not is_int(interval_us) or interval_us % period:
         raise ValueError("interval_us must be a whole multiple of %d us" % period)
     max_us = MAX_INTERVAL_SAMPLES * period
     if not MIN_INTERVAL_US <= interval_us <= max_us:
@@ -71,7 +82,9 @@ class Device:
             "describe": self.cmd_describe, "start": self.cmd_start, "stop": self.cmd_stop,
             "ping": self.cmd_ping, "burst": self.cmd_burst, "cal_get": self.cmd_cal_get,
             "cal_set": self.cmd_cal_set, "reset": self.cmd_reset, "status": self.cmd_status,
+            "selftest": self.cmd_selftest,
         }
+        self.selftest = None      # a running SelfTest: its reply is sent when it has its samples
 
     # ---- main loop -------------------------------------------------------------------------
     def poll(self):
@@ -83,6 +96,10 @@ class Device:
             for ftype, seq, payload in self.reader.feed(data):
                 if ftype == wire.T_COMMAND:
                     self.handle_command(payload)
+                elif ftype == wire.T_OVERSIZE:
+                    self.send(wire.T_REPLY, {"ok": False, "id": None, "seq": seq,
+                                             "error": "command frame of %d bytes exceeds the %d-byte limit; "
+                                                      "send a shorter command" % (payload, wire.MAX_PAYLOAD)})
         block = self.board.adc_read()
         if block is not None:
             raw, n, dropped = block
@@ -95,6 +112,8 @@ class Device:
                     self.reducer.skip(dropped)
                 self.reducer.feed(raw, n, self.framer)
             self.burst.observe(raw, n, dropped)
+            if self.selftest is not None:
+                self._selftest_step(raw, n, dropped)
         self.burst.upload_step()
 
     def run(self):
@@ -118,10 +137,14 @@ class Device:
         idx = self.sample_index()
         payload = json.dumps(doc).encode()
         if len(payload) > wire.MAX_PAYLOAD:
-            # never let a big answer kill the main loop: say so in a reply that fits
-            payload = json.dumps({"ok": False, "id": doc.get("id"),
-                                  "error": "reply of %d bytes exceeds the %d-byte frame limit" % (
-                                      len(payload), wire.MAX_PAYLOAD)}).encode()
+            # never let a big answer kill the main loop: say so in a reply that fits, without an id
+            # that would make it too long as well
+            cid = doc.get("id")
+            error = "reply of %d bytes exceeds the %d-byte frame limit" % (len(payload), wire.MAX_PAYLOAD)
+            if len(json.dumps(cid)) > MAX_ID_BYTES:
+                cid = None
+                error += "; the command's id is too long to echo (at most %d bytes of JSON)" % MAX_ID_BYTES
+            payload = json.dumps({"ok": False, "id": cid, "error": error}).encode()
         frame = wire.encode_frame(ftype, payload, self.reply_seq, flags, 0,
                                   idx >> wire.INDEX_LO_BITS, idx & wire.INDEX_LO_MASK, self.crc_into)
         self.reply_seq = (self.reply_seq + 1) & 0xFFFF
@@ -139,10 +162,12 @@ class Device:
                 raise ValueError("command must be a JSON object")
             cid = msg.get("id")
             name = msg.get("cmd")
-            fn = self.commands.get(name)
+            fn = self.commands.get(name) if isinstance(name, str) else None
             if fn is None:
                 raise ValueError("unknown command %r; known: %s" % (name, ", ".join(sorted(self.commands))))
             result = fn(msg)
+            if result is None:          # answered later (selftest, once it has its samples)
+                return
             result["ok"] = True
         except Exception as e:  # noqa: BLE001 - the firmware must not die on a bad command
             result = {"ok": False, "error": str(e) or e.__class__.__name__}
@@ -174,14 +199,19 @@ class Device:
 
     def cmd_start(self, msg):
         interval_us = msg.get("interval_us", DEFAULT_INTERVAL_US)
+        previous = self.stream if self.state == STREAMING else None
         names = msg.get("rails") or [n for n, _v, _i, opt in rails_default.RAILS if not opt]
+        if not isinstance(names, list):
+            raise ValueError("rails must be a list of rail names")
         idx = []
         for n in names:
-            if n not in self.rail_names:
+            if not isinstance(n, str) or n not in self.rail_names:
                 raise ValueError("unknown rail %r; rails are %s" % (n, ", ".join(self.rail_names)))
+            if self.rail_names.index(n) in idx:
+                raise ValueError("rail %s is listed twice; name each rail once" % n)
             idx.append(self.rail_names.index(n))
         per_frame = msg.get("per_frame", 0)
-        if not isinstance(per_frame, int) or isinstance(per_frame, bool):
+        if not is_int(per_frame):
             raise ValueError("per_frame must be a whole number")
         per_frame, bps = plan_stream(interval_us, len(idx), per_frame)
         spi = interval_us // rails_default.SAMPLE_PERIOD_US
@@ -200,12 +230,18 @@ class Device:
         self.stream = {"interval_us": interval_us, "rails": list(names), "per_frame": per_frame,
                        "record_size": wire.record_size(len(idx)), "bytes_per_s": bps, "first_index": start,
                        "first_seq": self.framer.seq}
-        return dict(self.stream)
+        reply = dict(self.stream)
+        # start while streaming is a restart, said out loud: the old stream ends (its partial frame is
+        # sent), the new one begins with a RESTART frame, and the reply names the stream it replaced.
+        # A host that reconnects to a board still streaming for a crashed client needs no extra stop.
+        reply["restarted"] = previous
+        return reply
 
     def cmd_stop(self, msg):
         if self.state == STREAMING:
             self.framer.flush()
         self.state = IDLE
+        self.stream = None          # status shows no stream once it has stopped
         return {"frames": self.framer.frames_sent, "next_seq": self.framer.seq}
 
     def cmd_ping(self, msg):
@@ -217,6 +253,28 @@ class Device:
         return {"state": self.state, "stream": self.stream, "overruns": self.overruns,
                 "lost_samples": self.lost_samples, "frames": self.framer.frames_sent,
                 "burst": self.burst.status(), "bad_bytes": self.reader.bad}
+
+    def _selftest_step(self, raw, n, dropped):
+        """Feed a block to the running self-test; its reply (or its error) once it is done."""
+        job = self.selftest
+        try:
+            if not job.observe(raw, n, dropped):
+                return
+            reply = job.result()
+        except Exception as e:  # noqa: BLE001 - the self-test must answer, whatever it tripped over
+            reply = {"ok": False, "id": job.cid, "error": "self-test failed: %s" % (str(e) or e.__class__.__name__)}
+        self.selftest = None
+        self.send(wire.T_REPLY, reply)
+
+    def cmd_selftest(self, msg):
+        """Reference voltage, ADC noise per channel, digital inputs, firmware and build: the reply
+        follows when SelfTest has read its blocks (a few ms); the host adds the link throughput."""
+        if self.state == STREAMING:
+            raise ValueError("stop the stream before the self-test: it reads the ADC blocks itself")
+        if self.selftest is not None:
+            raise ValueError("a self-test is already running; wait for its reply")
+        self.selftest = SelfTest(self, msg.get("id"))
+        return None
 
     def cmd_burst(self, msg):
         return self.burst.arm(msg)
@@ -242,6 +300,7 @@ class Device:
         self.state = IDLE
         self.stream = None
         self.burst.disarm()
+        self.selftest = None
         self.cal = calibration.load(self.board.cal_path)
         self.overruns = 0
         self.lost_samples = 0

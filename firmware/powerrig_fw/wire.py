@@ -21,6 +21,7 @@ T_COMMAND = 2  # host -> device, JSON
 T_REPLY = 3    # device -> host, JSON (answer to a command, or an error)
 T_BURST = 4    # raw 4 us samples, int16 interleaved
 T_NOTICE = 5   # device -> host, JSON, unsolicited (overrun, burst triggered, ...)
+T_OVERSIZE = 0x100  # not on the wire: FrameReader's report of a command frame over max_len (payload = its length)
 
 # flags
 F_OVERRUN = 0x01    # the device lost samples just before this frame (sample index jumps)
@@ -108,6 +109,10 @@ class Framer:
         if self.n == self.per_frame:
             self._send(self.full_mv)
 
+    def send_full(self):
+        """Send the frame a kernel filled in place (it set n, idx_hi, idx_lo): allocation-free."""
+        self._send(self.full_mv)
+
     def mark_overrun(self):
         """Samples were lost: send what we have, the next frame carries F_OVERRUN."""
         self.flush()
@@ -154,6 +159,7 @@ class FrameReader:
         self.buf = bytearray()
         self.max_len = max_len
         self.bad = 0
+        self.oversize = 0
 
     def feed(self, data):
         self.buf.extend(data)
@@ -175,6 +181,10 @@ class FrameReader:
                 return out
             length = b[6] | (b[7] << 8)
             if b[2] != VERSION or length > self.max_len:
+                if b[2] == VERSION and b[3] == T_COMMAND:
+                    # report it so the device can answer; then resync, as the header may be noise
+                    self.oversize += 1
+                    out.append((T_OVERSIZE, b[8] | (b[9] << 8), length))
                 self.bad += 1
                 self.buf = b[1:]
                 continue

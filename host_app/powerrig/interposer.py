@@ -138,6 +138,20 @@ class Interposer:
         self.describe()
         return out
 
+    def selftest(self, timeout: float = 5.0, link_rounds: int = 20) -> dict:
+        """The device's self-test (reference, ADC noise per channel, digital inputs, firmware and
+        build) plus the link's measured throughput: ``link_rounds`` pings carrying 1.5 kB each way."""
+        out = self.link.command("selftest", timeout=timeout)
+        echo = "x" * 1500
+        t0 = time.monotonic()
+        for _ in range(link_rounds):
+            self.link.command("ping", echo=echo, timeout=2.0)
+        dt = time.monotonic() - t0
+        out["link"] = {"rounds": link_rounds, "bytes_each_way": len(echo),
+                       "bytes_per_s": int(2 * link_rounds * len(echo) / dt) if dt > 0 else None,
+                       "budget_bps": self.description.get("link_budget_bps")}
+        return out
+
     def reset(self) -> dict:
         """Stop everything on the device and reload its stored calibration (re-read here too)."""
         out = self.link.command("reset")

@@ -5,9 +5,10 @@ import json
 from powerrig_fw import wire
 from powerrig_fw.device import Device, plan_stream
 
+CAL = "powerrig-cal.json"      # in the working directory: parallel runs do not share it
 try:
     import os
-    os.remove("/tmp/powerrig-cal.json")
+    os.remove(CAL)
 except OSError:
     pass
 
@@ -15,7 +16,8 @@ except OSError:
 class FakeBoard:
     name = "fake"
     serial = "F1"
-    cal_path = "/tmp/powerrig-cal.json"
+    cal_path = CAL
+    burst_capacity = 8192      # fits the emulated MCU's heap; still far below the 20001 refused below
 
     def __init__(self):
         self.inbox = []
@@ -166,6 +168,50 @@ assert dev3.cal["rails"]["12V"]["v_gain"] == 1.0 and "not valid JSON" in dev3.ca
 r = command({"id": 25, "cmd": "start", "per_frame": 2.5})[0]
 assert not r["ok"] and "per_frame" in r["error"] and dev.state == "idle", r
 
+# start while streaming is a restart, and the reply says which stream it replaced; a refused start
+# leaves the running stream as it was
+r = command({"id": 30, "cmd": "start", "interval_us": 1000})[0]
+assert r["ok"] and r["restarted"] is None, r
+r = command({"id": 31, "cmd": "start", "interval_us": 2000})[0]
+assert r["ok"] and r["restarted"]["interval_us"] == 1000 and r["interval_us"] == 2000, r
+r = command({"id": 31, "cmd": "start", "interval_us": 2001})[0]
+assert not r["ok"] and dev.stream["interval_us"] == 2000 and dev.state == "streaming", r
+assert command({"id": 32, "cmd": "status"})[0]["stream"]["interval_us"] == 2000
+# status after stop shows no stream
+assert command({"id": 33, "cmd": "stop"})[0]["ok"]
+st = command({"id": 34, "cmd": "status"})[0]
+assert st["state"] == "idle" and st["stream"] is None, st
+
+# a command name that is not a string: the usual unknown-command answer
+r = command({"id": 35, "cmd": ["start"]})[0]
+assert not r["ok"] and "unknown command" in r["error"] and "unhashable" not in r["error"], r
+
+# a rail listed twice would double its power: refused
+r = command({"id": 36, "cmd": "start", "rails": ["12V", "12V"]})[0]
+assert not r["ok"] and "listed twice" in r["error"] and dev.state == "idle", r
+
+# an id that makes even the error reply too long: answered, without the id
+r = command({"id": "i" * 1990, "cmd": "ping"})[0]
+assert not r["ok"] and r["id"] is None and "id is too long" in r["error"], r
+
+# a command frame over the maximum length: answered with an error, and the device keeps answering
+big = bytearray(wire.HEADER_SIZE)
+wire.put_header(big, wire.T_COMMAND, 0, 0, 3000, 77, 0, 0)
+r = command(None, raw=bytes(big) + b"x" * 3004)
+assert len(r) == 1 and not r[0]["ok"] and "3000 bytes exceeds" in r[0]["error"] and r[0]["seq"] == 77, r
+assert command({"id": 37, "cmd": "describe"})[0]["ok"]
+
+# numbers are numbers, not booleans
+for rail in ({"v_gain": True}, {"i_offset": False}):
+    r = command({"id": 38, "cmd": "cal_set", "calibration": {"rails": {"12V": rail}}})[0]
+    assert not r["ok"] and "must be" in r["error"], r
+r = command({"id": 39, "cmd": "burst", "trigger": "edge", "bit": True})[0]
+assert not r["ok"] and "bit must be" in r["error"], r
+r = command({"id": 40, "cmd": "burst", "pre": True, "post": 10})[0]
+assert not r["ok"] and "pre must be" in r["error"], r
+r = command({"id": 41, "cmd": "start", "interval_us": True})[0]
+assert not r["ok"] and dev.state == "idle", r
+
 # plan_stream: 2 rails at 100 us fit the budget, 3 do not
 assert plan_stream(100, 2)[1] <= 500000
 try:
@@ -174,3 +220,25 @@ try:
 except ValueError:
     pass
 print("device ok")
+
+# selftest: answered once it has read its samples (idle only), with noise per channel
+r = command({"id": 50, "cmd": "selftest"})
+assert r == [], r                       # no blocks yet: no reply yet
+board.pending = 5
+replies = []
+for _ in range(6):
+    dev.poll()
+    for b in board.sent:
+        replies += [json.loads(f[2]) for f in reader.feed(b) if f[0] == wire.T_REPLY]
+    board.sent = []
+assert len(replies) == 1 and replies[0]["ok"] and replies[0]["id"] == 50, replies
+st = replies[0]
+ch = st["adc"]["channels"]
+assert st["adc"]["samples"] == 1000 and len(ch) == 6 and st["firmware"] and st["build"], st
+assert ch[0]["rail"] == "12V" and ch[0]["signal"] == "V" and ch[0]["mean_code"] == 26000 and ch[0]["noise_codes"] == 0, ch
+assert ch[1]["mean_code"] == 4000 and ch[3]["mean_code"] == 3900 and st["digital"]["or"] == 2, st
+assert command({"id": 51, "cmd": "start"})[0]["ok"]
+r = command({"id": 52, "cmd": "selftest"})[0]
+assert not r["ok"] and "stop the stream" in r["error"], r
+assert command({"id": 53, "cmd": "stop"})[0]["ok"]
+print("selftest ok")

@@ -1,5 +1,5 @@
 # Firmware vs golden vectors, byte for byte; the streaming path runs with the heap locked.
-# Runs on MicroPython (node run.mjs fw_vectors.py /vectors) and CPython (python fw_vectors.py DIR).
+# Runs on MicroPython (micropython fw_vectors.py DIR; the emulated Cortex-M with ARGS) and CPython.
 import array
 import json
 import sys

@@ -1,0 +1,411 @@
+"""The board's reducer: raw ADC codes -> interval records in the framer's buffer, in viper.
+
+Same interface and byte-identical output as the reference (powerrig_fw.reduce.Reducer), but the
+per-sample work runs as machine code: one viper call reduces a whole DMA block, writes each finished
+interval's record straight into the frame buffer and returns to Python only when a frame is full.
+
+Why it is fast enough (docs/firmware-budget.md has the measured counts):
+- rail-major loops: for each run of samples inside one interval, one rail at a time, so each rail's
+  sums, min/max and window sums stay in locals for the whole run;
+- no bit unzipping: PIO shifts SDOA and SDOB of each AD7380 into separate halves of a word, so DMA
+  delivers int16 (V, I) pairs in the order this kernel reads them (board/adc.py);
+- the input layout is described, not assumed: channel pair k starts at halfword ``base[k]`` and
+  advances ``step`` halfwords per sample. The DMA layout (one region per ADC, step 2) and the
+  interleaved reference layout (v0 i0 v1 i1 v2 i2 digital, step 7) use the same code.
+
+32/64-bit safe: every value stays within +-2**31 (codes are clamped to +-32767, products split as
+hi * 2**15 + lo, as in the reference), so viper's 32-bit MCU ints and 64-bit unix ints agree.
+"""
+import array
+
+import micropython
+from micropython import const
+
+from powerrig_fw import wire
+from powerrig_fw.reduce import MAX_INTERVAL_SAMPLES, MAX_RAILS, MAX_WINDOW
+
+try:   # Thumb-2 inner loop where the port has the inline assembler (the MCU); viper elsewhere
+    from board.rail_thumb import rail_run as _rail_run
+except (ImportError, SyntaxError, ValueError):
+    _rail_run = None
+
+# global state words
+_NR = const(0)        # enabled rails
+_SPI = const(1)       # samples per interval
+_WIN = const(2)       # peak window, samples
+_STEP = const(3)      # halfwords per sample in the input
+_DBASE = const(4)     # halfword of the first digital word
+_DSTEP = const(5)
+_IINT = const(6)      # samples so far in this interval
+_IWIN = const(7)      # samples in the window (saturates at _WIN)
+_WPOS = const(8)      # window ring position
+_DOR = const(9)
+_DAND = const(10)
+_DISC = const(11)     # samples still to discard (resume on the interval grid after an overrun)
+_IHI = const(12)      # sample index of the interval in progress, hi * 2**24 + lo
+_ILO = const(13)
+_NREC = const(14)     # records in the frame being filled
+_PERF = const(15)     # records per frame
+_RECSZ = const(16)
+_FHI = const(17)      # index of the frame's first record
+_FLO = const(18)
+_POS = const(19)      # next sample of the block (resume after a full frame)
+_ASMF = const(20)     # 1: run each rail's samples with board.rail_thumb (ARMv7-M), 0: the viper loop
+_GCNT = const(21)     # the run handed to board.rail_thumb: samples,
+_GLIM = const(22)     # peak from the sample where the remaining count is <= this,
+_GSTEP = const(23)    # bytes per sample,
+_GDPTR = const(24)    # address of the run's first digital word and
+_GDSTEP = const(25)   # its bytes per sample
+_RB = const(26)       # per-rail blocks start here
+# per-rail fields
+_BASE = const(0)      # halfword of this rail's voltage code (current follows)
+_OV = const(1)        # 0x8000 + voltage offset (sign-extends the unsigned halfword on the way)
+_OI = const(2)
+_SV = const(3)
+_SI = const(4)
+_SH = const(5)
+_SL = const(6)
+_MN = const(7)
+_MX = const(8)
+_PK = const(9)
+_WH = const(10)
+_WL = const(11)
+# the run handed to board.rail_thumb (byte offsets there are these word indices * 4)
+_AOV = const(12)      # voltage offset (plain)
+_AOI = const(13)
+_APTR = const(14)     # address of the run's first voltage code
+_ADIG = const(15)     # 1 on the first rail: it also reduces the digital inputs
+_ARING = const(18)    # address of the ring slot of the run's first sample (kept across runs)
+_AREND = const(19)
+_ARBEG = const(20)
+_RS = const(21)       # words per rail block
+_STATE_WORDS = const(26 + 21 * 4)
+_MAXW = const(64)     # MAX_WINDOW
+_HEAD = const(18)     # wire.HEADER_SIZE
+
+
+@micropython.viper
+def _run(st: ptr32, sx: ptr16, raw: ptr16, n: int, out: ptr8, ring: ptr16, fn) -> int:
+    """Reduce samples st[_POS]..n-1 of raw; 1 when a frame filled up (send it, call again), else 0.
+
+    ``sx`` is ``st`` again, read as halfwords: a signed state word is loaded as
+    ((high half sign-extended) << 16) | low half, because viper loads ptr32 words zero-extended on
+    64-bit ports and sign-less on 32-bit ones. The window ring holds (hi + 0x8000, lo) as halfwords.
+    """
+    nr = st[_NR]
+    spi = st[_SPI]
+    win = st[_WIN]
+    step = st[_STEP]
+    pos = st[_POS]
+    while pos < n:
+        disc = st[_DISC]
+        if disc > 0:
+            m = n - pos
+            if disc < m:
+                m = disc
+            st[_DISC] = disc - m
+            pos += m
+            continue
+        iint = st[_IINT]
+        seg = spi - iint
+        if n - pos < seg:
+            seg = n - pos
+        iwin = st[_IWIN]
+        wpos = st[_WPOS]
+        tpk = win - 1 - iwin          # first sample of the run whose window is complete
+        wnext = wpos
+        k = 0
+        if st[_ASMF]:
+            # Thumb-2: one call per rail for the whole run; the first rail also does the digital inputs
+            st[_GCNT] = seg
+            lim = seg
+            if tpk > 0:
+                lim = seg - tpk
+            st[_GLIM] = lim
+            st[_GSTEP] = 2 * step
+            dstep = st[_DSTEP]
+            st[_GDSTEP] = 2 * dstep
+            st[_GDPTR] = int(raw) + 2 * (st[_DBASE] + pos * dstep)
+            sa = int(st)
+            while k < nr:
+                r = _RB + k * _RS
+                st[r + _APTR] = int(raw) + 2 * (st[r + _BASE] + pos * step)
+                fn(sa + 4 * r, sa)
+                k += 1
+            r = _RB + (nr - 1) * _RS
+            wnext = (st[r + _ARING] - st[r + _ARBEG]) >> 2
+            k = nr
+        while k < nr:
+            r = _RB + k * _RS
+            j = st[r + _BASE] + pos * step
+            bv = st[r + _OV]
+            bi = st[r + _OI]
+            q = 2 * (r + _SV)
+            sv = (((int(sx[q + 1]) ^ 0x8000) - 0x8000) << 16) | int(sx[q])
+            q = 2 * (r + _SI)
+            si = (((int(sx[q + 1]) ^ 0x8000) - 0x8000) << 16) | int(sx[q])
+            q = 2 * (r + _SH)
+            sh = (((int(sx[q + 1]) ^ 0x8000) - 0x8000) << 16) | int(sx[q])
+            sl = st[r + _SL]
+            q = 2 * (r + _MN)
+            mn = (((int(sx[q + 1]) ^ 0x8000) - 0x8000) << 16) | int(sx[q])
+            q = 2 * (r + _MX)
+            mx = (((int(sx[q + 1]) ^ 0x8000) - 0x8000) << 16) | int(sx[q])
+            q = 2 * (r + _PK)
+            pk = (((int(sx[q + 1]) ^ 0x8000) - 0x8000) << 16) | int(sx[q])
+            q = 2 * (r + _WH)
+            wh = (((int(sx[q + 1]) ^ 0x8000) - 0x8000) << 16) | int(sx[q])
+            wl = st[r + _WL]
+            rb = k * (2 * _MAXW)          # halfword index of this rail's ring
+            w = rb + 2 * wpos
+            wend = rb + 2 * win
+            t = 0
+            while t < seg:
+                v = (int(raw[j]) ^ 0x8000) - bv
+                i = (int(raw[j + 1]) ^ 0x8000) - bi
+                j += step
+                if v > 32767:
+                    v = 32767
+                elif v < -32767:
+                    v = -32767
+                if i > 32767:
+                    i = 32767
+                elif i < -32767:
+                    i = -32767
+                p = v * i
+                hi = p >> 15
+                lo = p & 0x7FFF
+                sv += v
+                si += i
+                sh += hi
+                sl += lo
+                if hi < mn:
+                    mn = hi
+                if hi > mx:
+                    mx = hi
+                hb = hi + 0x8000
+                wh += hb - int(ring[w])
+                wl += lo - int(ring[w + 1])
+                ring[w] = hb
+                ring[w + 1] = lo
+                w += 2
+                if w == wend:
+                    w = rb
+                if t >= tpk:
+                    top = wh + (wl >> 15)
+                    if top > pk:
+                        pk = top
+                t += 1
+            st[r + _SV] = sv
+            st[r + _SI] = si
+            st[r + _SH] = sh
+            st[r + _SL] = sl
+            st[r + _MN] = mn
+            st[r + _MX] = mx
+            st[r + _PK] = pk
+            st[r + _WH] = wh
+            st[r + _WL] = wl
+            k += 1
+            wnext = (w - rb) >> 1
+        # digital inputs: OR and AND over the interval (the Thumb-2 path did them with the first rail)
+        if not st[_ASMF]:
+            dstep = st[_DSTEP]
+            dj = st[_DBASE] + pos * dstep
+            dor = st[_DOR]
+            dand = st[_DAND]
+            t = 0
+            while t < seg:
+                d = int(raw[dj]) & 0xFF
+                dor |= d
+                dand &= d
+                dj += dstep
+                t += 1
+            st[_DOR] = dor
+            st[_DAND] = dand
+        st[_WPOS] = wnext
+        iwin += seg
+        if iwin > win:
+            iwin = win
+        st[_IWIN] = iwin
+        pos += seg
+        iint += seg
+        if iint < spi:
+            st[_IINT] = iint
+            continue
+        # interval complete: its record goes straight into the frame buffer
+        st[_IINT] = 0
+        nrec = st[_NREC]
+        if nrec == 0:
+            st[_FHI] = st[_IHI]
+            st[_FLO] = st[_ILO]
+        o = int(out) + _HEAD + nrec * st[_RECSZ]
+        b = ptr8(o)
+        b[0] = st[_DOR]
+        b[1] = st[_DAND]
+        st[_DOR] = 0
+        st[_DAND] = 0xFF
+        o += 2
+        k = 0
+        while k < nr:
+            # unaligned word and halfword stores: ARMv7-M and x86 both allow them; 32 bits of each
+            # value are stored, so the 64-bit port's zero-extended loads write the same bytes
+            r = _RB + k * _RS
+            w32 = ptr32(o)
+            w32[0] = st[r + _SV]
+            w32[1] = st[r + _SI]
+            sl = st[r + _SL]
+            w32[2] = st[r + _SH] + (sl >> 15)
+            h16 = ptr16(o + 12)
+            h16[0] = sl & 0x7FFF
+            h16[1] = st[r + _MN]
+            h16[2] = st[r + _MX]
+            ptr32(o + 18)[0] = st[r + _PK]
+            st[r + _SV] = 0
+            st[r + _SI] = 0
+            st[r + _SH] = 0
+            st[r + _SL] = 0
+            st[r + _MN] = 0x3FFFFFFF
+            st[r + _MX] = -0x3FFFFFFF
+            st[r + _PK] = -0x40000000
+            o += 22
+            k += 1
+        lo = st[_ILO] + spi
+        if lo > 0xFFFFFF:
+            lo -= 0x1000000
+            st[_IHI] = st[_IHI] + 1
+        st[_ILO] = lo
+        nrec += 1
+        st[_NREC] = nrec
+        if nrec == st[_PERF]:
+            st[_POS] = pos
+            return 1
+    st[_POS] = pos
+    return 0
+
+
+@micropython.viper
+def _address(buf) -> int:
+    return int(ptr8(buf))
+
+
+class BoardReducer:
+    """powerrig_fw.reduce.Reducer's interface (configure, restart, skip, feed) on the viper kernel.
+
+    ``layout(bases, step, dig_base, dig_step)`` describes where the codes are in the blocks fed:
+    by default the reference's interleaved layout; the RP2350 board sets its DMA layout.
+    """
+
+    def __init__(self, n_rails_total):
+        self.stride = 2 * n_rails_total + 1
+        self.n_total = n_rails_total
+        self.st = array.array("i", bytes(4 * _STATE_WORDS))
+        self.ring = array.array("H", bytes(2 * 2 * MAX_RAILS * MAX_WINDOW))
+        self.rail_idx = array.array("b", bytes(MAX_RAILS))
+        self.use_asm = _rail_run is not None
+        self.st[_ASMF] = 1 if self.use_asm else 0
+        self.pair_base = array.array("i", [2 * k for k in range(n_rails_total)])
+        self.layout([2 * k for k in range(n_rails_total)], self.stride, self.stride - 1, self.stride)
+        self.configure((0,), 25, 25)
+
+    def layout(self, pair_bases, step, dig_base, dig_step):
+        """Channel pair k's voltage code of sample s is at halfword pair_bases[k] + s * step."""
+        for k in range(self.n_total):
+            self.pair_base[k] = pair_bases[k]
+        st = self.st
+        st[_STEP] = step
+        st[_DBASE] = dig_base
+        st[_DSTEP] = dig_step
+        for k in range(st[_NR]):
+            st[_RB + k * _RS + _BASE] = self.pair_base[self.rail_idx[k]]
+
+    def configure(self, rail_indices, samples_per_interval, window_samples, offsets_v=None, offsets_i=None):
+        if not 1 <= len(rail_indices) <= MAX_RAILS:
+            raise ValueError("1..%d rails" % MAX_RAILS)
+        if not 1 <= samples_per_interval <= MAX_INTERVAL_SAMPLES:
+            raise ValueError("interval must be 1..%d samples" % MAX_INTERVAL_SAMPLES)
+        if not 1 <= window_samples <= MAX_WINDOW:
+            raise ValueError("window must be 1..%d samples" % MAX_WINDOW)
+        st = self.st
+        st[_NR] = len(rail_indices)
+        st[_SPI] = samples_per_interval
+        st[_WIN] = window_samples
+        for k in range(len(rail_indices)):
+            r = _RB + k * _RS
+            self.rail_idx[k] = rail_indices[k]
+            st[r + _BASE] = self.pair_base[rail_indices[k]]
+            st[r + _AOV] = offsets_v[k] if offsets_v else 0
+            st[r + _AOI] = offsets_i[k] if offsets_i else 0
+            st[r + _ADIG] = 1 if k == 0 else 0
+            st[r + _OV] = 0x8000 + st[r + _AOV]
+            st[r + _OI] = 0x8000 + st[r + _AOI]
+        self.n_rails = len(rail_indices)
+        self.spi = samples_per_interval
+        self.window = window_samples
+        self.restart(0, 0)
+
+    def restart(self, idx_hi, idx_lo):
+        """Begin a fresh interval at this sample index and forget the window (start, overrun)."""
+        st = self.st
+        st[_IHI] = idx_hi
+        st[_ILO] = idx_lo
+        st[_IINT] = 0
+        st[_IWIN] = 0
+        st[_WPOS] = 0
+        st[_DOR] = 0
+        st[_DAND] = 0xFF
+        st[_DISC] = 0
+        for k in range(st[_NR]):
+            r = _RB + k * _RS
+            for f in (_SV, _SI, _SH, _SL, _WH, _WL):
+                st[r + f] = 0
+            st[r + _MN] = 0x3FFFFFFF
+            st[r + _MX] = -0x3FFFFFFF
+            st[r + _PK] = wire.PEAK_NONE
+        ring = self.ring
+        ring_at = _address(ring)
+        for k in range(st[_NR]):
+            r = _RB + k * _RS
+            st[r + _ARBEG] = ring_at + 2 * k * (2 * _MAXW)
+            st[r + _AREND] = st[r + _ARBEG] + 4 * st[_WIN]
+            st[r + _ARING] = st[r + _ARBEG]
+        empty = 0 if st[_ASMF] else 0x8000    # the Thumb loop keeps hi signed, viper biased
+        for k in range(0, len(ring), 2):
+            ring[k] = empty
+            ring[k + 1] = 0
+
+    def skip(self, n_samples):
+        """n samples were lost before the next block: same grid rule as the reference Reducer.skip."""
+        st = self.st
+        pos = st[_IINT] + n_samples - st[_DISC]
+        if pos < 0:
+            st[_DISC] = -pos
+            return
+        spi = st[_SPI]
+        discard = (spi - pos % spi) % spi
+        lo = st[_ILO] + pos + discard
+        hi = st[_IHI]
+        while lo > wire.INDEX_LO_MASK:
+            lo -= 1 << wire.INDEX_LO_BITS
+            hi += 1
+        self.restart(hi, lo)
+        st[_DISC] = discard
+
+    def feed(self, raw, n_samples, framer):
+        """Reduce n_samples from raw (int16 codes in the configured layout) into framer's frames."""
+        st = self.st
+        st[_NREC] = framer.n                 # the framer may have flushed since the last block
+        st[_PERF] = framer.per_frame
+        st[_RECSZ] = framer.rec_size
+        st[_FHI] = framer.idx_hi
+        st[_FLO] = framer.idx_lo
+        st[_POS] = 0
+        buf = framer.buf
+        while _run(st, st, raw, n_samples, buf, self.ring, _rail_run):
+            framer.n = st[_NREC]
+            framer.idx_hi = st[_FHI]
+            framer.idx_lo = st[_FLO]
+            framer.send_full()
+            st[_NREC] = 0
+        framer.n = st[_NREC]
+        framer.idx_hi = st[_FHI]
+        framer.idx_lo = st[_FLO]

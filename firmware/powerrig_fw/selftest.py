@@ -1,0 +1,94 @@
+"""The device's self-test: what a bench check needs to trust a board before calibrating it.
+
+Reads SAMPLES sample points of every channel as they come (idle only) and reports per channel the
+mean code, the noise (standard deviation, codes), min and max; the digital inputs; the reference
+voltage where the board can measure it (``board.vref_v()``); firmware version and build hash
+(powerrig_fw/build_info.py, written by `powerrig flash`). Not a hot path: plain Python.
+"""
+from powerrig_fw import PROTOCOL_VERSION, VERSION, rails_default
+
+SAMPLES = 1000            # 4 ms at 4 us
+VREF_TOLERANCE = 0.01     # +-1 % of nominal: the AD7380's internal reference is specified to +-0.1 %
+
+try:
+    from powerrig_fw.build_info import BUILD
+except ImportError:
+    BUILD = "unversioned (not installed by powerrig flash)"
+
+
+def layout(board, n_rails):
+    """(pair_bases, step, dig_base, dig_step) of the board's blocks; interleaved unless it says."""
+    lay = getattr(board, "layout", None)
+    if lay is not None:
+        return lay
+    stride = 2 * n_rails + 1
+    return [2 * k for k in range(n_rails)], stride, stride - 1, stride
+
+
+class SelfTest:
+    def __init__(self, device, cid):
+        self.device = device
+        self.cid = cid
+        self.rails = rails_default.RAILS
+        n = 2 * len(self.rails)
+        self.sum = [0] * n
+        self.sumsq = [0] * n
+        self.lo = [32767] * n
+        self.hi = [-32768] * n
+        self.count = 0
+        self.dig_or = 0
+        self.dig_and = 0xFF
+        self.dig_now = 0
+        self.dropped = 0
+
+    def observe(self, raw, n, dropped):
+        """Take samples from a block; True when it has enough."""
+        if self.count:                    # lost inside the test's samples (before them is not its business)
+            self.dropped += dropped
+        bases, step, dbase, dstep = layout(self.device.board, len(self.rails))
+        take = min(n, SAMPLES - self.count)
+        for c in range(2 * len(self.rails)):
+            at = bases[c // 2] + (c & 1)
+            s1 = s2 = 0
+            lo, hi = self.lo[c], self.hi[c]
+            for k in range(take):
+                x = int(raw[at + k * step])     # int: numpy blocks (simulator) must not wrap x * x
+                s1 += x
+                s2 += x * x
+                if x < lo:
+                    lo = x
+                if x > hi:
+                    hi = x
+            self.sum[c] += s1
+            self.sumsq[c] += s2
+            self.lo[c], self.hi[c] = lo, hi
+        for k in range(take):
+            d = int(raw[dbase + k * dstep]) & 0xFF
+            self.dig_or |= d
+            self.dig_and &= d
+            self.dig_now = d
+        self.count += take
+        return self.count >= SAMPLES
+
+    def result(self):
+        n = self.count
+        channels = []
+        for c in range(2 * len(self.rails)):
+            mean = self.sum[c] / n
+            var = max(0.0, self.sumsq[c] / n - mean * mean)
+            channels.append({"rail": self.rails[c // 2][0], "signal": "VI"[c & 1], "mean_code": round(mean, 2),
+                             "noise_codes": round(var ** 0.5, 3), "min": self.lo[c], "max": self.hi[c]})
+        board = self.device.board
+        vref = board.vref_v() if hasattr(board, "vref_v") else None
+        nominal = rails_default.VREF_V if hasattr(rails_default, "VREF_V") else 2.5
+        return {
+            "ok": True, "id": self.cid, "firmware": VERSION, "build": BUILD, "protocol": PROTOCOL_VERSION,
+            "board": board.name, "serial": board.serial,
+            "vref": {"volts": vref, "nominal": nominal,
+                     "within_tolerance": None if vref is None else abs(vref - nominal) <= VREF_TOLERANCE * nominal,
+                     "note": "measured" if vref is not None else "this board cannot measure its reference"},
+            "adc": {"samples": n, "dropped": self.dropped, "channels": channels},
+            "digital": {"names": ["activity", "perst", "marker"], "now": self.dig_now, "or": self.dig_or,
+                        "and": self.dig_and},
+            "link_budget_bps": 500000,
+        }

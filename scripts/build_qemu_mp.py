@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Build MicroPython for an emulated Cortex-M (QEMU mps2-an385) into a cache directory.
+
+Why: the firmware's hot path must fit an instruction budget on ARMv7-M, and QEMU's ``-icount shift=0``
+counts executed instructions exactly. This builds that image (and the matching mpy-cross) once per
+MicroPython source, so the test tier and benchmarks/bench_firmware.py can run firmware on it.
+
+Source, first found wins:
+  1. $MICROPYTHON_SRC: a MicroPython source tree or a micropython-*.tar.gz
+  2. ../shared/vendor/micropython-*.tar.gz next to the repository (or next to its main worktree)
+Output: <cache>/<hash>/firmware.elf and <cache>/<hash>/mpy-cross, where <cache> is
+$POWERRIG_QEMU_CACHE or ~/.cache/powerrig/qemu-mp. Prints the directory on success.
+
+Exit codes: 0 built (or cached), 3 no source / tools (the message says how to get them), 1 build failed.
+Needs gcc-arm-none-eabi, libnewlib-arm-none-eabi (scripts/setup.sh installs them).
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+RECIPE = "mps2-an385/heap-400k/v1"       # bump when the build recipe below changes
+HEAP_SIZE = 400 * 1024                   # about what MicroPython's rp2 port leaves for the heap on an RP2350
+HOW_TO_GET = ("MicroPython source not found: set MICROPYTHON_SRC to a MicroPython checkout or release tarball "
+              "(git clone https://github.com/micropython/micropython), or put micropython-*.tar.gz into "
+              "../shared/vendor/ next to the repository")
+MISSING_TOOLS = ("arm-none-eabi-gcc not found: install gcc-arm-none-eabi and libnewlib-arm-none-eabi "
+                 "(scripts/setup.sh does, or: apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi)")
+
+
+class Unavailable(Exception):
+    """The image cannot be built on this machine (no source or no toolchain): a reason to skip."""
+
+
+def cache_root() -> Path:
+    env = os.environ.get("POWERRIG_QEMU_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "powerrig" / "qemu-mp"
+
+
+def _vendor_dirs():
+    """../shared/vendor next to this checkout and, for a git worktree, next to the main checkout."""
+    yield REPO.parent / "shared" / "vendor"
+    try:
+        common = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=REPO,
+                                capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return
+    if common:
+        yield Path(common).parent.parent / "shared" / "vendor"
+
+
+def find_source() -> Path:
+    env = os.environ.get("MICROPYTHON_SRC")
+    if env:
+        p = Path(env).expanduser()
+        if p.is_dir() and (p / "ports" / "qemu").is_dir():
+            return p
+        if p.is_file() and p.name.endswith((".tar.gz", ".tgz")):
+            return p
+        raise Unavailable(f"MICROPYTHON_SRC={env} is neither a MicroPython tree (with ports/qemu) nor a tarball; "
+                          + HOW_TO_GET)
+    for d in _vendor_dirs():
+        found = sorted(d.glob("micropython-*.tar.gz"))
+        if found:
+            return found[-1]
+    raise Unavailable(HOW_TO_GET)
+
+
+def _source_key(src: Path) -> str:
+    h = hashlib.sha256(RECIPE.encode())
+    if src.is_file():
+        with open(src, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    else:   # a tree: its git commit if it has one, else its path and the port's Makefile
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True).stdout.strip()
+        h.update((head or str(src.resolve())).encode())
+        h.update((src / "ports" / "qemu" / "Makefile").read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _unpack(src: Path, dest: Path) -> Path:
+    if src.is_dir():
+        shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns("build*", ".git"))
+        return dest
+    tmp = dest.with_name(dest.name + ".part")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    with tarfile.open(src) as tf:
+        tf.extractall(tmp, filter="data")
+    tops = [p for p in tmp.iterdir() if p.is_dir()]
+    root = tops[0] if len(tops) == 1 and not (tmp / "ports").exists() else tmp
+    root.rename(dest) if root != tmp else tmp.rename(dest)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def build(verbose: bool = False) -> Path:
+    """The cache directory holding firmware.elf and mpy-cross, building them if needed."""
+    src = find_source()
+    if not shutil.which("arm-none-eabi-gcc"):
+        raise Unavailable(MISSING_TOOLS)
+    out = cache_root() / _source_key(src)
+    elf, cross = out / "firmware.elf", out / "mpy-cross"
+    if elf.exists() and cross.exists():
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / ".lock", "w") as lock:          # parallel test workers: one builds, the others wait
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if elf.exists() and cross.exists():
+            return out
+        tree = out / "src"
+        if not (tree / "ports" / "qemu").is_dir():
+            shutil.rmtree(tree, ignore_errors=True)
+            _unpack(src, tree)
+        # the port's default frozen manifest wants the micropython-lib submodule; freeze only its own file
+        (tree / "lib" / "micropython-lib").mkdir(parents=True, exist_ok=True)
+        (tree / "lib" / "micropython-lib" / "README.md").write_text("placeholder: not needed by this build\n")
+        manifest = out / "manifest.py"
+        manifest.write_text('freeze("$(PORT_DIR)/test-frzmpy", "frozen_const.py")\n')
+        jobs = str(min(4, os.cpu_count() or 1))
+        quiet = None if verbose else subprocess.DEVNULL
+        log = out / "build.log"
+        with open(log, "w") as lf:
+            for cmd in (["make", "-j", jobs, "-C", str(tree / "mpy-cross")],
+                        ["make", "-j", jobs, "-C", str(tree / "ports" / "qemu"), "BOARD=MPS2_AN385",
+                         f"FROZEN_MANIFEST={manifest}", f"MICROPY_HEAP_SIZE={HEAP_SIZE}"]):
+                r = subprocess.run(cmd, stdout=lf if quiet else None, stderr=subprocess.STDOUT if quiet else None)
+                if r.returncode:
+                    raise RuntimeError(f"build failed: {' '.join(cmd)} (log: {log})")
+        shutil.copy2(tree / "ports" / "qemu" / "build-MPS2_AN385" / "firmware.elf", elf.with_suffix(".tmp"))
+        shutil.copy2(tree / "mpy-cross" / "build" / "mpy-cross", cross.with_suffix(".tmp"))
+        (tree / "tools" / "mpremote" / "mpremote" / "romfs.py").exists() and shutil.copy2(
+            tree / "tools" / "mpremote" / "mpremote" / "romfs.py", out / "romfs.py")
+        os.replace(cross.with_suffix(".tmp"), cross)
+        os.replace(elf.with_suffix(".tmp"), elf)
+    return out
+
+
+def main() -> int:
+    try:
+        out = build(verbose="-v" in sys.argv)
+    except Unavailable as e:
+        print(f"build_qemu_mp: {e}", file=sys.stderr)
+        return 3
+    except RuntimeError as e:
+        print(f"build_qemu_mp: {e}", file=sys.stderr)
+        return 1
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""The firmware on MicroPython for an emulated Cortex-M (QEMU mps2-an385, ARMv7-M, -icount shift=0).
+
+The RP2350's instruction set and word size: the board's viper/asm_thumb kernels run here as armv7m
+machine code with 32-bit viper ints, so byte equality with the reference and the instruction budget
+are checked where they matter. Skipped, with the reason, when the MicroPython source, the ARM
+toolchain or qemu-system-arm cannot be had (scripts/build_qemu_mp.py says how to get them).
+"""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "tests" / "micropython"))
+import qemu  # noqa: E402
+
+MP = REPO / "tests" / "micropython"
+
+
+@pytest.fixture(scope="module")
+def emulator():
+    reason = qemu.available()
+    if reason:
+        pytest.skip(reason)
+    return qemu
+
+
+def test_runs_on_an_emulated_cortex_m(emulator):
+    out = emulator.run_source("import sys\nprint(sys.implementation._machine)\n")
+    assert "Cortex-M3" in out, out
+
+
+def test_instruction_count_is_exact(emulator):
+    """A 3-instruction asm_thumb loop: ticks_us under -icount shift=0 counts 1 ns per instruction.
+
+    The count is exact; its reading through a 1 us tick is exact to the tick's phase (+-1 us) plus the
+    1 kHz SysTick handler (a few instructions per ms), so long runs are measured and divided."""
+    src = ("import time, micropython\n"
+           "@micropython.asm_thumb\n"
+           "def loop(r0):\n"
+           "    label(L)\n    sub(r0, r0, 1)\n    cmp(r0, 0)\n    bne(L)\n"
+           "t0 = time.ticks_us(); loop(200000); t1 = time.ticks_us()\n"
+           "print('us', time.ticks_diff(t1, t0))\n")
+    runs = [int(emulator.run_source(src).split("us")[-1]) for _ in range(2)]
+    assert all(600 <= r <= 603 for r in runs), runs
+
+
+def test_a_failing_script_fails(emulator):
+    with pytest.raises(emulator.ScriptFailed, match="ZeroDivisionError"):
+        emulator.run_source("print(1 // 0)\n")
+
+
+@pytest.mark.parametrize("script", ["fw_vectors.py", "fw_crc.py", "fw_timebase.py"])
+def test_reference_suites_on_cortex_m(emulator, script):
+    out = emulator.run_script(MP / script, ["/rom/vectors"])
+    assert " ok" in out, out
+
+
+@pytest.fixture(scope="module")
+def board_run(emulator):
+    """fw_board.py on the emulated Cortex-M: equality checks, then the instruction counts it prints."""
+    return emulator.run_script(MP / "fw_board.py", ["/rom/vectors"], timeout=600)
+
+
+def budget(out) -> dict:
+    """{(rails, samples_per_interval): (instructions per sample point with CRC, without)}"""
+    rows = [line.split() for line in out.splitlines() if line.startswith("budget ")]
+    return {(int(r[1]), int(r[2])): (int(r[3]), int(r[4])) for r in rows}
+
+
+def test_board_kernels_match_the_reference_on_cortex_m(board_run):
+    """Vectors, long random inputs (clipping, boundaries, window wrap, overruns, offsets) and the DMA
+    layout: byte-identical to powerrig_fw.reduce with 32-bit viper ints and the Thumb-2 loop, heap locked."""
+    assert "Thumb-2 inner loop" in board_run and "board crc ok (Thumb-2)" in board_run
+    for name in ("vector r2_100us ok", "random 5 ok", "dma layout ok", "board ok"):
+        assert name in board_run, board_run
+
+
+def test_hot_path_fits_300_instructions_per_sample_point(board_run):
+    """2 rails at 100 us (25 samples per interval): ADC words to records, framing and CRC included."""
+    b = budget(board_run)
+    assert b[(2, 25)][0] <= 300, b
+    assert b[(2, 25)][1] < b[(2, 25)][0] and b[(3, 25)][0] > b[(2, 25)][0], b   # the counts measure work

@@ -91,6 +91,10 @@ def test_gaps_become_nan_rows_and_records(tmp_path, trace):
         assert [(g["sample_id"], g["intervals"], g["reason"]) for g in cap.gaps] == [
             (1000, 120, "overrun"), (len(tr.blocks and IntervalBlock.concat(tr.blocks)), 50, "missing")]
         assert cap.close_record["gap_intervals"] == 170
+        # summaries wholly inside a gap are NaN, never pyjls's +-DBL_MAX start values
+        sm = cap.summaries("p_12V", 1000, 1120, n=12)
+        assert np.isnan(sm["min"]).all() and np.isnan(sm["max"]).all() and np.isnan(sm["mean"]).all()
+        assert np.isnan(cap.range_stats("p_12V", 1010, 1110)["max"])
 
 
 def test_no_clock_means_events_cannot_be_placed(tmp_path, trace):

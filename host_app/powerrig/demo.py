@@ -23,6 +23,7 @@ from powerrig.analysis import analyse
 from powerrig.capture import CaptureReader
 from powerrig.capture.recorder import Progress, Recorder
 from powerrig.devices import probe
+from powerrig.dut import runners
 from powerrig.dut.fio import Fio, FioJob, FioPlan
 from powerrig.dut.nvme import NvmeCli
 from powerrig.errors import PowerrigError
@@ -59,8 +60,7 @@ def main() -> int:
 def _run(state: dict, out: Path) -> int:
     """The demo's steps, in the order a technician would take them."""
     tl = Timeline()
-    nvme = NvmeCli(state["nvme"], tl)
-    fio = Fio(state["fio"], tl)
+    nvme, fio = runners(state, tl)
     _find_rig(state)
     ident = _read_drive(nvme, state["controller"])
     capture = out / "capture.jls"

@@ -394,6 +394,8 @@ class CaptureReader:
         n = total // incr                # (a remainder shorter than one summary is left out)
         whole = max(0, min(n, (self.intact[name] - start) // incr))   # summaries inside the intact part
         s = self._call(self._r.fsr_statistics, self._id(name), start, incr, whole) if whole else None
+        if s is not None:
+            s = _no_sentinels(s)
         if whole < n:                    # as pyjls returns them (float64), NaN past the intact end
             s = np.concatenate([s if s is not None else np.empty((0, 4)), np.full((n - whole, 4), np.nan)])
         return {"sample_id": start + np.arange(n) * incr, "increment": incr, "mean": s[:, 0], "std": s[:, 1],
@@ -406,7 +408,7 @@ class CaptureReader:
         have = min(stop, self.intact[name])
         if have <= start:
             return {"mean": np.nan, "std": np.nan, "min": np.nan, "max": np.nan}
-        s = self._call(self._r.fsr_statistics, sid, start, have - start, 1)[0]
+        s = _no_sentinels(self._call(self._r.fsr_statistics, sid, start, have - start, 1))[0]
         cut = have < stop                # part of the range is past the signal's intact end: a gap
         return {"mean": np.nan if cut else float(s[0]), "std": np.nan if cut else float(s[1]),
                 "min": float(s[2]), "max": float(s[3])}
@@ -474,3 +476,13 @@ def recording_shortfall(rec: dict | None) -> str | None:
         parts.append(f"{lost:.3f} s lost in gaps")
     line = ", ".join(parts)
     return line + (f": {err}" if err else "")
+
+
+def _no_sentinels(s: np.ndarray) -> np.ndarray:
+    """pyjls answers a summary with no finite sample (a bucket wholly inside a gap) with min = +DBL_MAX
+    and max = -DBL_MAX, its accumulators' start values: make those NaN, as the rest of a gap is."""
+    empty = s[:, 2] > s[:, 3]
+    if empty.any():
+        s = s.copy()
+        s[empty, 2:4] = np.nan
+    return s

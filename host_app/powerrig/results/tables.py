@@ -20,6 +20,8 @@ def step_summary(store: ResultStore, run_id: int) -> list[dict]:
                              "W": None, "MiB/s": None, "MiB/s/W": None, "IOPS/W": None}
     names = dict(zip(SUMMARY, ("W", "MiB/s", "MiB/s/W", "IOPS/W")))
     for m in store.measurements(run_id):
+        if m["name"] == "power.idle" and m["step"] in by_step and by_step[m["step"]]["workload"] == "idle":
+            by_step[m["step"]]["W"] = m["value"]
         if m["name"] in names and m["step"] in by_step and m["phase"] is not None:
             row = by_step[m["step"]]
             if row[names[m["name"]]] is None:

@@ -1,0 +1,125 @@
+"""The sweep engine on the virtual rig: refusals before anything runs, and resume after the sweep
+process is killed with SIGKILL in the middle of a step (same steps, none duplicated or missing,
+figures as the drive model says), never mixing two plans."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import run_cli
+from powerrig.results import ResultStore
+from powerrig.sim.model import expected_point
+from powerrig.sweep.engine import Sweep, steady_state_met
+from powerrig.sweep.plan import PlanError, parse
+
+SHORT = """name = "short"
+power_states = [0, 2]
+[rig]
+port = "{port}"
+[drive]
+serial = "VPHA5336000001"
+[timing]
+settle_s = 0.3
+idle_s = 1.0
+measure_s = 2.5
+[[workload]]
+name = "seq-read-128k"
+rw = "read"
+[[workload]]
+name = "seq-write-128k"
+rw = "write"
+"""
+
+
+@pytest.fixture
+def simdir(tmp_path, monkeypatch):
+    d = tmp_path / "sim"
+    monkeypatch.setenv("POWERRIG_SIM_DIR", str(d))
+    yield d
+    run_cli("sim", "stop", "--all")
+
+
+def test_steady_state_criteria():
+    assert steady_state_met([100, 101, 99, 100, 100], 5, 20, 10)
+    assert not steady_state_met([100, 101, 99, 100], 5, 20, 10)             # too few rounds
+    assert not steady_state_met([70, 100, 100, 100, 100], 5, 20, 10)        # range 30 % > 20 %
+    assert not steady_state_met([90, 94, 98, 102, 106], 5, 20, 10)          # slope: 16 % over the window
+
+
+def test_rig_that_does_not_answer_is_refused_before_anything_runs(tmp_path):
+    store = ResultStore(tmp_path / "r.sqlite")
+    plan = parse(SHORT.format(port="/dev/powerrig-no-such-port"), "p.toml")
+    with pytest.raises(PlanError, match=r"^rig.port: the interposer at /dev/powerrig-no-such-port does not answer"):
+        Sweep(plan, store, tmp_path / "out").run()
+    assert store.runs() == []
+
+
+def test_power_state_the_drive_lacks_is_refused_on_the_rig(tmp_path, simdir):
+    store = ResultStore(tmp_path / "r.sqlite")
+    plan = parse(SHORT.format(port="sim:d5-p5336").replace("[0, 2]", "[0, 4]"), "p.toml")
+    with pytest.raises(PlanError, match=r"power_states\[1\] \(line 2\): the drive .* has no PS4 \(it has PS0..PS2\)"):
+        Sweep(plan, store, tmp_path / "out").run()
+    assert store.runs() == []
+
+
+def test_serial_mismatch_is_refused_on_the_rig(tmp_path, simdir):
+    store = ResultStore(tmp_path / "r.sqlite")
+    plan = parse(SHORT.format(port="sim:d5-p5336").replace("VPHA5336000001", "WRONG"), "p.toml")
+    with pytest.raises(PlanError, match=r"drive.serial \(line 6\): .*serial 'VPHA5336000001', the plan names 'WRONG'"):
+        Sweep(plan, store, tmp_path / "out").run()
+    assert store.runs() == []
+
+
+def _lines(path):
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_resume_after_sigkill_mid_step(tmp_path, simdir):
+    plan_file = tmp_path / "short.toml"
+    plan_file.write_text(SHORT.format(port="sim:d5-p5336"))
+    db, out = tmp_path / "r.sqlite", tmp_path / "out"
+    args = [sys.executable, "-m", "powerrig", "sweep", str(plan_file), "--results", str(db), "--out", str(out)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = out / "sweep.jsonl"
+    deadline = time.monotonic() + 120
+    while len(_lines(log)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert len(_lines(log)) == 2, proc.stdout.read() if proc.poll() is not None else "timeout"
+    time.sleep(2.0)                       # in the middle of step 3 (settle 0.3 + idle 1 + 2.5 s workload)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    store = ResultStore(db)
+    [run] = store.runs()
+    assert run["status"] == "running" and run["steps"] == 2
+
+    # a changed plan never resumes the old run
+    plan_file.write_text(SHORT.format(port="sim:d5-p5336").replace("measure_s = 2.5", "measure_s = 2.6"))
+    r = run_cli("sweep", str(plan_file), "--results", str(db), "--resume")
+    assert r.returncode == 2 and "changed since run 1" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    plan_file.write_text(SHORT.format(port="sim:d5-p5336"))
+
+    r = run_cli("sweep", str(plan_file), "--results", str(db), "--resume", timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "6 steps, 2 already done" in r.stdout
+    [run] = store.runs()
+    assert (run["id"], run["status"], run["steps"]) == (1, "done", 6)
+    steps = store.steps(1)
+    plan = parse(plan_file.read_text(), str(plan_file))
+    assert [s["key"] for s in steps] == [s.key for s in plan.steps()]       # none missing, none twice
+    assert [x["key"] for x in _lines(log)] == [s.key for s in plan.steps()]
+    ms = store.measurements(1)
+    for s in plan.steps():
+        if s.workload is None:
+            continue
+        want = expected_point("d5-p5336", s.power_state, rw=s.workload.rw)
+        got = {m["name"]: m["value"] for m in ms if m["step"] == s.key}
+        assert got["throughput.mib_s"] == pytest.approx(want["MiBps"], rel=0.05), s.key
+        assert got["power.mean"] == pytest.approx(want["watts"], rel=0.05), s.key
+    rec = json.loads((out / "run-1.json").read_text())
+    assert len(rec["steps"]) == 6 and rec["plan_hash"] == plan.hash

@@ -123,3 +123,16 @@ def test_resume_after_sigkill_mid_step(tmp_path, simdir):
         assert got["power.mean"] == pytest.approx(want["watts"], rel=0.05), s.key
     rec = json.loads((out / "run-1.json").read_text())
     assert len(rec["steps"]) == 6 and rec["plan_hash"] == plan.hash
+
+
+def test_waf_comes_from_the_nvme_runners_fdp_stats_events():
+    """The runner records fdp stats as its parsed FdpStats (host/media_bytes_written); analysis must
+    read those, or a sweep's FDP write amplification is silently empty."""
+    from powerrig.analysis.waf import waf_samples, waf_series
+    from powerrig.events import Event
+    evs = [Event("nvme", "fdp stats", t, t + 0.01, result={"parsed": {"host_bytes_written": h, "media_bytes_written": m,
+                                                                      "media_bytes_erased": 0}})
+           for t, h, m in ((0.0, 0, 0), (60.0, 100, 230), (120.0, 200, 430))]
+    rows = waf_series(waf_samples(evs))
+    assert [r["waf_instant"] for r in rows] == [2.3, 2.0]
+    assert rows[-1]["waf_cumulative"] == 2.15

@@ -79,6 +79,8 @@ class Sweep:
         self.run_id: int | None = None
         self._t0 = 0.0
         self._step_times: list[float] = []
+        self._planned_done = 0.0
+        self._measured_s = 0.0
         self._live = {"watts": None, "mib_s": None, "lost_frames": 0}
 
     # -- progress ---------------------------------------------------------------------------------
@@ -89,13 +91,19 @@ class Sweep:
         except Exception:  # noqa: BLE001 - a broken display must not end an overnight sweep
             logger.exception("progress callback failed")
 
-    def _eta(self, remaining: list[Step]) -> float:
-        if self._step_times:
-            per = sum(self._step_times) / len(self._step_times)
-            return per * len(remaining)
+    def _planned(self, s: Step) -> float:
         t = self.plan.timing
-        return sum(t.settle_s + t.idle_s + ((self.plan.runtime_of(s.workload) or t.measure_s)
-                                            if s.workload else 0) for s in remaining)
+        if s.workload is None:
+            return t.settle_s + t.idle_s
+        rt = self.plan.runtime_of(s.workload) or t.measure_s
+        return t.settle_s + t.idle_s + rt * (self.plan.steady.rounds if s.workload.steady_state else 1)
+
+    def _eta(self, remaining: list[Step]) -> float:
+        """Planned time of the remaining steps, scaled by how finished steps compared with their plan."""
+        left = sum(self._planned(s) for s in remaining)
+        if self._step_times and self._planned_done > 0:
+            return left * sum(self._step_times) / self._planned_done
+        return left
 
     # -- the sweep --------------------------------------------------------------------------------
     def run(self) -> int:
@@ -199,13 +207,17 @@ class Sweep:
                         continue
                     break
                 rec["step"]["attempts"] = attempt
+                t_store = time.monotonic()
                 self.store.store_step(self.run_id, rec["step"], rec["phases"], rec["measurements"])
+                rec["timing"]["store_s"] = time.monotonic() - t_store
                 self._step_times.append(time.monotonic() - t_step)
+                self._planned_done += self._planned(step)
                 with open(self.out / "sweep.jsonl", "a") as f:
                     f.write(json.dumps({"run": self.run_id, "t": time.time(), **rec["step"],
                                         "measurements": rec["measurements"]}, default=str) + "\n")
                 self._emit("step-done", n=len(done) + n + 1, m=len(steps), name=step.name, key=step.key,
-                           status=rec["step"]["status"], figures=rec["figures"], eta_s=self._eta(todo[n + 1:]))
+                           status=rec["step"]["status"], figures=rec["figures"], timing=rec["timing"],
+                           eta_s=self._eta(todo[n + 1:]))
         finally:
             if apst is not None and dev is not None:
                 try:
@@ -300,10 +312,10 @@ class Sweep:
         try:
             nvme.set_power_state(rig.controller, step.power_state)
             settle = tl.begin(NOTE, "settle", meta={"settle": True})
-            time.sleep(plan.timing.settle_s)
+            nvme.smart_log(rig.controller)                  # the thermal reading before: inside the settle time
+            time.sleep(max(0.0, plan.timing.settle_s - (time.time() - settle.t_start)))
             tl.end(settle)
             self._check_link(rec)
-            nvme.smart_log(rig.controller)
             idle = tl.begin(PHASE, "idle", meta={"idle": True, "power_state": step.power_state})
             time.sleep(plan.timing.idle_s)
             tl.end(idle)
@@ -319,8 +331,10 @@ class Sweep:
             raise StepLost(res.error if res else "the recorder did not finish")
         if res.end_reason == "error":
             raise PowerrigError(f"step {step.name}: recording failed: {res.error}")
+        t_an = time.monotonic()
         with CaptureReader(capture) as cap:
             an = analyse(cap, cap.events, cap.metadata)
+        t_an = time.monotonic() - t_an
         phases = measure.phase_rows(an)
         extra = []
         if steady is not None:
@@ -341,7 +355,9 @@ class Sweep:
                     "params": json.dumps(params, default=str), "status": "invalid" if invalid else "done",
                     "invalid_reason": invalid, "started_utc": t_start, "finished_utc": time.time(),
                     "capture": str(capture), "lost_s": res.lost_s}
-        return {"step": step_row, "phases": phases, "measurements": ms, "figures": figs}
+        timing = {"wall_s": time.time() - t_start, "settle_s": plan.timing.settle_s, "analysis_s": t_an,
+                  "measured_s": plan.timing.idle_s + (self._measured_s if w else 0.0)}
+        return {"step": step_row, "phases": phases, "measurements": ms, "figures": figs, "timing": timing}
 
     def _check_link(self, rec) -> None:
         t = getattr(rec, "_thread", None)       # the stand-in tells early; the real recorder at the end
@@ -406,6 +422,7 @@ class Sweep:
                 "bw_bytes": sum(s[4] for s in window) / dur, "iops": sum(s[3] * (s[1] - s[0]) for s in window) / dur,
                 "io_bytes": sum(s[4] for s in window), "power_state": step.power_state, "rounds": len(window)}
         name = f"measure:{w.name}"
+        self._measured_s = sum(s[1] - s[0] for s in spans)        # every round ran under measurement
         tl.add(Event(PHASE, name, t0, t1, ok=True, meta=meta))
         return name, bw, steady
 

@@ -186,6 +186,10 @@ def capture(rig, dut, tmp_path, record_property):
             c.figures["mib_s_per_w"] = c.figures["mib_s"] / w if w and w == w else float("nan")
         for k, v in c.figures.items():
             record_property(f"{name}.{k}", v)
+        if r.lost_s:
+            import warnings
+            warnings.warn(f"capture {name}: {r.lost_s:.3f} s lost in gaps; maxima skip windows over gaps "
+                          "(the figures are partial)", stacklevel=3)
     return _capture
 
 

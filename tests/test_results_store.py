@@ -148,3 +148,16 @@ def test_results_cli(tmp_path):
     assert r.returncode == 0 and (tmp_path / "x.parquet").exists()
     r = run_cli("results", "--db", str(db), "steps", "42")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no run 42" in r.stderr
+
+
+def test_sweep_report_shows_figures_curves_and_every_verdict(tmp_path):
+    from powerrig.results.report import write_sweep_report
+    store = ResultStore(tmp_path / "r.sqlite")
+    plan = parse(PLAN)
+    run = fill(store, plan, [5.0, 10.0, 6.0, 9.0])
+    path = write_sweep_report(store, run, tmp_path / "rep")
+    text = path.read_text()
+    assert text.count("<td>OCP PCM-1</td>") == 4                  # every verdict with its limit
+    assert "<td>25.000</td>" in text and "class=pass" in text
+    assert (tmp_path / "rep" / "efficiency_vs_power_state.png").stat().st_size > 1000   # MiB/s/W over PS0, PS1
+    assert "ps1/seq-read/r1" in text

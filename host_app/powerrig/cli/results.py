@@ -4,6 +4,7 @@
     powerrig results steps RUN
     powerrig results compare RUN_A RUN_B
     powerrig results export RUN FILE.csv|.json|.parquet [--what measurements|steps|phases]
+    powerrig results report RUN [--out DIR]
 """
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ def register(sub) -> None:
     e.add_argument("run", type=int)
     e.add_argument("file")
     e.add_argument("--what", default="measurements", choices=("measurements", "steps", "phases"))
+    r = rs.add_parser("report", help="the sweep report of a run (HTML + PNG)")
+    r.add_argument("run", type=int)
+    r.add_argument("--out", default=None, help="folder (default: the run's output folder /report)")
     p.set_defaults(func=run)
 
 
@@ -59,4 +63,7 @@ def run(args) -> int:
     elif args.results_cmd == "export":
         store.run(args.run)
         print(export(store, args.run, args.file, args.what))
+    elif args.results_cmd == "report":
+        from powerrig.results.report import write_sweep_report
+        print(write_sweep_report(store, args.run, args.out))
     return 0

@@ -173,3 +173,37 @@ def test_micron_fdp_uniform_through_the_rig_matches_the_published_row(tmp_path, 
     assert got["throughput.mib_s"] == pytest.approx(5000, rel=0.15)
     assert got["power.mean"] == pytest.approx(12.28, rel=0.15)
     assert got["efficiency.mib_s_per_w"] == pytest.approx(409, rel=0.15)
+
+
+def test_interposer_that_stalls_mid_step_is_waited_for_and_the_step_redone(tmp_path, simdir, monkeypatch):
+    """The virtual interposer hangs for 6 s during the first step (the firmware stops, like an
+    unplugged board): the sweep waits for it, keeps the cut capture (its end reason says why) and
+    redoes the step; the stored step has the model's figures and says it took two attempts."""
+    from powerrig.capture import CaptureReader
+    from powerrig.errors import CaptureError
+    monkeypatch.setenv("POWERRIG_SIM_FAULTS", json.dumps({"stall_at": 3.0, "stall_for": 6.0}))
+    text = SHORT.format(port="sim:d5-p5336").replace("power_states = [0, 2]", "power_states = [2]") \
+        .replace("measure_s = 2.5", "measure_s = 5.0").replace("idle_s = 1.0", "idle_s = 2.0")
+    text = text.replace('[[workload]]\nname = "seq-read-128k"\nrw = "read"\n', "").replace("[rig]", "idle_steps = false\n[rig]")
+    plan = parse(text, "stall.toml")
+    assert [s.key for s in plan.steps()] == ["ps2/seq-write-128k/r1"]
+    store = ResultStore(tmp_path / "r.sqlite")
+    notes = []
+    run = Sweep(plan, store, tmp_path / "out", on_progress=lambda d: notes.append(d.get("text", ""))).run()
+    [step] = store.steps(run)
+    assert step["attempts"] == 2 and step["status"] == "done"
+    assert any("waiting up to" in n for n in notes) and any("interposer back" in n for n in notes)
+    [lost] = json.loads(step["params"])["lost_attempts"]          # the gap is recorded with the step
+    assert lost["attempt"] == 1 and lost["back_after_s"] > 0 and lost["capture"].endswith("-a1.jls")
+    cut = sorted((tmp_path / "out" / "captures").glob("000-*-a1.jls"))
+    assert len(cut) == 1
+    try:
+        with CaptureReader(cut[0]) as cap:       # cut before its first block, a capture holds no metadata
+            assert cap.metadata["recording"]["end_reason"] == "link-lost"
+    except CaptureError:
+        pass
+    assert step["capture"].endswith("-a2.jls")
+    got = {m["name"]: m["value"] for m in store.measurements(run)}
+    want = expected_point("d5-p5336", 2, rw="write")
+    assert got["power.mean"] == pytest.approx(want["watts"], rel=0.05)
+    assert got["throughput.mib_s"] == pytest.approx(want["MiBps"], rel=0.05)

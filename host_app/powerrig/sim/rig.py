@@ -48,7 +48,8 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float) ->
     endpoint = str(rig_dir / "ssd.sock")
     server = SsdServer({"/dev/nvme0": ssd}, endpoint)
     server.start()
-    sim = VirtualInterposer(load=ssd, seed=seed, drift_ppm=drift_ppm, faults=Faults(seed=seed),
+    faults = json.loads(os.environ.get("POWERRIG_SIM_FAULTS", "{}"))    # tests: e.g. {"stall_at": 8, "stall_for": 5}
+    sim = VirtualInterposer(load=ssd, seed=seed, drift_ppm=drift_ppm, faults=Faults(seed=seed, **faults),
                             state_dir=str(rig_dir / "board")).start()
     state = {"id": rig_id, "pid": os.getpid(), "profile": profile, "port": sim.port, "endpoint": endpoint,
              "controller": "/dev/nvme0",

@@ -184,10 +184,12 @@ class Sweep:
                 self._emit("step", n=len(done) + n + 1, m=len(steps), name=step.name, key=step.key,
                            eta_s=self._eta(todo[n:]))
                 attempt = 1
+                self._lost_attempts = []
                 while True:
                     try:
                         rec = self._run_step(dev, step, attempt)
                     except StepLost as e:
+                        t_lost = time.time()
                         self._emit("note", text=f"{step.name}: {e}; waiting up to {plan.rig.reconnect_s:g} s "
                                                 f"for the interposer")
                         try:
@@ -196,7 +198,11 @@ class Sweep:
                             logger.info("closing the lost interposer: %s", ce)
                         dev = None
                         dev = open_interposer(rig.port, plan.rig.reconnect_s)
-                        self._emit("note", text=f"{step.name}: interposer back; redoing the step")
+                        self._lost_attempts.append({"attempt": attempt, "error": str(e), "lost_at_utc": t_lost,
+                                                    "back_after_s": time.time() - t_lost,
+                                                    "capture": str(self._capture_path(step, attempt))})
+                        self._emit("note", text=f"{step.name}: interposer back after {time.time() - t_lost:.1f} s; "
+                                                "redoing the step")
                         attempt += 1
                         continue
                     if rec["step"]["status"] == "invalid" and plan.timing.cooldown_s > 0 and attempt == 1:
@@ -278,6 +284,9 @@ class Sweep:
                                time_based=runtime is not None, direct=True))
         return FioPlan(jobs)
 
+    def _capture_path(self, step: Step, attempt: int) -> Path:
+        return self.out / "captures" / f"{step.index:03d}-{_safe(step.key)}-a{attempt}.jls"
+
     def _run_step(self, dev, step: Step, attempt: int) -> dict:
         from powerrig.analysis import analyse
         from powerrig.capture import CaptureReader
@@ -289,7 +298,7 @@ class Sweep:
         nvme._id[rig.controller] = self._ident          # id-ctrl read once per sweep
         cap_dir = self.out / "captures"
         cap_dir.mkdir(parents=True, exist_ok=True)
-        capture = cap_dir / f"{step.index:03d}-{_safe(step.key)}-a{attempt}.jls"
+        capture = self._capture_path(step, attempt)
         fio_dir = self.out / "fio" / f"{step.index:03d}-{_safe(step.key)}-a{attempt}"
         meta = {"device": dev.description,
                 "drive": {"id_ctrl": asdict(self._ident), "mn": self._ident.mn.strip(), "sn": self._ident.sn.strip(),
@@ -349,7 +358,8 @@ class Sweep:
         params = {"power_state": step.power_state, "settle_s": plan.timing.settle_s, "idle_s": plan.timing.idle_s,
                   "workload": asdict(w) if w else None, "runtime_s": plan.runtime_of(w) if w else None,
                   "interval_us": plan.rig.interval_us, "fio_dir": str(fio_dir) if w else None,
-                  "recording": {"covered_s": res.covered_s, "lost_s": res.lost_s, "end_reason": res.end_reason}}
+                  "recording": {"covered_s": res.covered_s, "lost_s": res.lost_s, "end_reason": res.end_reason},
+                  "lost_attempts": list(getattr(self, "_lost_attempts", []))}
         step_row = {"idx": step.index, "key": step.key, "name": step.name, "power_state": step.power_state,
                     "workload": w.name if w else None, "repetition": step.repetition,
                     "params": json.dumps(params, default=str), "status": "invalid" if invalid else "done",

@@ -95,12 +95,12 @@ def run(out: Path = OUT, plan_path: Path = PLAN, overrides: dict | None = None, 
 
 
 def main() -> int:
-    from powerrig.cli.sweep import PlainProgress, RichProgress
+    from powerrig.sweep.display import for_stdout
     from powerrig.errors import PowerrigError
 
     print("powerrig demo: the D5-P5336 power-state study as a sweep on the virtual rig "
           "(seq 128 KiB read and write, QD128, PS0-PS2, plus idle)", flush=True)
-    show = RichProgress() if sys.stdout.isatty() else PlainProgress()
+    show = for_stdout()
     try:
         run_id, rows, store = run(progress=show)
     except PowerrigError as e:

@@ -313,6 +313,7 @@ class Sweep:
                        lost_frames=self._live["lost_frames"], covered_s=p.covered_s)
 
         t_start = time.time()
+        self._fio_overhead_s = 0.0
         rec = Recorder(dev, capture, interval_us=plan.rig.interval_us, metadata=meta, timeline=tl, on_progress=live)
         rec.start()
         bw_rounds: list[float] = []
@@ -365,7 +366,10 @@ class Sweep:
                     "params": json.dumps(params, default=str), "status": "invalid" if invalid else "done",
                     "invalid_reason": invalid, "started_utc": t_start, "finished_utc": time.time(),
                     "capture": str(capture), "lost_s": res.lost_s}
+        from powerrig.events import NVME
+        nvme_s = sum(e.duration or 0.0 for e in tl.events(kind=NVME) if e.t_start > settle.t_end or e.t_end < settle.t_start)
         timing = {"wall_s": time.time() - t_start, "settle_s": plan.timing.settle_s, "analysis_s": t_an,
+                  "nvme_s": nvme_s, "fio_overhead_s": self._fio_overhead_s,
                   "measured_s": plan.timing.idle_s + (self._measured_s if w else 0.0)}
         return {"step": step_row, "phases": phases, "measurements": ms, "figures": figs, "timing": timing}
 
@@ -401,6 +405,7 @@ class Sweep:
                 iops = sum(d.iops for j in res.jobs for d in j.directions.values())
                 io = sum(j.bytes_total for j in res.jobs)
                 spans.append((t0, t1, b, iops, io))
+                self._fio_overhead_s += (res.t_return - res.t_call) - (t1 - t0)   # fio start-up and wind-down
                 bw.append(b)
                 self._live["mib_s"] = b / 2**20
                 if self._live["watts"] is not None:

@@ -184,4 +184,4 @@ def phase_table(phases: list, rows: dict, checks: dict, prof) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from powerrig.sweep.demo import main as sweep_demo; sys.exit(sweep_demo())  # noqa: E702 - the sweep is the demo

@@ -27,6 +27,8 @@ def counter_sample(e: Event) -> tuple[float, float, float, str] | None:
         return None
     t = e.t_end if e.t_end is not None else e.t_start
     hbmw, mbmw = _hi_lo(find_key(e.result, "hbmw")), _hi_lo(find_key(e.result, "mbmw"))
+    if hbmw is None or mbmw is None:       # the nvme runner's parsed FdpStats (dut.nvme) names them in full
+        hbmw, mbmw = _hi_lo(find_key(e.result, "host_bytes_written")), _hi_lo(find_key(e.result, "media_bytes_written"))
     if hbmw is not None and mbmw is not None:
         return t, hbmw, mbmw, "fdp"
     duw = number(find_key(e.result, "data_units_written"))

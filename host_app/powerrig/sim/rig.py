@@ -51,7 +51,8 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float, ca
     server = SsdServer({"/dev/nvme0": ssd}, endpoint)
     server.start()
     fixture = BenchFixture(ssd)             # the reference meter's outputs can take a rail over
-    sim = VirtualInterposer(load=fixture, seed=seed, drift_ppm=drift_ppm, faults=Faults(seed=seed),
+    faults = json.loads(os.environ.get("POWERRIG_SIM_FAULTS", "{}"))    # tests: e.g. {"stall_at": 8, "stall_for": 5}
+    sim = VirtualInterposer(load=fixture, seed=seed, drift_ppm=drift_ppm, faults=Faults(seed=seed, **faults),
                             state_dir=str(rig_dir / "board"), calibrated=calibrated).start()
     reference = ReferenceServer(ReferenceMeter(sim.frontend, fixture, seed=seed)).start()
     state = {"id": rig_id, "pid": os.getpid(), "profile": profile, "port": sim.port, "endpoint": endpoint,

@@ -1,0 +1,69 @@
+"""`powerrig results`: list runs and their steps, compare two runs, export a run.
+
+    powerrig results [--db FILE|URL] list
+    powerrig results steps RUN
+    powerrig results compare RUN_A RUN_B
+    powerrig results export RUN FILE.csv|.json|.parquet [--what measurements|steps|phases]
+    powerrig results report RUN [--out DIR]
+"""
+from __future__ import annotations
+
+import time
+
+
+def register(sub) -> None:
+    p = sub.add_parser("results", help="list, compare and export sweep results")
+    p.add_argument("--db", default=None, help="results database: a SQLite file (default out/results/powerrig.sqlite) "
+                                              "or a SQLAlchemy URL such as postgresql://user@host/db")
+    rs = p.add_subparsers(dest="results_cmd", metavar="ACTION", required=True)
+    rs.add_parser("list", help="runs in the database")
+    s = rs.add_parser("steps", help="the steps of a run with W, MiB/s and MiB/s/W")
+    s.add_argument("run", type=int)
+    c = rs.add_parser("compare", help="two runs side by side (the steps they share)")
+    c.add_argument("run_a", type=int)
+    c.add_argument("run_b", type=int)
+    e = rs.add_parser("export", help="write a run as CSV, JSON or Parquet")
+    e.add_argument("run", type=int)
+    e.add_argument("file")
+    e.add_argument("--what", default="measurements", choices=("measurements", "steps", "phases"))
+    r = rs.add_parser("report", help="the sweep report of a run (HTML + PNG)")
+    r.add_argument("run", type=int)
+    r.add_argument("--out", default=None, help="folder (default: the run's output folder /report)")
+    p.set_defaults(func=run)
+
+
+def _table(rows: list[dict], cols: list[str]) -> None:
+    from powerrig.results.tables import fmt
+
+    cells = [[fmt(r.get(c)) for c in cols] for r in rows]
+    widths = [max([len(c)] + [len(row[k]) for row in cells]) for k, c in enumerate(cols)]
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+
+
+def run(args) -> int:
+    from powerrig.results import DEFAULT_DB, ResultStore
+    from powerrig.results.tables import compare, export, step_summary
+
+    store = ResultStore(args.db or DEFAULT_DB)
+    if args.results_cmd == "list":
+        rows = store.runs()
+        for r in rows:
+            r["started"] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r["started_utc"]))
+        _table(rows, ["id", "plan", "plan_hash", "status", "steps", "started", "station", "dut_serial", "dut_firmware"])
+    elif args.results_cmd == "steps":
+        store.run(args.run)
+        _table(step_summary(store, args.run), ["step", "status", "W", "MiB/s", "MiB/s/W", "IOPS/W"])
+    elif args.results_cmd == "compare":
+        store.run(args.run_a)
+        store.run(args.run_b)
+        _table(compare(store, args.run_a, args.run_b),
+               ["step", "W_a", "W_b", "dW", "MiB/s/W_a", "MiB/s/W_b", "dMiB/s/W", "dMiB/s/W_%"])
+    elif args.results_cmd == "export":
+        store.run(args.run)
+        print(export(store, args.run, args.file, args.what))
+    elif args.results_cmd == "report":
+        from powerrig.results.report import write_sweep_report
+        print(write_sweep_report(store, args.run, args.out))
+    return 0

@@ -1,0 +1,49 @@
+"""`powerrig sweep PLAN [--resume] [--results DB] [--out DIR]`: run a plan unattended.
+
+A rich progress display on a terminal (step n of m, name, elapsed, ETA, live W and MiB/s, lost
+frames), plain lines otherwise; every finished step is also a JSON line in OUT/sweep.jsonl.
+"""
+from __future__ import annotations
+
+import time
+
+
+def register(sub) -> None:
+    p = sub.add_parser("sweep", help="run a sweep plan (power states x workloads) into the results database")
+    p.add_argument("plan", help="plan file (TOML); see fixtures/plans/")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the latest unfinished run of this plan (finished steps are kept, not redone)")
+    p.add_argument("--results", default=None,
+                   help="results database: SQLite file (default out/results/powerrig.sqlite) or postgresql://...")
+    p.add_argument("--out", default=None, help="folder for captures, fio output and logs (default out/sweeps/NAME-TIME)")
+    p.add_argument("--check", action="store_true", help="only validate the plan (no rig needed) and print its steps")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from powerrig.results import DEFAULT_DB, ResultStore
+    from powerrig.sweep.display import hms, for_stdout
+    from powerrig.sweep.engine import Sweep
+    from powerrig.sweep.plan import load
+
+    plan = load(args.plan)
+    if args.check:
+        for s in plan.steps():
+            print(f"{s.index + 1:3d}  {s.key:<40} {s.name}")
+        print(f"plan {plan.name!r} ok: {len(plan.steps())} steps, about {hms(plan.estimate_s())}, hash {plan.hash}")
+        return 0
+    store = ResultStore(args.results or DEFAULT_DB)
+    out = Path(args.out) if args.out else Path("out/sweeps") / f"{_slug(plan.name)}-{time.strftime('%Y%m%d-%H%M%S')}"
+    show = for_stdout()
+    try:
+        Sweep(plan, store, out, on_progress=show, resume=args.resume).run()
+    finally:
+        show.close()
+    return 0
+
+
+def _slug(s: str) -> str:
+    import re
+    return re.sub(r"[^A-Za-z0-9]+", "-", s).strip("-").lower()

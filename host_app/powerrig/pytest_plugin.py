@@ -1,0 +1,254 @@
+"""powerrig's pytest plugin (registered through the `pytest11` entry point): power tests written as
+plain pytest tests, on a real rig or the virtual one.
+
+Options: --rig (port, rfc2217:// URL or sim:PROFILE), --dut (controller), --dut-serial, --results
+(database), --inventory (TOML list of rigs; with pytest-xdist each worker takes its own).
+Fixtures: ``rig`` (the interposer), ``dut`` (nvme-cli/fio on the drive), ``capture`` (records a
+block of work as a phase and returns its figures), ``power_state`` (parametrised over the drive's
+operational states), ``results`` (the results store). Helpers ``assert_at_most`` / ``assert_within``
+fail with measured, limit and tolerance and attach every measured value as a JUnit XML property.
+Tests without --rig that use these fixtures are skipped, so the plugin is harmless elsewhere.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("powerrig", "powerrig power tests")
+    g.addoption("--rig", default=None, help="interposer: serial port, rfc2217://host:port or sim:PROFILE")
+    g.addoption("--dut", default=None, help="drive controller (default /dev/nvme0, or the virtual rig's)")
+    g.addoption("--dut-serial", default=None, help="serial number the drive must have")
+    g.addoption("--results", default=None, help="results database (SQLite file or SQLAlchemy URL)")
+    g.addoption("--inventory", default=None, help="TOML file of rigs ([[rig]] name, port, drive, serial); "
+                                                  "each xdist worker takes one")
+
+
+@dataclass
+class RigSlot:
+    name: str
+    port: str
+    drive: str | None = None
+    serial: str | None = None
+
+
+def _slot(config) -> RigSlot | None:
+    inv = config.getoption("--inventory")
+    if inv:
+        rigs = tomllib.loads(Path(inv).read_text()).get("rig", [])
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+        k = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+        if k >= len(rigs):
+            raise pytest.UsageError(f"--inventory {inv} lists {len(rigs)} rigs; worker {worker} has none "
+                                    "(use -n at most the number of rigs)")
+        r = rigs[k]
+        return RigSlot(r.get("name", f"rig{k}"), r["port"], r.get("drive"), r.get("serial"))
+    port = config.getoption("--rig")
+    if not port:
+        return None
+    return RigSlot(port, port, config.getoption("--dut"), config.getoption("--dut-serial"))
+
+
+@dataclass
+class Rig:
+    """The interposer and the bench around it for this session (or worker)."""
+    slot: RigSlot
+    handle: object
+    dev: object
+
+
+@dataclass
+class Dut:
+    """Drive control: nvme-cli and fio runners, the controller, its namespace and identity."""
+    nvme: object
+    fio: object
+    controller: str
+    namespace: str
+    ident: object
+    serial: str
+    out: Path = field(default_factory=lambda: Path("."))
+
+    def operational_states(self) -> list[int]:
+        return [s.ps for s in self.ident.power_states if not s.non_operational]
+
+    def run_fio(self, name: str, rw="write", bs="128k", iodepth=128, runtime=3.0, **kw):
+        from powerrig.dut.fio import FioJob, FioPlan
+        job = FioJob(name, rw=rw, bs=bs, iodepth=iodepth, runtime=runtime, time_based=True,
+                     filename=self.namespace, direct=True, **kw)
+        return self.fio.run(FioPlan([job]), self.out / "fio" / f"{name}-{time.time_ns()}")
+
+
+@pytest.fixture(scope="session")
+def rig(request, tmp_path_factory):
+    slot = _slot(request.config)
+    if slot is None:
+        pytest.skip("no rig: pass --rig PORT|rfc2217://host:port|sim:PROFILE (or --inventory)")
+    from powerrig.sweep.rig import RigHandle, open_interposer
+    if slot.port.startswith("sim:"):
+        from powerrig.sim import rig as simrig
+        os.environ.setdefault("POWERRIG_SIM_DIR", str(tmp_path_factory.mktemp("sim")))
+        st = simrig.start(slot.port[4:])
+        handle = RigHandle(st["port"], st["nvme"], st["fio"], st["controller"], st["namespaces"],
+                           f"{slot.name}:{st['id']}", st["id"], st)
+    else:
+        handle = RigHandle(slot.port, ["nvme"], ["fio"], slot.drive or "/dev/nvme0",
+                           [(slot.drive or "/dev/nvme0") + "n1"], slot.name)
+    dev = open_interposer(handle.port, what="--rig")
+    yield Rig(slot, handle, dev)
+    dev.close()
+    handle.close()
+
+
+@pytest.fixture(scope="session")
+def dut(rig, tmp_path_factory):
+    from powerrig.dut.fio import Fio
+    from powerrig.dut.nvme import NvmeCli
+    from powerrig.events import Timeline
+
+    h = rig.handle
+    tl = Timeline()
+    nvme = NvmeCli(h.nvme, tl)
+    ident = nvme.id_ctrl(h.controller)
+    want = rig.slot.serial
+    if want and want.strip() != ident.sn.strip():
+        pytest.exit(f"--dut-serial {want!r} but the drive at {h.controller} has serial {ident.sn.strip()!r}", 2)
+    return Dut(nvme, Fio(h.fio, tl), h.controller, h.namespaces[0], ident, ident.sn.strip(),
+               tmp_path_factory.mktemp("dut"))
+
+
+class Captured:
+    """Figures of one captured block (filled when the ``with`` block ends)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.figures: dict = {}
+        self.analysis = None
+        self.path: Path | None = None
+
+    def __getitem__(self, k):
+        return self.figures[k]
+
+
+@pytest.fixture
+def capture(rig, dut, tmp_path, record_property):
+    """``with capture("name") as c: <work>``; then c["mean_w"], c["max_1s_w"], c["mib_s"] ..."""
+    from powerrig.analysis import analyse
+    from powerrig.capture import CaptureReader
+    from powerrig.events import PHASE, Timeline
+    from powerrig.sweep.recorder import Recorder
+
+    @contextlib.contextmanager
+    def _capture(name: str = "block", interval_us: int = 1000):
+        c = Captured(name)
+        tl = Timeline()
+        dut.nvme.timeline = dut.fio.timeline = tl
+        c.path = tmp_path / f"{name}.jls"
+        meta = {"device": rig.dev.description, "drive": {"id_ctrl": _asdict(dut.ident), "sn": dut.serial}}
+        seen: list[tuple[float, float]] = []         # (host time, device seconds covered) per progress report
+        rec = Recorder(rig.dev, c.path, interval_us=interval_us, metadata=meta, timeline=tl,
+                       on_progress=lambda p: seen.append((time.time(), p.covered_s)), progress_every_s=0.1)
+        rec.start()
+        _wait(lambda: seen, 15.0)                     # the stream is flowing before the block starts
+        ps = dut.nvme.get_power_state(dut.controller).power_state
+        ev = tl.begin(PHASE, f"block:{name}", meta={"power_state": ps})
+        try:
+            yield c
+        finally:
+            tl.end(ev)
+            fio_phases = [e for e in tl.events(kind=PHASE) if e.name.startswith("fio:")]
+            # data lags the host clock by the link's latency: wait until the block's end (+ margin) is in
+            t0, c0 = seen[0] if seen else (time.time(), 0.0)
+            _wait(lambda: seen and seen[-1][1] - c0 >= ev.t_end - t0 + 1.0, 15.0)
+            rec.stop()
+            res = rec.wait(30)
+        with CaptureReader(c.path) as cap:
+            an = analyse(cap, cap.events, cap.metadata)
+        r = next(p for p in an.phases if p.name == f"block:{name}")
+        c.analysis = an
+        c.figures = {"power_state": ps, "mean_w": r.mean_w, "energy_j": r.energy_j, "max_1s_w": r.max_1s.value_w,
+                     "max_10s_w": r.max_10s.value_w, "peak_100us_w": r.peak_100us.value_w,
+                     "duration_s": r.duration_s, "lost_s": r.lost_s,
+                     "lost_frames": (res.summary or {}).get("dropped_frames", 0) if res else None}
+        if fio_phases:          # throughput and watts over the fio jobs themselves (not the whole block)
+            span = max(e.t_end for e in fio_phases) - min(e.t_start for e in fio_phases)
+            work = [p for p in an.phases if p.name in {e.name for e in fio_phases}]
+            t = sum(p.duration_s - p.lost_s for p in work)
+            w = sum(p.energy_j for p in work) / t if t > 0 else float("nan")
+            c.figures["mib_s"] = sum(e.meta.get("io_bytes", 0) for e in fio_phases) / max(1e-9, span) / 2**20
+            c.figures["work_mean_w"] = w
+            c.figures["mib_s_per_w"] = c.figures["mib_s"] / w if w and w == w else float("nan")
+        for k, v in c.figures.items():
+            record_property(f"{name}.{k}", v)
+        if r.lost_s:
+            import warnings
+            warnings.warn(f"capture {name}: {r.lost_s:.3f} s lost in gaps; maxima skip windows over gaps "
+                          "(the figures are partial)", stacklevel=3)
+    return _capture
+
+
+def _wait(cond, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _asdict(x):
+    from dataclasses import asdict
+    return asdict(x)
+
+
+@pytest.fixture(scope="session")
+def results(request):
+    from powerrig.results import DEFAULT_DB, ResultStore
+    return ResultStore(request.config.getoption("--results") or DEFAULT_DB)
+
+
+def pytest_generate_tests(metafunc):
+    if "power_state" not in metafunc.fixturenames:
+        return
+    slot = _slot(metafunc.config)
+    states = [0]
+    if slot is not None and slot.port.startswith("sim:"):
+        from powerrig.sim.profile import load
+        states = [s.ps for s in load(slot.port[4:]).states if not s.nops]
+    elif slot is not None:
+        from powerrig.dut.nvme import NvmeCli
+        ident = NvmeCli().id_ctrl(slot.drive or "/dev/nvme0")
+        states = [s.ps for s in ident.power_states if not s.non_operational]
+    metafunc.parametrize("power_state", states, ids=[f"PS{s}" for s in states])
+
+
+# -- datasheet assertions ---------------------------------------------------------------------------
+def _record(record_property, name, measured, limit, tol):
+    if record_property is not None:
+        record_property(f"{name}.measured", measured)
+        record_property(f"{name}.limit", limit)
+        record_property(f"{name}.tolerance_pct", tol * 100)
+
+
+def assert_at_most(name: str, measured: float, limit: float, tolerance: float = 0.0, record_property=None):
+    """measured <= limit x (1 + tolerance): maximum power per state, OCP limits, idle power."""
+    _record(record_property, name, measured, limit, tolerance)
+    allowed = limit * (1 + tolerance)
+    assert measured == measured, f"{name}: nothing measured (NaN: the data was lost or too short), limit {limit:.3f}"
+    assert measured <= allowed, (f"{name}: measured {measured:.3f}, limit {limit:.3f} (tolerance "
+                                 f"{tolerance * 100:g}% -> {allowed:.3f}): over by {measured - allowed:.3f}")
+
+
+def assert_within(name: str, measured: float, expected: float, tolerance: float, record_property=None):
+    """|measured - expected| <= tolerance x expected: a datasheet figure with its tolerance."""
+    _record(record_property, name, measured, expected, tolerance)
+    assert measured == measured, f"{name}: nothing measured (NaN: the data was lost or too short), limit {expected:.3f}"
+    assert abs(measured - expected) <= tolerance * abs(expected), (
+        f"{name}: measured {measured:.3f}, limit {expected:.3f} +- {tolerance * 100:g}% "
+        f"({100 * (measured - expected) / expected:+.1f}%)")

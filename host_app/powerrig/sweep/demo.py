@@ -1,0 +1,126 @@
+"""`make demo`: the D5-P5336 power-state study as a real sweep on the virtual rig.
+
+Runs fixtures/plans/d5-p5336-power-states.toml (seq 128 KiB reads and writes at QD128 in PS0, PS1,
+PS2, plus idle) through the sweep engine with the live progress display, then prints one row per
+power state: read and write MiB/s, watts at the interposer and MiB/s per W beside the published
+figures (drive level, as the profile derives them: docs/virtual-ssd.md) and the difference in %,
+and where the results database, the run record and the captures are.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+PLAN = Path(__file__).resolve().parents[3] / "fixtures" / "plans" / "d5-p5336-power-states.toml"
+OUT = Path("out/demo")
+
+
+def published_rows(profile_name: str, states) -> dict:
+    """{(ps, direction): (MiB/s, W, MiB/s/W)} the published figures, host share removed."""
+    from powerrig.sim.profile import load
+    prof = load(profile_name)
+    out = {}
+    for ps in states:
+        for d in ("read", "write"):
+            mib, w = prof.published_drive_point(ps, d)
+            out[(ps, d)] = (mib, w, mib / w)
+    return out
+
+
+def measured_rows(store, run_id: int) -> dict:
+    """{(ps, direction): (MiB/s, W, MiB/s/W)} and {ps: idle W} from the stored run."""
+    ms = store.measurements(run_id)
+    rows, idle = {}, {}
+    for m in ms:
+        wl, ps = m["workload"], m["power_state"]
+        if wl is None:
+            if m["name"] == "power.idle":
+                idle[ps] = m["value"]
+            continue
+        d = "read" if "read" in wl else "write"
+        r = rows.setdefault((ps, d), [None, None, None])
+        k = {"throughput.mib_s": 0, "power.mean": 1, "efficiency.mib_s_per_w": 2}.get(m["name"])
+        if k is not None:
+            r[k] = m["value"]
+    return {k: tuple(v) for k, v in rows.items()}, idle
+
+
+def comparison(store, run_id: int, profile: str, states) -> list[dict]:
+    got, idle = measured_rows(store, run_id)
+    pub = published_rows(profile, states)
+    out = []
+    for ps in states:
+        for d in ("read", "write"):
+            if (ps, d) not in got:
+                continue
+            g, p = got[(ps, d)], pub[(ps, d)]
+            out.append({"ps": ps, "direction": d, "MiB/s": g[0], "W": g[1], "MiB/s/W": g[2],
+                        "pub MiB/s": p[0], "pub W": p[1], "pub MiB/s/W": p[2],
+                        "diff MiB/s %": 100 * (g[0] - p[0]) / p[0], "diff W %": 100 * (g[1] - p[1]) / p[1],
+                        "diff MiB/s/W %": 100 * (g[2] - p[2]) / p[2], "idle W": idle.get(ps)})
+    return out
+
+
+def print_table(rows: list[dict], say=print) -> None:
+    say("")
+    say("  PS  I/O     MiB/s  (published   diff) |     W  (published   diff) | MiB/s/W (published   diff) | idle W")
+    last = None
+    for r in rows:
+        idle = f"{r['idle W']:.2f}" if r["idle W"] is not None and r["ps"] != last else ""
+        last = r["ps"]
+        say(f"  PS{r['ps']} {r['direction']:<5} {r['MiB/s']:7.0f}  ({r['pub MiB/s']:7.0f} {r['diff MiB/s %']:+6.1f}%) |"
+            f" {r['W']:5.2f}  ({r['pub W']:7.2f} {r['diff W %']:+6.1f}%) |"
+            f" {r['MiB/s/W']:7.1f} ({r['pub MiB/s/W']:7.1f} {r['diff MiB/s/W %']:+6.1f}%) | {idle}")
+
+
+def run(out: Path = OUT, plan_path: Path = PLAN, overrides: dict | None = None, progress=None) -> tuple[int, list, object]:
+    """Run the study; (run id, comparison rows, store)."""
+    import dataclasses
+    import time
+
+    from powerrig.results import ResultStore
+    from powerrig.sweep.engine import Sweep
+    from powerrig.sweep.plan import load
+
+    plan = load(plan_path)
+    if overrides:
+        plan = dataclasses.replace(plan, timing=dataclasses.replace(plan.timing, **overrides))
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("POWERRIG_SIM_DIR", str((out / "sim").resolve()))
+    store = ResultStore(out / "results.sqlite")
+    sweep = Sweep(plan, store, out / time.strftime("sweep-%Y%m%d-%H%M%S"), on_progress=progress)
+    run_id = sweep.run()
+    return run_id, comparison(store, run_id, plan.rig.sim_profile or "d5-p5336", plan.power_states), store
+
+
+def main() -> int:
+    from powerrig.sweep.display import for_stdout
+    from powerrig.errors import PowerrigError
+
+    print("powerrig demo: the D5-P5336 power-state study as a sweep on the virtual rig "
+          "(seq 128 KiB read and write, QD128, PS0-PS2, plus idle)", flush=True)
+    show = for_stdout()
+    try:
+        run_id, rows, store = run(progress=show)
+    except PowerrigError as e:
+        print(f"demo failed: {e}")
+        return 2
+    finally:
+        show.close()
+    print_table(rows)
+    worst = max(abs(r[k]) for r in rows for k in ("diff MiB/s %", "diff W %", "diff MiB/s/W %"))
+    print(f"\n  published: StorageReview/OCP 2024, per drive with the host's share removed (docs/virtual-ssd.md); "
+          f"largest difference {worst:.1f}%")
+    from powerrig.results.report import write_sweep_report
+    print(f"  sweep report:     {write_sweep_report(store, run_id)}")
+    print(f"  results database: {store.path}  (powerrig results --db {store.path} steps {run_id})")
+    out = Path(store.run(run_id)["out_dir"])
+    print(f"  run record:       {out / f'run-{run_id}.json'}")
+    print(f"  captures:         {out / 'captures'}/  (powerrig report CAPTURE for any of them)")
+    print(f"  step log:         {out / 'sweep.jsonl'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

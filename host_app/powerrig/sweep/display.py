@@ -1,0 +1,90 @@
+"""Progress displays for a sweep: a rich progress bar on a terminal, plain lines otherwise.
+
+Both are callables taking the engine's progress dicts (powerrig.sweep.engine), so the CLI and the
+demo share them; the engine itself only calls back.
+"""
+from __future__ import annotations
+
+import sys
+
+
+def for_stdout():
+    """The display that suits stdout: rich on a terminal, plain lines in logs and pipes."""
+    return RichProgress() if sys.stdout.isatty() else PlainProgress()
+
+
+class PlainProgress:
+    """One line per event: for logs, CI and pipes."""
+
+    def __call__(self, d: dict) -> None:
+        k = d["kind"]
+        el = hms(d.get("elapsed_s", 0))
+        if k == "start":
+            print(f"sweep {d['plan']!r} (plan {d['plan_hash']}, run {d['run']}): {d['steps']} steps, "
+                  f"{d['done']} already done, ETA {hms(d['eta_s'])}; output {d['out']}", flush=True)
+        elif k == "step":
+            print(f"[{el}] step {d['n']}/{d['m']} {d['name']} (ETA {hms(d['eta_s'])})", flush=True)
+        elif k == "step-done":
+            f = d["figures"]
+            print(f"[{el}] step {d['n']}/{d['m']} {d['name']} {d['status']}: " + _figs(f), flush=True)
+        elif k == "note":
+            print(f"[{el}] {d['text']}", flush=True)
+        elif k == "done":
+            print(f"sweep done in {el}: record {d['record']}", flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+class RichProgress:
+    """A live progress bar (rich) with the current step, watts, MiB/s and lost frames."""
+
+    def __init__(self):
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+            TimeRemainingColumn
+
+        self.console = Console()
+        self.p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                          TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[live]}"),
+                          console=self.console, transient=False)
+        self.task = None
+        self.p.start()
+
+    def __call__(self, d: dict) -> None:
+        k = d["kind"]
+        if k == "start":
+            self.console.print(f"sweep [bold]{d['plan']}[/] (plan {d['plan_hash']}, run {d['run']}): {d['steps']} steps,"
+                               f" {d['done']} already done; output {d['out']}")
+            self.task = self.p.add_task("starting", total=d["steps"], completed=d["done"], live="")
+        elif self.task is None:
+            return
+        elif k == "step":
+            self.p.update(self.task, description=f"step {d['n']}/{d['m']} {d['name']}")
+        elif k == "live":
+            w, m = d.get("watts"), d.get("mib_s")
+            self.p.update(self.task, live=f"{w or 0:6.2f} W  {m or 0:7.0f} MiB/s  lost {d.get('lost_frames', 0)}")
+        elif k == "step-done":
+            self.p.advance(self.task)
+            self.console.print(f"  {d['name']}: {d['status']}, " + _figs(d["figures"]))
+        elif k == "note":
+            self.console.print(f"  {d['text']}")
+        elif k == "done":
+            self.console.print(f"sweep done: record {d['record']}")
+
+    def close(self) -> None:
+        self.p.stop()
+
+
+def _figs(f: dict) -> str:
+    parts = []
+    for key, unit in (("power.idle", "W idle"), ("power.mean", "W"), ("throughput.mib_s", "MiB/s"),
+                      ("efficiency.mib_s_per_w", "MiB/s/W")):
+        if f.get(key) is not None:
+            parts.append(f"{f[key]:.2f} {unit}" if unit.startswith("W") else f"{f[key]:.1f} {unit}")
+    return ", ".join(parts) or "no figures"
+
+
+def hms(s: float) -> str:
+    s = int(max(0, s or 0))
+    return f"{s // 3600:d}:{s // 60 % 60:02d}:{s % 60:02d}"

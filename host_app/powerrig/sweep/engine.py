@@ -1,0 +1,458 @@
+"""The sweep engine: runs a plan step by step, one capture per step, into the results store.
+
+Per step: set the power state and confirm it (get-feature); APST is disabled for the sweep's
+static-state steps and restored afterwards; settle; an idle window; the workload (with SNIA PTS
+steady-state rounds where the plan asks); smart-log before and after (thermal throttling marks the
+step's verdicts invalid, and the plan may ask for a cool-down and one retry); then the capture is
+analysed and the step is stored in one transaction. The store is the checkpoint: with ``resume``
+the latest unfinished run of the same plan (by hash) continues, skipping stored steps; a step cut
+short (the process killed, the interposer gone) is simply run again. An interposer that vanishes
+mid-step is waited for (rig.reconnect_s), the gap recorded, and the step redone.
+
+Progress goes to ``on_progress(dict)`` callbacks (never Qt or pytest): kinds "start", "step",
+"live", "step-done", "note", "done". Each finished step is also a line in the JSON-lines log.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import math
+import re
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from powerrig.errors import PowerrigError
+from powerrig.events import NOTE, PHASE, Event, Timeline
+from powerrig.sweep import measure
+from powerrig.sweep.plan import Plan, PlanError, Step, Workload, check_drive
+from powerrig.sweep.recorder import Recorder
+from powerrig.sweep.rig import RigHandle, bring_up, open_interposer
+
+logger = logging.getLogger(__name__)
+KEEP_BW_ROUNDS = 64
+
+
+class StepLost(PowerrigError):
+    """The interposer link went away during a step; the step is redone once it is back."""
+
+
+def steady_state_met(values: list[float], rounds: int, range_pct: float, slope_pct: float) -> bool:
+    """SNIA PTS: over the last ``rounds`` values, max - min <= range_pct of the mean and the
+    least-squares slope across the window <= slope_pct of the mean."""
+    if len(values) < rounds:
+        return False
+    w = values[-rounds:]
+    mean = sum(w) / rounds
+    if not mean or any(v is None or math.isnan(v) for v in w):
+        return False
+    xs = range(rounds)
+    xm = (rounds - 1) / 2
+    slope = sum((x - xm) * (y - mean) for x, y in zip(xs, w)) / sum((x - xm) ** 2 for x in xs)
+    return (max(w) - min(w)) <= range_pct / 100 * abs(mean) and abs(slope * (rounds - 1)) <= slope_pct / 100 * abs(mean)
+
+
+def software_versions() -> dict:
+    try:
+        from powerrig.capture.writer import software_versions as sv
+        return sv()
+    except ImportError:
+        from powerrig import __version__
+        return {"powerrig": __version__}
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+class Sweep:
+    def __init__(self, plan: Plan, store, out_dir: str | Path, on_progress=None, resume: bool = False,
+                 mounts_text: str | None = None):
+        self.plan = plan
+        self.store = store
+        self.out = Path(out_dir)
+        self.on_progress = on_progress or (lambda d: None)
+        self.resume = resume
+        self.mounts_text = mounts_text
+        self.run_id: int | None = None
+        self._t0 = 0.0
+        self._step_times: list[float] = []
+        self._planned_done = 0.0
+        self._measured_s = 0.0
+        self._live = {"watts": None, "mib_s": None, "lost_frames": 0}
+
+    # -- progress ---------------------------------------------------------------------------------
+    def _emit(self, kind: str, **d) -> None:
+        d.update(kind=kind, run=self.run_id, elapsed_s=time.monotonic() - self._t0 if self._t0 else 0.0)
+        try:
+            self.on_progress(d)
+        except Exception:  # noqa: BLE001 - a broken display must not end an overnight sweep
+            logger.exception("progress callback failed")
+
+    def _planned(self, s: Step) -> float:
+        t = self.plan.timing
+        if s.workload is None:
+            return t.settle_s + t.idle_s
+        rt = self.plan.runtime_of(s.workload) or t.measure_s
+        return t.settle_s + t.idle_s + rt * (self.plan.steady.rounds if s.workload.steady_state else 1)
+
+    def _eta(self, remaining: list[Step]) -> float:
+        """Planned time of the remaining steps, scaled by how finished steps compared with their plan."""
+        left = sum(self._planned(s) for s in remaining)
+        if self._step_times and self._planned_done > 0:
+            return left * sum(self._step_times) / self._planned_done
+        return left
+
+    # -- the sweep --------------------------------------------------------------------------------
+    def run(self) -> int:
+        """Run (or resume) the plan; returns the run id. Raises PlanError before anything runs."""
+        from powerrig.dut.nvme import NvmeCli
+
+        plan = self.plan
+        prior = None
+        if self.resume:
+            prior = self.store.resumable_run(plan)
+            if prior is None:
+                other = self.store.latest_run_of_path(plan.path) if plan.path else None
+                if other and other["hash"] != plan.hash and other["status"] != "done":
+                    raise PlanError(f"plan {plan.path} changed since run {other['id']} (plan hash {other['hash']} -> "
+                                    f"{plan.hash}): a resumed run never mixes two plans; run it without --resume")
+                raise PlanError(f"nothing to resume: no unfinished run of plan {plan.name!r} (hash {plan.hash}) in "
+                                f"{self.store.url}; run it without --resume")
+        rig = bring_up(plan)
+        try:
+            dev = open_interposer(rig.port)
+            try:
+                tl = Timeline()
+                nvme = NvmeCli(rig.nvme, tl)
+                ident = nvme.id_ctrl(rig.controller)
+                check_drive(plan, ident, self.mounts_text)
+                self._ident, self._rig = ident, rig
+                drive = asdict(ident)
+                rig_info = {"station": rig.station, "port": rig.port, "description": dev.description}
+                try:
+                    rig_info["calibration"] = dev.calibration()
+                except PowerrigError as e:
+                    rig_info["calibration_error"] = str(e)
+                if prior:
+                    self.run_id = prior["id"]
+                    self.out = Path(prior["out_dir"])
+                    self.store.set_run_status(self.run_id, "running")
+                else:
+                    self.out.mkdir(parents=True, exist_ok=True)
+                    self.run_id = self.store.start_run(plan, str(self.out), rig.station, drive, rig_info,
+                                                       software_versions())
+                self.out.mkdir(parents=True, exist_ok=True)
+                (self.out / "plan.toml").write_text(plan.source)
+                (self.out / "plan.resolved.json").write_text(json.dumps(plan.resolved(), indent=1))
+                dev = self._sweep(dev, nvme, tl, prior is not None)
+            finally:
+                if dev is not None:
+                    dev.close()
+        except BaseException as e:
+            if self.run_id is not None:
+                status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+                self.store.set_run_status(self.run_id, status, str(e) or type(e).__name__)
+                self.store.write_record(self.run_id, self.out)
+            raise
+        finally:
+            rig.close()
+        self.store.set_run_status(self.run_id, "done")
+        record = self.store.write_record(self.run_id, self.out)
+        self._emit("done", record=str(record), out=str(self.out))
+        return self.run_id
+
+    def _sweep(self, dev, nvme, tl, resumed: bool):
+        plan, rig = self.plan, self._rig
+        steps = plan.steps()
+        done = self.store.finished_steps(self.run_id)
+        todo = [s for s in steps if s.key not in done]
+        self._t0 = time.monotonic()
+        self._emit("start", plan=plan.name, plan_hash=plan.hash, steps=len(steps), done=len(done), resumed=resumed,
+                   eta_s=self._eta(todo), out=str(self.out))
+        apst = None
+        if plan.apst == "disable" and getattr(self._ident, "apsta", False):
+            apst = nvme.get_apst(rig.controller)
+            nvme.disable_apst(rig.controller)
+        try:
+            if plan.preparation.kind != "none" and not done:
+                self._prepare(nvme, tl)
+            for n, step in enumerate(todo):
+                t_step = time.monotonic()
+                self._emit("step", n=len(done) + n + 1, m=len(steps), name=step.name, key=step.key,
+                           eta_s=self._eta(todo[n:]))
+                attempt = 1
+                self._lost_attempts = []
+                while True:
+                    try:
+                        rec = self._run_step(dev, step, attempt)
+                    except StepLost as e:
+                        t_lost = time.time()
+                        self._emit("note", text=f"{step.name}: {e}; waiting up to {plan.rig.reconnect_s:g} s "
+                                                f"for the interposer")
+                        try:
+                            dev.close()
+                        except Exception as ce:  # noqa: BLE001 - already gone
+                            logger.info("closing the lost interposer: %s", ce)
+                        dev = None
+                        dev = open_interposer(rig.port, plan.rig.reconnect_s)
+                        self._lost_attempts.append({"attempt": attempt, "error": str(e), "lost_at_utc": t_lost,
+                                                    "back_after_s": time.time() - t_lost,
+                                                    "capture": str(self._capture_path(step, attempt))})
+                        self._emit("note", text=f"{step.name}: interposer back after {time.time() - t_lost:.1f} s; "
+                                                "redoing the step")
+                        attempt += 1
+                        continue
+                    if rec["step"]["status"] == "invalid" and plan.timing.cooldown_s > 0 and attempt == 1:
+                        self._emit("note", text=f"{step.name}: {rec['step']['invalid_reason']}; cooling down "
+                                                f"{plan.timing.cooldown_s:g} s, then one retry")
+                        time.sleep(plan.timing.cooldown_s)
+                        attempt += 1
+                        continue
+                    break
+                rec["step"]["attempts"] = attempt
+                t_store = time.monotonic()
+                self.store.store_step(self.run_id, rec["step"], rec["phases"], rec["measurements"])
+                rec["timing"]["store_s"] = time.monotonic() - t_store
+                self._step_times.append(time.monotonic() - t_step)
+                self._planned_done += self._planned(step)
+                with open(self.out / "sweep.jsonl", "a") as f:
+                    f.write(json.dumps({"run": self.run_id, "t": time.time(), **rec["step"],
+                                        "measurements": rec["measurements"]}, default=str) + "\n")
+                self._emit("step-done", n=len(done) + n + 1, m=len(steps), name=step.name, key=step.key,
+                           status=rec["step"]["status"], figures=rec["figures"], timing=rec["timing"],
+                           eta_s=self._eta(todo[n + 1:]))
+        finally:
+            if apst is not None and dev is not None:
+                try:
+                    nvme.set_apst(rig.controller, apst.enabled, list(apst.entries))
+                except PowerrigError as e:
+                    logger.warning("restoring APST failed: %s", e)
+        return dev
+
+    # -- preparation ------------------------------------------------------------------------------
+    def _prepare(self, nvme, tl) -> None:
+        from powerrig.dut.guard import check_destructive
+
+        plan, rig = self.plan, self._rig
+        check_destructive(rig.controller, plan.drive.serial, self._ident.sn, self.mounts_text)
+        kind = plan.preparation.kind
+        self._emit("note", text=f"preparation: {kind}")
+        if kind == "format":
+            nvme._call(["format", plan.drive.namespace, "--ses=1", "--force"], "format", lambda t: {"stdout": t[:200]},
+                       {"device": plan.drive.namespace})
+            return
+        if kind == "precondition":
+            cap = self._ident.tnvmcap or 0
+            w = Workload("precondition", rw="write", bs=131072, iodepth=128, size=str(2 * cap) if cap else "200%")
+        else:
+            w = plan.preparation.job
+        fio = self._fio(tl)
+        fio.run(self._fio_plan(w, self.plan.runtime_of(w) if w.size is None else None), self.out / "prepare",
+                **self._fio_kw())
+
+    # -- one step ---------------------------------------------------------------------------------
+    def _fio(self, tl):
+        from powerrig.dut.fio import Fio
+        return Fio(self._rig.fio, tl)
+
+    def _fio_kw(self) -> dict:
+        """Fio.run may require the drive serial (the guard on write workloads): pass it when it does."""
+        from powerrig.dut.fio import Fio
+        params = inspect.signature(Fio.run).parameters
+        for name in ("serial", "drive_serial"):
+            if name in params:
+                return {name: self.plan.drive.serial}
+        return {}
+
+    def _fio_plan(self, w: Workload, runtime: float | None):
+        from powerrig.dut.fio import FioJob, FioPlan
+
+        jobs = []
+        for k, s in enumerate(w.all_streams()):
+            ns = s.namespace or self._rig.namespaces[0]
+            offset = size = None
+            if s.range_pct:
+                offset, size = f"{s.range_pct[0]:g}%", f"{s.range_pct[1] - s.range_pct[0]:g}%"
+            if w.size is not None and runtime is None:
+                size = w.size if size is None else size
+            jobs.append(FioJob(f"{w.name}.{k}" if len(w.all_streams()) > 1 else w.name, rw=s.rw, bs=s.bs,
+                               iodepth=s.iodepth, numjobs=w.numjobs, size=size, offset=offset, filename=ns,
+                               rwmixread=s.rwmixread, rate_iops=s.rate_iops, runtime=runtime,
+                               time_based=runtime is not None, direct=True))
+        return FioPlan(jobs)
+
+    def _capture_path(self, step: Step, attempt: int) -> Path:
+        return self.out / "captures" / f"{step.index:03d}-{_safe(step.key)}-a{attempt}.jls"
+
+    def _run_step(self, dev, step: Step, attempt: int) -> dict:
+        from powerrig.analysis import analyse
+        from powerrig.capture import CaptureReader
+        from powerrig.dut.nvme import NvmeCli
+
+        plan, rig = self.plan, self._rig
+        tl = Timeline()
+        nvme = NvmeCli(rig.nvme, tl)
+        nvme._id[rig.controller] = self._ident          # id-ctrl read once per sweep
+        cap_dir = self.out / "captures"
+        cap_dir.mkdir(parents=True, exist_ok=True)
+        capture = self._capture_path(step, attempt)
+        fio_dir = self.out / "fio" / f"{step.index:03d}-{_safe(step.key)}-a{attempt}"
+        meta = {"device": dev.description,
+                "drive": {"id_ctrl": asdict(self._ident), "mn": self._ident.mn.strip(), "sn": self._ident.sn.strip(),
+                          "power_state": None},
+                "plan": {"name": plan.name, "hash": plan.hash, "run": self.run_id, "step": step.key,
+                         "attempt": attempt, "rig": rig.station}}
+
+        def live(p):
+            self._live["watts"] = p.watts.get("total")
+            self._live["lost_frames"] = p.dropped_frames + p.gaps
+            self._emit("live", name=step.name, watts=self._live["watts"], mib_s=self._live["mib_s"],
+                       lost_frames=self._live["lost_frames"], covered_s=p.covered_s)
+
+        t_start = time.time()
+        self._fio_overhead_s = 0.0
+        rec = Recorder(dev, capture, interval_us=plan.rig.interval_us, metadata=meta, timeline=tl, on_progress=live)
+        rec.start()
+        bw_rounds: list[float] = []
+        steady = None
+        measure_name = None
+        try:
+            nvme.set_power_state(rig.controller, step.power_state)
+            settle = tl.begin(NOTE, "settle", meta={"settle": True})
+            nvme.smart_log(rig.controller)                  # the thermal reading before: inside the settle time
+            time.sleep(max(0.0, plan.timing.settle_s - (time.time() - settle.t_start)))
+            tl.end(settle)
+            self._check_link(rec)
+            idle = tl.begin(PHASE, "idle", meta={"idle": True, "power_state": step.power_state})
+            time.sleep(plan.timing.idle_s)
+            tl.end(idle)
+            self._check_link(rec)
+            if step.workload is not None:
+                measure_name, bw_rounds, steady = self._workload(step, tl, nvme, fio_dir, rec)
+            nvme.smart_log(rig.controller)
+            time.sleep(0.3)                                 # the last intervals reach the capture
+        finally:
+            rec.stop()
+            res = rec.wait(30)
+        if res is None or res.end_reason == "link-lost":
+            raise StepLost(res.error if res else "the recorder did not finish")
+        if res.end_reason == "error":
+            raise PowerrigError(f"step {step.name}: recording failed: {res.error}")
+        t_an = time.monotonic()
+        with CaptureReader(capture) as cap:
+            an = analyse(cap, cap.events, cap.metadata)
+        t_an = time.monotonic() - t_an
+        phases = measure.phase_rows(an)
+        extra = []
+        if steady is not None:
+            extra.append({"name": "steady_state.rounds", "phase": measure_name, "value": float(len(bw_rounds)),
+                          "units": "rounds", "outcome": "pass" if steady else "fail",
+                          "notes": json.dumps({"bandwidth_MiBps": [b / 2**20 for b in bw_rounds[-KEEP_BW_ROUNDS:]]})})
+        ms = measure.measurements(an, measure_name, "idle", self._ident.tnvmcap, extra)
+        invalid = next((p["invalid"] for p in phases if p["invalid"] and p["name"] in (measure_name, "idle")), None)
+        figs = {m["name"]: m["value"] for m in ms if m["name"] in
+                ("power.mean", "power.idle", "throughput.mib_s", "efficiency.mib_s_per_w")}
+        w = step.workload
+        params = {"power_state": step.power_state, "settle_s": plan.timing.settle_s, "idle_s": plan.timing.idle_s,
+                  "workload": asdict(w) if w else None, "runtime_s": plan.runtime_of(w) if w else None,
+                  "interval_us": plan.rig.interval_us, "fio_dir": str(fio_dir) if w else None,
+                  "recording": {"covered_s": res.covered_s, "lost_s": res.lost_s, "end_reason": res.end_reason},
+                  "lost_attempts": list(getattr(self, "_lost_attempts", []))}
+        step_row = {"idx": step.index, "key": step.key, "name": step.name, "power_state": step.power_state,
+                    "workload": w.name if w else None, "repetition": step.repetition,
+                    "params": json.dumps(params, default=str), "status": "invalid" if invalid else "done",
+                    "invalid_reason": invalid, "started_utc": t_start, "finished_utc": time.time(),
+                    "capture": str(capture), "lost_s": res.lost_s}
+        from powerrig.events import NVME
+        nvme_s = sum(e.duration or 0.0 for e in tl.events(kind=NVME) if e.t_start > settle.t_end or e.t_end < settle.t_start)
+        timing = {"wall_s": time.time() - t_start, "settle_s": plan.timing.settle_s, "analysis_s": t_an,
+                  "nvme_s": nvme_s, "fio_overhead_s": self._fio_overhead_s,
+                  "measured_s": plan.timing.idle_s + (self._measured_s if w else 0.0)}
+        return {"step": step_row, "phases": phases, "measurements": ms, "figures": figs, "timing": timing}
+
+    def _check_link(self, rec) -> None:
+        t = getattr(rec, "_thread", None)       # the stand-in tells early; the real recorder at the end
+        res = rec.wait(0) if t is not None and not t.is_alive() else None
+        if res is not None and res.end_reason in ("link-lost", "error"):
+            raise StepLost(res.error or res.end_reason)
+
+    def _workload(self, step: Step, tl, nvme, fio_dir: Path, rec):
+        """Run the workload (rounds until steady where asked); a PHASE over the measured part."""
+        plan, w = self.plan, step.workload
+        fio = self._fio(tl)
+        runtime = plan.runtime_of(w)
+        rounds = plan.steady.max_rounds if w.steady_state else 1
+        bw: list[float] = []
+        watts: list[float] = []
+        spans: list[tuple[float, float, float, float, float]] = []   # (start, end, bw, iops, io_bytes)
+        steady = None
+        waf_stop = threading.Event()
+        sampler = None
+        if w.waf_every_s:
+            sampler = threading.Thread(target=self._sample_waf, args=(nvme, w.waf_every_s, waf_stop), daemon=True)
+            sampler.start()
+        try:
+            for k in range(rounds):
+                self._check_link(rec)
+                samples: list[float] = []
+                res = fio.run(self._fio_plan(w, runtime), fio_dir / f"round{k + 1}", name="fio", **self._fio_kw())
+                t0 = min(j.start_utc for j in res.jobs)
+                t1 = max(j.end_utc for j in res.jobs)
+                b = sum(d.bw_bytes for j in res.jobs for d in j.directions.values())
+                iops = sum(d.iops for j in res.jobs for d in j.directions.values())
+                io = sum(j.bytes_total for j in res.jobs)
+                spans.append((t0, t1, b, iops, io))
+                self._fio_overhead_s += (res.t_return - res.t_call) - (t1 - t0)   # fio start-up and wind-down
+                bw.append(b)
+                self._live["mib_s"] = b / 2**20
+                if self._live["watts"] is not None:
+                    samples.append(self._live["watts"])
+                watts.append(sum(samples) / len(samples) if samples else math.nan)
+                if w.steady_state:
+                    checks = []
+                    if "bandwidth" in plan.steady.metrics:
+                        checks.append(bw)
+                    if "power" in plan.steady.metrics and not any(math.isnan(x) for x in watts[-plan.steady.rounds:]):
+                        checks.append(watts)
+                    steady = all(steady_state_met(v, plan.steady.rounds, plan.steady.range_pct,
+                                                  plan.steady.slope_pct) for v in checks)
+                    self._emit("note", text=f"{step.name}: round {k + 1}: {b / 2**20:.0f} MiB/s"
+                                            + (" (steady)" if steady else ""))
+                    if steady:
+                        break
+        finally:
+            waf_stop.set()
+            if sampler is not None:
+                sampler.join(timeout=30)
+        window = spans[-plan.steady.rounds:] if w.steady_state else spans
+        t0, t1 = window[0][0], window[-1][1]
+        dur = sum(s[1] - s[0] for s in window) or (t1 - t0)
+        streams = w.all_streams()
+        meta = {"rw": streams[0].rw if len({s.rw for s in streams}) == 1 else "mixed",
+                "bs": streams[0].bs if len({s.bs for s in streams}) == 1 else None,
+                "iodepth": streams[0].iodepth, "numjobs": w.numjobs * len(streams),
+                "bw_bytes": sum(s[4] for s in window) / dur, "iops": sum(s[3] * (s[1] - s[0]) for s in window) / dur,
+                "io_bytes": sum(s[4] for s in window), "power_state": step.power_state, "rounds": len(window)}
+        name = f"measure:{w.name}"
+        self._measured_s = sum(s[1] - s[0] for s in spans)        # every round ran under measurement
+        tl.add(Event(PHASE, name, t0, t1, ok=True, meta=meta))
+        return name, bw, steady
+
+    def _sample_waf(self, nvme, every: float, stop: threading.Event) -> None:
+        """Write-amplification counters every ``every`` s (FDP statistics, else SMART + OCP)."""
+        fdp = getattr(self._ident, "fdp_supported", False)
+        ctrl = self._rig.controller
+        while True:
+            try:
+                if fdp:
+                    nvme.fdp_stats(ctrl)
+                else:
+                    nvme.smart_log(ctrl)
+                    nvme.ocp_smart_add_log(ctrl)
+            except PowerrigError as e:
+                logger.warning("write-amplification sample failed: %s", e)
+            if stop.wait(every):
+                return

@@ -1,0 +1,86 @@
+"""From a step's analysis to what the results store keeps: phases (with per-rail figures) and
+measurements with units, limits, marginal band and outcome (OpenHTF's model: run -> step ->
+measurement)."""
+from __future__ import annotations
+
+import json
+import math
+
+MARGINAL = 0.05          # within 5 % of a maximum limit: "marginal" (still within the limit)
+
+
+def _num(v):
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def phase_rows(an) -> list[dict]:
+    out = []
+    for r in an.phases:
+        m = r.phase.meta or {}
+        bw = _num(m.get("bw_bytes"))
+        out.append({"name": r.name, "kind": r.kind, "power_state": r.phase.power_state, "start_s": r.start_s,
+                    "duration_s": r.duration_s, "lost_s": r.lost_s, "mean_w": r.mean_w, "energy_j": r.energy_j,
+                    "max_1s_w": r.max_1s.value_w, "max_10s_w": r.max_10s.value_w,
+                    "peak_100us_w": r.peak_100us.value_w, "mib_s": bw / 2**20 if bw is not None else None,
+                    "iops": _num(m.get("iops")), "invalid": r.invalid, "rails": r.rails})
+    return out
+
+
+def _m(name, phase, value, units, outcome="info", **kw) -> dict:
+    return {"name": name, "phase": phase, "value": _num(value), "units": units, "outcome": outcome, **kw}
+
+
+def _check(c) -> dict:
+    lim = _num(c.limit)
+    outcome = c.status
+    marginal = None
+    if lim is not None:
+        marginal = lim * (1 - MARGINAL)
+        if outcome == "pass" and c.value is not None and c.value >= marginal:
+            outcome = "marginal"
+    return _m(c.check, c.phase, c.value, c.unit, outcome, upper=lim, marginal_upper=marginal,
+              requirement_met=bool(c.requirement_met), notes=json.dumps(c.notes) if c.notes else None)
+
+
+def measurements(an, measure_phase: str | None, idle_phase: str | None, capacity_bytes: int | None = None,
+                 extra: list[dict] | None = None) -> list[dict]:
+    """The step's figures: power, energy, throughput and efficiency of its measured phase, idle
+    power (and ready-idle GB/W), and every check of those phases with its limit and verdict."""
+    out: list[dict] = []
+    by = {r.name: r for r in an.phases}
+    eff = {e["phase"]: e for e in an.efficiency}
+    inv = lambda r: "invalid" if r.invalid else "info"  # noqa: E731
+    if measure_phase and measure_phase in by:
+        r = by[measure_phase]
+        o = inv(r)
+        out.append(_m("power.mean", r.name, r.mean_w, "W", o))
+        for rail, s in r.rails.items():
+            if rail != "total":
+                out.append(_m(f"power.mean.{rail}", r.name, s.get("mean_w"), "W", o))
+        out.append(_m("energy", r.name, r.energy_j, "J", o))
+        out.append(_m("power.max_1s", r.name, r.max_1s.value_w, "W", o))
+        e = eff.get(r.name)
+        if e:
+            out += [_m("throughput.mib_s", r.name, e["mib_s"], "MiB/s", o),
+                    _m("throughput.iops", r.name, e["iops"], "IOPS", o),
+                    _m("efficiency.mib_s_per_w", r.name, e["mib_s_per_w"], "MiB/s/W", o),
+                    _m("efficiency.iops_per_w", r.name, e["iops_per_w"], "IOPS/W", o),
+                    _m("efficiency.j_per_gib", r.name, e["j_per_gib"], "J/GiB", o)]
+    if idle_phase and idle_phase in by:
+        r = by[idle_phase]
+        out.append(_m("power.idle", r.name, r.mean_w, "W", inv(r)))
+        if capacity_bytes and r.mean_w and r.mean_w > 0:
+            out.append(_m("efficiency.ready_idle_gb_per_w", r.name, capacity_bytes / 1e9 / r.mean_w, "GB/W", inv(r)))
+    wanted = {measure_phase, idle_phase}
+    out += [_check(c) for c in an.checks if c.phase in wanted]
+    if an.waf:
+        last = an.waf[-1]
+        out.append(_m("waf.cumulative", measure_phase, last.get("waf_cumulative"), "", "info"))
+    out += extra or []
+    return out

@@ -1,0 +1,551 @@
+"""Sweep plans: a TOML file naming the rig, the drive, the preparation and the steps.
+
+A plan is read whole and checked before anything runs: every key is known, every value has the
+right type and range, and (``check_drive``) every power state exists on the drive, its serial is the
+one the plan names and nothing on it is mounted. A bad plan raises PlanError with one line naming
+the key path, the line (where it can be found) and the reason. ``Plan.resolved()`` holds every value
+the sweep uses, defaults included; it is stored with the results and hashed so a resumed sweep never
+mixes two plans.
+
+    name = "d5-p5336 power states"
+    power_states = [0, 1, 2]
+    [rig]       port = "sim:d5-p5336" | "/dev/ttyACM0" | "rfc2217://host:port"
+    [drive]     controller, namespace, serial
+    [preparation] kind = "none" | "format" | "precondition" | "fio"  (+ [preparation.job])
+    [timing]    settle_s, idle_s, measure_s, repetitions, cooldown_s
+    [steady_state] rounds, max_rounds, range_pct, slope_pct, metrics
+    [[workload]] name, rw, bs, iodepth, numjobs, rwmixread, ranges, runtime_s | size, streams
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from powerrig.dut.fio import RW_MODES, parse_size
+from powerrig.errors import PowerrigError
+
+MIN_BS, MAX_BS = 512, 16 * 2**20
+MAX_IODEPTH = 4096
+MAX_NUMJOBS = 256
+PREP_KINDS = ("none", "format", "precondition", "fio")
+STEADY_METRICS = ("bandwidth", "power")
+
+
+class PlanError(PowerrigError):
+    """A plan is malformed or does not fit the rig/drive; nothing has run."""
+
+
+# -- value checks -----------------------------------------------------------------------------
+class _Bad(Exception):
+    def __init__(self, path: tuple, reason: str):
+        super().__init__(reason)
+        self.path, self.reason = path, reason
+
+
+def _type_name(v) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
+            dict: "a table"}.get(type(v), type(v).__name__)
+
+
+def _want(path, v, types, what):
+    if isinstance(v, bool) and bool not in types:
+        raise _Bad(path, f"must be {what}, not {_type_name(v)}")
+    if not isinstance(v, types):
+        raise _Bad(path, f"must be {what}, not {_type_name(v)} {v!r}")
+    return v
+
+
+def _str(path, v):
+    return _want(path, v, (str,), "a string")
+
+
+def _int(path, v, lo=None, hi=None):
+    _want(path, v, (int,), "an integer")
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise _Bad(path, f"{v} is out of range {lo}..{hi}")
+    return v
+
+
+def _num(path, v, lo=0.0, hi=None):
+    _want(path, v, (int, float), "a number")
+    if v < lo or (hi is not None and v > hi):
+        raise _Bad(path, f"{v} is out of range {lo:g}..{'' if hi is None else f'{hi:g}'}")
+    return float(v)
+
+
+def _bool(path, v):
+    return _want(path, v, (bool,), "true or false")
+
+
+def _bs(path, v) -> int:
+    _want(path, v, (str, int), 'a block size ("4k", "128k" or bytes)')
+    try:
+        b = parse_size(v)
+    except ValueError:
+        raise _Bad(path, f"{v!r} is not a block size (write 4k, 128k, 1m or bytes)") from None
+    if not MIN_BS <= b <= MAX_BS or b % 512:
+        raise _Bad(path, f"{v!r} is out of range: a block size is a multiple of 512 B from 512 B to 16 MiB")
+    return b
+
+
+def _size(path, v) -> str:
+    _want(path, v, (str, int), 'a size ("10g", "50%" or bytes)')
+    try:
+        parse_size(v, 100)
+    except ValueError:
+        raise _Bad(path, f"{v!r} is not a size (write 10g, 50% or bytes)") from None
+    return str(v)
+
+
+def _known(path, d: dict, keys) -> None:
+    for k in d:
+        if k not in keys:
+            raise _Bad(path + (k,), f"unknown key (known here: {', '.join(sorted(keys))})")
+
+
+def _table(path, v) -> dict:
+    return _want(path, v, (dict,), "a table")
+
+
+# -- the plan model ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RigSpec:
+    port: str                      # serial port, rfc2217://host:port, or sim:PROFILE
+    interval_us: int = 1000
+    nvme: tuple = ("nvme",)        # argv prefix (e.g. ["sudo", "nvme"] or an ssh prefix)
+    fio: tuple = ("fio",)
+    reconnect_s: float = 60.0      # how long to wait for a vanished interposer before giving up
+
+    @property
+    def sim_profile(self) -> str | None:
+        return self.port[4:] if self.port.startswith("sim:") else None
+
+
+@dataclass(frozen=True)
+class DriveSpec:
+    controller: str = "/dev/nvme0"
+    namespace: str = "/dev/nvme0n1"
+    serial: str = ""
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One fio job of a workload (several streams run together in one fio process)."""
+    rw: str
+    bs: int
+    iodepth: int
+    rwmixread: int | None = None
+    range_pct: tuple | None = None     # (from %, to %) of the namespace
+    namespace: str | None = None       # another namespace (FDP: one per placement handle)
+    rate_iops: int | None = None
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    rw: str = "read"
+    bs: int = 131072
+    iodepth: int = 128
+    numjobs: int = 1
+    rwmixread: int | None = None
+    runtime_s: float | None = None     # None: the plan's measure_s (unless size is given)
+    size: str | None = None
+    streams: tuple = ()                # explicit streams; else one per range, else one
+    steady_state: bool = False
+    waf_every_s: float | None = None   # sample write-amplification counters this often
+
+    def all_streams(self) -> tuple[Stream, ...]:
+        if self.streams:
+            return self.streams
+        return (Stream(self.rw, self.bs, self.iodepth, self.rwmixread),)
+
+
+@dataclass(frozen=True)
+class Preparation:
+    kind: str = "none"
+    job: Workload | None = None
+
+
+@dataclass(frozen=True)
+class Timing:
+    settle_s: float = 2.0          # after a power-state change, before anything is measured
+    idle_s: float = 3.0            # idle window before each workload (and the length of idle steps)
+    measure_s: float = 10.0        # workload runtime unless the workload names its own
+    repetitions: int = 1
+    cooldown_s: float = 0.0        # after a throttled step, before its one retry (0: no retry)
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    rounds: int = 5                # measurement window (SNIA PTS)
+    max_rounds: int = 25
+    range_pct: float = 20.0        # (max - min) <= 20 % of the window mean
+    slope_pct: float = 10.0        # |slope| x (rounds - 1) <= 10 % of the mean
+    metrics: tuple = STEADY_METRICS
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int
+    key: str                       # stable id: the same plan gives the same keys (resume)
+    name: str
+    power_state: int
+    workload: Workload | None      # None: an idle step
+    repetition: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    rig: RigSpec
+    drive: DriveSpec
+    power_states: tuple
+    workloads: tuple
+    description: str = ""
+    idle_steps: bool = True        # an idle step in each power state
+    apst: str = "disable"          # "disable" for static-state steps (restored after), or "keep"
+    preparation: Preparation = Preparation()
+    timing: Timing = Timing()
+    steady: SteadyState = SteadyState()
+    source: str = ""
+    path: str = ""
+
+    def steps(self) -> list[Step]:
+        out = []
+        for ps in self.power_states:
+            for rep in range(self.timing.repetitions):
+                if self.idle_steps:
+                    out.append((ps, None, rep))
+                for w in self.workloads:
+                    out.append((ps, w, rep))
+        steps = []
+        for k, (ps, w, rep) in enumerate(out):
+            wname = w.name if w else "idle"
+            name = f"PS{ps} {wname}" + (f" #{rep + 1}" if self.timing.repetitions > 1 else "")
+            steps.append(Step(k, f"ps{ps}/{wname}/r{rep + 1}", name, ps, w, rep))
+        return steps
+
+    def resolved(self) -> dict:
+        """Every value the sweep uses, defaults included (stored with the results)."""
+        d = asdict(self)
+        d.pop("source")
+        d.pop("path")
+        return json.loads(json.dumps(d))
+
+    @property
+    def hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.resolved(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def runtime_of(self, w: Workload) -> float | None:
+        if w.runtime_s is not None:
+            return w.runtime_s
+        return None if w.size else self.timing.measure_s
+
+    def estimate_s(self) -> float:
+        """Rough length of the sweep, for the ETA before the first step has finished."""
+        t = 0.0
+        for s in self.steps():
+            t += self.timing.settle_s + self.timing.idle_s
+            if s.workload is not None:
+                rt = self.runtime_of(s.workload) or self.timing.measure_s
+                t += rt * (self.steady.rounds if s.workload.steady_state else 1)
+        return t
+
+
+# -- parsing ----------------------------------------------------------------------------------
+TOP = {"name", "description", "power_states", "idle_steps", "apst", "rig", "drive", "preparation", "timing",
+       "steady_state", "workload"}
+RIG = {"port", "interval_us", "nvme", "fio", "reconnect_s"}
+DRIVE = {"controller", "namespace", "serial"}
+PREP = {"kind", "job"}
+TIMING = {"settle_s", "idle_s", "measure_s", "repetitions", "cooldown_s"}
+STEADY = {"rounds", "max_rounds", "range_pct", "slope_pct", "metrics"}
+WORKLOAD = {"name", "rw", "bs", "iodepth", "numjobs", "rwmixread", "ranges", "runtime_s", "size", "streams",
+            "steady_state", "waf_every_s"}
+STREAM = {"rw", "bs", "iodepth", "rwmixread", "range", "namespace", "rate_iops"}
+
+
+def _argv(path, v) -> tuple:
+    if isinstance(v, str):
+        return tuple(v.split())
+    _want(path, v, (list,), "a command (a string or an array of strings)")
+    for k, a in enumerate(v):
+        _str(path + (k,), a)
+    if not v:
+        raise _Bad(path, "must not be empty")
+    return tuple(v)
+
+
+def _port(path, v) -> str:
+    _str(path, v)
+    if v.startswith("sim:"):
+        from powerrig.sim import profile as profiles
+        if v[4:] not in profiles.available():
+            raise _Bad(path, f"no drive profile {v[4:]!r} for the virtual rig (available: "
+                             f"{', '.join(profiles.available())})")
+    elif v.startswith("rfc2217://"):
+        if not re.fullmatch(r"rfc2217://[^:/\s]+:\d+/?", v):
+            raise _Bad(path, f"{v!r} is not an RFC2217 URL (write rfc2217://host:port)")
+    elif not v.startswith("/dev/") and not re.fullmatch(r"COM\d+", v):
+        raise _Bad(path, f"{v!r} is not a serial port, rfc2217://host:port or sim:PROFILE")
+    return v
+
+
+def _range(path, v) -> tuple:
+    _want(path, v, (list,), "[from %, to %]")
+    if len(v) != 2:
+        raise _Bad(path, "must be [from %, to %]")
+    a, b = (_num(path + (k,), x, 0.0, 100.0) for k, x in enumerate(v))
+    if b <= a:
+        raise _Bad(path, f"range [{a:g}, {b:g}] is empty (to % must exceed from %)")
+    return (a, b)
+
+
+def _rw(path, v) -> str:
+    _str(path, v)
+    if v not in RW_MODES:
+        raise _Bad(path, f"{v!r} is not a fio rw mode ({', '.join(sorted(RW_MODES))})")
+    return v
+
+
+def _workload(path, d, default_name=None) -> Workload:
+    _table(path, d)
+    _known(path, d, WORKLOAD)
+    name = _str(path + ("name",), d["name"]) if "name" in d else default_name
+    if not name:
+        raise _Bad(path + ("name",), "a workload needs a name")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise _Bad(path + ("name",), f"{name!r}: use letters, digits, '_', '-' and '.' only")
+    rw = _rw(path + ("rw",), d.get("rw", "read"))
+    bs_v = d.get("bs", "128k")
+    bs_list = None
+    if isinstance(bs_v, list):
+        bs_list = [_bs(path + ("bs", k), b) for k, b in enumerate(bs_v)]
+        bs = bs_list[0] if bs_list else 131072
+    else:
+        bs = _bs(path + ("bs",), bs_v)
+    qd = _int(path + ("iodepth",), d.get("iodepth", 128), 1, MAX_IODEPTH)
+    nj = _int(path + ("numjobs",), d.get("numjobs", 1), 1, MAX_NUMJOBS)
+    mix = _int(path + ("rwmixread",), d["rwmixread"], 0, 100) if "rwmixread" in d else None
+    rt = _num(path + ("runtime_s",), d["runtime_s"], 0.1) if "runtime_s" in d else None
+    size = _size(path + ("size",), d["size"]) if "size" in d else None
+    if rt is not None and size is not None:
+        raise _Bad(path + ("size",), "give runtime_s or size, not both")
+    streams = []
+    if "ranges" in d:
+        rs = _want(path + ("ranges",), d["ranges"], (list,), "an array of [from %, to %]")
+        if bs_list is not None and len(bs_list) != len(rs):
+            raise _Bad(path + ("bs",), f"{len(bs_list)} block sizes for {len(rs)} ranges (give one each, or one)")
+        for k, r in enumerate(rs):
+            streams.append(Stream(rw, bs_list[k] if bs_list else bs, qd, mix, _range(path + ("ranges", k), r)))
+    elif bs_list is not None:
+        raise _Bad(path + ("bs",), "a list of block sizes needs ranges (one stream per range)")
+    if "streams" in d:
+        if streams:
+            raise _Bad(path + ("streams",), "give ranges or streams, not both")
+        ss = _want(path + ("streams",), d["streams"], (list,), "an array of tables")
+        for k, s in enumerate(ss):
+            p = path + ("streams", k)
+            _table(p, s)
+            _known(p, s, STREAM)
+            streams.append(Stream(_rw(p + ("rw",), s.get("rw", rw)), _bs(p + ("bs",), s.get("bs", bs)),
+                                  _int(p + ("iodepth",), s.get("iodepth", qd), 1, MAX_IODEPTH),
+                                  _int(p + ("rwmixread",), s["rwmixread"], 0, 100) if "rwmixread" in s else mix,
+                                  _range(p + ("range",), s["range"]) if "range" in s else None,
+                                  _str(p + ("namespace",), s["namespace"]) if "namespace" in s else None,
+                                  _int(p + ("rate_iops",), s["rate_iops"], 1) if "rate_iops" in s else None))
+    if rw in ("rw", "readwrite", "randrw") and mix is None and not streams:
+        mix = 50
+    return Workload(name, rw, bs, qd, nj, mix, rt, size, tuple(streams),
+                    _bool(path + ("steady_state",), d.get("steady_state", False)),
+                    _num(path + ("waf_every_s",), d["waf_every_s"], 0.5) if "waf_every_s" in d else None)
+
+
+def _build(d: dict, text: str, path: str) -> Plan:
+    _known((), d, TOP)
+    name = _str(("name",), d.get("name", Path(path).stem if path else "sweep"))
+    if "rig" not in d:
+        raise _Bad(("rig",), "missing: the plan must name its rig ([rig] port = ...)")
+    r = _table(("rig",), d["rig"])
+    _known(("rig",), r, RIG)
+    if "port" not in r:
+        raise _Bad(("rig", "port"), "missing: a serial port, rfc2217://host:port or sim:PROFILE")
+    rig = RigSpec(_port(("rig", "port"), r["port"]),
+                  _int(("rig", "interval_us"), r.get("interval_us", 1000), 100, 1_000_000),
+                  _argv(("rig", "nvme"), r.get("nvme", ["nvme"])), _argv(("rig", "fio"), r.get("fio", ["fio"])),
+                  _num(("rig", "reconnect_s"), r.get("reconnect_s", 60.0), 0.0))
+    dr = _table(("drive",), d.get("drive", {}))
+    _known(("drive",), dr, DRIVE)
+    drive = DriveSpec(*(_str(("drive", k), dr.get(k, v)) for k, v in
+                        (("controller", "/dev/nvme0"), ("namespace", "/dev/nvme0n1"), ("serial", ""))))
+    p = _table(("preparation",), d.get("preparation", {}))
+    _known(("preparation",), p, PREP)
+    kind = _str(("preparation", "kind"), p.get("kind", "none"))
+    if kind not in PREP_KINDS:
+        raise _Bad(("preparation", "kind"), f"{kind!r} is not one of {', '.join(PREP_KINDS)}")
+    job = None
+    if kind == "fio":
+        if "job" not in p:
+            raise _Bad(("preparation", "job"), 'missing: kind = "fio" needs a [preparation.job] workload')
+        job = _workload(("preparation", "job"), p["job"], "prepare")
+    elif "job" in p:
+        raise _Bad(("preparation", "job"), f'only kind = "fio" takes a job (kind is {kind!r})')
+    if kind != "none" and not drive.serial:
+        raise _Bad(("drive", "serial"), f"preparation {kind!r} writes the whole drive: name its serial number")
+    t = _table(("timing",), d.get("timing", {}))
+    _known(("timing",), t, TIMING)
+    dt = Timing()
+    timing = Timing(_num(("timing", "settle_s"), t.get("settle_s", dt.settle_s)),
+                    _num(("timing", "idle_s"), t.get("idle_s", dt.idle_s)),
+                    _num(("timing", "measure_s"), t.get("measure_s", dt.measure_s), 0.1),
+                    _int(("timing", "repetitions"), t.get("repetitions", dt.repetitions), 1, 10000),
+                    _num(("timing", "cooldown_s"), t.get("cooldown_s", dt.cooldown_s)))
+    s = _table(("steady_state",), d.get("steady_state", {}))
+    _known(("steady_state",), s, STEADY)
+    ds = SteadyState()
+    metrics = s.get("metrics", list(ds.metrics))
+    _want(("steady_state", "metrics"), metrics, (list,), "an array")
+    for k, m in enumerate(metrics):
+        if _str(("steady_state", "metrics", k), m) not in STEADY_METRICS:
+            raise _Bad(("steady_state", "metrics", k), f"{m!r} is not one of {', '.join(STEADY_METRICS)}")
+    steady = SteadyState(_int(("steady_state", "rounds"), s.get("rounds", ds.rounds), 2, 100),
+                         _int(("steady_state", "max_rounds"), s.get("max_rounds", ds.max_rounds), 2, 1000),
+                         _num(("steady_state", "range_pct"), s.get("range_pct", ds.range_pct), 0.0, 100.0),
+                         _num(("steady_state", "slope_pct"), s.get("slope_pct", ds.slope_pct), 0.0, 100.0),
+                         tuple(metrics))
+    if steady.max_rounds < steady.rounds:
+        raise _Bad(("steady_state", "max_rounds"), f"{steady.max_rounds} is below rounds ({steady.rounds})")
+    pss = _want(("power_states",), d.get("power_states", [0]), (list,), "an array of power state numbers")
+    pss = tuple(_int(("power_states", k), v, 0, 31) for k, v in enumerate(pss))
+    if not pss:
+        raise _Bad(("power_states",), "must name at least one power state")
+    ws = _want(("workload",), d.get("workload", []), (list,), "an array of tables ([[workload]])")
+    workloads = tuple(_workload(("workload", k), w) for k, w in enumerate(ws))
+    names = [w.name for w in workloads]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise _Bad(("workload",), f"workload names must be unique ({', '.join(dup)} repeats)")
+    if not drive.serial:
+        for k, w in enumerate(workloads):
+            if _writes(w):
+                raise _Bad(("drive", "serial"), f"workload {w.name!r} writes to the drive: name its serial number "
+                                                "(nvme id-ctrl shows it) so the sweep cannot write to the wrong drive")
+    idle = _bool(("idle_steps",), d.get("idle_steps", True))
+    if not workloads and not idle:
+        raise _Bad(("workload",), "the plan has no steps: add a [[workload]] or set idle_steps = true")
+    apst = _str(("apst",), d.get("apst", "disable"))
+    if apst not in ("disable", "keep"):
+        raise _Bad(("apst",), f"{apst!r} is not disable or keep")
+    return Plan(name, rig, drive, pss, workloads, _str(("description",), d.get("description", "")), idle, apst,
+                Preparation(kind, job), timing, steady, text, path)
+
+
+def _fmt_path(path: tuple) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def line_of(text: str, path: tuple) -> int | None:
+    """Best-effort line number (1-based) of a key path in the TOML text: tomllib keeps no positions."""
+    lines = text.splitlines()
+    # the header of the innermost table (or array of tables) that holds the key
+    start, end = 0, len(lines)
+    header_parts: list[str] = []
+    target_key = None
+    parts = list(path)
+    # walk: for each string key followed by an int (array of tables) or a dict key, narrow the region
+    i = 0
+    while i < len(parts):
+        k = parts[i]
+        if not isinstance(k, str):
+            i += 1
+            continue
+        nxt = parts[i + 1] if i + 1 < len(parts) else None
+        dotted = ".".join(header_parts + [k])
+        if isinstance(nxt, int):
+            hdr = re.compile(rf"^\s*\[\[\s*{re.escape(dotted)}\s*\]\]")
+            hits = [n for n in range(start, end) if hdr.match(lines[n])]
+            if nxt < len(hits):
+                start = hits[nxt] + 1
+                end = next((n for n in range(start, len(lines)) if re.match(r"^\s*\[", lines[n])), len(lines))
+                header_parts.append(k)
+                i += 2
+                continue
+        hdr = re.compile(rf"^\s*\[\s*{re.escape(dotted)}\s*\]")
+        hit = next((n for n in range(start, end) if hdr.match(lines[n])), None)
+        if hit is not None and i < len(parts) - 1:
+            start = hit + 1
+            end = next((n for n in range(start, len(lines)) if re.match(r"^\s*\[", lines[n])), len(lines))
+            header_parts.append(k)
+            i += 1
+            continue
+        target_key = k
+        break
+    if target_key is None:
+        return start if start else None
+    key = re.compile(rf"^\s*{re.escape(target_key)}\s*=")
+    if not header_parts and start == 0:
+        end = next((n for n in range(len(lines)) if re.match(r"^\s*\[", lines[n])), len(lines))
+    hit = next((n for n in range(start, end) if key.match(lines[n])), None)
+    if hit is not None:
+        return hit + 1
+    return start if start else None
+
+
+def parse(text: str, path: str = "<plan>") -> Plan:
+    """A validated Plan from TOML text; PlanError (one line) otherwise."""
+    try:
+        d = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise PlanError(f"plan {path}: not valid TOML: {e}") from None
+    try:
+        return _build(d, text, path)
+    except _Bad as b:
+        ln = line_of(text, b.path)
+        where = f" (line {ln})" if ln else ""
+        raise PlanError(f"plan {path}: {_fmt_path(b.path)}{where}: {b.reason}") from None
+
+
+def load(path: str | Path) -> Plan:
+    p = Path(path)
+    if not p.is_file():
+        raise PlanError(f"no plan file {p} (see fixtures/plans/ for ready-made plans)")
+    return parse(p.read_text(), str(p))
+
+
+# -- checks against the drive and the rig (before anything runs) --------------------------------
+def check_drive(plan: Plan, ident, mounts_text: str | None = None) -> None:
+    """Refuse a plan that does not fit the drive: a power state it lacks, a serial that differs,
+    a destructive preparation on a mounted drive. ``ident`` is a ControllerId (nvme id-ctrl)."""
+    have = ident.npss
+    for k, ps in enumerate(plan.power_states):
+        if ps > have:
+            ln = line_of(plan.source, ("power_states",))
+            raise PlanError(f"plan {plan.path}: power_states[{k}]{f' (line {ln})' if ln else ''}: the drive "
+                            f"{ident.mn.strip()} has no PS{ps} (it has PS0..PS{have})")
+        if ident.state(ps).non_operational and any(True for _ in plan.workloads):
+            ln = line_of(plan.source, ("power_states",))
+            raise PlanError(f"plan {plan.path}: power_states[{k}]{f' (line {ln})' if ln else ''}: PS{ps} is "
+                            "non-operational (no I/O there); measure it with idle steps only")
+    sn = ident.sn.strip()
+    if plan.drive.serial and plan.drive.serial.strip() != sn:
+        ln = line_of(plan.source, ("drive", "serial"))
+        raise PlanError(f"plan {plan.path}: drive.serial{f' (line {ln})' if ln else ''}: the drive at "
+                        f"{plan.drive.controller} has serial {sn!r}, the plan names {plan.drive.serial!r} "
+                        "(wrong drive in the slot?)")
+    if plan.preparation.kind != "none" or any(_writes(w) for w in plan.workloads):
+        from powerrig.dut.guard import mounted_on
+        mounts = mounted_on(plan.drive.controller, mounts_text)
+        if mounts:
+            raise PlanError(f"plan {plan.path}: drive.controller: {plan.drive.controller} has mounted filesystems "
+                            f"({', '.join(mounts)}); this plan writes to it: unmount them or use another drive")
+
+
+def _writes(w: Workload) -> bool:
+    return any(not s.rw.endswith("read") for s in w.all_streams())

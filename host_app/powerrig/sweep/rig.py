@@ -1,0 +1,59 @@
+"""The rig a plan names, brought up for a sweep: an interposer port, an rfc2217:// URL, or a virtual
+rig (`sim:PROFILE`, started here and stopped afterwards), with the nvme-cli and fio commands and the
+drive paths to use."""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from powerrig.errors import LinkError, PowerrigError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RigHandle:
+    port: str
+    nvme: list
+    fio: list
+    controller: str
+    namespaces: list
+    station: str
+    sim_id: str | None = None
+    info: dict = field(default_factory=dict)
+
+    def close(self) -> None:
+        if self.sim_id:
+            from powerrig.sim import rig as simrig
+            try:
+                simrig.stop(self.sim_id)
+            except PowerrigError as e:
+                logger.warning("stopping virtual rig %s: %s", self.sim_id, e)
+
+
+def bring_up(plan) -> RigHandle:
+    r = plan.rig
+    if r.sim_profile:
+        from powerrig.sim import rig as simrig
+        st = simrig.start(r.sim_profile)
+        return RigHandle(st["port"], st["nvme"], st["fio"], st["controller"], st["namespaces"],
+                         f"sim:{r.sim_profile}:{st['id']}", st["id"], st)
+    ns = [plan.drive.namespace]
+    return RigHandle(r.port, list(r.nvme), list(r.fio), plan.drive.controller, ns, r.port)
+
+
+def open_interposer(port: str, wait_s: float = 0.0, what: str = "rig.port"):
+    """Open the interposer; retry for up to ``wait_s`` (an unplugged board coming back)."""
+    from powerrig.interposer import Interposer
+    from powerrig.sweep.plan import PlanError
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return Interposer.open(port)
+        except (LinkError, OSError) as e:
+            if time.monotonic() >= deadline:
+                raise PlanError(f"{what}: the interposer at {port} does not answer ({e}); check the cable and "
+                                "`powerrig devices`") from None
+            time.sleep(0.5)

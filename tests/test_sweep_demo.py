@@ -1,0 +1,30 @@
+"""`make demo` is the D5-P5336 power-state sweep: every row agrees with the published figures (drive
+level, as the profile derives them) within 15 %. Shorter timing than the demo, same plan."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import run_cli
+from powerrig.sweep.demo import print_table, run
+
+
+@pytest.fixture
+def simdir(tmp_path, monkeypatch):
+    monkeypatch.setenv("POWERRIG_SIM_DIR", str(tmp_path / "sim"))
+    yield
+    run_cli("sim", "stop", "--all")
+
+
+@pytest.mark.slow
+def test_demo_sweep_matches_published_d5_p5336_within_15_percent(tmp_path, simdir):
+    run_id, rows, store = run(tmp_path / "demo", overrides={"settle_s": 0.5, "idle_s": 1.5, "measure_s": 3.0})
+    lines = []
+    print_table(rows, lines.append)
+    assert len(rows) == 6 and {(r["ps"], r["direction"]) for r in rows} == {(p, d) for p in (0, 1, 2)
+                                                                           for d in ("read", "write")}
+    for r in rows:
+        for k in ("diff MiB/s %", "diff W %", "diff MiB/s/W %"):
+            assert abs(r[k]) <= 15.0, "\n".join(lines)
+        assert r["idle W"] == pytest.approx(5.5, rel=0.05)
+    assert len(store.steps(run_id)) == 9
+    assert store.run(run_id)["status"] == "done"

@@ -92,3 +92,11 @@ def test_a_refused_stream_leaves_no_file(sim, tmp_path):
         with pytest.raises(DeviceError):
             Recorder(dev, tmp_path / "no.jls", rails=["12V", "48V"]).run()
     assert not (tmp_path / "no.jls").exists()
+
+
+def test_a_rail_listed_twice_is_refused_on_the_host(tmp_path):
+    """Refused before the device is asked (an older firmware would accept it and double the total)."""
+    dev = scripted_interposer(lost_end("drop"))
+    with pytest.raises(DeviceError, match="rail 12V listed more than once"):
+        Recorder(dev, tmp_path / "twice.jls", rails=["12V", "3V3", "12V"], seconds=1).run()
+    assert not (tmp_path / "twice.jls").exists() and dev.link._thread is None   # never started

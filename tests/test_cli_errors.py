@@ -78,7 +78,7 @@ def test_a_description_missing_fields_names_them():
 
 # ---- the end of a timed run, whatever happens around it (issue 13) -------------------------------------------
 LOSSES = {
-    "drop": ("--drop", "0.95"),            # the frames before the end are lost in 95% of runs
+    "drop": ("--drop", "0.9"),             # the frames before the end are lost in 90% of runs
     "crc": ("--corrupt", "5e-3"),          # ... fail their CRC in about 95%
     "stall": ("--stall-at", "2.5", "--stall-for", "2.5"),   # a stall under the 3 s limit across the end
 }
@@ -105,7 +105,7 @@ def test_a_timed_run_ends_on_time_whatever_is_lost_at_its_end(sim, tmp_path, com
 
 
 def test_stream_json_ending_in_a_stall_prints_the_partial_summary(sim):
-    s = sim("--stall-at", "8.0", "--stall-for", "60")    # after the command has started, on a loaded machine
+    s = sim("--stall-at", "12.0", "--stall-for", "60")   # after the command has started, even on a loaded machine
     r = run_cli("stream", "--port", s.port, "--seconds", "20", "--json", "--quiet", timeout=60)
     line = one_line_error(r)
     assert "stalled" in line

@@ -39,10 +39,13 @@ def test_a_timed_recording_on_the_virtual_rig(sim, tmp_path):
 
 def test_a_background_recording_ends_on_stop(sim, tmp_path):
     s = sim()
+    import threading
+
+    going = threading.Event()
     with Interposer.open(s.port) as dev:
-        with Recorder(dev, tmp_path / "bg.jls") as rec:
-            import time
-            time.sleep(1.5)
+        with Recorder(dev, tmp_path / "bg.jls", progress_every_s=0.2,
+                      on_progress=lambda p: p.covered_s >= 0.5 and going.set()) as rec:
+            assert going.wait(60), "no data within 60 s"
         res = rec.wait(1)
     assert res.end_reason == "stopped" and res.requested_s is None and res.covered_s > 0.5
     clean, length, meta, _ = read(res.path)

@@ -25,7 +25,7 @@ def test_a_timed_recording_on_the_virtual_rig(sim, tmp_path):
     # a loaded machine may make the virtual board overrun: whatever was lost is accounted for
     assert res.covered_s == pytest.approx(2.5)
     assert res.lost_s == pytest.approx(res.summary["gap_intervals"] * 1e-3)
-    assert len(seen) >= 3 and [p.covered_s for p in seen] == sorted(p.covered_s for p in seen)
+    assert seen and [p.covered_s for p in seen] == sorted(p.covered_s for p in seen)   # the last one at the end
     assert seen[-1].covered_s == pytest.approx(2.5) and seen[-1].requested_s == 2.5
     assert set(seen[-1].watts) == {"12V", "3V3", "total"} and 0 < seen[-1].watts["total"] < 50
     clean, length, meta, gaps = read(res.path)

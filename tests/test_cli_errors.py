@@ -78,7 +78,7 @@ def test_a_description_missing_fields_names_them():
 
 # ---- the end of a timed run, whatever happens around it (issue 13) -------------------------------------------
 LOSSES = {
-    "drop": ("--drop", "0.95"),            # the frames before the end are lost in 95% of runs
+    "drop": ("--drop", "0.9"),             # the frames before the end are lost in 90% of runs
     "crc": ("--corrupt", "5e-3"),          # ... fail their CRC in about 95%
     "stall": ("--stall-at", "2.5", "--stall-for", "2.5"),   # a stall under the 3 s limit across the end
 }
@@ -105,7 +105,7 @@ def test_a_timed_run_ends_on_time_whatever_is_lost_at_its_end(sim, tmp_path, com
 
 
 def test_stream_json_ending_in_a_stall_prints_the_partial_summary(sim):
-    s = sim("--stall-at", "8.0", "--stall-for", "60")    # after the command has started, on a loaded machine
+    s = sim("--stall-at", "12.0", "--stall-for", "60")   # after the command has started, even on a loaded machine
     r = run_cli("stream", "--port", s.port, "--seconds", "20", "--json", "--quiet", timeout=60)
     line = one_line_error(r)
     assert "stalled" in line
@@ -159,14 +159,26 @@ def test_record_closes_the_capture_on_signals(tmp_path, sig, inherit_ignored):
 
 
 # ---- the virtual interposer of `--port sim` dies with its host -------------------------------------------------
-def _children(pid: int) -> list[int]:
+def _simulators(pid: int) -> list[int]:
+    """Child processes of ``pid`` that run `powerrig sim interposer` (not a short-lived helper)."""
     out = []
-    for task in os.listdir(f"/proc/{pid}/task"):
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for task in tasks:
         try:
             with open(f"/proc/{pid}/task/{task}/children") as f:
-                out += [int(x) for x in f.read().split()]
+                kids = [int(x) for x in f.read().split()]
         except OSError:
-            pass
+            continue
+        for k in kids:
+            try:
+                with open(f"/proc/{k}/cmdline", "rb") as f:
+                    if b"sim\0interposer" in f.read():
+                        out.append(k)
+            except OSError:
+                pass
     return out
 
 
@@ -178,19 +190,38 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _wait_for_live_line(p: subprocess.Popen, timeout: float = 60) -> None:
+    """Until the host prints its first live line: it is streaming from the simulator (killed before
+    the simulator has printed its port, the simulator would die of the broken pipe anyway)."""
+    import select
+
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while b"frames" not in seen and time.monotonic() < deadline:
+        r, _, _ = select.select([p.stderr], [], [], 0.5)
+        if r:
+            chunk = os.read(p.stderr.fileno(), 4096)
+            if not chunk:
+                break
+            seen += chunk
+    assert b"frames" in seen, seen
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_port_sim_leaves_no_simulator_behind(sig):
-    p = subprocess.Popen([*POWERRIG, "stream", "--port", "sim", "--seconds", "60", "--quiet"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    kids: list[int] = []
-    while time.monotonic() < deadline and not kids:
-        time.sleep(0.2)
-        kids = _children(p.pid)
-    assert kids, "the host did not start a simulator"
-    time.sleep(2.0)                                   # streaming
-    p.send_signal(sig)
-    p.wait(timeout=30)
+    p = subprocess.Popen([*POWERRIG, "stream", "--port", "sim", "--seconds", "60"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        _wait_for_live_line(p)
+        kids = _simulators(p.pid)
+        assert kids, "the host did not start a simulator"
+        p.send_signal(sig)
+        p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        p.stderr.close()
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and any(_alive(k) for k in kids):
         time.sleep(0.1)

@@ -263,6 +263,11 @@ class Stream:
                 link.data.get_nowait()
             except queue.Empty:
                 break
+        rails = list(self.requested_rails or [])
+        twice = sorted({r for r in rails if rails.count(r) > 1})
+        if twice:
+            # the same refusal the firmware gives: a rail counted twice would double the total power
+            raise DeviceError(f"rail {', '.join(twice)} listed more than once; list each rail once")
         args = {"interval_us": self.interval_us}
         if self.requested_rails:
             args["rails"] = list(self.requested_rails)

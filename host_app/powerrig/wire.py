@@ -59,10 +59,11 @@ class FrameDecoder:
 
     A header is only a claim: a corrupt or fake one that announces up to 2 KB would hold back every
     real frame behind it until that many more bytes arrive, so the wait is bounded in bytes
-    (``max_payload``) and in time (``max_wait_s``: a real frame's bytes arrive within milliseconds).
+    (``max_payload``) and in time (``max_wait_s``: a real frame's bytes arrive within milliseconds;
+    1 s leaves room for a starved host or device and stays well under the 3 s stall limit).
     """
 
-    def __init__(self, max_payload: int = fw.MAX_PAYLOAD, max_wait_s: float = 0.25):
+    def __init__(self, max_payload: int = fw.MAX_PAYLOAD, max_wait_s: float = 1.0):
         self.max_payload = max_payload
         self.max_wait_s = max_wait_s
         self._buf = bytearray()

@@ -18,10 +18,11 @@ def test_selftest_on_the_virtual_rig(sim):
         ("12V", "V"), ("12V", "I"), ("3V3", "V"), ("3V3", "I"), ("5V", "V"), ("5V", "I")]
     assert rep["adc"]["samples"] == 1000 and all(c["noise_codes"] > 0 for c in rep["adc"]["channels"])
     assert rep["link"]["bytes_per_s"] > 0 and rep["firmware"] and rep["build"]
-    # every check passes on the virtual rig, except lost ADC samples when this machine is too busy
-    # to run the simulator in real time (the check then says so, and the exit code is 1)
-    assert all(v for k, v in ok.items() if k != "ADC blocks"), rep["checks"]
+    # every check passes on the virtual rig, except the two that measure this machine's speed when it
+    # is too busy to run the simulator in real time (the check then says so, and the exit code is 1)
+    assert all(v for k, v in ok.items() if k not in ("ADC blocks", "link")), rep["checks"]
     assert ok["ADC blocks"] == (rep["adc"]["dropped"] == 0)
+    assert ok["link"] == (rep["link"]["bytes_per_s"] >= rep["link"]["budget_bps"] // 10)
     # the human-readable form, and the device keeps answering afterwards
     r = run_cli("selftest", "--port", s.port)
     assert r.returncode in (0, 1) and "noise 12V I" in r.stdout and "link" in r.stdout, r.stdout + r.stderr

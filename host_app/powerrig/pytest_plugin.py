@@ -96,7 +96,7 @@ def rig(request, tmp_path_factory):
         os.environ.setdefault("POWERRIG_SIM_DIR", str(tmp_path_factory.mktemp("sim")))
         st = simrig.start(slot.port[4:])
         handle = RigHandle(st["port"], st["nvme"], st["fio"], st["controller"], st["namespaces"],
-                           f"{slot.name}:{st['id']}", st["id"], st)
+                           f"{slot.name}:{st['id']}", st["id"], st, st.get("host"))
     else:
         handle = RigHandle(slot.port, ["nvme"], ["fio"], slot.drive or "/dev/nvme0",
                            [(slot.drive or "/dev/nvme0") + "n1"], slot.name)
@@ -108,18 +108,16 @@ def rig(request, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def dut(rig, tmp_path_factory):
-    from powerrig.dut.fio import Fio
-    from powerrig.dut.nvme import NvmeCli
     from powerrig.events import Timeline
 
     h = rig.handle
     tl = Timeline()
-    nvme = NvmeCli(h.nvme, tl)
+    nvme, fio = h.runners(tl)
     ident = nvme.id_ctrl(h.controller)
     want = rig.slot.serial
     if want and want.strip() != ident.sn.strip():
         pytest.exit(f"--dut-serial {want!r} but the drive at {h.controller} has serial {ident.sn.strip()!r}", 2)
-    return Dut(nvme, Fio(h.fio, tl), h.controller, h.namespaces[0], ident, ident.sn.strip(),
+    return Dut(nvme, fio, h.controller, h.namespaces[0], ident, ident.sn.strip(),
                tmp_path_factory.mktemp("dut"))
 
 
@@ -142,7 +140,7 @@ def capture(rig, dut, tmp_path, record_property):
     from powerrig.analysis import analyse
     from powerrig.capture import CaptureReader
     from powerrig.events import PHASE, Timeline
-    from powerrig.sweep.recorder import Recorder
+    from powerrig.capture.recorder import Recorder
 
     @contextlib.contextmanager
     def _capture(name: str = "block", interval_us: int = 1000):

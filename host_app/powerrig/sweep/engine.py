@@ -14,7 +14,6 @@ Progress goes to ``on_progress(dict)`` callbacks (never Qt or pytest): kinds "st
 """
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import math
@@ -28,8 +27,8 @@ from powerrig.errors import PowerrigError
 from powerrig.events import NOTE, PHASE, Event, Timeline
 from powerrig.sweep import measure
 from powerrig.sweep.plan import Plan, PlanError, Step, Workload, check_drive
-from powerrig.sweep.recorder import Recorder
-from powerrig.sweep.rig import RigHandle, bring_up, open_interposer
+from powerrig.capture.recorder import Recorder
+from powerrig.sweep.rig import bring_up, open_interposer
 
 logger = logging.getLogger(__name__)
 KEEP_BW_ROUNDS = 64
@@ -108,7 +107,6 @@ class Sweep:
     # -- the sweep --------------------------------------------------------------------------------
     def run(self) -> int:
         """Run (or resume) the plan; returns the run id. Raises PlanError before anything runs."""
-        from powerrig.dut.nvme import NvmeCli
 
         plan = self.plan
         prior = None
@@ -126,7 +124,7 @@ class Sweep:
             dev = open_interposer(rig.port)
             try:
                 tl = Timeline()
-                nvme = NvmeCli(rig.nvme, tl)
+                nvme, _fio = rig.runners(tl)
                 ident = nvme.id_ctrl(rig.controller)
                 check_drive(plan, ident, self.mounts_text)
                 self._ident, self._rig = ident, rig
@@ -255,17 +253,11 @@ class Sweep:
 
     # -- one step ---------------------------------------------------------------------------------
     def _fio(self, tl):
-        from powerrig.dut.fio import Fio
-        return Fio(self._rig.fio, tl)
+        return self._rig.runners(tl)[1]
 
     def _fio_kw(self) -> dict:
-        """Fio.run may require the drive serial (the guard on write workloads): pass it when it does."""
-        from powerrig.dut.fio import Fio
-        params = inspect.signature(Fio.run).parameters
-        for name in ("serial", "drive_serial"):
-            if name in params:
-                return {name: self.plan.drive.serial}
-        return {}
+        """Writes go through the drive guard: the serial the plan names must be the drive's."""
+        return {"serial": self.plan.drive.serial}
 
     def _fio_plan(self, w: Workload, runtime: float | None):
         from powerrig.dut.fio import FioJob, FioPlan
@@ -290,11 +282,10 @@ class Sweep:
     def _run_step(self, dev, step: Step, attempt: int) -> dict:
         from powerrig.analysis import analyse
         from powerrig.capture import CaptureReader
-        from powerrig.dut.nvme import NvmeCli
 
         plan, rig = self.plan, self._rig
         tl = Timeline()
-        nvme = NvmeCli(rig.nvme, tl)
+        nvme, _fio = rig.runners(tl)
         nvme._id[rig.controller] = self._ident          # id-ctrl read once per sweep
         cap_dir = self.out / "captures"
         cap_dir.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,12 @@ class RigHandle:
     station: str
     sim_id: str | None = None
     info: dict = field(default_factory=dict)
+    host: dict | None = None          # where the guard reads sysfs and mounts (a virtual rig names its own)
+
+    def runners(self, timeline):
+        """(NvmeCli, Fio) for this rig, with the drive guard on every write."""
+        from powerrig.dut import runners
+        return runners({"nvme": self.nvme, "fio": self.fio, "host": self.host}, timeline)
 
     def close(self) -> None:
         if self.sim_id:
@@ -38,7 +44,7 @@ def bring_up(plan) -> RigHandle:
         from powerrig.sim import rig as simrig
         st = simrig.start(r.sim_profile)
         return RigHandle(st["port"], st["nvme"], st["fio"], st["controller"], st["namespaces"],
-                         f"sim:{r.sim_profile}:{st['id']}", st["id"], st)
+                         f"sim:{r.sim_profile}:{st['id']}", st["id"], st, st.get("host"))
     ns = [plan.drive.namespace]
     return RigHandle(r.port, list(r.nvme), list(r.fio), plan.drive.controller, ns, r.port)
 

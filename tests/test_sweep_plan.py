@@ -105,19 +105,24 @@ def test_invalid_toml_names_the_line():
 
 def test_power_state_the_drive_lacks_is_refused():
     with pytest.raises(PlanError, match=r"power_states\[1\] \(line 2\): the drive MODEL has no PS2 \(it has PS0..PS1\)"):
-        check_drive(parse(GOOD), ident(npss=1), mounts_text="")
+        check_drive(parse(GOOD), ident(npss=1))
 
 
 def test_serial_mismatch_is_refused():
     with pytest.raises(PlanError, match=r"drive.serial \(line 8\): .* has serial 'OTHER', the plan names 'SN1'"):
-        check_drive(parse(GOOD), ident(sn="OTHER"), mounts_text="")
+        check_drive(parse(GOOD), ident(sn="OTHER"))
 
 
-def test_mounted_drive_is_refused_for_a_writing_plan():
-    mounts = "/dev/nvme0n1p1 /data ext4 rw 0 0\n"
+def test_mounted_drive_is_refused_for_a_writing_plan(tmp_path):
+    from test_guard import FakeHost
+
+    host = FakeHost(tmp_path / "host")
+    host.block(host.controller("nvme0", "SN1"), "nvme0n1", 1, parts=1)
+    host.mount("/dev/sda1 / ext4 rw 0 0")
+    check_drive(parse(GOOD), ident(), host.view)                    # another disk is mounted: fine
+    host.mount("/dev/nvme0n1p1 /data ext4 rw 0 0")
     with pytest.raises(PlanError, match=r"mounted filesystems \(/data\)"):
-        check_drive(parse(GOOD), ident(), mounts_text=mounts)
-    check_drive(parse(GOOD), ident(), mounts_text="/dev/sda1 / ext4 rw 0 0\n")   # another disk: fine
+        check_drive(parse(GOOD), ident(), host.view)
 
 
 def test_missing_plan_file(tmp_path):

@@ -67,14 +67,12 @@ def _safe(name: str) -> str:
 
 
 class Sweep:
-    def __init__(self, plan: Plan, store, out_dir: str | Path, on_progress=None, resume: bool = False,
-                 mounts_text: str | None = None):
+    def __init__(self, plan: Plan, store, out_dir: str | Path, on_progress=None, resume: bool = False):
         self.plan = plan
         self.store = store
         self.out = Path(out_dir)
         self.on_progress = on_progress or (lambda d: None)
         self.resume = resume
-        self.mounts_text = mounts_text
         self.run_id: int | None = None
         self._t0 = 0.0
         self._step_times: list[float] = []
@@ -126,7 +124,7 @@ class Sweep:
                 tl = Timeline()
                 nvme, _fio = rig.runners(tl)
                 ident = nvme.id_ctrl(rig.controller)
-                check_drive(plan, ident, self.mounts_text)
+                check_drive(plan, ident, rig.host_view())
                 self._ident, self._rig = ident, rig
                 drive = asdict(ident)
                 rig_info = {"station": rig.station, "port": rig.port, "description": dev.description}
@@ -235,7 +233,7 @@ class Sweep:
         from powerrig.dut.guard import check_destructive
 
         plan, rig = self.plan, self._rig
-        check_destructive(rig.controller, plan.drive.serial, self._ident.sn, self.mounts_text)
+        check_destructive(rig.controller, plan.drive.serial, self._ident.sn, rig.host_view())
         kind = plan.preparation.kind
         self._emit("note", text=f"preparation: {kind}")
         if kind == "format":

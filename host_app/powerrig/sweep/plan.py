@@ -520,7 +520,7 @@ def load(path: str | Path) -> Plan:
 
 
 # -- checks against the drive and the rig (before anything runs) --------------------------------
-def check_drive(plan: Plan, ident, mounts_text: str | None = None) -> None:
+def check_drive(plan: Plan, ident, host=None) -> None:
     """Refuse a plan that does not fit the drive: a power state it lacks, a serial that differs,
     a destructive preparation on a mounted drive. ``ident`` is a ControllerId (nvme id-ctrl)."""
     have = ident.npss
@@ -540,11 +540,18 @@ def check_drive(plan: Plan, ident, mounts_text: str | None = None) -> None:
                         f"{plan.drive.controller} has serial {sn!r}, the plan names {plan.drive.serial!r} "
                         "(wrong drive in the slot?)")
     if plan.preparation.kind != "none" or any(_writes(w) for w in plan.workloads):
-        from powerrig.dut.guard import mounted_on
-        mounts = mounted_on(plan.drive.controller, mounts_text)
-        if mounts:
-            raise PlanError(f"plan {plan.path}: drive.controller: {plan.drive.controller} has mounted filesystems "
-                            f"({', '.join(mounts)}); this plan writes to it: unmount them or use another drive")
+        from powerrig.dut.guard import GuardRefused, in_use, resolve
+
+        ln = line_of(plan.source, ("drive", "controller"))
+        where = f"plan {plan.path}: drive.controller{f' (line {ln})' if ln else ''}"
+        try:
+            uses = in_use(resolve(plan.drive.controller, host), host)
+        except GuardRefused as e:
+            raise PlanError(f"{where}: {e}") from None
+        if uses:
+            raise PlanError(f"{where}: {plan.drive.controller} has mounted filesystems "
+                            f"({', '.join(m for _d, m in uses)}); this plan writes to it: unmount them or use "
+                            "another drive")
 
 
 def _writes(w: Workload) -> bool:

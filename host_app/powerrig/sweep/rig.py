@@ -24,6 +24,11 @@ class RigHandle:
     info: dict = field(default_factory=dict)
     host: dict | None = None          # where the guard reads sysfs and mounts (a virtual rig names its own)
 
+    def host_view(self):
+        """Where the drive guard looks: the virtual rig's own sysfs and mounts, or this host's."""
+        from powerrig.dut.guard import HostView
+        return HostView(**self.host) if self.host else None
+
     def runners(self, timeline):
         """(NvmeCli, Fio) for this rig, with the drive guard on every write."""
         from powerrig.dut import runners

@@ -264,3 +264,45 @@ def test_sim_interposer_ends_cleanly_on_signals(sim, sig):
     assert "Traceback" not in s.proc.stderr.read()
     truth = json.loads(s.truth_path.read_text())
     assert truth["port"] == s.port and truth["frames_sent"] == 0
+
+
+# ---- the end of a timed stream, whatever happens around it (issue 13) ---------------------------------
+from scripted_board import PER_FRAME, lost_end, scripted_interposer  # noqa: E402
+
+
+@pytest.mark.parametrize("how", ["drop", "crc", "stall", "overrun"])
+def test_timed_stream_ends_when_the_data_before_its_end_is_lost(how):
+    """The frames just before the end never arrive: the run still ends at its end, with the loss as a gap,
+    and the next call carries on exactly (the rest of an overrun gap keeps its reason)."""
+    dev = scripted_interposer(lost_end(how))
+    with dev.stream(stall_timeout=2.0) as st:
+        first = list(st.blocks(seconds=1))
+        second = list(st.blocks(seconds=0.5))
+    s = st.summary()
+    blocks = first + second
+    assert [sum(len(b) for b in first), sum(len(b) for b in second)] == [1000, 500]
+    assert all(b.first_index == a.end_index for a, b in zip(blocks, blocks[1:]))
+    reason = "link" if how in ("drop", "crc") else "overrun"
+    assert first[-1].flags.get("gap") == reason and len(first[-1]) == 30      # frames 97..99, cut at the end
+    assert int((~first[-1].valid).sum()) == 30
+    if reason == "link":
+        assert (s["dropped_frames"], s["gaps"], s["gap_intervals"], s["overruns"]) == (3, 1, 30, 0)
+        assert all(b.valid.all() for b in second)
+    else:
+        # the device skipped 40 frames' worth of samples: 30 intervals before the end, 370 after it
+        assert second[0].flags.get("gap") == "overrun" and len(second[0]) == 370
+        assert (s["dropped_frames"], s["gaps"], s["gap_intervals"], s["overruns"]) == (0, 2, 400, 1)
+    if how == "crc":
+        assert s["crc_errors"] == 3
+
+
+def test_pending_frames_stay_bounded_past_a_lost_end():
+    """10,000 frames wait past an end whose last frames were lost: the run ends, few frames are kept."""
+    dev = scripted_interposer(lost_end("drop", after=10_000))
+    with dev.stream(stall_timeout=2.0) as st:
+        dev.link._thread.join(timeout=30)                  # every frame is already waiting
+        assert dev.link.data.qsize() >= 10_000
+        rows = sum(len(b) for b in st.blocks(seconds=1))
+        kept = len(st._pending)
+    assert rows == 1000
+    assert kept <= 5000 // PER_FRAME + 1, kept

@@ -124,3 +124,49 @@ def test_random_garbage_never_raises():
         dec.feed(data)
     assert dec.frames == 0
     assert len(dec._buf) < wire.fw.OVERHEAD + wire.fw.MAX_PAYLOAD
+
+
+def _header(version: int = wire.fw.VERSION, length: int = 0) -> bytes:
+    """A frame header as the firmware would write it, with a chosen version and claimed length."""
+    return wire.HEADER.pack(wire.SYNC, version, wire.T_DATA, 0, 0, length, 0, 0)
+
+
+def test_wrong_version_and_oversize_are_counted_as_what_they_are():
+    """Not as CRC errors: a user reading "CRC errors" looks for a noisy cable."""
+    good = wire.encode(wire.T_NOTICE, b'{"n":1}', seq=7)
+    dec = wire.FrameDecoder()
+    got = dec.feed(_header(version=2, length=4) + b"abcd\0\0\0\0" + _header(length=5000) + good)
+    assert [f.seq for f in got] == [7]
+    assert (dec.bad_version, dec.oversize, dec.crc_errors) == (1, 1, 0)
+
+
+def test_random_bytes_are_not_reported_as_crc_errors():
+    rnd = random.Random(3)
+    dec = wire.FrameDecoder()
+    data = bytes(rnd.randrange(256) for _ in range(200_000)).replace(b"\x00", b"\xa5\x5a")
+    for k in range(0, len(data), 4096):
+        dec.feed(data[k:k + 4096], t_host=float(k))
+    # a random header is almost never of this version with a length in range, let alone whole
+    assert dec.bad_version > 100
+    assert dec.crc_errors <= dec.bad_version // 50
+
+
+def test_a_fake_header_does_not_hold_back_the_frames_behind_it():
+    """A false header claiming 2,048 bytes: the real frames behind it come out once the wait is over,
+    not after 2 KB more bytes."""
+    frames = b"".join(wire.encode(wire.T_DATA, bytes(46 * 10), seq=k, count=10, index=2500 * k) for k in range(3))
+    dec = wire.FrameDecoder(max_wait_s=0.25)
+    assert dec.feed(_header(length=2048) + frames, t_host=100.0) == []
+    assert dec.feed(b"", t_host=100.1) == []               # still within the wait
+    got = dec.feed(b"", t_host=100.4)
+    assert [f.seq for f in got] == [0, 1, 2]
+    assert dec.stale_headers == 1 and dec.crc_errors == 0 and dec.buffered == 0
+
+
+def test_a_frame_arriving_in_pieces_within_the_wait_is_kept():
+    f = wire.encode(wire.T_DATA, bytes(46 * 10), seq=9, count=10, index=0)
+    dec = wire.FrameDecoder(max_wait_s=0.25)
+    assert dec.feed(f[:100], t_host=10.0) == []
+    assert dec.feed(f[100:300], t_host=10.2) == []
+    assert [x.seq for x in dec.feed(f[300:], t_host=10.4)] == [9]   # whole before the wait ran out
+    assert dec.stale_headers == 0

@@ -25,6 +25,29 @@ from powerrig.schema import DEVICE_NAME, PROTOCOL  # the firmware's own identity
 from powerrig.timebase import ClockFit
 
 
+def describe_problems(desc: dict) -> list[str]:
+    """What a protocol-1 description lacks that this host needs, in words (empty when complete):
+    a half-written firmware must be named as such, not fail later with a KeyError."""
+    out = []
+    missing = [k for k in ("sample_period_us", "peak_window_us", "rails", "interval_us") if k not in desc]
+    if missing:
+        out.append("lacks " + ", ".join(missing))
+    if "interval_us" in desc and not (isinstance(desc["interval_us"], dict) and "default" in desc["interval_us"]):
+        out.append("has no interval_us.default")
+    rails = desc.get("rails")
+    if "rails" in desc and not (isinstance(rails, list) and rails):
+        out.append("lists no rails")
+    elif isinstance(rails, list):
+        for k, r in enumerate(rails):
+            lack = [f for f in ("name", "v_lsb", "i_lsb") if not isinstance(r, dict) or f not in r]
+            if lack:
+                out.append(f"has rail {k} without {', '.join(lack)}")
+    for k in ("sample_period_us", "peak_window_us"):
+        if k in desc and not (isinstance(desc[k], int) and not isinstance(desc[k], bool) and desc[k] > 0):
+            out.append(f"has {k} = {desc[k]!r}, not a positive integer")
+    return out
+
+
 class Interposer:
     """One connection to one interposer. It pings in the background for its whole life, so the
     clock model (``clock.model()``) improves across streams rather than starting over."""
@@ -69,6 +92,11 @@ class Interposer:
             link.close()
             raise LinkError(f"interposer on {port} speaks protocol {desc.get('protocol')}, this host speaks "
                             f"{PROTOCOL}; update the firmware or powerrig")
+        problems = describe_problems(desc)
+        if problems:
+            link.close()
+            raise LinkError(f"the interposer on {port} speaks protocol {PROTOCOL} but its description "
+                            f"{'; '.join(problems)}; update its firmware")
         try:
             if desc.get("state") == "streaming":   # left streaming by a previous host process
                 link.command("stop")
@@ -188,6 +216,7 @@ class StreamStats:
     gap_intervals: int = 0
     overruns: int = 0
     crc_errors: int = 0
+    bad_headers: int = 0        # wrong version, over-size length, or a frame that never completed
     bad_bytes: int = 0
     gap_positions: list = field(default_factory=list)   # (first sample index, intervals, reason)
 
@@ -234,6 +263,7 @@ class Stream:
         self._yielded_end = self._next_index   # end of the last row handed out
         self._next_seq: int | None = self.config.get("first_seq")
         self._crc0 = link.decoder.crc_errors
+        self._hdr0 = self._bad_headers(link.decoder)
         self._bad0 = link.decoder.bad_bytes
         self._power_sums = CompensatedSums(len(self.rails))
         self._valid_rows = 0
@@ -243,6 +273,7 @@ class Stream:
         self.stale_frames = 0                   # frames of an earlier stream, dropped
         self.stop_error: str | None = None
         self.malformed_frames = 0               # DATA frames whose length disagrees with their count
+        self._carry_reason: str | None = None   # reason of a gap cut at a blocks() end, for its rest
 
     def stop(self) -> None:
         """Ask the device to stop. If it does not answer, say so in the summary (``stop_error``): the
@@ -253,33 +284,51 @@ class Stream:
             self.stop_error = str(e)
 
     # ---- data -------------------------------------------------------------------------------------------
-    def blocks(self, seconds: float | None = None, max_rows: int = 5000):
-        """Yield IntervalBlocks until ``seconds`` of device time have been covered (or forever)."""
-        link = self.dev.link
+    def blocks(self, seconds: float | None = None, max_rows: int = 5000, stop: threading.Event | None = None):
+        """Yield IntervalBlocks until ``seconds`` of device time have been covered (or forever, or
+        until ``stop`` is set: a recorder's stop then ends it even while no data arrives).
+
+        The run ends at its end index whatever happened around it: data lost just before the end
+        (dropped, CRC-failed, a stall, an overrun) becomes a gap up to the end, so a timed stream
+        always finishes. Frames received are handed out at least every 0.1 s or ``max_rows``.
+        """
         end_index = None if seconds is None else self._next_index + int(round(seconds / self.period_s))
         pending, self._pending = self._pending, []      # what an earlier call received but did not hand out
-        last_data = last_yield = time.time()
+        last_data = last_yield = time.monotonic()
         while end_index is None or self._next_index < end_index:
-            try:
-                f = link.data.get(timeout=0.05)
-            except queue.Empty:
-                f = False
-            if f is None:
-                raise LinkError(link.error or f"link to {link.port} closed")
-            if f and f.type == wire.T_DATA and self._accept(f):
+            if stop is not None and stop.is_set():
+                break
+            f = self._receive()
+            now = time.monotonic()
+            if f is not None:
                 pending.append(f)
-                last_data = time.time()
-            quiet = time.time() - last_data
-            now = time.time()
-            if pending and (f is False or len(pending) * self.per_frame >= max_rows or now - last_yield > 0.1):
+                last_data = now
+            if pending and (f is None or len(pending) * self.per_frame >= max_rows or now - last_yield > 0.1):
                 yield from self._assemble(pending, end_index)
                 pending = []
                 last_yield = now
-            if quiet > self.stall_timeout:
-                raise LinkError(f"no data from {link.port} for {quiet:.1f} s: the interposer stalled or was "
-                                "unplugged; check USB and power, then `powerrig devices`")
+            self._check_stall(now - last_data)
         if pending:
             yield from self._assemble(pending, end_index)
+
+    def _receive(self) -> wire.Frame | None:
+        """The next DATA frame of this stream, or None after a short wait without one."""
+        link = self.dev.link
+        try:
+            f = link.data.get(timeout=0.05)
+        except queue.Empty:
+            return None
+        if f is None:
+            raise LinkError(link.error or f"link to {link.port} closed")
+        if f.type == wire.T_DATA and self._accept(f):
+            return f
+        return None
+
+    def _check_stall(self, quiet_s: float) -> None:
+        """A stall longer than the limit ends the stream with an error (shorter ones become gaps)."""
+        if quiet_s > self.stall_timeout:
+            raise LinkError(f"no data from {self.dev.link.port} for {quiet_s:.1f} s: the interposer stalled or "
+                            "was unplugged; check USB and power, then `powerrig devices`")
 
     def _accept(self, f: wire.Frame) -> bool:
         """False for frames that are not this stream's: leftovers of an earlier stream (before the
@@ -303,11 +352,21 @@ class Stream:
         st = self.stats
         dec = self.dev.link.decoder
         st.crc_errors = dec.crc_errors - self._crc0
+        st.bad_headers = self._bad_headers(dec) - self._hdr0
         st.bad_bytes = dec.bad_bytes - self._bad0
         run: list[wire.Frame] = []
         for pos, f in enumerate(frames):
             if end_index is not None and f.index >= end_index:
-                self._pending = frames[pos:] + self._pending     # the next blocks() call starts here
+                if run:
+                    yield self._decode_run(run, end_index)
+                    run = []
+                if self._next_index < end_index:
+                    # the data just before the end was lost: a gap up to the end, or the end is never reached
+                    gap = self._gap_to_end(f, end_index)
+                    if gap is not None:
+                        yield gap
+                    f = self._parked(f)
+                self._pending = [*self._pending, f, *frames[pos + 1:]]   # the next blocks() call starts here
                 break
             lost = 0
             if self._next_seq is not None:
@@ -325,14 +384,43 @@ class Stream:
             if f is not self._remainder:
                 st.frames += 1
         if run:
-            block = self._decode(run, end_index)
-            if self._remainder is not None and self._pending and self._pending[0] is self._remainder:
-                # the last frame was split at end_index: continue right after the rows handed out
-                self._next_index = self._remainder.index
-                self._next_seq = self._remainder.seq
-            yield block
+            yield self._decode_run(run, end_index)
+
+    def _decode_run(self, run: list[wire.Frame], end_index: int | None) -> IntervalBlock:
+        """Decode contiguous frames; if the last one was split at end_index, the next call continues
+        right after the rows handed out (the rest waits first in ``_pending``)."""
+        block = self._decode(run, end_index)
+        if self._remainder is not None and self._pending and self._pending[0] is self._remainder:
+            self._next_index = self._remainder.index
+            self._next_seq = self._remainder.seq
+        return block
+
+    @staticmethod
+    def _bad_headers(dec: wire.FrameDecoder) -> int:
+        return dec.bad_version + dec.oversize + dec.stale_headers
+
+    def _gap_to_end(self, f: wire.Frame, end_index: int) -> IntervalBlock | None:
+        """The gap before frame ``f`` (which lies at or past the end), cut at the end. The lost frames
+        are counted now, so the next blocks() call sees ``f`` as the next in sequence and only the
+        rest of the gap, with the same reason."""
+        lost = 0 if self._next_seq is None else (f.seq - self._next_seq) & 0xFFFF
+        gap = self._gap(f, lost, end_index)
+        if gap is not None:
+            self._next_index = gap.end_index
+            self._carry_reason = gap.flags["gap"]
+        self._next_index = max(self._next_index, end_index)
+        self._next_seq = f.seq
+        return gap
+
+    @staticmethod
+    def _parked(f: wire.Frame) -> wire.Frame:
+        """``f`` kept for the next call without its overrun flag: that overrun is counted already."""
+        if not f.flags & wire.F_OVERRUN:
+            return f
+        return wire.Frame(f.type, f.flags & ~wire.F_OVERRUN, f.count, f.seq, f.index, f.payload, f.t_host)
 
     def _gap(self, f: wire.Frame, lost_seq: int, end_index: int | None) -> IntervalBlock | None:
+        """A gap block for the samples missing before frame ``f``; counts lost frames and overruns."""
         st = self.stats
         missing = f.index - self._next_index
         if missing < 0:
@@ -347,6 +435,9 @@ class Stream:
             est = n / self.per_frame
             lost_seq += 65536 * max(0, round((est - lost_seq) / 65536))
         reason = "link" if lost_seq else "overrun"
+        if not lost_seq and not f.flags & wire.F_OVERRUN and self._carry_reason:
+            reason = self._carry_reason         # the rest of a gap cut at the previous call's end
+        self._carry_reason = None
         st.dropped_frames += lost_seq
         if f.flags & wire.F_OVERRUN:
             st.overruns += 1
@@ -411,6 +502,7 @@ class Stream:
             "gap_intervals": st.gap_intervals,
             "overruns": st.overruns,
             "crc_errors": st.crc_errors,
+            "bad_headers": st.bad_headers,
             "bad_bytes": st.bad_bytes,
             "stale_frames": self.stale_frames,
             "malformed_frames": self.malformed_frames,

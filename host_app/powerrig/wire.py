@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 import zlib
 from dataclasses import dataclass
 
@@ -57,18 +58,37 @@ def encode_command(doc: dict, seq: int = 0) -> bytes:
 class FrameDecoder:
     """Bytes in, whole frames out. Garbage and corrupt frames cost bytes, never the stream.
 
-    Counters: ``crc_errors`` (a candidate frame whose CRC failed), ``bad_bytes`` (bytes skipped
-    while resynchronising), ``frames``.
+    Counters, each for what it is: ``crc_errors`` (a well-formed candidate whose CRC failed),
+    ``bad_version`` (a header of another protocol version), ``oversize`` (a header claiming more
+    than the largest payload), ``stale_headers`` (a header whose frame did not complete within
+    ``max_wait_s``), ``bad_bytes`` (bytes skipped while resynchronising), ``frames``.
+
+    A header is only a claim: a corrupt or fake one that announces up to 2 KB would hold back every
+    real frame behind it until that many more bytes arrive, so the wait is bounded in bytes
+    (``max_payload``) and in time (``max_wait_s``: a real frame's bytes arrive within milliseconds).
     """
 
-    def __init__(self, max_payload: int = fw.MAX_PAYLOAD):
+    def __init__(self, max_payload: int = fw.MAX_PAYLOAD, max_wait_s: float = 0.25):
         self.max_payload = max_payload
+        self.max_wait_s = max_wait_s
         self._buf = bytearray()
+        self._waiting_since: float | None = None   # when the incomplete frame at the buffer's start was seen
         self.crc_errors = 0
+        self.bad_version = 0
+        self.oversize = 0
+        self.stale_headers = 0
         self.bad_bytes = 0
         self.frames = 0
 
-    def feed(self, data: bytes, t_host: float = 0.0) -> list[Frame]:
+    @property
+    def buffered(self) -> int:
+        """Bytes held while waiting for the rest of a frame."""
+        return len(self._buf)
+
+    def feed(self, data: bytes, t_host: float | None = None) -> list[Frame]:
+        """Frames completed by ``data``. ``t_host``: host time the bytes were read (time.time() if
+        None); it also times the wait for an incomplete frame, so feed(b"") lets a stale one go."""
+        now = time.time() if t_host is None else t_host
         buf = self._buf
         buf += data
         out: list[Frame] = []
@@ -76,6 +96,7 @@ class FrameDecoder:
         n = len(buf)
         unpack = HEADER.unpack_from
         crc = zlib.crc32
+        waiting = False
         while True:
             i = buf.find(SYNC, pos)
             if i < 0:
@@ -89,20 +110,35 @@ class FrameDecoder:
                 break
             _s, ver, ftype, flags, count, length, seq, index = unpack(buf, pos)
             if ver != fw.VERSION or length > self.max_payload:
-                self.crc_errors += 1
+                if ver != fw.VERSION:
+                    self.bad_version += 1
+                else:
+                    self.oversize += 1
                 self.bad_bytes += 1
                 pos += 1
                 continue
             end = pos + fw.HEADER_SIZE + length
             if n < end + 4:
+                if pos == 0 and self._waiting_since is not None and now - self._waiting_since > self.max_wait_s:
+                    # waited too long for this frame's end: its header was a false claim; resync after it
+                    self.stale_headers += 1
+                    self.bad_bytes += 1
+                    self._waiting_since = None
+                    pos += 1
+                    continue
+                if pos != 0 or self._waiting_since is None:
+                    self._waiting_since = now       # a new incomplete frame: start timing its wait
+                waiting = True
                 break
             if crc(memoryview(buf)[pos + 2:end]) != int.from_bytes(buf[end:end + 4], "little"):
                 self.crc_errors += 1
                 self.bad_bytes += 1
                 pos += 1
                 continue
-            out.append(Frame(ftype, flags, count, seq, index, bytes(buf[pos + fw.HEADER_SIZE:end]), t_host))
+            out.append(Frame(ftype, flags, count, seq, index, bytes(buf[pos + fw.HEADER_SIZE:end]), now))
             pos = end + 4
+        if not waiting:
+            self._waiting_since = None
         del buf[:pos]
         self.frames += len(out)
         return out

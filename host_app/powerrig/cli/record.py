@@ -1,10 +1,15 @@
-"""`powerrig record --port PORT --out FILE [--seconds N] [--interval-us US]`: stream to a capture."""
+"""`powerrig record --port PORT --out FILE [--seconds N] [--interval-us US]`: stream to a capture.
+
+Records through the one recorder (powerrig.capture.recorder); Ctrl-C and SIGTERM end it cleanly,
+with the capture's close record written and the reason it ended in its metadata.
+"""
 from __future__ import annotations
 
 import sys
 import time
 
-from powerrig.errors import CaptureError
+from powerrig.cli import _options as opt
+from powerrig.errors import CaptureError, LinkError
 
 
 def register(sub) -> None:
@@ -19,10 +24,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from pathlib import Path
-
-    from powerrig.capture import CaptureWriter
+    from powerrig.capture.recorder import Recorder
     from powerrig.interposer import Interposer
+<<<<<<< HEAD
 
     out = Path(args.out)
     if args.seconds is not None and args.seconds <= 0:
@@ -35,33 +39,56 @@ def run(args) -> int:
     rows = 0
     interrupted = False
     from powerrig.cli._ports import resolve_port
+=======
+    from powerrig.sim.launch import resolve_port
+>>>>>>> stream
 
+    out = _check_out(args.out)
+    seconds = opt.seconds(args.seconds, hint=" (leave it out to record until Ctrl-C)")
+    interval = opt.interval_us(args.interval_us)
+    rails = opt.rails(args.rails)
+    live = opt.LiveLine()
+    t0 = time.monotonic()
     with Interposer.open(resolve_port(args.port)) as dev:
-        desc = dev.describe()
-        meta = {"device": desc, "calibration": desc.get("calibration"), "port": args.port,
+        meta = {"device": dev.description, "calibration": dev.description.get("calibration"), "port": args.port,
                 "command": ["powerrig", "record", *sys.argv[2:]]}
-        with dev.stream(interval_us=args.interval_us, rails=rails) as st:
-            cap = CaptureWriter(out, metadata=meta, clock=st.clock)
-            try:
-                for block in st.blocks(seconds=args.seconds):
-                    cap.write(block)
-                    rows += len(block)
-                    now = time.monotonic()
-                    if now - last >= 1.0:
-                        last = now
-                        done = f"/{args.seconds:g}" if args.seconds else ""
-                        print(f"\rrecording {rows * block.interval_s:8.1f}{done} s  gaps {cap.gaps}  "
-                              f"lost {cap.gap_intervals * block.interval_s:.3f} s", end="", file=sys.stderr, flush=True)
-            except KeyboardInterrupt:
-                interrupted = True
-            finally:
-                summary = st.summary()
-                cap.update_metadata(stream=summary)
-                cap.close(stats=summary)
-    print(file=sys.stderr)
-    lost = summary.get("gap_intervals", 0)
-    mw = summary.get("mean_power_w", {}).get("total", float("nan"))
-    print(f"{out}: {rows} intervals ({time.monotonic() - t0:.1f} s wall), mean {mw:.3f} W, "
-          f"gaps {summary.get('gaps', 0)} ({lost} intervals lost), crc errors {summary.get('crc_errors', 0)}"
-          + (" (stopped by Ctrl-C)" if interrupted else ""))
+        rec = Recorder(dev, out, interval_us=interval, rails=rails, seconds=seconds, metadata=meta,
+                       on_progress=lambda p: live.show(_live_text(p)))
+        with opt.stop_on_signals(rec.stop):
+            res = rec.run()
+    live.end()
+    print(_result_text(res, time.monotonic() - t0))
+    if res.end_reason == "link-lost":
+        raise LinkError(f"{res.error} (the capture {out} is closed and holds what came before)")
+    if res.end_reason == "error":
+        raise CaptureError(f"{res.error} (the capture {out} is closed and holds what came before)")
     return 0
+
+
+def _check_out(path: str):
+    """Refuse an output the writer cannot create before opening the device."""
+    from pathlib import Path
+
+    out = Path(path)
+    if out.suffix.lower() != ".jls":
+        raise CaptureError(f"--out {out} must end in .jls")
+    if out.is_dir():
+        raise CaptureError(f"--out {out} is a folder; give a file name ending in .jls")
+    if not out.parent.exists():
+        raise CaptureError(f"folder {out.parent} does not exist; create it or choose another --out")
+    return out
+
+
+def _live_text(p) -> str:
+    of = f"/{p.requested_s:g}" if p.requested_s else ""
+    return (f"recording {p.covered_s:8.1f}{of} s covered  lost {p.lost_s:.3f} s  gaps {p.gaps}  "
+            f"now {p.watts.get('total', float('nan')):7.3f} W")
+
+
+def _result_text(res, wall_s: float) -> str:
+    s = res.summary
+    mw = s.get("mean_power_w", {}).get("total", float("nan"))
+    ended = {"duration": "", "stopped": " (stopped)", "interrupted": " (stopped by a signal)",
+             "link-lost": " (link lost)", "error": " (failed)"}[res.end_reason]
+    return (f"{res.path}: {res.covered_s:.3f} s covered ({wall_s:.1f} s wall), {res.lost_s:.3f} s lost in "
+            f"{s.get('gaps', 0)} gaps, mean {mw:.3f} W, crc errors {s.get('crc_errors', 0)}{ended}")

@@ -5,6 +5,7 @@ import json
 import sys
 import time
 
+from powerrig.cli import _options as opt
 from powerrig.errors import LinkError
 
 
@@ -23,37 +24,70 @@ def register(sub) -> None:
 
 
 def cmd_stream(args) -> int:
+    """Check the options, stream, then print the summary, also when the stream ended in an error
+    (a stall, a lost port): the partial summary says what was received before it."""
     from powerrig.interposer import Interposer
+<<<<<<< HEAD
 
     if args.seconds <= 0:
         raise LinkError("--seconds must be positive")
     from powerrig.cli._ports import resolve_port
+=======
+    from powerrig.sim.launch import resolve_port
+>>>>>>> stream
 
-    rails = [r.strip() for r in args.rails.split(",")] if args.rails else None
+    seconds = opt.seconds(args.seconds)
+    interval = opt.interval_us(args.interval_us)
+    rails = opt.rails(args.rails)
+    live = opt.LiveLine(enabled=not args.quiet)
+    error: LinkError | None = None
     with Interposer.open(resolve_port(args.port)) as dev:
-        with dev.stream(interval_us=args.interval_us, rails=rails) as st:
-            t_last = time.monotonic()
-            for _block in st.blocks(seconds=args.seconds):
-                if not args.quiet and time.monotonic() - t_last >= 1.0:
-                    t_last = time.monotonic()
-                    s = st.summary()
-                    p = s["mean_power_w"]
-                    print(f"  {s['samples'] * st.interval_us / 1e6:6.1f} s  frames {s['frames']:7d}  "
-                          f"lost {s['dropped_frames']:4d}  gaps {s['gaps']:3d}  crc {s['crc_errors']:4d}  "
-                          f"mean {p['total']:7.3f} W", file=sys.stderr, flush=True)
+        with dev.stream(interval_us=interval, rails=rails) as st:
+            try:
+                _stream(st, seconds, live)
+            except LinkError as e:
+                error = e
         summary = st.summary()
+    live.end()
+    if error is not None:
+        summary["error"] = str(error)
     if args.json:
-        print(json.dumps(summary))
+        print(json.dumps(summary), flush=True)
     else:
         print_summary(summary)
+    if error is not None:
+        raise error
     return 0
+
+
+def _stream(st, seconds: float, live: opt.LiveLine) -> None:
+    """Read the stream to its end, showing covered and lost device time once a second."""
+    t_last = time.monotonic()
+    covered = lost = 0
+    for block in st.blocks(seconds=seconds):
+        covered += len(block)
+        lost += int((~block.valid).sum())
+        if time.monotonic() - t_last >= 1.0:
+            t_last = time.monotonic()
+            live.show(live_text(st.summary(), covered * block.interval_s, lost * block.interval_s, seconds))
+
+
+def live_text(s: dict, covered_s: float, lost_s: float, seconds: float | None) -> str:
+    of = f"/{seconds:g}" if seconds else ""
+    return (f"  {covered_s:6.1f}{of} s covered  lost {lost_s:6.3f} s  frames {s['frames']:7d}  "
+            f"dropped {s['dropped_frames']:4d}  gaps {s['gaps']:3d}  crc {s['crc_errors']:4d}  "
+            f"mean {s['mean_power_w']['total']:7.3f} W")
 
 
 def print_summary(s: dict) -> None:
     c = s["clock"]
+    lost_s = s["gap_intervals"] * s["interval_us"] * 1e-6
+    covered_s = (s["samples"] + s["gap_intervals"]) * s["interval_us"] * 1e-6
     print(f"port {s['port']}  interval {s['interval_us']} us  rails {', '.join(s['rails'])}")
-    print(f"frames {s['frames']}  intervals {s['samples']}  dropped frames {s['dropped_frames']}  "
-          f"gaps {s['gaps']}  crc errors {s['crc_errors']}")
+    print(f"covered {covered_s:.3f} s  lost {lost_s:.3f} s  frames {s['frames']}  intervals {s['samples']}  "
+          f"dropped frames {s['dropped_frames']}  gaps {s['gaps']}  crc errors {s['crc_errors']}")
     print("mean power: " + "  ".join(f"{k} {v:.4f} W" for k, v in s["mean_power_w"].items()))
     if c["pings"]:
         print(f"clock: drift {c['drift_ppm']:+.2f} ppm  residual {c['residual_us']:.1f} us  ({c['pings']} pings)")
+    if s.get("error"):
+        print(f"ended early: {s['error']}")

@@ -1,0 +1,80 @@
+"""Options shared by `stream` and `record`, checked before anything is opened: a bad value is one
+line that says what to type instead, and changes nothing (no port opened, no file created)."""
+from __future__ import annotations
+
+import math
+import signal
+import sys
+from contextlib import contextmanager
+
+from powerrig.errors import PowerrigError
+
+
+class OptionError(PowerrigError):
+    """A command-line value that cannot be right."""
+
+
+def seconds(value: float | None, hint: str = "") -> float | None:
+    """A duration: positive and finite (nan, inf, 0 and negatives would never end or never start)."""
+    if value is not None and (not math.isfinite(value) or value <= 0):
+        raise OptionError(f"--seconds must be a positive, finite number of seconds, not {value:g}{hint}")
+    return value
+
+
+def interval_us(value: int | None) -> int | None:
+    """None is the device's default; 0 must not silently mean it."""
+    if value is not None and value <= 0:
+        raise OptionError(f"--interval-us must be a positive number of microseconds, not {value}; "
+                          "leave it out for the device's default (1000)")
+    return value
+
+
+def rails(value: str | None) -> list[str] | None:
+    """Comma-separated rail names, each once: a rail listed twice would count its power twice."""
+    if value is None:
+        return None
+    names = [r.strip() for r in value.split(",")]
+    if any(not n for n in names):
+        raise OptionError(f"--rails {value!r} has an empty name; list rails like --rails 12V,3V3")
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise OptionError(f"--rails lists {', '.join(dup)} more than once; list each rail once "
+                          "(a rail counted twice doubles the total power)")
+    return names
+
+
+class LiveLine:
+    """The `\\r` progress line on stderr; anything printed after it starts on a new line."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self.active = False
+
+    def show(self, text: str) -> None:
+        if self.enabled:
+            print("\r" + text, end="", file=sys.stderr, flush=True)
+            self.active = True
+
+    def end(self) -> None:
+        if self.active:
+            print(file=sys.stderr, flush=True)
+            self.active = False
+
+
+@contextmanager
+def stop_on_signals(stop):
+    """SIGINT and SIGTERM both call ``stop("interrupted")`` so the recording ends cleanly (a service
+    manager or `timeout` sends SIGTERM; a shell script's `cmd &` starts us with SIGINT ignored, so
+    the handler is installed whatever was inherited). A second signal interrupts at once."""
+    def handler(signum, _frame):
+        if handler.count:
+            raise KeyboardInterrupt
+        handler.count += 1
+        stop("interrupted")
+    handler.count = 0
+    saved = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)

@@ -1,0 +1,91 @@
+"""The one recorder (powerrig.capture.recorder): every way a recording ends leaves a capture that is
+closed cleanly and says what was asked for, what was covered, what was lost and why it ended."""
+from __future__ import annotations
+
+import pytest
+
+from powerrig.capture import CaptureReader
+from powerrig.capture.recorder import Progress, Recorder
+from powerrig.errors import DeviceError
+from powerrig.interposer import Interposer
+from scripted_board import lost_end, scripted_interposer
+
+
+def read(path):
+    with CaptureReader(path) as cap:
+        return cap.closed_cleanly, cap.length, cap.metadata, cap.gaps
+
+
+def test_a_timed_recording_on_the_virtual_rig(sim, tmp_path):
+    s = sim()
+    seen: list[Progress] = []
+    with Interposer.open(s.port) as dev:
+        res = Recorder(dev, tmp_path / "r.jls", seconds=2.5, on_progress=seen.append, progress_every_s=0.5).run()
+    assert (res.end_reason, res.error, res.requested_s) == ("duration", None, 2.5)
+    assert res.covered_s == pytest.approx(2.5) and res.lost_s == 0
+    assert len(seen) >= 3 and [p.covered_s for p in seen] == sorted(p.covered_s for p in seen)
+    assert seen[-1].covered_s == pytest.approx(2.5) and seen[-1].requested_s == 2.5
+    assert set(seen[-1].watts) == {"12V", "3V3", "total"} and 0 < seen[-1].watts["total"] < 50
+    clean, length, meta, _gaps = read(res.path)
+    assert clean and length == 2500
+    assert meta["recording"] == {"requested_s": 2.5, "covered_s": pytest.approx(2.5), "lost_s": 0.0,
+                                 "end_reason": "duration", "error": None}
+    assert meta["stream"]["samples"] == 2500 and meta["stream"] == res.summary
+    assert meta["device"]["device"] == "powerrig-interposer"
+
+
+def test_a_background_recording_ends_on_stop(sim, tmp_path):
+    s = sim()
+    with Interposer.open(s.port) as dev:
+        with Recorder(dev, tmp_path / "bg.jls") as rec:
+            import time
+            time.sleep(1.5)
+        res = rec.wait(1)
+    assert res.end_reason == "stopped" and res.requested_s is None and res.covered_s > 0.5
+    clean, length, meta, _ = read(res.path)
+    assert clean and length == round(res.covered_s * 1000)
+    assert meta["recording"]["end_reason"] == "stopped"
+
+
+@pytest.mark.parametrize("how", ["drop", "crc", "stall", "overrun"])
+def test_a_recording_ends_on_time_when_the_data_before_its_end_is_lost(tmp_path, how):
+    dev = scripted_interposer(lost_end(how))
+    res = Recorder(dev, tmp_path / f"{how}.jls", seconds=1).run()
+    assert res.end_reason == "duration"
+    assert res.covered_s == pytest.approx(1.0) and res.lost_s == pytest.approx(0.030)
+    clean, length, meta, gaps = read(res.path)
+    assert clean and length == 1000
+    assert [(g["sample_id"], g["intervals"]) for g in gaps] == [(970, 30)]
+    assert meta["recording"]["lost_s"] == pytest.approx(0.030)
+
+
+def test_a_lost_link_is_recorded_and_the_capture_closed(tmp_path):
+    """The board goes quiet mid-recording: the capture says it ended early, and why."""
+    dev = scripted_interposer(lost_end("drop", after=0))
+    res = Recorder(dev, tmp_path / "lost.jls", seconds=5).run()
+    assert res.end_reason == "link-lost" and "stalled" in res.error
+    clean, length, meta, _ = read(res.path)
+    assert clean and length == 970
+    assert meta["recording"]["end_reason"] == "link-lost" and meta["recording"]["requested_s"] == 5
+    assert meta["recording"]["covered_s"] == pytest.approx(0.97)
+
+
+def test_a_bug_in_a_progress_callback_still_closes_the_capture(tmp_path):
+    def broken(_p):
+        raise ZeroDivisionError("display bug")
+
+    dev = scripted_interposer(lost_end("drop", after=500))
+    rec = Recorder(dev, tmp_path / "bug.jls", seconds=3, on_progress=broken, progress_every_s=0.0)
+    with pytest.raises(ZeroDivisionError):
+        rec.run()
+    clean, _length, meta, _ = read(tmp_path / "bug.jls")
+    assert clean and meta["recording"]["end_reason"] == "error"
+    assert "ZeroDivisionError: display bug" in meta["recording"]["error"]
+
+
+def test_a_refused_stream_leaves_no_file(sim, tmp_path):
+    s = sim()
+    with Interposer.open(s.port) as dev:
+        with pytest.raises(DeviceError):
+            Recorder(dev, tmp_path / "no.jls", rails=["12V", "48V"]).run()
+    assert not (tmp_path / "no.jls").exists()

@@ -26,22 +26,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from powerrig.capture.recorder import Recorder
     from powerrig.interposer import Interposer
-<<<<<<< HEAD
-
-    out = Path(args.out)
-    if args.seconds is not None and args.seconds <= 0:
-        raise CaptureError("--seconds must be positive")
-    if out.suffix.lower() != ".jls":
-        raise CaptureError(f"--out {out} must end in .jls")
-    rails = args.rails.split(",") if args.rails else None
-    t0 = time.monotonic()
-    last = 0.0
-    rows = 0
-    interrupted = False
-    from powerrig.cli._ports import resolve_port
-=======
     from powerrig.sim.launch import resolve_port
->>>>>>> stream
 
     out = _check_out(args.out)
     seconds = opt.seconds(args.seconds, hint=" (leave it out to record until Ctrl-C)")

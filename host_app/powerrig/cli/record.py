@@ -26,7 +26,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from powerrig.capture.recorder import Recorder
     from powerrig.interposer import Interposer
-    from powerrig.sim.launch import resolve_port
+    from powerrig.cli._ports import resolve_port
 
     out = _check_out(args.out)
     seconds = opt.seconds(args.seconds, hint=" (leave it out to record until Ctrl-C)")

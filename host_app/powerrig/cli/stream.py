@@ -27,7 +27,7 @@ def cmd_stream(args) -> int:
     """Check the options, stream, then print the summary, also when the stream ended in an error
     (a stall, a lost port): the partial summary says what was received before it."""
     from powerrig.interposer import Interposer
-    from powerrig.sim.launch import resolve_port
+    from powerrig.cli._ports import resolve_port
 
     seconds = opt.seconds(args.seconds)
     interval = opt.interval_us(args.interval_us)

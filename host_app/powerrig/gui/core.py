@@ -177,6 +177,8 @@ class Core(QObject):
 
         self.pool = QThreadPool.globalInstance()
         self.pool.setMaxThreadCount(max(4, self.pool.maxThreadCount()))
+        self.drive_pool = QThreadPool(self)
+        self.drive_pool.setMaxThreadCount(1)
         self.capture_dir = Path(capture_dir or Path(tempfile.gettempdir()) / "powerrig-captures")
         self.timeline = Timeline()
         self.dev = None
@@ -200,9 +202,9 @@ class Core(QObject):
         self._timer.start(self.TICK_MS)
 
     # ---- workers ------------------------------------------------------------------------------------
-    def run(self, fn, *args, done=None, failed=None, **kwargs) -> None:
-        """Run fn on the worker pool; ``done(result)`` / ``failed(message)`` are called on the GUI thread
-        (default for failures: the ``error`` signal)."""
+    def run(self, fn, *args, done=None, failed=None, pool=None, **kwargs) -> None:
+        """Run fn on the worker pool (or ``pool``); ``done(result)`` / ``failed(message)`` are called on
+        the GUI thread (default for failures: the ``error`` signal)."""
         job = _Job(fn, args, kwargs)
         self._jobs.add(job)
         job.setAutoDelete(False)
@@ -213,7 +215,11 @@ class Core(QObject):
         job.signals.failed.connect(failed or self.error.emit)
         job.signals.done.connect(finish)
         job.signals.failed.connect(finish)
-        self.pool.start(job)
+        (pool or self.pool).start(job)
+
+    def run_on_drive(self, fn, *args, **kw) -> None:
+        """nvme-cli commands run one at a time, in the order asked (a read never overtakes a set)."""
+        self.run(fn, *args, pool=self.drive_pool, **kw)
 
     @property
     def pending(self) -> int:
@@ -229,14 +235,14 @@ class Core(QObject):
         self.busy.emit(True)
         self.run(self._open, port, done=self._opened, failed=self._open_failed)
 
-    def connect_sim(self) -> None:
+    def connect_sim(self, profile: str | None = None) -> None:
         """Bring up a virtual rig (interposer, SSD, nvme-cli, fio) and connect to it."""
         self.status.emit("starting the virtual rig ...")
         self.busy.emit(True)
 
         def start():
             from powerrig.sim import rig
-            state = rig.start()
+            state = rig.start(profile or rig.DEFAULT_PROFILE)
             return state, self._open(state["port"])
         self.run(start, done=self._sim_up, failed=self._open_failed)
 
@@ -338,6 +344,7 @@ class Core(QObject):
             self._started_rig = False
         if isinstance(self.source, object) and hasattr(self.source, "close"):
             self.source.close()
+        self.drive_pool.waitForDone(30_000)
         self.pool.waitForDone(10_000)
 
     # ---- the tick: the only place live data is announced -------------------------------------------
@@ -459,7 +466,7 @@ class Core(QObject):
         def done(d):
             self.identity = d["identity"]
             self.drive.emit(d)
-        self.run(read, done=done)
+        self.run_on_drive(read, done=done)
 
     def set_power_state(self, ps: int) -> None:
         def go():
@@ -467,14 +474,14 @@ class Core(QObject):
             got = self.nvme.set_power_state(self.controller, int(ps))
             return {"power_state": got.power_state}
         self.status.emit(f"setting PS{ps} ...")
-        self.run(go, done=lambda d: (self.drive.emit(d), self.status.emit(f"drive in PS{d['power_state']}")))
+        self.run_on_drive(go, done=lambda d: (self.drive.emit(d), self.status.emit(f"drive in PS{d['power_state']}")))
 
     def set_apst(self, enabled: bool) -> None:
         def go():
             self._need_drive()
             self.nvme.set_apst(self.controller, enabled, [])
-            return {"apst": self.nvme.get_apst(self.controller).enabled}
-        self.run(go, done=self.drive.emit)
+            return {"apst": self.nvme.get_apst(self.controller).enabled, "apst_set": True}
+        self.run_on_drive(go, done=self.drive.emit)
 
     # ---- the workload ---------------------------------------------------------------------------------
     def run_fio(self, name: str, options: dict) -> None:

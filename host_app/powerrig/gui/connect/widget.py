@@ -73,13 +73,18 @@ class ConnectPanel(QWidget):
         self.message.setText("")
         self.disconnect_button.setEnabled(True)
         cal = d.get("calibration") or {}
-        when = cal.get("date") or cal.get("time") or cal.get("calibrated") or ""
         iv = d.get("interval_us", {})
+        rails = [r["name"] if isinstance(r, dict) else str(r) for r in d.get("rails", [])]
+        when = cal.get("date") or cal.get("when") or cal.get("time")
+        calib = cal.get("source") or ("calibrated" if cal.get("rails") else "none")
+        if when:
+            calib += f", {when}"
+        if cal.get("rails"):
+            calib += f" ({len(cal['rails'])} rails)"
         vals = {"port": d.get("port"), "board": d.get("board"), "serial": d.get("serial"),
-                "firmware": d.get("firmware"), "rails": ", ".join(d.get("rails", [])) if isinstance(d.get("rails"), list)
-                else str(d.get("rails", "—")),
-                "interval": f"{iv.get('default', '?')} us" if isinstance(iv, dict) else str(iv),
-                "calibration": (f"{when} " if when else "") + (f"({len(cal)} entries)" if cal else "none")}
+                "firmware": d.get("firmware"), "rails": ", ".join(rails),
+                "interval": f"{iv.get('default', '?')} us (min {iv.get('min', '?')})" if isinstance(iv, dict) else str(iv),
+                "calibration": calib}
         for k, v in vals.items():
             self.fields[k].setText(str(v if v not in (None, "") else "—"))
 

@@ -31,10 +31,15 @@ class DrivePanel(QWidget):
         lay.addWidget(self.state)
         lay.addWidget(self.table, 1)
         self.refresh_button.clicked.connect(core.refresh_drive)
-        self.apst.clicked.connect(lambda on: core.set_apst(bool(on)))
-        core.drive.connect(self.show)
+        self.apst.clicked.connect(self._apst_clicked)
+        core.drive.connect(self.show_drive)
+        core.error.connect(lambda _m: self.apst.setEnabled(True))
         self._ps = None
         self._temp = None
+
+    def _apst_clicked(self, on: bool) -> None:
+        self.apst.setEnabled(False)                    # until the drive answers (or the call fails)
+        self.core.set_apst(bool(on))
 
     def show_states(self, ident) -> None:
         states = ident.power_states
@@ -51,7 +56,7 @@ class DrivePanel(QWidget):
             self.table.setCellWidget(k, len(COLUMNS) - 1, b)
         self.table.resizeColumnsToContents()
 
-    def show(self, d: dict) -> None:  # noqa: A003 - a slot named for what it does
+    def show_drive(self, d: dict) -> None:
         if "identity" in d:
             i = d["identity"]
             self.identity.setText(f"{i.mn.strip()}   serial {i.sn.strip()}   firmware {i.fr.strip()}   "
@@ -61,8 +66,9 @@ class DrivePanel(QWidget):
             self._ps = d["power_state"]
         if "temperature_c" in d:
             self._temp = d["temperature_c"]
-        if "apst" in d:
+        if "apst" in d and (self.apst.isEnabled() or d.get("apst_set")):
             self.apst.setChecked(bool(d["apst"]))
+            self.apst.setEnabled(True)
         ps = "—" if self._ps is None else f"PS{self._ps}"
         t = "—" if self._temp is None else f"{self._temp:.0f} °C"
         self.state.setText(f"power state: {ps}    temperature: {t}")

@@ -44,7 +44,7 @@ class WorkloadPanel(QWidget):
         self.preset.currentTextChanged.connect(self.load_preset)
         self.run_button.clicked.connect(self.run)
         self.stop_button.clicked.connect(core.stop_fio)
-        core.workload.connect(self.show)
+        core.workload.connect(self.show_workload)
         self.load_preset(self.preset.currentText())
 
     def load_preset(self, name: str) -> None:
@@ -63,7 +63,7 @@ class WorkloadPanel(QWidget):
     def run(self) -> None:
         self.core.run_fio(self.preset.currentText(), self.options())
 
-    def show(self, d: dict) -> None:  # noqa: A003
+    def show_workload(self, d: dict) -> None:
         running = d.get("state") == "running"
         self.run_button.setEnabled(not running)
         self.stop_button.setEnabled(running)

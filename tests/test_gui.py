@@ -127,6 +127,7 @@ def test_markers_read_energy(qtbot, rig_window):
     # energy counts the data there is: mean power times the time not lost in gaps
     assert fig.energy_j["total"] == pytest.approx(fig.mean_w["total"] * (2.0 - fig.lost_s), rel=0.01)
     assert "Δt 2.0000 s" in win.multimeter.marker_label.text()
+    assert win.multimeter.marker_table.item(len(core.live.rails), 1).text() == f"{fig.energy_j['total']:.4f}"
     assert win.multimeter.marker_table.rowCount() == len(core.live.rails) + 1
 
 

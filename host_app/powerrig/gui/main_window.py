@@ -48,6 +48,11 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.docks["Connect"], self.docks["Drive"])
         self.tabifyDockWidget(self.docks["Drive"], self.docks["Workload"])
         self.docks["Connect"].raise_()
+        for w, width in ((self.connect_panel, 420), (self.drive_panel, 420), (self.workload_panel, 420),
+                         (self.multimeter, 400)):
+            w.setMinimumWidth(width)
+        self.analysis_table.setMinimumHeight(150)
+        self.resizeDocks([self.docks["Analysis"]], [190], Qt.Vertical)
         self.status_label = QLabel("")
         self.statusBar().addWidget(self.status_label, 1)
         core.status.connect(self.status_label.setText)

@@ -21,6 +21,8 @@ def apply(name: str) -> None:
                         (QPalette.HighlightedText, "#ffffff"), (QPalette.ToolTipBase, "#2b2b2b"),
                         (QPalette.ToolTipText, "#e0e0e0")):
             p.setColor(role, QColor(c))
+        for role in (QPalette.WindowText, QPalette.Text, QPalette.ButtonText):
+            p.setColor(QPalette.Disabled, role, QColor("#7a7a7a"))
         app.setPalette(p)
         pg.setConfigOptions(foreground="#d0d0d0")
     else:

@@ -33,7 +33,6 @@ class LiveView(QWidget):
         self.last_summary = None           # what was painted last (tests and the benchmark read it)
         self.paints = 0
         self._curves: dict = {}
-        self._overlays: list = []
         self._event_items: list = []
 
         self.plot = pg.PlotWidget()
@@ -101,6 +100,11 @@ class LiveView(QWidget):
         for m in (self.marker_a, self.marker_b):
             m.sigPositionChangeFinished.connect(self._markers_moved)
 
+        self.gap_item = pg.BarGraphItem(x0=[0.0], x1=[0.0], y0=[0.0], y1=[0.0], brush=pg.mkBrush(128, 128, 128, 90),
+                                        pen=pg.mkPen(None))
+        self.gap_item.setZValue(-10)
+        self.gap_item.setVisible(False)
+        self.plot.addItem(self.gap_item)
         core.source_changed.connect(self.set_source)
         core.data.connect(self._on_data)
         core.events.connect(self._draw_events)
@@ -253,8 +257,8 @@ class LiveView(QWidget):
                 hi.setData(t, np.where(np.isnan(summary.max[s]), summary.mean[s], summary.max[s]))
             self.last_summary = summary
             self.paints += 1
-            self._shade_gaps(float(summary.t[0]), float(summary.t[-1] + summary.step_s))
             self._apply_y()
+            self._shade_gaps(float(summary.t[0]), float(summary.t[-1] + summary.step_s))
         if self._dirty:
             self._dirty = False
             self.request()
@@ -275,17 +279,18 @@ class LiveView(QWidget):
             vb.setYRange(self.y_min.value(), self.y_max.value(), padding=0)
 
     def _shade_gaps(self, t0: float, t1: float) -> None:
-        for it in self._overlays:
-            self.plot.removeItem(it)
-        self._overlays = []
+        """Every gap in view as one bar item (one graphics item however many gaps: items are costly)."""
         if self.source is None:
             return
-        for a, e in self.source.gaps(t0, t1)[:200]:
-            r = pg.LinearRegionItem((a, e), movable=False, brush=pg.mkBrush(128, 128, 128, 90),
-                                    pen=pg.mkPen(None))
-            r.setZValue(-10)
-            self.plot.addItem(r)
-            self._overlays.append(r)
+        gaps = self.source.gaps(t0, t1)
+        (_x0, _x1), (y0, y1) = self.plot.getViewBox().viewRange()
+        if gaps:
+            a = np.array(gaps, dtype=float)
+            self.gap_item.setOpts(x0=a[:, 0], x1=np.maximum(a[:, 1], a[:, 0] + 1e-9), y0=np.full(len(a), y0),
+                                  y1=np.full(len(a), y1))
+            self.gap_item.setVisible(True)
+        else:
+            self.gap_item.setVisible(False)
 
     # ---- events on the time axis ---------------------------------------------------------------------
     def _draw_events(self) -> None:
@@ -295,7 +300,7 @@ class LiveView(QWidget):
         if self.source is None:
             return
         evs = self.core.events_s(self.source)
-        for e in evs[-300:]:
+        for k, e in enumerate(evs[-300:]):
             colour = EVENT_KINDS.get(e["kind"], "#7f7f7f")
             if colour is None:
                 continue
@@ -310,7 +315,8 @@ class LiveView(QWidget):
                 self._event_items += [r, lab]
             else:
                 line = pg.InfiniteLine(e["t0"], movable=False, pen=pg.mkPen(colour, width=1, style=Qt.DashLine),
-                                       label=e["name"], labelOpts={"position": 0.08, "color": colour, "rotateAxis": (1, 0)})
+                                       label=e["name"], labelOpts={"position": (0.06, 0.3, 0.55)[k % 3], "color": colour,
+                                                                   "rotateAxis": (1, 0)})
                 self.plot.addItem(line)
                 self._event_items.append(line)
 

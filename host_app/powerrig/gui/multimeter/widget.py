@@ -60,6 +60,7 @@ class Multimeter(QWidget):
                     peak.get(r, math.nan) if r != "total" else None, s[col] * dt]
             for j, v in enumerate(vals):
                 self.table.setItem(k, j, QTableWidgetItem(_fmt(v, 4 if j < 4 else 3)))
+        self.table.resizeColumnsToContents()
 
     def show_markers(self, fig) -> None:
         self.figures = fig
@@ -68,10 +69,11 @@ class Multimeter(QWidget):
             self.marker_table.setRowCount(0)
             return
         lost = f", {fig.lost_s:.3f} s lost in gaps" if fig.lost_s else ""
-        self.marker_label.setText(f"A {fig.t_a:.4f} s   B {fig.t_b:.4f} s   Δt {fig.dt_s:.4f} s{lost}")
+        self.marker_label.setText(f"A {fig.t_a:.4f} s   B {fig.t_b:.4f} s\nΔt {fig.dt_s:.4f} s{lost}")
         rows = [k for k in fig.mean_w if k != "total"] + ["total"]
         self.marker_table.setRowCount(len(rows))
         self.marker_table.setVerticalHeaderLabels(rows)
         for k, r in enumerate(rows):
             for j, v in enumerate((fig.mean_w[r], fig.energy_j[r], fig.max_w[r])):
                 self.marker_table.setItem(k, j, QTableWidgetItem(_fmt(v, 4)))
+        self.marker_table.resizeColumnsToContents()

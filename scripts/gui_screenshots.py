@@ -67,7 +67,8 @@ def main() -> int:
         core.connect_sim(a.profile)
         wait(app, lambda: core.live is not None and core.live.duration_s > 4 and win.live_view.last_summary is not None,
              60, "samples")
-        win.live_view.rail_boxes[core.live.rails[0]].setChecked(True)
+        win.live_view.rail_boxes[core.live.rails[1]].setChecked(True)
+        win.docks["Connect"].raise_()
         settle(app, 2.0)
         shot("connect-live")
 

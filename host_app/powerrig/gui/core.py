@@ -193,6 +193,7 @@ class Core(QObject):
         self.controller = self.namespace = self.serial = None
         self.identity = None
         self.marker_times: tuple[float, float] | None = None
+        self.interval_us: int | None = None    # None: the device's default interval
         self._jobs: set = set()
         self._seen_rows = 0
         self._seen_events = 0
@@ -295,6 +296,7 @@ class Core(QObject):
         self._seen_rows = 0
         meta = {"drive": {"serial": self.serial}} if self.serial else {}
         self.recorder = Recorder(_TapDevice(self.dev, self._on_block), self.capture_path, metadata=meta,
+                                 interval_us=self.interval_us,
                                  timeline=self.timeline, progress_every_s=0.5)
         self.recorder.start()
         self.status.emit(f"recording to {self.capture_path}")

@@ -1,7 +1,7 @@
 """The window: the plot in the middle, panels in docks (their layout persists), File > Open, themes."""
 from __future__ import annotations
 
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow
 
@@ -47,7 +47,7 @@ class MainWindow(QMainWindow):
             self.docks[name] = d
         self.tabifyDockWidget(self.docks["Connect"], self.docks["Drive"])
         self.tabifyDockWidget(self.docks["Drive"], self.docks["Workload"])
-        self.docks["Connect"].raise_()
+        QTimer.singleShot(0, self.docks["Connect"].raise_)      # a tab raised before show() is not kept
         for w, width in ((self.connect_panel, 420), (self.drive_panel, 420), (self.workload_panel, 420),
                          (self.multimeter, 400)):
             w.setMinimumWidth(width)

@@ -160,3 +160,10 @@ def test_wrong_port_says_so_in_the_window(qtbot, app_env):
         assert core.dev is None
     finally:
         win.close()
+
+
+def test_cli_gui_with_a_missing_capture_is_one_line(tmp_path):
+    from conftest import run_cli
+    r = run_cli("gui", "--capture", str(tmp_path / "nope.jls"))
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "no such file" in r.stderr

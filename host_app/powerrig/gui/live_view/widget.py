@@ -38,6 +38,8 @@ class LiveView(QWidget):
         self.plot = pg.PlotWidget()
         self.plot.setBackground(None)
         self.plot.showGrid(x=True, y=True, alpha=0.25)
+        for ax in ("left", "bottom"):       # grid at major ticks only: minor grid lines tripled the paint time
+            self.plot.getAxis(ax).setStyle(maxTickLevel=0)
         self.plot.setLabel("bottom", "time", units="s")
         self.plot.setLabel("left", "power", units="W")
         self.plot.addLegend(offset=(10, 10))

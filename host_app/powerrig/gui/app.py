@@ -1,6 +1,7 @@
 """Start the app: ``powerrig gui [--sim] [--capture FILE]``."""
 from __future__ import annotations
 
+import signal
 import sys
 
 
@@ -16,6 +17,10 @@ def main(sim: bool = False, capture: str | None = None, port: str | None = None)
     core = Core(capture_dir=settings().value("capture_dir") or None)
     win = MainWindow(core)
     win.show()
+    # Ctrl-C or a kill closes the window the normal way: the recording is closed, the virtual rig
+    # stopped (the core's timer lets Python run the handler)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: win.close())
     if sim:
         core.connect_sim()
     elif port:

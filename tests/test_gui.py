@@ -167,3 +167,22 @@ def test_cli_gui_with_a_missing_capture_is_one_line(tmp_path):
     r = run_cli("gui", "--capture", str(tmp_path / "nope.jls"))
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "no such file" in r.stderr
+
+
+def test_interposer_lost_mid_stream_says_so_and_keeps_the_capture(qtbot, app_env):
+    from powerrig.sim import rig
+    core = Core(capture_dir=app_env / "captures3")
+    win = MainWindow(core)
+    try:
+        core.connect_sim()
+        qtbot.waitUntil(lambda: core.live is not None and core.live.length > 1000, timeout=60_000)
+        path = core.capture_path
+        rig.stop(core.rig["id"])                       # the interposer (and its SSD) go away
+        qtbot.waitUntil(lambda: "lost" in win.connect_panel.message.text(), timeout=60_000)
+        assert str(path) in win.connect_panel.message.text()
+        assert core.dev is None and "link lost" in win.connect_panel.fields["port"].text()
+        from powerrig.capture.reader import CaptureReader
+        with CaptureReader(path) as cap:
+            assert cap.length > 1000 and cap.recording["end_reason"] == "link-lost"
+    finally:
+        win.close()

@@ -344,7 +344,7 @@ class Core(QObject):
             except PowerrigError as e:
                 logger.warning("could not stop the virtual rig %s: %s", self.rig["id"], e)
             self._started_rig = False
-        if isinstance(self.source, object) and hasattr(self.source, "close"):
+        if self.source is not None and hasattr(self.source, "close"):
             self.source.close()
         self.drive_pool.waitForDone(30_000)
         self.pool.waitForDone(10_000)

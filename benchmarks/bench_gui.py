@@ -1,0 +1,142 @@
+"""The desktop app's figures: live plot paint time and lag, long-capture zoom times, memory over time.
+
+    QT_QPA_PLATFORM=offscreen python benchmarks/bench_gui.py [--seconds 20] [--interval-us 100]
+        [--hours 1] [--minutes 1,10] [--tmp DIR]
+
+1. Live: a virtual rig streams at ``--interval-us``; for ``--seconds`` the live plot follows it.
+   Paint time = the plot's synchronous repaint after new data is set (p50/p95); lag = how far the
+   plotted end is behind the newest interval received when it is painted (device seconds).
+2. File: a synthetic capture of ``--hours`` at 1 ms (10 h = 36 M intervals) is written once into
+   --tmp; time to answer a full zoom-out (one summary per pixel, 1500 px) and a zoom into 1 s.
+3. Memory: the GUI process's resident memory after each of ``--minutes`` of streaming (default 1
+   minute only; pass 1,10 for the issue's figure).
+Figures are printed, never asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def pct(v, q):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(q / 100 * len(v)))] if v else float("nan")
+
+
+def spin(app, seconds: float, cond=None) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and not (cond and cond()):
+        app.processEvents()
+        time.sleep(0.005)
+
+
+def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[float]) -> None:
+    from powerrig.gui.core import Core
+    from powerrig.gui.main_window import MainWindow
+
+    core = Core(capture_dir=tmp / "captures")
+    core.interval_us = interval_us
+    win = MainWindow(core)
+    win.resize(1500, 900)
+    win.show()
+    lv = win.live_view
+    paints, lags = [], []
+    orig = lv._paint
+
+    def timed_paint(src, s):
+        orig(src, s)
+        if src is core.live:
+            lags.append(max(0.0, core.live.duration_s - float(s.t[-1] + s.step_s)))
+        t0 = time.perf_counter()
+        lv.plot.viewport().repaint()          # the synchronous paint of the plot
+        paints.append((time.perf_counter() - t0) * 1e3)
+    lv._paint = timed_paint
+    core.connect_sim()
+    spin(app, 60, lambda: core.live is not None and core.live.duration_s > 1.0)
+    if core.live is None:
+        raise SystemExit("bench_gui: the virtual rig sent no data")
+    paints.clear()
+    lags.clear()
+    spin(app, seconds)
+    print(f"live plot at {interval_us} us, {seconds:g} s, {len(paints)} paints:")
+    print(f"  paint p50 {statistics.median(paints):.1f} ms  p95 {pct(paints, 95):.1f} ms")
+    print(f"  lag behind the stream p50 {statistics.median(lags) * 1e3:.0f} ms  p95 {pct(lags, 95) * 1e3:.0f} ms")
+    print(f"  live source memory {core.live.memory_bytes() / 2**20:.1f} MiB (fixed)")
+    t_start = time.monotonic()
+    for m in minutes:
+        spin(app, max(0.0, t_start + m * 60 - time.monotonic()))
+        print(f"  RSS after {m:g} min of streaming: {rss_mb():.0f} MB "
+              f"({core.live.duration_s:.0f} s of device time received)")
+    win.close()
+
+
+def bench_file(tmp: Path, hours: float) -> None:
+    from powerrig.capture.writer import CaptureWriter
+    from powerrig.gui.source import FileSource
+    from powerrig.testing import synthetic as S
+
+    path = tmp / f"bench-gui-{hours:g}h.jls"
+    if not path.exists():
+        t0 = time.perf_counter()
+        part = path.with_name(path.stem + ".part.jls")
+        with CaptureWriter(part, metadata={"device": {"device": "bench"}}) as w:
+            for b in S.interval_blocks(hours * 3600, rows_per_block=200_000):
+                w.write(b)
+        part.rename(path)
+        print(f"wrote {path} ({hours:g} h at 1 ms) in {time.perf_counter() - t0:.0f} s")
+    src = FileSource(path)
+    try:
+        for label, (a, b) in (("full zoom-out", (0.0, src.duration_s)),
+                              ("zoom into 1 s", (src.duration_s / 2, src.duration_s / 2 + 1.0))):
+            times = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                src.summaries(a, b, 1500, ["p_total", "p_12V"])
+                times.append((time.perf_counter() - t0) * 1e3)
+            print(f"{hours:g} h capture ({src.length:,} intervals), {label}: median {statistics.median(times):.1f} ms "
+                  f"(2 signals, 1500 points)")
+    finally:
+        src.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--interval-us", type=int, default=100)
+    ap.add_argument("--hours", type=float, default=1.0)
+    ap.add_argument("--minutes", default="1", help="comma-separated: RSS after each (e.g. 1,10)")
+    ap.add_argument("--tmp", default=None, help="folder for the synthetic capture (kept for reuse)")
+    ap.add_argument("--skip-live", action="store_true")
+    ap.add_argument("--skip-file", action="store_true")
+    a = ap.parse_args()
+    tmp = Path(a.tmp or tempfile.mkdtemp(prefix="powerrig-bench-gui-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("POWERRIG_SIM_DIR", str(tmp / "sim"))
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QApplication
+    QSettings.setDefaultFormat(QSettings.IniFormat)
+    QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, str(tmp / "settings"))
+    app = QApplication(sys.argv[:1])
+    if not a.skip_file:
+        bench_file(tmp, a.hours)
+    if not a.skip_live:
+        bench_live(app, tmp, a.seconds, a.interval_us, [float(m) for m in a.minutes.split(",") if m])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

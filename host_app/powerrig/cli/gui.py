@@ -1,0 +1,28 @@
+"""`powerrig gui [--sim] [--port PORT] [--capture FILE]`: the desktop app."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from powerrig.errors import PowerrigError
+
+
+class GuiStartError(PowerrigError):
+    pass
+
+
+def register(sub) -> None:
+    p = sub.add_parser("gui", help="the desktop app: live plot, multimeter, drive and workload control, captures")
+    p.add_argument("--sim", action="store_true", help="start a virtual rig (interposer, SSD, nvme-cli, fio) and connect")
+    p.add_argument("--port", default=None, help="connect to the interposer on this port at start")
+    p.add_argument("--capture", default=None, help="open this capture (.jls) at start")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if args.capture and not Path(args.capture).is_file():
+        raise GuiStartError(f"--capture {args.capture}: no such file; give a .jls written by `powerrig record`")
+    try:
+        from powerrig.gui.app import main
+    except ImportError as e:
+        raise GuiStartError(f"the desktop app needs PySide6 and pyqtgraph ({e}); pip install 'powerrig[gui]'") from None
+    return main(sim=args.sim, capture=args.capture, port=args.port)

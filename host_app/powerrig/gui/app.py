@@ -1,0 +1,30 @@
+"""Start the app: ``powerrig gui [--sim] [--capture FILE]``."""
+from __future__ import annotations
+
+import signal
+import sys
+
+
+def main(sim: bool = False, capture: str | None = None, port: str | None = None) -> int:
+    from PySide6.QtWidgets import QApplication
+
+    from powerrig.gui.core import Core
+    from powerrig.gui.main_window import MainWindow, settings
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setOrganizationName("powerrig")
+    app.setApplicationName("powerrig-gui")
+    core = Core(capture_dir=settings().value("capture_dir") or None)
+    win = MainWindow(core)
+    win.show()
+    # Ctrl-C or a kill closes the window the normal way: the recording is closed, the virtual rig
+    # stopped (the core's timer lets Python run the handler)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: win.close())
+    if sim:
+        core.connect_sim()
+    elif port:
+        core.connect_port(port)
+    if capture:
+        core.open_capture(capture)
+    return app.exec()

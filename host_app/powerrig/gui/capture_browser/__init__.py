@@ -1,0 +1,1 @@
+"""The capture_browser panel (one widget; it talks only to the core)."""

@@ -1,0 +1,1 @@
+"""The connect panel (one widget; it talks only to the core)."""

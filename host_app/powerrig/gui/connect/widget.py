@@ -1,0 +1,93 @@
+"""Connect: pick an interposer (found ports, a typed port or rfc2217:// URL, or the simulator) and see
+its description, firmware and calibration. Errors show here, in one line."""
+from __future__ import annotations
+
+from PySide6.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget)
+
+
+class ConnectPanel(QWidget):
+    def __init__(self, core, parent=None):
+        super().__init__(parent)
+        self.core = core
+        self.port = QComboBox()
+        self.port.setEditable(True)
+        self.port.setMinimumContentsLength(22)
+        self.port.lineEdit().setPlaceholderText("/dev/ttyACM0 or rfc2217://host:port")
+        self.scan_button = QPushButton("Scan")
+        self.connect_button = QPushButton("Connect")
+        self.sim_button = QPushButton("Simulator")
+        self.disconnect_button = QPushButton("Disconnect")
+        self.disconnect_button.setEnabled(False)
+        self.message = QLabel("")
+        self.message.setWordWrap(True)
+        self.message.setStyleSheet("color: #c62828; font-weight: bold")
+        self.info = QFormLayout()
+        self.fields = {}
+        for k in ("port", "board", "serial", "firmware", "rails", "interval", "calibration"):
+            self.fields[k] = QLabel("—")
+            self.fields[k].setWordWrap(True)
+            self.info.addRow(k, self.fields[k])
+        row = QHBoxLayout()
+        row.addWidget(self.port, 1)
+        row.addWidget(self.scan_button)
+        row2 = QHBoxLayout()
+        for b in (self.connect_button, self.sim_button, self.disconnect_button):
+            row2.addWidget(b)
+        lay = QVBoxLayout(self)
+        lay.addLayout(row)
+        lay.addLayout(row2)
+        lay.addWidget(self.message)
+        lay.addLayout(self.info)
+        lay.addStretch(1)
+        self.scan_button.clicked.connect(self.scan)
+        self.connect_button.clicked.connect(lambda: core.connect_port(self.port.currentText()))
+        self.sim_button.clicked.connect(core.connect_sim)
+        self.disconnect_button.clicked.connect(lambda: core.disconnect("disconnected by the user"))
+        core.connected.connect(self._connected)
+        core.disconnected.connect(self._disconnected)
+        core.error.connect(self.show_error)
+        core.busy.connect(lambda b: [w.setEnabled(not b) for w in (self.connect_button, self.sim_button)])
+
+    def set_port(self, port: str) -> None:
+        self.port.setEditText(port)
+
+    def scan(self) -> None:
+        from powerrig.devices import find_interposers
+        self.message.setText("")
+        self.scan_button.setEnabled(False)
+
+        def found(devs):
+            self.scan_button.setEnabled(True)
+            self.port.clear()
+            for d in devs:
+                self.port.addItem(f"{d['port']}", d)
+            if not devs:
+                self.show_error("no interposer answered; plug one in, type its port, or use the simulator")
+        self.core.run(find_interposers, done=found,
+                      failed=lambda m: (self.scan_button.setEnabled(True), self.show_error(m)))
+
+    def show_error(self, msg: str) -> None:
+        self.message.setText(msg)
+
+    def _connected(self, d: dict) -> None:
+        self.message.setText("")
+        self.disconnect_button.setEnabled(True)
+        cal = d.get("calibration") or {}
+        iv = d.get("interval_us", {})
+        rails = [r["name"] if isinstance(r, dict) else str(r) for r in d.get("rails", [])]
+        when = cal.get("date") or cal.get("when") or cal.get("time")
+        calib = cal.get("source") or ("calibrated" if cal.get("rails") else "none")
+        if when:
+            calib += f", {when}"
+        if cal.get("rails"):
+            calib += f" ({len(cal['rails'])} rails)"
+        vals = {"port": d.get("port"), "board": d.get("board"), "serial": d.get("serial"),
+                "firmware": d.get("firmware"), "rails": ", ".join(rails),
+                "interval": f"{iv.get('default', '?')} us (min {iv.get('min', '?')})" if isinstance(iv, dict) else str(iv),
+                "calibration": calib}
+        for k, v in vals.items():
+            self.fields[k].setText(str(v if v not in (None, "") else "—"))
+
+    def _disconnected(self, why: str) -> None:
+        self.disconnect_button.setEnabled(False)
+        self.fields["port"].setText(f"— ({why})")

@@ -1,0 +1,528 @@
+"""The application core: state and Qt signals the widgets talk through, and the workers that keep the
+GUI thread free.
+
+Widgets never import each other; they call the core and listen to its signals. Everything slow runs
+on a worker (``Core.run``): opening a port and the recording (its own thread, the one Recorder), nvme-cli
+and fio (subprocesses), the analysis, capture file reads. The GUI thread only paints.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QRunnable, QThreadPool, QTimer, Signal
+
+from powerrig.errors import PowerrigError
+
+logger = logging.getLogger(__name__)
+
+
+# ---- workers ----------------------------------------------------------------------------------------
+class _WorkerSignals(QObject):
+    done = Signal(object)
+    failed = Signal(str)
+
+
+class _Job(QRunnable):
+    def __init__(self, fn, args, kwargs):
+        super().__init__()
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+        self.signals = _WorkerSignals()
+
+    def run(self) -> None:
+        try:
+            out = self.fn(*self.args, **self.kwargs)
+        except PowerrigError as e:
+            self.signals.failed.emit(str(e))
+        except Exception as e:  # noqa: BLE001 - shown in the window, logged with its traceback
+            logger.error("worker %s failed:\n%s", getattr(self.fn, "__name__", self.fn), traceback.format_exc())
+            self.signals.failed.emit(f"{e.__class__.__name__}: {e}")
+        else:
+            self.signals.done.emit(out)
+
+
+# ---- the live recording's tap -----------------------------------------------------------------------
+class _TapStream:
+    """The device stream as the Recorder sees it, handing each block to the live source as well."""
+
+    def __init__(self, stream, on_block):
+        self._stream, self._on_block = stream, on_block
+
+    def blocks(self, *a, **kw):
+        for b in self._stream.blocks(*a, **kw):
+            try:
+                self._on_block(b)
+            except Exception:  # noqa: BLE001 - the display must never cost the capture a block
+                logger.exception("live view could not take a block")
+            yield b
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+class _TapDevice:
+    """An Interposer whose streams are tapped (everything else passes through)."""
+
+    def __init__(self, dev, on_block):
+        self._dev, self._on_block = dev, on_block
+
+    def stream(self, *a, **kw):
+        return _TapStream(self._dev.stream(*a, **kw), self._on_block)
+
+    def __getattr__(self, name):
+        return getattr(self._dev, name)
+
+
+@dataclass
+class MarkerFigures:
+    """What the markers read: the analysis' own figures over [t_a, t_b]."""
+    t_a: float
+    t_b: float
+    dt_s: float
+    mean_w: dict = field(default_factory=dict)      # rail / "total" -> W
+    energy_j: dict = field(default_factory=dict)
+    min_w: dict = field(default_factory=dict)
+    max_w: dict = field(default_factory=dict)
+    lost_s: float = 0.0
+
+
+def range_figures(source, t_a: float, t_b: float) -> MarkerFigures:
+    """Figures between two times, computed by the analysis' phase pass (the very code that computes
+    every phase of a capture), over any AnalysisSource: the live source's full-rate rows or a capture."""
+    from powerrig.analysis.phases import CAPTURE, Phase
+    from powerrig.analysis.pipeline import _phase_pass
+
+    a, b = sorted((t_a, t_b))
+    dt = source.interval_s
+    sa, sb = max(0.0, a / dt), min(float(source.length), b / dt)
+    if sb <= sa:
+        raise MarkerError("the markers enclose no data; drag them apart over the plotted signal")
+    held = getattr(source, "held", None)
+    if held is not None:
+        first, end = held()
+        if sa < first:
+            raise MarkerError(f"marker A at {a:.3f} s is older than the {(end - first) * dt:.0f} s the live view "
+                              "holds at full rate; stop the recording and open its capture to measure there")
+    res = _phase_pass(source, [Phase("markers", CAPTURE, sa, sb)], list(source.rails), dt, 1 << 20)[0]
+    out = MarkerFigures(a, b, b - a, lost_s=res.lost_s)
+    for k, s in res.rails.items():
+        out.mean_w[k], out.energy_j[k] = s["mean_w"], s["energy_j"]
+        out.min_w[k], out.max_w[k] = s["min_w"], s["max_w"]
+    return out
+
+
+class MarkerError(PowerrigError):
+    pass
+
+
+class GuiError(PowerrigError):
+    pass
+
+
+# ---- presets (what the workload panel offers) --------------------------------------------------------
+PRESETS = {
+    "seq 128k read": {"rw": "read", "bs": "128k", "iodepth": 32, "numjobs": 1, "runtime": 10},
+    "seq 128k write": {"rw": "write", "bs": "128k", "iodepth": 32, "numjobs": 1, "runtime": 10},
+    "rand 4k read": {"rw": "randread", "bs": "4k", "iodepth": 32, "numjobs": 4, "runtime": 10},
+    "rand 4k write": {"rw": "randwrite", "bs": "4k", "iodepth": 32, "numjobs": 4, "runtime": 10},
+    "rand 4k 70/30": {"rw": "randrw", "bs": "4k", "iodepth": 32, "numjobs": 4, "runtime": 10, "rwmixread": 70},
+}
+WRITES = {"write", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim", "trimwrite"}
+
+
+def _children_running(prefix: list[str]) -> list[int]:
+    """Pids of this process's children whose command line starts with ``prefix`` (the fio we ran)."""
+    pids = []
+    for task in Path(f"/proc/{os.getpid()}/task").glob("*"):
+        try:
+            kids = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for pid in kids:
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if [a.decode(errors="replace") for a in argv[:len(prefix)]] == prefix:
+                pids.append(int(pid))
+    return pids
+
+
+class Core(QObject):
+    """Application state: the connection, the recording, the plot's source, markers, drive and workload."""
+    connected = Signal(dict)          # the interposer's description (+ "port", "calibration")
+    disconnected = Signal(str)        # why (one line)
+    error = Signal(str)               # a one-line message for the window
+    status = Signal(str)              # progress text
+    data = Signal()                   # the plot's source has new data (at most every tick)
+    events = Signal()                 # the timeline changed
+    markers = Signal(object)          # MarkerFigures, or None when cleared
+    source_changed = Signal(object)   # the plot's source (LiveSource or FileSource)
+    analysis_ready = Signal(object)   # an Analysis of an opened capture
+    drive = Signal(dict)              # identity / power states / apst / temperature
+    workload = Signal(dict)           # {"state": "running"|"done"|"failed", "name", ...}
+    busy = Signal(bool)
+
+    TICK_MS = 50
+
+    def __init__(self, capture_dir: str | Path | None = None, parent=None):
+        super().__init__(parent)
+        from powerrig.events import Timeline
+
+        self.pool = QThreadPool.globalInstance()
+        self.pool.setMaxThreadCount(max(4, self.pool.maxThreadCount()))
+        self.drive_pool = QThreadPool(self)
+        self.drive_pool.setMaxThreadCount(1)
+        self.capture_dir = Path(capture_dir or Path(tempfile.gettempdir()) / "powerrig-captures")
+        self.timeline = Timeline()
+        self.dev = None
+        self.port: str | None = None
+        self.rig: dict | None = None           # the virtual rig's state when the simulator is used
+        self.recorder = None
+        self.live = None                       # LiveSource once the first block arrived
+        self.source = None                     # what the plot shows
+        self.capture_path: Path | None = None
+        self.nvme = None
+        self.fio = None
+        self.controller = self.namespace = self.serial = None
+        self.identity = None
+        self.marker_times: tuple[float, float] | None = None
+        self.interval_us: int | None = None    # None: the device's default interval
+        self._jobs: set = set()
+        self._seen_rows = 0
+        self._seen_events = 0
+        self._started_rig = False
+        self._timer = QTimer(self)
+        self._timer.timeout.connect(self._tick)
+        self._timer.start(self.TICK_MS)
+
+    # ---- workers ------------------------------------------------------------------------------------
+    def run(self, fn, *args, done=None, failed=None, pool=None, **kwargs) -> None:
+        """Run fn on the worker pool (or ``pool``); ``done(result)`` / ``failed(message)`` are called on
+        the GUI thread (default for failures: the ``error`` signal)."""
+        job = _Job(fn, args, kwargs)
+        self._jobs.add(job)
+        job.setAutoDelete(False)
+
+        def finish():
+            self._jobs.discard(job)
+        job.signals.done.connect(done or (lambda _r: None))
+        job.signals.failed.connect(failed or self.error.emit)
+        job.signals.done.connect(finish)
+        job.signals.failed.connect(finish)
+        (pool or self.pool).start(job)
+
+    def run_on_drive(self, fn, *args, **kw) -> None:
+        """nvme-cli commands run one at a time, in the order asked (a read never overtakes a set)."""
+        self.run(fn, *args, pool=self.drive_pool, **kw)
+
+    @property
+    def pending(self) -> int:
+        return len(self._jobs)
+
+    # ---- connection and recording ------------------------------------------------------------------
+    def connect_port(self, port: str) -> None:
+        port = (port or "").strip()
+        if not port:
+            self.error.emit("no port given; pick an interposer from the list or type its port (/dev/ttyACM0, rfc2217://host:port)")
+            return
+        self.status.emit(f"connecting to {port} ...")
+        self.busy.emit(True)
+        self.run(self._open, port, done=self._opened, failed=self._open_failed)
+
+    def connect_sim(self, profile: str | None = None) -> None:
+        """Bring up a virtual rig (interposer, SSD, nvme-cli, fio) and connect to it."""
+        self.status.emit("starting the virtual rig ...")
+        self.busy.emit(True)
+
+        def start():
+            from powerrig.sim import rig
+            state = rig.start(profile or rig.DEFAULT_PROFILE)
+            return state, self._open(state["port"])
+        self.run(start, done=self._sim_up, failed=self._open_failed)
+
+    def _sim_up(self, got) -> None:
+        state, opened = got
+        self.rig = state
+        self._started_rig = True
+        self.use_drive(state["nvme"], state["fio"], state["controller"], state["namespaces"][0], state["serial"])
+        self._opened(opened)
+
+    def use_drive(self, nvme_prog, fio_prog, controller: str, namespace: str, serial: str | None) -> None:
+        from powerrig.dut.fio import Fio
+        from powerrig.dut.nvme import NvmeCli
+        self.nvme = NvmeCli(list(nvme_prog), timeline=self.timeline)
+        self.fio = Fio(list(fio_prog), timeline=self.timeline)
+        self.controller, self.namespace, self.serial = controller, namespace, serial
+
+    @staticmethod
+    def _open(port: str):
+        from powerrig.interposer import Interposer
+        if port.startswith("/dev/") and not Path(port).exists():
+            raise GuiError(f"{port} does not exist; plug the interposer in, or pick a port from the list")
+        dev = Interposer.open(port)
+        try:
+            cal = dev.calibration()
+        except PowerrigError as e:
+            logger.info("no calibration from %s: %s", port, e)
+            cal = {}
+        return dev, port, cal
+
+    def _open_failed(self, msg: str) -> None:
+        self.busy.emit(False)
+        self.error.emit(msg)
+
+    def _opened(self, got) -> None:
+        dev, port, cal = got
+        self.dev, self.port = dev, port
+        self.busy.emit(False)
+        self.connected.emit(dict(dev.description, port=port, calibration=cal))
+        self.start_recording()
+
+    def start_recording(self) -> None:
+        from powerrig.capture.recorder import Recorder
+        if self.dev is None:
+            self.error.emit("connect to an interposer first")
+            return
+        self.capture_dir.mkdir(parents=True, exist_ok=True)
+        self.capture_path = self.capture_dir / time.strftime("live-%Y%m%d-%H%M%S.jls")
+        self.live = None
+        self._seen_rows = 0
+        meta = {"drive": {"serial": self.serial}} if self.serial else {}
+        self.recorder = Recorder(_TapDevice(self.dev, self._on_block), self.capture_path, metadata=meta,
+                                 interval_us=self.interval_us,
+                                 timeline=self.timeline, progress_every_s=0.5)
+        self.recorder.start()
+        self.status.emit(f"recording to {self.capture_path}")
+
+    def _on_block(self, block) -> None:
+        """The recording thread: feed the live source (created on the first block)."""
+        if self.live is None:
+            from powerrig.gui.source import LiveSource
+            self.live = LiveSource.for_block(block)
+            self.live.clock = self.dev.clock.model()
+        self.live.feed(block)
+
+    def stop_recording(self):
+        rec, self.recorder = self.recorder, None
+        if rec is None:
+            return None
+        rec.stop()
+        try:
+            res = rec.wait(30.0)
+        except Exception as e:  # noqa: BLE001 - the user still gets the message
+            self.error.emit(f"the recording ended with an error: {e}")
+            return None
+        self.status.emit(f"recording saved: {res.path} ({res.covered_s:.1f} s, ended by {res.end_reason})")
+        return res
+
+    def disconnect(self, why: str = "disconnected") -> None:
+        self.stop_recording()
+        if self.dev is not None:
+            try:
+                self.dev.close()
+            except Exception as e:  # noqa: BLE001 - a dead link cannot be closed cleanly
+                logger.info("closing %s: %s", self.port, e)
+            self.dev = None
+            self.disconnected.emit(why)
+
+    def shutdown(self) -> None:
+        """Leave nothing running: the recording, the device, the virtual rig we started, the workers."""
+        self._timer.stop()
+        self.stop_fio()
+        self.disconnect("closed")
+        if self._started_rig and self.rig:
+            from powerrig.sim import rig
+            try:
+                rig.stop(self.rig["id"])
+            except PowerrigError as e:
+                logger.warning("could not stop the virtual rig %s: %s", self.rig["id"], e)
+            self._started_rig = False
+        if self.source is not None and hasattr(self.source, "close"):
+            self.source.close()
+        self.drive_pool.waitForDone(30_000)
+        self.pool.waitForDone(10_000)
+
+    # ---- the tick: the only place live data is announced -------------------------------------------
+    def _tick(self) -> None:
+        live = self.live
+        if live is not None:
+            if self.source is None or (self.source is not live and self.recorder is not None
+                                       and not hasattr(self.source, "reader")):
+                self.source = live
+                self.source_changed.emit(live)
+            if self.dev is not None:
+                m = self.dev.clock.model()
+                if m is not None:
+                    live.clock = m
+            if live.length != self._seen_rows:
+                self._seen_rows = live.length
+                if self.source is live:
+                    self.data.emit()
+        if len(self.timeline) != self._seen_events:
+            self._seen_events = len(self.timeline)
+            self.events.emit()
+        rec = self.recorder
+        if rec is not None and rec._thread is not None and not rec._thread.is_alive():
+            res = rec.result
+            self.recorder = None
+            if res is not None and res.end_reason == "link-lost":
+                self.error.emit(f"connection to the interposer on {self.port} lost: {res.error}; "
+                                f"the capture so far is saved in {res.path}. Reconnect to go on.")
+                self.disconnect("link lost")
+
+    # ---- time axis ----------------------------------------------------------------------------------
+    def events_s(self, source=None) -> list[dict]:
+        """Timeline events placed on the plot's time axis (s from capture start)."""
+        src = source or self.source
+        if src is None:
+            return []
+        if hasattr(src, "reader"):
+            evs, to_sid = src.reader.events, src.reader.sample_id
+        else:
+            evs, to_sid = list(self.timeline), src.sample_id
+        out = []
+        for e in evs:
+            try:
+                t0 = float(to_sid(e.t_start)) * src.interval_s
+                t1 = float(to_sid(e.t_end)) * src.interval_s if e.t_end is not None else None
+            except (ValueError, PowerrigError):
+                continue        # no clock yet
+            out.append({"kind": str(e.kind), "name": e.name, "t0": t0, "t1": t1, "ok": e.ok})
+        return out
+
+    # ---- markers ------------------------------------------------------------------------------------
+    def set_markers(self, t_a: float | None, t_b: float | None = None) -> None:
+        if t_a is None or t_b is None or self.source is None:
+            self.marker_times = None
+            self.markers.emit(None)
+            return
+        self.marker_times = (t_a, t_b)
+        src = self.source
+        asrc = src.analysis_source() if hasattr(src, "analysis_source") else src
+
+        def compute():
+            if hasattr(src, "_lock") and hasattr(src, "reader"):
+                with src._lock:
+                    return range_figures(asrc, t_a, t_b)
+            return range_figures(asrc, t_a, t_b)
+        self.run(compute, done=self.markers.emit)
+
+    # ---- captures -----------------------------------------------------------------------------------
+    def open_capture(self, path: str | Path) -> None:
+        """Open a saved capture in a worker; the plot switches to it and its analysis table fills."""
+        self.status.emit(f"opening {path} ...")
+
+        def load():
+            from powerrig.analysis.pipeline import analyse
+            from powerrig.gui.source import FileSource
+            src = FileSource(path)
+            try:
+                with src._lock:
+                    an = analyse(src.reader, src.reader.events, src.reader.metadata)
+            except PowerrigError as e:
+                logger.info("analysis of %s: %s", path, e)
+                an = None
+            return src, an
+
+        def opened(got):
+            src, an = got
+            old = self.source
+            self.source = src
+            if old is not None and old is not self.live and hasattr(old, "close"):
+                old.close()
+            self.source_changed.emit(src)
+            self.events.emit()
+            self.analysis_ready.emit(an)
+            note = src.reader.recovery_note or src.reader.recording_note
+            self.status.emit(f"opened {src.path.name}: {src.duration_s:.1f} s" + (f" ({note})" if note else ""))
+        self.run(load, done=opened)
+
+    def show_live(self) -> None:
+        if self.live is not None:
+            self.source = self.live
+            self.source_changed.emit(self.live)
+
+    # ---- the drive -----------------------------------------------------------------------------------
+    def _need_drive(self) -> None:
+        if self.nvme is None:
+            raise GuiError("no drive configured: start the virtual rig (`powerrig gui --sim`) or set the nvme/fio "
+                           "programs and the drive in the Drive panel")
+
+    def refresh_drive(self) -> None:
+        def read():
+            self._need_drive()
+            ident = self.nvme.id_ctrl(self.controller)
+            ps = self.nvme.get_power_state(self.controller).power_state
+            apst = self.nvme.get_apst(self.controller)
+            smart = self.nvme.smart_log(self.controller)
+            return {"identity": ident, "power_state": ps, "apst": apst.enabled,
+                    "temperature_c": smart.temperature_c, "smart": smart}
+
+        def done(d):
+            self.identity = d["identity"]
+            self.drive.emit(d)
+        self.run_on_drive(read, done=done)
+
+    def set_power_state(self, ps: int) -> None:
+        def go():
+            self._need_drive()
+            got = self.nvme.set_power_state(self.controller, int(ps))
+            return {"power_state": got.power_state}
+        self.status.emit(f"setting PS{ps} ...")
+        self.run_on_drive(go, done=lambda d: (self.drive.emit(d), self.status.emit(f"drive in PS{d['power_state']}")))
+
+    def set_apst(self, enabled: bool) -> None:
+        def go():
+            self._need_drive()
+            self.nvme.set_apst(self.controller, enabled, [])
+            return {"apst": self.nvme.get_apst(self.controller).enabled, "apst_set": True}
+        self.run_on_drive(go, done=self.drive.emit)
+
+    # ---- the workload ---------------------------------------------------------------------------------
+    def run_fio(self, name: str, options: dict) -> None:
+        """Run one fio job on the drive's namespace; writes pass the drive guard (serial, mounts) first."""
+        from powerrig.dut.fio import FioJob, FioPlan
+        from powerrig.dut.guard import guard_destructive
+
+        opts = dict(options)
+        job_name = "".join(c if c.isalnum() or c in "_.-" else "-" for c in name).strip("-") or "job"
+
+        def go():
+            self._need_drive()
+            if opts.get("rw") in WRITES:
+                guard_destructive(self.nvme, self.namespace, self.serial)
+            job = FioJob(job_name, rw=opts["rw"], bs=opts["bs"], iodepth=int(opts["iodepth"]),
+                         numjobs=int(opts["numjobs"]), runtime=float(opts["runtime"]), time_based=True,
+                         filename=self.namespace, rwmixread=opts.get("rwmixread"), ioengine="libaio", direct=True,
+                         size=opts.get("size", "1g"))
+            out = self.capture_dir / "fio" / time.strftime("%Y%m%d-%H%M%S")
+            res = self.fio.run(FioPlan([job], group_reporting=int(opts["numjobs"]) > 1), out, name=job_name)
+            bw = sum(d.bw_bytes for j in res.jobs for d in j.directions.values())
+            iops = sum(d.iops for j in res.jobs for d in j.directions.values())
+            return {"state": "done", "name": name, "mib_s": bw / 2**20, "iops": iops}
+
+        self.workload.emit({"state": "running", "name": name})
+
+        def failed(msg):
+            self.workload.emit({"state": "failed", "name": name, "error": msg})
+            self.error.emit(msg)
+        self.run(go, done=self.workload.emit, failed=failed)
+
+    def stop_fio(self) -> int:
+        """End the fio this app started (by pid); its phase ends as failed ("stopped")."""
+        if self.fio is None:
+            return 0
+        pids = _children_running(self.fio.program)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        return len(pids)

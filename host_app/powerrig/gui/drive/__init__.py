@@ -1,0 +1,1 @@
+"""The drive panel (one widget; it talks only to the core)."""

@@ -1,0 +1,74 @@
+"""Drive: identity and power states from id-ctrl, one-click power state (the step shows on the plot as
+an event), APST on/off, temperature. nvme-cli runs on a worker, recorded on the core's timeline."""
+from __future__ import annotations
+
+from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPushButton, QTableWidget, QTableWidgetItem,
+                               QVBoxLayout, QWidget)
+
+COLUMNS = ["PS", "max W", "ENLAT us", "EXLAT us", "non-op", "idle W", "active W", ""]
+
+
+class DrivePanel(QWidget):
+    def __init__(self, core, parent=None):
+        super().__init__(parent)
+        self.core = core
+        self.identity = QLabel("no drive read yet")
+        self.identity.setWordWrap(True)
+        self.state = QLabel("power state: —    temperature: —")
+        self.refresh_button = QPushButton("Read drive")
+        self.apst = QCheckBox("APST (autonomous power state transitions)")
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QTableWidget.NoEditTriggers)
+        top = QHBoxLayout()
+        top.addWidget(self.refresh_button)
+        top.addWidget(self.apst)
+        top.addStretch(1)
+        lay = QVBoxLayout(self)
+        lay.addLayout(top)
+        lay.addWidget(self.identity)
+        lay.addWidget(self.state)
+        lay.addWidget(self.table, 1)
+        self.refresh_button.clicked.connect(core.refresh_drive)
+        self.apst.clicked.connect(self._apst_clicked)
+        core.drive.connect(self.show_drive)
+        core.error.connect(lambda _m: self.apst.setEnabled(True))
+        self._ps = None
+        self._temp = None
+
+    def _apst_clicked(self, on: bool) -> None:
+        self.apst.setEnabled(False)                    # until the drive answers (or the call fails)
+        self.core.set_apst(bool(on))
+
+    def show_states(self, ident) -> None:
+        states = ident.power_states
+        self.table.setRowCount(len(states))
+        for k, s in enumerate(states):
+            vals = [f"PS{s.ps}", f"{s.max_power_w:g}", str(s.entry_latency_us), str(s.exit_latency_us),
+                    "yes" if s.non_operational else "no",
+                    "—" if s.idle_power_w is None else f"{s.idle_power_w:g}",
+                    "—" if s.active_power_w is None else f"{s.active_power_w:g}"]
+            for j, v in enumerate(vals):
+                self.table.setItem(k, j, QTableWidgetItem(v))
+            b = QPushButton(f"Set PS{s.ps}")
+            b.clicked.connect(lambda _=False, ps=s.ps: self.core.set_power_state(ps))
+            self.table.setCellWidget(k, len(COLUMNS) - 1, b)
+        self.table.resizeColumnsToContents()
+
+    def show_drive(self, d: dict) -> None:
+        if "identity" in d:
+            i = d["identity"]
+            self.identity.setText(f"{i.mn.strip()}   serial {i.sn.strip()}   firmware {i.fr.strip()}   "
+                                  f"{i.npss + 1} power states" + (", APST supported" if i.apsta else ""))
+            self.show_states(i)
+        if "power_state" in d:
+            self._ps = d["power_state"]
+        if "temperature_c" in d:
+            self._temp = d["temperature_c"]
+        if "apst" in d and (self.apst.isEnabled() or d.get("apst_set")):
+            self.apst.setChecked(bool(d["apst"]))
+            self.apst.setEnabled(True)
+        ps = "—" if self._ps is None else f"PS{self._ps}"
+        t = "—" if self._temp is None else f"{self._temp:.0f} °C"
+        self.state.setText(f"power state: {ps}    temperature: {t}")

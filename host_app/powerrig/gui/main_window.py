@@ -1,0 +1,120 @@
+"""The window: the plot in the middle, panels in docks (their layout persists), File > Open, themes."""
+from __future__ import annotations
+
+from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow
+
+from powerrig.gui import theme
+from powerrig.gui.capture_browser.widget import AnalysisTable
+from powerrig.gui.connect.widget import ConnectPanel
+from powerrig.gui.drive.widget import DrivePanel
+from powerrig.gui.live_view.widget import LiveView
+from powerrig.gui.multimeter.widget import Multimeter
+from powerrig.gui.workload.widget import WorkloadPanel
+
+ORG, APP = "powerrig", "powerrig-gui"
+
+
+def settings() -> QSettings:
+    return QSettings(ORG, APP)
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, core, parent=None):
+        super().__init__(parent)
+        self.core = core
+        self.setWindowTitle("powerrig")
+        self.resize(1400, 860)
+        self.live_view = LiveView(core)
+        self.setCentralWidget(self.live_view)
+        self.connect_panel = ConnectPanel(core)
+        self.multimeter = Multimeter(core)
+        self.drive_panel = DrivePanel(core)
+        self.workload_panel = WorkloadPanel(core)
+        self.analysis_table = AnalysisTable(core)
+        self.analysis_table.zoom.connect(self.live_view.zoom_to)
+        self.docks = {}
+        for name, w, area in (("Connect", self.connect_panel, Qt.LeftDockWidgetArea),
+                              ("Drive", self.drive_panel, Qt.LeftDockWidgetArea),
+                              ("Workload", self.workload_panel, Qt.LeftDockWidgetArea),
+                              ("Multimeter", self.multimeter, Qt.RightDockWidgetArea),
+                              ("Analysis", self.analysis_table, Qt.BottomDockWidgetArea)):
+            d = QDockWidget(name, self)
+            d.setObjectName(f"dock-{name}")
+            d.setWidget(w)
+            self.addDockWidget(area, d)
+            self.docks[name] = d
+        self.tabifyDockWidget(self.docks["Connect"], self.docks["Drive"])
+        self.tabifyDockWidget(self.docks["Drive"], self.docks["Workload"])
+        QTimer.singleShot(0, self.docks["Connect"].raise_)      # a tab raised before show() is not kept
+        for w, width in ((self.connect_panel, 420), (self.drive_panel, 420), (self.workload_panel, 420),
+                         (self.multimeter, 400)):
+            w.setMinimumWidth(width)
+        self.analysis_table.setMinimumHeight(150)
+        self.resizeDocks([self.docks["Analysis"]], [190], Qt.Vertical)
+        self.status_label = QLabel("")
+        self.statusBar().addWidget(self.status_label, 1)
+        core.status.connect(self.status_label.setText)
+        core.error.connect(lambda m: self.statusBar().showMessage(m, 15000))
+        core.connected.connect(lambda d: core.refresh_drive() if core.nvme is not None else None)
+        self._menus()
+        self.restore()
+
+    def _menus(self) -> None:
+        m = self.menuBar().addMenu("&File")
+        a = QAction("&Open capture...", self)
+        a.setShortcut(QKeySequence.Open)
+        a.triggered.connect(self.open_dialog)
+        m.addAction(a)
+        live = QAction("Back to &live", self)
+        live.triggered.connect(self.live_view.go_live)
+        m.addAction(live)
+        m.addSeparator()
+        q = QAction("&Quit", self)
+        q.setShortcut(QKeySequence.Quit)
+        q.triggered.connect(self.close)
+        m.addAction(q)
+        v = self.menuBar().addMenu("&View")
+        for name in ("light", "dark"):
+            t = QAction(f"{name.title()} theme", self)
+            t.triggered.connect(lambda _=False, n=name: self.set_theme(n))
+            v.addAction(t)
+        v.addSeparator()
+        for d in self.docks.values():
+            v.addAction(d.toggleViewAction())
+
+    def open_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open capture", str(self.core.capture_dir), "Captures (*.jls)")
+        if path:
+            self.core.open_capture(path)
+
+    def set_theme(self, name: str) -> None:
+        theme.apply(name)
+        self.live_view.plot.setBackground(theme.plot_background(name))
+        settings().setValue("theme", name)
+
+    def restore(self) -> None:
+        s = settings()
+        geo, state = s.value("geometry"), s.value("window_state")
+        if geo is not None:
+            self.restoreGeometry(geo)
+        if state is not None:
+            self.restoreState(state)
+        port = s.value("last_port")
+        if port:
+            self.connect_panel.set_port(str(port))
+        self.set_theme(str(s.value("theme", "light")))
+
+    def save(self) -> None:
+        s = settings()
+        s.setValue("geometry", self.saveGeometry())
+        s.setValue("window_state", self.saveState())
+        if self.core.port:
+            s.setValue("last_port", self.core.port)
+        s.sync()
+
+    def closeEvent(self, e) -> None:  # noqa: N802 - Qt's name
+        self.save()
+        self.core.shutdown()
+        super().closeEvent(e)

@@ -1,0 +1,1 @@
+"""The multimeter panel (one widget; it talks only to the core)."""

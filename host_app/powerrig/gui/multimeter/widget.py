@@ -1,0 +1,79 @@
+"""The multimeter: live mean, min, max, peak 100 us and energy per rail and total since the recording
+began, and the two markers' delta-t, mean power and energy (figures from the analysis code)."""
+from __future__ import annotations
+
+import math
+
+from PySide6.QtWidgets import QGroupBox, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+
+COLUMNS = ["mean W", "min W", "max W", "peak 100 us W", "energy J"]
+
+
+def _fmt(v, digits=3) -> str:
+    return "—" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.{digits}f}"
+
+
+class Multimeter(QWidget):
+    def __init__(self, core, parent=None):
+        super().__init__(parent)
+        self.core = core
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().setVisible(True)
+        self.table.setEditTriggers(QTableWidget.NoEditTriggers)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.marker_box = QGroupBox("Markers A-B")
+        self.marker_label = QLabel("press Markers on the plot and drag A and B")
+        self.marker_label.setWordWrap(True)
+        self.marker_table = QTableWidget(0, 3)
+        self.marker_table.setHorizontalHeaderLabels(["mean W", "energy J", "max W"])
+        self.marker_table.setEditTriggers(QTableWidget.NoEditTriggers)
+        self.marker_table.horizontalHeader().setStretchLastSection(True)
+        mb = QVBoxLayout(self.marker_box)
+        mb.addWidget(self.marker_label)
+        mb.addWidget(self.marker_table)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(2, 2, 2, 2)
+        lay.addWidget(QLabel("Since the recording began"))
+        lay.addWidget(self.table, 1)
+        lay.addWidget(self.marker_box, 1)
+        self.figures = None
+        core.data.connect(self.refresh)
+        core.markers.connect(self.show_markers)
+
+    def refresh(self) -> None:
+        live = self.core.live
+        if live is None:
+            return
+        rows = list(live.rails) + ["total"]
+        if self.table.rowCount() != len(rows):
+            self.table.setRowCount(len(rows))
+            self.table.setVerticalHeaderLabels(rows)
+        dt = live.interval_s
+        with live._lock:
+            s, c = live.total_sum.copy(), live.total_cnt.copy()
+            mn, mx, peak = live.total_min.copy(), live.total_max.copy(), dict(live.peak)
+        for k, r in enumerate(rows):
+            col = live.col["p_total" if r == "total" else f"p_{r}"]
+            n = int(c[col])
+            vals = [s[col] / n if n else math.nan, mn[col] if n else math.nan, mx[col] if n else math.nan,
+                    peak.get(r, math.nan) if r != "total" else None, s[col] * dt]
+            for j, v in enumerate(vals):
+                self.table.setItem(k, j, QTableWidgetItem(_fmt(v, 4 if j < 4 else 3)))
+        self.table.resizeColumnsToContents()
+
+    def show_markers(self, fig) -> None:
+        self.figures = fig
+        if fig is None:
+            self.marker_label.setText("press Markers on the plot and drag A and B")
+            self.marker_table.setRowCount(0)
+            return
+        lost = f", {fig.lost_s:.3f} s lost in gaps" if fig.lost_s else ""
+        self.marker_label.setText(f"A {fig.t_a:.4f} s   B {fig.t_b:.4f} s\nΔt {fig.dt_s:.4f} s{lost}")
+        rows = [k for k in fig.mean_w if k != "total"] + ["total"]
+        self.marker_table.setRowCount(len(rows))
+        self.marker_table.setVerticalHeaderLabels(rows)
+        for k, r in enumerate(rows):
+            for j, v in enumerate((fig.mean_w[r], fig.energy_j[r], fig.max_w[r])):
+                self.marker_table.setItem(k, j, QTableWidgetItem(_fmt(v, 4)))
+        self.marker_table.resizeColumnsToContents()

@@ -1,0 +1,34 @@
+"""Light and dark themes (Qt's Fusion style with a palette; the plot follows)."""
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QApplication
+
+THEMES = ("light", "dark")
+
+
+def apply(name: str) -> None:
+    app = QApplication.instance()
+    if app is None:
+        return
+    app.setStyle("Fusion")
+    if name == "dark":
+        p = QPalette()
+        for role, c in ((QPalette.Window, "#2b2b2b"), (QPalette.WindowText, "#e0e0e0"), (QPalette.Base, "#1e1e1e"),
+                        (QPalette.AlternateBase, "#2b2b2b"), (QPalette.Text, "#e0e0e0"), (QPalette.Button, "#3a3a3a"),
+                        (QPalette.ButtonText, "#e0e0e0"), (QPalette.Highlight, "#3d7bd9"),
+                        (QPalette.HighlightedText, "#ffffff"), (QPalette.ToolTipBase, "#2b2b2b"),
+                        (QPalette.ToolTipText, "#e0e0e0")):
+            p.setColor(role, QColor(c))
+        for role in (QPalette.WindowText, QPalette.Text, QPalette.ButtonText):
+            p.setColor(QPalette.Disabled, role, QColor("#7a7a7a"))
+        app.setPalette(p)
+        pg.setConfigOptions(foreground="#d0d0d0")
+    else:
+        app.setPalette(app.style().standardPalette())
+        pg.setConfigOptions(foreground="#202020")
+
+
+def plot_background(name: str) -> str:
+    return "#1e1e1e" if name == "dark" else "#ffffff"

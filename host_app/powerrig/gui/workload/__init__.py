@@ -1,0 +1,1 @@
+"""The workload panel (one widget; it talks only to the core)."""

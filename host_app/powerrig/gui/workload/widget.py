@@ -1,0 +1,75 @@
+"""Workload: fio presets with block size, queue depth, jobs and runtime editable; run (writes pass the
+drive guard in the core) and stop. The phase lands on the plot's time axis from the timeline."""
+from __future__ import annotations
+
+from PySide6.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox,
+                               QVBoxLayout, QWidget)
+
+from powerrig.gui.core import PRESETS
+
+
+class WorkloadPanel(QWidget):
+    def __init__(self, core, parent=None):
+        super().__init__(parent)
+        self.core = core
+        self.preset = QComboBox()
+        self.preset.addItems(list(PRESETS))
+        self.bs = QLineEdit()
+        self.iodepth = QSpinBox()
+        self.iodepth.setRange(1, 1024)
+        self.jobs = QSpinBox()
+        self.jobs.setRange(1, 64)
+        self.runtime = QSpinBox()
+        self.runtime.setRange(1, 24 * 3600)
+        self.runtime.setSuffix(" s")
+        self.run_button = QPushButton("Run")
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setEnabled(False)
+        self.result = QLabel("")
+        self.result.setWordWrap(True)
+        form = QFormLayout()
+        form.addRow("preset", self.preset)
+        form.addRow("block size", self.bs)
+        form.addRow("queue depth", self.iodepth)
+        form.addRow("jobs", self.jobs)
+        form.addRow("runtime", self.runtime)
+        row = QHBoxLayout()
+        row.addWidget(self.run_button)
+        row.addWidget(self.stop_button)
+        lay = QVBoxLayout(self)
+        lay.addLayout(form)
+        lay.addLayout(row)
+        lay.addWidget(self.result)
+        lay.addStretch(1)
+        self.preset.currentTextChanged.connect(self.load_preset)
+        self.run_button.clicked.connect(self.run)
+        self.stop_button.clicked.connect(core.stop_fio)
+        core.workload.connect(self.show_workload)
+        self.load_preset(self.preset.currentText())
+
+    def load_preset(self, name: str) -> None:
+        p = PRESETS[name]
+        self.bs.setText(str(p["bs"]))
+        self.iodepth.setValue(p["iodepth"])
+        self.jobs.setValue(p["numjobs"])
+        self.runtime.setValue(int(p["runtime"]))
+
+    def options(self) -> dict:
+        o = dict(PRESETS[self.preset.currentText()])
+        o.update(bs=self.bs.text().strip(), iodepth=self.iodepth.value(), numjobs=self.jobs.value(),
+                 runtime=self.runtime.value())
+        return o
+
+    def run(self) -> None:
+        self.core.run_fio(self.preset.currentText(), self.options())
+
+    def show_workload(self, d: dict) -> None:
+        running = d.get("state") == "running"
+        self.run_button.setEnabled(not running)
+        self.stop_button.setEnabled(running)
+        if running:
+            self.result.setText(f"running {d['name']} ...")
+        elif d.get("state") == "done":
+            self.result.setText(f"{d['name']}: {d['mib_s']:.1f} MiB/s, {d['iops']:.0f} IOPS")
+        else:
+            self.result.setText(f"{d['name']} failed: {d.get('error', '')}")

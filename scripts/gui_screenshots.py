@@ -1,0 +1,136 @@
+"""Screenshots of the desktop app's main views from a real window, for docs/user-guide.md.
+
+    xvfb-run -a -s "-screen 0 1600x1000x24" python scripts/gui_screenshots.py [--out docs/img]
+
+Brings up a virtual rig (client drive with APST and non-operational states), connects, runs a preset,
+sets a power state, places markers, then opens the recording as a saved capture; saves one PNG per
+view. Needs a display (Xvfb) so the window is a real one, not the offscreen platform.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def wait(app, cond, timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise SystemExit(f"gui_screenshots: timed out waiting for {what}")
+        app.processEvents()
+        time.sleep(0.02)
+
+
+def settle(app, seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        app.processEvents()
+        time.sleep(0.02)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "img"))
+    ap.add_argument("--profile", default="client-apst")
+    a = ap.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="powerrig-shots-"))
+    os.environ.setdefault("POWERRIG_SIM_DIR", str(tmp / "sim"))
+
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QApplication
+    QSettings.setDefaultFormat(QSettings.IniFormat)
+    QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, str(tmp / "settings"))
+    app = QApplication(sys.argv[:1])
+    from powerrig.gui.core import Core
+    from powerrig.gui.main_window import MainWindow
+
+    core = Core(capture_dir=tmp / "captures")
+    win = MainWindow(core)
+    win.resize(1500, 900)
+    win.show()
+    errors: list[str] = []
+    core.error.connect(errors.append)
+
+    def shot(name: str) -> None:
+        settle(app, 0.8)
+        path = out / f"{name}.png"
+        win.grab().save(str(path))
+        print(path)
+
+    try:
+        core.connect_sim(a.profile)
+        wait(app, lambda: core.live is not None and core.live.duration_s > 4 and win.live_view.last_summary is not None,
+             60, "samples")
+        win.live_view.rail_boxes[core.live.rails[1]].setChecked(True)
+        win.docks["Connect"].raise_()
+        settle(app, 2.0)
+        shot("connect-live")
+
+        win.docks["Drive"].raise_()
+        wait(app, lambda: win.drive_panel.table.rowCount() > 0, 60, "the drive's power states")
+        if win.drive_panel.apst.isChecked():
+            win.drive_panel.apst.click()
+            wait(app, lambda: win.drive_panel.apst.isEnabled(), 60, "APST off")
+        core.set_power_state(0)
+        wait(app, lambda: "PS0" in win.drive_panel.state.text(), 60, "PS0")
+        settle(app, 2.0)
+        core.set_power_state(4)
+        wait(app, lambda: "PS4" in win.drive_panel.state.text(), 60, "PS4")
+        settle(app, 2.5)
+        core.set_power_state(0)
+        wait(app, lambda: "PS0" in win.drive_panel.state.text(), 60, "PS0 again")
+        settle(app, 2.0)
+        end = core.live.duration_s
+        steps = [e for e in core.events_s() if e["kind"] == "power_state"]
+        win.live_view.pause()
+        win.live_view.zoom_to(max(0.0, steps[-3]["t0"] - 2.0 if len(steps) >= 3 else end - 20), end)
+        shot("drive-power-states")
+        win.live_view.go_live()
+
+        win.docks["Workload"].raise_()
+        wp = win.workload_panel
+        wp.preset.setCurrentText("rand 4k read")
+        wp.runtime.setValue(4)
+        wp.run_button.click()
+        wait(app, lambda: "MiB/s" in wp.result.text() or "failed" in wp.result.text(), 120, "the preset")
+        settle(app, 2.0)
+        end = core.live.duration_s
+        win.live_view.pause()
+        win.live_view.zoom_to(max(0.0, end - 12.0), end)
+        settle(app, 0.5)
+        ph = [e for e in core.events_s() if e["kind"] == "phase"][-1]
+        win.live_view.place_markers(ph["t0"] + 0.5, ph["t1"] - 0.5)
+        wait(app, lambda: win.multimeter.figures is not None, 30, "marker figures")
+        shot("workload-markers")
+
+        res = core.stop_recording()
+        core.open_capture(res.path)
+        wait(app, lambda: win.analysis_table.table.rowCount() > 0, 120, "the capture's analysis")
+        settle(app, 1.0)
+        shot("open-capture")
+        names = [win.analysis_table.table.item(k, 0).text() for k in range(win.analysis_table.table.rowCount())]
+        k = next((i for i, n in enumerate(names) if "rand-4k-read" in n), 0)
+        win.analysis_table.table.selectRow(k)
+        win.analysis_table.table.cellClicked.emit(k, 0)
+        settle(app, 1.5)
+        shot("open-capture-zoomed")
+
+        win.set_theme("dark")
+        settle(app, 1.0)
+        shot("dark-theme")
+        win.set_theme("light")
+    finally:
+        win.close()
+    if errors:
+        print("errors shown in the window:", *errors, sep="\n  ")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,188 @@
+"""The desktop app driven as a user drives it (pytest-qt, offscreen): connect to a virtual rig, watch
+samples arrive, set a power state and see the step, run a preset and see its phase, place markers and
+read the energy, open the capture; a wrong port gives a message in the window."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+pytest.importorskip("pytestqt")
+from PySide6.QtCore import QSettings  # noqa: E402
+
+from powerrig.gui.core import Core  # noqa: E402
+from powerrig.gui.main_window import MainWindow  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def app_env(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("gui")
+    old = os.environ.get("POWERRIG_SIM_DIR")
+    os.environ["POWERRIG_SIM_DIR"] = str(tmp / "sim")
+    QSettings.setDefaultFormat(QSettings.IniFormat)
+    QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, str(tmp / "settings"))
+    yield tmp
+    if old is None:
+        os.environ.pop("POWERRIG_SIM_DIR", None)
+    else:
+        os.environ["POWERRIG_SIM_DIR"] = old
+
+
+@pytest.fixture(scope="module")
+def rig_window(qapp, app_env):
+    """One window connected to one virtual rig (client drive with non-operational states) for the module."""
+    from pytestqt.qtbot import QtBot
+    core = Core(capture_dir=app_env / "captures")
+    win = MainWindow(core)
+    win.show()
+    bot = QtBot(qapp)
+    core.errors = []
+    core.error.connect(core.errors.append)
+    core.connect_sim("client-apst")
+    try:
+        bot.waitUntil(lambda: core.live is not None and core.live.length > 2000, timeout=30_000)
+    except Exception:
+        core.shutdown()
+        raise
+    yield win, core
+    win.close()                   # saves settings, stops the recording, the rig and the workers
+    assert core.rig is None or not core._started_rig
+
+
+def _plotted_mean(win, t0, t1, signal="p_total"):
+    s = win.core.live.summaries(t0, t1, 50, [signal])
+    return float(np.nanmean(s.mean[signal]))
+
+
+def test_connect_and_samples_arrive(qtbot, rig_window):
+    win, core = rig_window
+    assert win.connect_panel.fields["port"].text() == core.port
+    assert win.connect_panel.fields["firmware"].text() not in ("", "—")
+    # the plot scrolls: it paints finite power near the live end
+    qtbot.waitUntil(lambda: win.live_view.last_summary is not None
+                    and np.isfinite(win.live_view.last_summary.mean["p_total"]).any(), timeout=30_000)
+    (x0, x1), _ = win.live_view.plot.getViewBox().viewRange()
+    assert x1 >= core.live.duration_s - 1.0
+    # the multimeter reads the same stream
+    qtbot.waitUntil(lambda: win.multimeter.table.item(win.multimeter.table.rowCount() - 1, 0) is not None, timeout=5000)
+    assert float(win.multimeter.table.item(win.multimeter.table.rowCount() - 1, 0).text()) > 0
+
+
+def test_power_state_step_shows_on_the_plot(qtbot, rig_window):
+    win, core = rig_window
+    win.drive_panel.refresh_button.click()
+    qtbot.waitUntil(lambda: win.drive_panel.table.rowCount() == 5, timeout=60_000)
+    if win.drive_panel.apst.isChecked():
+        win.drive_panel.apst.click()                      # off: the drive stays where it is put
+        assert not win.drive_panel.apst.isEnabled()       # until the drive confirms
+        qtbot.waitUntil(lambda: win.drive_panel.apst.isEnabled() or bool(core.errors), timeout=60_000)
+        assert not core.errors and not win.drive_panel.apst.isChecked()
+    win.drive_panel.table.cellWidget(0, 7).click()        # Set PS0
+    qtbot.waitUntil(lambda: "PS0" in win.drive_panel.state.text() or bool(core.errors), timeout=60_000)
+    assert not core.errors
+    qtbot.wait(1500)
+    t_before = core.live.duration_s
+    win.drive_panel.table.cellWidget(4, 7).click()        # Set PS4 (non-operational, 5 mW)
+    qtbot.waitUntil(lambda: any(e["kind"] == "power_state" and e["name"] == "PS4" and e["t1"] is not None
+                                for e in core.events_s()), timeout=60_000)
+    step = next(e for e in core.events_s() if e["name"] == "PS4")
+    qtbot.waitUntil(lambda: core.live.duration_s > step["t1"] + 1.5, timeout=30_000)
+    before = _plotted_mean(win, t_before - 1.0, t_before)
+    after = _plotted_mean(win, step["t1"] + 0.5, step["t1"] + 1.5)
+    assert after < before - 0.5, (before, after)
+    # the step is drawn on the plot's time axis with its name
+    win.live_view._draw_events()
+    labels = [getattr(getattr(it, "label", None), "format", None) for it in win.live_view._event_items]
+    assert "PS4" in labels
+
+
+def test_preset_runs_and_its_phase_appears(qtbot, rig_window):
+    win, core = rig_window
+    wp = win.workload_panel
+    wp.preset.setCurrentText("rand 4k read")
+    wp.runtime.setValue(2)
+    wp.run_button.click()
+    qtbot.waitUntil(lambda: "MiB/s" in wp.result.text() or "failed" in wp.result.text(), timeout=60_000)
+    assert "MiB/s" in wp.result.text(), wp.result.text()
+    phases = [e for e in core.events_s() if e["kind"] == "phase"]
+    assert phases and "rand-4k-read" in phases[-1]["name"]
+    ph = phases[-1]
+    assert 1.5 < ph["t1"] - ph["t0"] < 3.0
+    qtbot.waitUntil(lambda: core.live.duration_s > ph["t1"] + 0.2, timeout=30_000)
+    busy = _plotted_mean(win, ph["t0"] + 0.3, ph["t1"] - 0.3)
+    idle = _plotted_mean(win, ph["t0"] - 1.0, ph["t0"] - 0.1)
+    assert busy > idle + 0.5, (idle, busy)
+
+
+def test_markers_read_energy(qtbot, rig_window):
+    win, core = rig_window
+    end = core.live.duration_s
+    with qtbot.waitSignal(core.markers, timeout=30_000) as sig:
+        win.live_view.place_markers(end - 3.0, end - 1.0)
+    fig = sig.args[0]
+    assert fig is not None and fig.dt_s == pytest.approx(2.0)
+    # energy counts the data there is: mean power times the time not lost in gaps
+    assert fig.energy_j["total"] == pytest.approx(fig.mean_w["total"] * (2.0 - fig.lost_s), rel=0.01)
+    assert "Δt 2.0000 s" in win.multimeter.marker_label.text()
+    assert win.multimeter.marker_table.item(len(core.live.rails), 1).text() == f"{fig.energy_j['total']:.4f}"
+    assert win.multimeter.marker_table.rowCount() == len(core.live.rails) + 1
+
+
+def test_open_the_capture_and_zoom_to_a_phase(qtbot, rig_window):
+    win, core = rig_window
+    res = core.stop_recording()
+    assert res is not None and res.path.exists()
+    with qtbot.waitSignal(core.analysis_ready, timeout=60_000):
+        core.open_capture(res.path)
+    table = win.analysis_table
+    assert table.table.rowCount() >= 2
+    names = [table.table.item(k, 0).text() for k in range(table.table.rowCount())]
+    k = next(i for i, n in enumerate(names) if "rand-4k-read" in n)
+    table.table.cellClicked.emit(k, 0)
+    a, b = table.spans[k]
+    qtbot.waitUntil(lambda: win.live_view.last_summary is not None
+                    and win.live_view.last_summary.t[0] <= a + 0.5 and win.live_view.last_summary.t[-1] >= b - 0.5
+                    and win.live_view.last_summary.t[-1] - win.live_view.last_summary.t[0] < (b - a) * 1.5,
+                    timeout=30_000)
+    assert not win.live_view.following
+
+
+def test_wrong_port_says_so_in_the_window(qtbot, app_env):
+    core = Core(capture_dir=app_env / "captures2")
+    win = MainWindow(core)
+    try:
+        win.connect_panel.set_port("/dev/ttyNOPE0")
+        win.connect_panel.connect_button.click()
+        qtbot.waitUntil(lambda: "does not exist" in win.connect_panel.message.text(), timeout=30_000)
+        assert core.dev is None
+    finally:
+        win.close()
+
+
+def test_cli_gui_with_a_missing_capture_is_one_line(tmp_path):
+    from conftest import run_cli
+    r = run_cli("gui", "--capture", str(tmp_path / "nope.jls"))
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "no such file" in r.stderr
+
+
+def test_interposer_lost_mid_stream_says_so_and_keeps_the_capture(qtbot, app_env):
+    from powerrig.sim import rig
+    core = Core(capture_dir=app_env / "captures3")
+    win = MainWindow(core)
+    try:
+        core.connect_sim()
+        qtbot.waitUntil(lambda: core.live is not None and core.live.length > 1000, timeout=60_000)
+        path = core.capture_path
+        rig.stop(core.rig["id"])                       # the interposer (and its SSD) go away
+        qtbot.waitUntil(lambda: "lost" in win.connect_panel.message.text(), timeout=60_000)
+        assert str(path) in win.connect_panel.message.text()
+        assert core.dev is None and "link lost" in win.connect_panel.fields["port"].text()
+        from powerrig.capture.reader import CaptureReader
+        with CaptureReader(path) as cap:
+            assert cap.length > 1000 and cap.recording["end_reason"] == "link-lost"
+    finally:
+        win.close()

@@ -37,6 +37,18 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# 2b. Qt's libraries from the distribution (the PySide6 wheel brings Qt, not the system libraries it links).
+if ! QT_QPA_PLATFORM=offscreen .venv/bin/python -c "from PySide6.QtWidgets import QApplication" 2>/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    say "installing the system libraries Qt needs"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3 libglib2.0-0 >/dev/null
+  else
+    say "PySide6 cannot load; install: sudo apt-get install libegl1 libgl1 libxkbcommon0 libfontconfig1" >&2
+  fi
+fi
+
 # 3. MicroPython for an emulated Cortex-M (QEMU), built once into ~/.cache/powerrig/qemu-mp. Without the
 #    MicroPython source the QEMU test tier is skipped with the reason; everything else still runs.
 if ! .venv/bin/python scripts/build_qemu_mp.py >/dev/null 2>.venv/.qemu-mp-build.err; then

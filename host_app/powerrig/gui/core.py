@@ -7,6 +7,8 @@ and fio (subprocesses), the analysis, capture file reads. The GUI thread only pa
 """
 from __future__ import annotations
 
+import gc
+
 import logging
 import os
 import signal
@@ -173,7 +175,14 @@ class Core(QObject):
 
     def __init__(self, capture_dir: str | Path | None = None, parent=None):
         super().__init__(parent)
+        from pyqtgraph.util.garbage_collector import GarbageCollector
+
         from powerrig.events import Timeline
+
+        # Python's cyclic GC may otherwise run in a worker thread and free Qt objects there (plot items
+        # removed on the GUI thread): Qt's connection mutex and the GIL then deadlock the two threads.
+        # Collect on the GUI thread only, on a timer (pyqtgraph's recipe for exactly this).
+        self._gc = GarbageCollector(interval=1.0)
 
         self.pool = QThreadPool.globalInstance()
         self.pool.setMaxThreadCount(max(4, self.pool.maxThreadCount()))
@@ -335,6 +344,8 @@ class Core(QObject):
     def shutdown(self) -> None:
         """Leave nothing running: the recording, the device, the virtual rig we started, the workers."""
         self._timer.stop()
+        self._gc.timer.stop()
+        gc.enable()                       # automatic collection again once no Qt object is left to race
         self.stop_fio()
         self.disconnect("closed")
         if self._started_rig and self.rig:

@@ -128,7 +128,7 @@ def test_a_whole_capture_is_closed_cleanly_and_read_in_place(whole):
 
 KILLED = textwrap.dedent("""
     import sys, time
-    from powerrig import synthetic as S
+    from powerrig.testing import synthetic as S
     from powerrig.capture import CaptureWriter
     with CaptureWriter(sys.argv[1], clock=S.clock(0), flush_every_s=0.1) as w:
         for n, b in enumerate(S.interval_blocks(600, rows_per_block=250)):

@@ -72,7 +72,7 @@ class Dut:
     controller: str
     namespace: str
     ident: object
-    serial: str
+    serial: str | None            # the serial writes are guarded with (None: writes are refused)
     out: Path = field(default_factory=lambda: Path("."))
 
     def operational_states(self) -> list[int]:
@@ -82,7 +82,7 @@ class Dut:
         from powerrig.dut.fio import FioJob, FioPlan
         job = FioJob(name, rw=rw, bs=bs, iodepth=iodepth, runtime=runtime, time_based=True,
                      filename=self.namespace, direct=True, **kw)
-        return self.fio.run(FioPlan([job]), self.out / "fio" / f"{name}-{time.time_ns()}")
+        return self.fio.run(FioPlan([job]), self.out / "fio" / f"{name}-{time.time_ns()}", serial=self.serial)
 
 
 @pytest.fixture(scope="session")
@@ -117,7 +117,10 @@ def dut(rig, tmp_path_factory):
     want = rig.slot.serial
     if want and want.strip() != ident.sn.strip():
         pytest.exit(f"--dut-serial {want!r} but the drive at {h.controller} has serial {ident.sn.strip()!r}", 2)
-    return Dut(nvme, fio, h.controller, h.namespaces[0], ident, ident.sn.strip(),
+    # the serial writes are guarded with: the one named (--dut-serial / inventory), or the one a virtual
+    # rig names for its drive; never the drive's own answer, which would make the guard a formality
+    named = want.strip() if want else (h.info.get("serial") if h.sim_id else None)
+    return Dut(nvme, fio, h.controller, h.namespaces[0], ident, named,
                tmp_path_factory.mktemp("dut"))
 
 

@@ -39,6 +39,20 @@ def rig(tmp_path_factory):
     os.environ.pop("POWERRIG_SIM_DIR", None)
 
 
+def _wait_for_writes(blocks: list, watts: float, hold_s: float, timeout: float = 30.0) -> None:
+    """Until the interposer has seen more than ``watts`` for ``hold_s``: the PS0 writes are under way."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        recent = [b for b in blocks[-200:]]
+        if recent:
+            p = np.concatenate([b.total_power() for b in recent])
+            n = int(hold_s / recent[-1].interval_s)
+            if len(p) >= n and np.all(p[-n:] > watts):
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"the PS0 writes never showed above {watts} W for {hold_s} s")
+
+
 @pytest.fixture(scope="module")
 def session(rig, tmp_path_factory):
     """Stream at 100 us while: PS0 writes, a switch to PS2 mid-run, then a PS2 write phase."""
@@ -67,7 +81,7 @@ def session(rig, tmp_path_factory):
             bg = threading.Thread(target=fio.run, args=(FioPlan([job]), out / "a"),
                                   kwargs={"serial": rig["serial"]}, daemon=True)
             bg.start()
-            time.sleep(2.0)
+            _wait_for_writes(blocks, watts=15.0, hold_s=1.2)      # fio has started (after its guard check)
             switch = nvme.set_power_state(ctrl, 2)
             bg.join()
             time.sleep(0.5)

@@ -22,7 +22,7 @@ import micropython
 from micropython import const
 
 from powerrig_fw import wire
-from powerrig_fw.reduce import MAX_INTERVAL_SAMPLES, MAX_RAILS, MAX_WINDOW
+from powerrig_fw.reduce import MAX_RAILS, MAX_WINDOW, check_config
 
 try:   # Thumb-2 inner loop where the port has the inline assembler (the MCU); viper elsewhere
     from board.rail_thumb import rail_run as _rail_run
@@ -319,12 +319,7 @@ class BoardReducer:
             st[_RB + k * _RS + _BASE] = self.pair_base[self.rail_idx[k]]
 
     def configure(self, rail_indices, samples_per_interval, window_samples, offsets_v=None, offsets_i=None):
-        if not 1 <= len(rail_indices) <= MAX_RAILS:
-            raise ValueError("1..%d rails" % MAX_RAILS)
-        if not 1 <= samples_per_interval <= MAX_INTERVAL_SAMPLES:
-            raise ValueError("interval must be 1..%d samples" % MAX_INTERVAL_SAMPLES)
-        if not 1 <= window_samples <= MAX_WINDOW:
-            raise ValueError("window must be 1..%d samples" % MAX_WINDOW)
+        check_config(rail_indices, samples_per_interval, window_samples)
         st = self.st
         st[_NR] = len(rail_indices)
         st[_SPI] = samples_per_interval

@@ -26,6 +26,16 @@ MAX_RAILS = 4
 MAX_WINDOW = 64
 
 
+def check_config(rail_indices, samples_per_interval, window_samples):
+    """The limits every reducer (this reference and the board's) accepts: raise ValueError outside them."""
+    if not 1 <= len(rail_indices) <= MAX_RAILS:
+        raise ValueError("1..%d rails" % MAX_RAILS)
+    if not 1 <= samples_per_interval <= MAX_INTERVAL_SAMPLES:
+        raise ValueError("interval must be 1..%d samples" % MAX_INTERVAL_SAMPLES)
+    if not 1 <= window_samples <= MAX_WINDOW:
+        raise ValueError("window must be 1..%d samples" % MAX_WINDOW)
+
+
 class Reducer:
     def __init__(self, n_rails_total):
         self.stride = 2 * n_rails_total + 1
@@ -51,12 +61,7 @@ class Reducer:
 
     def configure(self, rail_indices, samples_per_interval, window_samples, offsets_v=None, offsets_i=None):
         """Select rails (indices into the front end's rails) and interval/window lengths in samples."""
-        if not 1 <= len(rail_indices) <= MAX_RAILS:
-            raise ValueError("1..%d rails" % MAX_RAILS)
-        if not 1 <= samples_per_interval <= MAX_INTERVAL_SAMPLES:
-            raise ValueError("interval must be 1..%d samples" % MAX_INTERVAL_SAMPLES)
-        if not 1 <= window_samples <= MAX_WINDOW:
-            raise ValueError("window must be 1..%d samples" % MAX_WINDOW)
+        check_config(rail_indices, samples_per_interval, window_samples)
         self.n_rails = len(rail_indices)
         for k in range(self.n_rails):
             self.rail_idx[k] = rail_indices[k]

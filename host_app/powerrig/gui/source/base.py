@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from powerrig.schema import TOTAL_POWER, rail_signal
+
 
 @dataclass
 class Summary:
@@ -20,9 +22,22 @@ class Summary:
         return len(self.t)
 
 
+class TimeSource:
+    """What both sources share: ``length`` intervals of ``interval_s`` from the capture's start."""
+    length: int
+    interval_s: float
+
+    @property
+    def duration_s(self) -> float:
+        return self.length * self.interval_s
+
+    def extent(self) -> tuple[float, float]:
+        return 0.0, self.duration_s
+
+
 def signal_names(rails, fields=("p", "v", "i")) -> list[str]:
     """Capture signal names of the plotted columns (p_12V, v_12V, i_12V, ..., p_total)."""
-    return [f"{f}_{r}" for r in rails for f in fields] + ["p_total"]
+    return [rail_signal(f, r) for r in rails for f in fields] + [TOTAL_POWER]
 
 
 def unit_of(signal: str) -> str:

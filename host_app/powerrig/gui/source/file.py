@@ -9,7 +9,7 @@ import threading
 import numpy as np
 
 from powerrig.capture.reader import CaptureReader
-from powerrig.gui.source.base import Summary, signal_names
+from powerrig.gui.source.base import Summary, TimeSource, signal_names
 
 # the capture writer's first summary level (sample_decimate_factor): pyjls answers fsr_statistics
 # exactly for spans up to this long or aligned to it, and interpolates (wrongly, for a min/max band)
@@ -17,7 +17,7 @@ from powerrig.gui.source.base import Summary, signal_names
 SUMMARY_ALIGN = 128
 
 
-class FileSource:
+class FileSource(TimeSource):
     def __init__(self, path):
         self.reader = CaptureReader(path)
         r = self.reader
@@ -31,13 +31,6 @@ class FileSource:
     def close(self) -> None:
         with self._lock:
             self.reader.close()
-
-    @property
-    def duration_s(self) -> float:
-        return self.length * self.interval_s
-
-    def extent(self) -> tuple[float, float]:
-        return 0.0, self.duration_s
 
     def gaps(self, t0: float, t1: float) -> list[tuple[float, float]]:
         dt = self.interval_s

@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from powerrig.gui.source.base import Summary, signal_names
+from powerrig.gui.source.base import Summary, TimeSource, signal_names
 from powerrig.samples import IntervalBlock
 
 
@@ -82,7 +82,7 @@ def _reduce(mn, mx, sm, ct, factor: int):
                 sm[:g].reshape(shape).sum(axis=1), ct[:g].reshape(shape).sum(axis=1))
 
 
-class LiveSource:
+class LiveSource(TimeSource):
     """Summaries of the live stream from bounded reduction levels; ``feed`` it IntervalBlocks."""
 
     def __init__(self, rails, interval_s: float, first_index: int = 0, interval_samples: int = 1,
@@ -172,13 +172,6 @@ class LiveSource:
         del self._gaps[:-1000]                      # bounded: the capture file keeps every gap
 
     # ---- reading (workers) ----------------------------------------------------------------------------
-    @property
-    def duration_s(self) -> float:
-        return self.length * self.interval_s
-
-    def extent(self) -> tuple[float, float]:
-        return 0.0, self.duration_s
-
     def gaps(self, t0: float, t1: float) -> list[tuple[float, float]]:
         dt = self.interval_s
         with self._lock:

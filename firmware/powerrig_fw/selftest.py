@@ -1,13 +1,17 @@
 """The device's self-test: what a bench check needs to trust a board before calibrating it.
 
-Reads SAMPLES sample points of every channel as they come (idle only) and reports per channel the
-mean code, the noise (standard deviation, codes), min and max; the digital inputs; the reference
+Reads SAMPLES sample points of every channel while the drive is idle (a block with the activity
+input set starts the count again, for up to WAIT_SAMPLES: noise measured across a load step is the
+load, not the front end) and reports per channel the mean code, the noise (standard deviation,
+codes), min and max; whether it had to give up waiting for an idle drive; the digital inputs; the reference
 voltage where the board can measure it (``board.vref_v()``); firmware version and build hash
 (powerrig_fw/build_info.py, written by `powerrig flash`). Not a hot path: plain Python.
 """
 from powerrig_fw import PROTOCOL_VERSION, VERSION, rails_default
 
 SAMPLES = 1000            # 4 ms at 4 us
+WAIT_SAMPLES = 750000     # 3 s at 4 us: how long to wait for the drive to go idle
+ACTIVITY = 1              # the activity input's bit in the digital word
 VREF_TOLERANCE = 0.01     # +-1 % of nominal: the AD7380's internal reference is specified to +-0.1 %
 
 try:
@@ -30,6 +34,10 @@ class SelfTest:
         self.device = device
         self.cid = cid
         self.rails = rails_default.RAILS
+        self.waited = 0
+        self.restart()
+
+    def restart(self):
         n = 2 * len(self.rails)
         self.sum = [0] * n
         self.sumsq = [0] * n
@@ -47,6 +55,14 @@ class SelfTest:
             self.dropped += dropped
         bases, step, dbase, dstep = layout(self.device.board, len(self.rails))
         take = min(n, SAMPLES - self.count)
+        if self.waited < WAIT_SAMPLES:
+            busy = 0
+            for k in range(take):
+                busy |= int(raw[dbase + k * dstep])
+            if busy & ACTIVITY:
+                self.waited += n
+                self.restart()
+                return False
         for c in range(2 * len(self.rails)):
             at = bases[c // 2] + (c & 1)
             s1 = s2 = 0
@@ -87,7 +103,9 @@ class SelfTest:
             "vref": {"volts": vref, "nominal": nominal,
                      "within_tolerance": None if vref is None else abs(vref - nominal) <= VREF_TOLERANCE * nominal,
                      "note": "measured" if vref is not None else "this board cannot measure its reference"},
-            "adc": {"samples": n, "dropped": self.dropped, "channels": channels},
+            "adc": {"samples": n, "dropped": self.dropped, "channels": channels,
+                    "drive_active": bool(self.dig_or & ACTIVITY),
+                    "waited_s": self.waited * rails_default.SAMPLE_PERIOD_US / 1e6},
             "digital": {"names": ["activity", "perst", "marker"], "now": self.dig_now, "or": self.dig_or,
                         "and": self.dig_and},
             "link_budget_bps": 500000,

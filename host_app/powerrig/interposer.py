@@ -138,7 +138,7 @@ class Interposer:
         self.describe()
         return out
 
-    def selftest(self, timeout: float = 5.0, link_rounds: int = 20) -> dict:
+    def selftest(self, timeout: float = 10.0, link_rounds: int = 20) -> dict:
         """The device's self-test (reference, ADC noise per channel, digital inputs, firmware and
         build) plus the link's measured throughput: ``link_rounds`` pings carrying 1.5 kB each way."""
         out = self.link.command("selftest", timeout=timeout)

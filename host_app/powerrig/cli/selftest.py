@@ -34,6 +34,11 @@ def checks(report: dict) -> list[tuple[str, bool, str]]:
         out.append((f"noise {name}", c["noise_codes"] <= NOISE_LIMIT_CODES,
                     f"{c['noise_codes']:.2f} codes rms, mean {c['mean_code']:.1f}, range {c['min']}..{c['max']}"))
     out.append(("ADC blocks", adc["dropped"] == 0, f"{adc['samples']} samples, {adc['dropped']} lost"))
+    if adc.get("drive_active"):      # firmware before 0.2 did not wait for an idle drive nor say so
+        out.append(("drive idle", False, "the drive stayed active for 3 s, so the noise figures include its "
+                                         "load: stop its I/O (or pull it) and rerun"))
+    elif "drive_active" in adc:
+        out.append(("drive idle", True, f"drive idle for the samples (waited {adc['waited_s']:.2f} s for it)"))
     d = report["digital"]
     bits = ", ".join(f"{n}={(d['now'] >> k) & 1}" for k, n in enumerate(d["names"]))
     out.append(("digital inputs", True, bits))

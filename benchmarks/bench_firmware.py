@@ -25,11 +25,11 @@ CYCLES_PER_INSTRUCTION = 1.3
 BUDGET = CPU_HZ * SAMPLE_US // 1_000_000          # 600 cycles per sample point
 
 JOB = r'''
-import array, time, micropython
+import array, gc, time, micropython
 from powerrig_fw import wire
 from board import kernels
 from board.reducer import BoardReducer
-N = 2500
+N = 250             # the board's DMA block (board/adc.py BLOCK, 1 ms): per-block costs count as on the board
 blk = array.array("h", bytes(2 * 7 * N))
 x = 12345
 for k in range(7 * N):
@@ -37,13 +37,14 @@ for k in range(7 * N):
     blk[k] = x % 30000 - 15000
 
 
-def measure(nr, spi, crc_into, rounds=6):
+def measure(nr, spi, crc_into, rounds=60):
     framer = wire.Framer(lambda mv: None, crc_into)
     r = BoardReducer(3)
     r.configure(list(range(nr)), spi, 25)
     per = min(255, 10000 // (4 * spi), wire.MAX_PAYLOAD // wire.record_size(nr))
     framer.configure(wire.record_size(nr), per)
     r.feed(blk, N, framer)
+    gc.collect()
     micropython.heap_lock()
     t0 = time.ticks_us()
     for _ in range(rounds):
@@ -106,6 +107,17 @@ def main() -> int:
                   f"{total:>7.0f} {cycles:>7.0f} {100 * (1 - cycles / BUDGET):>8.0f}%")
     print(f"\n(cycles = instructions x {CYCLES_PER_INSTRUCTION}; headroom against {BUDGET} cycles per sample point "
           f"of one {CPU_HZ // 1_000_000} MHz Cortex-M33 core; CRC = with it minus without it)")
+    burst = qemu.run_script(REPO / "tests" / "micropython" / "fw_burst.py", [], timeout=900)
+    print("\nAn armed raw burst (board layout: Thumb-2 trigger scan + copy into the interleaved ring, per block),")
+    print("on top of the hot path while it waits for its trigger:")
+    for line in burst.splitlines():
+        p = line.split()
+        if p and p[0] == "armed":
+            armed = int(p[2])
+            total = m[(2, 25)][0] + armed
+            print(f"  {p[1]:>9} trigger: {armed} per sample point (scan {p[4]}, copy {p[6]}); with 2 rails at 100 us "
+                  f"{total:.0f} instructions = {total * CYCLES_PER_INSTRUCTION:.0f} cycles, "
+                  f"headroom {100 * (1 - total * CYCLES_PER_INSTRUCTION / BUDGET):.0f}%")
     print("\nUSB link, bytes per second (budget %d B/s)" % LINK_BUDGET_BPS)
     print(f"{'rails':>5} {'interval':>8} " + " ".join(f"{'%d/frame' % k:>10}" for k in (1, 5, 10, 22, 44)))
     for nr in (2, 3):

@@ -4,6 +4,8 @@ The board's version of powerrig_fw.crc.crc32_into: Thumb-2 (board.crc_thumb) on 
 loop elsewhere. Nothing here allocates. (There is no unpacking of PIO words any more: PIO and DMA
 deliver (V, I) halfword pairs, board/adc.py.)
 """
+import array
+
 import micropython
 from powerrig_fw.crc import TABLE_LO, TABLE_HI
 
@@ -43,3 +45,196 @@ def crc32_into(buf, start, end):
         _crc32_thumb(buf, start, end, _TABLE)
     else:
         _crc32(buf, start, end, _TABLE)
+
+
+# ---- raw bursts: the board's DMA layout in place, samples interleaved into the burst ring ----------
+# parameter words (one preallocated array: viper calls stay within four arguments and allocate nothing)
+_P_NR = 0       # rails in the layout
+_P_STEP = 1     # halfwords per sample within a rail's region
+_P_DBASE = 2    # halfword of the first digital word
+_P_DSTEP = 3
+_P_HEAD = 4     # ring sample the copy starts at
+_P_C = 5        # threshold: the rail's voltage halfword; edge: the bit mask
+_P_OV = 6       # threshold: 0x8000 + offsets (ptr32 loads zero-extend on 64-bit ports); edge: previous bit, rising
+_P_OI = 7
+_P_THR = 8      # threshold: code product to exceed
+_P_BASES = 9    # the rails' region bases follow
+
+
+@micropython.viper
+def _copy_samples(dst: ptr16, src: ptr16, p: ptr32, span: int) -> int:
+    """Samples span >> 16 .. (span >> 16) + (span & 0xFFFF) - 1 of src into dst, interleaved from p[_P_HEAD]."""
+    nr = p[0]
+    step = p[1]
+    stride = 2 * nr + 1
+    first = span >> 16
+    n = span & 0xFFFF
+    r = 0
+    while r < nr:
+        s = p[9 + r] + first * step
+        d = p[4] * stride + 2 * r
+        k = 0
+        while k < n:
+            dst[d] = src[s]
+            dst[d + 1] = src[s + 1]
+            s += step
+            d += stride
+            k += 1
+        r += 1
+    s = p[2] + first * p[3]
+    d = p[4] * stride + stride - 1
+    k = 0
+    while k < n:
+        dst[d] = src[s]
+        s += p[3]
+        d += stride
+        k += 1
+    return 0
+
+
+@micropython.viper
+def _scan_threshold(src: ptr16, p: ptr32, start: int, n: int) -> int:
+    """First sample k in start..n-1 where (v - ov) * (i - oi) > thr, or -1 (codes sign-extended)."""
+    step = p[1]
+    j = p[5] + start * step
+    ov = p[6] - 0x8000
+    oi = p[7] - 0x8000
+    thr = p[8]
+    k = start
+    while k < n:
+        v = int(src[j])
+        if v > 32767:
+            v -= 65536
+        c = int(src[j + 1])
+        if c > 32767:
+            c -= 65536
+        if (v - ov) * (c - oi) > thr:
+            return k
+        j += step
+        k += 1
+    return -1
+
+
+@micropython.viper
+def _scan_edge(src: ptr16, p: ptr32, start: int, n: int) -> int:
+    """First sample k in start..n-1 where the masked digital bit rises (or falls), or -1."""
+    mask = p[5]
+    prev = p[6]
+    rising = p[7]
+    j = p[2] + start * p[3]
+    k = start
+    while k < n:
+        d = 0
+        if int(src[j]) & mask:
+            d = 1
+        if rising:
+            if d > prev:
+                return k
+        elif d < prev:
+            return k
+        prev = d
+        j += p[3]
+        k += 1
+    return -1
+
+
+try:   # Thumb-2 copy and scans where the port has the inline assembler (the MCU); viper elsewhere
+    from board.burst_thumb import copy_block as _copy_block
+    from board.burst_thumb import scan_threshold as _scan_threshold_asm, scan_rising, scan_falling
+except (ImportError, SyntaxError, ValueError):
+    _copy_block = None
+
+
+@micropython.viper
+def _address(buf) -> int:
+    return int(ptr8(buf))
+
+
+class BurstKernels:
+    """The board's ``burst_copy`` and ``scan_trigger`` (powerrig_fw.burst) for a block layout."""
+
+    def __init__(self, layout):
+        bases, step, dbase, dstep = layout
+        self.p = array.array("i", [0] * (_P_BASES + len(bases)))
+        p = self.p
+        p[_P_NR] = len(bases)
+        p[_P_STEP] = step
+        p[_P_DBASE] = dbase
+        p[_P_DSTEP] = dstep
+        for k, b in enumerate(bases):
+            p[_P_BASES + k] = b
+        self.use_asm = _copy_block is not None
+        self.stride = 2 * len(bases) + 1
+        # Thumb-2 copy job (board.burst_thumb.copy_block): the segments are fixed by the layout
+        self.copy_job = array.array("i", [0] * (6 + 4 * (len(bases) + 1)))
+        job = self.copy_job
+        job[4] = 2 * self.stride
+        job[5] = len(bases) + 1
+        for k, b in enumerate(bases):
+            job[6 + 4 * k:10 + 4 * k] = array.array("i", [4 * k, 2 * b, 2 * step, 2])
+        k = len(bases)
+        job[6 + 4 * k:10 + 4 * k] = array.array("i", [2 * (self.stride - 1), 2 * dbase, 2 * dstep, 1])
+        # Thumb-2 scan job: address, samples, step, then the trigger's words (set when it changes)
+        self.job = array.array("i", [0] * 6)
+        self.spec = None
+        self.scan_off = 0
+        self.scan_step = 0
+
+    def copy(self, ring, head, raw, start, run):
+        if not self.use_asm:
+            self.p[_P_HEAD] = head
+            _copy_samples(ring, raw, self.p, (start << 16) | run)
+            return
+        job = self.copy_job
+        job[0] = _address(ring) + 2 * head * self.stride
+        job[1] = _address(raw)
+        job[2] = start
+        job[3] = run
+        _copy_block(job)
+
+    def scan(self, raw, start, n, spec):
+        p = self.p
+        if self.use_asm:
+            return start + self._scan_asm(raw, start, n, spec)
+        if spec["trigger"] == "threshold":
+            p[_P_C] = p[_P_BASES + spec["rail_index"]]
+            p[_P_OV] = 0x8000 + spec["v_offset"]
+            p[_P_OI] = 0x8000 + spec["i_offset"]
+            p[_P_THR] = spec["code_product"]
+            return _scan_threshold(raw, p, start, n)
+        p[_P_C] = 1 << spec["bit"]
+        p[_P_OV] = spec["prev"]
+        p[_P_OI] = 1 if spec["rising"] else 0
+        return _scan_edge(raw, p, start, n)
+
+    def _scan_asm(self, raw, start, n, spec):
+        """Offset from ``start`` of the first trigger, or -1 - start (so the caller's sum is -1)."""
+        job = self.job
+        if spec is not self.spec:            # a new burst: its trigger's words, once
+            self._prepare(spec)
+        job[0] = _address(raw) + self.scan_off + start * self.scan_step
+        job[1] = n - start
+        if self.edge:
+            job[4] = spec["prev"]
+            k = scan_rising(job) if self.rising else scan_falling(job)
+        else:
+            k = _scan_threshold_asm(job)
+        return k if k < n - start else -1 - start
+
+    def _prepare(self, spec):
+        p = self.p
+        job = self.job
+        self.spec = spec
+        self.edge = spec["trigger"] == "edge"
+        if self.edge:
+            self.scan_off = 2 * p[_P_DBASE]
+            self.scan_step = 2 * p[_P_DSTEP]
+            job[3] = 1 << spec["bit"]
+            self.rising = spec["rising"]
+        else:
+            self.scan_off = 2 * p[_P_BASES + spec["rail_index"]]
+            self.scan_step = 2 * p[_P_STEP]
+            job[3] = spec["v_offset"]
+            job[4] = spec["i_offset"]
+            job[5] = spec["code_product"]
+        job[2] = self.scan_step

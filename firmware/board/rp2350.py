@@ -27,7 +27,11 @@ class Board:
         self.adc = Adc()
         # the hot path: viper + Thumb-2, reading the DMA layout in place (docs/firmware-budget.md)
         self.reducer = BoardReducer(3)
-        self.reducer.layout(*self.adc.layout())
+        self.layout = self.adc.layout()          # the self-test and bursts read blocks through it too
+        self.reducer.layout(*self.layout)
+        burst = kernels.BurstKernels(self.layout)
+        self.burst_copy = burst.copy              # an armed burst: machine code per sample, no bytecode
+        self.scan_trigger = burst.scan
         self.t0 = time.ticks_us()
         self.index = 0          # sample index of the next block the reducer gets
         self.last_block = 0

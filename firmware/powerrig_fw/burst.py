@@ -4,12 +4,17 @@ The link cannot carry raw samples live, so the device keeps a ring of the most r
 armed; when the trigger fires it records ``post`` more, then uploads ``pre + post`` samples in chunks,
 one chunk per main-loop pass, interleaved with the interval stream.
 
+The ring always holds interleaved samples (v0 i0 v1 i1 v2 i2 digital), whatever the board's block
+layout (powerrig_fw.layout): a board whose DMA writes one region per ADC gives ``burst_copy`` and
+``scan_trigger`` kernels that read its layout in place (board/kernels.py), so an armed burst costs
+machine code per sample, never bytecode, and the interval stream keeps up.
+
 Triggers: {"trigger": "now"}, {"trigger": "threshold", "rail": "12V", "above_w": 20.0},
 {"trigger": "edge", "bit": 2, "rising": true} (digital inputs: 0 activity, 1 PERST#, 2 marker).
 """
 import array
 
-from powerrig_fw import rails_default, wire
+from powerrig_fw import layout, rails_default, wire
 
 IDLE, ARMED, POST, UPLOAD = "idle", "armed", "post", "upload"
 
@@ -29,6 +34,12 @@ class Burst:
         make = getattr(board, "make_ring", None)
         self.ring = make(self.capacity * self.stride) if make else array.array("h", bytes(2 * self.capacity * self.stride))
         self.chunk = (wire.MAX_PAYLOAD // (2 * self.stride))
+        self.bases, self.step, self.dbase, self.dstep = layout.of(board, n_rails_total)
+        self.copy = getattr(board, "burst_copy", None)     # (ring, head, raw, start, run)
+        self.scan = getattr(board, "scan_trigger", None)   # (raw, start, n, spec) -> k or -1
+        if self.copy is None and (self.step != self.stride or self.dbase != self.stride - 1):
+            raise ValueError("a board with its own block layout must give burst_copy")
+        self._last_dig = 0
         self.disarm()
 
     def disarm(self):
@@ -63,11 +74,13 @@ class Burst:
             _n, v_lsb, i_lsb, _o = rails_default.RAILS[k]
             cal = self.device.cal["rails"][rail]
             watts = msg.get("above_w", 0)
-            if not isinstance(watts, (int, float)) or isinstance(watts, bool):
-                raise ValueError("above_w must be a number of watts")
+            if not isinstance(watts, (int, float)) or isinstance(watts, bool) or watts < 0:
+                raise ValueError("above_w must be a number of watts, 0 or more")
             watts = float(watts)
             spec["rail_index"] = k
-            spec["code_product"] = int(watts / (v_lsb * i_lsb * cal["v_gain"] * cal["i_gain"]))
+            # clamped to 31 bits: a product of two offset 16-bit codes never exceeds it, and a
+            # 32-bit viper int on the MCU must hold it
+            spec["code_product"] = max(0, min(0x7FFFFFFF, int(watts / (v_lsb * i_lsb * cal["v_gain"] * cal["i_gain"]))))
             spec["v_offset"] = cal["v_offset"]
             spec["i_offset"] = cal["i_offset"]
             spec["rail"] = rail
@@ -91,6 +104,9 @@ class Burst:
         self.state = ARMED
         return {"armed": spec, "capacity": self.capacity}
 
+    def _dig(self, raw, k):
+        return raw[self.dbase + k * self.dstep]
+
     def _scan(self, raw, n, start):
         """Offset of the first triggering sample at or after ``start`` in this block, or -1.
 
@@ -102,35 +118,33 @@ class Burst:
             return -1
         if spec["trigger"] == "now":
             return start
-        scan = getattr(self.device.board, "scan_trigger", None)
-        s = self.stride
-        if scan:
-            if spec["trigger"] == "edge":
-                spec["prev"] = 1 if self._last_dig else 0
-                if start:
-                    spec["prev"] = 1 if raw[(start - 1) * s + s - 1] & (1 << spec["bit"]) else 0
-            k = scan(raw[start * s:], n - start, s, spec)
-            return -1 if k < 0 else k + start
+        if spec["trigger"] == "edge":
+            mask = 1 << spec["bit"]
+            spec["prev"] = 1 if (self._dig(raw, start - 1) if start else self._last_dig) & mask else 0
+        if self.scan is not None:
+            return self.scan(raw, start, n, spec)
         if spec["trigger"] == "threshold":
-            c = 2 * spec["rail_index"]
+            at = self.bases[spec["rail_index"]]
             thr = spec["code_product"]
             ov = spec["v_offset"]
             oi = spec["i_offset"]
+            st = self.step
             for k in range(start, n):
-                if (raw[k * s + c] - ov) * (raw[k * s + c + 1] - oi) > thr:
+                j = at + k * st
+                if (raw[j] - ov) * (raw[j + 1] - oi) > thr:
                     return k
             return -1
-        mask = 1 << spec["bit"]
-        prev = self._last_dig if not start else raw[(start - 1) * s + s - 1] & mask
+        prev = spec["prev"]
+        rising = spec["rising"]
         for k in range(start, n):
-            d = raw[k * s + s - 1] & mask
-            if (d and not prev) if spec["rising"] else (prev and not d):
+            d = 1 if self._dig(raw, k) & mask else 0
+            if (d and not prev) if rising else (prev and not d):
                 return k
             prev = d
         return -1
 
     def observe(self, raw, n, dropped):
-        if self.state not in (ARMED, POST):
+        if self.state != ARMED and self.state != POST:     # (no tuple: this runs for every block)
             return
         if dropped:
             self.filled = 0          # raw history is no longer contiguous
@@ -138,10 +152,10 @@ class Burst:
         take = n
         if self.state == ARMED:
             if self.spec["trigger"] == "edge" and self.filled == 0:
-                self._last_dig = raw[self.stride - 1] & (1 << self.spec["bit"])
+                self._last_dig = self._dig(raw, 0)
             k = self._scan(raw, n, max(0, self.spec["pre"] - self.filled))
             if self.spec["trigger"] == "edge":
-                self._last_dig = raw[(n - 1) * self.stride + self.stride - 1] & (1 << self.spec["bit"])
+                self._last_dig = self._dig(raw, n - 1)
             if k >= 0:
                 self.state = POST
                 self.remaining = self.spec["post"]
@@ -166,11 +180,14 @@ class Burst:
                                 "first_index": self.first_index, "samples": want})
 
     def _store(self, raw, start, m):
-        """Append m samples from raw[start:] to the ring."""
+        """Append m samples from raw[start:] to the ring (interleaved)."""
         s = self.stride
         while m > 0:
             run = min(m, self.capacity - self.head)
-            self.ring[self.head * s:(self.head + run) * s] = raw[start * s:(start + run) * s]
+            if self.copy is not None:
+                self.copy(self.ring, self.head, raw, start, run)
+            else:
+                self.ring[self.head * s:(self.head + run) * s] = raw[start * s:(start + run) * s]
             self.head = (self.head + run) % self.capacity
             self.filled = min(self.capacity, self.filled + run)
             start += run

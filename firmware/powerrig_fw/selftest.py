@@ -7,7 +7,7 @@ codes), min and max; whether it had to give up waiting for an idle drive; the di
 voltage where the board can measure it (``board.vref_v()``); firmware version and build hash
 (powerrig_fw/build_info.py, written by `powerrig flash`). Not a hot path: plain Python.
 """
-from powerrig_fw import PROTOCOL_VERSION, VERSION, rails_default
+from powerrig_fw import PROTOCOL_VERSION, VERSION, layout, rails_default
 
 SAMPLES = 1000            # 4 ms at 4 us
 WAIT_SAMPLES = 750000     # 3 s at 4 us: how long to wait for the drive to go idle
@@ -18,15 +18,6 @@ try:
     from powerrig_fw.build_info import BUILD
 except ImportError:
     BUILD = "unversioned (not installed by powerrig flash)"
-
-
-def layout(board, n_rails):
-    """(pair_bases, step, dig_base, dig_step) of the board's blocks; interleaved unless it says."""
-    lay = getattr(board, "layout", None)
-    if lay is not None:
-        return lay
-    stride = 2 * n_rails + 1
-    return [2 * k for k in range(n_rails)], stride, stride - 1, stride
 
 
 class SelfTest:
@@ -53,7 +44,7 @@ class SelfTest:
         """Take samples from a block; True when it has enough."""
         if self.count:                    # lost inside the test's samples (before them is not its business)
             self.dropped += dropped
-        bases, step, dbase, dstep = layout(self.device.board, len(self.rails))
+        bases, step, dbase, dstep = layout.of(self.device.board, len(self.rails))
         take = min(n, SAMPLES - self.count)
         if self.waited < WAIT_SAMPLES:
             busy = 0

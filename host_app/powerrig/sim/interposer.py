@@ -82,6 +82,7 @@ class SimBoard:
         self.truth_bins: dict[int, np.ndarray] = {}
         self.injected_corrupt_frames = 0
         self.corrupted_seqs: list[int] = []     # seq of each DATA frame the fault injector corrupted
+        self.sync_corrupted_seqs: list[int] = []  # ... of those, the ones with a sync byte hit: unseen frames
         self.dropped_seqs: list[int] = []       # ... and of each it dropped
         self.writes_dropped = 0
         # writer thread
@@ -156,16 +157,18 @@ class SimBoard:
     def make_ring(self, n: int) -> np.ndarray:
         return np.zeros(n, dtype=np.int16)
 
-    def scan_trigger(self, raw, n, stride, spec) -> int:
-        x = np.asarray(raw[: n * stride]).reshape(n, stride).astype(np.int64)
+    def scan_trigger(self, raw, start, n, spec) -> int:
+        """The burst trigger over samples start..n-1 of an interleaved block (numpy, not bytecode)."""
+        stride = len(raw) // n
+        x = np.asarray(raw[start * stride: n * stride]).reshape(n - start, stride).astype(np.int64)
         if spec["trigger"] == "threshold":
             c = 2 * spec["rail_index"]
             hit = np.flatnonzero((x[:, c] - spec["v_offset"]) * (x[:, c + 1] - spec["i_offset"]) > spec["code_product"])
         else:
             bit = (x[:, -1] >> spec["bit"]) & 1
-            prev = np.concatenate([[spec.get("prev", bit[0])], bit[:-1]])
+            prev = np.concatenate([[spec["prev"]], bit[:-1]])
             hit = np.flatnonzero((bit > prev) if spec["rising"] else (bit < prev))
-        return int(hit[0]) if len(hit) else -1
+        return int(hit[0]) + start if len(hit) else -1
 
     # ---- USB -------------------------------------------------------------------------------------------
     def _rx_loop(self) -> None:
@@ -220,6 +223,8 @@ class SimBoard:
                 data = bytes(b)
                 self.injected_corrupt_frames += 1
                 self.corrupted_seqs.append(seq)
+                if flips[0] < 2:
+                    self.sync_corrupted_seqs.append(seq)
         now = time.monotonic()
         release = max(self._release, now + self.rng.uniform(0, f.jitter_ms) * 1e-3)
         self._release = release
@@ -329,6 +334,7 @@ class VirtualInterposer:
                 "frames_sent": fr.frames_sent, "overruns": self.device.overruns,
                 "lost_samples": self.device.lost_samples,
                 "dropped_seqs": b.dropped_seqs, "corrupted_seqs": b.corrupted_seqs,
+                "sync_corrupted_seqs": b.sync_corrupted_seqs,
                 "faults": asdict(self.faults), "serial": self.board.serial}
 
     def write_truth(self, path: str | os.PathLike) -> None:

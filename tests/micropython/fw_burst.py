@@ -1,0 +1,212 @@
+# Raw bursts on the board's DMA layout (one region per ADC, board.kernels.BurstKernels in viper)
+# against the reference path (interleaved samples, plain Python): the same BURST frames byte for byte
+# for "now", threshold and edge triggers, with calibration offsets, a lost block and a ring that wraps;
+# an armed burst allocates nothing per block (heap locked). MicroPython only (viper): the unix port
+# (64-bit ints) and the emulated Cortex-M (32-bit).
+import array
+import gc
+import json
+import sys
+import time
+
+import micropython
+
+from powerrig_fw import wire
+from powerrig_fw.device import Device
+from board.kernels import BurstKernels
+
+BLOCK = 250
+NR = 3
+STRIDE = 2 * NR + 1
+
+
+class Lcg:
+    """Deterministic pseudo-random codes on every port (no random module on the bare-metal port)."""
+
+    def __init__(self, seed):
+        self.x = seed
+
+    def next(self, lo, hi):
+        self.x = (self.x * 1103515245 + 12345) & 0x7FFFFFFF
+        return lo + (self.x >> 8) % (hi - lo + 1)
+
+
+def fill_block(b, regions, out):
+    """Block b of the script: a 3V3 power spike at samples 1710..1719, a marker (bit 2) high over
+    900..2899, bit 0 toggling every 64 samples, noise elsewhere; interleaved (v0 i0 v1 i1 v2 i2
+    digital) or as the board's DMA writes it (a region per ADC of (V, I) pairs, then the digital
+    words). Generated per block, not stored: the emulated MCU's heap is an RP2350's."""
+    rng = Lcg(7 + b)
+    for s in range(BLOCK):
+        g = b * BLOCK + s
+        codes = (rng.next(26000, 26300), rng.next(-200, 12000), rng.next(21000, 21700),
+                 30000 if 1710 <= g < 1720 else rng.next(-30000, 3900),
+                 rng.next(-32768, 32767), rng.next(-32768, 32767))
+        dig = (1 if g & 64 else 0) | (4 if 900 <= g < 2900 else 0)
+        for k in range(NR):
+            at = k * 2 * BLOCK + 2 * s if regions else s * STRIDE + 2 * k
+            out[at] = codes[2 * k]
+            out[at + 1] = codes[2 * k + 1]
+        out[NR * 2 * BLOCK + s if regions else s * STRIDE + 6] = dig
+
+
+class FakeBoard:
+    name = "fake"
+    serial = "F1"
+    burst_capacity = 1500          # small: the ring wraps within the test
+
+    def __init__(self, n_blocks, regions, cal_path):
+        self.cal_path = cal_path
+        self.n_blocks = n_blocks
+        self.regions = regions
+        self.buf = array.array("h", bytes(2 * STRIDE * BLOCK))
+        if regions:
+            self.layout = ([k * 2 * BLOCK for k in range(NR)], 2, NR * 2 * BLOCK, 1)
+            kern = BurstKernels(self.layout)
+            self.burst_copy = kern.copy
+            self.scan_trigger = kern.scan
+        self.inbox = []
+        self.sent = []
+        self.next_block = 0
+        self.drop_at = -1
+        self.index = 0
+        self.last = 0
+
+    def read(self):
+        return self.inbox.pop(0) if self.inbox else None
+
+    def write(self, buf):
+        self.sent.append(bytes(buf))
+
+    def adc_read(self):
+        if self.next_block >= self.n_blocks:
+            return None
+        dropped = 0
+        if self.next_block == self.drop_at:      # a block the CPU missed: its samples are gone
+            self.next_block += 1
+            self.index += BLOCK
+            dropped = BLOCK
+        fill_block(self.next_block, self.regions, self.buf)
+        self.next_block += 1
+        self.last = self.index
+        self.index += BLOCK
+        return self.buf, BLOCK, dropped
+
+    def adc_restart(self):
+        return self.index
+
+    def block_index(self):
+        return self.last
+
+    def sample_index(self):
+        return self.index
+
+
+def start(regions, cmd, n_blocks, drop_at=-1):
+    """A device on a scripted board, calibration offsets set and the burst command sent."""
+    board = FakeBoard(n_blocks, regions, "burst-cal-%d.json" % regions)
+    board.drop_at = drop_at
+    dev = Device(board)
+    reader = wire.FrameReader()
+    for doc in ({"id": 1, "cmd": "cal_set", "save": False,
+                 "calibration": {"rails": {"3V3": {"v_offset": 37, "i_offset": -25}}}}, cmd):
+        board.inbox.append(bytes(wire.encode_frame(wire.T_COMMAND, json.dumps(doc).encode())))
+        dev.poll()
+    replies = [json.loads(f[2]) for b in board.sent for f in reader.feed(b) if f[0] == wire.T_REPLY]
+    assert len(replies) == 2 and all(r["ok"] for r in replies), replies
+    board.sent = []
+    return board, dev, reader
+
+
+def drain(board, reader):
+    frames = [f for b in board.sent for f in reader.feed(b)]
+    board.sent = []
+    return ([f[2] for f in frames if f[0] == wire.T_BURST],
+            [json.loads(f[2]) for f in frames if f[0] == wire.T_NOTICE])
+
+
+def compare(cmd, n_blocks, drop_at=-1):
+    """The reference (interleaved, Python) and the board layout (kernels) side by side, frame by
+    frame as they come (the emulated MCU's heap holds two burst rings, not two whole bursts)."""
+    gc.collect()
+    ref = start(False, cmd, n_blocks, drop_at)
+    got = start(True, cmd, n_blocks, drop_at)
+    samples = 0
+    notes = []
+    for _ in range(4 * n_blocks + 60):
+        ref[1].poll()
+        got[1].poll()
+        ref_bursts, ref_notes = drain(ref[0], ref[2])
+        got_bursts, got_notes = drain(got[0], got[2])
+        assert got_bursts == ref_bursts and got_notes == ref_notes, (cmd, got_notes, ref_notes)
+        samples += sum(len(b) for b in ref_bursts) // (2 * STRIDE)
+        notes += [n for n in ref_notes if n.get("event") == "burst_triggered"]
+    return samples, notes
+
+
+def armed_without_allocating(cmd):
+    """Armed, no trigger in sight: each block is scanned and copied with the heap locked."""
+    gc.collect()
+    board, dev, _reader = start(True, cmd, 8)
+    before = dev.burst.filled
+    for _ in range(4):
+        raw, n, dropped = board.adc_read()
+        micropython.heap_lock()
+        try:
+            dev.burst.observe(raw, n, dropped)
+        finally:
+            micropython.heap_unlock()
+    assert dev.burst.state == "armed" and dev.burst.filled == before + 4 * BLOCK, dev.burst.status()
+
+
+N_BLOCKS = 14
+CASES = [
+    ("now", {"id": 2, "cmd": "burst", "trigger": "now", "pre": 300, "post": 700}, -1, 1000),
+    # 3V3 above 0.5 W: only the spike at sample 1710 (after the offsets) gets there
+    ("threshold", {"id": 2, "cmd": "burst", "trigger": "threshold", "rail": "3V3", "above_w": 0.5,
+                   "pre": 600, "post": 400}, -1, 1000),
+    ("edge falling", {"id": 2, "cmd": "burst", "trigger": "edge", "bit": 2, "rising": False,
+                      "pre": 1000, "post": 500}, -1, 1500),
+    ("edge rising, lost block", {"id": 2, "cmd": "burst", "trigger": "edge", "bit": 0, "rising": True,
+                                 "pre": 200, "post": 300}, 2, 500),
+]
+for name, cmd, drop_at, want in CASES:
+    samples, notes = compare(cmd, N_BLOCKS, drop_at)
+    assert len(notes) == 1 and notes[0]["samples"] == want == samples, (name, notes, samples)
+    print("burst %s: %d samples from %d, trigger %d" % (name, samples, notes[0]["first_index"],
+                                                         notes[0]["trigger_index"]))
+    if name == "threshold":      # the spike is where it fired: sample 1710 is the first above 0.5 W
+        assert notes[0]["trigger_index"] == 1710, notes
+assert notes[0]["trigger_index"] > 2 * BLOCK, notes   # the rising edge after the lost block
+
+armed_without_allocating({"id": 2, "cmd": "burst", "trigger": "threshold", "rail": "12V", "above_w": 400.0,
+                          "pre": 100, "post": 100})
+armed_without_allocating({"id": 2, "cmd": "burst", "trigger": "edge", "bit": 1, "pre": 100, "post": 100})
+
+# instructions per sample point that an armed burst adds (scan + copy into the ring), board layout;
+# -icount shift=0 on the emulated Cortex-M: 1 us of ticks = 1000 instructions. Meaningful there only.
+if sys.implementation._machine.find("Cortex") >= 0:
+    for cmd in ({"trigger": "threshold", "rail": "12V", "above_w": 400.0}, {"trigger": "edge", "bit": 1}):
+        dev = board = None
+        gc.collect()
+        board = FakeBoard(1, True, "burst-cal-count.json")
+        dev = Device(board)
+        cmd.update(pre=100, post=100)
+        dev.burst.arm(cmd)
+        blk, _n, _d = board.adc_read()
+        rounds = 20
+        gc.collect()
+        t0 = time.ticks_us()
+        for _ in range(rounds):
+            dev.burst.observe(blk, BLOCK, 0)
+        t1 = time.ticks_us()
+        for _ in range(rounds):
+            board.scan_trigger(blk, 0, BLOCK, dev.burst.spec)
+        t2 = time.ticks_us()
+        for _ in range(rounds):
+            board.burst_copy(dev.burst.ring, 0, blk, 0, BLOCK)
+        t3 = time.ticks_us()
+        print("armed", cmd["trigger"], time.ticks_diff(t1, t0) * 1000 // (rounds * BLOCK),
+              "scan", time.ticks_diff(t2, t1) * 1000 // (rounds * BLOCK),
+              "copy", time.ticks_diff(t3, t2) * 1000 // (rounds * BLOCK))
+print("burst ok")

@@ -23,11 +23,13 @@ def _whole(x):
     """A whole number, not a bool (JSON true == 1 would pass a plain int check)."""
     return isinstance(x, int) and not isinstance(x, bool)
 DEFAULT_CAPACITY = 16384   # samples: 65 ms at 4 us; 14 bytes each with 3 rails + digital
+MIN_SHARE_BPS = 20000      # what an upload gets even beside a stream that fills the link budget
 
 
 class Burst:
-    def __init__(self, device, n_rails_total):
+    def __init__(self, device, n_rails_total, link_bps=500000):
         self.device = device
+        self.link_bps = link_bps
         self.stride = 2 * n_rails_total + 1
         board = device.board
         self.capacity = getattr(board, "burst_capacity", DEFAULT_CAPACITY)
@@ -176,6 +178,8 @@ class Burst:
             self.read_pos = (self.head - want) % self.capacity
             self.sent = 0
             self.state = UPLOAD
+            self.paced_at = self.device.sample_index()
+            self.allowance = wire.OVERHEAD + 2 * self.chunk * self.stride     # the first chunk goes at once
             self.device.notice({"event": "burst_triggered", "trigger_index": self.trigger_index,
                                 "first_index": self.first_index, "samples": want})
 
@@ -194,10 +198,24 @@ class Burst:
             m -= run
 
     def upload_step(self):
+        """One chunk when the link has room for it: the upload is paced to the link budget left over by
+        the interval stream (at least MIN_SHARE_BPS), so a burst never starves the stream nor blocks the
+        main loop on a full USB buffer."""
         if self.state != UPLOAD:
             return
+        now = self.device.sample_index()
+        stream = self.device.stream
+        rate = max(MIN_SHARE_BPS, self.link_bps - (stream["bytes_per_s"] if stream else 0))
+        us = min((now - self.paced_at) * rails_default.SAMPLE_PERIOD_US, 100000)   # small ints on the MCU
+        self.paced_at = now
+        full = wire.OVERHEAD + 2 * self.chunk * self.stride
+        self.allowance = min(full, self.allowance + us * (rate // 1000) // 1000)
         s = self.stride
         n = min(self.chunk, self.count - self.sent, self.capacity - self.read_pos)
+        cost = wire.OVERHEAD + 2 * n * s
+        if self.allowance < cost:
+            return
+        self.allowance -= cost
         payload = bytes(memoryview(self.ring)[self.read_pos * s:(self.read_pos + n) * s])
         idx = self.first_index + self.sent
         self.sent += n

@@ -69,7 +69,7 @@ class Device:
         self.framer = wire.Framer(board.write, self.crc_into)
         self.reader = wire.FrameReader(self.crc_into)
         self.reducer = getattr(board, "reducer", None) or Reducer(len(self.rail_names))
-        self.burst = Burst(self, len(self.rail_names))
+        self.burst = Burst(self, len(self.rail_names), LINK_BUDGET_BPS)
         self.cal = calibration.load(board.cal_path)
         self.state = IDLE
         self.stream = None

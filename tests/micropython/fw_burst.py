@@ -80,6 +80,7 @@ class FakeBoard:
 
     def adc_read(self):
         if self.next_block >= self.n_blocks:
+            self.index += BLOCK         # time goes on (the burst upload is paced by it), no data comes
             return None
         dropped = 0
         if self.next_block == self.drop_at:      # a block the CPU missed: its samples are gone

@@ -139,8 +139,39 @@ board.pending = 2
 for _ in range(10):
     dev.poll()
 bursts = [f for b in board.sent for f in reader.feed(b) if f[0] == wire.T_BURST]
+assert len(bursts) == 1, bursts          # the first chunk at once; the rest waits for link time
+board.sent = []
+board.pending = 30                       # 30 ms of samples: 15 kB of link budget
+for _ in range(40):
+    dev.poll()
+bursts += [f for b in board.sent for f in reader.feed(b) if f[0] == wire.T_BURST]
 total = sum(len(f[2]) for f in bursts) // 14
 assert total == 300, total
+
+# a long burst is paced: after its first chunk, never more bytes than the link budget allows
+board.sent = []
+r = command({"id": 14, "cmd": "burst", "pre": 0, "post": 2000})[0]
+assert r["ok"], r
+board.pending = 400
+t_first = None
+sent = 0
+first_frame = 0
+got = 0
+for _ in range(400):
+    dev.poll()
+    for b in board.sent:
+        for f in reader.feed(b):
+            if f[0] == wire.T_BURST:
+                if t_first is None:
+                    t_first = board.index
+                    first_frame = len(f[2]) + wire.OVERHEAD
+                sent += len(f[2]) + wire.OVERHEAD
+                got += len(f[2]) // 14
+    board.sent = []
+    if t_first is not None:
+        allowed = first_frame + (board.index - t_first) * 4 * 500000 // 1000000
+        assert sent <= allowed, (sent, allowed)
+assert got == 2000, got
 r = command({"id": 13, "cmd": "burst", "pre": 20000, "post": 1})[0]
 assert not r["ok"] and "burst RAM" in r["error"], r
 

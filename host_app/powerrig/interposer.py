@@ -190,6 +190,9 @@ class Interposer:
                 self.link.command("burst", trigger="off")
                 raise LinkError(f"burst upload lost a chunk before sample {f.index}: "
                                 "the raw capture is incomplete; take it again")
+            if not chunks:       # triggered: the device paces the upload to the link budget the stream
+                # leaves (at least 20 kB/s, firmware burst.MIN_SHARE_BPS), so give it that long
+                deadline = max(deadline, time.time() + 2.0 + (pre + post) * stride * 2 / 20000)
             chunks.append(f)
             if f.flags & wire.F_LAST:
                 break

@@ -63,7 +63,8 @@ def copy_block(r0):
 
 # The trigger scans return the offset of the first triggering sample, or the sample count when
 # none fires. Job words (4 bytes each): address of the first sample's channel, samples, step (bytes),
-# then per scan: threshold -> voltage offset, current offset, code product; edge -> bit mask, previous bit.
+# then per scan: threshold -> voltage offset, current offset, code product; edge -> bit mask, previous
+# bit, and what to XOR the digital words with.
 
 @micropython.asm_thumb
 def scan_threshold(r0):
@@ -98,51 +99,26 @@ def scan_threshold(r0):
 
 
 @micropython.asm_thumb
-def scan_rising(r0):
-    # the masked bit set where the sample before had it clear
+def scan_edge(r0):
+    # the masked bit set where the sample before had it clear; job word 5 is XORed into every digital
+    # word first (the mask for a falling edge, with the previous bit inverted to match: one loop for both)
     ldr(r1, [r0, 0])
     ldr(r2, [r0, 4])
     ldr(r3, [r0, 8])
     ldr(r5, [r0, 12])
     ldr(r6, [r0, 16])
+    ldr(r0, [r0, 20])
     mov(r7, 0)
     cmp(r2, 0)
     beq(END)
     label(LOOP)
     ldrh(r4, [r1, 0])
+    eor(r4, r0)
     and_(r4, r5)
     cmp(r4, 0)
     beq(NEXT)
     cmp(r6, 0)
     beq(END)
-    label(NEXT)
-    mov(r6, r4)
-    add(r1, r1, r3)
-    add(r7, 1)
-    cmp(r7, r2)
-    blt(LOOP)
-    label(END)
-    mov(r0, r7)
-
-
-@micropython.asm_thumb
-def scan_falling(r0):
-    # the masked bit clear where the sample before had it set
-    ldr(r1, [r0, 0])
-    ldr(r2, [r0, 4])
-    ldr(r3, [r0, 8])
-    ldr(r5, [r0, 12])
-    ldr(r6, [r0, 16])
-    mov(r7, 0)
-    cmp(r2, 0)
-    beq(END)
-    label(LOOP)
-    ldrh(r4, [r1, 0])
-    and_(r4, r5)
-    cmp(r4, 0)
-    bne(NEXT)
-    cmp(r6, 0)
-    bne(END)
     label(NEXT)
     mov(r6, r4)
     add(r1, r1, r3)

@@ -140,7 +140,7 @@ def _scan_edge(src: ptr16, p: ptr32, start: int, n: int) -> int:
 
 try:   # Thumb-2 copy and scans where the port has the inline assembler (the MCU); viper elsewhere
     from board.burst_thumb import copy_block as _copy_block
-    from board.burst_thumb import scan_threshold as _scan_threshold_asm, scan_rising, scan_falling
+    from board.burst_thumb import scan_threshold as _scan_threshold_asm, scan_edge as _scan_edge_asm
 except (ImportError, SyntaxError, ValueError):
     _copy_block = None
 
@@ -215,8 +215,8 @@ class BurstKernels:
         job[0] = _address(raw) + self.scan_off + start * self.scan_step
         job[1] = n - start
         if self.edge:
-            job[4] = spec["prev"]
-            k = scan_rising(job) if self.rising else scan_falling(job)
+            job[4] = spec["prev"] ^ self.invert
+            k = _scan_edge_asm(job)
         else:
             k = _scan_threshold_asm(job)
         return k if k < n - start else -1 - start
@@ -230,7 +230,8 @@ class BurstKernels:
             self.scan_off = 2 * p[_P_DBASE]
             self.scan_step = 2 * p[_P_DSTEP]
             job[3] = 1 << spec["bit"]
-            self.rising = spec["rising"]
+            self.invert = 0 if spec["rising"] else 1      # a falling edge is a rising one of the inverse
+            job[5] = 0 if spec["rising"] else job[3]
         else:
             self.scan_off = 2 * p[_P_BASES + spec["rail_index"]]
             self.scan_step = 2 * p[_P_STEP]

@@ -51,16 +51,14 @@ def run(args) -> int:
 
     from powerrig.calibration.certificate import certificate, write_certificate
     from powerrig.calibration.procedure import calibrate
-    from powerrig.instruments import PowerAnalyzer, open_reference
+    from powerrig.instruments import open_analyzer
     from powerrig.interposer import Interposer
 
     channels = parse_channels(args.channels)
     if not 0.01 <= args.seconds <= 60:
         raise InstrumentError("--seconds must be within 0.01..60")
-    with open_reference(args.reference, args.visa_backend or None) as ref:
-        if not isinstance(ref, PowerAnalyzer):
-            raise InstrumentError(f"{ref.identity} is a {ref.kind}; calibrating every channel needs a DC power analyzer "
-                                  "(N6705C class) that supplies and measures each rail; use a DMM with `powerrig validate`")
+    with open_analyzer(args.reference, args.visa_backend or None,
+                       "calibrating every channel (it supplies and measures each rail)") as ref:
         with Interposer.open(args.port) as dev:
             res = calibrate(dev, ref, channels, seconds=args.seconds, max_residual_fs=args.max_residual / 100,
                             verify_limit_pct=args.verify_limit, write=not args.dry_run,

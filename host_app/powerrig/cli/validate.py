@@ -22,16 +22,13 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from powerrig.calibration.procedure import validate
-    from powerrig.instruments import PowerAnalyzer, open_reference
+    from powerrig.instruments import open_analyzer
     from powerrig.interposer import Interposer
 
     channels = parse_channels(args.channels)
     if args.windows < 1 or not 0.05 <= args.seconds <= 60:
         raise InstrumentError("--windows must be >= 1 and --seconds within 0.05..60")
-    with open_reference(args.reference, args.visa_backend or None) as ref:
-        if not isinstance(ref, PowerAnalyzer):
-            raise InstrumentError(f"{ref.identity} is a {ref.kind}; validate compares V and I of every rail and needs "
-                                  "a DC power analyzer (N6705C class)")
+    with open_analyzer(args.reference, args.visa_backend or None, "validate (V and I of every rail)") as ref:
         with Interposer.open(args.port) as dev:
             out = validate(dev, ref, channels, windows=args.windows, seconds=args.seconds, limit_pct=args.limit,
                            floor_codes=args.floor_codes,

@@ -42,4 +42,14 @@ def open_reference(resource: str, backend: str | None = None, timeout_ms: int = 
         raise
 
 
-__all__ = ["Acquisition", "Dmm", "Identity", "PowerAnalyzer", "ScpiInstrument", "driver_for", "open_reference"]
+def open_analyzer(resource: str, backend: str | None, needs: str) -> PowerAnalyzer:
+    """open_reference, refused (and closed) unless it is a DC power analyzer; ``needs`` says what for."""
+    ref = open_reference(resource, backend)
+    if not isinstance(ref, PowerAnalyzer):
+        ref.close()
+        raise InstrumentError(f"{ref.identity} is a {ref.kind}; {needs} needs a DC power analyzer (N6705C class)")
+    return ref
+
+
+__all__ = ["Acquisition", "Dmm", "Identity", "PowerAnalyzer", "ScpiInstrument", "driver_for", "open_analyzer",
+           "open_reference"]

@@ -1,7 +1,8 @@
 """The firmware hot path's instruction budget, measured on MicroPython for an emulated Cortex-M.
 
-Runs board.reducer (viper + the Thumb-2 rail loop) on QEMU's mps2-an385 with -icount shift=0, where
-1 us of ticks_us is exactly 1000 executed instructions, and prints instructions per 4 us sample point
+Runs tests/micropython/fw_board.py (board.reducer: viper + the Thumb-2 rail loop, checked against the
+reference first) on QEMU's mps2-an385 with -icount shift=0, where 1 us of ticks_us is exactly 1000
+executed instructions, and prints instructions per 4 us sample point
 by stage for 1..3 rails at the 100 us and 1 ms intervals, the cycle estimate for a 150 MHz Cortex-M33
 (x1.3) and the headroom, and the USB bytes per second per frame size against the link budget.
 
@@ -24,50 +25,6 @@ SAMPLE_US = 4
 CYCLES_PER_INSTRUCTION = 1.3
 BUDGET = CPU_HZ * SAMPLE_US // 1_000_000          # 600 cycles per sample point
 
-JOB = r'''
-import array, gc, time, micropython
-from powerrig_fw import wire
-from board import kernels
-from board.reducer import BoardReducer
-N = 250             # the board's DMA block (board/adc.py BLOCK, 1 ms): per-block costs count as on the board
-blk = array.array("h", bytes(2 * 7 * N))
-x = 12345
-for k in range(7 * N):
-    x = (x * 75 + 74) % 65537
-    blk[k] = x % 30000 - 15000
-
-
-def measure(nr, spi, crc_into, rounds=60):
-    framer = wire.Framer(lambda mv: None, crc_into)
-    r = BoardReducer(3)
-    r.configure(list(range(nr)), spi, 25)
-    per = min(255, 10000 // (4 * spi), wire.MAX_PAYLOAD // wire.record_size(nr))
-    framer.configure(wire.record_size(nr), per)
-    r.feed(blk, N, framer)
-    gc.collect()
-    micropython.heap_lock()
-    t0 = time.ticks_us()
-    for _ in range(rounds):
-        r.feed(blk, N, framer)
-    t1 = time.ticks_us()
-    micropython.heap_unlock()
-    return time.ticks_diff(t1, t0) * 1000 / (rounds * N)
-
-
-def no_crc(buf, start, end):
-    pass
-
-
-for nr in (1, 2, 3):
-    for spi in (25, 250, 2500):
-        print("M", nr, spi, measure(nr, spi, kernels.crc32_into), measure(nr, spi, no_crc))
-frame = bytearray(wire.OVERHEAD + 2048)
-t0 = time.ticks_us()
-for _ in range(40):
-    kernels.crc32_into(frame, 2, len(frame) - 4)
-t1 = time.ticks_us()
-print("C", time.ticks_diff(t1, t0) * 1000 / (40 * (len(frame) - 6)))
-'''
 
 
 def per_frame(interval_us: int, n_rails: int) -> int:
@@ -79,16 +36,17 @@ def main() -> int:
     if reason:
         print(f"bench_firmware: skipped: {reason}")
         return 0
-    out = qemu.run_source(JOB, timeout=900)
+    # the same measurement tests/test_firmware_qemu.py asserts on: fw_board.py prints it after its checks
+    out = qemu.run_script(REPO / "tests" / "micropython" / "fw_board.py", ["/rom/vectors"], timeout=900)
     m, crc_byte = {}, None
     for line in out.splitlines():
         p = line.split()
-        if p and p[0] == "M":
+        if p and p[0] == "budget":
             m[(int(p[1]), int(p[2]))] = (float(p[3]), float(p[4]))
-        elif p and p[0] == "C":
-            crc_byte = float(p[1])
-    # per-rail cost of the Thumb-2 loop: the increment per rail at the longest interval
-    rail = (m[(3, 2500)][1] - m[(1, 2500)][1]) / 2
+        elif p and p[0] == "crc_per_byte_x100":
+            crc_byte = int(p[1]) / 100
+    # per-rail cost of the Thumb-2 loop: the increment per rail at the longer interval
+    rail = (m[(3, 250)][1] - m[(1, 250)][1]) / 2
     print("emulated Cortex-M (QEMU mps2-an385, ARMv7-M, -icount shift=0), instructions per 4 us sample point")
     print(f"  rail loop (Thumb-2: load, offset, clamp, V*I, sums, min/max, window, peak): {rail:6.1f} per rail")
     print(f"  CRC-32 (Thumb-2, byte table): {crc_byte:.1f} per frame byte")

@@ -12,7 +12,7 @@ demo: setup
 	@$(PY) -m powerrig.demo
 
 test: setup
-	@$(PY) -m pytest -q -p no:cacheprovider
+	@$(PY) -m pytest -q -p no:cacheprovider --durations=15
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

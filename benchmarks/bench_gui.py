@@ -37,14 +37,40 @@ def pct(v, q):
     return v[min(len(v) - 1, int(q / 100 * len(v)))] if v else float("nan")
 
 
+def run_loop(seconds: float) -> None:
+    """Qt's own event loop for ``seconds`` (as the app runs: no polling sleeps adding latency)."""
+    from PySide6.QtCore import QEventLoop, QTimer
+    loop = QEventLoop()
+    QTimer.singleShot(int(seconds * 1000), loop.quit)
+    loop.exec()
+
+
 def spin(app, seconds: float, cond=None) -> None:
+    if cond is None:
+        run_loop(seconds)
+        return
     end = time.monotonic() + seconds
     while time.monotonic() < end and not (cond and cond()):
         app.processEvents()
         time.sleep(0.005)
 
 
-def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[float]) -> None:
+def report_profile(prof, wall_s: float, path: str) -> None:
+    """Where the GUI thread's time went: the top functions by own and cumulative time."""
+    import io
+    import pstats
+    prof.dump_stats(path)
+    out = io.StringIO()
+    st = pstats.Stats(prof, stream=out)
+    total = sum(v[2] for v in st.stats.values())
+    print(f"GUI thread profile ({wall_s:.1f} s wall, {total:.2f} s in Python-visible calls), saved to {path}:")
+    st.sort_stats("cumulative").print_stats(30)
+    st.sort_stats("tottime").print_stats(20)
+    print(out.getvalue())
+
+
+def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[float],
+               profile: str | None = None, trace: bool = False) -> None:
     from powerrig.gui.core import Core
     from powerrig.gui.main_window import MainWindow
 
@@ -54,16 +80,25 @@ def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[f
     win.resize(1500, 900)
     win.show()
     lv = win.live_view
-    paints, lags = [], []
+    paints, lags, dev_lags = [], [], []
     orig = lv._paint
 
     def timed_paint(src, s):
         orig(src, s)
-        if src is core.live:
-            lags.append(max(0.0, core.live.duration_s - float(s.t[-1] + s.step_s)))
         t0 = time.perf_counter()
         lv.plot.viewport().repaint()          # the synchronous paint of the plot
         paints.append((time.perf_counter() - t0) * 1e3)
+        live = core.live
+        if src is live and lv.following:
+            # honest lag, once the frame is on screen: the newest plotted point's sample time against
+            # (a) the newest interval the host holds and (b) the device's "now" from the clock model
+            end = lv.plotted_end_s()
+            if end is not None:
+                lags.append(max(0.0, live.duration_s - end))
+                try:
+                    dev_lags.append(max(0.0, float(live.sample_id(time.time())) * live.interval_s - end))
+                except ValueError:
+                    pass
     lv._paint = timed_paint
     core.connect_sim()
     spin(app, 60, lambda: core.live is not None and core.live.duration_s > 1.0)
@@ -71,16 +106,47 @@ def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[f
         raise SystemExit("bench_gui: the virtual rig sent no data")
     paints.clear()
     lags.clear()
+    dev_lags.clear()
+    prof = None
+    if profile:
+        import cProfile
+        prof = cProfile.Profile()         # the GUI thread only (cProfile follows the thread enabling it)
+        prof.enable()
+    t_spin = time.perf_counter()
     spin(app, seconds)
+    wall = time.perf_counter() - t_spin
+    if prof is not None:
+        prof.disable()
+        report_profile(prof, wall, profile)
     print(f"live plot at {interval_us} us, {seconds:g} s, {len(paints)} paints:")
     print(f"  paint p50 {statistics.median(paints):.1f} ms  p95 {pct(paints, 95):.1f} ms")
-    print(f"  lag behind the stream p50 {statistics.median(lags) * 1e3:.0f} ms  p95 {pct(lags, 95) * 1e3:.0f} ms")
+    print(f"  lag of the newest plotted point behind the newest interval received, p50 "
+          f"{statistics.median(lags) * 1e3:.0f} ms  p95 {pct(lags, 95) * 1e3:.0f} ms")
+    if dev_lags:
+        print(f"  lag behind the device's clock (includes the link's block latency), p50 "
+              f"{statistics.median(dev_lags) * 1e3:.0f} ms  p95 {pct(dev_lags, 95) * 1e3:.0f} ms")
     print(f"  live source memory {core.live.memory_bytes() / 2**20:.1f} MiB (fixed)")
     t_start = time.monotonic()
+    snaps = []
+    if trace and minutes:
+        import tracemalloc
+        tracemalloc.start(8)
     for m in minutes:
         spin(app, max(0.0, t_start + m * 60 - time.monotonic()))
         print(f"  RSS after {m:g} min of streaming: {rss_mb():.0f} MB "
-              f"({core.live.duration_s:.0f} s of device time received)")
+              f"({core.live.duration_s:.0f} s of device time received)", flush=True)
+        if trace:
+            import gc
+            import tracemalloc
+            gc.collect()
+            snaps.append(tracemalloc.take_snapshot())
+            print(f"    Python heap (tracemalloc) {tracemalloc.get_traced_memory()[0] / 2**20:.1f} MiB", flush=True)
+    if len(snaps) > 1:
+        print(f"  what grew between {minutes[0]:g} and {minutes[-1]:g} min (tracemalloc, top 15):")
+        for st in snaps[-1].compare_to(snaps[0], "traceback")[:15]:
+            print(f"    {st.size_diff / 1024:+.0f} KiB {st.count_diff:+d} blocks")
+            for line in st.traceback.format()[-6:]:
+                print("      " + line)
     win.close()
 
 
@@ -121,6 +187,10 @@ def main() -> int:
     ap.add_argument("--minutes", default="1", help="comma-separated: RSS after each (e.g. 1,10)")
     ap.add_argument("--tmp", default=None, help="folder for the synthetic capture (kept for reuse)")
     ap.add_argument("--skip-live", action="store_true")
+    ap.add_argument("--tracemalloc", action="store_true",
+                    help="trace Python allocations over --minutes and print what grew (slows everything)")
+    ap.add_argument("--profile", default=None, metavar="FILE",
+                    help="cProfile the GUI thread during the live measurement; stats to FILE, summary printed")
     ap.add_argument("--skip-file", action="store_true")
     a = ap.parse_args()
     tmp = Path(a.tmp or tempfile.mkdtemp(prefix="powerrig-bench-gui-"))
@@ -134,7 +204,8 @@ def main() -> int:
     if not a.skip_file:
         bench_file(tmp, a.hours)
     if not a.skip_live:
-        bench_live(app, tmp, a.seconds, a.interval_us, [float(m) for m in a.minutes.split(",") if m])
+        bench_live(app, tmp, a.seconds, a.interval_us, [float(m) for m in a.minutes.split(",") if m],
+                   a.profile, a.tracemalloc)
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 
 import numpy as np
 import pyqtgraph as pg
@@ -13,7 +14,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (QCheckBox, QGraphicsItem, QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel, QPushButton,
                                QVBoxLayout, QWidget)
 
-from powerrig.gui.live_view.band import BandCurve
+from powerrig.gui.band import BandCurve
 from powerrig.gui.source.base import unit_of
 
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
@@ -97,6 +98,10 @@ class LiveView(QWidget):
         self.markers_button = QPushButton("Markers")
         self.markers_button.setCheckable(True)
         self.markers_button.toggled.connect(self.show_markers)
+        self.float_button = QPushButton("Float")
+        self.float_button.setCheckable(True)
+        self.float_button.setToolTip("markers keep their distance from the newest data while live")
+        self.float_button.toggled.connect(self.float_markers)
         self.zoom_all = QPushButton("Whole capture")
         self.zoom_all.clicked.connect(self.show_all)
 
@@ -111,6 +116,7 @@ class LiveView(QWidget):
         bar.addWidget(QLabel("to"))
         bar.addWidget(self.y_max)
         bar.addWidget(self.markers_button)
+        bar.addWidget(self.float_button)
         bar.addWidget(self.zoom_all)
         bar.addWidget(self.live_button)
         lay = QVBoxLayout(self)
@@ -124,6 +130,9 @@ class LiveView(QWidget):
                                         labelOpts={"position": 0.95, "color": "#17becf"})
         for m in (self.marker_a, self.marker_b):
             m.sigPositionChangeFinished.connect(self._markers_moved)
+            m.sigPositionChanged.connect(self._marker_dragging)
+        self._float_offsets: tuple[float, float] | None = None    # (end - A, end - B) while floating
+        self._float_sent = 0.0
 
         self.gap_item = pg.BarGraphItem(x0=[0.0], x1=[0.0], y0=[0.0], y1=[0.0], brush=pg.mkBrush(128, 128, 128, 90),
                                         pen=pg.mkPen(None))
@@ -252,6 +261,7 @@ class LiveView(QWidget):
         if n != self._seen_length:
             self._seen_length = n
             self._follow()
+            self._float_step()
 
     # ---- asking the source (on a worker) and painting (here) ------------------------------------------
     def request(self) -> None:
@@ -383,6 +393,7 @@ class LiveView(QWidget):
             (x0, x1), _ = self.plot.getViewBox().viewRange()
             self.place_markers(x0 + 0.3 * (x1 - x0), x0 + 0.7 * (x1 - x0))
         else:
+            self.float_markers(False)
             for m in (self.marker_a, self.marker_b):
                 self.plot.removeItem(m)
             self.core.set_markers(None)
@@ -401,4 +412,57 @@ class LiveView(QWidget):
     def _markers_moved(self, *_) -> None:
         a, b = float(self.marker_a.value()), float(self.marker_b.value())
         if math.isfinite(a) and math.isfinite(b):
+            if self._float_offsets is not None and self.source is not None:
+                end = self.source.duration_s
+                self._float_offsets = (end - a, end - b)      # a drag while floating sets new distances
             self.core.set_markers(a, b)
+
+    EDGE = 0.02               # a marker dragged within this fraction of the view's edge pans the view
+
+    def _marker_dragging(self, m) -> None:
+        """A marker dragged to an edge of the view pans the view with it, so it stays on the data
+        (the plot stops following the live stream)."""
+        if not getattr(m, "moving", False):
+            return
+        (x0, x1), _ = self.plot.getViewBox().viewRange()
+        margin = self.EDGE * (x1 - x0)
+        t = float(m.value())
+        shift = 0.0
+        if t > x1 - margin:
+            shift = t - (x1 - margin)
+        elif t < x0 + margin:
+            shift = t - (x0 + margin)
+        if shift:
+            if self.following:
+                self.pause()
+            self._set_x(x0 + shift, x1 + shift)
+
+    def float_markers(self, on: bool = True) -> None:
+        """Markers that float with the live stream: each keeps its distance from the newest data."""
+        if on and self.source is not None and not hasattr(self.source, "reader"):
+            if self.marker_a.scene() is None:
+                self.show_markers(True)
+            end = self.source.duration_s
+            self._float_offsets = (end - float(self.marker_a.value()), end - float(self.marker_b.value()))
+        else:
+            self._float_offsets = None
+        if self.float_button.isChecked() != (self._float_offsets is not None):
+            self.float_button.blockSignals(True)
+            self.float_button.setChecked(self._float_offsets is not None)
+            self.float_button.blockSignals(False)
+
+    FLOAT_FIGURES_S = 0.5     # floating markers' figures are recomputed at most this often
+
+    def _float_step(self) -> None:
+        off = self._float_offsets
+        if off is None or self.source is None or any(getattr(m, "moving", False) for m in (self.marker_a, self.marker_b)):
+            return
+        end = self.source.duration_s
+        for m, o in zip((self.marker_a, self.marker_b), off):
+            m.blockSignals(True)
+            m.setValue(end - o)
+            m.blockSignals(False)
+        now = time.monotonic()
+        if now - self._float_sent >= self.FLOAT_FIGURES_S:
+            self._float_sent = now
+            self.core.set_markers(end - off[0], end - off[1])

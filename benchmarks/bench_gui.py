@@ -32,6 +32,16 @@ def rss_mb() -> float:
     return float("nan")
 
 
+def rss_after_trim_mb() -> float:
+    """RSS once glibc gave its free heap pages back (malloc_trim): what is left is really in use."""
+    import ctypes
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        return float("nan")
+    return rss_mb()
+
+
 def pct(v, q):
     v = sorted(v)
     return v[min(len(v) - 1, int(q / 100 * len(v)))] if v else float("nan")
@@ -46,13 +56,15 @@ def run_loop(seconds: float) -> None:
 
 
 def spin(app, seconds: float, cond=None) -> None:
+    """Run Qt's event loop until ``cond()`` (checked after each batch of events) or ``seconds``."""
     if cond is None:
         run_loop(seconds)
         return
+    from PySide6.QtCore import QEventLoop
     end = time.monotonic() + seconds
-    while time.monotonic() < end and not (cond and cond()):
-        app.processEvents()
-        time.sleep(0.005)
+    while time.monotonic() < end and not cond():
+        # block until an event arrives (a worker's result, a timer): no polling sleep adding latency
+        app.processEvents(QEventLoop.ProcessEventsFlag.WaitForMoreEvents)
 
 
 def report_profile(prof, wall_s: float, path: str) -> None:
@@ -133,8 +145,9 @@ def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[f
         tracemalloc.start(8)
     for m in minutes:
         spin(app, max(0.0, t_start + m * 60 - time.monotonic()))
-        print(f"  RSS after {m:g} min of streaming: {rss_mb():.0f} MB "
-              f"({core.live.duration_s:.0f} s of device time received)", flush=True)
+        print(f"  RSS after {m:g} min of streaming: {rss_mb():.0f} MB, {rss_after_trim_mb():.0f} MB after "
+              f"malloc_trim ({core.live.duration_s:.0f} s of device time received, {core.pending} jobs pending)",
+              flush=True)
         if trace:
             import gc
             import tracemalloc
@@ -150,7 +163,7 @@ def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[f
     win.close()
 
 
-def bench_file(tmp: Path, hours: float) -> None:
+def bench_file(tmp: Path, hours: float) -> Path:
     from powerrig.capture.writer import CaptureWriter
     from powerrig.gui.source import FileSource
     from powerrig.testing import synthetic as S
@@ -177,6 +190,40 @@ def bench_file(tmp: Path, hours: float) -> None:
                   f"(2 signals, 1500 points)")
     finally:
         src.close()
+    return path
+
+
+def bench_file_view(app, tmp: Path, path: Path) -> None:
+    """The same zooms in the window: from setting the x range to the frame painted (summary on the
+    worker + the band items + the synchronous repaint)."""
+    from powerrig.gui.core import Core
+    from powerrig.gui.main_window import MainWindow
+    from powerrig.gui.source import FileSource
+
+    core = Core(capture_dir=tmp / "captures")
+    win = MainWindow(core)
+    win.resize(1500, 900)
+    win.show()
+    lv = win.live_view
+    src = FileSource(path)
+    core.source = src                      # as File > Open does, without the analysis table's pass
+    core.source_changed.emit(src)
+    spin(app, 60, lambda: lv.last_summary is not None)
+    dur = src.duration_s
+    for label, (a, b) in (("full zoom-out", (0.0, dur)), ("zoom into 1 s", (dur / 2, dur / 2 + 1.0))):
+        times = []
+        for k in range(6):
+            lv._set_x(0.0, 10.0) if k % 2 else None         # from elsewhere, so every redraw is a new range
+            spin(app, 10, lambda: not lv._in_flight)
+            n0 = lv.paints
+            t0 = time.perf_counter()
+            lv._set_x(a, b)
+            spin(app, 30, lambda: lv.paints > n0 and not lv._in_flight)
+            lv.plot.viewport().repaint()
+            times.append((time.perf_counter() - t0) * 1e3)
+        print(f"{dur / 3600:g} h capture in the window, {label}: redraw median {statistics.median(times):.1f} ms, "
+              f"max {max(times):.1f} ms (range set -> summary -> painted)")
+    win.close()
 
 
 def main() -> int:
@@ -202,7 +249,7 @@ def main() -> int:
     QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, str(tmp / "settings"))
     app = QApplication(sys.argv[:1])
     if not a.skip_file:
-        bench_file(tmp, a.hours)
+        bench_file_view(app, tmp, bench_file(tmp, a.hours))
     if not a.skip_live:
         bench_live(app, tmp, a.seconds, a.interval_us, [float(m) for m in a.minutes.split(",") if m],
                    a.profile, a.tracemalloc)

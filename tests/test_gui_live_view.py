@@ -164,3 +164,24 @@ def test_markers_float_with_the_live_stream(window, qtbot):
     more(3.0)
     qtbot.waitUntil(lambda: lv._seen_length == src.length, timeout=10_000)
     assert lv.marker_b.value() == pytest.approx(new_end - 1.0, abs=1e-6)
+
+
+def test_finished_worker_jobs_are_freed(qapp, qtbot, tmp_path):
+    """Every live frame runs a job: none may outlive its delivered result (a leak of one job per frame
+    grew the process over a long stream)."""
+    import gc
+
+    from powerrig.gui.core import _Job, _WorkerSignals
+    core = Core(capture_dir=tmp_path)
+    got = []
+    for k in range(200):
+        core.run(lambda k=k: k, done=got.append)
+    qtbot.waitUntil(lambda: len(got) == 200 and core.pending == 0, timeout=20_000)
+    assert sorted(got) == list(range(200))
+    core.pool.waitForDone(20_000)
+
+    def alive(kind):
+        gc.collect()
+        return sum(isinstance(o, kind) for o in gc.get_objects())
+    qtbot.waitUntil(lambda: alive(_Job) == 0 and alive(_WorkerSignals) == 0, timeout=20_000)
+    core.shutdown()

@@ -175,6 +175,7 @@ class Core(QObject):
     busy = Signal(bool)
 
     TICK_MS = 50
+    CLOCK_REFIT_S = 1.0               # how often the live source's clock model (event placement) is refitted
 
     def __init__(self, capture_dir: str | Path | None = None, parent=None):
         super().__init__(parent)
@@ -211,6 +212,7 @@ class Core(QObject):
         self._seen_rows = 0
         self._seen_events = 0
         self._started_rig = False
+        self._clock_at = 0.0
         self._timer = QTimer(self)
         self._timer.timeout.connect(self._tick)
         self._timer.start(self.TICK_MS)
@@ -375,7 +377,10 @@ class Core(QObject):
                                        and not hasattr(self.source, "reader")):
                 self.source = live
                 self.source_changed.emit(live)
-            if self.dev is not None:
+            now = time.monotonic()
+            if self.dev is not None and (live.clock is None or now - self._clock_at >= self.CLOCK_REFIT_S):
+                # a refit costs ~3 ms of the GUI thread (bench_gui --profile): once a second, not every tick
+                self._clock_at = now
                 m = self.dev.clock.model()
                 if m is not None:
                     live.clock = m

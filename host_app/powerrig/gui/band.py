@@ -19,7 +19,7 @@ import numpy as np
 import pyqtgraph as pg
 from pyqtgraph.Qt import compat
 from PySide6.QtCore import QRect, QRectF, Qt
-from PySide6.QtGui import QPainter, QPainterPath
+from PySide6.QtGui import QPainter, QPainterPath, QPalette
 
 _LIMIT = 1 << 24          # device coordinates are clipped to this (int32 rectangles, far-off points)
 
@@ -41,6 +41,14 @@ class MeanLine(pg.GraphicsObject):
         p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
         p.setPen(self.pen)
         p.drawPath(self.path)
+
+
+def view_background(plot) -> "pg.QtGui.QColor":
+    """A PlotWidget's background colour (its own brush, or the palette's when it is transparent)."""
+    b = plot.backgroundBrush()
+    if b.style() == Qt.BrushStyle.NoBrush or b.color().alpha() == 0:
+        return plot.palette().color(QPalette.ColorRole.Base)
+    return b.color()
 
 
 def mix(colour, background, alpha: float):

@@ -10,11 +10,10 @@ import time
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QThreadPool, QTimer, Qt
-from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (QCheckBox, QGraphicsItem, QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel, QPushButton,
                                QVBoxLayout, QWidget)
 
-from powerrig.gui.band import BandCurve
+from powerrig.gui.band import BandCurve, view_background
 from powerrig.gui.source.base import unit_of
 
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
@@ -307,11 +306,7 @@ class LiveView(QWidget):
             self.request()
 
     def _background(self):
-        """The plot's background colour (the theme's, or the palette's when the view is transparent)."""
-        b = self.plot.backgroundBrush()
-        if b.style() == Qt.BrushStyle.NoBrush or b.color().alpha() == 0:
-            return self.plot.palette().color(QPalette.ColorRole.Base)
-        return b.color()
+        return view_background(self.plot)
 
     def plotted_end_s(self) -> float | None:
         """Sample time (s) of the end of the newest plotted point with data (None before any)."""

@@ -12,7 +12,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from powerrig.gui.band import BandCurve
+from powerrig.gui.band import BandCurve, view_background
 
 
 class Minimap(QWidget):
@@ -36,7 +36,8 @@ class Minimap(QWidget):
         self.view.setMouseEnabled(x=False, y=False)
         self.view.setMenuEnabled(False)
         self.view.hideButtons()
-        self.curve = BandCurve("#1f77b4", self.view.palette().color(self.view.backgroundRole()))
+        self._bg = view_background(self.view)
+        self.curve = BandCurve("#1f77b4", self._bg)
         self.view.addItem(self.curve)
         self.view.addItem(self.curve.line)
         self.region = pg.LinearRegionItem((0.0, 1.0), brush=pg.mkBrush(255, 165, 0, 60),
@@ -81,6 +82,10 @@ class Minimap(QWidget):
         if src is not self.source:
             return
         self.overview = s
+        bg = view_background(self.view)
+        if bg != self._bg:                      # the theme changed: the band is an opaque mix
+            self._bg = bg
+            self.curve.set_background(bg)
         self.curve.set_summary(s.t + s.step_s / 2, s.mean[self.signal], s.min[self.signal], s.max[self.signal],
                                s.step_s)
         lo, hi = np.nanmin(s.min[self.signal]) if np.isfinite(s.min[self.signal]).any() else 0.0, \

@@ -253,6 +253,11 @@ class LiveView(QWidget):
 
     def _on_frame(self) -> None:
         """The fixed frame rate: follow the live stream when it grew (updates between frames coalesce)."""
+        bg = self._background()
+        if bg != self._band_background:              # the theme changed: bands are opaque mixes
+            self._band_background = bg
+            for item, _proxy in self._curves.values():
+                item.set_background(bg)
         src = self.source
         if src is None or not self.following or hasattr(src, "reader"):
             return
@@ -289,11 +294,6 @@ class LiveView(QWidget):
         self._in_flight = False
         if src is self.source:
             t = summary.t + summary.step_s / 2
-            bg = self._background()
-            if bg != self._band_background:              # the theme changed: bands are opaque mixes
-                self._band_background = bg
-                for item, _proxy in self._curves.values():
-                    item.set_background(bg)
             for s, (item, _proxy) in self._curves.items():
                 if s in summary.mean:
                     item.set_summary(t, summary.mean[s], summary.min[s], summary.max[s], summary.step_s)

@@ -29,14 +29,14 @@ class Minimap(QWidget):
         self._in_flight = False
         self._syncing = False
         self.view = pg.PlotWidget()
-        self.view.setBackground(None)
         self.view.setFixedHeight(self.HEIGHT)
         self.view.hideAxis("left")
         self.view.getAxis("bottom").setStyle(maxTickLevel=0)
         self.view.setMouseEnabled(x=False, y=False)
         self.view.setMenuEnabled(False)
         self.view.hideButtons()
-        self._bg = view_background(self.view)
+        self._bg = view_background(plot)
+        self.view.setBackground(self._bg)
         self.curve = BandCurve("#1f77b4", self._bg)
         self.view.addItem(self.curve)
         self.view.addItem(self.curve.line)
@@ -62,6 +62,11 @@ class Minimap(QWidget):
 
     def refresh(self) -> None:
         """Ask the source for the whole capture at one point per pixel (skipped while one is pending)."""
+        bg = view_background(self.main)
+        if bg != self._bg:                      # the theme changed: the main plot's background, and the
+            self._bg = bg                       # band is an opaque mix with it
+            self.view.setBackground(bg)
+            self.curve.set_background(bg)
         src = self.source
         if src is None or self._in_flight or self.signal is None:
             return
@@ -82,10 +87,6 @@ class Minimap(QWidget):
         if src is not self.source:
             return
         self.overview = s
-        bg = view_background(self.view)
-        if bg != self._bg:                      # the theme changed: the band is an opaque mix
-            self._bg = bg
-            self.curve.set_background(bg)
         self.curve.set_summary(s.t + s.step_s / 2, s.mean[self.signal], s.min[self.signal], s.max[self.signal],
                                s.step_s)
         lo, hi = np.nanmin(s.min[self.signal]) if np.isfinite(s.min[self.signal]).any() else 0.0, \

@@ -185,3 +185,16 @@ def test_finished_worker_jobs_are_freed(qapp, qtbot, tmp_path):
         return sum(isinstance(o, kind) for o in gc.get_objects())
     qtbot.waitUntil(lambda: alive(_Job) == 0 and alive(_WorkerSignals) == 0, timeout=20_000)
     core.shutdown()
+
+
+def test_a_closed_capture_says_so_instead_of_crashing(tmp_path):
+    from powerrig.gui.source.file import FileSource, SourceClosed
+    path = tmp_path / "short.jls"
+    with CaptureWriter(path, metadata={"device": {"device": "test"}}) as w:
+        for b in S.interval_blocks(5.0, rows_per_block=5000):
+            w.write(b)
+    src = FileSource(path)
+    assert np.isfinite(src.summaries(0.0, 5.0, 100, ["p_total"]).mean["p_total"]).all()
+    src.close()
+    with pytest.raises(SourceClosed, match="closed"):
+        src.summaries(0.0, 5.0, 100, ["p_total"])

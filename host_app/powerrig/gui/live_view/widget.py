@@ -283,12 +283,14 @@ class LiveView(QWidget):
         src, sigs = self.source, list(self._curves)
         self._in_flight = True
         pool = self._pool if not hasattr(src, "reader") else None
-        self.core.run(src.summaries, x0, x1, n, sigs, done=lambda s: self._paint(src, s), failed=self._failed,
+        self.core.run(src.summaries, x0, x1, n, sigs, done=lambda s: self._paint(src, s),
+                      failed=lambda m: self._failed(src, m),
                       pool=pool)
 
-    def _failed(self, msg: str) -> None:
+    def _failed(self, src, msg: str) -> None:
         self._in_flight = False
-        self.core.error.emit(msg)
+        if src is self.source:              # a source replaced meanwhile (and closed) is no news
+            self.core.error.emit(msg)
 
     def _paint(self, src, summary) -> None:
         self._in_flight = False

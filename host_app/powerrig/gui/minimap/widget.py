@@ -68,7 +68,7 @@ class Minimap(QWidget):
             self.view.setBackground(bg)
             self.curve.set_background(bg)
         src = self.source
-        if src is None or self._in_flight or self.signal is None:
+        if src is None or self._in_flight or self.signal is None or not self.isVisible():
             return
         t0, t1 = src.extent()
         if t1 <= t0:
@@ -76,11 +76,12 @@ class Minimap(QWidget):
         n = max(50, int(self.view.getViewBox().width()) or 600)
         self._in_flight = True
         self.core.run(src.summaries, t0, t1, n, [self.signal], done=lambda s: self._draw(src, s, t0, t1),
-                      failed=self._failed)
+                      failed=lambda m: self._failed(src, m))
 
-    def _failed(self, msg: str) -> None:
+    def _failed(self, src, msg: str) -> None:
         self._in_flight = False
-        self.core.error.emit(msg)
+        if src is self.source:              # a source replaced meanwhile (and closed) is no news
+            self.core.error.emit(msg)
 
     def _draw(self, src, s, t0: float, t1: float) -> None:
         self._in_flight = False

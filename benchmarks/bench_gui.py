@@ -4,12 +4,17 @@
         [--hours 1] [--minutes 1,10] [--tmp DIR]
 
 1. Live: a virtual rig streams at ``--interval-us``; for ``--seconds`` the live plot follows it.
-   Paint time = the plot's synchronous repaint after new data is set (p50/p95); lag = how far the
-   plotted end is behind the newest interval received when it is painted (device seconds).
+   Paint time = the plot's synchronous repaint after new data is set (p50/p95, wall clock, and the GUI
+   thread's CPU time in it); lag, once the frame is painted = the newest plotted point's sample time
+   behind the newest interval received, and behind the device's clock now (via the clock model: this
+   one includes the link's own block latency).
 2. File: a synthetic capture of ``--hours`` at 1 ms (10 h = 36 M intervals) is written once into
-   --tmp; time to answer a full zoom-out (one summary per pixel, 1500 px) and a zoom into 1 s.
+   --tmp; time to answer a full zoom-out (one summary per pixel, 1500 px) and a zoom into 1 s, from
+   the source alone and in the window (range set -> summary on a worker -> painted).
 3. Memory: the GUI process's resident memory after each of ``--minutes`` of streaming (default 1
-   minute only; pass 1,10 for the issue's figure).
+   minute only; pass 1,10 for the issue's figure), also after malloc_trim (heap pages glibc kept);
+   --tracemalloc prints the Python allocations that grew between the first and last mark.
+--profile FILE: cProfile of the GUI thread during the live measurement.
 Figures are printed, never asserted.
 """
 from __future__ import annotations
@@ -92,14 +97,15 @@ def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[f
     win.resize(1500, 900)
     win.show()
     lv = win.live_view
-    paints, lags, dev_lags = [], [], []
+    paints, lags, dev_lags, paint_cpu = [], [], [], []
     orig = lv._paint
 
     def timed_paint(src, s):
         orig(src, s)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         lv.plot.viewport().repaint()          # the synchronous paint of the plot
         paints.append((time.perf_counter() - t0) * 1e3)
+        paint_cpu.append((time.thread_time() - c0) * 1e3)     # the GUI thread's own CPU time in it
         live = core.live
         if src is live and lv.following:
             # honest lag, once the frame is on screen: the newest plotted point's sample time against
@@ -117,6 +123,7 @@ def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[f
     if core.live is None:
         raise SystemExit("bench_gui: the virtual rig sent no data")
     paints.clear()
+    paint_cpu.clear()
     lags.clear()
     dev_lags.clear()
     prof = None
@@ -131,7 +138,9 @@ def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[f
         prof.disable()
         report_profile(prof, wall, profile)
     print(f"live plot at {interval_us} us, {seconds:g} s, {len(paints)} paints:")
-    print(f"  paint p50 {statistics.median(paints):.1f} ms  p95 {pct(paints, 95):.1f} ms")
+    print(f"  paint p50 {statistics.median(paints):.1f} ms  p95 {pct(paints, 95):.1f} ms (wall); "
+          f"CPU of the GUI thread in it p50 {statistics.median(paint_cpu):.1f} ms  p95 {pct(paint_cpu, 95):.1f} ms "
+          f"(the rest is waiting: for a core, or for the GIL held by the recording thread)")
     print(f"  lag of the newest plotted point behind the newest interval received, p50 "
           f"{statistics.median(lags) * 1e3:.0f} ms  p95 {pct(lags, 95) * 1e3:.0f} ms")
     if dev_lags:

@@ -23,7 +23,8 @@ EVENT_KINDS = {"phase": "#2ca02c", "fio": None, "nvme": "#ff7f0e", "power_state"
 
 # The recording thread (link parsing, file writing, the live source) holds the GIL in slices of the
 # switch interval (5 ms by default); the GUI thread re-takes the GIL for every Python paint() of a
-# frame, so each item could wait a whole slice. 1 ms bounds that wait (measured: paint p95 halved).
+# frame, so each item could wait a whole slice. 1 ms bounds that wait (not measured apart from the
+# rest of the paint work; bench_gui reports the paint's CPU time next to its wall time).
 GIL_SWITCH_S = 0.001
 
 

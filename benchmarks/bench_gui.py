@@ -4,12 +4,17 @@
         [--hours 1] [--minutes 1,10] [--tmp DIR]
 
 1. Live: a virtual rig streams at ``--interval-us``; for ``--seconds`` the live plot follows it.
-   Paint time = the plot's synchronous repaint after new data is set (p50/p95); lag = how far the
-   plotted end is behind the newest interval received when it is painted (device seconds).
+   Paint time = the plot's synchronous repaint after new data is set (p50/p95, wall clock, and the GUI
+   thread's CPU time in it); lag, once the frame is painted = the newest plotted point's sample time
+   behind the newest interval received, and behind the device's clock now (via the clock model: this
+   one includes the link's own block latency).
 2. File: a synthetic capture of ``--hours`` at 1 ms (10 h = 36 M intervals) is written once into
-   --tmp; time to answer a full zoom-out (one summary per pixel, 1500 px) and a zoom into 1 s.
+   --tmp; time to answer a full zoom-out (one summary per pixel, 1500 px) and a zoom into 1 s, from
+   the source alone and in the window (range set -> summary on a worker -> painted).
 3. Memory: the GUI process's resident memory after each of ``--minutes`` of streaming (default 1
-   minute only; pass 1,10 for the issue's figure).
+   minute only; pass 1,10 for the issue's figure), also after malloc_trim (heap pages glibc kept);
+   --tracemalloc prints the Python allocations that grew between the first and last mark.
+--profile FILE: cProfile of the GUI thread during the live measurement.
 Figures are printed, never asserted.
 """
 from __future__ import annotations
@@ -32,19 +37,57 @@ def rss_mb() -> float:
     return float("nan")
 
 
+def rss_after_trim_mb() -> float:
+    """RSS once glibc gave its free heap pages back (malloc_trim): what is left is really in use."""
+    import ctypes
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        return float("nan")
+    return rss_mb()
+
+
 def pct(v, q):
     v = sorted(v)
     return v[min(len(v) - 1, int(q / 100 * len(v)))] if v else float("nan")
 
 
+def run_loop(seconds: float) -> None:
+    """Qt's own event loop for ``seconds`` (as the app runs: no polling sleeps adding latency)."""
+    from PySide6.QtCore import QEventLoop, QTimer
+    loop = QEventLoop()
+    QTimer.singleShot(int(seconds * 1000), loop.quit)
+    loop.exec()
+
+
 def spin(app, seconds: float, cond=None) -> None:
+    """Run Qt's event loop until ``cond()`` (checked after each batch of events) or ``seconds``."""
+    if cond is None:
+        run_loop(seconds)
+        return
+    from PySide6.QtCore import QEventLoop
     end = time.monotonic() + seconds
-    while time.monotonic() < end and not (cond and cond()):
-        app.processEvents()
-        time.sleep(0.005)
+    while time.monotonic() < end and not cond():
+        # block until an event arrives (a worker's result, a timer): no polling sleep adding latency
+        app.processEvents(QEventLoop.ProcessEventsFlag.WaitForMoreEvents)
 
 
-def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[float]) -> None:
+def report_profile(prof, wall_s: float, path: str) -> None:
+    """Where the GUI thread's time went: the top functions by own and cumulative time."""
+    import io
+    import pstats
+    prof.dump_stats(path)
+    out = io.StringIO()
+    st = pstats.Stats(prof, stream=out)
+    total = sum(v[2] for v in st.stats.values())
+    print(f"GUI thread profile ({wall_s:.1f} s wall, {total:.2f} s in Python-visible calls), saved to {path}:")
+    st.sort_stats("cumulative").print_stats(30)
+    st.sort_stats("tottime").print_stats(20)
+    print(out.getvalue())
+
+
+def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[float],
+               profile: str | None = None, trace: bool = False) -> None:
     from powerrig.gui.core import Core
     from powerrig.gui.main_window import MainWindow
 
@@ -54,37 +97,82 @@ def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[f
     win.resize(1500, 900)
     win.show()
     lv = win.live_view
-    paints, lags = [], []
+    paints, lags, dev_lags, paint_cpu = [], [], [], []
     orig = lv._paint
 
     def timed_paint(src, s):
         orig(src, s)
-        if src is core.live:
-            lags.append(max(0.0, core.live.duration_s - float(s.t[-1] + s.step_s)))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         lv.plot.viewport().repaint()          # the synchronous paint of the plot
         paints.append((time.perf_counter() - t0) * 1e3)
+        paint_cpu.append((time.thread_time() - c0) * 1e3)     # the GUI thread's own CPU time in it
+        live = core.live
+        if src is live and lv.following:
+            # honest lag, once the frame is on screen: the newest plotted point's sample time against
+            # (a) the newest interval the host holds and (b) the device's "now" from the clock model
+            end = lv.plotted_end_s()
+            if end is not None:
+                lags.append(max(0.0, live.duration_s - end))
+                try:
+                    dev_lags.append(max(0.0, float(live.sample_id(time.time())) * live.interval_s - end))
+                except ValueError:
+                    pass
     lv._paint = timed_paint
     core.connect_sim()
     spin(app, 60, lambda: core.live is not None and core.live.duration_s > 1.0)
     if core.live is None:
         raise SystemExit("bench_gui: the virtual rig sent no data")
     paints.clear()
+    paint_cpu.clear()
     lags.clear()
+    dev_lags.clear()
+    prof = None
+    if profile:
+        import cProfile
+        prof = cProfile.Profile()         # the GUI thread only (cProfile follows the thread enabling it)
+        prof.enable()
+    t_spin = time.perf_counter()
     spin(app, seconds)
+    wall = time.perf_counter() - t_spin
+    if prof is not None:
+        prof.disable()
+        report_profile(prof, wall, profile)
     print(f"live plot at {interval_us} us, {seconds:g} s, {len(paints)} paints:")
-    print(f"  paint p50 {statistics.median(paints):.1f} ms  p95 {pct(paints, 95):.1f} ms")
-    print(f"  lag behind the stream p50 {statistics.median(lags) * 1e3:.0f} ms  p95 {pct(lags, 95) * 1e3:.0f} ms")
+    print(f"  paint p50 {statistics.median(paints):.1f} ms  p95 {pct(paints, 95):.1f} ms (wall); "
+          f"CPU of the GUI thread in it p50 {statistics.median(paint_cpu):.1f} ms  p95 {pct(paint_cpu, 95):.1f} ms "
+          f"(the rest is waiting: for a core, or for the GIL held by the recording thread)")
+    print(f"  lag of the newest plotted point behind the newest interval received, p50 "
+          f"{statistics.median(lags) * 1e3:.0f} ms  p95 {pct(lags, 95) * 1e3:.0f} ms")
+    if dev_lags:
+        print(f"  lag behind the device's clock (includes the link's block latency), p50 "
+              f"{statistics.median(dev_lags) * 1e3:.0f} ms  p95 {pct(dev_lags, 95) * 1e3:.0f} ms")
     print(f"  live source memory {core.live.memory_bytes() / 2**20:.1f} MiB (fixed)")
     t_start = time.monotonic()
+    snaps = []
+    if trace and minutes:
+        import tracemalloc
+        tracemalloc.start(8)
     for m in minutes:
         spin(app, max(0.0, t_start + m * 60 - time.monotonic()))
-        print(f"  RSS after {m:g} min of streaming: {rss_mb():.0f} MB "
-              f"({core.live.duration_s:.0f} s of device time received)")
+        print(f"  RSS after {m:g} min of streaming: {rss_mb():.0f} MB, {rss_after_trim_mb():.0f} MB after "
+              f"malloc_trim ({core.live.duration_s:.0f} s of device time received, {core.pending} jobs pending)",
+              flush=True)
+        if trace:
+            import gc
+            import tracemalloc
+            gc.collect()
+            snaps.append(tracemalloc.take_snapshot())
+            print(f"    Python heap (tracemalloc) {tracemalloc.get_traced_memory()[0] / 2**20:.1f} MiB", flush=True)
+    if len(snaps) > 1:
+        print(f"  what grew between {minutes[0]:g} and {minutes[-1]:g} min (tracemalloc, top 15):")
+        for st in snaps[-1].compare_to(snaps[0], "traceback")[:15]:
+            print(f"    {st.size_diff / 1024:+.0f} KiB {st.count_diff:+d} blocks")
+            for line in st.traceback.format()[-6:]:
+                print("      " + line)
     win.close()
 
 
-def bench_file(tmp: Path, hours: float) -> None:
+def bench_file(tmp: Path, hours: float) -> Path:
     from powerrig.capture.writer import CaptureWriter
     from powerrig.gui.source import FileSource
     from powerrig.testing import synthetic as S
@@ -111,6 +199,40 @@ def bench_file(tmp: Path, hours: float) -> None:
                   f"(2 signals, 1500 points)")
     finally:
         src.close()
+    return path
+
+
+def bench_file_view(app, tmp: Path, path: Path) -> None:
+    """The same zooms in the window: from setting the x range to the frame painted (summary on the
+    worker + the band items + the synchronous repaint)."""
+    from powerrig.gui.core import Core
+    from powerrig.gui.main_window import MainWindow
+    from powerrig.gui.source import FileSource
+
+    core = Core(capture_dir=tmp / "captures")
+    win = MainWindow(core)
+    win.resize(1500, 900)
+    win.show()
+    lv = win.live_view
+    src = FileSource(path)
+    core.source = src                      # as File > Open does, without the analysis table's pass
+    core.source_changed.emit(src)
+    spin(app, 60, lambda: lv.last_summary is not None)
+    dur = src.duration_s
+    for label, (a, b) in (("full zoom-out", (0.0, dur)), ("zoom into 1 s", (dur / 2, dur / 2 + 1.0))):
+        times = []
+        for k in range(6):
+            lv._set_x(0.0, 10.0) if k % 2 else None         # from elsewhere, so every redraw is a new range
+            spin(app, 10, lambda: not lv._in_flight)
+            n0 = lv.paints
+            t0 = time.perf_counter()
+            lv._set_x(a, b)
+            spin(app, 30, lambda: lv.paints > n0 and not lv._in_flight)
+            lv.plot.viewport().repaint()
+            times.append((time.perf_counter() - t0) * 1e3)
+        print(f"{dur / 3600:g} h capture in the window, {label}: redraw median {statistics.median(times):.1f} ms, "
+              f"max {max(times):.1f} ms (range set -> summary -> painted)")
+    win.close()
 
 
 def main() -> int:
@@ -121,6 +243,10 @@ def main() -> int:
     ap.add_argument("--minutes", default="1", help="comma-separated: RSS after each (e.g. 1,10)")
     ap.add_argument("--tmp", default=None, help="folder for the synthetic capture (kept for reuse)")
     ap.add_argument("--skip-live", action="store_true")
+    ap.add_argument("--tracemalloc", action="store_true",
+                    help="trace Python allocations over --minutes and print what grew (slows everything)")
+    ap.add_argument("--profile", default=None, metavar="FILE",
+                    help="cProfile the GUI thread during the live measurement; stats to FILE, summary printed")
     ap.add_argument("--skip-file", action="store_true")
     a = ap.parse_args()
     tmp = Path(a.tmp or tempfile.mkdtemp(prefix="powerrig-bench-gui-"))
@@ -132,9 +258,10 @@ def main() -> int:
     QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, str(tmp / "settings"))
     app = QApplication(sys.argv[:1])
     if not a.skip_file:
-        bench_file(tmp, a.hours)
+        bench_file_view(app, tmp, bench_file(tmp, a.hours))
     if not a.skip_live:
-        bench_live(app, tmp, a.seconds, a.interval_us, [float(m) for m in a.minutes.split(",") if m])
+        bench_live(app, tmp, a.seconds, a.interval_us, [float(m) for m in a.minutes.split(",") if m],
+                   a.profile, a.tracemalloc)
     return 0
 
 

@@ -8,6 +8,7 @@ and fio (subprocesses), the analysis, capture file reads. The GUI thread only pa
 from __future__ import annotations
 
 import gc
+import itertools
 
 import logging
 import os
@@ -18,7 +19,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, QTimer, Signal
+from PySide6.QtCore import QObject, QThreadPool, QTimer, Signal
 
 from powerrig.errors import PowerrigError
 
@@ -31,9 +32,11 @@ class _WorkerSignals(QObject):
     failed = Signal(str)
 
 
-class _Job(QRunnable):
+class _Job:
+    """One call on a worker thread; the pool runs ``run`` (a plain callable: a QRunnable subclass handed
+    to a pool is owned by C++ and its Python side was never freed, one leaked per live frame)."""
+
     def __init__(self, fn, args, kwargs):
-        super().__init__()
         self.fn, self.args, self.kwargs = fn, args, kwargs
         self.signals = _WorkerSignals()
 
@@ -172,6 +175,7 @@ class Core(QObject):
     busy = Signal(bool)
 
     TICK_MS = 50
+    CLOCK_REFIT_S = 1.0               # how often the live source's clock model (event placement) is refitted
 
     def __init__(self, capture_dir: str | Path | None = None, parent=None):
         super().__init__(parent)
@@ -203,10 +207,12 @@ class Core(QObject):
         self.identity = None
         self.marker_times: tuple[float, float] | None = None
         self.interval_us: int | None = None    # None: the device's default interval
-        self._jobs: set = set()
+        self._jobs: dict = {}                  # id -> a job's signals until its result is delivered
+        self._job_ids = itertools.count()
         self._seen_rows = 0
         self._seen_events = 0
         self._started_rig = False
+        self._clock_at = 0.0
         self._timer = QTimer(self)
         self._timer.timeout.connect(self._tick)
         self._timer.start(self.TICK_MS)
@@ -215,17 +221,20 @@ class Core(QObject):
     def run(self, fn, *args, done=None, failed=None, pool=None, **kwargs) -> None:
         """Run fn on the worker pool (or ``pool``); ``done(result)`` / ``failed(message)`` are called on
         the GUI thread (default for failures: the ``error`` signal)."""
+        # The signals object is kept here, by key, until its result has been delivered on the GUI thread
+        # (by key: a slot holding the job itself would be a cycle through Qt's connection).
         job = _Job(fn, args, kwargs)
-        self._jobs.add(job)
-        job.setAutoDelete(False)
+        sig = job.signals
+        key = next(self._job_ids)
+        self._jobs[key] = sig
 
-        def finish():
-            self._jobs.discard(job)
-        job.signals.done.connect(done or (lambda _r: None))
-        job.signals.failed.connect(failed or self.error.emit)
-        job.signals.done.connect(finish)
-        job.signals.failed.connect(finish)
-        (pool or self.pool).start(job)
+        def finish(*_):
+            self._jobs.pop(key, None)
+        sig.done.connect(done or (lambda _r: None))
+        sig.failed.connect(failed or self.error.emit)
+        sig.done.connect(finish)
+        sig.failed.connect(finish)
+        (pool or self.pool).start(job.run)
 
     def run_on_drive(self, fn, *args, **kw) -> None:
         """nvme-cli commands run one at a time, in the order asked (a read never overtakes a set)."""
@@ -368,7 +377,10 @@ class Core(QObject):
                                        and not hasattr(self.source, "reader")):
                 self.source = live
                 self.source_changed.emit(live)
-            if self.dev is not None:
+            now = time.monotonic()
+            if self.dev is not None and (live.clock is None or now - self._clock_at >= self.CLOCK_REFIT_S):
+                # a refit costs ~3 ms of the GUI thread (bench_gui --profile): once a second, not every tick
+                self._clock_at = now
                 m = self.dev.clock.model()
                 if m is not None:
                     live.clock = m

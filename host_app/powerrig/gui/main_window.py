@@ -3,13 +3,14 @@ from __future__ import annotations
 
 from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow, QVBoxLayout, QWidget
 
 from powerrig.gui import theme
 from powerrig.gui.capture_browser.widget import AnalysisTable
 from powerrig.gui.connect.widget import ConnectPanel
 from powerrig.gui.drive.widget import DrivePanel
 from powerrig.gui.live_view.widget import LiveView
+from powerrig.gui.minimap.widget import Minimap
 from powerrig.gui.multimeter.widget import Multimeter
 from powerrig.gui.workload.widget import WorkloadPanel
 
@@ -27,7 +28,14 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("powerrig")
         self.resize(1400, 860)
         self.live_view = LiveView(core)
-        self.setCentralWidget(self.live_view)
+        self.minimap = Minimap(core, self.live_view.plot)
+        centre = QWidget()
+        lay = QVBoxLayout(centre)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(0)
+        lay.addWidget(self.live_view, 1)
+        lay.addWidget(self.minimap)
+        self.setCentralWidget(centre)
         self.connect_panel = ConnectPanel(core)
         self.multimeter = Multimeter(core)
         self.drive_panel = DrivePanel(core)

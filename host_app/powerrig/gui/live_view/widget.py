@@ -4,13 +4,16 @@ click, gaps shaded, fio phases and nvme-cli commands on the time axis, two marke
 from __future__ import annotations
 
 import math
+import sys
+import time
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel, QPushButton,
+from PySide6.QtCore import QThreadPool, QTimer, Qt
+from PySide6.QtWidgets import (QCheckBox, QGraphicsItem, QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel, QPushButton,
                                QVBoxLayout, QWidget)
 
+from powerrig.gui.band import BandCurve, view_background
 from powerrig.gui.source.base import unit_of
 
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
@@ -18,8 +21,16 @@ QUANTITIES = {"Power (W)": "p", "Voltage (V)": "v", "Current (A)": "i"}
 EVENT_KINDS = {"phase": "#2ca02c", "fio": None, "nvme": "#ff7f0e", "power_state": "#9467bd"}
 
 
+# The recording thread (link parsing, file writing, the live source) holds the GIL in slices of the
+# switch interval (5 ms by default); the GUI thread re-takes the GIL for every Python paint() of a
+# frame, so each item could wait a whole slice. 1 ms bounds that wait (not measured apart from the
+# rest of the paint work; bench_gui reports the paint's CPU time next to its wall time).
+GIL_SWITCH_S = 0.001
+
+
 class LiveView(QWidget):
     WINDOW_S = 10.0          # the live window
+    FRAME_MS = 30            # the live frame rate: one summary + one paint per frame at most
 
     def __init__(self, core, parent=None):
         super().__init__(parent)
@@ -34,6 +45,7 @@ class LiveView(QWidget):
         self.paints = 0
         self._curves: dict = {}
         self._event_items: list = []
+        self._band_background = None
 
         self.plot = pg.PlotWidget()
         self.plot.setBackground(None)
@@ -43,8 +55,20 @@ class LiveView(QWidget):
         self.plot.setLabel("bottom", "time", units="s")
         self.plot.setLabel("left", "power", units="W")
         self.plot.addLegend(offset=(10, 10))
+        # one point per pixel arrives already summarised: pyqtgraph's own downsampling and clipping off
         self.plot.setDownsampling(auto=False)
         self.plot.setClipToView(False)
+        for ax in ("left", "bottom"):       # the axes (with the grid) as cached pixmaps: repainted only
+            self.plot.getAxis(ax).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)  # when they change
+        if sys.getswitchinterval() > GIL_SWITCH_S:
+            sys.setswitchinterval(GIL_SWITCH_S)
+        # live summaries on their own thread: never queued behind a slow analysis or file job
+        self._pool = QThreadPool(self)
+        self._pool.setMaxThreadCount(1)
+        self._frame = QTimer(self)
+        self._frame.timeout.connect(self._on_frame)
+        self._frame.start(self.FRAME_MS)
+        self._seen_length = -1
         vb = self.plot.getViewBox()
         vb.sigRangeChangedManually.connect(self._user_moved)
         vb.sigXRangeChanged.connect(self._range_changed)
@@ -74,6 +98,10 @@ class LiveView(QWidget):
         self.markers_button = QPushButton("Markers")
         self.markers_button.setCheckable(True)
         self.markers_button.toggled.connect(self.show_markers)
+        self.float_button = QPushButton("Float")
+        self.float_button.setCheckable(True)
+        self.float_button.setToolTip("markers keep their distance from the newest data while live")
+        self.float_button.toggled.connect(self.float_markers)
         self.zoom_all = QPushButton("Whole capture")
         self.zoom_all.clicked.connect(self.show_all)
 
@@ -88,6 +116,7 @@ class LiveView(QWidget):
         bar.addWidget(QLabel("to"))
         bar.addWidget(self.y_max)
         bar.addWidget(self.markers_button)
+        bar.addWidget(self.float_button)
         bar.addWidget(self.zoom_all)
         bar.addWidget(self.live_button)
         lay = QVBoxLayout(self)
@@ -101,6 +130,9 @@ class LiveView(QWidget):
                                         labelOpts={"position": 0.95, "color": "#17becf"})
         for m in (self.marker_a, self.marker_b):
             m.sigPositionChangeFinished.connect(self._markers_moved)
+            m.sigPositionChanged.connect(self._marker_dragging)
+        self._float_offsets: tuple[float, float] | None = None    # (end - A, end - B) while floating
+        self._float_sent = 0.0
 
         self.gap_item = pg.BarGraphItem(x0=[0.0], x1=[0.0], y0=[0.0], y1=[0.0], brush=pg.mkBrush(128, 128, 128, 90),
                                         pen=pg.mkPen(None))
@@ -108,7 +140,6 @@ class LiveView(QWidget):
         self.gap_item.setVisible(False)
         self.plot.addItem(self.gap_item)
         core.source_changed.connect(self.set_source)
-        core.data.connect(self._on_data)
         core.events.connect(self._draw_events)
 
     # ---- what is plotted ----------------------------------------------------------------------------
@@ -145,24 +176,23 @@ class LiveView(QWidget):
         return out
 
     def _rebuild(self) -> None:
-        for mean, lo, hi, band in self._curves.values():
-            for it in (mean, lo, hi, band):
-                self.plot.removeItem(it)
+        for item, _proxy in self._curves.values():
+            self.plot.removeItem(item)
+            self.plot.removeItem(item.line)
         self._curves = {}
         legend = self.plot.plotItem.legend
         if legend is not None:
             legend.clear()
         sigs = self.signals()
         for k, s in enumerate(sigs):
-            c = pg.mkColor(COLOURS[k % len(COLOURS)])
-            mean = self.plot.plot([], [], pen=pg.mkPen(c, width=1.5), name=s, connect="finite")
-            lo = pg.PlotDataItem([], [], pen=None, connect="finite")
-            hi = pg.PlotDataItem([], [], pen=None, connect="finite")
-            fill = pg.mkColor(c)
-            fill.setAlpha(60)
-            band = pg.FillBetweenItem(lo, hi, brush=pg.mkBrush(fill))
-            self.plot.addItem(band)
-            self._curves[s] = (mean, lo, hi, band)
+            colour = COLOURS[k % len(COLOURS)]
+            item = BandCurve(colour, self._background())
+            self.plot.addItem(item)
+            self.plot.addItem(item.line)
+            proxy = pg.PlotDataItem(pen=item.pen)          # the legend's sample only, never plotted
+            if legend is not None:
+                legend.addItem(proxy, s)
+            self._curves[s] = (item, proxy)
         unit = unit_of(sigs[0]) if sigs else "W"
         self.plot.setLabel("left", {"W": "power", "V": "voltage", "A": "current"}[unit], units=unit)
         self.request()
@@ -222,9 +252,21 @@ class LiveView(QWidget):
         if not self._setting_range:
             self.request()
 
-    def _on_data(self) -> None:
-        if self.following:
+    def _on_frame(self) -> None:
+        """The fixed frame rate: follow the live stream when it grew (updates between frames coalesce)."""
+        bg = self._background()
+        if bg != self._band_background:              # the theme changed: bands are opaque mixes
+            self._band_background = bg
+            for item, _proxy in self._curves.values():
+                item.set_background(bg)
+        src = self.source
+        if src is None or not self.following or hasattr(src, "reader"):
+            return
+        n = src.length
+        if n != self._seen_length:
+            self._seen_length = n
             self._follow()
+            self._float_step()
 
     # ---- asking the source (on a worker) and painting (here) ------------------------------------------
     def request(self) -> None:
@@ -241,22 +283,23 @@ class LiveView(QWidget):
         n = max(50, int(self.plot.getViewBox().width()) or 800)
         src, sigs = self.source, list(self._curves)
         self._in_flight = True
-        self.core.run(src.summaries, x0, x1, n, sigs, done=lambda s: self._paint(src, s), failed=self._failed)
+        pool = self._pool if not hasattr(src, "reader") else None
+        self.core.run(src.summaries, x0, x1, n, sigs, done=lambda s: self._paint(src, s),
+                      failed=lambda m: self._failed(src, m),
+                      pool=pool)
 
-    def _failed(self, msg: str) -> None:
+    def _failed(self, src, msg: str) -> None:
         self._in_flight = False
-        self.core.error.emit(msg)
+        if src is self.source:              # a source replaced meanwhile (and closed) is no news
+            self.core.error.emit(msg)
 
     def _paint(self, src, summary) -> None:
         self._in_flight = False
         if src is self.source:
             t = summary.t + summary.step_s / 2
-            for s, (mean, lo, hi, _band) in self._curves.items():
-                if s not in summary.mean:
-                    continue
-                mean.setData(t, summary.mean[s])
-                lo.setData(t, np.where(np.isnan(summary.min[s]), summary.mean[s], summary.min[s]))
-                hi.setData(t, np.where(np.isnan(summary.max[s]), summary.mean[s], summary.max[s]))
+            for s, (item, _proxy) in self._curves.items():
+                if s in summary.mean:
+                    item.set_summary(t, summary.mean[s], summary.min[s], summary.max[s], summary.step_s)
             self.last_summary = summary
             self.paints += 1
             self._apply_y()
@@ -264,6 +307,20 @@ class LiveView(QWidget):
         if self._dirty:
             self._dirty = False
             self.request()
+
+    def _background(self):
+        return view_background(self.plot)
+
+    def plotted_end_s(self) -> float | None:
+        """Sample time (s) of the end of the newest plotted point with data (None before any)."""
+        s = self.last_summary
+        if s is None:
+            return None
+        finite = np.zeros(len(s), bool)
+        for v in s.mean.values():
+            finite |= np.isfinite(v)
+        idx = np.flatnonzero(finite)
+        return float(s.t[idx[-1]] + s.step_s) if len(idx) else None
 
     def _apply_y(self) -> None:
         vb = self.plot.getViewBox()
@@ -275,6 +332,12 @@ class LiveView(QWidget):
             hi = [np.nanmax(v) for v in s.max.values() if np.isfinite(v).any()]
             if lo and hi:
                 a, b = float(min(lo)), float(max(hi))
+                (_x0, _x1), (c, d) = vb.viewRange()
+                span = d - c
+                # hysteresis: keep the range while the data fills at least half of it and stays inside;
+                # a range that moves every frame repaints the axis, its labels and the grid every frame
+                if a >= c and b <= d and (b - a) >= 0.5 * span:
+                    return
                 pad = 0.08 * (b - a) if b > a else max(0.05, abs(a) * 0.05)
                 vb.setYRange(a - pad, b + pad, padding=0)
         else:
@@ -328,6 +391,7 @@ class LiveView(QWidget):
             (x0, x1), _ = self.plot.getViewBox().viewRange()
             self.place_markers(x0 + 0.3 * (x1 - x0), x0 + 0.7 * (x1 - x0))
         else:
+            self.float_markers(False)
             for m in (self.marker_a, self.marker_b):
                 self.plot.removeItem(m)
             self.core.set_markers(None)
@@ -346,4 +410,57 @@ class LiveView(QWidget):
     def _markers_moved(self, *_) -> None:
         a, b = float(self.marker_a.value()), float(self.marker_b.value())
         if math.isfinite(a) and math.isfinite(b):
+            if self._float_offsets is not None and self.source is not None:
+                end = self.source.duration_s
+                self._float_offsets = (end - a, end - b)      # a drag while floating sets new distances
             self.core.set_markers(a, b)
+
+    EDGE = 0.02               # a marker dragged within this fraction of the view's edge pans the view
+
+    def _marker_dragging(self, m) -> None:
+        """A marker dragged to an edge of the view pans the view with it, so it stays on the data
+        (the plot stops following the live stream)."""
+        if not getattr(m, "moving", False):
+            return
+        (x0, x1), _ = self.plot.getViewBox().viewRange()
+        margin = self.EDGE * (x1 - x0)
+        t = float(m.value())
+        shift = 0.0
+        if t > x1 - margin:
+            shift = t - (x1 - margin)
+        elif t < x0 + margin:
+            shift = t - (x0 + margin)
+        if shift:
+            if self.following:
+                self.pause()
+            self._set_x(x0 + shift, x1 + shift)
+
+    def float_markers(self, on: bool = True) -> None:
+        """Markers that float with the live stream: each keeps its distance from the newest data."""
+        if on and self.source is not None and not hasattr(self.source, "reader"):
+            if self.marker_a.scene() is None:
+                self.show_markers(True)
+            end = self.source.duration_s
+            self._float_offsets = (end - float(self.marker_a.value()), end - float(self.marker_b.value()))
+        else:
+            self._float_offsets = None
+        if self.float_button.isChecked() != (self._float_offsets is not None):
+            self.float_button.blockSignals(True)
+            self.float_button.setChecked(self._float_offsets is not None)
+            self.float_button.blockSignals(False)
+
+    FLOAT_FIGURES_S = 0.5     # floating markers' figures are recomputed at most this often
+
+    def _float_step(self) -> None:
+        off = self._float_offsets
+        if off is None or self.source is None or any(getattr(m, "moving", False) for m in (self.marker_a, self.marker_b)):
+            return
+        end = self.source.duration_s
+        for m, o in zip((self.marker_a, self.marker_b), off):
+            m.blockSignals(True)
+            m.setValue(end - o)
+            m.blockSignals(False)
+        now = time.monotonic()
+        if now - self._float_sent >= self.FLOAT_FIGURES_S:
+            self._float_sent = now
+            self.core.set_markers(end - off[0], end - off[1])

@@ -9,12 +9,17 @@ import threading
 import numpy as np
 
 from powerrig.capture.reader import CaptureReader
+from powerrig.errors import PowerrigError
 from powerrig.gui.source.base import Summary, TimeSource, signal_names
 
 # the capture writer's first summary level (sample_decimate_factor): pyjls answers fsr_statistics
 # exactly for spans up to this long or aligned to it, and interpolates (wrongly, for a min/max band)
 # otherwise, so wider points start and end on its multiples
 SUMMARY_ALIGN = 128
+
+
+class SourceClosed(PowerrigError):
+    """A summary was asked of a capture the app has closed (a request still in flight when it was)."""
 
 
 class FileSource(TimeSource):
@@ -27,9 +32,11 @@ class FileSource(TimeSource):
         self.length = r.length
         self.signals = [s for s in signal_names(self.rails) if r.has(s)]
         self._lock = threading.Lock()           # one pyjls reader, used by one worker at a time
+        self.closed = False
 
     def close(self) -> None:
         with self._lock:
+            self.closed = True
             self.reader.close()
 
     def gaps(self, t0: float, t1: float) -> list[tuple[float, float]]:
@@ -62,6 +69,8 @@ class FileSource(TimeSource):
         n = max(1, min(-(-(r1 - r0) // incr), (self.length - r0) // incr))
         r1 = r0 + n * incr
         with self._lock:
+            if self.closed:
+                raise SourceClosed(f"{self.path.name} was closed; open it again to browse it")
             first = None
             out = None
             for s in signals:

@@ -1,0 +1,1 @@
+"""The minimap: an overview of the whole capture with the visible range, draggable."""

@@ -1,0 +1,200 @@
+"""The live plot's own behaviour, on a live source fed synthetic blocks (no rig): the band item's
+geometry, the minimap of the whole capture (live and from a capture file) and its draggable range,
+markers that pan the view when dragged to an edge and markers that float with the live stream."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+pytest.importorskip("pytestqt")
+from PySide6.QtCore import QSettings  # noqa: E402
+
+from powerrig.capture.writer import CaptureWriter  # noqa: E402
+from powerrig.gui.band import BandCurve  # noqa: E402
+from powerrig.gui.core import Core  # noqa: E402
+from powerrig.gui.main_window import MainWindow  # noqa: E402
+from powerrig.gui.source import LiveSource  # noqa: E402
+from powerrig.testing import synthetic as S  # noqa: E402
+
+
+@pytest.fixture
+def window(qapp, qtbot, tmp_path):
+    QSettings.setDefaultFormat(QSettings.IniFormat)
+    QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, str(tmp_path / "settings"))
+    core = Core(capture_dir=tmp_path / "captures")
+    win = MainWindow(core)
+    win.resize(1200, 800)
+    win.show()
+    yield win, core
+    win.close()
+
+
+def _live(core, qtbot, seconds=60.0):
+    """A live source holding ``seconds`` of a 1 ms stream; returns it and a feeder of more blocks."""
+    blocks = S.interval_blocks(seconds + 60.0, rows_per_block=1000, period_s=20.0)
+    src = None
+    fed = 0
+    for b in blocks:
+        if src is None:
+            src = LiveSource.for_block(b)
+        src.feed(b)
+        fed += 1
+        if src.duration_s >= seconds:
+            break
+    core.live = src                              # the core's tick makes it the plot's source
+    qtbot.waitUntil(lambda: core.source is src, timeout=10_000)
+
+    def more(seconds_more):
+        end = src.duration_s + seconds_more
+        for b in blocks:
+            src.feed(b)
+            if src.duration_s >= end:
+                break
+    return src, more
+
+
+def test_band_rectangles_cover_each_point_from_min_to_max(qapp):
+    item = BandCurve("#1f77b4", "w")
+    t = np.array([0.5, 1.5, 2.5, 3.5])
+    mean = np.array([1.0, 2.0, np.nan, 3.0])
+    lo = np.array([0.5, 1.0, np.nan, np.nan])           # no min at the last point: the mean is used
+    hi = np.array([1.5, 4.0, np.nan, np.nan])
+    item.set_summary(t, mean, lo, hi, 1.0)
+    from PySide6.QtGui import QTransform
+    tr = QTransform(10, 0, 0, -10, 0, 100)              # 10 px per unit, y up
+    n = item._device_rects(tr)
+    assert n == 3                                       # the point with no data leaves a hole
+    r = item._rects[:n]
+    assert r[:, 0].tolist() == [0, 10, 30]              # each point one column of its width
+    assert r[:, 2].tolist() == [9, 19, 39]
+    assert r[:, 1].tolist() == [85, 60, 70]             # top = max, bottom = min (device y grows down)
+    assert r[:, 3].tolist() == [95, 90, 70]
+    path = item.line.path                               # the NaN breaks the mean line: a new subpath
+    last = path.elementAt(path.elementCount() - 1)
+    assert last.isMoveTo() and last.x == 3.5
+    assert sum(path.elementAt(k).isMoveTo() for k in range(path.elementCount())) == 2
+
+
+def test_minimap_shows_the_whole_live_capture_and_moves_the_plot(window, qtbot):
+    win, core = window
+    src, _more = _live(core, qtbot, 60.0)
+    mm = win.minimap
+    qtbot.waitUntil(lambda: mm.overview is not None, timeout=10_000)
+    s = mm.overview
+    assert s.t[0] == pytest.approx(0.0, abs=0.1)
+    assert s.t[-1] + s.step_s == pytest.approx(src.duration_s, rel=0.02)
+    assert len(s) <= mm.view.getViewBox().width() + 1     # never more points than pixels
+    # the visible range is the region; dragging the region moves the plot and stops following
+    (x0, x1), _ = win.live_view.plot.getViewBox().viewRange()
+    assert mm.region.getRegion() == pytest.approx((x0, x1))
+    mm.region.setRegion((20.0, 25.0))
+    (x0, x1), _ = win.live_view.plot.getViewBox().viewRange()
+    assert (x0, x1) == pytest.approx((20.0, 25.0))
+    assert not win.live_view.following
+    qtbot.waitUntil(lambda: win.live_view.last_summary is not None and win.live_view.last_summary.t[0] < 20.5
+                    and win.live_view.last_summary.t[0] >= 19.5, timeout=10_000)
+
+
+def test_minimap_of_an_opened_capture_file(window, qtbot, tmp_path):
+    win, core = window
+    path = tmp_path / "two-minutes.jls"
+    with CaptureWriter(path, metadata={"device": {"device": "test"}}) as w:
+        for b in S.interval_blocks(120.0, rows_per_block=20_000, period_s=40.0):
+            w.write(b)
+    core.open_capture(path)
+    qtbot.waitUntil(lambda: win.minimap.overview is not None and hasattr(core.source, "reader"), timeout=20_000)
+    qtbot.waitUntil(lambda: win.minimap.overview.t[-1] > 100, timeout=10_000)
+    s = win.minimap.overview
+    m = s.mean["p_total"]
+    # the synthetic stream alternates 20 s idle and 20 s active: both levels are in the overview
+    assert np.nanmin(m) < 0.5 * np.nanmax(m)
+    win.minimap.show_range(50.0, 60.0)
+    (x0, x1), _ = win.live_view.plot.getViewBox().viewRange()
+    assert (x0, x1) == pytest.approx((50.0, 60.0))
+
+
+def test_marker_dragged_to_the_edge_pans_the_view(window, qtbot):
+    win, core = window
+    _live(core, qtbot, 60.0)
+    lv = win.live_view
+    lv.zoom_to(10.0, 20.0)
+    lv.place_markers(12.0, 15.0)
+    (x0, x1), _ = lv.plot.getViewBox().viewRange()
+    m = lv.marker_b
+    m.moving = True                                   # as pyqtgraph's drag sets it
+    try:
+        m.setValue(x1 - 0.001 * (x1 - x0))               # dragged onto the right edge
+    finally:
+        m.moving = False
+    (y0, y1), _ = lv.plot.getViewBox().viewRange()
+    assert y1 > x1 and y1 - y0 == pytest.approx(x1 - x0)       # panned right, same zoom
+    assert y0 + lv.EDGE * (y1 - y0) * 0.99 <= m.value() <= y1 - lv.EDGE * (y1 - y0) * 0.99
+    assert lv.marker_a.value() == pytest.approx(12.0)            # the other marker stays on its data
+    m.moving = True
+    try:
+        m.setValue(y0)                                            # and onto the left edge
+    finally:
+        m.moving = False
+    (z0, _z1), _ = lv.plot.getViewBox().viewRange()
+    assert z0 < y0
+
+
+def test_markers_float_with_the_live_stream(window, qtbot):
+    win, core = window
+    src, more = _live(core, qtbot, 30.0)
+    lv = win.live_view
+    qtbot.waitUntil(lambda: lv.following and lv.last_summary is not None, timeout=10_000)
+    end = src.duration_s
+    lv.place_markers(end - 4.0, end - 1.0)
+    lv.float_markers(True)
+    assert lv.float_button.isChecked()
+    more(5.0)
+    new_end = src.duration_s
+    qtbot.waitUntil(lambda: lv.marker_b.value() == pytest.approx(new_end - 1.0, abs=1e-6), timeout=10_000)
+    assert lv.marker_a.value() == pytest.approx(new_end - 4.0, abs=1e-6)
+    # the multimeter's figures follow: the core's markers were moved too
+    qtbot.waitUntil(lambda: core.marker_times is not None
+                    and core.marker_times[1] == pytest.approx(new_end - 1.0, abs=1e-6), timeout=10_000)
+    # without floating, markers stay on their data while the stream goes on
+    lv.float_markers(False)
+    more(3.0)
+    qtbot.waitUntil(lambda: lv._seen_length == src.length, timeout=10_000)
+    assert lv.marker_b.value() == pytest.approx(new_end - 1.0, abs=1e-6)
+
+
+def test_finished_worker_jobs_are_freed(qapp, qtbot, tmp_path):
+    """Every live frame runs a job: none may outlive its delivered result (a leak of one job per frame
+    grew the process over a long stream)."""
+    import gc
+
+    from powerrig.gui.core import _Job, _WorkerSignals
+    core = Core(capture_dir=tmp_path)
+    got = []
+    for k in range(200):
+        core.run(lambda k=k: k, done=got.append)
+    qtbot.waitUntil(lambda: len(got) == 200 and core.pending == 0, timeout=20_000)
+    assert sorted(got) == list(range(200))
+    core.pool.waitForDone(20_000)
+
+    def alive(kind):
+        gc.collect()
+        return sum(isinstance(o, kind) for o in gc.get_objects())
+    qtbot.waitUntil(lambda: alive(_Job) == 0 and alive(_WorkerSignals) == 0, timeout=20_000)
+    core.shutdown()
+
+
+def test_a_closed_capture_says_so_instead_of_crashing(tmp_path):
+    from powerrig.gui.source.file import FileSource, SourceClosed
+    path = tmp_path / "short.jls"
+    with CaptureWriter(path, metadata={"device": {"device": "test"}}) as w:
+        for b in S.interval_blocks(5.0, rows_per_block=5000):
+            w.write(b)
+    src = FileSource(path)
+    assert np.isfinite(src.summaries(0.0, 5.0, 100, ["p_total"]).mean["p_total"]).all()
+    src.close()
+    with pytest.raises(SourceClosed, match="closed"):
+        src.summaries(0.0, 5.0, 100, ["p_total"])

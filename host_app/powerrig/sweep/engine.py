@@ -268,10 +268,13 @@ class Sweep:
                 offset, size = f"{s.range_pct[0]:g}%", f"{s.range_pct[1] - s.range_pct[0]:g}%"
             if w.size is not None and runtime is None:
                 size = w.size if size is None else size
+            engine, extra = None, {}
+            if s.fdp:        # placement directives go through passthrough on the generic char device
+                ns, engine, extra = re.sub(r"^/dev/nvme(\d+)n", r"/dev/ng\1n", ns), "io_uring_cmd", {"fdp": 1}
             jobs.append(FioJob(f"{w.name}.{k}" if len(w.all_streams()) > 1 else w.name, rw=s.rw, bs=s.bs,
                                iodepth=s.iodepth, numjobs=w.numjobs, size=size, offset=offset, filename=ns,
                                rwmixread=s.rwmixread, rate_iops=s.rate_iops, runtime=runtime,
-                               time_based=runtime is not None, direct=True))
+                               time_based=runtime is not None, direct=True, ioengine=engine, extra=extra))
         return FioPlan(jobs)
 
     def _capture_path(self, step: Step, attempt: int) -> Path:

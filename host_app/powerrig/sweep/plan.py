@@ -14,7 +14,7 @@ mixes two plans.
     [preparation] kind = "none" | "format" | "precondition" | "fio"  (+ [preparation.job])
     [timing]    settle_s, idle_s, measure_s, repetitions, cooldown_s
     [steady_state] rounds, max_rounds, range_pct, slope_pct, metrics
-    [[workload]] name, rw, bs, iodepth, numjobs, rwmixread, ranges, runtime_s | size, streams
+    [[workload]] name, rw, bs, iodepth, numjobs, rwmixread, ranges, runtime_s | size, streams, fdp
 """
 from __future__ import annotations
 
@@ -142,6 +142,7 @@ class Stream:
     range_pct: tuple | None = None     # (from %, to %) of the namespace
     namespace: str | None = None       # another namespace (FDP: one per placement handle)
     rate_iops: int | None = None
+    fdp: bool = False                  # writes carry the namespace's FDP placement handle (fio fdp=1)
 
 
 @dataclass(frozen=True)
@@ -157,11 +158,12 @@ class Workload:
     streams: tuple = ()                # explicit streams; else one per range, else one
     steady_state: bool = False
     waf_every_s: float | None = None   # sample write-amplification counters this often
+    fdp: bool = False                  # every stream's writes carry FDP placement handles
 
     def all_streams(self) -> tuple[Stream, ...]:
         if self.streams:
             return self.streams
-        return (Stream(self.rw, self.bs, self.iodepth, self.rwmixread),)
+        return (Stream(self.rw, self.bs, self.iodepth, self.rwmixread, fdp=self.fdp),)
 
 
 @dataclass(frozen=True)
@@ -265,8 +267,8 @@ PREP = {"kind", "job"}
 TIMING = {"settle_s", "idle_s", "measure_s", "repetitions", "cooldown_s"}
 STEADY = {"rounds", "max_rounds", "range_pct", "slope_pct", "metrics"}
 WORKLOAD = {"name", "rw", "bs", "iodepth", "numjobs", "rwmixread", "ranges", "runtime_s", "size", "streams",
-            "steady_state", "waf_every_s"}
-STREAM = {"rw", "bs", "iodepth", "rwmixread", "range", "namespace", "rate_iops"}
+            "steady_state", "waf_every_s", "fdp"}
+STREAM = {"rw", "bs", "iodepth", "rwmixread", "range", "namespace", "rate_iops", "fdp"}
 
 
 def _argv(path, v) -> tuple:
@@ -335,13 +337,14 @@ def _workload(path, d, default_name=None) -> Workload:
     size = _size(path + ("size",), d["size"]) if "size" in d else None
     if rt is not None and size is not None:
         raise _Bad(path + ("size",), "give runtime_s or size, not both")
+    fdp = _bool(path + ("fdp",), d.get("fdp", False))
     streams = []
     if "ranges" in d:
         rs = _want(path + ("ranges",), d["ranges"], (list,), "an array of [from %, to %]")
         if bs_list is not None and len(bs_list) != len(rs):
             raise _Bad(path + ("bs",), f"{len(bs_list)} block sizes for {len(rs)} ranges (give one each, or one)")
         for k, r in enumerate(rs):
-            streams.append(Stream(rw, bs_list[k] if bs_list else bs, qd, mix, _range(path + ("ranges", k), r)))
+            streams.append(Stream(rw, bs_list[k] if bs_list else bs, qd, mix, _range(path + ("ranges", k), r), fdp=fdp))
     elif bs_list is not None:
         raise _Bad(path + ("bs",), "a list of block sizes needs ranges (one stream per range)")
     if "streams" in d:
@@ -357,12 +360,13 @@ def _workload(path, d, default_name=None) -> Workload:
                                   _int(p + ("rwmixread",), s["rwmixread"], 0, 100) if "rwmixread" in s else mix,
                                   _range(p + ("range",), s["range"]) if "range" in s else None,
                                   _str(p + ("namespace",), s["namespace"]) if "namespace" in s else None,
-                                  _int(p + ("rate_iops",), s["rate_iops"], 1) if "rate_iops" in s else None))
+                                  _int(p + ("rate_iops",), s["rate_iops"], 1) if "rate_iops" in s else None,
+                                  _bool(p + ("fdp",), s.get("fdp", fdp))))
     if rw in ("rw", "readwrite", "randrw") and mix is None and not streams:
         mix = 50
     return Workload(name, rw, bs, qd, nj, mix, rt, size, tuple(streams),
                     _bool(path + ("steady_state",), d.get("steady_state", False)),
-                    _num(path + ("waf_every_s",), d["waf_every_s"], 0.5) if "waf_every_s" in d else None)
+                    _num(path + ("waf_every_s",), d["waf_every_s"], 0.5) if "waf_every_s" in d else None, fdp)
 
 
 def _build(d: dict, text: str, path: str) -> Plan:

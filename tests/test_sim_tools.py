@@ -119,8 +119,10 @@ def test_fio_on_a_path_that_is_not_a_virtual_device(rig, tmp_path):
 def test_smart_fdp_and_ocp_logs_through_tools(rig, tmp_path):
     server, nvme, fio, _, _ = rig
     before = nvme.smart_log("/dev/nvme1")
+    # FDP: every job writes its namespace with placement directives (fio fdp=1 through passthrough)
     plan = FioPlan([FioJob(f"ns{k}", rw="write", bs="128k", iodepth=32, runtime=1, time_based=True,
-                           filename=f"/dev/nvme1n{k + 1}") for k in range(8)])
+                           filename=f"/dev/ng1n{k + 1}", ioengine="io_uring_cmd", extra={"fdp": 1})
+                    for k in range(8)])
     res = fio.run(plan, tmp_path / "run", serial=server.ssds["/dev/nvme1"].sn)
     host = sum(j.directions["write"].io_bytes for j in res.jobs)
     after = nvme.smart_log("/dev/nvme1")
@@ -130,6 +132,12 @@ def test_smart_fdp_and_ocp_logs_through_tools(rig, tmp_path):
     assert nvme.ocp_smart_add_log("/dev/nvme1")["physical_media_units_written"] >= fdp.media_bytes_written
     with pytest.raises(ToolError, match="Invalid Log Page"):
         nvme.fdp_stats("/dev/nvme0")
+    # the same jobs without directives all land in the default reclaim unit handle and mix there
+    plain = FioPlan([FioJob(f"ns{k}", rw="write", bs="128k", iodepth=32, runtime=1, time_based=True,
+                            filename=f"/dev/nvme1n{k + 1}") for k in range(8)])
+    fio.run(plain, tmp_path / "plain", serial=server.ssds["/dev/nvme1"].sn)
+    mixed = nvme.fdp_stats("/dev/nvme1")
+    assert (mixed.media_bytes_written - fdp.media_bytes_written) / (mixed.host_bytes_written - fdp.host_bytes_written) > 1.5
 
 
 @pytest.mark.parametrize("version", ["1.16", "2.0", "2.6", "2.11", "2.16"])

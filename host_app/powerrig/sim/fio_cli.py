@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
-from powerrig.sim.ssd_server import EndpointError, endpoint_from, request
+from powerrig.sim.ssd_client import EndpointError, endpoint_from, request
 
 VERSION_ENV = "POWERRIG_SIM_FIO_VERSION"
 PERCENTILES = (1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 99, 99.5, 99.9, 99.95, 99.99)

@@ -13,7 +13,7 @@ import re
 import sys
 
 from powerrig.nvme_fields import KELVIN_OFFSET_NVME_CLI, encode_power, parse_int
-from powerrig.sim.ssd_server import EndpointError, endpoint_from, request
+from powerrig.sim.ssd_client import EndpointError, endpoint_from, request
 
 VERSION_ENV = "POWERRIG_SIM_NVME_VERSION"
 FEATURE_NAMES = {0x02: "Power Management", 0x0C: "Autonomous Power State Transition"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+WAF_KEEP = 2000          # WAF samples kept per step (10 h at one a minute is 600)
 MARGINAL = 0.05          # within 5 % of a maximum limit: "marginal" (still within the limit)
 
 
@@ -81,6 +82,12 @@ def measurements(an, measure_phase: str | None, idle_phase: str | None, capacity
     out += [_check(c) for c in an.checks if c.phase in wanted]
     if an.waf:
         last = an.waf[-1]
-        out.append(_m("waf.cumulative", measure_phase, last.get("waf_cumulative"), "", "info"))
+        # the series beside its power (per sample interval), for the sweep report's WAF-over-time plot
+        series = [[_num(w.get("start_s")), _num(w.get("end_s")), _num(w.get("waf_instant")),
+                   _num(w.get("waf_cumulative")), _num(w.get("mean_w")), _num(w.get("host_mib_s"))] for w in an.waf]
+        out.append(_m("waf.cumulative", measure_phase, last.get("waf_cumulative"), "", "info",
+                      notes=json.dumps({"waf_series": series[-WAF_KEEP:],
+                                        "columns": ["start_s", "end_s", "waf_instant", "waf_cumulative", "mean_w",
+                                                    "host_mib_s"]})))
     out += extra or []
     return out

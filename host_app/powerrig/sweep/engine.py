@@ -24,7 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from powerrig.errors import PowerrigError
-from powerrig.events import NOTE, PHASE, Event, Timeline
+from powerrig.events import NOTE, NVME, PHASE, Event, Timeline
 from powerrig.sweep import measure
 from powerrig.sweep.plan import Plan, PlanError, Step, Workload, check_drive
 from powerrig.capture.recorder import Recorder
@@ -122,7 +122,7 @@ class Sweep:
             dev = open_interposer(rig.port)
             try:
                 tl = Timeline()
-                nvme, _fio = rig.runners(tl)
+                nvme, fio = rig.runners(tl)          # the sweep's own (preparation); each step has its pair
                 ident = nvme.id_ctrl(rig.controller)
                 check_drive(plan, ident, rig.host_view())
                 self._ident, self._rig = ident, rig
@@ -143,7 +143,7 @@ class Sweep:
                 self.out.mkdir(parents=True, exist_ok=True)
                 (self.out / "plan.toml").write_text(plan.source)
                 (self.out / "plan.resolved.json").write_text(json.dumps(plan.resolved(), indent=1))
-                dev = self._sweep(dev, nvme, tl, prior is not None)
+                dev = self._sweep(dev, nvme, fio, prior is not None)
             finally:
                 if dev is not None:
                     dev.close()
@@ -160,7 +160,7 @@ class Sweep:
         self._emit("done", record=str(record), out=str(self.out))
         return self.run_id
 
-    def _sweep(self, dev, nvme, tl, resumed: bool):
+    def _sweep(self, dev, nvme, fio, resumed: bool):
         plan, rig = self.plan, self._rig
         steps = plan.steps()
         done = self.store.finished_steps(self.run_id)
@@ -174,7 +174,7 @@ class Sweep:
             nvme.disable_apst(rig.controller)
         try:
             if plan.preparation.kind != "none" and not done:
-                self._prepare(nvme, tl)
+                self._prepare(nvme, fio)
             for n, step in enumerate(todo):
                 t_step = time.monotonic()
                 self._emit("step", n=len(done) + n + 1, m=len(steps), name=step.name, key=step.key,
@@ -229,7 +229,7 @@ class Sweep:
         return dev
 
     # -- preparation ------------------------------------------------------------------------------
-    def _prepare(self, nvme, tl) -> None:
+    def _prepare(self, nvme, fio) -> None:
         from powerrig.dut.guard import check_destructive
 
         plan, rig = self.plan, self._rig
@@ -245,14 +245,10 @@ class Sweep:
             w = Workload("precondition", rw="write", bs=131072, iodepth=128, size=str(2 * cap) if cap else "200%")
         else:
             w = plan.preparation.job
-        fio = self._fio(tl)
         fio.run(self._fio_plan(w, self.plan.runtime_of(w) if w.size is None else None), self.out / "prepare",
                 **self._fio_kw())
 
     # -- one step ---------------------------------------------------------------------------------
-    def _fio(self, tl):
-        return self._rig.runners(tl)[1]
-
     def _fio_kw(self) -> dict:
         """Writes go through the drive guard: the serial the plan names must be the drive's."""
         return {"serial": self.plan.drive.serial}
@@ -286,7 +282,7 @@ class Sweep:
 
         plan, rig = self.plan, self._rig
         tl = Timeline()
-        nvme, _fio = rig.runners(tl)
+        nvme, fio = rig.runners(tl)
         nvme._id[rig.controller] = self._ident          # id-ctrl read once per sweep
         cap_dir = self.out / "captures"
         cap_dir.mkdir(parents=True, exist_ok=True)
@@ -314,7 +310,11 @@ class Sweep:
         try:
             nvme.set_power_state(rig.controller, step.power_state)
             settle = tl.begin(NOTE, "settle", meta={"settle": True})
-            nvme.smart_log(rig.controller)                  # the thermal reading before: inside the settle time
+            # the settle time counts from when the drive took the request (set-feature returned): the
+            # get-feature that confirms it and the thermal reading before are made while it settles
+            settle.t_start = min(settle.t_start, max((e.t_end for e in tl.events(kind=NVME)
+                                                      if e.name == "set-feature power" and e.t_end), default=settle.t_start))
+            nvme.smart_log(rig.controller)
             time.sleep(max(0.0, plan.timing.settle_s - (time.time() - settle.t_start)))
             tl.end(settle)
             self._check_link(rec)
@@ -323,9 +323,10 @@ class Sweep:
             tl.end(idle)
             self._check_link(rec)
             if step.workload is not None:
-                measure_name, bw_rounds, steady = self._workload(step, tl, nvme, fio_dir, rec)
-            nvme.smart_log(rig.controller)
-            time.sleep(0.3)                                 # the last intervals reach the capture
+                measure_name, bw_rounds, steady = self._workload(step, tl, nvme, fio, fio_dir, rec)
+            t_after = time.time()
+            nvme.smart_log(rig.controller)                  # the thermal reading after ...
+            time.sleep(max(0.0, 0.3 - (time.time() - t_after)))   # ... while the last intervals reach the capture
         finally:
             rec.stop()
             res = rec.wait(30)
@@ -358,7 +359,6 @@ class Sweep:
                     "params": json.dumps(params, default=str), "status": "invalid" if invalid else "done",
                     "invalid_reason": invalid, "started_utc": t_start, "finished_utc": time.time(),
                     "capture": str(capture), "lost_s": res.lost_s}
-        from powerrig.events import NVME
         nvme_s = sum(e.duration or 0.0 for e in tl.events(kind=NVME) if e.t_start > settle.t_end or e.t_end < settle.t_start)
         timing = {"wall_s": time.time() - t_start, "settle_s": plan.timing.settle_s, "analysis_s": t_an,
                   "nvme_s": nvme_s, "fio_overhead_s": self._fio_overhead_s,
@@ -371,10 +371,9 @@ class Sweep:
         if res is not None and res.end_reason in ("link-lost", "error"):
             raise StepLost(res.error or res.end_reason)
 
-    def _workload(self, step: Step, tl, nvme, fio_dir: Path, rec):
+    def _workload(self, step: Step, tl, nvme, fio, fio_dir: Path, rec):
         """Run the workload (rounds until steady where asked); a PHASE over the measured part."""
         plan, w = self.plan, step.workload
-        fio = self._fio(tl)
         runtime = plan.runtime_of(w)
         rounds = plan.steady.max_rounds if w.steady_state else 1
         bw: list[float] = []

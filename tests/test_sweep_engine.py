@@ -234,3 +234,37 @@ def test_interposer_that_stalls_mid_step_is_waited_for_and_the_step_redone(tmp_p
     want = expected_point("d5-p5336", 2, rw="write")
     assert got["power.mean"] == pytest.approx(want["watts"], rel=0.05)
     assert got["throughput.mib_s"] == pytest.approx(want["MiBps"], rel=0.05)
+
+
+def test_snia_emerald_hot_band_plan_short_form_runs_and_reports_efficiency(tmp_path, simdir):
+    """fixtures/plans/snia-emerald-hotband.toml in seconds: its 13 streams used to time out while the
+    virtual SSD ran its FTL for the new mix (many random writers take seconds of CPU, past the
+    endpoint's 10 s on a loaded host); fio's job set-up now waits for it. IOPS/W, MiB/s/W and the
+    ready-idle GB/W come out, with the IOPS the plan's rate limits ask (100,000 x 8 KiB)."""
+    from powerrig.sim.model import JobLoad, operating_point
+    from powerrig.sim.profile import load
+    with open(os.path.join(PLANS, "snia-emerald-hotband.toml")) as f:
+        text = f.read()
+    for old, new in (("idle_s = 40.0", "idle_s = 1.0\nsettle_s = 0.3"), ("measure_s = 300.0", "measure_s = 3.0")):
+        assert old in text, old
+        text = text.replace(old, new)
+    plan = parse(text, "snia-emerald-hotband.toml")
+    store = ResultStore(tmp_path / "r.sqlite")
+    run = Sweep(plan, store, tmp_path / "out").run()
+    assert [s["status"] for s in store.steps(run)] == ["done", "done"]
+    got: dict = {}
+    for m in store.measurements(run):
+        got.setdefault(m["step"], {})[m["name"]] = m["value"]
+    hot = got["ps0/hot-band/r1"]
+    streams = plan.steps()[1].workload.all_streams()
+    assert len(streams) == 13
+    assert hot["throughput.iops"] == pytest.approx(sum(s.rate_iops for s in streams), rel=0.05)
+    jobs = [JobLoad(f"j{k}", s.rw, s.bs, s.iodepth, s.rwmixread or 50, offset_frac=s.range_pct[0] / 100,
+                    size_frac=(s.range_pct[1] - s.range_pct[0]) / 100, rate_iops=s.rate_iops)
+            for k, s in enumerate(streams)]
+    want_w = operating_point(load("d5-p5336"), 0, jobs).watts
+    assert hot["power.mean"] == pytest.approx(want_w, rel=0.05)
+    assert hot["efficiency.iops_per_w"] == pytest.approx(hot["throughput.iops"] / hot["power.mean"], rel=0.02)
+    assert hot["efficiency.mib_s_per_w"] == pytest.approx(hot["throughput.mib_s"] / hot["power.mean"], rel=0.02)
+    idle = got["ps0/idle/r1"]
+    assert idle["efficiency.ready_idle_gb_per_w"] == pytest.approx(61.44e12 / 1e9 / idle["power.idle"], rel=0.02)

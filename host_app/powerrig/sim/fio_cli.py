@@ -42,6 +42,7 @@ def parse_size(text, whole: int | None = None) -> int:
 
 _DEV = re.compile(r"^/dev/(?:nvme|ng)(\d+)n(\d+)$")
 FDP_ENGINES = ("io_uring_cmd", "xnvme")
+START_TIMEOUT_S = 300.0
 
 
 def parse_time_s(s: str) -> float:
@@ -231,8 +232,11 @@ def _run_stage(ep, stage: list[dict], idents, fmt, out_path, status_interval, ve
     runtime = max(parse_time_s(c["opts"].get("runtime", "0")) for c in stage)
     time_based = any(c["opts"].get("time_based", "0") not in ("0", "") for c in stage)
     limit = runtime if runtime else 3600.0
+    # Job set-up may take the virtual SSD a while: a new job mix's steady-state WAF comes from running
+    # the FTL (seconds of CPU for many random streams, more on a loaded host), so this request waits
+    # as long as fio's own set-up would, not the endpoint's default 10 s.
     runs = {ctrl: request(ep, {"op": "start_io", "dev": ctrl, "jobs": [c["load"] for c in cs],
-                                "runtime_s": limit})["run_id"] for ctrl, cs in by_ctrl.items()}
+                                "runtime_s": limit}, timeout=START_TIMEOUT_S)["run_id"] for ctrl, cs in by_ctrl.items()}
     t0 = time.time()     # as fio: runtime counts from when the jobs are running, not from job setup
     failed = False
     next_status = t0 + status_interval if status_interval else None

@@ -268,3 +268,44 @@ def test_snia_emerald_hot_band_plan_short_form_runs_and_reports_efficiency(tmp_p
     assert hot["efficiency.mib_s_per_w"] == pytest.approx(hot["throughput.mib_s"] / hot["power.mean"], rel=0.02)
     idle = got["ps0/idle/r1"]
     assert idle["efficiency.ready_idle_gb_per_w"] == pytest.approx(61.44e12 / 1e9 / idle["power.idle"], rel=0.02)
+
+
+def test_datasheet_validation_plan_checks_transition_time_and_self_reported_power(tmp_path, simdir):
+    """fixtures/plans/datasheet-validation.toml in seconds (PS0 and PS2): ENLAT + EXLAT against the
+    measured transition, and the drive's own power report (log 0x25 through `nvme get-log`, +4 % gain,
+    -0.35 W offset in the virtual D5-P5336) against the interposer's over the same 1 s intervals: the
+    verdicts are stored with their limits, and the error found is the drive's."""
+    with open(os.path.join(PLANS, "datasheet-validation.toml")) as f:
+        text = f.read()
+    for old, new in (("power_states = [0, 1, 2]", "power_states = [0, 2]"), ("settle_s = 2.0", "settle_s = 0.3"),
+                     ("idle_s = 40.0", "idle_s = 2.6"), ("measure_s = 30.0", "measure_s = 2.6")):
+        assert old in text, old
+        text = text.replace(old, new)
+    plan = parse(text, "datasheet-validation.toml")
+    assert plan.checks.self_reported_power
+    store = ResultStore(tmp_path / "r.sqlite")
+    run = Sweep(plan, store, tmp_path / "out").run()
+    ms = store.measurements(run)
+    by: dict = {}
+    for m in ms:
+        by.setdefault((m["step"], m["name"], m["phase"]), m)
+    steps = [s["key"] for s in store.steps(run)]
+    assert len(steps) == 4
+    for key in steps:
+        t = by[(key, "transition.after_completion_s", "set-feature power")]
+        assert t["upper"] == pytest.approx(0.12)            # EXLAT 60 ms + ENLAT 60 ms from id-ctrl
+        assert t["outcome"] == "pass" and t["requirement_met"] and 0 <= t["value"] <= 0.12
+        phases = ["idle"] + ([f"measure:{key.split('/')[1]}"] if "idle" not in key else [])
+        for ph in phases:
+            err = by[(key, "power.self_reported.error_pct", ph)]
+            assert (err["lower"], err["upper"]) == (-10.0, 10.0) and err["outcome"] == "pass"
+            rig_w = json.loads(by[(key, "power.self_reported", ph)]["notes"])["interposer_w"]
+            assert err["value"] == pytest.approx(100 * ((1.04 * rig_w - 0.35) / rig_w - 1), abs=1.0), (key, ph)
+    # a tolerance tighter than the drive's error fails, with the limit stored beside it
+    tight = parse(text.replace("self_reported_tolerance_pct = 10.0", "self_reported_tolerance_pct = 1.0")
+                  .replace("power_states = [0, 2]", "power_states = [0]").replace("idle_steps = true",
+                                                                                  "idle_steps = false"), "tight.toml")
+    run2 = Sweep(tight, store, tmp_path / "out2").run()
+    [err] = [m for m in store.measurements(run2) if m["name"] == "power.self_reported.error_pct"
+             and m["phase"].startswith("measure:")]
+    assert err["outcome"] == "fail" and not err["requirement_met"] and err["upper"] == 1.0 and err["value"] > 1.0

@@ -138,6 +138,9 @@ class SsdServer:
     def _op_smart_log(self, ssd, nsid, req):
         return {"log": ssd.smart_log()}
 
+    def _op_power_measurement(self, ssd, nsid, req):
+        return {"log": ssd.power_measurement()}
+
     def _op_fdp_stats(self, ssd, nsid, req):
         return {"log": ssd.fdp_stats()}
 

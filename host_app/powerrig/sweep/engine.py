@@ -32,6 +32,7 @@ from powerrig.sweep.rig import bring_up, open_interposer
 
 logger = logging.getLogger(__name__)
 KEEP_BW_ROUNDS = 64
+PRE_LEVEL_S = 0.6          # captured before the set-feature: the analysis takes the old level from 0.5 s
 
 
 class StepLost(PowerrigError):
@@ -79,6 +80,7 @@ class Sweep:
         self._planned_done = 0.0
         self._measured_s = 0.0
         self._live = {"watts": None, "mib_s": None, "lost_frames": 0}
+        self._prev_ps: int | None = None     # the state the previous step left the drive in
 
     # -- progress ---------------------------------------------------------------------------------
     def _emit(self, kind: str, **d) -> None:
@@ -294,11 +296,15 @@ class Sweep:
                 "plan": {"name": plan.name, "hash": plan.hash, "run": self.run_id, "step": step.key,
                          "attempt": attempt, "rig": rig.station}}
 
+        have_pre = threading.Event()
+
         def live(p):
             self._live["watts"] = p.watts.get("total")
             self._live["lost_frames"] = p.dropped_frames + p.gaps
             self._emit("live", name=step.name, watts=self._live["watts"], mib_s=self._live["mib_s"],
                        lost_frames=self._live["lost_frames"], covered_s=p.covered_s)
+            if p.covered_s >= PRE_LEVEL_S:
+                have_pre.set()
 
         t_start = time.time()
         self._fio_overhead_s = 0.0
@@ -308,6 +314,11 @@ class Sweep:
         steady = None
         measure_name = None
         try:
+            # the rails before the set-feature are part of the transition measurement (the level it
+            # leaves); the recorder's first samples take a moment to arrive
+            if not have_pre.wait(10.0):
+                logger.warning("step %s: the capture had no %.1f s of samples before the set-feature", step.key,
+                               PRE_LEVEL_S)
             nvme.set_power_state(rig.controller, step.power_state)
             settle = tl.begin(NOTE, "settle", meta={"settle": True})
             # the settle time counts from when the drive took the request (set-feature returned): the
@@ -324,6 +335,11 @@ class Sweep:
             self._check_link(rec)
             if step.workload is not None:
                 measure_name, bw_rounds, steady = self._workload(step, tl, nvme, fio, fio_dir, rec)
+            if plan.checks.self_reported_power:
+                windows = [("idle", idle.t_start, idle.t_end)]
+                if measure_name:
+                    windows += [(e.name, e.t_start, e.t_end) for e in tl.events(kind=PHASE) if e.name == measure_name]
+                self._self_report(nvme, tl, windows)
             t_after = time.time()
             nvme.smart_log(rig.controller)                  # the thermal reading after ...
             time.sleep(max(0.0, 0.3 - (time.time() - t_after)))   # ... while the last intervals reach the capture
@@ -344,6 +360,10 @@ class Sweep:
             extra.append({"name": "steady_state.rounds", "phase": measure_name, "value": float(len(bw_rounds)),
                           "units": "rounds", "outcome": "pass" if steady else "fail",
                           "notes": json.dumps({"bandwidth_MiBps": [b / 2**20 for b in bw_rounds[-KEEP_BW_ROUNDS:]]})})
+        extra += measure.transition(an, self._transition_limit_s(self._prev_ps, step.power_state), self._prev_ps,
+                                    step.power_state)
+        self._prev_ps = step.power_state
+        extra += measure.self_reported(an, plan.checks.self_reported_tolerance_pct)
         ms = measure.measurements(an, measure_name, "idle", self._ident.tnvmcap, extra)
         invalid = next((p["invalid"] for p in phases if p["invalid"] and p["name"] in (measure_name, "idle")), None)
         figs = {m["name"]: m["value"] for m in ms if m["name"] in
@@ -364,6 +384,32 @@ class Sweep:
                   "nvme_s": nvme_s, "fio_overhead_s": self._fio_overhead_s,
                   "measured_s": plan.timing.idle_s + (self._measured_s if w else 0.0)}
         return {"step": step_row, "phases": phases, "measurements": ms, "figures": figs, "timing": timing}
+
+    def _transition_limit_s(self, old: int | None, new: int) -> float | None:
+        """NVMe worst case EXLAT(old) + ENLAT(new) from id-ctrl; the largest EXLAT when the state left
+        is unknown (the first step)."""
+        try:
+            olds = [old] if old is not None else range(self._ident.npss + 1)
+            exlat = max(self._ident.state(o).exit_latency_us for o in olds)
+            return (exlat + self._ident.state(new).entry_latency_us) * 1e-6
+        except (AttributeError, IndexError, KeyError, TypeError) as e:
+            logger.info("no transition latency limit from id-ctrl: %s", e)
+            return None
+
+    def _self_report(self, nvme, tl, windows) -> None:
+        """The drive's own power (log 0x25) over whole report intervals inside each window: a PHASE over
+        those intervals (so the interposer's figure covers the same time) carrying the drive's mean."""
+        try:
+            log = nvme.power_measurement(self._rig.controller)
+        except PowerrigError as e:
+            self._emit("note", text=f"self-reported power: the drive gives none ({e})")
+            return
+        for name, t0, t1 in windows:
+            inside = [w for w in log.windows() if w[0] >= t0 and w[1] <= t1]
+            if inside:
+                tl.add(Event(PHASE, f"{measure.SELF_REPORT}{name}", inside[0][0], inside[-1][1], ok=True,
+                             meta={"self_report_w": sum(w[2] for w in inside) / len(inside),
+                                   "self_report_intervals": len(inside), "interval_s": log.interval_s}))
 
     def _check_link(self, rec) -> None:
         t = getattr(rec, "_thread", None)       # the stand-in tells early; the real recorder at the end

@@ -14,6 +14,7 @@ mixes two plans.
     [preparation] kind = "none" | "format" | "precondition" | "fio"  (+ [preparation.job])
     [timing]    settle_s, idle_s, measure_s, repetitions, cooldown_s
     [steady_state] rounds, max_rounds, range_pct, slope_pct, metrics
+    [checks]    self_reported_power, self_reported_tolerance_pct
     [[workload]] name, rw, bs, iodepth, numjobs, rwmixread, ranges, runtime_s | size, streams, fdp
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ import hashlib
 import json
 import re
 import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from powerrig.dut.fio import RW_MODES, parse_size
@@ -191,6 +192,13 @@ class SteadyState:
 
 
 @dataclass(frozen=True)
+class Checks:
+    """Datasheet checks beyond the ones every step gets (MP, IDLP, ACTP, ENLAT + EXLAT)."""
+    self_reported_power: bool = False      # read the drive's own power (log 0x25) beside the interposer's
+    self_reported_tolerance_pct: float = 10.0
+
+
+@dataclass(frozen=True)
 class Step:
     index: int
     key: str                       # stable id: the same plan gives the same keys (resume)
@@ -215,6 +223,7 @@ class Plan:
     steady: SteadyState = SteadyState()
     source: str = ""
     path: str = ""
+    checks: Checks = Checks()
 
     def steps(self) -> list[Step]:
         out = []
@@ -260,7 +269,8 @@ class Plan:
 
 # -- parsing ----------------------------------------------------------------------------------
 TOP = {"name", "description", "power_states", "idle_steps", "apst", "rig", "drive", "preparation", "timing",
-       "steady_state", "workload"}
+       "steady_state", "workload", "checks"}
+CHECKS = {"self_reported_power", "self_reported_tolerance_pct"}
 RIG = {"port", "interval_us", "nvme", "fio", "reconnect_s"}
 DRIVE = {"controller", "namespace", "serial"}
 PREP = {"kind", "job"}
@@ -444,8 +454,13 @@ def _build(d: dict, text: str, path: str) -> Plan:
     apst = _str(("apst",), d.get("apst", "disable"))
     if apst not in ("disable", "keep"):
         raise _Bad(("apst",), f"{apst!r} is not disable or keep")
+    c = _table(("checks",), d.get("checks", {}))
+    _known(("checks",), c, CHECKS)
+    checks = Checks(_bool(("checks", "self_reported_power"), c.get("self_reported_power", False)),
+                    _num(("checks", "self_reported_tolerance_pct"), c.get("self_reported_tolerance_pct", 10.0),
+                         0.1, 100.0))
     return Plan(name, rig, drive, pss, workloads, _str(("description",), d.get("description", "")), idle, apst,
-                Preparation(kind, job), timing, steady, text, path)
+                Preparation(kind, job), timing, steady, text, path, checks)
 
 
 def _fmt_path(path: tuple) -> str:

@@ -32,7 +32,7 @@ from powerrig.sweep.rig import bring_up, open_interposer
 
 logger = logging.getLogger(__name__)
 KEEP_BW_ROUNDS = 64
-PRE_LEVEL_S = 0.6          # captured before the set-feature: the analysis takes the old level from 0.5 s
+PRE_LEVEL_S = 0.25         # captured before the set-feature: the old level (analysis averages up to 0.5 s)
 
 
 class StepLost(PowerrigError):

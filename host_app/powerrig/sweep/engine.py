@@ -297,18 +297,22 @@ class Sweep:
                          "attempt": attempt, "rig": rig.station}}
 
         have_pre = threading.Event()
+        last_live = [0.0]
 
         def live(p):
             self._live["watts"] = p.watts.get("total")
             self._live["lost_frames"] = p.dropped_frames + p.gaps
-            self._emit("live", name=step.name, watts=self._live["watts"], mib_s=self._live["mib_s"],
-                       lost_frames=self._live["lost_frames"], covered_s=p.covered_s)
             if p.covered_s >= PRE_LEVEL_S:
                 have_pre.set()
+            if time.monotonic() - last_live[0] >= 1.0:        # the display needs no more than 1 Hz
+                last_live[0] = time.monotonic()
+                self._emit("live", name=step.name, watts=self._live["watts"], mib_s=self._live["mib_s"],
+                           lost_frames=self._live["lost_frames"], covered_s=p.covered_s)
 
         t_start = time.time()
         self._fio_overhead_s = 0.0
-        rec = Recorder(dev, capture, interval_us=plan.rig.interval_us, metadata=meta, timeline=tl, on_progress=live)
+        rec = Recorder(dev, capture, interval_us=plan.rig.interval_us, metadata=meta, timeline=tl, on_progress=live,
+                       progress_every_s=0.1)      # often: the step waits on it for the level before set-feature
         rec.start()
         bw_rounds: list[float] = []
         steady = None

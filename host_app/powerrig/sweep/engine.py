@@ -319,9 +319,7 @@ class Sweep:
         measure_name = None
         try:
             # the rails before the set-feature are part of the transition measurement (the level it
-            # leaves); the recorder's first samples take a moment to arrive: the thermal reading
-            # before the step is made meanwhile
-            nvme.smart_log(rig.controller)
+            # leaves); the recorder's first samples take a moment to arrive
             if not have_pre.wait(10.0):
                 logger.warning("step %s: the capture had no %.1f s of samples before the set-feature", step.key,
                                PRE_LEVEL_S)
@@ -331,6 +329,7 @@ class Sweep:
             # get-feature that confirms it and the thermal reading before are made while it settles
             settle.t_start = min(settle.t_start, max((e.t_end for e in tl.events(kind=NVME)
                                                       if e.name == "set-feature power" and e.t_end), default=settle.t_start))
+            nvme.smart_log(rig.controller)                  # the thermal reading before, while it settles
             time.sleep(max(0.0, plan.timing.settle_s - (time.time() - settle.t_start)))
             tl.end(settle)
             self._check_link(rec)

@@ -119,8 +119,10 @@ def test_fio_on_a_path_that_is_not_a_virtual_device(rig, tmp_path):
 def test_smart_fdp_and_ocp_logs_through_tools(rig, tmp_path):
     server, nvme, fio, _, _ = rig
     before = nvme.smart_log("/dev/nvme1")
+    # FDP: every job writes its namespace with placement directives (fio fdp=1 through passthrough)
     plan = FioPlan([FioJob(f"ns{k}", rw="write", bs="128k", iodepth=32, runtime=1, time_based=True,
-                           filename=f"/dev/nvme1n{k + 1}") for k in range(8)])
+                           filename=f"/dev/ng1n{k + 1}", ioengine="io_uring_cmd", extra={"fdp": 1})
+                    for k in range(8)])
     res = fio.run(plan, tmp_path / "run", serial=server.ssds["/dev/nvme1"].sn)
     host = sum(j.directions["write"].io_bytes for j in res.jobs)
     after = nvme.smart_log("/dev/nvme1")
@@ -130,6 +132,12 @@ def test_smart_fdp_and_ocp_logs_through_tools(rig, tmp_path):
     assert nvme.ocp_smart_add_log("/dev/nvme1")["physical_media_units_written"] >= fdp.media_bytes_written
     with pytest.raises(ToolError, match="Invalid Log Page"):
         nvme.fdp_stats("/dev/nvme0")
+    # the same jobs without directives all land in the default reclaim unit handle and mix there
+    plain = FioPlan([FioJob(f"ns{k}", rw="write", bs="128k", iodepth=32, runtime=1, time_based=True,
+                            filename=f"/dev/nvme1n{k + 1}") for k in range(8)])
+    fio.run(plain, tmp_path / "plain", serial=server.ssds["/dev/nvme1"].sn)
+    mixed = nvme.fdp_stats("/dev/nvme1")
+    assert (mixed.media_bytes_written - fdp.media_bytes_written) / (mixed.host_bytes_written - fdp.host_bytes_written) > 1.5
 
 
 @pytest.mark.parametrize("version", ["1.16", "2.0", "2.6", "2.11", "2.16"])
@@ -229,3 +237,28 @@ def test_impersonated_fio_reads_sizes_itself():
     assert fio_cli.parse_size("25%", 1000) == 250
     with pytest.raises(ValueError):
         fio_cli.parse_size("4q")
+
+
+def test_power_measurement_log_through_get_log(rig):
+    """Log 0x25 the way nvme-cli reads a log it has no command for: `get-log --log-id=0x25`, a hex
+    dump (or raw bytes with -b); 1 s intervals of the drive's own estimate (+4 % -0.35 W on the
+    D5-P5336); a drive without it answers Invalid Log Page, an unknown log id likewise."""
+    server, nvme, _, tl, sock = rig
+    time.sleep(2.1)                            # two whole seconds of history
+    log = nvme.power_measurement("/dev/nvme0")
+    assert log.interval_s == 1.0 and len(log.watts) >= 1
+    assert abs(log.t_last_utc - time.time()) < 1.5
+    ssd = server.ssds["/dev/nvme0"]
+    for t0, t1, w in log.windows():
+        true_w = float(ssd.power_at(np.linspace(t0, t1, 400, endpoint=False)).mean())
+        assert w == pytest.approx(1.04 * true_w - 0.35, abs=0.01)
+    ev = tl.events(NVME)[-1]
+    assert ev.argv[-2:] == ["--log-id=0x25", "--log-len=272"] and ev.ok
+    cmd = [sys.executable, "-m", "powerrig.sim.nvme_cli", "--endpoint", sock, "get-log", "/dev/nvme0",
+           "--log-id=0x25", "--log-len=24"]
+    raw = subprocess.run(cmd + ["-b"], capture_output=True).stdout
+    assert len(raw) == 24 and raw[0] == 1 and int.from_bytes(raw[4:8], "little") == 1000
+    with pytest.raises(ToolError, match="Invalid Log Page"):
+        nvme.power_measurement("/dev/nvme1")                # the FDP profile reports no power of its own
+    p = subprocess.run(cmd[:-2] + ["--log-id=0x26", "--log-len=24"], capture_output=True, text=True)
+    assert p.returncode == 1 and "Invalid Log Page" in p.stderr

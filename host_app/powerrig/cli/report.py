@@ -1,19 +1,53 @@
-"""`powerrig report CAPTURE [--out DIR]`: HTML report with plots and the per-phase CSV."""
+"""`powerrig report CAPTURE|RUN`: the HTML report of a capture (plots, per-phase CSV) or of a sweep run.
+
+A sweep run is named by its id in the results database (`powerrig results list`); anything else is a
+capture file. The sweep report links the per-step capture reports, which it writes beside itself."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+
+from powerrig.errors import PowerrigError
 
 
 def register(sub) -> None:
-    p = sub.add_parser("report", help="analyse a capture and write an HTML report with plots and a CSV")
-    p.add_argument("capture", help="capture file (.jls) written by `powerrig record`")
-    p.add_argument("--out", help="output folder (default: <capture>_report next to the capture)")
+    p = sub.add_parser("report", help="HTML report of a capture, or of a sweep run (by its id)")
+    p.add_argument("target", metavar="CAPTURE|RUN",
+                   help="capture file (.jls) written by `powerrig record`, or a sweep run id (`powerrig results list`)")
+    p.add_argument("--out", help="output folder (default: <capture>_report next to the capture; for a run, "
+                                 "the run's output folder /report)")
+    p.add_argument("--db", default=None, help="results database of the run (default out/results/powerrig.sqlite)")
+    p.add_argument("--no-capture-reports", action="store_true",
+                   help="for a run: do not write each step's capture report (the report shows the command instead)")
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
+def is_run_id(target: str) -> bool:
+    """A run id is a positive integer that is not also the name of a file here."""
+    return target.isdigit() and not Path(target).exists()
+
+
+def sweep_report(db: str | None, run_id: int, out: str | None, capture_reports: bool = True) -> Path:
     from powerrig.report import write_report
-    path = write_report(args.capture, args.out,
+    from powerrig.results import DEFAULT_DB, ResultStore
+    from powerrig.results.report import write_sweep_report
+
+    def one(capture, out_dir):
+        return write_report(capture, out_dir,
+                            on_warning=lambda line: print(f"powerrig: warning: {capture}: {line}", file=sys.stderr))
+    return write_sweep_report(ResultStore(db or DEFAULT_DB), run_id, out, one if capture_reports else None)
+
+
+def run(args) -> int:
+    if is_run_id(args.target):
+        path = sweep_report(args.db, int(args.target), args.out, not args.no_capture_reports)
+        print(path)
+        return 0
+    if not Path(args.target).exists():
+        raise PowerrigError(f"{args.target}: no such capture file, and not a run id (a number from "
+                            "`powerrig results list`)")
+    from powerrig.report import write_report
+    path = write_report(args.target, args.out,
                         on_warning=lambda line: print(f"powerrig: warning: {line}", file=sys.stderr))
     print(f"report: {path}  (table: {path.with_name('phases.csv')})", file=sys.stderr)
     return 0

@@ -4,7 +4,7 @@
     powerrig results steps RUN
     powerrig results compare RUN_A RUN_B
     powerrig results export RUN FILE.csv|.json|.parquet [--what measurements|steps|phases]
-    powerrig results report RUN [--out DIR]
+    powerrig results report RUN [--out DIR]     (the same as `powerrig report RUN`)
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ def register(sub) -> None:
     r = rs.add_parser("report", help="the sweep report of a run (HTML + PNG)")
     r.add_argument("run", type=int)
     r.add_argument("--out", default=None, help="folder (default: the run's output folder /report)")
+    r.add_argument("--no-capture-reports", action="store_true", help="do not write each step's capture report")
     p.set_defaults(func=run)
 
 
@@ -63,7 +64,7 @@ def run(args) -> int:
     elif args.results_cmd == "export":
         store.run(args.run)
         print(export(store, args.run, args.file, args.what))
-    elif args.results_cmd == "report":
-        from powerrig.results.report import write_sweep_report
-        print(write_sweep_report(store, args.run, args.out))
+    elif args.results_cmd == "report":          # the same as `powerrig report RUN`
+        from powerrig.cli.report import sweep_report
+        print(sweep_report(args.db, args.run, args.out, not args.no_capture_reports))
     return 0

@@ -25,26 +25,29 @@ def _f(v, d=2) -> str:
     return html.escape(str(v))
 
 
-def _plot(rows: dict, path: Path) -> bool:
-    """MiB/s per W over power state, one line per workload."""
+def _pyplot():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    return plt
 
-    series = defaultdict(list)
-    for (ps, wl), figs in rows.items():
-        v = figs.get("efficiency.mib_s_per_w")
-        if wl != "idle" and v is not None:
-            series[wl].append((ps, v))
-    if not any(len(v) >= 2 for v in series.values()):
+
+def _plot_curves(series: dict, path: Path, xlabel: str, log2: bool = False) -> bool:
+    """MiB/s per W over one parameter, one line per series; False (no file) without a curve to draw."""
+    series = {k: sorted(v) for k, v in series.items() if len({x for x, _ in v}) >= 2}
+    if not series:
         return False
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    for wl, pts in sorted(series.items()):
-        pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=wl)
-    ax.set_xlabel("power state")
+    for name, pts in sorted(series.items()):
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+    xs = sorted({p[0] for v in series.values() for p in v})
+    if log2:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(xs)
+    ax.set_xticklabels([_x_label(x, xlabel) for x in xs])
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("MiB/s per W")
-    ax.set_xticks(sorted({p[0] for v in series.values() for p in v}))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -53,18 +56,98 @@ def _plot(rows: dict, path: Path) -> bool:
     return True
 
 
-def write_sweep_report(store: ResultStore, run_id: int, out_dir: str | Path | None = None) -> Path:
+def _x_label(x, xlabel: str) -> str:
+    if xlabel.startswith("block size"):
+        return f"{x / 1024:g}k" if x >= 1024 else f"{x:g}"
+    return f"{x:g}"
+
+
+def _plot_waf(series: list, title: str, path: Path) -> bool:
+    """Write amplification over time (instantaneous and cumulative) above the power of the same
+    intervals, so a change in WAF can be read against what it cost."""
+    pts = [r for r in series if r[0] is not None and r[1] is not None]
+    if not pts:
+        return False
+    plt = _pyplot()
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(6.5, 4.2), sharex=True)
+    t = [0.5 * (r[0] + r[1]) for r in pts]
+    a1.step(t, [r[2] if r[2] is not None else math.nan for r in pts], where="mid", label="instantaneous")
+    a1.plot(t, [r[3] if r[3] is not None else math.nan for r in pts], marker=".", label="cumulative")
+    a1.set_ylabel("WAF")
+    a1.legend(fontsize=8)
+    a1.grid(alpha=0.3)
+    a1.set_title(title, fontsize=9)
+    a2.step(t, [r[4] if r[4] is not None else math.nan for r in pts], where="mid", color="tab:red")
+    a2.set_ylabel("W")
+    a2.set_xlabel("time in the step's capture (s)")
+    a2.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def _workload_params(step: dict) -> dict:
+    try:
+        w = (json.loads(step["params"] or "{}") or {}).get("workload") or {}
+    except ValueError:
+        return {}
+    streams = w.get("streams") or []
+    bss = {s.get("bs") for s in streams} or {w.get("bs")}
+    return {"rw": w.get("rw"), "bs": bss.pop() if len(bss) == 1 else None, "iodepth": w.get("iodepth"),
+            "jobs": (w.get("numjobs") or 1) * max(1, len(streams))}
+
+
+def write_sweep_report(store: ResultStore, run_id: int, out_dir: str | Path | None = None,
+                       capture_report=None) -> Path:
+    """Write index.html (and its PNGs) for a run. ``capture_report(capture, out_dir) -> Path``, when
+    given, makes each step's capture report (the face passes powerrig.report.write_report) so the
+    sweep report links to them; without it the link is the command that makes one."""
     run = store.run(run_id)
     out = Path(out_dir) if out_dir else Path(run["out_dir"]) / "report"
     out.mkdir(parents=True, exist_ok=True)
     steps = store.steps(run_id)
+    by_key = {s["key"]: s for s in steps}
     ms = store.measurements(run_id)
     rows: dict = defaultdict(dict)
+    params: dict = {}
     for m in ms:
         key = (m["power_state"], m["workload"] or "idle")
         if m["value"] is not None and m["name"] not in rows[key]:
             rows[key][m["name"]] = m["value"]
-    has_plot = _plot(rows, out / "efficiency_vs_power_state.png")
+        if key not in params and m["step"] in by_key:
+            params[key] = _workload_params(by_key[m["step"]])
+    # throughput per watt over power state, block size and queue depth
+    over_ps, over_bs, over_qd = defaultdict(list), defaultdict(list), defaultdict(list)
+    for (ps, wl), figs in rows.items():
+        v, p = figs.get("efficiency.mib_s_per_w"), params.get((ps, wl), {})
+        if wl == "idle" or v is None:
+            continue
+        over_ps[wl].append((ps, v))
+        if p.get("bs"):
+            over_bs[f"PS{ps} {p.get('rw')} QD{p.get('iodepth')}"].append((p["bs"], v))
+        if p.get("iodepth"):
+            bs = p.get("bs")
+            over_qd[f"PS{ps} {p.get('rw')} {bs // 1024 if bs else '?'}k"].append((p["iodepth"], v))
+    plots = [(f, t) for f, t, ok in (
+        ("efficiency_vs_power_state.png", "over power state",
+         _plot_curves(over_ps, out / "efficiency_vs_power_state.png", "power state")),
+        ("efficiency_vs_block_size.png", "over block size",
+         _plot_curves(over_bs, out / "efficiency_vs_block_size.png", "block size (bytes)", log2=True)),
+        ("efficiency_vs_queue_depth.png", "over queue depth",
+         _plot_curves(over_qd, out / "efficiency_vs_queue_depth.png", "queue depth", log2=True))) if ok]
+    waf_plots = []
+    for m in ms:
+        if m["name"] == "waf.cumulative" and m["notes"] and m["notes"].startswith("{"):
+            series = json.loads(m["notes"]).get("waf_series") or []
+            name = f"waf_{by_key[m['step']]['idx']:03d}.png" if m["step"] in by_key else None
+            if name and _plot_waf(series, m["step"], out / name):
+                waf_plots.append((m["step"], name, m["value"]))
+    cap_reports = {}
+    if capture_report is not None:
+        for s in steps:
+            if s["capture"] and Path(s["capture"]).exists():
+                cap_reports[s["key"]] = capture_report(s["capture"], out / "captures" / Path(s["capture"]).stem)
     h = ["<!doctype html><meta charset=utf-8><title>powerrig sweep run %d</title>" % run_id,
          "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
          "padding:3px 8px;text-align:right}th{background:#eee}.fail{color:#b00}.marginal{color:#a60}"
@@ -74,35 +157,58 @@ def write_sweep_report(store: ResultStore, run_id: int, out_dir: str | Path | No
          f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(run['started_utc']))}; station "
          f"{html.escape(run['station'] or '')}; drive {html.escape(run['dut_model'] or '')} sn "
          f"{html.escape(run['dut_serial'] or '')} fw {html.escape(run['dut_firmware'] or '')}</p>",
-         "<h2>Figures per power state and workload</h2><table><tr><th>PS</th><th>workload</th>"
+         "<h2 id=figures>Figures per power state and workload</h2><table><tr><th>PS</th><th>workload</th>"
+         "<th>rw</th><th>bs</th><th>QD</th><th>jobs</th>"
          + "".join(f"<th>{t}</th>" for _, t in FIGS) + "</tr>"]
     for (ps, wl) in sorted(rows, key=lambda k: (k[0] if k[0] is not None else -1, k[1] != "idle", k[1])):
-        figs = rows[(ps, wl)]
+        figs, p = rows[(ps, wl)], params.get((ps, wl), {})
+        bs = p.get("bs")
         h.append(f"<tr><td>PS{ps}</td><td style=text-align:left>{html.escape(wl)}</td>"
+                 f"<td>{html.escape(str(p.get('rw') or '-')) if wl != 'idle' else '-'}</td>"
+                 f"<td>{f'{bs // 1024}k' if bs and wl != 'idle' else '-'}</td>"
+                 f"<td>{p.get('iodepth') if wl != 'idle' and p.get('iodepth') else '-'}</td>"
+                 f"<td>{p.get('jobs') if wl != 'idle' and p.get('jobs') else '-'}</td>"
                  + "".join(f"<td>{_f(figs.get(n))}</td>" for n, _ in FIGS) + "</tr>")
     h.append("</table>")
-    if has_plot:
-        h.append("<h2>Throughput per watt over power state</h2><img src=efficiency_vs_power_state.png>")
-    h.append("<h2>Verdicts</h2><table><tr><th>step</th><th>check</th><th>phase</th><th>measured</th><th>limit</th>"
-             "<th>marginal from</th><th>outcome</th><th>requirement met</th><th>notes</th></tr>")
+    if plots:
+        h.append("<h2 id=efficiency>Throughput per watt</h2>")
+        h += [f"<figure><img src={f} alt='MiB/s per W {t}'><figcaption>MiB/s per W {t}</figcaption></figure>"
+              for f, t in plots]
+    if waf_plots:
+        h.append("<h2 id=waf>Write amplification over time beside power</h2>")
+        h += [f"<figure><img src={f} alt='WAF and W, {html.escape(k)}'><figcaption>{html.escape(k)}: cumulative WAF "
+              f"{_f(v, 3)}</figcaption></figure>" for k, f, v in waf_plots]
+    h.append("<h2 id=verdicts>Verdicts</h2><table><tr><th>step</th><th>check</th><th>phase</th><th>measured</th>"
+             "<th>lower limit</th><th>upper limit</th><th>marginal from</th><th>outcome</th><th>requirement met</th>"
+             "<th>notes</th></tr>")
     for m in ms:
         if m["upper"] is None and m["lower"] is None and m["outcome"] == "info":
             continue
-        notes = json.loads(m["notes"]) if m["notes"] and m["notes"].startswith("[") else (m["notes"] or "")
+        notes = m["notes"] or ""
+        if notes.startswith("[") or notes.startswith("{"):
+            try:
+                j = json.loads(notes)
+                notes = "; ".join(map(str, j)) if isinstance(j, list) else \
+                    "; ".join(f"{k}: {v}" for k, v in j.items() if not isinstance(v, list) or len(v) <= 8)
+            except ValueError:
+                pass
         h.append(f"<tr><td style=text-align:left>{html.escape(m['step'])}</td><td>{html.escape(m['name'])}</td>"
                  f"<td>{html.escape(m['phase'] or '')}</td><td>{_f(m['value'], 3)} {html.escape(m['units'] or '')}</td>"
-                 f"<td>{_f(m['upper'], 3)}</td><td>{_f(m['marginal_upper'], 3)}</td>"
+                 f"<td>{_f(m['lower'], 3)}</td><td>{_f(m['upper'], 3)}</td><td>{_f(m['marginal_upper'], 3)}</td>"
                  f"<td class={m['outcome']}>{m['outcome']}</td><td>{m['requirement_met']}</td>"
-                 f"<td style=text-align:left>{html.escape('; '.join(notes) if isinstance(notes, list) else notes)}</td></tr>")
-    h.append("</table><h2>Steps and captures</h2><table><tr><th>#</th><th>step</th><th>status</th><th>attempts</th>"
-             "<th>lost s</th><th>capture</th></tr>")
+                 f"<td style=text-align:left>{html.escape(str(notes))}</td></tr>")
+    h.append("</table><h2 id=steps>Steps and captures</h2><table><tr><th>#</th><th>step</th><th>status</th>"
+             "<th>attempts</th><th>lost s</th><th>capture</th><th>capture report</th></tr>")
     for s in steps:
         cap = s["capture"] or ""
+        rep = cap_reports.get(s["key"])
+        link = (f"<a href='{html.escape(str(Path(rep).relative_to(out)))}'>report</a>" if rep else
+                f"<code>powerrig report {html.escape(cap)}</code>")
         h.append(f"<tr><td>{s['idx'] + 1}</td><td style=text-align:left>{html.escape(s['key'])}</td>"
                  f"<td>{s['status']}{(': ' + html.escape(s['invalid_reason'])) if s['invalid_reason'] else ''}</td>"
                  f"<td>{s['attempts']}</td><td>{_f(s['lost_s'], 3)}</td>"
-                 f"<td style=text-align:left><a href='file://{html.escape(cap)}'>{html.escape(Path(cap).name)}</a> "
-                 f"(<code>powerrig report {html.escape(cap)}</code>)</td></tr>")
+                 f"<td style=text-align:left><a href='file://{html.escape(cap)}'>{html.escape(Path(cap).name)}</a></td>"
+                 f"<td style=text-align:left>{link}</td></tr>")
     h.append("</table>")
     path = out / "index.html"
     path.write_text("\n".join(h))

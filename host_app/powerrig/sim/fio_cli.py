@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
-from powerrig.sim.ssd_server import EndpointError, endpoint_from, request
+from powerrig.sim.ssd_client import EndpointError, endpoint_from, request
 
 VERSION_ENV = "POWERRIG_SIM_FIO_VERSION"
 PERCENTILES = (1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 99, 99.5, 99.9, 99.95, 99.99)
@@ -40,7 +40,9 @@ def parse_size(text, whole: int | None = None) -> int:
         raise ValueError(f"bad size {t!r}")
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
-_DEV = re.compile(r"^/dev/nvme(\d+)n(\d+)$")
+_DEV = re.compile(r"^/dev/(?:nvme|ng)(\d+)n(\d+)$")
+FDP_ENGINES = ("io_uring_cmd", "xnvme")
+START_TIMEOUT_S = 300.0
 
 
 def parse_time_s(s: str) -> float:
@@ -127,8 +129,27 @@ def _clone_jobs(glob: dict, jobs: list[Job]) -> list[dict]:
     return out
 
 
+def _placement(o: dict, ident: dict, nsid: int, fn: str) -> int:
+    """The reclaim unit handle a job's writes land in. As on a real FDP drive, only writes that carry a
+    placement directive (fio ``fdp=1``, which needs a passthrough engine on the generic char device)
+    go to the namespace's own handle; every other write lands in the default handle 0, shared by all
+    namespaces, where the streams mix. A drive without FDP has one handle."""
+    engine = o.get("ioengine", "psync")
+    if engine == "io_uring_cmd" and not fn.startswith("/dev/ng"):
+        raise ValueError(f"ioengine io_uring_cmd only works with nvme ns generic char devices (/dev/ngXnY), "
+                         f"not {fn}")
+    if not _on(o, "fdp"):
+        return 0
+    if engine not in FDP_ENGINES:
+        raise ValueError(f"{engine}: engine does not support fdp=1 (use ioengine=io_uring_cmd)")
+    if not ident["fdp"]:
+        raise ValueError(f"{fn}: fdp=1 but the device reports no Flexible Data Placement (fetch ruhs failed)")
+    return nsid - 1
+
+
 def _load_for(clone: dict, ident: dict, nsid: int) -> dict:
     o = clone["opts"]
+    handle = _placement(o, ident, nsid, o.get("filename", ""))
     ns_size = ident["capacity_bytes"] // max(1, ident["namespaces"])
     offset = parse_size(o.get("offset", "0"), ns_size)
     size = parse_size(o["size"], ns_size) if "size" in o else ns_size - offset
@@ -141,7 +162,7 @@ def _load_for(clone: dict, ident: dict, nsid: int) -> dict:
     return {"name": clone["name"], "rw": o.get("rw", o.get("readwrite", "read")), "bs": bs,
             "iodepth": int(o.get("iodepth", 1)), "rwmixread": int(o.get("rwmixread", 50)),
             "offset_frac": ((nsid - 1) * ns_size + offset) / cap, "size_frac": size / cap,
-            "handle": nsid - 1 if ident["fdp"] else 0, "rate_bps": float(rate_bps) if rate_bps else None,
+            "handle": handle, "rate_bps": float(rate_bps) if rate_bps else None,
             "rate_iops": float(rate_iops.split(",")[0]) if rate_iops else None}
 
 
@@ -177,7 +198,7 @@ def _run(ep, version, control, glob, jobs) -> int:
         fn = c["opts"].get("filename", "")
         m = _DEV.match(fn)
         ctrl = f"/dev/nvme{m.group(1)}" if m else None
-        r = request(ep, {"op": "identify", "dev": fn}) if m else {"ok": False}
+        r = request(ep, {"op": "identify", "dev": f"{ctrl}n{m.group(2)}"}) if m else {"ok": False}
         if not r.get("ok"):
             print(f"fio: pid=0, err=2/file:filesetup.c:805, func=open(\"{fn or c['name']}\"), "
                   f"error=No such file or directory", file=sys.stderr)
@@ -211,8 +232,11 @@ def _run_stage(ep, stage: list[dict], idents, fmt, out_path, status_interval, ve
     runtime = max(parse_time_s(c["opts"].get("runtime", "0")) for c in stage)
     time_based = any(c["opts"].get("time_based", "0") not in ("0", "") for c in stage)
     limit = runtime if runtime else 3600.0
+    # Job set-up may take the virtual SSD a while: a new job mix's steady-state WAF comes from running
+    # the FTL (seconds of CPU for many random streams, more on a loaded host), so this request waits
+    # as long as fio's own set-up would, not the endpoint's default 10 s.
     runs = {ctrl: request(ep, {"op": "start_io", "dev": ctrl, "jobs": [c["load"] for c in cs],
-                                "runtime_s": limit})["run_id"] for ctrl, cs in by_ctrl.items()}
+                                "runtime_s": limit}, timeout=START_TIMEOUT_S)["run_id"] for ctrl, cs in by_ctrl.items()}
     t0 = time.time()     # as fio: runtime counts from when the jobs are running, not from job setup
     failed = False
     next_status = t0 + status_interval if status_interval else None

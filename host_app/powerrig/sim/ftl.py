@@ -103,6 +103,8 @@ class Ftl:
 
     # -- garbage collection ---------------------------------------------------------------------
     def _collect(self) -> None:
+        if len(self.free) >= self.reserve:
+            return
         while len(self.free) < self.reserve:
             closed = np.flatnonzero(self.state == CLOSED)
             if not len(closed):
@@ -164,6 +166,8 @@ def run_streams(ftl: Ftl, streams: list[Stream], handles: list[int] | None = Non
     n_chunks = int(fills * active / chunk_pages)
     measure_from = n_chunks - int(measure_fills * active / chunk_pages)
     picks = rng.choice(len(streams), size=n_chunks, p=p)
+    # random offsets drawn at once (one draw per chunk cost more than the FTL work for random mixes)
+    draws = rng.random((n_chunks, chunk_pages)) if any(s.random for s in streams) else None
     start_stats = None
     steps = np.arange(chunk_pages)
     for i, k in enumerate(picks):
@@ -171,7 +175,7 @@ def run_streams(ftl: Ftl, streams: list[Stream], handles: list[int] | None = Non
             start_stats = FtlStats(**vars(ftl.stats))
         s = streams[k]
         if s.random:
-            lpns = s.first_page + rng.integers(0, s.pages, chunk_pages)
+            lpns = s.first_page + (draws[i] * s.pages).astype(np.int64)
         else:
             lpns = s.first_page + (pos[k] + steps) % s.pages
             pos[k] = (pos[k] + chunk_pages) % s.pages

@@ -13,7 +13,7 @@ import re
 import sys
 
 from powerrig.nvme_fields import KELVIN_OFFSET_NVME_CLI, encode_power, parse_int
-from powerrig.sim.ssd_server import EndpointError, endpoint_from, request
+from powerrig.sim.ssd_client import EndpointError, endpoint_from, request
 
 VERSION_ENV = "POWERRIG_SIM_NVME_VERSION"
 FEATURE_NAMES = {0x02: "Power Management", 0x0C: "Autonomous Power State Transition"}
@@ -323,6 +323,48 @@ def cmd_fdp(ep, args):
     return 0
 
 
+POWER_MEASUREMENT_LID = 0x25
+
+
+def power_measurement_bytes(log: dict) -> bytes:
+    """Log 0x25 as the virtual drive lays it out (TP4199 reports 1 s non-overlapping interval averages;
+    this byte layout is the simulator's): version u8 = 1, reserved u8, entries u16, interval ms u32,
+    end of the newest interval in ms since the Unix epoch u64, then one u32 per interval in mW, oldest
+    first. Little endian, as every NVMe structure."""
+    mw = log["mw"]
+    head = bytes([1, 0]) + len(mw).to_bytes(2, "little") + int(log["interval_ms"]).to_bytes(4, "little") \
+        + int(log["t_last_ms"]).to_bytes(8, "little")
+    return head + b"".join(max(0, int(v)).to_bytes(4, "little") for v in mw)
+
+
+def cmd_get_log(ep, args):
+    """`nvme get-log DEV --log-id=N --log-len=L [-b]`: the generic log command (nvme-cli has no named
+    command for the Power Measurement log): a hex dump, or the bytes with --raw-binary."""
+    pos, o = _parse(args, {"-i": "lid", "--log-id": "lid", "-l": "len", "--log-len": "len", "-n": "nsid",
+                           "--namespace-id": "nsid", "-b": "raw!", "--raw-binary": "raw!", "-o": "lpo",
+                           "--lpo": "lpo", "-s": "lsp", "--lsp": "lsp"})
+    dev = _need_dev(pos, "get-log")
+    if "lid" not in o:
+        raise Usage("log-id required param")
+    if "len" not in o:
+        raise Usage("non-zero log-len is required param")
+    lid, length = _num(o["lid"]), _num(o["len"])
+    if length <= 0:
+        raise Usage("non-zero log-len is required param")
+    if lid != POWER_MEASUREMENT_LID:
+        _status("INVALID_LOG_PAGE")
+        return 1
+    buf = power_measurement_bytes(_call(ep, {"op": "power_measurement", "dev": dev})["log"])
+    buf = (buf + bytes(max(0, length - len(buf))))[:length]
+    if o.get("raw"):
+        sys.stdout.buffer.write(buf)
+        return 0
+    nsid = _num(o.get("nsid", 0xFFFFFFFF))
+    print(f"Device:{os.path.basename(dev)} log_id:{lid:#04x} namespace_id:{nsid:#x}")
+    print(_hexdump(buf))
+    return 0
+
+
 def cmd_ocp(ep, args):
     if not args or args[0] != "smart-add-log":
         print(f"ERROR: Invalid sub-command '{args[0] if args else ''}' for plugin ocp", file=sys.stderr)
@@ -364,7 +406,8 @@ def cmd_sanitize(ep, args):
 
 
 COMMANDS = {"format": cmd_format, "sanitize": cmd_sanitize, "version": cmd_version, "id-ctrl": cmd_id_ctrl, "get-feature": cmd_get_feature,
-            "set-feature": cmd_set_feature, "smart-log": cmd_smart_log, "fdp": cmd_fdp, "ocp": cmd_ocp}
+            "set-feature": cmd_set_feature, "smart-log": cmd_smart_log, "fdp": cmd_fdp, "ocp": cmd_ocp,
+            "get-log": cmd_get_log}
 
 
 class _Fail(Exception):

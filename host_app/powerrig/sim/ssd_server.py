@@ -12,21 +12,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import socketserver
 import threading
 from pathlib import Path
 
-from powerrig.errors import PowerrigError
 from powerrig.sim.model import JobLoad
 from powerrig.sim.ssd import SsdError, VirtualSSD
 
-ENDPOINT_ENV = "POWERRIG_SIM_ENDPOINT"
+from powerrig.sim.ssd_client import ENDPOINT_ENV, EndpointError, endpoint_from, request  # noqa: F401 (re-exported)
+
 _DEV = re.compile(r"^/dev/(nvme\d+)(?:n(\d+))?$")
-
-
-class EndpointError(PowerrigError):
-    """The virtual SSD endpoint is not there or answered nonsense."""
 
 
 class SsdServer:
@@ -143,6 +138,9 @@ class SsdServer:
     def _op_smart_log(self, ssd, nsid, req):
         return {"log": ssd.smart_log()}
 
+    def _op_power_measurement(self, ssd, nsid, req):
+        return {"log": ssd.power_measurement()}
+
     def _op_fdp_stats(self, ssd, nsid, req):
         return {"log": ssd.fdp_stats()}
 
@@ -206,45 +204,3 @@ def _link(link: Path, target: Path) -> None:
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(os.path.relpath(target, link.parent))
-
-
-def endpoint_from(argv: list[str]) -> tuple[str | None, list[str]]:
-    """Take ``--endpoint SOCK`` / ``--endpoint=SOCK`` out of argv; fall back to $POWERRIG_SIM_ENDPOINT."""
-    out, ep, i = [], None, 0
-    while i < len(argv):
-        a = argv[i]
-        if a == "--endpoint" and i + 1 < len(argv):
-            ep, i = argv[i + 1], i + 2
-            continue
-        if a.startswith("--endpoint="):
-            ep, i = a.split("=", 1)[1], i + 1
-            continue
-        out.append(a)
-        i += 1
-    return ep or os.environ.get(ENDPOINT_ENV), out
-
-
-def request(endpoint: str | None, req: dict, timeout: float = 10.0) -> dict:
-    """One request to the endpoint; EndpointError when it is not there."""
-    if not endpoint:
-        raise EndpointError(f"no virtual SSD endpoint: pass --endpoint SOCK or set {ENDPOINT_ENV} "
-                            "(start one with `powerrig sim start`)")
-    if not Path(endpoint).exists():
-        raise EndpointError(f"virtual SSD endpoint {endpoint} does not exist (is `powerrig sim start` running?)")
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout)
-            s.connect(endpoint)
-            s.sendall((json.dumps(req) + "\n").encode())
-            buf = b""
-            while not buf.endswith(b"\n"):
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                buf += chunk
-    except OSError as e:
-        raise EndpointError(f"virtual SSD endpoint {endpoint}: {e.strerror or e}") from None
-    try:
-        return json.loads(buf)
-    except ValueError:
-        raise EndpointError(f"virtual SSD endpoint {endpoint} sent a malformed reply") from None

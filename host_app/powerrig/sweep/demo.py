@@ -113,7 +113,8 @@ def main() -> int:
     print(f"\n  published: StorageReview/OCP 2024, per drive with the host's share removed (docs/virtual-ssd.md); "
           f"largest difference {worst:.1f}%")
     from powerrig.results.report import write_sweep_report
-    print(f"  sweep report:     {write_sweep_report(store, run_id)}")
+    print(f"  sweep report:     {write_sweep_report(store, run_id)}  (with each step's capture report: "
+          f"powerrig report {run_id} --db {store.path})")
     print(f"  results database: {store.path}  (powerrig results --db {store.path} steps {run_id})")
     out = Path(store.run(run_id)["out_dir"])
     print(f"  run record:       {out / f'run-{run_id}.json'}")

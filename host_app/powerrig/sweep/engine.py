@@ -24,7 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from powerrig.errors import PowerrigError
-from powerrig.events import NOTE, PHASE, Event, Timeline
+from powerrig.events import NOTE, NVME, PHASE, Event, Timeline
 from powerrig.sweep import measure
 from powerrig.sweep.plan import Plan, PlanError, Step, Workload, check_drive
 from powerrig.capture.recorder import Recorder
@@ -32,6 +32,7 @@ from powerrig.sweep.rig import bring_up, open_interposer
 
 logger = logging.getLogger(__name__)
 KEEP_BW_ROUNDS = 64
+PRE_LEVEL_S = 0.25         # captured before the set-feature: the old level (analysis averages up to 0.5 s)
 
 
 class StepLost(PowerrigError):
@@ -79,6 +80,7 @@ class Sweep:
         self._planned_done = 0.0
         self._measured_s = 0.0
         self._live = {"watts": None, "mib_s": None, "lost_frames": 0}
+        self._prev_ps: int | None = None     # the state the previous step left the drive in
 
     # -- progress ---------------------------------------------------------------------------------
     def _emit(self, kind: str, **d) -> None:
@@ -122,7 +124,7 @@ class Sweep:
             dev = open_interposer(rig.port)
             try:
                 tl = Timeline()
-                nvme, _fio = rig.runners(tl)
+                nvme, fio = rig.runners(tl)          # the sweep's own (preparation); each step has its pair
                 ident = nvme.id_ctrl(rig.controller)
                 check_drive(plan, ident, rig.host_view())
                 self._ident, self._rig = ident, rig
@@ -143,7 +145,7 @@ class Sweep:
                 self.out.mkdir(parents=True, exist_ok=True)
                 (self.out / "plan.toml").write_text(plan.source)
                 (self.out / "plan.resolved.json").write_text(json.dumps(plan.resolved(), indent=1))
-                dev = self._sweep(dev, nvme, tl, prior is not None)
+                dev = self._sweep(dev, nvme, fio, prior is not None)
             finally:
                 if dev is not None:
                     dev.close()
@@ -160,7 +162,7 @@ class Sweep:
         self._emit("done", record=str(record), out=str(self.out))
         return self.run_id
 
-    def _sweep(self, dev, nvme, tl, resumed: bool):
+    def _sweep(self, dev, nvme, fio, resumed: bool):
         plan, rig = self.plan, self._rig
         steps = plan.steps()
         done = self.store.finished_steps(self.run_id)
@@ -174,7 +176,7 @@ class Sweep:
             nvme.disable_apst(rig.controller)
         try:
             if plan.preparation.kind != "none" and not done:
-                self._prepare(nvme, tl)
+                self._prepare(nvme, fio)
             for n, step in enumerate(todo):
                 t_step = time.monotonic()
                 self._emit("step", n=len(done) + n + 1, m=len(steps), name=step.name, key=step.key,
@@ -229,7 +231,7 @@ class Sweep:
         return dev
 
     # -- preparation ------------------------------------------------------------------------------
-    def _prepare(self, nvme, tl) -> None:
+    def _prepare(self, nvme, fio) -> None:
         from powerrig.dut.guard import check_destructive
 
         plan, rig = self.plan, self._rig
@@ -245,14 +247,10 @@ class Sweep:
             w = Workload("precondition", rw="write", bs=131072, iodepth=128, size=str(2 * cap) if cap else "200%")
         else:
             w = plan.preparation.job
-        fio = self._fio(tl)
         fio.run(self._fio_plan(w, self.plan.runtime_of(w) if w.size is None else None), self.out / "prepare",
                 **self._fio_kw())
 
     # -- one step ---------------------------------------------------------------------------------
-    def _fio(self, tl):
-        return self._rig.runners(tl)[1]
-
     def _fio_kw(self) -> dict:
         """Writes go through the drive guard: the serial the plan names must be the drive's."""
         return {"serial": self.plan.drive.serial}
@@ -268,10 +266,13 @@ class Sweep:
                 offset, size = f"{s.range_pct[0]:g}%", f"{s.range_pct[1] - s.range_pct[0]:g}%"
             if w.size is not None and runtime is None:
                 size = w.size if size is None else size
+            engine, extra = None, {}
+            if s.fdp:        # placement directives go through passthrough on the generic char device
+                ns, engine, extra = re.sub(r"^/dev/nvme(\d+)n", r"/dev/ng\1n", ns), "io_uring_cmd", {"fdp": 1}
             jobs.append(FioJob(f"{w.name}.{k}" if len(w.all_streams()) > 1 else w.name, rw=s.rw, bs=s.bs,
                                iodepth=s.iodepth, numjobs=w.numjobs, size=size, offset=offset, filename=ns,
                                rwmixread=s.rwmixread, rate_iops=s.rate_iops, runtime=runtime,
-                               time_based=runtime is not None, direct=True))
+                               time_based=runtime is not None, direct=True, ioengine=engine, extra=extra))
         return FioPlan(jobs)
 
     def _capture_path(self, step: Step, attempt: int) -> Path:
@@ -283,7 +284,7 @@ class Sweep:
 
         plan, rig = self.plan, self._rig
         tl = Timeline()
-        nvme, _fio = rig.runners(tl)
+        nvme, fio = rig.runners(tl)
         nvme._id[rig.controller] = self._ident          # id-ctrl read once per sweep
         cap_dir = self.out / "captures"
         cap_dir.mkdir(parents=True, exist_ok=True)
@@ -295,23 +296,40 @@ class Sweep:
                 "plan": {"name": plan.name, "hash": plan.hash, "run": self.run_id, "step": step.key,
                          "attempt": attempt, "rig": rig.station}}
 
+        have_pre = threading.Event()
+        last_live = [0.0]
+
         def live(p):
             self._live["watts"] = p.watts.get("total")
             self._live["lost_frames"] = p.dropped_frames + p.gaps
-            self._emit("live", name=step.name, watts=self._live["watts"], mib_s=self._live["mib_s"],
-                       lost_frames=self._live["lost_frames"], covered_s=p.covered_s)
+            if p.covered_s >= PRE_LEVEL_S:
+                have_pre.set()
+            if time.monotonic() - last_live[0] >= 1.0:        # the display needs no more than 1 Hz
+                last_live[0] = time.monotonic()
+                self._emit("live", name=step.name, watts=self._live["watts"], mib_s=self._live["mib_s"],
+                           lost_frames=self._live["lost_frames"], covered_s=p.covered_s)
 
         t_start = time.time()
         self._fio_overhead_s = 0.0
-        rec = Recorder(dev, capture, interval_us=plan.rig.interval_us, metadata=meta, timeline=tl, on_progress=live)
+        rec = Recorder(dev, capture, interval_us=plan.rig.interval_us, metadata=meta, timeline=tl, on_progress=live,
+                       progress_every_s=0.1)      # often: the step waits on it for the level before set-feature
         rec.start()
         bw_rounds: list[float] = []
         steady = None
         measure_name = None
         try:
+            # the rails before the set-feature are part of the transition measurement (the level it
+            # leaves); the recorder's first samples take a moment to arrive
+            if not have_pre.wait(10.0):
+                logger.warning("step %s: the capture had no %.1f s of samples before the set-feature", step.key,
+                               PRE_LEVEL_S)
             nvme.set_power_state(rig.controller, step.power_state)
             settle = tl.begin(NOTE, "settle", meta={"settle": True})
-            nvme.smart_log(rig.controller)                  # the thermal reading before: inside the settle time
+            # the settle time counts from when the drive took the request (set-feature returned): the
+            # get-feature that confirms it and the thermal reading before are made while it settles
+            settle.t_start = min(settle.t_start, max((e.t_end for e in tl.events(kind=NVME)
+                                                      if e.name == "set-feature power" and e.t_end), default=settle.t_start))
+            nvme.smart_log(rig.controller)                  # the thermal reading before, while it settles
             time.sleep(max(0.0, plan.timing.settle_s - (time.time() - settle.t_start)))
             tl.end(settle)
             self._check_link(rec)
@@ -320,9 +338,15 @@ class Sweep:
             tl.end(idle)
             self._check_link(rec)
             if step.workload is not None:
-                measure_name, bw_rounds, steady = self._workload(step, tl, nvme, fio_dir, rec)
-            nvme.smart_log(rig.controller)
-            time.sleep(0.3)                                 # the last intervals reach the capture
+                measure_name, bw_rounds, steady = self._workload(step, tl, nvme, fio, fio_dir, rec)
+            if plan.checks.self_reported_power:
+                windows = [("idle", idle.t_start, idle.t_end)]
+                if measure_name:
+                    windows += [(e.name, e.t_start, e.t_end) for e in tl.events(kind=PHASE) if e.name == measure_name]
+                self._self_report(nvme, tl, windows)
+            t_after = time.time()
+            nvme.smart_log(rig.controller)                  # the thermal reading after ...
+            time.sleep(max(0.0, 0.3 - (time.time() - t_after)))   # ... while the last intervals reach the capture
         finally:
             rec.stop()
             res = rec.wait(30)
@@ -340,6 +364,10 @@ class Sweep:
             extra.append({"name": "steady_state.rounds", "phase": measure_name, "value": float(len(bw_rounds)),
                           "units": "rounds", "outcome": "pass" if steady else "fail",
                           "notes": json.dumps({"bandwidth_MiBps": [b / 2**20 for b in bw_rounds[-KEEP_BW_ROUNDS:]]})})
+        extra += measure.transition(an, self._transition_limit_s(self._prev_ps, step.power_state), self._prev_ps,
+                                    step.power_state)
+        self._prev_ps = step.power_state
+        extra += measure.self_reported(an, plan.checks.self_reported_tolerance_pct)
         ms = measure.measurements(an, measure_name, "idle", self._ident.tnvmcap, extra)
         invalid = next((p["invalid"] for p in phases if p["invalid"] and p["name"] in (measure_name, "idle")), None)
         figs = {m["name"]: m["value"] for m in ms if m["name"] in
@@ -355,12 +383,37 @@ class Sweep:
                     "params": json.dumps(params, default=str), "status": "invalid" if invalid else "done",
                     "invalid_reason": invalid, "started_utc": t_start, "finished_utc": time.time(),
                     "capture": str(capture), "lost_s": res.lost_s}
-        from powerrig.events import NVME
         nvme_s = sum(e.duration or 0.0 for e in tl.events(kind=NVME) if e.t_start > settle.t_end or e.t_end < settle.t_start)
         timing = {"wall_s": time.time() - t_start, "settle_s": plan.timing.settle_s, "analysis_s": t_an,
                   "nvme_s": nvme_s, "fio_overhead_s": self._fio_overhead_s,
                   "measured_s": plan.timing.idle_s + (self._measured_s if w else 0.0)}
         return {"step": step_row, "phases": phases, "measurements": ms, "figures": figs, "timing": timing}
+
+    def _transition_limit_s(self, old: int | None, new: int) -> float | None:
+        """NVMe worst case EXLAT(old) + ENLAT(new) from id-ctrl; the largest EXLAT when the state left
+        is unknown (the first step)."""
+        try:
+            olds = [old] if old is not None else range(self._ident.npss + 1)
+            exlat = max(self._ident.state(o).exit_latency_us for o in olds)
+            return (exlat + self._ident.state(new).entry_latency_us) * 1e-6
+        except (AttributeError, IndexError, KeyError, TypeError) as e:
+            logger.info("no transition latency limit from id-ctrl: %s", e)
+            return None
+
+    def _self_report(self, nvme, tl, windows) -> None:
+        """The drive's own power (log 0x25) over whole report intervals inside each window: a PHASE over
+        those intervals (so the interposer's figure covers the same time) carrying the drive's mean."""
+        try:
+            log = nvme.power_measurement(self._rig.controller)
+        except PowerrigError as e:
+            self._emit("note", text=f"self-reported power: the drive gives none ({e})")
+            return
+        for name, t0, t1 in windows:
+            inside = [w for w in log.windows() if w[0] >= t0 and w[1] <= t1]
+            if inside:
+                tl.add(Event(PHASE, f"{measure.SELF_REPORT}{name}", inside[0][0], inside[-1][1], ok=True,
+                             meta={"self_report_w": sum(w[2] for w in inside) / len(inside),
+                                   "self_report_intervals": len(inside), "interval_s": log.interval_s}))
 
     def _check_link(self, rec) -> None:
         t = getattr(rec, "_thread", None)       # the stand-in tells early; the real recorder at the end
@@ -368,10 +421,9 @@ class Sweep:
         if res is not None and res.end_reason in ("link-lost", "error"):
             raise StepLost(res.error or res.end_reason)
 
-    def _workload(self, step: Step, tl, nvme, fio_dir: Path, rec):
+    def _workload(self, step: Step, tl, nvme, fio, fio_dir: Path, rec):
         """Run the workload (rounds until steady where asked); a PHASE over the measured part."""
         plan, w = self.plan, step.workload
-        fio = self._fio(tl)
         runtime = plan.runtime_of(w)
         rounds = plan.steady.max_rounds if w.steady_state else 1
         bw: list[float] = []

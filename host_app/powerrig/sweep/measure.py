@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 
+WAF_KEEP = 2000          # WAF samples kept per step (10 h at one a minute is 600)
+SELF_REPORT = "self-report:"   # phases over which the drive's own power report is compared
 MARGINAL = 0.05          # within 5 % of a maximum limit: "marginal" (still within the limit)
 
 
@@ -81,6 +83,52 @@ def measurements(an, measure_phase: str | None, idle_phase: str | None, capacity
     out += [_check(c) for c in an.checks if c.phase in wanted]
     if an.waf:
         last = an.waf[-1]
-        out.append(_m("waf.cumulative", measure_phase, last.get("waf_cumulative"), "", "info"))
+        # the series beside its power (per sample interval), for the sweep report's WAF-over-time plot
+        series = [[_num(w.get("start_s")), _num(w.get("end_s")), _num(w.get("waf_instant")),
+                   _num(w.get("waf_cumulative")), _num(w.get("mean_w")), _num(w.get("host_mib_s"))] for w in an.waf]
+        out.append(_m("waf.cumulative", measure_phase, last.get("waf_cumulative"), "", "info",
+                      notes=json.dumps({"waf_series": series[-WAF_KEEP:],
+                                        "columns": ["start_s", "end_s", "waf_instant", "waf_cumulative", "mean_w",
+                                                    "host_mib_s"]})))
     out += extra or []
+    return out
+
+
+def transition(an, limit_s: float | None, old_ps: int | None, new_ps: int) -> list[dict]:
+    """ENLAT + EXLAT against the measured transition: how long after the set-feature completed the
+    rails were still moving to the new state's level (a drive may complete the command first and
+    finish the transition after). ``limit_s``: old EXLAT + new ENLAT from id-ctrl (the engine knows
+    the state it leaves; a capture alone does not)."""
+    limit = _num(limit_s)
+    sets = [c for c in an.commands if c.name == "set-feature power"]
+    if not sets or limit is None:
+        return []
+    c = sets[-1]
+    after = max(0.0, c.settle_s - c.duration_s)
+    ok = after <= limit
+    return [_m("transition.settle_s", c.name, c.settle_s, "s", "info",
+               notes=json.dumps({"from": "set-feature start", "command_s": c.duration_s, "before_w": _num(c.before_w),
+                                 "after_w": _num(c.after_w)})),
+            _m("transition.after_completion_s", c.name, after, "s", "pass" if ok else "fail", upper=limit,
+               requirement_met=ok, notes=json.dumps({"limit": "EXLAT(old) + ENLAT(new)", "from_ps": old_ps,
+                                                     "to_ps": new_ps}))]
+
+
+def self_reported(an, tolerance_pct: float) -> list[dict]:
+    """The drive's self-reported watts (log 0x25) against the interposer's over the same intervals."""
+    out = []
+    for r in an.phases:
+        if not r.name.startswith(SELF_REPORT):
+            continue
+        drive_w, rig_w = _num((r.phase.meta or {}).get("self_report_w")), _num(r.mean_w)
+        if drive_w is None or not rig_w:
+            continue
+        err = 100.0 * (drive_w - rig_w) / rig_w
+        ok = abs(err) <= tolerance_pct
+        of = r.name[len(SELF_REPORT):]
+        out += [_m("power.self_reported", of, drive_w, "W", "info",
+                   notes=json.dumps({"interposer_w": rig_w, "intervals": r.phase.meta.get("self_report_intervals"),
+                                     "window_s": r.duration_s})),
+                _m("power.self_reported.error_pct", of, err, "%", "pass" if ok else "fail", lower=-tolerance_pct,
+                   upper=tolerance_pct, requirement_met=ok)]
     return out

@@ -14,7 +14,8 @@ mixes two plans.
     [preparation] kind = "none" | "format" | "precondition" | "fio"  (+ [preparation.job])
     [timing]    settle_s, idle_s, measure_s, repetitions, cooldown_s
     [steady_state] rounds, max_rounds, range_pct, slope_pct, metrics
-    [[workload]] name, rw, bs, iodepth, numjobs, rwmixread, ranges, runtime_s | size, streams
+    [checks]    self_reported_power, self_reported_tolerance_pct
+    [[workload]] name, rw, bs, iodepth, numjobs, rwmixread, ranges, runtime_s | size, streams, fdp
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import hashlib
 import json
 import re
 import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from powerrig.dut.fio import RW_MODES, parse_size
@@ -142,6 +143,7 @@ class Stream:
     range_pct: tuple | None = None     # (from %, to %) of the namespace
     namespace: str | None = None       # another namespace (FDP: one per placement handle)
     rate_iops: int | None = None
+    fdp: bool = False                  # writes carry the namespace's FDP placement handle (fio fdp=1)
 
 
 @dataclass(frozen=True)
@@ -157,11 +159,12 @@ class Workload:
     streams: tuple = ()                # explicit streams; else one per range, else one
     steady_state: bool = False
     waf_every_s: float | None = None   # sample write-amplification counters this often
+    fdp: bool = False                  # every stream's writes carry FDP placement handles
 
     def all_streams(self) -> tuple[Stream, ...]:
         if self.streams:
             return self.streams
-        return (Stream(self.rw, self.bs, self.iodepth, self.rwmixread),)
+        return (Stream(self.rw, self.bs, self.iodepth, self.rwmixread, fdp=self.fdp),)
 
 
 @dataclass(frozen=True)
@@ -189,6 +192,13 @@ class SteadyState:
 
 
 @dataclass(frozen=True)
+class Checks:
+    """Datasheet checks beyond the ones every step gets (MP, IDLP, ACTP, ENLAT + EXLAT)."""
+    self_reported_power: bool = False      # read the drive's own power (log 0x25) beside the interposer's
+    self_reported_tolerance_pct: float = 10.0
+
+
+@dataclass(frozen=True)
 class Step:
     index: int
     key: str                       # stable id: the same plan gives the same keys (resume)
@@ -213,6 +223,7 @@ class Plan:
     steady: SteadyState = SteadyState()
     source: str = ""
     path: str = ""
+    checks: Checks = Checks()
 
     def steps(self) -> list[Step]:
         out = []
@@ -258,15 +269,16 @@ class Plan:
 
 # -- parsing ----------------------------------------------------------------------------------
 TOP = {"name", "description", "power_states", "idle_steps", "apst", "rig", "drive", "preparation", "timing",
-       "steady_state", "workload"}
+       "steady_state", "workload", "checks"}
+CHECKS = {"self_reported_power", "self_reported_tolerance_pct"}
 RIG = {"port", "interval_us", "nvme", "fio", "reconnect_s"}
 DRIVE = {"controller", "namespace", "serial"}
 PREP = {"kind", "job"}
 TIMING = {"settle_s", "idle_s", "measure_s", "repetitions", "cooldown_s"}
 STEADY = {"rounds", "max_rounds", "range_pct", "slope_pct", "metrics"}
 WORKLOAD = {"name", "rw", "bs", "iodepth", "numjobs", "rwmixread", "ranges", "runtime_s", "size", "streams",
-            "steady_state", "waf_every_s"}
-STREAM = {"rw", "bs", "iodepth", "rwmixread", "range", "namespace", "rate_iops"}
+            "steady_state", "waf_every_s", "fdp"}
+STREAM = {"rw", "bs", "iodepth", "rwmixread", "range", "namespace", "rate_iops", "fdp"}
 
 
 def _argv(path, v) -> tuple:
@@ -335,13 +347,14 @@ def _workload(path, d, default_name=None) -> Workload:
     size = _size(path + ("size",), d["size"]) if "size" in d else None
     if rt is not None and size is not None:
         raise _Bad(path + ("size",), "give runtime_s or size, not both")
+    fdp = _bool(path + ("fdp",), d.get("fdp", False))
     streams = []
     if "ranges" in d:
         rs = _want(path + ("ranges",), d["ranges"], (list,), "an array of [from %, to %]")
         if bs_list is not None and len(bs_list) != len(rs):
             raise _Bad(path + ("bs",), f"{len(bs_list)} block sizes for {len(rs)} ranges (give one each, or one)")
         for k, r in enumerate(rs):
-            streams.append(Stream(rw, bs_list[k] if bs_list else bs, qd, mix, _range(path + ("ranges", k), r)))
+            streams.append(Stream(rw, bs_list[k] if bs_list else bs, qd, mix, _range(path + ("ranges", k), r), fdp=fdp))
     elif bs_list is not None:
         raise _Bad(path + ("bs",), "a list of block sizes needs ranges (one stream per range)")
     if "streams" in d:
@@ -357,12 +370,13 @@ def _workload(path, d, default_name=None) -> Workload:
                                   _int(p + ("rwmixread",), s["rwmixread"], 0, 100) if "rwmixread" in s else mix,
                                   _range(p + ("range",), s["range"]) if "range" in s else None,
                                   _str(p + ("namespace",), s["namespace"]) if "namespace" in s else None,
-                                  _int(p + ("rate_iops",), s["rate_iops"], 1) if "rate_iops" in s else None))
+                                  _int(p + ("rate_iops",), s["rate_iops"], 1) if "rate_iops" in s else None,
+                                  _bool(p + ("fdp",), s.get("fdp", fdp))))
     if rw in ("rw", "readwrite", "randrw") and mix is None and not streams:
         mix = 50
     return Workload(name, rw, bs, qd, nj, mix, rt, size, tuple(streams),
                     _bool(path + ("steady_state",), d.get("steady_state", False)),
-                    _num(path + ("waf_every_s",), d["waf_every_s"], 0.5) if "waf_every_s" in d else None)
+                    _num(path + ("waf_every_s",), d["waf_every_s"], 0.5) if "waf_every_s" in d else None, fdp)
 
 
 def _build(d: dict, text: str, path: str) -> Plan:
@@ -440,8 +454,13 @@ def _build(d: dict, text: str, path: str) -> Plan:
     apst = _str(("apst",), d.get("apst", "disable"))
     if apst not in ("disable", "keep"):
         raise _Bad(("apst",), f"{apst!r} is not disable or keep")
+    c = _table(("checks",), d.get("checks", {}))
+    _known(("checks",), c, CHECKS)
+    checks = Checks(_bool(("checks", "self_reported_power"), c.get("self_reported_power", False)),
+                    _num(("checks", "self_reported_tolerance_pct"), c.get("self_reported_tolerance_pct", 10.0),
+                         0.1, 100.0))
     return Plan(name, rig, drive, pss, workloads, _str(("description",), d.get("description", "")), idle, apst,
-                Preparation(kind, job), timing, steady, text, path)
+                Preparation(kind, job), timing, steady, text, path, checks)
 
 
 def _fmt_path(path: tuple) -> str:

@@ -1,7 +1,7 @@
 """The window: the plot in the middle, panels in docks (their layout persists), File > Open, themes."""
 from __future__ import annotations
 
-from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow
 
@@ -11,13 +11,10 @@ from powerrig.gui.connect.widget import ConnectPanel
 from powerrig.gui.drive.widget import DrivePanel
 from powerrig.gui.live_view.widget import LiveView
 from powerrig.gui.multimeter.widget import Multimeter
+from powerrig.gui.sweep_panel.widget import SweepPanel
 from powerrig.gui.workload.widget import WorkloadPanel
 
-ORG, APP = "powerrig", "powerrig-gui"
-
-
-def settings() -> QSettings:
-    return QSettings(ORG, APP)
+from powerrig.gui.prefs import APP, ORG, settings  # noqa: F401 - app.py reads them here
 
 
 class MainWindow(QMainWindow):
@@ -33,13 +30,15 @@ class MainWindow(QMainWindow):
         self.drive_panel = DrivePanel(core)
         self.workload_panel = WorkloadPanel(core)
         self.analysis_table = AnalysisTable(core)
+        self.sweep_panel = SweepPanel(core)
         self.analysis_table.zoom.connect(self.live_view.zoom_to)
         self.docks = {}
         for name, w, area in (("Connect", self.connect_panel, Qt.LeftDockWidgetArea),
                               ("Drive", self.drive_panel, Qt.LeftDockWidgetArea),
                               ("Workload", self.workload_panel, Qt.LeftDockWidgetArea),
                               ("Multimeter", self.multimeter, Qt.RightDockWidgetArea),
-                              ("Analysis", self.analysis_table, Qt.BottomDockWidgetArea)):
+                              ("Analysis", self.analysis_table, Qt.BottomDockWidgetArea),
+                              ("Sweep", self.sweep_panel, Qt.BottomDockWidgetArea)):
             d = QDockWidget(name, self)
             d.setObjectName(f"dock-{name}")
             d.setWidget(w)
@@ -47,7 +46,9 @@ class MainWindow(QMainWindow):
             self.docks[name] = d
         self.tabifyDockWidget(self.docks["Connect"], self.docks["Drive"])
         self.tabifyDockWidget(self.docks["Drive"], self.docks["Workload"])
-        QTimer.singleShot(0, self.docks["Connect"].raise_)      # a tab raised before show() is not kept
+        self.tabifyDockWidget(self.docks["Analysis"], self.docks["Sweep"])
+        QTimer.singleShot(0, self.docks["Connect"].raise_)
+        QTimer.singleShot(0, self.docks["Analysis"].raise_)      # a tab raised before show() is not kept
         for w, width in ((self.connect_panel, 420), (self.drive_panel, 420), (self.workload_panel, 420),
                          (self.multimeter, 400)):
             w.setMinimumWidth(width)

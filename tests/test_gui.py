@@ -172,6 +172,7 @@ def test_cli_gui_with_a_missing_capture_is_one_line(tmp_path):
 def test_interposer_lost_mid_stream_says_so_and_keeps_the_capture(qtbot, app_env):
     from powerrig.sim import rig
     core = Core(capture_dir=app_env / "captures3")
+    core.reconnect_s = 2.0                              # it does not come back: the capture ends
     win = MainWindow(core)
     try:
         core.connect_sim()

@@ -170,8 +170,10 @@ class Core(QObject):
     drive = Signal(dict)              # identity / power states / apst / temperature
     workload = Signal(dict)           # {"state": "running"|"done"|"failed", "name", ...}
     busy = Signal(bool)
+    reconnected = Signal(str)         # the interposer came back after a loss; the capture goes on
 
     TICK_MS = 50
+    RECONNECT_S = 600.0               # how long a lost interposer is waited for before the capture ends
 
     def __init__(self, capture_dir: str | Path | None = None, parent=None):
         super().__init__(parent)
@@ -207,6 +209,9 @@ class Core(QObject):
         self._seen_rows = 0
         self._seen_events = 0
         self._started_rig = False
+        self.reconnect_s = self.RECONNECT_S
+        self._next_index: int | None = None     # the device index the live view expects next
+        self._lost_at: float | None = None      # monotonic time the link was lost (until it is back)
         self._timer = QTimer(self)
         self._timer.timeout.connect(self._tick)
         self._timer.start(self.TICK_MS)
@@ -306,7 +311,9 @@ class Core(QObject):
         meta = {"drive": {"serial": self.serial}} if self.serial else {}
         self.recorder = Recorder(_TapDevice(self.dev, self._on_block), self.capture_path, metadata=meta,
                                  interval_us=self.interval_us,
-                                 timeline=self.timeline, progress_every_s=0.5)
+                                 timeline=self.timeline, progress_every_s=0.5,
+                                 reconnect=self._reconnect, reconnect_s=self.reconnect_s)
+        self._next_index = self._lost_at = None
         self.recorder.start()
         self.status.emit(f"recording to {self.capture_path}")
 
@@ -316,7 +323,51 @@ class Core(QObject):
             from powerrig.gui.source import LiveSource
             self.live = LiveSource.for_block(block)
             self.live.clock = self.dev.clock.model()
+        elif self._next_index is not None and block.first_index != self._next_index:
+            self._live_gap(block)
         self.live.feed(block)
+        self._next_index = block.end_index
+
+    def _live_gap(self, block) -> None:
+        """The live view's rows for a hole in the device's index, as the capture gets them: the missing
+        intervals when the device kept counting, the time away (host clock) when it restarted; then the
+        live rows are re-based on the restarted index so events land where they happened."""
+        from powerrig.samples import IntervalBlock
+        step = block.interval_samples
+        if block.first_index > self._next_index:
+            rows = (block.first_index - self._next_index) // step
+        else:
+            away = time.monotonic() - (self._lost_at or time.monotonic())
+            rows = max(1, int(round(away / block.interval_s))) if self._lost_at else 0
+        if rows:
+            self.live.feed(IntervalBlock.gap(self._next_index, rows, step, block.sample_period_s, tuple(block.rails),
+                                             "link" if self._lost_at else "missing"))
+        if block.first_index < self._next_index:
+            self.live.first_index = block.first_index - self.live.length * step
+        if self._lost_at is not None:
+            self.live.clock = self.dev.clock.model()
+            self._lost_at = None
+
+    def _reconnect(self, error: str, attempt: int):
+        """The recording thread, after the link was lost: open the same port again (raises while the
+        interposer is away; the recorder retries until ``reconnect_s``)."""
+        from powerrig.interposer import Interposer
+        if attempt == 1:
+            self._lost_at = time.monotonic()
+            self.error.emit(f"connection to the interposer on {self.port} lost: {error}; waiting up to "
+                            f"{self.reconnect_s:.0f} s for it to come back (plug it in again); the capture "
+                            f"{self.capture_path} goes on, the time away marked as a gap")
+            try:
+                self.dev.close()
+            except Exception as e:  # noqa: BLE001 - a dead link cannot be closed cleanly
+                logger.info("closing the lost %s: %s", self.port, e)
+        if self.port.startswith("/dev/") and not Path(self.port).exists():
+            raise OSError(f"{self.port} is not there")
+        dev = Interposer.open(self.port)
+        self.dev = dev
+        self.reconnected.emit(f"the interposer on {self.port} is back after "
+                              f"{time.monotonic() - self._lost_at:.1f} s; the capture goes on")
+        return _TapDevice(dev, self._on_block)
 
     def stop_recording(self):
         rec, self.recorder = self.recorder, None

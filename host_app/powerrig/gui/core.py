@@ -476,6 +476,34 @@ class Core(QObject):
             return range_figures(asrc, t_a, t_b)
         self.run(compute, done=self.markers.emit)
 
+    # ---- exports ------------------------------------------------------------------------------------
+    def shown_capture(self) -> Path | None:
+        """The capture file behind the plot: the opened one, or the one being recorded."""
+        src = self.source
+        if src is not None and hasattr(src, "reader"):
+            return Path(src.path)
+        return self.capture_path
+
+    def export_selection(self, out: str | Path, decimate: int = 1) -> None:
+        """The markers' range (else the whole capture) to CSV or .sr, in a worker; full rate unless
+        ``decimate`` > 1. While recording, the capture is read up to its last flush."""
+        from powerrig.gui.capture_browser.export import export_range
+        cap = self.shown_capture()
+        if cap is None:
+            self.error.emit("nothing to export: connect and record, or open a capture (File > Open)")
+            return
+        a, b = self.marker_times or (None, None)
+        self.status.emit(f"exporting {'the markers’ range' if a is not None else 'the whole capture'} ...")
+        self.run(export_range, cap, out, a, b, decimate, done=self.status.emit)
+
+    def save_buffer(self, out: str | Path) -> None:
+        """One click while streaming: a copy of the capture so far; the recording goes on."""
+        from powerrig.gui.capture_browser.export import save_buffer
+        if self.capture_path is None or not self.capture_path.exists():
+            self.error.emit("nothing recorded yet: connect to an interposer first")
+            return
+        self.run(save_buffer, self.capture_path, out, done=self.status.emit)
+
     # ---- captures -----------------------------------------------------------------------------------
     def open_capture(self, path: str | Path) -> None:
         """Open a saved capture in a worker; the plot switches to it and its analysis table fills."""

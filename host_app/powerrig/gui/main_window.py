@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow
+from PySide6.QtWidgets import QComboBox, QDockWidget, QFileDialog, QLabel, QMainWindow
 
 from powerrig.gui import theme
 from powerrig.gui.capture_browser.widget import AnalysisTable
@@ -15,6 +15,8 @@ from powerrig.gui.sweep_panel.widget import SweepPanel
 from powerrig.gui.workload.widget import WorkloadPanel
 
 from powerrig.gui.prefs import APP, ORG, settings  # noqa: F401 - app.py reads them here
+
+DECIMATIONS = (1, 10, 100, 1000)
 
 
 class MainWindow(QMainWindow):
@@ -68,6 +70,23 @@ class MainWindow(QMainWindow):
         a.setShortcut(QKeySequence.Open)
         a.triggered.connect(self.open_dialog)
         m.addAction(a)
+        self.export_action = QAction("&Export selection...", self)
+        self.export_action.setShortcut(QKeySequence("Ctrl+E"))
+        self.export_action.triggered.connect(self.export_dialog)
+        m.addAction(self.export_action)
+        self.save_buffer_action = QAction("&Save the buffer...", self)
+        self.save_buffer_action.setShortcut(QKeySequence.Save)
+        self.save_buffer_action.triggered.connect(self.save_buffer_dialog)
+        m.addAction(self.save_buffer_action)
+        tb = self.addToolBar("Export")
+        tb.setObjectName("toolbar-export")
+        tb.addAction(self.save_buffer_action)
+        tb.addAction(self.export_action)
+        self.decimation = QComboBox()
+        for n in DECIMATIONS:
+            self.decimation.addItem("full rate" if n == 1 else f"1 row per {n} intervals", n)
+        self.decimation.setToolTip("rows of a CSV export: full rate, or one (mean, min, max) row per N intervals")
+        tb.addWidget(self.decimation)
         live = QAction("Back to &live", self)
         live.triggered.connect(self.live_view.go_live)
         m.addAction(live)
@@ -90,6 +109,19 @@ class MainWindow(QMainWindow):
         if path:
             self.core.open_capture(path)
 
+    def export_dialog(self) -> None:
+        what = "between the markers" if self.core.marker_times else "the whole capture"
+        path, _ = QFileDialog.getSaveFileName(self, f"Export {what}", str(self.core.capture_dir),
+                                              "CSV table (*.csv);;sigrok session (*.sr)")
+        if path:
+            self.core.export_selection(path, int(self.decimation.currentData()))
+
+    def save_buffer_dialog(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save the buffer", str(self.core.capture_dir / "buffer.jls"),
+                                              "Captures (*.jls)")
+        if path:
+            self.core.save_buffer(path)
+
     def set_theme(self, name: str) -> None:
         theme.apply(name)
         self.live_view.plot.setBackground(theme.plot_background(name))
@@ -106,6 +138,8 @@ class MainWindow(QMainWindow):
         if port:
             self.connect_panel.set_port(str(port))
         self.set_theme(str(s.value("theme", "light")))
+        k = self.decimation.findData(int(s.value("export_decimation", 1)))
+        self.decimation.setCurrentIndex(max(0, k))
 
     def save(self) -> None:
         s = settings()
@@ -113,6 +147,7 @@ class MainWindow(QMainWindow):
         s.setValue("window_state", self.saveState())
         if self.core.port:
             s.setValue("last_port", self.core.port)
+        s.setValue("export_decimation", int(self.decimation.currentData()))
         s.sync()
 
     def closeEvent(self, e) -> None:  # noqa: N802 - Qt's name

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QComboBox, QDockWidget, QFileDialog, QLabel, QMainWindow
+from PySide6.QtGui import QAction, QColor, QKeySequence
+from PySide6.QtWidgets import QColorDialog, QComboBox, QDockWidget, QFileDialog, QLabel, QMainWindow
 
 from powerrig.gui import theme
 from powerrig.gui.capture_browser.widget import AnalysisTable
@@ -100,6 +100,11 @@ class MainWindow(QMainWindow):
             t = QAction(f"{name.title()} theme", self)
             t.triggered.connect(lambda _=False, n=name: self.set_theme(n))
             v.addAction(t)
+        colours = v.addMenu("Curve colours")
+        for k in range(len(self.live_view.colours)):
+            a = QAction(f"Curve {k + 1}...", self)
+            a.triggered.connect(lambda _=False, k=k: self.pick_colour(k))
+            colours.addAction(a)
         v.addSeparator()
         for d in self.docks.values():
             v.addAction(d.toggleViewAction())
@@ -124,8 +129,22 @@ class MainWindow(QMainWindow):
 
     def set_theme(self, name: str) -> None:
         theme.apply(name)
-        self.live_view.plot.setBackground(theme.plot_background(name))
+        self.theme = name
+        for w in (self.live_view.plot, self.sweep_panel.charts.efficiency, self.sweep_panel.charts.power):
+            theme.restyle_plot(w, name)
         settings().setValue("theme", name)
+
+    def set_colour(self, k: int, colour: str) -> None:
+        """The k-th curve's colour (View > Curve colours), kept in the settings."""
+        self.live_view.colours[k] = colour
+        self.live_view._rebuild()
+        theme.restyle_plot(self.live_view.plot, self.theme)
+        settings().setValue("colours", list(self.live_view.colours))
+
+    def pick_colour(self, k: int) -> None:
+        c = QColorDialog.getColor(QColor(self.live_view.colours[k]), self, f"Colour of curve {k + 1}")
+        if c.isValid():
+            self.set_colour(k, c.name())
 
     def restore(self) -> None:
         s = settings()
@@ -137,6 +156,15 @@ class MainWindow(QMainWindow):
         port = s.value("last_port")
         if port:
             self.connect_panel.set_port(str(port))
+        colours = s.value("colours")
+        if isinstance(colours, list) and len(colours) == len(self.live_view.colours):
+            self.live_view.colours[:] = [str(c) for c in colours]
+        lv = self.live_view
+        lv.quantity.setCurrentText(str(s.value("units", lv.quantity.currentText())))
+        lv.auto_y.setChecked(str(s.value("auto_y", "true")).lower() == "true")
+        lv.y_min.setValue(float(s.value("y_min", lv.y_min.value())))
+        lv.y_max.setValue(float(s.value("y_max", lv.y_max.value())))
+        lv._rebuild()
         self.set_theme(str(s.value("theme", "light")))
         k = self.decimation.findData(int(s.value("export_decimation", 1)))
         self.decimation.setCurrentIndex(max(0, k))
@@ -148,6 +176,12 @@ class MainWindow(QMainWindow):
         if self.core.port:
             s.setValue("last_port", self.core.port)
         s.setValue("export_decimation", int(self.decimation.currentData()))
+        lv = self.live_view
+        s.setValue("units", lv.quantity.currentText())
+        s.setValue("auto_y", "true" if lv.auto_y.isChecked() else "false")
+        s.setValue("y_min", lv.y_min.value())
+        s.setValue("y_max", lv.y_max.value())
+        s.setValue("colours", list(lv.colours))
         s.sync()
 
     def closeEvent(self, e) -> None:  # noqa: N802 - Qt's name

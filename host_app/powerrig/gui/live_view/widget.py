@@ -33,6 +33,7 @@ class LiveView(QWidget):
         self.last_summary = None           # what was painted last (tests and the benchmark read it)
         self.paints = 0
         self._curves: dict = {}
+        self.colours = list(COLOURS)       # the curves' colours (the window keeps the user's in its settings)
         self._event_items: list = []
 
         self.plot = pg.PlotWidget()
@@ -154,7 +155,7 @@ class LiveView(QWidget):
             legend.clear()
         sigs = self.signals()
         for k, s in enumerate(sigs):
-            c = pg.mkColor(COLOURS[k % len(COLOURS)])
+            c = pg.mkColor(self.colours[k % len(self.colours)])
             mean = self.plot.plot([], [], pen=pg.mkPen(c, width=1.5), name=s, connect="finite")
             lo = pg.PlotDataItem([], [], pen=None, connect="finite")
             hi = pg.PlotDataItem([], [], pen=None, connect="finite")

@@ -14,18 +14,20 @@ class SweepCharts(QWidget):
         self.efficiency = pg.PlotWidget()
         self.efficiency.setTitle("throughput per watt")
         self.efficiency.setLabel("left", "MiB/s per W")
-        self.efficiency.setLabel("bottom", "step")
+        self.efficiency.setLabel("bottom", "power state")
         self.efficiency.showGrid(y=True, alpha=0.3)
         self.power = pg.PlotWidget()
         self.power.setTitle("power per state")
         self.power.setLabel("left", "power", units="W")
-        self.power.setLabel("bottom", "power state (PS)")
+        self.power.setLabel("bottom", "power state")
         self.power.showGrid(x=True, y=True, alpha=0.3)
-        self.legend = self.power.addLegend(offset=(-10, 10))
+        self.legend = self.power.addLegend(offset=(-5, 5))
+        self.bar_legend = self.efficiency.addLegend(offset=(-5, 5))
         for p in (self.efficiency, self.power):
             p.setMinimumHeight(160)
             p.setMouseEnabled(x=False, y=False)
         lay = QHBoxLayout(self)
+        lay.setSpacing(4)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.efficiency, 1)
         lay.addWidget(self.power, 1)
@@ -33,23 +35,37 @@ class SweepCharts(QWidget):
         self.lines: dict[str, list[tuple[int, float]]] = {}  # workload -> [(PS, W)] as drawn
 
     def show_rows(self, rows: list[dict]) -> None:
+        """Bars grouped by power state, one colour per workload (the legend names them); lines of W over
+        the power states, one per workload."""
         self.bars = [(r["name"], r["MiB/s/W"]) for r in rows if r["MiB/s/W"] is not None]
+        workloads = sorted({r["workload"] for r in rows})
+        colour = {w: COLOURS[k % len(COLOURS)] for k, w in enumerate(workloads)}
         self.efficiency.clear()
-        if self.bars:
-            xs = list(range(len(self.bars)))
-            self.efficiency.addItem(pg.BarGraphItem(x=xs, height=[b[1] for b in self.bars], width=0.6,
-                                                    brush=COLOURS[0]))
-            self.efficiency.getAxis("bottom").setTicks([[(x, b[0]) for x, b in zip(xs, self.bars)]])
+        self.bar_legend.clear()
+        busy = [w for w in workloads if any(r["workload"] == w and r["MiB/s/W"] is not None for r in rows)]
+        states = sorted({r["power_state"] for r in rows})
+        width = 0.8 / max(1, len(busy))
+        for j, w in enumerate(busy):
+            pts = [(r["power_state"], r["MiB/s/W"]) for r in rows if r["workload"] == w and r["MiB/s/W"] is not None]
+            xs = [states.index(ps) - 0.4 + width * (j + 0.5) for ps, _ in pts]
+            bar = pg.BarGraphItem(x=xs, height=[v for _, v in pts], width=width * 0.9, brush=colour[w],
+                                  pen=pg.mkPen(None))
+            self.efficiency.addItem(bar)
+            self.bar_legend.addItem(bar, w)
+        self.efficiency.getAxis("bottom").setTicks([[(k, f"PS{ps}") for k, ps in enumerate(states)]])
+        if states:
+            self.efficiency.setXRange(-0.6, len(states) - 0.4 + 0.9, padding=0)   # room for the legend
         self.lines = {}
         for r in rows:
             if r["W"] is not None:
                 self.lines.setdefault(r["workload"], []).append((r["power_state"], r["W"]))
         self.power.clear()
         self.legend.clear()
-        for k, (wl, pts) in enumerate(sorted(self.lines.items())):
+        for wl, pts in sorted(self.lines.items()):
             pts.sort()
-            c = COLOURS[k % len(COLOURS)]
+            c = colour[wl]
             self.power.plot([p[0] for p in pts], [p[1] for p in pts], pen=pg.mkPen(c, width=2), symbol="o",
                             symbolBrush=c, symbolSize=8, name=wl)
-        states = sorted({p[0] for pts in self.lines.values() for p in pts})
         self.power.getAxis("bottom").setTicks([[(s, f"PS{s}") for s in states]])
+        if states:
+            self.power.setXRange(min(states) - 0.3, max(states) + 1.3, padding=0)  # room for the legend

@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from PySide6.QtCore import QUrl
+from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar,
-                               QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+                               QPushButton, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout,
+                               QWidget)
 
 from powerrig.gui.prefs import settings
 from powerrig.gui.sweep_panel.charts import SweepCharts
@@ -74,15 +75,25 @@ class SweepPanel(QWidget):
         buttons = QHBoxLayout()
         for b in (self.run_button, self.pause_button, self.stop_button, self.resume_button, self.report_button):
             buttons.addWidget(b)
+        controls = QWidget()
+        left = QVBoxLayout(controls)
+        left.setContentsMargins(0, 0, 0, 0)
+        left.addLayout(form)
+        left.addWidget(self.about)
+        left.addLayout(buttons)
+        left.addWidget(self.progress_bar)
+        left.addWidget(self.state)
+        left.addWidget(self.live)
+        left.addWidget(self.table, 1)
+        split = QSplitter(Qt.Horizontal)          # controls and results left, the charts right
+        split.addWidget(controls)
+        split.addWidget(self.charts)
+        split.setStretchFactor(0, 2)
+        split.setStretchFactor(1, 3)
+        split.setSizes([600, 900])                # the table's seven columns fit beside the charts
         lay = QVBoxLayout(self)
-        lay.addLayout(form)
-        lay.addWidget(self.about)
-        lay.addLayout(buttons)
-        lay.addWidget(self.progress_bar)
-        lay.addWidget(self.state)
-        lay.addWidget(self.live)
-        lay.addWidget(self.table, 1)
-        lay.addWidget(self.charts, 1)
+        lay.setContentsMargins(2, 2, 2, 2)
+        lay.addWidget(split)
         self.plan_box.currentIndexChanged.connect(lambda _i: self.load_plan(self.plan_box.currentData()))
         self.browse.clicked.connect(self._browse)
         self.run_button.clicked.connect(lambda: self.start(resume=False))

@@ -594,7 +594,11 @@ class Core(QObject):
             got = self.nvme.set_power_state(self.controller, int(ps))
             return {"power_state": got.power_state}
         self.status.emit(f"setting PS{ps} ...")
-        self.run_on_drive(go, done=lambda d: (self.drive.emit(d), self.status.emit(f"drive in PS{d['power_state']}")))
+        def done(d):
+            self.drive.emit(d)
+            self.status.emit(f"drive in PS{d['power_state']}")
+            self.poll_thermal()               # a fresh reading (or the reason for none) for the new state
+        self.run_on_drive(go, done=done)
 
     def _non_operational(self, ps) -> bool:
         if ps is None or self.identity is None:

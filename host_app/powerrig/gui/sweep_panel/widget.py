@@ -39,6 +39,7 @@ class SweepPanel(QWidget):
         self.store = None
         self.run_id: int | None = None
         self.rows: list[dict] = []
+        self._mib_seen = self._mib_before = None
         self.open_url = QDesktopServices.openUrl           # the desktop's browser (tests watch the call)
         s = settings()
         self.plan_box = QComboBox()
@@ -188,6 +189,8 @@ class SweepPanel(QWidget):
 
     def _progress(self, d: dict) -> None:
         k = d["kind"]
+        if k == "live":
+            self._mib_seen = d.get("mib_s")
         if d.get("run") is not None:
             self.run_id = d["run"]
         if k == "start":
@@ -196,11 +199,14 @@ class SweepPanel(QWidget):
             self.state.setText(f"run {d['run']}: {d['steps']} steps, {d['done']} already done, ETA {hms(d['eta_s'])}")
             self.refresh_results()
         elif k == "step":
+            self._mib_before = self._mib_seen
             self.progress_bar.setValue(d["n"] - 1)
             self.state.setText(f"step {d['n']} of {d['m']}: {d['name']}; elapsed {hms(d['elapsed_s'])}, "
                                f"ETA {hms(d['eta_s'])}")
         elif k == "live":
             w, m = d.get("watts"), d.get("mib_s")
+            if m == self._mib_before:
+                m = None                          # the engine's figure of an earlier step: none yet in this one
             self.live.setText(f"{d['name']}: {w or 0:.2f} W" + (f", {m:.0f} MiB/s" if m else "")
                               + (f", {d['lost_frames']} frames lost" if d.get("lost_frames") else ""))
         elif k == "step-done":

@@ -56,7 +56,8 @@ class DrivePanel(QWidget):
                     "—" if s.active_power_w is None else f"{s.active_power_w:g}"]
             for j, v in enumerate(vals):
                 self.table.setItem(k, j, QTableWidgetItem(v))
-            b = QPushButton(f"Set PS{s.ps}")
+            b = QPushButton("Set")                     # short: the row names the state; a long label was clipped
+            b.setToolTip(f"Set PS{s.ps}")
             b.clicked.connect(lambda _=False, ps=s.ps: self.core.set_power_state(ps))
             self.table.setCellWidget(k, len(COLUMNS) - 1, b)
         self.table.resizeColumnsToContents()

@@ -208,7 +208,7 @@ class SweepPanel(QWidget):
             if m == self._mib_before:
                 m = None                          # the engine's figure of an earlier step: none yet in this one
             self.live.setText(f"{d['name']}: {w or 0:.2f} W" + (f", {m:.0f} MiB/s" if m else "")
-                              + (f", {d['lost_frames']} frames lost" if d.get("lost_frames") else ""))
+                              + (f", frames lost: {d['lost_frames']}" if d.get("lost_frames") else ""))
         elif k == "step-done":
             self.progress_bar.setValue(d["n"])
             self.state.setText(f"step {d['n']} of {d['m']} {d['name']}: {d['status']}; ETA {hms(d['eta_s'])}")

@@ -80,12 +80,12 @@ def test_power_state_step_shows_on_the_plot(qtbot, rig_window):
         assert not win.drive_panel.apst.isEnabled()       # until the drive confirms
         qtbot.waitUntil(lambda: win.drive_panel.apst.isEnabled() or bool(core.errors), timeout=60_000)
         assert not core.errors and not win.drive_panel.apst.isChecked()
-    win.drive_panel.table.cellWidget(0, 7).click()        # Set PS0
+    win.drive_panel.table.cellWidget(0, 0).click()        # Set PS0
     qtbot.waitUntil(lambda: "PS0" in win.drive_panel.state.text() or bool(core.errors), timeout=60_000)
     assert not core.errors
     qtbot.wait(1500)
     t_before = core.live.duration_s
-    win.drive_panel.table.cellWidget(4, 7).click()        # Set PS4 (non-operational, 5 mW)
+    win.drive_panel.table.cellWidget(4, 0).click()        # Set PS4 (non-operational, 5 mW)
     qtbot.waitUntil(lambda: any(e["kind"] == "power_state" and e["name"] == "PS4" and e["t1"] is not None
                                 for e in core.events_s()), timeout=60_000)
     step = next(e for e in core.events_s() if e["name"] == "PS4")
@@ -110,7 +110,7 @@ def test_temperature_poll_leaves_a_non_operational_state_alone(qtbot, rig_window
         core.poll_thermal()
     assert "non-operational" in win.drive_panel.thermal.text()
     assert len([e for e in core.timeline.events(kind=NVME) if e.name == "smart-log"]) == n_logs
-    win.drive_panel.table.cellWidget(0, 7).click()        # Set PS0
+    win.drive_panel.table.cellWidget(0, 0).click()        # Set PS0
     with qtbot.waitSignal(core.drive, timeout=60_000, check_params_cb=lambda d: "throttle" in d):
         core.poll_thermal()
     assert "throttling: none" in win.drive_panel.thermal.text()

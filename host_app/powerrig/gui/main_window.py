@@ -14,7 +14,7 @@ from powerrig.gui.multimeter.widget import Multimeter
 from powerrig.gui.sweep_panel.widget import SweepPanel
 from powerrig.gui.workload.widget import WorkloadPanel
 
-from powerrig.gui.prefs import APP, ORG, settings  # noqa: F401 - app.py reads them here
+from powerrig.gui.prefs import settings
 
 DECIMATIONS = (1, 10, 100, 1000)
 

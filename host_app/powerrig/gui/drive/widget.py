@@ -7,7 +7,7 @@ import time
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPushButton, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
-COLUMNS = ["PS", "max W", "ENLAT us", "EXLAT us", "non-op", "idle W", "active W", ""]
+COLUMNS = ["", "PS", "max W", "ENLAT us", "EXLAT us", "non-op", "idle W", "active W"]   # Set first: never scrolled away
 
 
 class DrivePanel(QWidget):
@@ -55,11 +55,11 @@ class DrivePanel(QWidget):
                     "—" if s.idle_power_w is None else f"{s.idle_power_w:g}",
                     "—" if s.active_power_w is None else f"{s.active_power_w:g}"]
             for j, v in enumerate(vals):
-                self.table.setItem(k, j, QTableWidgetItem(v))
+                self.table.setItem(k, j + 1, QTableWidgetItem(v))
             b = QPushButton("Set")                     # short: the row names the state; a long label was clipped
             b.setToolTip(f"Set PS{s.ps}")
             b.clicked.connect(lambda _=False, ps=s.ps: self.core.set_power_state(ps))
-            self.table.setCellWidget(k, len(COLUMNS) - 1, b)
+            self.table.setCellWidget(k, 0, b)
         self.table.resizeColumnsToContents()
 
     def show_drive(self, d: dict) -> None:

@@ -51,7 +51,7 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.docks["Analysis"], self.docks["Sweep"])
         QTimer.singleShot(0, self.docks["Connect"].raise_)
         QTimer.singleShot(0, self.docks["Analysis"].raise_)      # a tab raised before show() is not kept
-        for w, width in ((self.connect_panel, 420), (self.drive_panel, 420), (self.workload_panel, 420),
+        for w, width in ((self.connect_panel, 470), (self.drive_panel, 470), (self.workload_panel, 470),
                          (self.multimeter, 400)):
             w.setMinimumWidth(width)
         self.analysis_table.setMinimumHeight(150)

@@ -3,8 +3,9 @@
     xvfb-run -a -s "-screen 0 1600x1000x24" python scripts/gui_screenshots.py [--out docs/img]
 
 Brings up a virtual rig (client drive with APST and non-operational states), connects, runs a preset,
-sets a power state, places markers, then opens the recording as a saved capture; saves one PNG per
-view. Needs a display (Xvfb) so the window is a real one, not the offscreen platform.
+sets a power state, places markers, then opens the recording as a saved capture; then runs the
+D5-P5336 power-state plan (timings shortened) in the Sweep panel; saves one PNG per view
+(``--views sweep`` for the sweep alone). Needs a display (Xvfb) so the window is a real one, not the offscreen platform.
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "img"))
     ap.add_argument("--profile", default="client-apst")
+    ap.add_argument("--views", default="all", choices=("all", "sweep"), help="which screenshots to take")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -64,72 +66,109 @@ def main() -> int:
         print(path)
 
     try:
-        core.connect_sim(a.profile)
-        wait(app, lambda: core.live is not None and core.live.duration_s > 4 and win.live_view.last_summary is not None,
-             60, "samples")
-        win.live_view.rail_boxes[core.live.rails[1]].setChecked(True)
-        win.docks["Connect"].raise_()
-        settle(app, 2.0)
-        shot("connect-live")
-
-        win.docks["Drive"].raise_()
-        wait(app, lambda: win.drive_panel.table.rowCount() > 0, 60, "the drive's power states")
-        if win.drive_panel.apst.isChecked():
-            win.drive_panel.apst.click()
-            wait(app, lambda: win.drive_panel.apst.isEnabled(), 60, "APST off")
-        core.set_power_state(0)
-        wait(app, lambda: "PS0" in win.drive_panel.state.text(), 60, "PS0")
-        settle(app, 2.0)
-        core.set_power_state(4)
-        wait(app, lambda: "PS4" in win.drive_panel.state.text(), 60, "PS4")
-        settle(app, 2.5)
-        core.set_power_state(0)
-        wait(app, lambda: "PS0" in win.drive_panel.state.text(), 60, "PS0 again")
-        settle(app, 2.0)
-        end = core.live.duration_s
-        steps = [e for e in core.events_s() if e["kind"] == "power_state"]
-        win.live_view.pause()
-        win.live_view.zoom_to(max(0.0, steps[-3]["t0"] - 2.0 if len(steps) >= 3 else end - 20), end)
-        shot("drive-power-states")
-        win.live_view.go_live()
-
-        win.docks["Workload"].raise_()
-        wp = win.workload_panel
-        wp.preset.setCurrentText("rand 4k read")
-        wp.runtime.setValue(4)
-        wp.run_button.click()
-        wait(app, lambda: "MiB/s" in wp.result.text() or "failed" in wp.result.text(), 120, "the preset")
-        settle(app, 2.0)
-        end = core.live.duration_s
-        win.live_view.pause()
-        win.live_view.zoom_to(max(0.0, end - 12.0), end)
-        settle(app, 0.5)
-        ph = [e for e in core.events_s() if e["kind"] == "phase"][-1]
-        win.live_view.place_markers(ph["t0"] + 0.5, ph["t1"] - 0.5)
-        wait(app, lambda: win.multimeter.figures is not None, 30, "marker figures")
-        shot("workload-markers")
-
-        res = core.stop_recording()
-        core.open_capture(res.path)
-        wait(app, lambda: win.analysis_table.table.rowCount() > 0, 120, "the capture's analysis")
-        settle(app, 1.0)
-        shot("open-capture")
-        names = [win.analysis_table.table.item(k, 0).text() for k in range(win.analysis_table.table.rowCount())]
-        k = next((i for i, n in enumerate(names) if "rand-4k-read" in n), 0)
-        win.analysis_table.table.selectRow(k)
-        win.analysis_table.table.cellClicked.emit(k, 0)
-        settle(app, 1.5)
-        shot("open-capture-zoomed")
-
-        win.set_theme("dark")
-        settle(app, 1.0)
-        shot("dark-theme")
-        win.set_theme("light")
+        if a.views == "all":
+            live_views(app, core, win, shot, a.profile)
+        sweep_views(app, win, shot, tmp)
     finally:
         win.close()
     if errors:
         print("errors shown in the window:", *errors, sep="\n  ")
     return 0
+
+
+def sweep_views(app, win, shot, tmp: Path) -> None:
+    """The overnight sweep walk-through: the shipped D5-P5336 plan, timings cut to a minute's run."""
+    from PySide6.QtCore import Qt
+    plans = Path(__file__).resolve().parents[1] / "fixtures" / "plans"
+    text = (plans / "d5-p5336-power-states.toml").read_text()
+    text = text.replace("settle_s = 1.0", "settle_s = 0.5").replace("idle_s = 3.0", "idle_s = 1.5") \
+               .replace("measure_s = 8.0", "measure_s = 3.0")
+    plan = tmp / "d5-p5336-power-states.toml"
+    plan.write_text(text)
+    panel = win.sweep_panel
+    panel.db.setText(str(tmp / "results.sqlite"))
+    panel.out_root.setText(str(tmp / "sweeps"))
+    panel.open_url = lambda url: print("report:", url.toLocalFile())
+    panel.load_plan(str(plan))
+    settle(app, 0.5)                              # the window's own first-show tab choice goes first
+    win.docks["Sweep"].raise_()
+    win.resizeDocks([win.docks["Sweep"]], [560], Qt.Vertical)
+    settle(app, 0.5)
+    shot("sweep-plan")
+    panel.run_button.click()
+    wait(app, lambda: panel.table.rowCount() >= 4 or not panel.runner.running, 300, "four steps of the sweep")
+    shot("sweep-running")
+    wait(app, lambda: not panel.runner.running, 600, "the end of the sweep")
+    wait(app, lambda: panel.table.rowCount() == 9, 60, "the whole results table")
+    settle(app, 1.0)
+    shot("sweep-done")
+    panel.report_button.click()
+    wait(app, lambda: hasattr(panel, "report_path"), 120, "the sweep report")
+
+
+def live_views(app, core, win, shot, profile: str) -> None:
+    """Connect, watch, set power states, run a preset with markers, open the capture, dark theme."""
+    core.connect_sim(profile)
+    wait(app, lambda: core.live is not None and core.live.duration_s > 4 and win.live_view.last_summary is not None,
+         60, "samples")
+    win.live_view.rail_boxes[core.live.rails[1]].setChecked(True)
+    win.docks["Connect"].raise_()
+    settle(app, 2.0)
+    shot("connect-live")
+
+    win.docks["Drive"].raise_()
+    wait(app, lambda: win.drive_panel.table.rowCount() > 0, 60, "the drive's power states")
+    if win.drive_panel.apst.isChecked():
+        win.drive_panel.apst.click()
+        wait(app, lambda: win.drive_panel.apst.isEnabled(), 60, "APST off")
+    core.set_power_state(0)
+    wait(app, lambda: "PS0" in win.drive_panel.state.text(), 60, "PS0")
+    settle(app, 2.0)
+    core.set_power_state(4)
+    wait(app, lambda: "PS4" in win.drive_panel.state.text(), 60, "PS4")
+    settle(app, 2.5)
+    core.set_power_state(0)
+    wait(app, lambda: "PS0" in win.drive_panel.state.text(), 60, "PS0 again")
+    settle(app, 2.0)
+    end = core.live.duration_s
+    steps = [e for e in core.events_s() if e["kind"] == "power_state"]
+    win.live_view.pause()
+    win.live_view.zoom_to(max(0.0, steps[-3]["t0"] - 2.0 if len(steps) >= 3 else end - 20), end)
+    shot("drive-power-states")
+    win.live_view.go_live()
+
+    win.docks["Workload"].raise_()
+    wp = win.workload_panel
+    wp.preset.setCurrentText("rand 4k read")
+    wp.runtime.setValue(4)
+    wp.run_button.click()
+    wait(app, lambda: "MiB/s" in wp.result.text() or "failed" in wp.result.text(), 120, "the preset")
+    settle(app, 2.0)
+    end = core.live.duration_s
+    win.live_view.pause()
+    win.live_view.zoom_to(max(0.0, end - 12.0), end)
+    settle(app, 0.5)
+    ph = [e for e in core.events_s() if e["kind"] == "phase"][-1]
+    win.live_view.place_markers(ph["t0"] + 0.5, ph["t1"] - 0.5)
+    wait(app, lambda: win.multimeter.figures is not None, 30, "marker figures")
+    shot("workload-markers")
+
+    res = core.stop_recording()
+    core.open_capture(res.path)
+    wait(app, lambda: win.analysis_table.table.rowCount() > 0, 120, "the capture's analysis")
+    settle(app, 1.0)
+    shot("open-capture")
+    names = [win.analysis_table.table.item(k, 0).text() for k in range(win.analysis_table.table.rowCount())]
+    k = next((i for i, n in enumerate(names) if "rand-4k-read" in n), 0)
+    win.analysis_table.table.selectRow(k)
+    win.analysis_table.table.cellClicked.emit(k, 0)
+    settle(app, 1.5)
+    shot("open-capture-zoomed")
+
+    win.set_theme("dark")
+    settle(app, 1.0)
+    shot("dark-theme")
+    win.set_theme("light")
 
 
 if __name__ == "__main__":

@@ -80,12 +80,12 @@ def test_power_state_step_shows_on_the_plot(qtbot, rig_window):
         assert not win.drive_panel.apst.isEnabled()       # until the drive confirms
         qtbot.waitUntil(lambda: win.drive_panel.apst.isEnabled() or bool(core.errors), timeout=60_000)
         assert not core.errors and not win.drive_panel.apst.isChecked()
-    win.drive_panel.table.cellWidget(0, 7).click()        # Set PS0
+    win.drive_panel.table.cellWidget(0, 0).click()        # Set PS0
     qtbot.waitUntil(lambda: "PS0" in win.drive_panel.state.text() or bool(core.errors), timeout=60_000)
     assert not core.errors
     qtbot.wait(1500)
     t_before = core.live.duration_s
-    win.drive_panel.table.cellWidget(4, 7).click()        # Set PS4 (non-operational, 5 mW)
+    win.drive_panel.table.cellWidget(4, 0).click()        # Set PS4 (non-operational, 5 mW)
     qtbot.waitUntil(lambda: any(e["kind"] == "power_state" and e["name"] == "PS4" and e["t1"] is not None
                                 for e in core.events_s()), timeout=60_000)
     step = next(e for e in core.events_s() if e["name"] == "PS4")
@@ -97,6 +97,37 @@ def test_power_state_step_shows_on_the_plot(qtbot, rig_window):
     win.live_view._draw_events()
     labels = [getattr(getattr(it, "label", None), "format", None) for it in win.live_view._event_items]
     assert "PS4" in labels
+
+
+def test_temperature_poll_leaves_a_non_operational_state_alone(qtbot, rig_window):
+    """The drive was left in PS4 (non-operational) above: the poll reads no log there (it would wake
+    the drive); in PS0 it reads the temperature and the throttle state, on the drive's worker."""
+    from powerrig.events import NVME
+    win, core = rig_window
+    assert core.ps_target == 4
+    n_logs = len([e for e in core.timeline.events(kind=NVME) if e.name == "smart-log"])
+    with qtbot.waitSignal(core.drive, timeout=30_000, check_params_cb=lambda d: "thermal" in d or "throttle" in d):
+        core.poll_thermal()
+    assert "non-operational" in win.drive_panel.thermal.text()
+    assert len([e for e in core.timeline.events(kind=NVME) if e.name == "smart-log"]) == n_logs
+    win.drive_panel.table.cellWidget(0, 0).click()        # Set PS0
+    with qtbot.waitSignal(core.drive, timeout=60_000, check_params_cb=lambda d: "throttle" in d):
+        core.poll_thermal()
+    assert "throttling: none" in win.drive_panel.thermal.text()
+    assert "°C" in win.drive_panel.state.text() and "PS0" in win.drive_panel.state.text()
+    assert len([e for e in core.timeline.events(kind=NVME) if e.name == "smart-log"]) > n_logs
+
+
+def test_throttle_state_from_two_logs():
+    from powerrig.dut.nvme import SmartLog
+    from powerrig.gui.core import throttle_state
+
+    def log(t1, t2, warn=0):
+        return SmartLog(warn, 320, 0, 0, 0, 0, 0, (t1, t2), (0, 0))
+    assert throttle_state(None, log(3, 0)) == "none"
+    assert throttle_state(log(3, 0), log(4, 0)) == "light throttling (TMT1)"
+    assert throttle_state(log(3, 1), log(4, 2)) == "heavy throttling (TMT2)"
+    assert throttle_state(log(3, 1), log(3, 1, warn=0x02)) == "over its temperature threshold"
 
 
 def test_preset_runs_and_its_phase_appears(qtbot, rig_window):
@@ -115,6 +146,12 @@ def test_preset_runs_and_its_phase_appears(qtbot, rig_window):
     busy = _plotted_mean(win, ph["t0"] + 0.3, ph["t1"] - 0.3)
     idle = _plotted_mean(win, ph["t0"] - 1.0, ph["t0"] - 0.1)
     assert busy > idle + 0.5, (idle, busy)
+    # its power beside its MiB/s and IOPS: the analysis' figures over the phase
+    qtbot.waitUntil(lambda: "W mean" in wp.result.text(), timeout=30_000)
+    from powerrig.gui.core import range_figures
+    fig = range_figures(core.live, ph["t0"], ph["t1"])
+    assert f"at {fig.mean_w['total']:.3f} W mean" in wp.result.text()
+    assert "MiB/s per W" in wp.result.text()
 
 
 def test_markers_read_energy(qtbot, rig_window):
@@ -172,6 +209,7 @@ def test_cli_gui_with_a_missing_capture_is_one_line(tmp_path):
 def test_interposer_lost_mid_stream_says_so_and_keeps_the_capture(qtbot, app_env):
     from powerrig.sim import rig
     core = Core(capture_dir=app_env / "captures3")
+    core.reconnect_s = 2.0                              # it does not come back: the capture ends
     win = MainWindow(core)
     try:
         core.connect_sim()
@@ -179,6 +217,8 @@ def test_interposer_lost_mid_stream_says_so_and_keeps_the_capture(qtbot, app_env
         path = core.capture_path
         rig.stop(core.rig["id"])                       # the interposer (and its SSD) go away
         qtbot.waitUntil(lambda: "lost" in win.connect_panel.message.text(), timeout=60_000)
+        assert "waiting up to 2 s" in win.connect_panel.message.text()
+        qtbot.waitUntil(lambda: "Reconnect to go on" in win.connect_panel.message.text(), timeout=60_000)
         assert str(path) in win.connect_panel.message.text()
         assert core.dev is None and "link lost" in win.connect_panel.fields["port"].text()
         from powerrig.capture.reader import CaptureReader

@@ -8,6 +8,11 @@ the GUI alike.
         ...                                  # drive the workload; rec.stop() or leave the block
     res = rec.result
 
+With ``reconnect`` (a callable returning the device opened again) a lost link does not end the
+recording: the recorder waits up to ``reconnect_s`` for the interposer to come back and goes on in
+the same capture, the time away written as gap rows (a device that restarted also starts a new
+segment of its sample index, which the writer records).
+
 Whatever ends the recording (its duration, a stop, a lost link, Ctrl-C, a bug), the capture is
 closed with its close record, and its metadata says what was asked for, what was covered, what was
 lost and why it ended ("recording"), beside the stream's own summary ("stream"). A recording that
@@ -27,6 +32,7 @@ import numpy as np
 
 from powerrig.capture.writer import CaptureWriter
 from powerrig.errors import LinkError, PowerrigError
+from powerrig.samples import IntervalBlock
 
 logger = logging.getLogger(__name__)
 
@@ -91,8 +97,13 @@ class Recorder:
 
     def __init__(self, dev, path: str | Path, interval_us: int | None = None, rails: list[str] | None = None,
                  seconds: float | None = None, metadata: dict | None = None, timeline=None,
-                 on_progress: Callable[[Progress], None] | None = None, progress_every_s: float = 1.0):
+                 on_progress: Callable[[Progress], None] | None = None, progress_every_s: float = 1.0,
+                 reconnect: Callable[[str, int], object] | None = None, reconnect_s: float = 0.0):
+        """reconnect(error, attempt) -> the device again (or raises LinkError/OSError while it is away)."""
         self.dev = dev
+        self.reconnect = reconnect
+        self.reconnect_s = reconnect_s
+        self.reconnects: list[dict] = []        # {"error", "away_s", "gap_rows"} per link that came back
         self.path = Path(path)
         self.interval_us = interval_us
         self.rails = rails
@@ -156,7 +167,7 @@ class Recorder:
         """Record until the duration is covered, ``stop()``, a lost link or Ctrl-C; always close the
         capture. PowerrigErrors end the recording with their reason (see ``result.error``); a bug is
         raised after the capture has been closed with end reason "error"."""
-        stream = self.dev.stream(interval_us=self.interval_us, rails=self.rails)
+        stream = self._stream = self.dev.stream(interval_us=self.interval_us, rails=self.rails)
         stream.start()                        # a refusal (bad rails, link budget) leaves no file behind
         try:
             writer = self._open_writer(stream)
@@ -165,6 +176,7 @@ class Recorder:
             raise
         self._t0 = time.monotonic()
         self._rows = self._lost_rows = 0
+        self._away = None
         self._last = _LastSecond(int(round(1e6 / stream.interval_us)))
         reason, error, failure = "duration", None, None
         try:
@@ -178,7 +190,7 @@ class Recorder:
         except BaseException as e:  # noqa: BLE001 - closed cleanly below, then raised
             reason, error, failure = "error", f"{e.__class__.__name__}: {e}", e
         finally:
-            self.result = self._finish(stream, writer, reason, error)
+            self.result = self._finish(self._stream, writer, reason, error)
         if failure is not None:
             raise failure
         return self.result
@@ -191,9 +203,68 @@ class Recorder:
         return CaptureWriter(self.path, metadata=meta, timeline=self.timeline, clock=self.dev.clock)
 
     def _write_blocks(self, stream, writer: CaptureWriter) -> str:
+        """Write the stream's blocks; a lost link is waited for (``reconnect``) and the capture goes on."""
+        while True:
+            try:
+                return self._write_stream(self._stream, writer)
+            except LinkError as e:
+                if self.reconnect is None or self._stop.is_set():
+                    raise
+                if not self._come_back(e, writer):
+                    return self._stop_reason
+
+    def _come_back(self, lost: LinkError, writer: CaptureWriter) -> bool:
+        """Wait for the interposer (False: stopped while waiting); raises ``lost`` when it stays away."""
+        t_lost = time.monotonic()
+        try:
+            self._stream.stop()
+        except Exception as e:  # noqa: BLE001 - the link is gone already
+            logger.info("stopping the lost stream: %s", e)
+        attempt = 0
+        while True:
+            if self._stop.is_set():
+                return False
+            attempt += 1
+            try:
+                dev = self.reconnect(str(lost), attempt)
+                stream = dev.stream(interval_us=self.interval_us, rails=self.rails)
+                stream.start()
+                break
+            except (LinkError, OSError) as e:
+                if time.monotonic() - t_lost >= self.reconnect_s:
+                    raise lost from e
+                logger.info("interposer still away (%s); trying again", e)
+                self._stop.wait(0.5)
+        self.dev, self._stream = dev, stream
+        writer.use_clock(dev.clock)              # the new link's clock places what follows
+        self._away = (t_lost, str(lost))
+        return True
+
+    def _after_away(self, first, writer: CaptureWriter) -> None:
+        """Before the first block after a reconnect: gap rows for the time away when the device
+        restarted (nothing in its index says how long it was away; the host clock does). A device that
+        kept counting needs none here: the writer fills the hole in its index itself."""
+        t_lost, error = self._away
+        self._away = None
+        away = time.monotonic() - t_lost
+        rows = 0
+        if first.first_index < writer.next_raw_index:
+            rows = max(1, int(round(away / (first.interval_samples * first.sample_period_s))))
+            gap = IntervalBlock.gap(writer.next_raw_index, rows, first.interval_samples, first.sample_period_s,
+                                    tuple(first.rails), "link")
+            writer.write(gap)
+            self._count(gap)
+        self.reconnects.append({"error": error, "away_s": away, "gap_rows": rows})
+
+    def _write_stream(self, stream, writer: CaptureWriter) -> str:
         """The loop: write each block, report progress; returns why it ended."""
         next_progress = time.monotonic() + self.progress_every_s
-        for block in stream.blocks(seconds=self.seconds, stop=self._stop):
+        seconds = self.seconds
+        if seconds is not None and self._rows:       # after a reconnect: what is left of the duration
+            seconds = max(0.0, seconds - self._rows * stream.interval_us * 1e-6)
+        for block in stream.blocks(seconds=seconds, stop=self._stop):
+            if self._away is not None and len(block):
+                self._after_away(block, writer)
             writer.write(block)
             self._count(block)
             if self.on_progress is not None and time.monotonic() >= next_progress:
@@ -228,7 +299,10 @@ class Recorder:
         res = RecordResult(self.path, summary, self.seconds, self._rows * interval_s,
                            self._lost_rows * interval_s, reason, error)
         try:
-            writer.update_metadata(recording=res.recording_metadata(), stream=summary)
+            rec_meta = res.recording_metadata()
+            if self.reconnects:
+                rec_meta["reconnects"] = list(self.reconnects)
+            writer.update_metadata(recording=rec_meta, stream=summary)
         finally:
             writer.close(stats=summary)
         if self.on_progress is not None:

@@ -131,6 +131,16 @@ class CaptureWriter:
         self._started = True
 
     # ---- data ---------------------------------------------------------------------------------------
+    def use_clock(self, clock) -> None:
+        """A reconnected device's clock places what follows (its pings are counted afresh)."""
+        self.clock = clock
+        self._pings_stored = 0
+
+    @property
+    def next_raw_index(self) -> int:
+        """The device sample index the next contiguous block starts at."""
+        return self._next_raw
+
     def write(self, block: IntervalBlock) -> None:
         """Append one block (data or gap). Non-contiguous blocks get NaN gap rows in between."""
         if self._closed:

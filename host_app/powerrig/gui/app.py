@@ -9,7 +9,8 @@ def main(sim: bool = False, capture: str | None = None, port: str | None = None)
     from PySide6.QtWidgets import QApplication
 
     from powerrig.gui.core import Core
-    from powerrig.gui.main_window import MainWindow, settings
+    from powerrig.gui.main_window import MainWindow
+    from powerrig.gui.prefs import settings
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setOrganizationName("powerrig")

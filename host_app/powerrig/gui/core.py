@@ -98,28 +98,43 @@ class MarkerFigures:
 
 
 def range_figures(source, t_a: float, t_b: float) -> MarkerFigures:
-    """Figures between two times, computed by the analysis' phase pass (the very code that computes
-    every phase of a capture), over any AnalysisSource: the live source's full-rate rows or a capture."""
-    from powerrig.analysis.phases import CAPTURE, Phase
-    from powerrig.analysis.pipeline import _phase_pass
+    """Figures between two times, by the analysis' own code for any range (analysis.selection: the
+    pass that computes every phase of a capture), over any AnalysisSource: the live source's full-rate
+    rows or a capture."""
+    from powerrig.analysis.selection import SelectionError, range_stats
 
     a, b = sorted((t_a, t_b))
     dt = source.interval_s
-    sa, sb = max(0.0, a / dt), min(float(source.length), b / dt)
-    if sb <= sa:
-        raise MarkerError("the markers enclose no data; drag them apart over the plotted signal")
     held = getattr(source, "held", None)
     if held is not None:
         first, end = held()
-        if sa < first:
+        if max(0.0, a / dt) < first:
             raise MarkerError(f"marker A at {a:.3f} s is older than the {(end - first) * dt:.0f} s the live view "
                               "holds at full rate; stop the recording and open its capture to measure there")
-    res = _phase_pass(source, [Phase("markers", CAPTURE, sa, sb)], list(source.rails), dt, 1 << 20)[0]
+    try:
+        res = range_stats(source, a, b, name="markers")
+    except SelectionError:
+        raise MarkerError("the markers enclose no data; drag them apart over the plotted signal") from None
     out = MarkerFigures(a, b, b - a, lost_s=res.lost_s)
     for k, s in res.rails.items():
         out.mean_w[k], out.energy_j[k] = s["mean_w"], s["energy_j"]
         out.min_w[k], out.max_w[k] = s["min_w"], s["max_w"]
     return out
+
+
+def throttle_state(before, now) -> str:
+    """The drive's thermal throttling from two SMART logs: a TMT2 (heavy) or TMT1 (light) transition
+    counted since the last read, else the critical-warning temperature bit, else none."""
+    if before is not None:
+        d1 = now.thermal_transitions[0] - before.thermal_transitions[0]
+        d2 = now.thermal_transitions[1] - before.thermal_transitions[1]
+        if d2 > 0:
+            return "heavy throttling (TMT2)"
+        if d1 > 0:
+            return "light throttling (TMT1)"
+    if now.critical_warning & 0x02:
+        return "over its temperature threshold"
+    return "none"
 
 
 class MarkerError(PowerrigError):
@@ -173,9 +188,12 @@ class Core(QObject):
     drive = Signal(dict)              # identity / power states / apst / temperature
     workload = Signal(dict)           # {"state": "running"|"done"|"failed", "name", ...}
     busy = Signal(bool)
+    reconnected = Signal(str)         # the interposer came back after a loss; the capture goes on
 
     TICK_MS = 50
     CLOCK_REFIT_S = 1.0               # how often the live source's clock model (event placement) is refitted
+    THERMAL_EVERY_MS = 5000           # temperature and throttle poll (skipped in a non-operational state)
+    RECONNECT_S = 600.0               # how long a lost interposer is waited for before the capture ends
 
     def __init__(self, capture_dir: str | Path | None = None, parent=None):
         super().__init__(parent)
@@ -213,6 +231,14 @@ class Core(QObject):
         self._seen_events = 0
         self._started_rig = False
         self._clock_at = 0.0
+        self.reconnect_s = self.RECONNECT_S
+        self.ps_target: int | None = None       # the power state this app last asked for (or read)
+        self._last_smart = None
+        self._thermal_busy = False
+        self._thermal_timer = QTimer(self)
+        self._thermal_timer.timeout.connect(self.poll_thermal)
+        self._next_index: int | None = None     # the device index the live view expects next
+        self._lost_at: float | None = None      # monotonic time the link was lost (until it is back)
         self._timer = QTimer(self)
         self._timer.timeout.connect(self._tick)
         self._timer.start(self.TICK_MS)
@@ -278,6 +304,7 @@ class Core(QObject):
         self.nvme = NvmeCli(list(nvme_prog), timeline=self.timeline)
         self.fio = Fio(list(fio_prog), timeline=self.timeline)
         self.controller, self.namespace, self.serial = controller, namespace, serial
+        self._thermal_timer.start(self.THERMAL_EVERY_MS)
 
     @staticmethod
     def _open(port: str):
@@ -315,7 +342,9 @@ class Core(QObject):
         meta = {"drive": {"serial": self.serial}} if self.serial else {}
         self.recorder = Recorder(_TapDevice(self.dev, self._on_block), self.capture_path, metadata=meta,
                                  interval_us=self.interval_us,
-                                 timeline=self.timeline, progress_every_s=0.5)
+                                 timeline=self.timeline, progress_every_s=0.5,
+                                 reconnect=self._reconnect, reconnect_s=self.reconnect_s)
+        self._next_index = self._lost_at = None
         self.recorder.start()
         self.status.emit(f"recording to {self.capture_path}")
 
@@ -325,7 +354,51 @@ class Core(QObject):
             from powerrig.gui.source import LiveSource
             self.live = LiveSource.for_block(block)
             self.live.clock = self.dev.clock.model()
+        elif self._next_index is not None and block.first_index != self._next_index:
+            self._live_gap(block)
         self.live.feed(block)
+        self._next_index = block.end_index
+
+    def _live_gap(self, block) -> None:
+        """The live view's rows for a hole in the device's index, as the capture gets them: the missing
+        intervals when the device kept counting, the time away (host clock) when it restarted; then the
+        live rows are re-based on the restarted index so events land where they happened."""
+        from powerrig.samples import IntervalBlock
+        step = block.interval_samples
+        if block.first_index > self._next_index:
+            rows = (block.first_index - self._next_index) // step
+        else:
+            away = time.monotonic() - (self._lost_at or time.monotonic())
+            rows = max(1, int(round(away / block.interval_s))) if self._lost_at else 0
+        if rows:
+            self.live.feed(IntervalBlock.gap(self._next_index, rows, step, block.sample_period_s, tuple(block.rails),
+                                             "link" if self._lost_at else "missing"))
+        if block.first_index < self._next_index:
+            self.live.first_index = block.first_index - self.live.length * step
+        if self._lost_at is not None:
+            self.live.clock = self.dev.clock.model()
+            self._lost_at = None
+
+    def _reconnect(self, error: str, attempt: int):
+        """The recording thread, after the link was lost: open the same port again (raises while the
+        interposer is away; the recorder retries until ``reconnect_s``)."""
+        from powerrig.interposer import Interposer
+        if attempt == 1:
+            self._lost_at = time.monotonic()
+            self.error.emit(f"connection to the interposer on {self.port} lost: {error}; waiting up to "
+                            f"{self.reconnect_s:.0f} s for it to come back (plug it in again); the capture "
+                            f"{self.capture_path} goes on, the time away marked as a gap")
+            try:
+                self.dev.close()
+            except Exception as e:  # noqa: BLE001 - a dead link cannot be closed cleanly
+                logger.info("closing the lost %s: %s", self.port, e)
+        if self.port.startswith("/dev/") and not Path(self.port).exists():
+            raise OSError(f"{self.port} is not there")
+        dev = Interposer.open(self.port)
+        self.dev = dev
+        self.reconnected.emit(f"the interposer on {self.port} is back after "
+                              f"{time.monotonic() - self._lost_at:.1f} s; the capture goes on")
+        return _TapDevice(dev, self._on_block)
 
     def stop_recording(self):
         rec, self.recorder = self.recorder, None
@@ -353,6 +426,7 @@ class Core(QObject):
     def shutdown(self) -> None:
         """Leave nothing running: the recording, the device, the virtual rig we started, the workers."""
         self._timer.stop()
+        self._thermal_timer.stop()
         self._gc.timer.stop()
         gc.enable()                       # automatic collection again once no Qt object is left to race
         self.stop_fio()
@@ -437,6 +511,34 @@ class Core(QObject):
             return range_figures(asrc, t_a, t_b)
         self.run(compute, done=self.markers.emit)
 
+    # ---- exports ------------------------------------------------------------------------------------
+    def shown_capture(self) -> Path | None:
+        """The capture file behind the plot: the opened one, or the one being recorded."""
+        src = self.source
+        if src is not None and hasattr(src, "reader"):
+            return Path(src.path)
+        return self.capture_path
+
+    def export_selection(self, out: str | Path, decimate: int = 1) -> None:
+        """The markers' range (else the whole capture) to CSV or .sr, in a worker; full rate unless
+        ``decimate`` > 1. While recording, the capture is read up to its last flush."""
+        from powerrig.gui.capture_browser.export import export_range
+        cap = self.shown_capture()
+        if cap is None:
+            self.error.emit("nothing to export: connect and record, or open a capture (File > Open)")
+            return
+        a, b = self.marker_times or (None, None)
+        self.status.emit(f"exporting {'the markers’ range' if a is not None else 'the whole capture'} ...")
+        self.run(export_range, cap, out, a, b, decimate, done=self.status.emit)
+
+    def save_buffer(self, out: str | Path) -> None:
+        """One click while streaming: a copy of the capture so far; the recording goes on."""
+        from powerrig.gui.capture_browser.export import save_buffer
+        if self.capture_path is None or not self.capture_path.exists():
+            self.error.emit("nothing recorded yet: connect to an interposer first")
+            return
+        self.run(save_buffer, self.capture_path, out, done=self.status.emit)
+
     # ---- captures -----------------------------------------------------------------------------------
     def open_capture(self, path: str | Path) -> None:
         """Open a saved capture in a worker; the plot switches to it and its analysis table fills."""
@@ -490,16 +592,58 @@ class Core(QObject):
 
         def done(d):
             self.identity = d["identity"]
+            if self.ps_target is None:        # a set asked meanwhile knows better than this read
+                self.ps_target = d["power_state"]
+            self._last_smart = d["smart"]
             self.drive.emit(d)
         self.run_on_drive(read, done=done)
 
     def set_power_state(self, ps: int) -> None:
+        self.ps_target = int(ps)          # known before the set runs: a poll queued after it holds off
+
         def go():
             self._need_drive()
             got = self.nvme.set_power_state(self.controller, int(ps))
             return {"power_state": got.power_state}
         self.status.emit(f"setting PS{ps} ...")
-        self.run_on_drive(go, done=lambda d: (self.drive.emit(d), self.status.emit(f"drive in PS{d['power_state']}")))
+        def done(d):
+            self.drive.emit(d)
+            self.status.emit(f"drive in PS{d['power_state']}")
+            self.poll_thermal()               # a fresh reading (or the reason for none) for the new state
+        self.run_on_drive(go, done=done)
+
+    def _non_operational(self, ps) -> bool:
+        if ps is None or self.identity is None:
+            return False
+        return any(s.ps == ps and s.non_operational for s in self.identity.power_states)
+
+    def poll_thermal(self) -> None:
+        """Temperature and throttle state, read on the drive's worker (after any queued set). Never in a
+        non-operational state this app put the drive in: a log read is an admin command, which the drive
+        may serve only by leaving the state, spoiling the very power being measured (NVMe NOPS)."""
+        if self.nvme is None or self._thermal_busy:
+            return
+        self._thermal_busy = True
+
+        def read():
+            ps = self.ps_target
+            if self._non_operational(ps):
+                return {"thermal": f"not read in PS{ps} (non-operational): a log read would wake the drive",
+                        "thermal_skipped": True}
+            smart = self.nvme.smart_log(self.controller)
+            return {"temperature_c": smart.temperature_c, "smart": smart,
+                    "throttle": throttle_state(self._last_smart, smart)}
+
+        def done(d):
+            self._thermal_busy = False
+            if "smart" in d:
+                self._last_smart = d["smart"]
+            self.drive.emit(d)
+
+        def failed(msg):
+            self._thermal_busy = False
+            logger.info("temperature poll failed: %s", msg)
+        self.run_on_drive(read, done=done, failed=failed)
 
     def set_apst(self, enabled: bool) -> None:
         def go():
@@ -531,12 +675,35 @@ class Core(QObject):
             iops = sum(d.iops for j in res.jobs for d in j.directions.values())
             return {"state": "done", "name": name, "mib_s": bw / 2**20, "iops": iops}
 
-        self.workload.emit({"state": "running", "name": name})
+        self.workload.emit({"state": "running", "name": name, "runtime": float(opts["runtime"])})
 
         def failed(msg):
             self.workload.emit({"state": "failed", "name": name, "error": msg})
             self.error.emit(msg)
-        self.run(go, done=self.workload.emit, failed=failed)
+        self.run(go, done=lambda d: self._with_power(d, job_name), failed=failed)
+
+    def _with_power(self, d: dict, job_name: str) -> None:
+        """The finished phase's MiB/s and IOPS, then its mean power and energy beside them (the markers'
+        code over the phase's span, once the capture holds its end)."""
+        self.workload.emit(d)
+        phase = next((e for e in reversed(self.events_s(self.live)) if e["kind"] == "phase"
+                      and job_name in e["name"] and e["t1"] is not None), None) if self.live is not None else None
+        if phase is None:
+            return
+        src, t0, t1 = self.live, phase["t0"], phase["t1"]
+        asrc = src.analysis_source() if hasattr(src, "analysis_source") else src
+
+        def power():
+            deadline = time.monotonic() + 10.0
+            while src.duration_s < t1 and time.monotonic() < deadline:
+                time.sleep(0.05)                  # the stream reaches the phase's end (USB and block latency)
+            return range_figures(asrc, t0, t1)
+
+        def done(fig):
+            w = fig.mean_w.get("total")
+            self.workload.emit(dict(d, mean_w=w, energy_j=fig.energy_j.get("total"), t0=t0, t1=t1,
+                                    mib_s_per_w=d["mib_s"] / w if w else None))
+        self.run(power, done=done, failed=lambda m: logger.info("phase power of %s: %s", job_name, m))
 
     def stop_fio(self) -> int:
         """End the fio this app started (by pid); its phase ends as failed ("stopped")."""

@@ -1,9 +1,10 @@
 """The window: the plot in the middle, panels in docks (their layout persists), File > Open, themes."""
 from __future__ import annotations
 
-from PySide6.QtCore import QSettings, Qt, QTimer
-from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QAction, QColor, QKeySequence
+from PySide6.QtWidgets import (QColorDialog, QComboBox, QDockWidget, QFileDialog, QLabel, QMainWindow,
+                               QVBoxLayout, QWidget)
 
 from powerrig.gui import theme
 from powerrig.gui.capture_browser.widget import AnalysisTable
@@ -12,13 +13,12 @@ from powerrig.gui.drive.widget import DrivePanel
 from powerrig.gui.live_view.widget import LiveView
 from powerrig.gui.minimap.widget import Minimap
 from powerrig.gui.multimeter.widget import Multimeter
+from powerrig.gui.sweep_panel.widget import SweepPanel
 from powerrig.gui.workload.widget import WorkloadPanel
 
-ORG, APP = "powerrig", "powerrig-gui"
+from powerrig.gui.prefs import settings
 
-
-def settings() -> QSettings:
-    return QSettings(ORG, APP)
+DECIMATIONS = (1, 10, 100, 1000)
 
 
 class MainWindow(QMainWindow):
@@ -41,13 +41,15 @@ class MainWindow(QMainWindow):
         self.drive_panel = DrivePanel(core)
         self.workload_panel = WorkloadPanel(core)
         self.analysis_table = AnalysisTable(core)
+        self.sweep_panel = SweepPanel(core)
         self.analysis_table.zoom.connect(self.live_view.zoom_to)
         self.docks = {}
         for name, w, area in (("Connect", self.connect_panel, Qt.LeftDockWidgetArea),
                               ("Drive", self.drive_panel, Qt.LeftDockWidgetArea),
                               ("Workload", self.workload_panel, Qt.LeftDockWidgetArea),
                               ("Multimeter", self.multimeter, Qt.RightDockWidgetArea),
-                              ("Analysis", self.analysis_table, Qt.BottomDockWidgetArea)):
+                              ("Analysis", self.analysis_table, Qt.BottomDockWidgetArea),
+                              ("Sweep", self.sweep_panel, Qt.BottomDockWidgetArea)):
             d = QDockWidget(name, self)
             d.setObjectName(f"dock-{name}")
             d.setWidget(w)
@@ -55,8 +57,10 @@ class MainWindow(QMainWindow):
             self.docks[name] = d
         self.tabifyDockWidget(self.docks["Connect"], self.docks["Drive"])
         self.tabifyDockWidget(self.docks["Drive"], self.docks["Workload"])
-        QTimer.singleShot(0, self.docks["Connect"].raise_)      # a tab raised before show() is not kept
-        for w, width in ((self.connect_panel, 420), (self.drive_panel, 420), (self.workload_panel, 420),
+        self.tabifyDockWidget(self.docks["Analysis"], self.docks["Sweep"])
+        QTimer.singleShot(0, self.docks["Connect"].raise_)
+        QTimer.singleShot(0, self.docks["Analysis"].raise_)      # a tab raised before show() is not kept
+        for w, width in ((self.connect_panel, 470), (self.drive_panel, 470), (self.workload_panel, 470),
                          (self.multimeter, 400)):
             w.setMinimumWidth(width)
         self.analysis_table.setMinimumHeight(150)
@@ -75,6 +79,23 @@ class MainWindow(QMainWindow):
         a.setShortcut(QKeySequence.Open)
         a.triggered.connect(self.open_dialog)
         m.addAction(a)
+        self.export_action = QAction("&Export selection...", self)
+        self.export_action.setShortcut(QKeySequence("Ctrl+E"))
+        self.export_action.triggered.connect(self.export_dialog)
+        m.addAction(self.export_action)
+        self.save_buffer_action = QAction("&Save the buffer...", self)
+        self.save_buffer_action.setShortcut(QKeySequence.Save)
+        self.save_buffer_action.triggered.connect(self.save_buffer_dialog)
+        m.addAction(self.save_buffer_action)
+        tb = self.addToolBar("Export")
+        tb.setObjectName("toolbar-export")
+        tb.addAction(self.save_buffer_action)
+        tb.addAction(self.export_action)
+        self.decimation = QComboBox()
+        for n in DECIMATIONS:
+            self.decimation.addItem("full rate" if n == 1 else f"1 row per {n} intervals", n)
+        self.decimation.setToolTip("rows of a CSV export: full rate, or one (mean, min, max) row per N intervals")
+        tb.addWidget(self.decimation)
         live = QAction("Back to &live", self)
         live.triggered.connect(self.live_view.go_live)
         m.addAction(live)
@@ -88,6 +109,11 @@ class MainWindow(QMainWindow):
             t = QAction(f"{name.title()} theme", self)
             t.triggered.connect(lambda _=False, n=name: self.set_theme(n))
             v.addAction(t)
+        colours = v.addMenu("Curve colours")
+        for k in range(len(self.live_view.colours)):
+            a = QAction(f"Curve {k + 1}...", self)
+            a.triggered.connect(lambda _=False, k=k: self.pick_colour(k))
+            colours.addAction(a)
         v.addSeparator()
         for d in self.docks.values():
             v.addAction(d.toggleViewAction())
@@ -97,10 +123,37 @@ class MainWindow(QMainWindow):
         if path:
             self.core.open_capture(path)
 
+    def export_dialog(self) -> None:
+        what = "between the markers" if self.core.marker_times else "the whole capture"
+        path, _ = QFileDialog.getSaveFileName(self, f"Export {what}", str(self.core.capture_dir),
+                                              "CSV table (*.csv);;sigrok session (*.sr)")
+        if path:
+            self.core.export_selection(path, int(self.decimation.currentData()))
+
+    def save_buffer_dialog(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save the buffer", str(self.core.capture_dir / "buffer.jls"),
+                                              "Captures (*.jls)")
+        if path:
+            self.core.save_buffer(path)
+
     def set_theme(self, name: str) -> None:
         theme.apply(name)
-        self.live_view.plot.setBackground(theme.plot_background(name))
+        self.theme = name
+        for w in (self.live_view.plot, self.sweep_panel.charts.efficiency, self.sweep_panel.charts.power):
+            theme.restyle_plot(w, name)
         settings().setValue("theme", name)
+
+    def set_colour(self, k: int, colour: str) -> None:
+        """The k-th curve's colour (View > Curve colours), kept in the settings."""
+        self.live_view.colours[k] = colour
+        self.live_view._rebuild()
+        theme.restyle_plot(self.live_view.plot, self.theme)
+        settings().setValue("colours", list(self.live_view.colours))
+
+    def pick_colour(self, k: int) -> None:
+        c = QColorDialog.getColor(QColor(self.live_view.colours[k]), self, f"Colour of curve {k + 1}")
+        if c.isValid():
+            self.set_colour(k, c.name())
 
     def restore(self) -> None:
         s = settings()
@@ -112,7 +165,18 @@ class MainWindow(QMainWindow):
         port = s.value("last_port")
         if port:
             self.connect_panel.set_port(str(port))
+        colours = s.value("colours")
+        if isinstance(colours, list) and len(colours) == len(self.live_view.colours):
+            self.live_view.colours[:] = [str(c) for c in colours]
+        lv = self.live_view
+        lv.quantity.setCurrentText(str(s.value("units", lv.quantity.currentText())))
+        lv.auto_y.setChecked(str(s.value("auto_y", "true")).lower() == "true")
+        lv.y_min.setValue(float(s.value("y_min", lv.y_min.value())))
+        lv.y_max.setValue(float(s.value("y_max", lv.y_max.value())))
+        lv._rebuild()
         self.set_theme(str(s.value("theme", "light")))
+        k = self.decimation.findData(int(s.value("export_decimation", 1)))
+        self.decimation.setCurrentIndex(max(0, k))
 
     def save(self) -> None:
         s = settings()
@@ -120,6 +184,13 @@ class MainWindow(QMainWindow):
         s.setValue("window_state", self.saveState())
         if self.core.port:
             s.setValue("last_port", self.core.port)
+        s.setValue("export_decimation", int(self.decimation.currentData()))
+        lv = self.live_view
+        s.setValue("units", lv.quantity.currentText())
+        s.setValue("auto_y", "true" if lv.auto_y.isChecked() else "false")
+        s.setValue("y_min", lv.y_min.value())
+        s.setValue("y_max", lv.y_max.value())
+        s.setValue("colours", list(lv.colours))
         s.sync()
 
     def closeEvent(self, e) -> None:  # noqa: N802 - Qt's name

@@ -32,3 +32,34 @@ def apply(name: str) -> None:
 
 def plot_background(name: str) -> str:
     return "#1e1e1e" if name == "dark" else "#ffffff"
+
+
+def foreground(name: str) -> str:
+    return "#d0d0d0" if name == "dark" else "#202020"
+
+
+def legend_background(name: str) -> str:
+    return "#2b2b2bd0" if name == "dark" else "#ffffffd0"
+
+
+def restyle_plot(widget, name: str) -> None:
+    """Re-colour a plot made under the other theme: pyqtgraph fixes axis, title and legend text colours
+    when they are created, so a switch must repaint them (dark text on a dark plot is unreadable)."""
+    fg = foreground(name)
+    widget.setBackground(plot_background(name))
+    item = widget.getPlotItem()
+    for ax in ("left", "bottom", "right", "top"):
+        a = item.getAxis(ax)
+        a.setPen(fg)
+        a.setTextPen(fg)
+        if a.label is not None:
+            a.label.setDefaultTextColor(pg.mkColor(fg))
+    title = item.titleLabel
+    if title.text:
+        title.setText(title.text, color=fg)
+    legend = item.legend
+    if legend is not None:
+        legend.setLabelTextColor(fg)
+        legend.setBrush(pg.mkBrush(legend_background(name)))
+        for _sample, label in legend.items:
+            label.setText(label.text, color=fg)

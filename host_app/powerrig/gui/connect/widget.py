@@ -21,6 +21,8 @@ class ConnectPanel(QWidget):
         self.message = QLabel("")
         self.message.setWordWrap(True)
         self.message.setStyleSheet("color: #c62828; font-weight: bold")
+        self.note = QLabel("")
+        self.note.setWordWrap(True)
         self.info = QFormLayout()
         self.fields = {}
         for k in ("port", "board", "serial", "firmware", "rails", "interval", "calibration"):
@@ -37,6 +39,7 @@ class ConnectPanel(QWidget):
         lay.addLayout(row)
         lay.addLayout(row2)
         lay.addWidget(self.message)
+        lay.addWidget(self.note)
         lay.addLayout(self.info)
         lay.addStretch(1)
         self.scan_button.clicked.connect(self.scan)
@@ -46,6 +49,7 @@ class ConnectPanel(QWidget):
         core.connected.connect(self._connected)
         core.disconnected.connect(self._disconnected)
         core.error.connect(self.show_error)
+        core.reconnected.connect(self._back)
         core.busy.connect(lambda b: [w.setEnabled(not b) for w in (self.connect_button, self.sim_button)])
 
     def set_port(self, port: str) -> None:
@@ -68,6 +72,12 @@ class ConnectPanel(QWidget):
 
     def show_error(self, msg: str) -> None:
         self.message.setText(msg)
+        self.note.setText("")
+
+    def _back(self, msg: str) -> None:
+        """The interposer came back: the loss message gives way to a note (the capture went on)."""
+        self.message.setText("")
+        self.note.setText(msg)
 
     def _connected(self, d: dict) -> None:
         self.message.setText("")

@@ -2,10 +2,12 @@
 an event), APST on/off, temperature. nvme-cli runs on a worker, recorded on the core's timeline."""
 from __future__ import annotations
 
+import time
+
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPushButton, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
-COLUMNS = ["PS", "max W", "ENLAT us", "EXLAT us", "non-op", "idle W", "active W", ""]
+COLUMNS = ["", "PS", "max W", "ENLAT us", "EXLAT us", "non-op", "idle W", "active W"]   # Set first: never scrolled away
 
 
 class DrivePanel(QWidget):
@@ -15,6 +17,8 @@ class DrivePanel(QWidget):
         self.identity = QLabel("no drive read yet")
         self.identity.setWordWrap(True)
         self.state = QLabel("power state: —    temperature: —")
+        self.thermal = QLabel("throttling: —")
+        self.thermal.setWordWrap(True)
         self.refresh_button = QPushButton("Read drive")
         self.apst = QCheckBox("APST (autonomous power state transitions)")
         self.table = QTableWidget(0, len(COLUMNS))
@@ -29,6 +33,7 @@ class DrivePanel(QWidget):
         lay.addLayout(top)
         lay.addWidget(self.identity)
         lay.addWidget(self.state)
+        lay.addWidget(self.thermal)
         lay.addWidget(self.table, 1)
         self.refresh_button.clicked.connect(core.refresh_drive)
         self.apst.clicked.connect(self._apst_clicked)
@@ -50,10 +55,11 @@ class DrivePanel(QWidget):
                     "—" if s.idle_power_w is None else f"{s.idle_power_w:g}",
                     "—" if s.active_power_w is None else f"{s.active_power_w:g}"]
             for j, v in enumerate(vals):
-                self.table.setItem(k, j, QTableWidgetItem(v))
-            b = QPushButton(f"Set PS{s.ps}")
+                self.table.setItem(k, j + 1, QTableWidgetItem(v))
+            b = QPushButton("Set")                     # short: the row names the state; a long label was clipped
+            b.setToolTip(f"Set PS{s.ps}")
             b.clicked.connect(lambda _=False, ps=s.ps: self.core.set_power_state(ps))
-            self.table.setCellWidget(k, len(COLUMNS) - 1, b)
+            self.table.setCellWidget(k, 0, b)
         self.table.resizeColumnsToContents()
 
     def show_drive(self, d: dict) -> None:
@@ -69,6 +75,10 @@ class DrivePanel(QWidget):
         if "apst" in d and (self.apst.isEnabled() or d.get("apst_set")):
             self.apst.setChecked(bool(d["apst"]))
             self.apst.setEnabled(True)
+        if "throttle" in d:
+            self.thermal.setText(f"throttling: {d['throttle']}    (read {time.strftime('%H:%M:%S')})")
+        elif d.get("thermal_skipped"):
+            self.thermal.setText(f"temperature {d['thermal']}")
         ps = "—" if self._ps is None else f"PS{self._ps}"
         t = "—" if self._temp is None else f"{self._temp:.0f} °C"
         self.state.setText(f"power state: {ps}    temperature: {t}")

@@ -44,6 +44,7 @@ class LiveView(QWidget):
         self.last_summary = None           # what was painted last (tests and the benchmark read it)
         self.paints = 0
         self._curves: dict = {}
+        self.colours = list(COLOURS)       # the curves' colours (the window keeps the user's in its settings)
         self._event_items: list = []
         self._band_background = None
 
@@ -185,7 +186,7 @@ class LiveView(QWidget):
             legend.clear()
         sigs = self.signals()
         for k, s in enumerate(sigs):
-            colour = COLOURS[k % len(COLOURS)]
+            colour = self.colours[k % len(self.colours)]
             item = BandCurve(colour, self._background())
             self.plot.addItem(item)
             self.plot.addItem(item.line)

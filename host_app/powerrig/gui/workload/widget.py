@@ -68,8 +68,13 @@ class WorkloadPanel(QWidget):
         self.run_button.setEnabled(not running)
         self.stop_button.setEnabled(running)
         if running:
-            self.result.setText(f"running {d['name']} ...")
+            self.result.setText(f"running {d['name']} for {d.get('runtime', 0):.0f} s ...")
         elif d.get("state") == "done":
-            self.result.setText(f"{d['name']}: {d['mib_s']:.1f} MiB/s, {d['iops']:.0f} IOPS")
+            text = f"{d['name']}: {d['mib_s']:.1f} MiB/s, {d['iops']:.0f} IOPS"
+            if d.get("mean_w") is not None:
+                text += f"\nat {d['mean_w']:.3f} W mean, {d['energy_j']:.2f} J over {d['t1'] - d['t0']:.1f} s"
+                if d.get("mib_s_per_w"):
+                    text += f": {d['mib_s_per_w']:.1f} MiB/s per W"
+            self.result.setText(text)
         else:
             self.result.setText(f"{d['name']} failed: {d.get('error', '')}")

@@ -1,0 +1,108 @@
+"""The sweep engine on a thread of its own, with pause and stop at step boundaries.
+
+The engine (powerrig.sweep.engine.Sweep) knows nothing of Qt: it calls back with progress dicts. This
+runner turns them into a Qt signal and uses the callback's "step" event (sent before each step
+starts) as the place to pause and to stop. A stop raises SweepStopped there; because it is a
+KeyboardInterrupt the engine records the run as "interrupted", which is exactly what ``resume``
+continues (the stored steps are skipped). A step is never cut in the middle: one capture per step,
+and a step cut short would only be redone on resume.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal
+
+from powerrig.errors import PowerrigError
+
+logger = logging.getLogger(__name__)
+
+
+class SweepStopped(KeyboardInterrupt):
+    """The user pressed Stop: the engine marks the run interrupted (resumable)."""
+
+
+class SweepRunner(QObject):
+    """One sweep at a time. ``progress`` carries the engine's dicts plus {"kind": "paused"|"resumed"};
+    ``finished`` carries {"state": "done"|"stopped"|"failed", "run": id or None, "error": str}."""
+    progress = Signal(dict)
+    finished = Signal(dict)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._thread: threading.Thread | None = None
+        self._go = threading.Event()
+        self._go.set()
+        self._stop = threading.Event()
+        self.sweep = None
+        self.run_id: int | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def paused(self) -> bool:
+        return not self._go.is_set()
+
+    def start(self, plan, store, out_root: str | Path, resume: bool = False) -> None:
+        from powerrig.sweep.engine import Sweep
+        if self.running:
+            raise PowerrigError("a sweep is already running; stop it first")
+        self._go.set()
+        self._stop.clear()
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", plan.name).strip("-") or "sweep"
+        out = Path(out_root) / f"{slug}-{time.strftime('%Y%m%d-%H%M%S')}"
+        self.sweep = Sweep(plan, store, out, on_progress=self._on_progress, resume=resume)
+        self._thread = threading.Thread(target=self._run, name="sweep", daemon=True)
+        self._thread.start()
+
+    def pause(self) -> None:
+        """Hold before the next step (the one running finishes and is stored)."""
+        self._go.clear()
+
+    def unpause(self) -> None:
+        self._go.set()
+        self.progress.emit({"kind": "resumed"})
+
+    def stop(self) -> None:
+        """End the sweep before its next step; the run stays resumable."""
+        self._stop.set()
+        self._go.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return not self.running
+
+    # -- the sweep thread -----------------------------------------------------------------------------
+    def _on_progress(self, d: dict) -> None:
+        if d.get("kind") == "start":
+            self.run_id = d.get("run")
+        if d.get("kind") == "step":
+            if self._stop.is_set():
+                raise SweepStopped(f"stopped before step {d['n']} of {d['m']}")
+            if not self._go.is_set():
+                self.progress.emit({"kind": "paused", "n": d["n"], "m": d["m"], "name": d["name"], "run": d["run"]})
+                self._go.wait()
+                if self._stop.is_set():
+                    raise SweepStopped(f"stopped before step {d['n']} of {d['m']}")
+        self.progress.emit(dict(d))
+
+    def _run(self) -> None:
+        try:
+            run_id = self.sweep.run()
+        except SweepStopped as e:
+            self.finished.emit({"state": "stopped", "run": self.sweep.run_id, "error": str(e)})
+        except PowerrigError as e:
+            self.finished.emit({"state": "failed", "run": self.sweep.run_id, "error": str(e)})
+        except Exception as e:  # noqa: BLE001 - shown in the panel, logged with its traceback
+            logger.exception("the sweep failed")
+            self.finished.emit({"state": "failed", "run": self.sweep.run_id, "error": f"{e.__class__.__name__}: {e}"})
+        else:
+            self.run_id = run_id
+            self.finished.emit({"state": "done", "run": run_id, "error": ""})

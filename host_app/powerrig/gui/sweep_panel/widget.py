@@ -1,0 +1,287 @@
+"""Sweep panel: open a plan (the shipped fixtures/plans or a file), run it through the sweep engine
+(off the GUI thread), see step n of m and the ETA, pause, stop and resume; the results table fills
+from the results store as steps finish; throughput-per-watt and power-per-state charts; the sweep's
+HTML report.
+
+If the plan's interposer is the one the window is connected to, the window lets go of it first (one
+port, one reader): the sweep records its own captures, one per step.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QUrl
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar,
+                               QPushButton, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout,
+                               QWidget)
+
+from powerrig.gui.prefs import settings
+from powerrig.gui.sweep_panel.charts import SweepCharts
+from powerrig.gui.sweep_panel.runner import SweepRunner
+
+PLANS = Path(__file__).resolve().parents[4] / "fixtures" / "plans"
+COLUMNS = ["step", "PS", "workload", "status", "W", "MiB/s", "MiB/s/W"]
+
+
+def hms(s) -> str:
+    from powerrig.sweep.display import hms as _hms
+    return _hms(s)
+
+
+class SweepPanel(QWidget):
+    def __init__(self, core, parent=None):
+        super().__init__(parent)
+        self.core = core
+        self.runner = SweepRunner(self)
+        self.plan = None
+        self.store = None
+        self.run_id: int | None = None
+        self.rows: list[dict] = []
+        self._mib_seen = self._mib_before = None
+        self.open_url = QDesktopServices.openUrl           # the desktop's browser (tests watch the call)
+        s = settings()
+        self.plan_box = QComboBox()
+        self.plan_box.setMinimumContentsLength(18)
+        for p in sorted(PLANS.glob("*.toml")) if PLANS.is_dir() else []:
+            self.plan_box.addItem(p.stem, str(p))
+        self.browse = QPushButton("Open plan...")
+        self.db = QLineEdit(str(s.value("sweep/results_db", "out/results/powerrig.sqlite")))
+        self.out_root = QLineEdit(str(s.value("sweep/out_dir", "out/sweeps")))
+        self.about = QLabel("")
+        self.about.setWordWrap(True)
+        self.run_button = QPushButton("Run")
+        self.pause_button = QPushButton("Pause")
+        self.stop_button = QPushButton("Stop")
+        self.resume_button = QPushButton("Resume")
+        self.report_button = QPushButton("Open report")
+        self.progress_bar = QProgressBar()
+        self.progress_bar.setFormat("%v of %m steps")
+        self.state = QLabel("no sweep running")
+        self.state.setWordWrap(True)
+        self.live = QLabel("")
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QTableWidget.NoEditTriggers)
+        self.charts = SweepCharts()
+        pick = QHBoxLayout()
+        pick.addWidget(self.plan_box, 1)
+        pick.addWidget(self.browse)
+        form = QFormLayout()
+        form.addRow("plan", pick)
+        form.addRow("results", self.db)
+        form.addRow("output", self.out_root)
+        buttons = QHBoxLayout()
+        for b in (self.run_button, self.pause_button, self.stop_button, self.resume_button, self.report_button):
+            buttons.addWidget(b)
+        controls = QWidget()
+        left = QVBoxLayout(controls)
+        left.setContentsMargins(0, 0, 0, 0)
+        left.addLayout(form)
+        left.addWidget(self.about)
+        left.addLayout(buttons)
+        left.addWidget(self.progress_bar)
+        left.addWidget(self.state)
+        left.addWidget(self.live)
+        left.addWidget(self.table, 1)
+        split = QSplitter(Qt.Horizontal)          # controls and results left, the charts right
+        split.addWidget(controls)
+        split.addWidget(self.charts)
+        split.setStretchFactor(0, 2)
+        split.setStretchFactor(1, 3)
+        split.setSizes([600, 900])                # the table's seven columns fit beside the charts
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(2, 2, 2, 2)
+        lay.addWidget(split)
+        self.plan_box.currentIndexChanged.connect(lambda _i: self.load_plan(self.plan_box.currentData()))
+        self.browse.clicked.connect(self._browse)
+        self.run_button.clicked.connect(lambda: self.start(resume=False))
+        self.resume_button.clicked.connect(self._resume_clicked)
+        self.pause_button.clicked.connect(self.runner.pause)
+        self.pause_button.clicked.connect(lambda: self.state.setText("pausing after this step ..."))
+        self.stop_button.clicked.connect(self.runner.stop)
+        self.stop_button.clicked.connect(lambda: self.state.setText("stopping after this step ..."))
+        self.report_button.clicked.connect(self.open_report)
+        self.runner.progress.connect(self._progress)
+        self.runner.finished.connect(self._finished)
+        self._buttons()
+        last = s.value("sweep/plan")
+        if last and Path(str(last)).is_file():
+            self.load_plan(str(last))
+        elif self.plan_box.count():
+            self.load_plan(self.plan_box.currentData())
+
+    # -- the plan -------------------------------------------------------------------------------------
+    def _browse(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open sweep plan", str(PLANS), "Sweep plans (*.toml)")
+        if path:
+            self.load_plan(path)
+
+    def load_plan(self, path) -> bool:
+        """Read and check a plan (a short TOML read); a bad plan is one line in the panel, nothing runs."""
+        from powerrig.sweep.plan import load
+        from powerrig.errors import PowerrigError
+        if not path:
+            return False
+        try:
+            plan = load(path)
+        except PowerrigError as e:
+            self.plan = None
+            self.about.setText(f"this plan cannot run: {e}")
+            self.core.error.emit(str(e))
+            self._buttons()
+            return False
+        self.plan = plan
+        n = len(plan.steps())
+        if self.plan_box.findData(str(path)) < 0:
+            self.plan_box.blockSignals(True)
+            self.plan_box.addItem(Path(path).stem, str(path))
+            self.plan_box.blockSignals(False)
+        self.plan_box.blockSignals(True)
+        self.plan_box.setCurrentIndex(self.plan_box.findData(str(path)))
+        self.plan_box.blockSignals(False)
+        self.about.setText(f"{plan.name}: {n} steps (PS {', '.join(map(str, plan.power_states))}; "
+                           f"{len(plan.workloads)} workloads), about {hms(plan.estimate_s())}; rig {plan.rig.port}")
+        self.progress_bar.setRange(0, n)
+        self.progress_bar.setValue(0)
+        settings().setValue("sweep/plan", str(path))
+        self._buttons()
+        return True
+
+    # -- running --------------------------------------------------------------------------------------
+    def _open_store(self):
+        from powerrig.results import ResultStore
+        db = self.db.text().strip() or "out/results/powerrig.sqlite"
+        if "://" not in db:
+            Path(db).parent.mkdir(parents=True, exist_ok=True)
+        self.store = ResultStore(db)
+        s = settings()
+        s.setValue("sweep/results_db", db)
+        s.setValue("sweep/out_dir", self.out_root.text().strip())
+        return self.store
+
+    def start(self, resume: bool = False) -> None:
+        from powerrig.errors import PowerrigError
+        if self.plan is None:
+            self.core.error.emit("open a plan first (the list, or Open plan...)")
+            return
+        if self.core.port and self.core.port == self.plan.rig.port:
+            self.core.disconnect("the sweep uses this interposer")
+        try:
+            self.runner.start(self.plan, self._open_store(), self.out_root.text().strip() or "out/sweeps",
+                              resume=resume)
+        except PowerrigError as e:
+            self.core.error.emit(str(e))
+            return
+        if not resume:
+            self.rows = []
+            self._fill([])
+        self.state.setText("resuming ..." if resume else "starting the rig ...")
+        self._buttons()
+
+    def _resume_clicked(self) -> None:
+        if self.runner.running and self.runner.paused:
+            self.runner.unpause()
+        else:
+            self.start(resume=True)
+
+    def _progress(self, d: dict) -> None:
+        k = d["kind"]
+        if k == "live":
+            self._mib_seen = d.get("mib_s")
+        if d.get("run") is not None:
+            self.run_id = d["run"]
+        if k == "start":
+            self.progress_bar.setRange(0, d["steps"])
+            self.progress_bar.setValue(d["done"])
+            self.state.setText(f"run {d['run']}: {d['steps']} steps, {d['done']} already done, ETA {hms(d['eta_s'])}")
+            self.refresh_results()
+        elif k == "step":
+            self._mib_before = self._mib_seen
+            self.progress_bar.setValue(d["n"] - 1)
+            self.state.setText(f"step {d['n']} of {d['m']}: {d['name']}; elapsed {hms(d['elapsed_s'])}, "
+                               f"ETA {hms(d['eta_s'])}")
+        elif k == "live":
+            w, m = d.get("watts"), d.get("mib_s")
+            if m == self._mib_before:
+                m = None                          # the engine's figure of an earlier step: none yet in this one
+            self.live.setText(f"{d['name']}: {w or 0:.2f} W" + (f", {m:.0f} MiB/s" if m else "")
+                              + (f", frames lost: {d['lost_frames']}" if d.get("lost_frames") else ""))
+        elif k == "step-done":
+            self.progress_bar.setValue(d["n"])
+            self.state.setText(f"step {d['n']} of {d['m']} {d['name']}: {d['status']}; ETA {hms(d['eta_s'])}")
+            self.refresh_results()
+        elif k == "paused":
+            self.state.setText(f"paused before step {d['n']} of {d['m']} ({d['name']}); Resume goes on")
+        elif k == "resumed":
+            self.state.setText("going on ...")
+        elif k == "note":
+            self.live.setText(d["text"])
+        elif k == "done":
+            self.progress_bar.setValue(self.progress_bar.maximum())
+        self._buttons()
+
+    def _finished(self, d: dict) -> None:
+        if d.get("run") is not None:
+            self.run_id = d["run"]
+        if d["state"] == "done":
+            self.state.setText(f"run {self.run_id} done in {self.progress_bar.maximum()} steps")
+        elif d["state"] == "stopped":
+            self.state.setText(f"run {self.run_id} stopped ({d['error']}); Resume continues it")
+        else:
+            self.state.setText(f"the sweep failed: {d['error']}")
+            self.core.error.emit(f"the sweep failed: {d['error']}")
+        self.live.setText("")
+        self.refresh_results()
+        self._buttons()
+
+    def _buttons(self) -> None:
+        running = self.runner.running
+        self.run_button.setEnabled(self.plan is not None and not running)
+        self.pause_button.setEnabled(running and not self.runner.paused)
+        self.stop_button.setEnabled(running)
+        self.resume_button.setEnabled(self.plan is not None and (not running or self.runner.paused))
+        self.report_button.setEnabled(self.run_id is not None and not running)
+        for w in (self.plan_box, self.browse, self.db, self.out_root):
+            w.setEnabled(not running)
+
+    # -- results ----------------------------------------------------------------------------------------
+    def refresh_results(self) -> None:
+        """Read the per-step summary from the store (a worker) and show it in the table and charts."""
+        if self.store is None or self.run_id is None:
+            return
+        from powerrig.results.tables import step_summary
+        store, run_id = self.store, self.run_id
+        self.core.run(lambda: step_summary(store, run_id), done=self._fill)
+
+    def _fill(self, rows: list[dict]) -> None:
+        self.rows = rows
+        self.table.setRowCount(len(rows))
+        for i, r in enumerate(rows):
+            vals = [r["name"], f"PS{r['power_state']}", r["workload"], r["status"], _f(r["W"], 3),
+                    _f(r["MiB/s"], 1), _f(r["MiB/s/W"], 1)]
+            for j, v in enumerate(vals):
+                self.table.setItem(i, j, QTableWidgetItem(v))
+        self.table.resizeColumnsToContents()
+        self.charts.show_rows(rows)
+
+    def open_report(self) -> None:
+        """Write the sweep's HTML report (a worker) and open it in the desktop's browser."""
+        if self.store is None or self.run_id is None:
+            self.core.error.emit("run a sweep first; its report is written from the results store")
+            return
+        from powerrig.results.report import write_sweep_report
+        store, run_id = self.store, self.run_id
+        self.core.status.emit(f"writing the report of run {run_id} ...")
+
+        def opened(path):
+            self.report_path = Path(path)
+            self.core.status.emit(f"report: {path}")
+            self.open_url(QUrl.fromLocalFile(str(path)))
+        self.core.run(lambda: write_sweep_report(store, run_id), done=opened)
+
+
+def _f(v, digits: int) -> str:
+    return "—" if v is None or not math.isfinite(v) else f"{v:.{digits}f}"

@@ -1,0 +1,119 @@
+"""The sweep panel driven as a user drives it (pytest-qt, offscreen): open a two-step plan, run it on
+a virtual rig through the sweep engine, pause before the second step, stop there, resume the run to
+its end; the results table and the charts show both steps, read back from the results store, and the
+HTML report opens. A plan that cannot run says why in the panel and runs nothing."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+
+pytest.importorskip("pytestqt")
+from PySide6.QtCore import QSettings  # noqa: E402
+
+from conftest import run_cli  # noqa: E402
+from powerrig.gui.core import Core  # noqa: E402
+from powerrig.gui.main_window import MainWindow  # noqa: E402
+from powerrig.results import ResultStore  # noqa: E402
+
+TWO_STEPS = """name = "gui two steps"
+power_states = [2]
+[rig]
+port = "sim:d5-p5336"
+[drive]
+serial = "VPHA5336000001"
+[timing]
+settle_s = 0.3
+idle_s = 2.0
+measure_s = 2.0
+[[workload]]
+name = "seq-read-128k"
+rw = "read"
+bs = "128k"
+iodepth = 32
+"""
+
+
+@pytest.fixture
+def window(qapp, qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("POWERRIG_SIM_DIR", str(tmp_path / "sim"))
+    QSettings.setDefaultFormat(QSettings.IniFormat)
+    QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, str(tmp_path / "settings"))
+    core = Core(capture_dir=tmp_path / "captures")
+    win = MainWindow(core)
+    win.show()
+    core.errors = []
+    core.error.connect(core.errors.append)
+    panel = win.sweep_panel
+    panel.db.setText(str(tmp_path / "results.sqlite"))
+    panel.out_root.setText(str(tmp_path / "sweeps"))
+    opened = []
+    panel.open_url = opened.append
+    yield win, core, panel, opened
+    panel.runner.stop()
+    panel.runner.wait(60)
+    win.close()
+    run_cli("sim", "stop", "--all")
+
+
+def test_two_step_plan_runs_pauses_stops_and_resumes_to_the_end(qtbot, window, tmp_path):
+    win, core, panel, opened = window
+    plan = tmp_path / "two.toml"
+    plan.write_text(TWO_STEPS)
+    assert panel.load_plan(str(plan))
+    assert "2 steps" in panel.about.text()
+    panel.run_button.click()
+    qtbot.waitUntil(lambda: "step 1 of 2" in panel.state.text() or not panel.runner.running, timeout=120_000)
+    assert panel.runner.running, (panel.state.text(), core.errors)
+    assert "ETA" in panel.state.text()
+    panel.pause_button.click()                          # the idle step (2 s) finishes, then the sweep holds
+    qtbot.waitUntil(lambda: "paused before step 2 of 2" in panel.state.text(), timeout=120_000)
+    assert panel.progress_bar.value() == 1
+    qtbot.waitUntil(lambda: panel.table.rowCount() == 1, timeout=30_000)
+    assert panel.table.item(0, 0).text() == "PS2 idle"
+    assert panel.resume_button.isEnabled() and not panel.pause_button.isEnabled()
+
+    panel.stop_button.click()                           # stop while held: the run stays resumable
+    qtbot.waitUntil(lambda: not panel.runner.running and "stopped" in panel.state.text(), timeout=120_000)
+    store = ResultStore(tmp_path / "results.sqlite")
+    run_id = panel.run_id
+    assert store.run(run_id)["status"] == "interrupted"
+    assert [s["key"] for s in store.steps(run_id)] == ["ps2/idle/r1"]
+
+    panel.resume_button.click()                         # the same run goes on with the step not stored
+    qtbot.waitUntil(lambda: not panel.runner.running and "done" in panel.state.text()
+                    or "failed" in panel.state.text(), timeout=180_000)
+    assert "done" in panel.state.text(), (panel.state.text(), core.errors)
+    assert panel.run_id == run_id
+    assert store.run(run_id)["status"] == "done"
+    qtbot.waitUntil(lambda: panel.table.rowCount() == 2, timeout=30_000)
+    names = [panel.table.item(i, 0).text() for i in range(2)]
+    assert names == ["PS2 idle", "PS2 seq-read-128k"]
+    assert panel.progress_bar.value() == 2
+    # the table shows the store's figures: watts in both steps, MiB/s/W of the read
+    rows = {s["name"]: s for s in panel.rows}
+    assert rows["PS2 idle"]["W"] > 0 and rows["PS2 seq-read-128k"]["MiB/s"] > 100
+    assert panel.table.item(1, 6).text() == f"{rows['PS2 seq-read-128k']['MiB/s/W']:.1f}"
+    # the charts draw the same rows: one bar (the read), power per state for idle and the read
+    assert [b[0] for b in panel.charts.bars] == ["PS2 seq-read-128k"]
+    assert set(panel.charts.lines) == {"idle", "seq-read-128k"}
+    assert panel.charts.lines["seq-read-128k"][0][1] > panel.charts.lines["idle"][0][1]
+
+    panel.report_button.click()
+    qtbot.waitUntil(lambda: bool(opened), timeout=60_000)
+    report = opened[0].toLocalFile()
+    assert report.endswith("index.html") and os.path.exists(report)
+    assert "PS2 seq-read-128k" in open(report).read() or "ps2/seq-read-128k" in open(report).read()
+
+
+def test_a_plan_that_cannot_run_says_why_and_runs_nothing(qtbot, window, tmp_path):
+    win, core, panel, _ = window
+    bad = tmp_path / "bad.toml"
+    bad.write_text(TWO_STEPS.replace("power_states = [2]", "power_states = [2]\nsettle = 3"))
+    assert not panel.load_plan(str(bad))
+    assert "this plan cannot run" in panel.about.text() and "settle" in panel.about.text()
+    assert not panel.run_button.isEnabled()
+    assert core.errors and "\n" not in core.errors[-1]
+    assert not (tmp_path / "results.sqlite").exists()

@@ -51,7 +51,9 @@ def sshd(tmp_path_factory):
         f"ListenAddress 127.0.0.1\nPort {port}\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n"
         f"AuthorizedKeysFile {d}/authorized_keys\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
         "PubkeyAuthentication yes\nPermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\n"
-        "Subsystem sftp internal-sftp\n")
+        "Subsystem sftp internal-sftp\n"
+        # sessions find this checkout's powerrig, as a lab's drive host has it installed
+        f"SetEnv PYTHONPATH={REPO / 'host_app'}\n")
     if os.geteuid() == 0:
         os.makedirs("/run/sshd", exist_ok=True)      # privilege separation directory sshd needs as root
     log = open(d / "sshd.log", "w")
@@ -189,3 +191,50 @@ def test_arguments_reach_the_far_side_unsplit(sshd):
     out = h.run([sys.executable, "-c", "import sys, json; print(json.dumps(sys.argv[1:]))",
                  "a b", "it's", "$HOME", ";true"])
     assert json.loads(out) == ["a b", "it's", "$HOME", ";true"]
+
+
+PLAN = """\
+name = "t"
+power_states = [0]
+[rig]
+port = "sim:client-apst"
+[drive]
+serial = "SN1"
+host = "{host}"
+[[workload]]
+name = "r"
+rw = "read"
+bs = "128k"
+"""
+
+
+def test_plan_names_the_drive_host_and_refuses_a_bad_one():
+    from powerrig.sweep.plan import PlanError, parse
+
+    assert parse(PLAN.format(host="ssh://lab@drivehost:2222")).drive.host == "ssh://lab@drivehost:2222"
+    with pytest.raises(PlanError, match=r"drive\.host.*ssh://\[user@\]host") as e:
+        parse(PLAN.format(host="drivehost"))
+    assert "\n" not in str(e.value)
+
+
+def test_pytest_plugin_runs_the_drive_tools_on_the_dut_host(sshd, tmp_path, monkeypatch):
+    """A plain pytest with --rig sim:PROFILE --dut-host ssh://...: the dut fixture's tools ran over ssh."""
+    from test_sweep_pytest_plugin import pytest_cmd
+
+    d = tmp_path / "lab"
+    d.mkdir()
+    (d / "test_remote_dut.py").write_text(
+        "def test_dut_is_remote(dut):\n"
+        "    assert dut.nvme.remote is not None and dut.fio.remote is dut.nvme.remote\n"
+        "    ev = [e for e in dut.nvme.timeline.events() if e.meta.get('drive_host')]\n"
+        "    assert ev and ev[0].ok\n"
+        "    print('DRIVE_HOST', dut.nvme.remote.url, dut.ident.sn.strip())\n")
+    env = dict(os.environ, POWERRIG_SIM_DIR=str(tmp_path / "sim"))
+    try:
+        r = subprocess.run(pytest_cmd("-q", "-s", "--rig", "sim:client-apst", "--dut-host", sshd["url"]), cwd=d,
+                           capture_output=True, text=True, timeout=300, env=env)
+    finally:
+        subprocess.run([sys.executable, "-m", "powerrig", "sim", "stop", "--all"], env=env, capture_output=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert f"DRIVE_HOST ssh://{sshd['user']}@127.0.0.1:{sshd['port']}" in r.stdout

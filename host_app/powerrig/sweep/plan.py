@@ -130,6 +130,7 @@ class DriveSpec:
     controller: str = "/dev/nvme0"
     namespace: str = "/dev/nvme0n1"
     serial: str = ""
+    host: str = ""                     # "" (this host) or ssh://user@host:port, where nvme-cli and fio run
 
 
 @dataclass(frozen=True)
@@ -260,7 +261,7 @@ class Plan:
 TOP = {"name", "description", "power_states", "idle_steps", "apst", "rig", "drive", "preparation", "timing",
        "steady_state", "workload"}
 RIG = {"port", "interval_us", "nvme", "fio", "reconnect_s"}
-DRIVE = {"controller", "namespace", "serial"}
+DRIVE = {"controller", "namespace", "serial", "host"}
 PREP = {"kind", "job"}
 TIMING = {"settle_s", "idle_s", "measure_s", "repetitions", "cooldown_s"}
 STEADY = {"rounds", "max_rounds", "range_pct", "slope_pct", "metrics"}
@@ -381,7 +382,14 @@ def _build(d: dict, text: str, path: str) -> Plan:
     dr = _table(("drive",), d.get("drive", {}))
     _known(("drive",), dr, DRIVE)
     drive = DriveSpec(*(_str(("drive", k), dr.get(k, v)) for k, v in
-                        (("controller", "/dev/nvme0"), ("namespace", "/dev/nvme0n1"), ("serial", ""))))
+                        (("controller", "/dev/nvme0"), ("namespace", "/dev/nvme0n1"), ("serial", ""),
+                         ("host", ""))))
+    if drive.host:
+        from powerrig.dut.remote import RemoteError, drive_host
+        try:
+            drive_host(drive.host)
+        except RemoteError as e:
+            raise _Bad(("drive", "host"), str(e)) from None
     p = _table(("preparation",), d.get("preparation", {}))
     _known(("preparation",), p, PREP)
     kind = _str(("preparation", "kind"), p.get("kind", "none"))

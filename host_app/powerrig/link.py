@@ -35,6 +35,9 @@ def open_serial(port: str, timeout: float = 0.02) -> serial.Serial:
     if not is_url and os.path.exists(port):
         _check_is_character_device(port)
     try:
+        if port.startswith("rfc2217://"):         # pyserial's client, with a data path that keeps up
+            from powerrig.rfc2217 import open_rfc2217
+            return open_rfc2217(port, baudrate=2_000_000, timeout=timeout)
         if is_url:
             return serial.serial_for_url(port, baudrate=2_000_000, timeout=timeout)
         return serial.Serial(port, baudrate=2_000_000, timeout=timeout, exclusive=True)

@@ -26,6 +26,8 @@ def pytest_addoption(parser):
     g.addoption("--rig", default=None, help="interposer: serial port, rfc2217://host:port or sim:PROFILE")
     g.addoption("--dut", default=None, help="drive controller (default /dev/nvme0, or the virtual rig's)")
     g.addoption("--dut-serial", default=None, help="serial number the drive must have")
+    g.addoption("--dut-host", default=None, help="drive host the drive's nvme-cli and fio run on: "
+                                                 "ssh://user@host:port (default: this host)")
     g.addoption("--results", default=None, help="results database (SQLite file or SQLAlchemy URL)")
     g.addoption("--inventory", default=None, help="TOML file of rigs ([[rig]] name, port, drive, serial); "
                                                   "each xdist worker takes one")
@@ -37,6 +39,7 @@ class RigSlot:
     port: str
     drive: str | None = None
     serial: str | None = None
+    drive_host: str | None = None
 
 
 def _slot(config) -> RigSlot | None:
@@ -49,11 +52,12 @@ def _slot(config) -> RigSlot | None:
             raise pytest.UsageError(f"--inventory {inv} lists {len(rigs)} rigs; worker {worker} has none "
                                     "(use -n at most the number of rigs)")
         r = rigs[k]
-        return RigSlot(r.get("name", f"rig{k}"), r["port"], r.get("drive"), r.get("serial"))
+        return RigSlot(r.get("name", f"rig{k}"), r["port"], r.get("drive"), r.get("serial"), r.get("drive_host"))
     port = config.getoption("--rig")
     if not port:
         return None
-    return RigSlot(port, port, config.getoption("--dut"), config.getoption("--dut-serial"))
+    return RigSlot(port, port, config.getoption("--dut"), config.getoption("--dut-serial"),
+                   config.getoption("--dut-host"))
 
 
 @dataclass
@@ -96,10 +100,10 @@ def rig(request, tmp_path_factory):
         os.environ.setdefault("POWERRIG_SIM_DIR", str(tmp_path_factory.mktemp("sim")))
         st = simrig.start(slot.port[4:])
         handle = RigHandle(st["port"], st["nvme"], st["fio"], st["controller"], st["namespaces"],
-                           f"{slot.name}:{st['id']}", st["id"], st, st.get("host"))
+                           f"{slot.name}:{st['id']}", st["id"], st, st.get("host"), slot.drive_host)
     else:
         handle = RigHandle(slot.port, ["nvme"], ["fio"], slot.drive or "/dev/nvme0",
-                           [(slot.drive or "/dev/nvme0") + "n1"], slot.name)
+                           [(slot.drive or "/dev/nvme0") + "n1"], slot.name, drive_host=slot.drive_host)
     dev = open_interposer(handle.port, what="--rig")
     yield Rig(slot, handle, dev)
     dev.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass
 
+from powerrig.dut.remote import SSH_FAILED, RemoteError
 from powerrig.errors import ToolError
 from powerrig.events import Event, Timeline
 
@@ -18,14 +19,24 @@ class Completed:
 
 
 def run_tool(argv: list[str], timeline: Timeline, kind: str, name: str, tool: str, timeout: float,
-             env: dict | None = None, check: bool = True, meta: dict | None = None) -> Completed:
+             env: dict | None = None, check: bool = True, meta: dict | None = None,
+             remote=None) -> Completed:
     """Run argv, record it on the timeline; ToolError (event marked failed) when it is missing,
-    times out or (with ``check``) exits non-zero."""
-    ev = timeline.begin(kind, name, argv=list(argv), meta=dict(meta or {}))
+    times out or (with ``check``) exits non-zero. With ``remote`` (an SshHost) argv runs on that
+    host; ssh's own failure (exit 255) is a RemoteError whatever ``check`` says."""
+    meta = dict(meta or {})
+    if remote is not None:
+        meta["drive_host"] = remote.url
+    ev = timeline.begin(kind, name, argv=list(argv), meta=meta)
+    local_argv = remote.wrap(argv) if remote is not None else argv
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
+        p = subprocess.run(local_argv, capture_output=True, text=True, timeout=timeout, env=env,
                            stdin=subprocess.DEVNULL, shell=False)
     except FileNotFoundError:
+        if remote is not None:
+            msg = "ssh not found: install openssh-client to reach a drive host"
+            timeline.end(ev, ok=False, error=msg)
+            raise RemoteError(msg) from None
         msg = (f"{tool} not found: {argv[0]!r} is not installed or not on PATH "
                f"(install {tool}, or set the {tool} program in the rig configuration)")
         timeline.end(ev, ok=False, error=msg)
@@ -39,6 +50,15 @@ def run_tool(argv: list[str], timeline: Timeline, kind: str, name: str, tool: st
         timeline.end(ev, ok=False, error=msg)
         raise ToolError(msg) from None
     ev.result["returncode"] = p.returncode
+    if remote is not None and p.returncode == SSH_FAILED:
+        msg = remote.explain(p.stderr)
+        timeline.end(ev, ok=False, error=msg)
+        raise RemoteError(msg)
+    if remote is not None and p.returncode == 127 and "not found" in p.stderr:
+        msg = (f"{tool} not found on drive host {remote.url}: {argv[0]!r} (install {tool} there, or set "
+               f"the {tool} program in the rig configuration)")
+        timeline.end(ev, ok=False, error=msg)
+        raise ToolError(msg)
     if check and p.returncode != 0:
         first = next((ln.strip() for ln in p.stderr.splitlines() if ln.strip()), "") or \
             next((ln.strip() for ln in p.stdout.splitlines() if ln.strip()), "no output")

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from powerrig.dut._run import fail, run_tool
-from powerrig.errors import ToolError
+from powerrig.errors import PowerrigError, ToolError
 from powerrig.events import FIO, PHASE, Timeline
 
 DIRECTIONS = ("read", "write", "trim")
@@ -388,10 +388,12 @@ class Fio:
     """fio on one host. ``program`` is the argv prefix: ["fio"] or the simulator's command."""
 
     def __init__(self, program: list[str] | None = None, timeline: Timeline | None = None,
-                 timeout_margin: float = 60.0, env: dict | None = None, nvme=None):
+                 timeout_margin: float = 60.0, env: dict | None = None, nvme=None, remote=None):
         """``nvme``: the NvmeCli (with its HostView) the guard reads serials and the host through;
-        by default the host's own ``nvme`` on this timeline."""
+        by default the host's own ``nvme`` on this timeline. ``remote``: an SshHost fio runs on (its
+        job file goes there, its JSON output and logs come back into the run's directory)."""
         self.program = list(program or ["fio"])
+        self.remote = remote
         self.timeline = timeline if timeline is not None else Timeline()
         self.timeout_margin = timeout_margin
         self.env = env
@@ -411,14 +413,15 @@ class Fio:
                     drives.append(f)
         if drives:
             if self.nvme is None:
-                self.nvme = NvmeCli(timeline=self.timeline)
+                self.nvme = NvmeCli(timeline=self.timeline, remote=self.remote)
             g = DriveGuard(self.nvme, self.nvme.host)
             for f in drives:
                 g.check(f, serial, "a fio write workload", allow_unguarded)
         return drives
 
     def version(self) -> str:
-        done = run_tool(self.program + ["--version"], self.timeline, FIO, "fio --version", "fio", 30, self.env)
+        done = run_tool(self.program + ["--version"], self.timeline, FIO, "fio --version", "fio", 30, self.env,
+                        remote=self.remote)
         v = done.stdout.strip()
         if not re.match(r"fio-\d+\.\d+", v):
             raise fail(self.timeline, done.event, f"cannot tell the fio version from {v[:40]!r} (is this fio?)")
@@ -440,19 +443,36 @@ class Fio:
         logs = out / "logs"
         logs.mkdir(exist_ok=True)
         job_file = out / f"{name}.fio"
-        job_file.write_text(plan.job_file(str(logs)))
         output = out / f"{name}.json"
         if output.exists():
             output.unlink()
-        argv = self.program + plan.argv(str(job_file), str(output))
-        longest = max((j.runtime or 0) for j in plan.jobs)
-        timeout = longest + self.timeout_margin if longest else 3600.0
-        t_call = time.time()
-        done = run_tool(argv, self.timeline, FIO, name, "fio", timeout, self.env, check=False,
-                        meta={"job_file": str(job_file), "output": str(output)})
+        rdir = self.remote.mkdtemp() if self.remote is not None else None
+        try:
+            # on a drive host fio writes into a directory there, fetched back into ``out`` afterwards
+            where = Path(rdir) if rdir else out
+            job_text = plan.job_file(str(where / "logs"))
+            job_file.write_text(job_text)
+            if rdir:
+                self.remote.run(["mkdir", "-p", str(where / "logs")])
+                self.remote.put_text(job_text, str(where / job_file.name))
+            argv = self.program + plan.argv(str(where / job_file.name), str(where / output.name))
+            longest = max((j.runtime or 0) for j in plan.jobs)
+            timeout = longest + self.timeout_margin if longest else 3600.0
+            t_call = time.time()
+            done = run_tool(argv, self.timeline, FIO, name, "fio", timeout, self.env, check=False,
+                            meta={"job_file": str(job_file), "output": str(output)}, remote=self.remote)
+            t_return = time.time()
+            if rdir:
+                try:
+                    fetched = self.remote.fetch_dir(rdir, out)
+                except PowerrigError as e:
+                    raise fail(self.timeline, done.event, f"fio's output could not be fetched: {e}") from None
+                done.event.meta["fetched"] = sorted(fetched)
+        finally:
+            if rdir:
+                self.remote.remove(rdir)
         ev = done.event
         text = output.read_text() if output.exists() else ""
-        t_return = time.time()
         if done.returncode != 0:
             first = next((ln.strip() for ln in done.stderr.splitlines() if ln.strip()), "") or "no message"
             raise fail(self.timeline, ev, f"fio failed (exit {done.returncode}): {first}; "

@@ -73,6 +73,13 @@ class HostView:
 
 
 @dataclass(frozen=True)
+class RemoteHostView(HostView):
+    """A drive host reached over SSH (``url``): its sysfs, mount table and swaps cannot be read from
+    here, so the guard refuses destructive steps on it rather than pass them unchecked."""
+    url: str = ""
+
+
+@dataclass(frozen=True)
 class Target:
     """A drive as sysfs knows it: the namespace block device (None for a controller) and the
     controllers that reach it."""
@@ -202,6 +209,8 @@ class DriveGuard:
             tl.end(ev, ok=True, overridden=True)
             return None
         try:
+            if isinstance(self.host, RemoteHostView):
+                self._refuse_remote(dev, serial, action)
             target = resolve(dev, self.host)
             serials = {}
             for c in target.controllers:
@@ -213,6 +222,21 @@ class DriveGuard:
             raise GuardRefused(str(e)) from None
         tl.end(ev, ok=True, controllers=list(target.controllers), namespace=target.namespace, nsid=target.nsid)
         return target
+
+
+    def _refuse_remote(self, dev: str, serial: str | None, action: str) -> None:
+        """The serial is checked (nvme-cli runs there); what cannot be checked is said, and refused."""
+        m = re.match(r"^(/dev/nvme\d+)(?:n\d+(?:p\d+)?)?$", dev)
+        if m:
+            sn = self.nvme.id_ctrl(m.group(1)).sn.strip()
+            if not serial or str(serial).strip() != sn:
+                check_destructive(dev, serial, sn, HostView(mounts="", swaps=""), action,
+                                  Target(dev, None, (), None, frozenset()))
+        raise GuardRefused(
+            f"refusing {action} on {dev} on drive host {self.host.url}: the guard cannot read that host's "
+            "sysfs, mount table and swaps over ssh, so it cannot check that nothing on the drive is mounted "
+            "or swapped on, nor that it is not the boot device; give the rig a host view of the drive host "
+            "(rig 'host'), or check by hand and pass allow_unguarded")
 
 
 def guard_destructive(nvme, dev: str, plan_serial: str | None, host: HostView | None = None,

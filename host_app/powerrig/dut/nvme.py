@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 
 from powerrig.dut._run import fail, run_tool
-from powerrig.dut.guard import DriveGuard, HostView
+from powerrig.dut.guard import DriveGuard, HostView, RemoteHostView
 from powerrig.errors import ToolError
 from powerrig.events import NVME, POWER_STATE, Timeline
 from powerrig.nvme_fields import (SCALE_W, Keys, PowerStateDescriptor, celsius, celsius_nvme_cli, load_json,  # noqa: F401
@@ -300,11 +300,12 @@ class NvmeCli:
     """nvme-cli on one host. ``program`` is the argv prefix: ["nvme"], ["sudo", "nvme"] or the simulator."""
 
     def __init__(self, program: list[str] | None = None, timeline: Timeline | None = None, timeout: float = 30.0,
-                 env: dict | None = None, host: HostView | None = None):
+                 env: dict | None = None, host: HostView | None = None, remote=None):
         """``host``: where the destructive-operation guard reads sysfs, mounts and swaps (the real host
-        by default; the virtual rig publishes its own)."""
+        by default; the virtual rig publishes its own). ``remote``: an SshHost the commands run on."""
         self.program = list(program or ["nvme"])
-        self.host = host or HostView()
+        self.remote = remote
+        self.host = host or (RemoteHostView(remote.url) if remote is not None else HostView())
         self.timeline = timeline if timeline is not None else Timeline()
         self.timeout = timeout
         self.env = env
@@ -312,7 +313,8 @@ class NvmeCli:
         self._id: dict[str, ControllerId] = {}
 
     def _call(self, args: list[str], name: str, parse, meta: dict | None = None, extra=None):
-        done = run_tool(self.program + args, self.timeline, NVME, name, "nvme-cli", self.timeout, self.env, meta=meta)
+        done = run_tool(self.program + args, self.timeline, NVME, name, "nvme-cli", self.timeout, self.env, meta=meta,
+                        remote=self.remote)
         try:
             parsed = parse(done.stdout)
         except ToolError as e:

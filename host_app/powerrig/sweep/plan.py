@@ -131,6 +131,7 @@ class DriveSpec:
     controller: str = "/dev/nvme0"
     namespace: str = "/dev/nvme0n1"
     serial: str = ""
+    host: str = ""                     # "" (this host) or ssh://user@host:port, where nvme-cli and fio run
 
 
 @dataclass(frozen=True)
@@ -272,7 +273,7 @@ TOP = {"name", "description", "power_states", "idle_steps", "apst", "rig", "driv
        "steady_state", "workload", "checks"}
 CHECKS = {"self_reported_power", "self_reported_tolerance_pct"}
 RIG = {"port", "interval_us", "nvme", "fio", "reconnect_s"}
-DRIVE = {"controller", "namespace", "serial"}
+DRIVE = {"controller", "namespace", "serial", "host"}
 PREP = {"kind", "job"}
 TIMING = {"settle_s", "idle_s", "measure_s", "repetitions", "cooldown_s"}
 STEADY = {"rounds", "max_rounds", "range_pct", "slope_pct", "metrics"}
@@ -395,7 +396,14 @@ def _build(d: dict, text: str, path: str) -> Plan:
     dr = _table(("drive",), d.get("drive", {}))
     _known(("drive",), dr, DRIVE)
     drive = DriveSpec(*(_str(("drive", k), dr.get(k, v)) for k, v in
-                        (("controller", "/dev/nvme0"), ("namespace", "/dev/nvme0n1"), ("serial", ""))))
+                        (("controller", "/dev/nvme0"), ("namespace", "/dev/nvme0n1"), ("serial", ""),
+                         ("host", ""))))
+    if drive.host:
+        from powerrig.dut.remote import RemoteError, drive_host
+        try:
+            drive_host(drive.host)
+        except RemoteError as e:
+            raise _Bad(("drive", "host"), str(e)) from None
     p = _table(("preparation",), d.get("preparation", {}))
     _known(("preparation",), p, PREP)
     kind = _str(("preparation", "kind"), p.get("kind", "none"))

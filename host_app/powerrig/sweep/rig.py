@@ -23,6 +23,7 @@ class RigHandle:
     sim_id: str | None = None
     info: dict = field(default_factory=dict)
     host: dict | None = None          # where the guard reads sysfs and mounts (a virtual rig names its own)
+    drive_host: str | None = None     # ssh://user@host:port the drive's tools run on (None: this host)
 
     def host_view(self):
         """Where the drive guard looks: the virtual rig's own sysfs and mounts, or this host's."""
@@ -32,7 +33,8 @@ class RigHandle:
     def runners(self, timeline):
         """(NvmeCli, Fio) for this rig, with the drive guard on every write."""
         from powerrig.dut import runners
-        return runners({"nvme": self.nvme, "fio": self.fio, "host": self.host}, timeline)
+        return runners({"nvme": self.nvme, "fio": self.fio, "host": self.host, "drive_host": self.drive_host},
+                       timeline)
 
     def close(self) -> None:
         if self.sim_id:
@@ -49,9 +51,10 @@ def bring_up(plan) -> RigHandle:
         from powerrig.sim import rig as simrig
         st = simrig.start(r.sim_profile)
         return RigHandle(st["port"], st["nvme"], st["fio"], st["controller"], st["namespaces"],
-                         f"sim:{r.sim_profile}:{st['id']}", st["id"], st, st.get("host"))
+                         f"sim:{r.sim_profile}:{st['id']}", st["id"], st, st.get("host"), plan.drive.host or None)
     ns = [plan.drive.namespace]
-    return RigHandle(r.port, list(r.nvme), list(r.fio), plan.drive.controller, ns, r.port)
+    return RigHandle(r.port, list(r.nvme), list(r.fio), plan.drive.controller, ns, r.port,
+                     drive_host=plan.drive.host or None)
 
 
 def open_interposer(port: str, wait_s: float = 0.0, what: str = "rig.port"):

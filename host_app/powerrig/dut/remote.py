@@ -1,0 +1,140 @@
+"""A drive host reached over SSH: the nvme-cli and fio runners run their argv there.
+
+A lab's drives often sit in other machines than the interposer's host. ``ssh://user@host:port``
+names one; ``?Option=value`` pairs are passed to ssh as ``-o Option=value`` (IdentityFile,
+UserKnownHostsFile, ...). ssh joins its arguments into one shell line on the far side, so every
+argument is quoted here (never a shell on this side). Files (fio's job file in, its JSON output and
+logs back) travel through the same connection (``cat`` and ``tar``), so nothing but sshd, a POSIX
+shell and tar is needed on the drive host.
+"""
+from __future__ import annotations
+
+import io
+import logging
+import shlex
+import subprocess
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+from powerrig.errors import PowerrigError
+
+logger = logging.getLogger(__name__)
+SSH_FAILED = 255        # ssh's own exit code: the connection, not the remote command, failed
+
+
+class RemoteError(PowerrigError):
+    """The drive host cannot be reached or refused us (ssh itself failed)."""
+
+
+@dataclass(frozen=True)
+class SshHost:
+    host: str
+    user: str | None = None
+    port: int | None = None
+    options: tuple[tuple[str, str], ...] = ()
+    connect_timeout: int = 10
+
+    @classmethod
+    def parse(cls, url: str) -> "SshHost":
+        """``ssh://[user@]host[:port][?Option=value&...]``; anything else is a one-line error."""
+        u = urlsplit(str(url))
+        if u.scheme != "ssh" or not u.hostname:
+            raise RemoteError(f"drive host {url!r} is not an ssh://[user@]host[:port] URL "
+                              "(e.g. ssh://lab@drivehost:22)")
+        try:
+            port = u.port
+        except ValueError:
+            raise RemoteError(f"drive host {url!r}: the port is not a number 1-65535") from None
+        opts = tuple(parse_qsl(u.query, keep_blank_values=False, strict_parsing=False))
+        return cls(u.hostname, u.username, port, opts)
+
+    @property
+    def url(self) -> str:
+        who = f"{self.user}@" if self.user else ""
+        return f"ssh://{who}{self.host}" + (f":{self.port}" if self.port else "")
+
+    def ssh_argv(self) -> list[str]:
+        """ssh with no prompts (BatchMode: a missing key fails at once instead of asking)."""
+        a = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}", "-o", "LogLevel=ERROR"]
+        if self.port:
+            a += ["-p", str(self.port)]
+        for k, v in self.options:
+            a += ["-o", f"{k}={v}"]
+        return a + [f"{self.user}@{self.host}" if self.user else self.host, "--"]
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """The local argv that runs ``argv`` on the drive host (each argument quoted for its shell)."""
+        return self.ssh_argv() + [shlex.join([str(a) for a in argv])]
+
+    def explain(self, stderr: str) -> str:
+        """One line for an ssh failure (exit 255): unreachable, refused, or not allowed in."""
+        text = " ".join(ln.strip() for ln in (stderr or "").splitlines() if ln.strip())
+        low = text.lower()
+        if "permission denied" in low or "too many authentication failures" in low:
+            why = (f"authentication failed ({text}); install this user's public key in the drive host's "
+                   "authorized_keys or name the key with ?IdentityFile=PATH")
+        elif "host key verification failed" in low or "remote host identification has changed" in low:
+            why = f"its host key is unknown or changed ({text}); add it with ssh-keyscan to known_hosts"
+        elif any(s in low for s in ("connection refused", "no route", "could not resolve", "timed out",
+                                    "network is unreachable", "name or service not known", "connection closed")):
+            why = f"host unreachable ({text}); check the host name, the port and that sshd runs there"
+        else:
+            why = text or "ssh failed without a message"
+        return f"cannot run commands on drive host {self.url}: {why}"
+
+    def run(self, argv: list[str], timeout: float = 60.0, stdin: bytes | None = None) -> bytes:
+        """Run a helper command (mkdir, cat, tar, rm) there; RemoteError when it fails."""
+        try:
+            p = subprocess.run(self.wrap(argv), input=stdin, capture_output=True, timeout=timeout,
+                               stdin=None if stdin is not None else subprocess.DEVNULL)
+        except FileNotFoundError:
+            raise RemoteError("ssh not found: install openssh-client to reach a drive host") from None
+        except subprocess.TimeoutExpired:
+            raise RemoteError(f"drive host {self.url}: {shlex.join(argv)} did not finish within {timeout:g} s") from None
+        err = p.stderr.decode(errors="replace")
+        if p.returncode == SSH_FAILED:
+            raise RemoteError(self.explain(err))
+        if p.returncode != 0:
+            first = next((ln.strip() for ln in err.splitlines() if ln.strip()), "no message")
+            raise RemoteError(f"drive host {self.url}: {shlex.join(argv)} failed (exit {p.returncode}): {first}")
+        return p.stdout
+
+    def check(self) -> None:
+        """Connect once: a wrong host, port or key is one clear error before any step runs."""
+        self.run(["true"], timeout=self.connect_timeout + 20)
+
+    def mkdtemp(self) -> str:
+        return self.run(["mktemp", "-d", "/tmp/powerrig-fio.XXXXXX"]).decode().strip()
+
+    def put_text(self, text: str, path: str) -> None:
+        self.run(["sh", "-c", 'cat > "$1"', "sh", path], stdin=text.encode())
+
+    def fetch_dir(self, remote_dir: str, local_dir: Path) -> list[str]:
+        """Copy a directory's regular files back (tar through the connection); the names copied."""
+        data = self.run(["tar", "-C", remote_dir, "-cf", "-", "."], timeout=600)
+        names = []
+        with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+            members = [m for m in tf.getmembers() if m.isfile() or m.isdir()]
+            for m in members:
+                if m.name.startswith("/") or ".." in Path(m.name).parts:
+                    raise RemoteError(f"drive host {self.url}: refusing a path outside the results: {m.name!r}")
+            tf.extractall(local_dir, members=members, filter="data")
+            names = [m.name for m in members if m.isfile()]
+        return names
+
+    def remove(self, remote_dir: str) -> None:
+        try:
+            self.run(["rm", "-rf", "--", remote_dir])
+        except RemoteError as e:
+            logger.warning("could not remove %s on %s: %s", remote_dir, self.url, e)
+
+
+def drive_host(spec) -> SshHost | None:
+    """None (this host) for None/"" / "local"; an SshHost for an ssh:// URL or an SshHost."""
+    if spec is None or spec == "" or spec == "local":
+        return None
+    if isinstance(spec, SshHost):
+        return spec
+    return SshHost.parse(spec)

@@ -1,0 +1,194 @@
+"""powerrig[lab]: the PowerrigSlot resource and PowerrigDriver in labgrid's own environment (labgrid
+brings pyserial-labgrid, which replaces pyserial, so never in the base virtualenv), and one
+reserve-acquire-sweep-release cycle through a real labgrid coordinator and exporter on localhost."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import POWERRIG, REPO, run_cli
+
+LAB_VENV = Path(os.environ.get("POWERRIG_LAB_VENV", Path.home() / ".cache" / "powerrig" / "lab-venv"))
+PYPATH = f"{REPO / 'host_app'}{os.pathsep}{REPO / 'firmware'}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab_venv():
+    """labgrid in a virtualenv of its own, created once under ~/.cache/powerrig and reused."""
+    py = LAB_VENV / "bin" / "python"
+    probe = [str(py), "-c", "import labgrid, numpy, attr"]
+    if not (py.exists() and subprocess.run(probe, capture_output=True, timeout=120).returncode == 0):
+        if not py.exists():
+            subprocess.run([sys.executable, "-m", "venv", str(LAB_VENV)], check=True, timeout=300)
+        r = subprocess.run([str(py), "-m", "pip", "install", "-q", "labgrid>=24", "numpy>=1.26"],
+                           capture_output=True, text=True, timeout=900)
+        if r.returncode != 0:
+            pytest.skip(f"labgrid could not be installed into {LAB_VENV} (is PyPI reachable?): "
+                        f"{(r.stderr.strip().splitlines() or ['no message'])[-1]}")
+    return LAB_VENV / "bin"
+
+
+def lab_python(venv: Path, code: str, cwd: Path, env: dict | None = None, timeout: float = 180):
+    e = dict(os.environ, PYTHONPATH=PYPATH, **(env or {}))
+    return subprocess.run([str(venv / "python"), "-c", code], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=e)
+
+
+def test_the_base_environment_keeps_pyserial():
+    """The base install is on pyserial, not labgrid's fork (which would replace its `serial`)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+    assert distribution("pyserial")
+    with pytest.raises(PackageNotFoundError):
+        distribution("pyserial-labgrid")
+
+
+def test_slot_and_driver_on_a_local_target(lab_venv, sim, tmp_path):
+    s = sim()
+    (tmp_path / "env.yaml").write_text(
+        "targets:\n  main:\n    resources:\n      PowerrigSlot:\n"
+        f"        port: \"{s.port}\"\n        drive_serial: \"SN1\"\n        rails: \"12V,3V3\"\n"
+        "        form_factor: \"U.2\"\n        drive_host: \"ssh://lab@drivehost:22\"\n"
+        "    drivers:\n      PowerrigDriver: {}\nimports:\n  - powerrig.lab\n")
+    r = lab_python(lab_venv, """
+import json, serial
+from labgrid import Environment
+t = Environment('env.yaml').get_target('main')
+d = t.get_driver('PowerrigDriver')
+dev = d.interposer()
+with dev.stream(interval_us=1000) as st:
+    for _ in st.blocks(seconds=0.5):
+        pass
+    n = st.summary()['samples']
+t.deactivate(d)
+print(json.dumps({'args': d.pytest_args(), 'rails': d.slot.rails, 'samples': n, 'serial': serial.__file__}))
+""", tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["samples"] == 500
+    assert out["rails"] == ["12V", "3V3"]
+    assert out["args"] == ["--rig", s.port, "--dut", "/dev/nvme0", "--dut-serial", "SN1",
+                           "--dut-host", "ssh://lab@drivehost:22"]
+    assert str(LAB_VENV) in out["serial"]          # labgrid's environment has its own serial package
+
+
+def _wait(what: str, check, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.3)
+    raise AssertionError(f"{what} within {timeout} s")
+
+
+PLAN = """name = "lab"
+power_states = [0]
+[rig]
+port = "{port}"
+nvme = {nvme}
+fio = {fio}
+[drive]
+controller = "{controller}"
+namespace = "{namespace}"
+serial = "{serial}"
+[timing]
+settle_s = 0.3
+idle_s = 0.5
+measure_s = 1.5
+[[workload]]
+name = "seq-read"
+rw = "read"
+"""
+
+
+def test_reserve_acquire_sweep_release_through_a_coordinator(lab_venv, tmp_path, monkeypatch):
+    monkeypatch.setenv("POWERRIG_SIM_DIR", str(tmp_path / "sim"))
+    r = run_cli("sim", "start", "--profile", "d5-p5336")
+    assert r.returncode == 0, r.stderr
+    rig = json.loads(r.stdout)
+    coord_port = _free_port()
+    env = dict(os.environ, LG_COORDINATOR=f"127.0.0.1:{coord_port}", PYTHONPATH=PYPATH)
+    work = tmp_path / "lab"
+    work.mkdir()
+    procs = []
+    client = [str(lab_venv / "labgrid-client")]
+
+    def lg(*args, check=True):
+        p = subprocess.run(client + list(args), cwd=work, capture_output=True, text=True, timeout=120, env=env)
+        if check:
+            assert p.returncode == 0, (args, p.stdout, p.stderr)
+        return p
+
+    try:
+        procs.append(subprocess.Popen([str(lab_venv / "labgrid-coordinator"), "-l", f"127.0.0.1:{coord_port}"],
+                                      cwd=work, stdout=open(work / "coordinator.log", "w"), stderr=subprocess.STDOUT,
+                                      env=env))
+        _wait("the coordinator answers", lambda: lg("places", check=False).returncode == 0)
+        # the exporter of the rig's host: one slot, published as-is (no import needed on the exporter)
+        (work / "exporter.yaml").write_text(
+            f"slot1:\n  location: rack1\n  PowerrigSlot:\n    port: \"{rig['port']}\"\n"
+            f"    drive_serial: \"{rig['serial']}\"\n    controller: \"{rig['controller']}\"\n"
+            "    rails: \"12V,3V3\"\n    form_factor: \"U.2\"\n")
+        procs.append(subprocess.Popen([str(lab_venv / "labgrid-exporter"), "-c", f"127.0.0.1:{coord_port}", "-n",
+                                       "exp1", "exporter.yaml"], cwd=work, stdout=open(work / "exporter.log", "w"),
+                                      stderr=subprocess.STDOUT, env=env))
+        _wait("the exporter publishes the slot", lambda: "exp1/slot1/PowerrigSlot" in lg("resources", check=False).stdout)
+        lg("-p", "rig1", "create")
+        lg("-p", "rig1", "add-match", "exp1/slot1/PowerrigSlot")
+        lg("-p", "rig1", "set-tags", "powerrig=yes", "form=U.2")
+        # the worker: reserve by tags (not by name), acquire what it got, learn the slot through the driver
+        tok = lg("reserve", "--wait", "--shell", "powerrig=yes", "form=U.2").stdout
+        token = tok.strip().split("LG_TOKEN=")[1].split()[0]
+        env["LG_TOKEN"] = token
+        assert "acquired" in lg("-p", "+", "acquire").stdout
+        (work / "env.yaml").write_text("targets:\n  main:\n    resources:\n      RemotePlace:\n        name: \"+\"\n"
+                                       "    drivers:\n      PowerrigDriver: {}\nimports:\n  - powerrig.lab\n")
+        got = lab_python(lab_venv, """
+import json
+from labgrid import Environment
+t = Environment('env.yaml').get_target('main')
+d = t.get_driver('PowerrigDriver')
+desc = d.interposer().describe()
+t.deactivate(d)
+print(json.dumps({'plan': d.plan_overrides(), 'device': desc['device']}))
+""", work, env={"LG_TOKEN": token, "LG_COORDINATOR": env["LG_COORDINATOR"]})
+        assert got.returncode == 0, got.stderr[-2000:]
+        slot = json.loads(got.stdout.strip().splitlines()[-1])
+        assert slot["plan"]["rig"]["port"] == rig["port"] and slot["plan"]["drive"]["serial"] == rig["serial"]
+        # the sweep runs on whatever rig the place gave: its port and drive come from the slot
+        plan = work / "plan.toml"
+        plan.write_text(PLAN.format(port=slot["plan"]["rig"]["port"], nvme=json.dumps(rig["nvme"]),
+                                    fio=json.dumps(rig["fio"]), controller=slot["plan"]["drive"]["controller"],
+                                    namespace=rig["namespaces"][0], serial=slot["plan"]["drive"]["serial"]))
+        sw = subprocess.run([*POWERRIG, "sweep", str(plan), "--results", str(work / "r.sqlite"), "--out",
+                             str(work / "out")], capture_output=True, text=True, timeout=600)
+        assert sw.returncode == 0, sw.stdout[-2000:] + sw.stderr[-2000:]
+        from powerrig.results import ResultStore
+        runs = ResultStore(work / "r.sqlite").runs()
+        assert len(runs) == 1
+        lg("-p", "+", "release")
+        shown = lg("-p", "rig1", "show").stdout
+        assert "acquired: None" in shown or "acquired: \n" in shown, shown
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        run_cli("sim", "stop", "--all")

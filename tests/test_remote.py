@@ -1,0 +1,240 @@
+"""Drive control on a drive host reached over SSH: a real sshd (OpenSSH) on a high port of this
+machine, the real ssh client, and the virtual rig's impersonated nvme-cli and fio on the far side."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cli
+from powerrig.dut import runners
+from powerrig.dut.fio import FioJob, FioPlan
+from powerrig.dut.guard import GuardRefused, RemoteHostView
+from powerrig.dut.remote import RemoteError, SshHost, drive_host
+from powerrig.events import FIO, NVME, Timeline
+
+SSHD = "/usr/sbin/sshd"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _keygen(path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True,
+                   capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    """sshd -D on 127.0.0.1:<free port> with a generated host key and one authorized client key; the
+    drive-host URL that reaches it (known_hosts pre-filled: strict host key checking stays on)."""
+    if not (os.path.exists(SSHD) and shutil.which("ssh") and shutil.which("ssh-keygen")):
+        pytest.skip("OpenSSH is not installed (apt-get install openssh-server openssh-client; scripts/setup.sh does)")
+    d = tmp_path_factory.mktemp("sshd")
+    os.chmod(d, 0o700)
+    _keygen(d / "host_key")
+    _keygen(d / "client_key")
+    _keygen(d / "other_key")
+    shutil.copy(d / "client_key.pub", d / "authorized_keys")
+    port = _free_port()
+    (d / "sshd_config").write_text(
+        f"ListenAddress 127.0.0.1\nPort {port}\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n"
+        f"AuthorizedKeysFile {d}/authorized_keys\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+        "PubkeyAuthentication yes\nPermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\n"
+        "Subsystem sftp internal-sftp\n"
+        # sessions find this checkout's powerrig, as a lab's drive host has it installed
+        f"SetEnv PYTHONPATH={REPO / 'host_app'}\n")
+    if os.geteuid() == 0:
+        os.makedirs("/run/sshd", exist_ok=True)      # privilege separation directory sshd needs as root
+    log = open(d / "sshd.log", "w")
+    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config"), "-p", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    host_pub = (d / "host_key.pub").read_text().split()
+    (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
+    user = os.environ.get("USER") or __import__("pwd").getpwuid(os.getuid()).pw_name
+    url = (f"ssh://{user}@127.0.0.1:{port}?IdentityFile={d}/client_key&UserKnownHostsFile={d}/known_hosts"
+           "&StrictHostKeyChecking=yes&IdentitiesOnly=yes")
+    deadline = time.monotonic() + 60
+    err = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        try:
+            SshHost.parse(url).check()
+            err = None
+            break
+        except RemoteError as e:
+            err = e
+            time.sleep(0.3)
+    if proc.poll() is not None or err is not None:
+        proc.kill()
+        proc.wait()
+        pytest.skip(f"sshd could not start here: {(d / 'sshd.log').read_text().strip()[-300:]} {err or ''}")
+    yield {"url": url, "dir": d, "port": port, "user": user}
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def virtual(tmp_path_factory):
+    """A virtual rig; its nvme/fio run on the 'drive host' through ssh, which does not pass this
+    environment on: the program prefix names the Python path, as a lab's would name its tools."""
+    root = tmp_path_factory.mktemp("rigs")
+    os.environ["POWERRIG_SIM_DIR"] = str(root)
+    r = run_cli("sim", "start", "--profile", "client-apst")
+    assert r.returncode == 0, r.stderr
+    state = json.loads(r.stdout)
+    env = ["env", f"PYTHONPATH={REPO / 'host_app'}"]
+    state["remote_nvme"] = env + state["nvme"]
+    state["remote_fio"] = env + state["fio"]
+    yield state
+    run_cli("sim", "stop", "--all")
+    os.environ.pop("POWERRIG_SIM_DIR", None)
+
+
+def _rig(sshd, virtual, **over) -> dict:
+    return {"nvme": virtual["remote_nvme"], "fio": virtual["remote_fio"], "drive_host": sshd["url"], **over}
+
+
+def read_plan(ns: str) -> FioPlan:
+    return FioPlan([FioJob("r", rw="randread", bs="4k", runtime=0.5, time_based=True, filename=ns)])
+
+
+def write_plan(ns: str) -> FioPlan:
+    return FioPlan([FioJob("w", rw="write", bs="128k", runtime=0.3, time_based=True, filename=ns)])
+
+
+def test_nvme_cli_runs_on_the_drive_host(sshd, virtual):
+    tl = Timeline()
+    nvme, _ = runners(_rig(sshd, virtual), tl)
+    ident = nvme.id_ctrl(virtual["controller"])
+    assert ident.sn.strip() == virtual["serial"]
+    ev = [e for e in tl.events(NVME) if e.name.startswith("id-ctrl") or "id-ctrl" in e.argv][-1]
+    assert ev.meta["drive_host"].startswith("ssh://") and ev.ok
+    assert ev.argv[:2] == ["env", f"PYTHONPATH={REPO / 'host_app'}"]     # the argv as it ran there
+
+
+def test_fio_output_and_logs_come_back_and_the_remote_directory_is_removed(sshd, virtual, tmp_path):
+    tl = Timeline()
+    _, fio = runners(_rig(sshd, virtual), tl)
+    res = fio.run(read_plan(virtual["namespaces"][0]), tmp_path / "run")
+    assert res.jobs[0].directions["read"].io_bytes > 0
+    assert (tmp_path / "run" / "fio.json").is_file()
+    json.loads((tmp_path / "run" / "fio.json").read_text())          # fio's own JSON, fetched whole
+    logs = sorted(p.name for p in (tmp_path / "run" / "logs").iterdir())
+    assert any(n.startswith("r_bw.") for n in logs) and any(n.startswith("r_iops.") for n in logs), logs
+    ev = tl.events(FIO)[-1]
+    assert "fio.json" in " ".join(ev.meta["fetched"])
+    remote_dir = os.path.dirname([a for a in ev.argv if a.startswith("--output=")][0].split("=", 1)[1])
+    assert remote_dir.startswith("/tmp/powerrig-fio.") and not os.path.exists(remote_dir)
+
+
+def test_a_write_on_a_remote_drive_is_refused_saying_what_cannot_be_checked(sshd, virtual, tmp_path):
+    tl = Timeline()
+    nvme, fio = runners(_rig(sshd, virtual), tl)
+    assert isinstance(nvme.host, RemoteHostView)
+    with pytest.raises(GuardRefused, match="wrong drive"):
+        fio.run(write_plan(virtual["namespaces"][0]), tmp_path / "w", serial="NOT" + virtual["serial"])
+    with pytest.raises(GuardRefused, match="cannot read that host's sysfs, mount table and swaps over ssh"):
+        fio.run(write_plan(virtual["namespaces"][0]), tmp_path / "w", serial=virtual["serial"])
+    assert not tl.events(FIO)
+
+
+def test_a_write_runs_with_a_host_view_of_the_drive_host(sshd, virtual, tmp_path):
+    """The virtual rig publishes its sysfs tree; the 'drive host' is this machine, so it is readable."""
+    tl = Timeline()
+    _, fio = runners(_rig(sshd, virtual, host=virtual["host"]), tl)
+    res = fio.run(write_plan(virtual["namespaces"][0]), tmp_path / "w", serial=virtual["serial"])
+    assert res.jobs[0].directions["write"].io_bytes > 0
+
+
+def test_unreachable_host_is_one_clear_line(sshd, virtual):
+    url = sshd["url"].replace(f":{sshd['port']}", f":{_free_port()}")
+    with pytest.raises(RemoteError) as e:
+        runners(_rig(sshd, virtual, drive_host=url), Timeline())
+    msg = str(e.value)
+    assert "host unreachable" in msg and "\n" not in msg and "Connection refused" in msg, msg
+
+
+def test_a_key_the_host_does_not_accept_is_an_authentication_error(sshd, virtual):
+    url = sshd["url"].replace("client_key", "other_key")
+    with pytest.raises(RemoteError, match="authentication failed") as e:
+        runners(_rig(sshd, virtual, drive_host=url), Timeline())
+    assert "\n" not in str(e.value)
+
+
+def test_a_missing_tool_on_the_drive_host_says_so(sshd, virtual):
+    nvme, _ = runners(_rig(sshd, virtual, nvme=["no-such-nvme-here"]), Timeline())
+    with pytest.raises(Exception, match="not found on drive host"):
+        nvme.id_ctrl("/dev/nvme0")
+
+
+@pytest.mark.parametrize("bad", ["http://host", "ssh://", "ssh://h:99999", "drivehost"])
+def test_a_bad_drive_host_url_is_refused(bad):
+    with pytest.raises(RemoteError, match="ssh://"):
+        drive_host(bad)
+
+
+def test_arguments_reach_the_far_side_unsplit(sshd):
+    """ssh joins its arguments into one shell line: spaces and quotes must survive the trip."""
+    h = SshHost.parse(sshd["url"])
+    out = h.run([sys.executable, "-c", "import sys, json; print(json.dumps(sys.argv[1:]))",
+                 "a b", "it's", "$HOME", ";true"])
+    assert json.loads(out) == ["a b", "it's", "$HOME", ";true"]
+
+
+PLAN = """\
+name = "t"
+power_states = [0]
+[rig]
+port = "sim:client-apst"
+[drive]
+serial = "SN1"
+host = "{host}"
+[[workload]]
+name = "r"
+rw = "read"
+bs = "128k"
+"""
+
+
+def test_plan_names_the_drive_host_and_refuses_a_bad_one():
+    from powerrig.sweep.plan import PlanError, parse
+
+    assert parse(PLAN.format(host="ssh://lab@drivehost:2222")).drive.host == "ssh://lab@drivehost:2222"
+    with pytest.raises(PlanError, match=r"drive\.host.*ssh://\[user@\]host") as e:
+        parse(PLAN.format(host="drivehost"))
+    assert "\n" not in str(e.value)
+
+
+def test_pytest_plugin_runs_the_drive_tools_on_the_dut_host(sshd, tmp_path, monkeypatch):
+    """A plain pytest with --rig sim:PROFILE --dut-host ssh://...: the dut fixture's tools ran over ssh."""
+    from test_sweep_pytest_plugin import pytest_cmd
+
+    d = tmp_path / "lab"
+    d.mkdir()
+    (d / "test_remote_dut.py").write_text(
+        "def test_dut_is_remote(dut):\n"
+        "    assert dut.nvme.remote is not None and dut.fio.remote is dut.nvme.remote\n"
+        "    ev = [e for e in dut.nvme.timeline.events() if e.meta.get('drive_host')]\n"
+        "    assert ev and ev[0].ok\n"
+        "    print('DRIVE_HOST', dut.nvme.remote.url, dut.ident.sn.strip())\n")
+    env = dict(os.environ, POWERRIG_SIM_DIR=str(tmp_path / "sim"))
+    try:
+        r = subprocess.run(pytest_cmd("-q", "-s", "--rig", "sim:client-apst", "--dut-host", sshd["url"]), cwd=d,
+                           capture_output=True, text=True, timeout=300, env=env)
+    finally:
+        subprocess.run([sys.executable, "-m", "powerrig", "sim", "stop", "--all"], env=env, capture_output=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert f"DRIVE_HOST ssh://{sshd['user']}@127.0.0.1:{sshd['port']}" in r.stdout

@@ -42,13 +42,6 @@ TRUTH_BIN = 250          # truth power kept per 250 samples (1 ms)
 ADC_RING_S = 0.5
 GIL_SWITCH_S = 100e-6    # the sim process hands the GIL over this often (see serve)
 SPIN_S = 200e-6          # the USB writer thread spins this long before a transfer completes
-# Every transfer takes at least this long, in both directions (full-speed USB moves bulk data in 1 ms
-# frames; a transfer is never instantaneous). Without it the fastest replies were the ones whose
-# jitter drew near 0, and for them the writer thread's wake-up (50-500 us on a busy host) was the
-# latency: a floor on the device-to-host side only, an asymmetry real USB does not have, which the
-# clock fit turned into a constant offset (docs/link.md). With it the writer is awake and spinning
-# before every transfer is due, and both directions have the same floor.
-USB_FLOOR_S = 500e-6
 
 
 @dataclass
@@ -57,7 +50,7 @@ class Faults:
     drop: float = 0.0           # probability that a DATA frame is not sent
     stall_at: float = -1.0      # seconds after start when the device stops running
     stall_for: float = 0.0
-    jitter_ms: float = 1.0      # USB latency jitter, uniform 0..jitter_ms per write, above USB_FLOOR_S
+    jitter_ms: float = 1.0      # USB latency jitter, uniform 0..jitter_ms per write
     seed: int = 7
 
 
@@ -192,8 +185,7 @@ class SimBoard:
                 return
             now = time.monotonic()
             with self._cv:
-                self._rx_release = max(self._rx_release,
-                                       now + USB_FLOOR_S + self.rng.uniform(0, self.faults.jitter_ms) * 1e-3)
+                self._rx_release = max(self._rx_release, now + self.rng.uniform(0, self.faults.jitter_ms) * 1e-3)
                 self._rx.append((self._rx_release, data))
 
     def read(self) -> bytes | None:
@@ -229,7 +221,7 @@ class SimBoard:
                 self.injected_corrupt_frames += 1
                 self.corrupted_seqs.append(seq)
         now = time.monotonic()
-        release = max(self._release, now + USB_FLOOR_S + self.rng.uniform(0, f.jitter_ms) * 1e-3)
+        release = max(self._release, now + self.rng.uniform(0, f.jitter_ms) * 1e-3)
         self._release = release
         with self._cv:
             if self._q_bytes > 4 << 20:     # nobody reads the port: drop, as a full USB FIFO does

@@ -46,25 +46,28 @@ def raw_chunks(n, seed=1):
 
 def bench_4us(minutes: float) -> None:
     n = int(minutes * 60 / 4e-6)
-    t_ours = 0.0
+    t_ours = c_ours = 0.0
     sm = SlidingMax([25, 250_000])
     for x in raw_chunks(n):
-        t = time.perf_counter()
+        c, t = time.process_time(), time.perf_counter()
         sm.feed(x)
         t_ours += time.perf_counter() - t
+        c_ours += time.process_time() - c
     sub = min(n, 20_000_000)
     x = np.concatenate(list(raw_chunks(sub)))
-    t = time.perf_counter()
+    c, t = time.process_time(), time.perf_counter()
     s = pd.Series(x)
     p2 = s.rolling(25).mean().max()
     p1 = s.rolling(250_000).mean().max()
     t_pd = (time.perf_counter() - t) * n / sub
+    c_pd = (time.process_time() - c) * n / sub
     print(f"PCM-1 + PCM-2 over {minutes:g} min of 4 us data ({n / 1e6:.0f} M samples)")
     print(f"  powerrig  {t_ours:7.2f} s   {n / t_ours / 1e6:7.1f} M samples/s   (peak {sm.results[0].value:.3f} W, "
           f"1 s max {sm.results[1].value:.3f} W)")
     print(f"  pandas    {t_pd:7.2f} s   {n / t_pd / 1e6:7.1f} M samples/s   (rolling on {sub / 1e6:.0f} M, scaled; "
           f"{p2:.3f} / {p1:.3f} W)")
-    print(f"  speed-up  {t_pd / t_ours:5.1f}x")
+    print(f"  speed-up  {t_pd / t_ours:5.1f}x wall; CPU {c_ours:.2f} s vs {c_pd:.2f} s = {n / c_ours / 1e6:.1f} M samples/s "
+          f"of CPU, {c_pd / c_ours:.1f}x")
 
 
 def write_capture(path: Path, hours: float) -> float:
@@ -164,7 +167,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes-4us", type=float, default=15.0)
     ap.add_argument("--hours", type=float, default=10.0)
-    ap.add_argument("--warm-runs", type=int, default=1, help="warm analyses of the long capture (best is shown)")
+    ap.add_argument("--warm-runs", type=int, default=3, help="warm analyses of the long capture (the median is shown)")
     ap.add_argument("--skip-4us", action="store_true", help="skip the PCM-1/PCM-2 4 us benchmark")
     ap.add_argument("--tmp", default=None, help="folder for the capture files (several GB for 10 h)")
     args = ap.parse_args()
@@ -178,6 +181,7 @@ def main() -> None:
         print(f"created folder {args.tmp} for the capture files")
     if not args.skip_4us:
         bench_4us(args.minutes_4us)
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory(dir=args.tmp) as d:
         long = Path(d) / "long.jls"
         short = Path(d) / "short.jls"
@@ -186,22 +190,25 @@ def main() -> None:
         dropped = drop_from_page_cache(long)
         cpu_cold, cpu_warm, cpu_pd = [], [], []
         tc, an, rows = analyse_file(long, cpu_cold)
-        ta = min(analyse_file(long, cpu_warm)[0] for _ in range(args.warm_runs))
+        warm = [analyse_file(long, cpu_warm)[0] for _ in range(args.warm_runs)]
+        ta = float(np.median(warm))
+        cw = float(np.median(cpu_warm))
         print(f"\n{args.hours:g} h capture at 1 ms ({rows / 1e6:.1f} M intervals, {len(an.phases)} phases, "
               f"{len(an.checks)} checks, file {size:.2f} GB)")
         print(f"  write     {tw:7.2f} s   {rows / tw / 1e6:7.2f} M intervals/s")
         print(f"  analyse   {tc:7.2f} s   {rows / tc / 1e6:7.2f} M intervals/s  COLD "
               f"({'dropped from the page cache' if dropped else 'could not drop the page cache: not cold'}; "
               f"CPU {cpu_cold[0]:.2f} s)")
-        print(f"  analyse   {ta:7.2f} s   {rows / ta / 1e6:7.2f} M intervals/s  WARM (best of {args.warm_runs}; "
-              f"{rows * 3 / ta / 1e6:.0f} M values/s over 3 power signals; CPU {min(cpu_warm):.2f} s, both threads)")
+        print(f"  analyse   {ta:7.2f} s   {rows / ta / 1e6:7.2f} M intervals/s  WARM (median of {args.warm_runs}: "
+              f"{', '.join(f'{w:.2f}' for w in warm)} s; CPU {cw:.2f} s both threads = {rows / cw / 1e6:.2f} M "
+              f"intervals/s of CPU; load average {os.getloadavg()[0]:.1f})")
         tp = pandas_baseline(long, min(1.0, args.hours), rows)
         print(f"  pandas    {tp:7.2f} s   simple: whole-series rolling 1 s/10 s, fixed 30 s groupby (less work "
               f"than analyse; 1 h, scaled): analyse is {tp / ta:.1f}x faster")
         ts = pandas_same_work(long, an, min(1.0, args.hours), rows, cpu_pd)
         print(f"  pandas    {ts:7.2f} s   same work: per phase stats, percentiles, rolling 1 s/10 s with position, "
               f"100 us peak (1 h, scaled; CPU {cpu_pd[0]:.2f} s): analyse is {ts / ta:.1f}x faster warm, "
-              f"{ts / tc:.1f}x cold; in CPU time {cpu_pd[0] / min(cpu_warm):.1f}x warm, {cpu_pd[0] / cpu_cold[0]:.1f}x cold "
+              f"{ts / tc:.1f}x cold; in CPU time {cpu_pd[0] / cw:.1f}x warm, {cpu_pd[0] / cpu_cold[0]:.1f}x cold "
               f"(CPU time is the steadier figure on a shared machine)")
         write_capture(short, args.hours / 10)
         m_short = traced_peak(short)

@@ -54,6 +54,23 @@ def test_series_stats_exact_and_histogram_percentiles(monkeypatch):
         assert abs(got - np.percentile(v, q)) <= 2 * res
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 11, 101, 20_001])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_exact_percentiles_by_selection_equal_numpy_bit_for_bit(n, dtype):
+    """A phase's exact percentiles come from a partial selection, not a sort: the same numbers as
+    np.percentile, also with ties (rounded values) and reversed input, and the kept values twice."""
+    rng = np.random.default_rng(n)
+    for v in (rng.normal(10, 2, n), np.round(rng.normal(10, 2, n), 1), np.sort(rng.normal(10, 2, n))[::-1]):
+        v = v.astype(dtype)
+        for qs in (ST.PERCENTILES, (0, 25, 50, 75, 100), (99.9, 0.1, 50)):
+            assert ST.percentiles_of(v.copy(), qs).tolist() == np.percentile(v, qs).tolist()
+        s = ST.SeriesStats(1e-3)
+        s.feed(v[: n // 2])
+        s.feed(v[n // 2:])
+        want = np.percentile(v, ST.PERCENTILES).tolist()
+        assert list(s.percentiles().values()) == want and list(s.percentiles().values()) == want
+
+
 def test_energy_is_compensated_over_ten_hours_of_intervals():
     s = ST.SeriesStats(1e-3)
     chunk = np.full(1_000_000, 7.3)

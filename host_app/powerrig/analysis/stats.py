@@ -31,11 +31,10 @@ def _bin_scratch(dtype) -> tuple[np.ndarray, np.ndarray]:
     return s
 
 
-def sorted_percentiles(v: np.ndarray, qs) -> np.ndarray:
-    """np.percentile(v, qs) (linear method, the same arithmetic) of a sorted array without NaN."""
-    n = len(v)
-    out = np.empty(len(qs))
-    for i, q in enumerate(qs):                      # scalar steps, each as numpy rounds it elementwise
+def _order_stats(n: int, qs) -> list[tuple[int, int, float]]:
+    """(lower index, upper index, fraction) of each percentile among n sorted values (linear method)."""
+    out = []
+    for q in qs:
         virtual = (n - 1) * (float(q) / 100)
         prev = math.floor(virtual)
         gamma = virtual - prev
@@ -43,10 +42,51 @@ def sorted_percentiles(v: np.ndarray, qs) -> np.ndarray:
             prev = nxt = n - 1
         else:
             nxt = prev + 1
-        a, b = v[prev], v[nxt]
-        diff = float(b - a)                         # in v's dtype, then float64 like the rest
+        out.append((prev, nxt, gamma))
+    return out
+
+
+def _interpolate(at, n: int, qs) -> np.ndarray:
+    """np.percentile's linear interpolation, the same arithmetic, from ``at(k)``: the k-th smallest."""
+    out = np.empty(len(qs))
+    for i, (prev, nxt, gamma) in enumerate(_order_stats(n, qs)):   # scalar steps, as numpy rounds them
+        a, b = at(prev), at(nxt)
+        diff = float(b - a)                         # in the values' dtype, then float64 like the rest
         out[i] = float(b) - diff * (1 - gamma) if gamma >= 0.5 else float(a) + diff * gamma
     return out
+
+
+def sorted_percentiles(v: np.ndarray, qs) -> np.ndarray:
+    """np.percentile(v, qs) (linear method, the same arithmetic) of a sorted array without NaN."""
+    return _interpolate(v.__getitem__, len(v), qs)
+
+
+def percentiles_of(v: np.ndarray, qs) -> np.ndarray:
+    """np.percentile(v, qs) of an unsorted array without NaN, bit for bit, partitioning ``v`` in place.
+
+    Only a few order statistics are read (the lower one of each pair by selection, nested so each
+    selection works on the part between the previous ones, the upper one as the smallest value
+    after it), which costs about half a full sort: the 1,800 phases of a 10-hour capture spent a
+    quarter of the analysis sorting their values."""
+    n = len(v)
+    stats = _order_stats(n, qs)
+    ks = sorted({prev for prev, _, _ in stats})
+    stack = [(0, n, ks)]
+    while stack:                                    # select the middle one, recurse on both sides
+        lo, hi, sel = stack.pop()
+        if not sel:
+            continue
+        m = len(sel) // 2
+        k = sel[m]
+        v[lo:hi].partition(k - lo)
+        stack.append((lo, k, sel[:m]))
+        stack.append((k + 1, hi, sel[m + 1:]))
+    known = {k: v[k] for k in ks}
+    for prev, nxt, _ in stats:
+        if nxt not in known:                        # everything in (prev, next selected) lies between
+            end = next((k for k in ks if k > prev), n)
+            known[nxt] = v[nxt] if end == nxt else v[prev + 1:end].min()
+    return _interpolate(known.__getitem__, n, qs)
 
 
 @functools.lru_cache(maxsize=64)
@@ -260,12 +300,11 @@ class SeriesStats:
             return {f"p{q:g}": math.nan for q in qs}
         if self._values is not None:
             if len(self._values) == 1 and self._sorted:
-                v = self._values[0]
-            else:                                   # a copy: the runs may be views of the caller's data
-                v = np.concatenate(self._values) if len(self._values) > 1 else self._values[0].copy()
-                v.sort()
-                self._values, self._sorted = [v], True
-            return dict(zip(_keys(tuple(qs)), sorted_percentiles(v, qs).tolist()))
+                return dict(zip(_keys(tuple(qs)), sorted_percentiles(self._values[0], qs).tolist()))
+            # a copy: the runs may be views of the caller's data; partitioned, not sorted
+            v = np.concatenate(self._values) if len(self._values) > 1 else self._values[0].copy()
+            self._values, self._sorted = [v], False
+            return dict(zip(_keys(tuple(qs)), percentiles_of(v, qs).tolist()))
         c = np.cumsum(self._hist)
         lo, hi = self._edges
         w = (hi - lo) / BINS

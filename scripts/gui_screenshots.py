@@ -5,7 +5,7 @@
 Brings up a virtual rig (client drive with APST and non-operational states), connects, runs a preset,
 sets a power state, places markers, then opens the recording as a saved capture; then runs the
 D5-P5336 power-state plan (timings shortened) in the Sweep panel; saves one PNG per view
-(``--views sweep`` for the sweep alone). Needs a display (Xvfb) so the window is a real one, not the offscreen platform.
+(``--views live`` or ``--views sweep`` for one part; tests/test_gui_screenshots.py takes ``live``). Needs a display (Xvfb) so the window is a real one, not the offscreen platform.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "img"))
     ap.add_argument("--profile", default="client-apst")
-    ap.add_argument("--views", default="all", choices=("all", "sweep"), help="which screenshots to take")
+    ap.add_argument("--views", default="all", choices=("all", "live", "sweep"), help="which screenshots to take")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -66,13 +66,15 @@ def main() -> int:
         print(path)
 
     try:
-        if a.views == "all":
+        if a.views in ("all", "live"):
             live_views(app, core, win, shot, a.profile)
-        sweep_views(app, win, shot, tmp)
+        if a.views in ("all", "sweep"):
+            sweep_views(app, win, shot, tmp)
     finally:
         win.close()
     if errors:
         print("errors shown in the window:", *errors, sep="\n  ")
+        return 1
     return 0
 
 

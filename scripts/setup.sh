@@ -14,6 +14,8 @@ command -v sigrok-cli >/dev/null || need+=(sigrok-cli)
 command -v arm-none-eabi-gcc >/dev/null || need+=(gcc-arm-none-eabi)
 [ -d /usr/lib/arm-none-eabi/newlib ] || need+=(libnewlib-arm-none-eabi)
 command -v qemu-system-arm >/dev/null || need+=(qemu-system-arm)
+# a real X window for the screenshot test (tests/test_gui_screenshots.py)
+command -v xvfb-run >/dev/null || need+=(xvfb)
 # a lab's transports: ser2net (RFC2217 in front of an interposer) and OpenSSH (drive hosts), tests/test_remote.py, test_rfc2217.py
 command -v ser2net >/dev/null || [ -x /usr/sbin/ser2net ] || need+=(ser2net)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)

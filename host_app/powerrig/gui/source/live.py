@@ -25,8 +25,10 @@ class _Ring:
         self.cap = bins
         self.min = np.full((bins, signals), np.nan, np.float32)
         self.max = np.full((bins, signals), np.nan, np.float32)
-        self.sum = np.zeros((bins, signals), np.float64)
-        self.cnt = np.zeros((bins, signals), np.int32)
+        # np.full, not np.zeros: zeros are mapped lazily and would be committed page by page as the
+        # levels fill over hours, an RSS that creeps up; written now, the memory is all there from the start
+        self.sum = np.full((bins, signals), 0.0, np.float64)
+        self.cnt = np.full((bins, signals), 0, np.int32)
         self.n = 0                                   # bins ever written
 
     @property

@@ -97,6 +97,13 @@ def test_power_state_step_shows_on_the_plot(qtbot, rig_window):
     win.live_view._draw_events()
     labels = [getattr(getattr(it, "label", None), "format", None) for it in win.live_view._event_items]
     assert "PS4" in labels
+    # drawn incrementally: a redraw keeps the items of events already drawn (rebuilding all of them on
+    # every new event, with the clock refit moving t0 by microseconds, grew the process overnight)
+    before = list(win.live_view._event_items)
+    qtbot.wait(1500)                       # a clock refit happens in between
+    win.live_view._draw_events()
+    after = {id(it) for it in win.live_view._event_items}
+    assert before and all(id(it) in after for it in before)
 
 
 def test_temperature_poll_leaves_a_non_operational_state_alone(qtbot, rig_window):

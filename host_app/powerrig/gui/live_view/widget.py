@@ -46,6 +46,7 @@ class LiveView(QWidget):
         self._curves: dict = {}
         self.colours = list(COLOURS)       # the curves' colours (the window keeps the user's in its settings)
         self._event_items: list = []
+        self._event_drawn: dict = {}       # (kind, name, t0, t1) -> the items drawn for that event
         self._band_background = None
 
         self.plot = pg.PlotWidget()
@@ -360,31 +361,40 @@ class LiveView(QWidget):
 
     # ---- events on the time axis ---------------------------------------------------------------------
     def _draw_events(self) -> None:
-        for it in self._event_items:
-            self.plot.removeItem(it)
-        self._event_items = []
-        if self.source is None:
-            return
-        evs = self.core.events_s(self.source)
-        for k, e in enumerate(evs[-300:]):
-            colour = EVENT_KINDS.get(e["kind"], "#7f7f7f")
-            if colour is None:
-                continue
-            if e["kind"] == "phase" and e["t1"] is not None:
-                c = pg.mkColor(colour)
-                c.setAlpha(35)
-                r = pg.LinearRegionItem((e["t0"], e["t1"]), movable=False, brush=pg.mkBrush(c), pen=pg.mkPen(None))
-                r.setZValue(-20)
-                self.plot.addItem(r)
-                lab = pg.InfLineLabel(r.lines[0], text=e["name"], position=0.88, anchors=[(0, 0), (0, 0)],
-                                      color=colour)
-                self._event_items += [r, lab]
-            else:
-                line = pg.InfiniteLine(e["t0"], movable=False, pen=pg.mkPen(colour, width=1, style=Qt.DashLine),
-                                       label=e["name"], labelOpts={"position": (0.06, 0.3, 0.55)[k % 3], "color": colour,
-                                                                   "rotateAxis": (1, 0)})
-                self.plot.addItem(line)
-                self._event_items.append(line)
+        """Phases and commands on the time axis. Incremental: an event already drawn keeps its items (a
+        redraw of all of them on every new event churned hundreds of Qt items every few seconds, and
+        the process grew with it during an overnight stream)."""
+        evs = self.core.events_s(self.source)[-300:] if self.source is not None else []
+        wanted = {}
+        for k, e in enumerate(evs):
+            if EVENT_KINDS.get(e["kind"], "#7f7f7f") is not None:
+                # to the ms: the live clock model is refitted every second and moves t0 by microseconds
+                t1 = round(e["t1"], 3) if e["kind"] == "phase" and e["t1"] is not None else None
+                wanted[(e["kind"], e["name"], round(e["t0"], 3), t1)] = (k, e)
+        for key in [key for key in self._event_drawn if key not in wanted]:
+            for it in self._event_drawn.pop(key):
+                self.plot.removeItem(it)
+        for key, (k, e) in wanted.items():
+            if key not in self._event_drawn:
+                self._event_drawn[key] = self._event_item(k, e)
+        self._event_items = [it for items in self._event_drawn.values() for it in items]
+
+    def _event_item(self, k: int, e: dict) -> list:
+        colour = EVENT_KINDS.get(e["kind"], "#7f7f7f")
+        if e["kind"] == "phase" and e["t1"] is not None:
+            c = pg.mkColor(colour)
+            c.setAlpha(35)
+            r = pg.LinearRegionItem((e["t0"], e["t1"]), movable=False, brush=pg.mkBrush(c), pen=pg.mkPen(None))
+            r.setZValue(-20)
+            self.plot.addItem(r)
+            lab = pg.InfLineLabel(r.lines[0], text=e["name"], position=0.88, anchors=[(0, 0), (0, 0)],
+                                  color=colour)
+            return [r, lab]
+        line = pg.InfiniteLine(e["t0"], movable=False, pen=pg.mkPen(colour, width=1, style=Qt.DashLine),
+                               label=e["name"], labelOpts={"position": (0.06, 0.3, 0.55)[k % 3], "color": colour,
+                                                           "rotateAxis": (1, 0)})
+        self.plot.addItem(line)
+        return [line]
 
     # ---- markers -------------------------------------------------------------------------------------
     def show_markers(self, on: bool = True) -> None:

@@ -9,6 +9,7 @@ import random
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -69,16 +70,20 @@ def test_mean_power_matches_truth(long_runs, name):
 
 
 @pytest.mark.parametrize("name", ["1ms", "100us"])
-def test_clock_maps_device_time_to_utc_within_200us(long_runs, name):
+def test_clock_maps_device_time_to_utc_within_100us(long_runs, name):
+    """The promise of issue 12, checked against the simulator's true clock with two streams and two
+    simulators sharing the machine: p99 error under 100 us (measured 8-19 us on 23 Nov 2026), the drift
+    within 1.5 ppm after 60 s (measured within 0.6 ppm; benchmarks/bench_link.py shows 1 ppm at 30 s
+    on a quiet machine, this test runs beside a second stream and simulator)."""
     s, truth, _ = long_runs[name]
     c = s["clock"]
     assert c["pings"] >= 100
-    assert abs(c["drift_ppm"] - truth["clock"]["drift_ppm"]) < 5.0, (c, truth["clock"])
     idx = np.linspace(s["first_index"], s["end_index"], 2000)
     m = c["model"]
     fitted = m["utc_ref"] + (idx - m["index_ref"]) * m["period_s"] / (1 + m["drift_ppm"] * 1e-6)
     err_us = np.abs(fitted - truth_utc(truth["clock"], idx)) * 1e6
-    assert np.percentile(err_us, 99) < 200, np.percentile(err_us, 99)
+    assert np.percentile(err_us, 99) < 100, np.percentile(err_us, 99)
+    assert abs(c["drift_ppm"] - truth["clock"]["drift_ppm"]) < 1.5, (c, truth["clock"])
 
 
 def test_injected_corruption_and_drops_are_all_counted(sim):
@@ -271,6 +276,27 @@ def test_sim_interposer_ends_cleanly_on_signals(sim, sig):
     assert "Traceback" not in s.proc.stderr.read()
     truth = json.loads(s.truth_path.read_text())
     assert truth["port"] == s.port and truth["frames_sent"] == 0
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(x) for x in f.read().split()]
+
+
+def test_a_killed_sim_leaves_no_usb_process_behind(sim):
+    """The sim's USB OUT endpoint is its own process (sim/usb_rx.py); killed with SIGKILL, the sim
+    cannot stop it, so it must notice and go, or every killed test or sweep would leave one behind."""
+    import signal as signals
+
+    s = sim()
+    kids = _children(s.proc.pid)
+    assert len(kids) == 1 and "usb_rx.py" in Path(f"/proc/{kids[0]}/cmdline").read_text()
+    s.proc.send_signal(signals.SIGKILL)
+    s.proc.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{kids[0]}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{kids[0]}").exists() or "Z" in Path(f"/proc/{kids[0]}/stat").read_text().split()[2]
 
 
 # ---- the end of a timed stream, whatever happens around it (issue 13) ---------------------------------

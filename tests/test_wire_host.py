@@ -170,3 +170,18 @@ def test_a_frame_arriving_in_pieces_within_the_wait_is_kept():
     assert dec.feed(f[100:300], t_host=10.2) == []
     assert [x.seq for x in dec.feed(f[300:], t_host=10.4)] == [9]   # whole before the wait ran out
     assert dec.stale_headers == 0
+
+
+def test_each_frame_carries_the_read_time_of_its_first_byte():
+    """A clock ping's receive stamp is the read that brought the reply's first byte: the device
+    stamped its index before sending any byte, so that read is the tightest valid bound (a reply
+    often arrives as a 1-byte read and then the rest). Frames behind it get their own reads' times."""
+    a, b, c = (wire.encode(wire.T_REPLY, b'{"ok": true}', seq=k) for k in range(3))
+    dec = wire.FrameDecoder()
+    assert dec.feed(b"\x00garbage" + a[:1], t_host=5.0) == []
+    assert dec.feed(a[1:20], t_host=5.1) == []
+    got = dec.feed(a[20:] + b + c[:7], t_host=5.2)
+    assert [(f.seq, f.t_first, f.t_host) for f in got] == [(0, 5.0, 5.2), (1, 5.2, 5.2)]
+    got = dec.feed(c[7:], t_host=5.3)
+    assert [(f.seq, f.t_first, f.t_host) for f in got] == [(2, 5.2, 5.3)]
+    assert dec.feed(a, t_host=6.0)[0].t_first == 6.0       # nothing held: the read's own time

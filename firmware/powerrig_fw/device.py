@@ -134,7 +134,6 @@ class Device:
         return self.board.sample_index()
 
     def send(self, ftype, doc, flags=0):
-        idx = self.sample_index()
         payload = json.dumps(doc).encode()
         if len(payload) > wire.MAX_PAYLOAD:
             # never let a big answer kill the main loop: say so in a reply that fits, without an id
@@ -145,6 +144,7 @@ class Device:
                 cid = None
                 error += "; the command's id is too long to echo (at most %d bytes of JSON)" % MAX_ID_BYTES
             payload = json.dumps({"ok": False, "id": cid, "error": error}).encode()
+        idx = self.sample_index()   # after the encoding: the host times clock pings by it (latest stamp)
         frame = wire.encode_frame(ftype, payload, self.reply_seq, flags, 0,
                                   idx >> wire.INDEX_LO_BITS, idx & wire.INDEX_LO_MASK, self.crc_into)
         self.reply_seq = (self.reply_seq + 1) & 0xFFFF

@@ -52,11 +52,17 @@ class Interposer:
     """One connection to one interposer. It pings in the background for its whole life, so the
     clock model (``clock.model()``) improves across streams rather than starting over."""
 
-    def __init__(self, link: SerialLink, description: dict, ping_interval: float = 0.04):
+    def __init__(self, link: SerialLink, description: dict, ping_interval: float = 0.04,
+                 burst_s: float = 30.0, burst_interval: float = 0.01):
         self.link = link
         self.description = description
         self.clock = ClockFit(period_s=description["sample_period_us"] * 1e-6)
         self.ping_interval = ping_interval
+        # NTP's iburst, for the drift: the first burst_s of a connection ping four times as often. The
+        # drift is the slope through the fastest pings, and a capture's first seconds are placed with
+        # it; more pings early settle it within 1 ppm by 30 s (docs/link.md). Then 25 a second suffice.
+        self.burst_s = burst_s
+        self.burst_interval = burst_interval
         self.ping_errors = 0
         self.last_ping_error: str | None = None
         self._closing = threading.Event()
@@ -65,7 +71,8 @@ class Interposer:
 
     def _ping_loop(self) -> None:
         """Keeps the clock model fresh. A failed ping is counted (``ping_errors``), never fatal."""
-        while not self._closing.wait(self.ping_interval):
+        t_end_burst = time.monotonic() + self.burst_s
+        while not self._closing.wait(self.burst_interval if time.monotonic() < t_end_burst else self.ping_interval):
             try:
                 self.clock.add(*self.ping())
             except Exception as e:  # noqa: BLE001 - the clock must keep trying while the link lives
@@ -125,7 +132,10 @@ class Interposer:
         """(host UTC sent, device sample index when the ping arrived, host UTC received, device sample
         index when the reply left): the order ClockFit.add takes."""
         r = self.link.command("ping", timeout=1.0)
-        return r["_t_send"], float(r.get("rx_index", r["index"])), r["_t_recv"], float(r["index"])
+        # the frame header's index is stamped after the reply was encoded (firmware 0.1.0 from 23 Nov 2026), so it is
+        # the later, tighter of the two; older firmware stamped it first, hence the max
+        tx = max(float(r["index"]), float(r.get("_index", 0)))
+        return r["_t_send"], float(r.get("rx_index", r["index"])), r["_t_recv"], tx
 
     def status(self) -> dict:
         return self.link.command("status")
@@ -440,7 +450,7 @@ class Stream:
         """``f`` kept for the next call without its overrun flag: that overrun is counted already."""
         if not f.flags & wire.F_OVERRUN:
             return f
-        return wire.Frame(f.type, f.flags & ~wire.F_OVERRUN, f.count, f.seq, f.index, f.payload, f.t_host)
+        return wire.Frame(f.type, f.flags & ~wire.F_OVERRUN, f.count, f.seq, f.index, f.payload, f.t_host, f.t_first)
 
     def _gap(self, f: wire.Frame, lost_seq: int, end_index: int | None) -> IntervalBlock | None:
         """A gap block for the samples missing before frame ``f``; counts lost frames and overruns."""
@@ -486,7 +496,7 @@ class Stream:
                 used = keep - skip
                 self._remainder = wire.Frame(last.type, last.flags & ~wire.F_OVERRUN & ~wire.F_RESTART,
                                              last.count - used, last.seq, last.index + used * self.spi,
-                                             last.payload[used * rs:], last.t_host)
+                                             last.payload[used * rs:], last.t_host, last.t_first)
                 self._pending.insert(0, self._remainder)
                 payload = payload[: keep * rs]
         si = wire.records_to_si(payload, self.scales, self.spi, self.window)

@@ -134,7 +134,7 @@ class SerialLink:
             if doc is None:
                 return
             doc["_index"] = f.index
-            doc["_t_recv"] = f.t_host
+            doc["_t_recv"] = f.t_first
             cid = doc.get("id")
             if not isinstance(cid, int) or isinstance(cid, bool):
                 self._bad_reply(f"a reply whose id is {cid!r}, not a command number")

@@ -34,6 +34,9 @@ class Frame:
     index: int          # first sample index (u64)
     payload: bytes
     t_host: float = 0.0  # host UTC when the bytes holding the frame's end were read
+    # ... and its first byte: the tightest receive stamp a clock ping can have (the device stamped
+    # its index before sending any byte; a reply often arrives in two reads, the first of one byte)
+    t_first: float = 0.0
 
 
 def encode(ftype: int, payload: bytes, seq: int = 0, flags: int = 0, count: int = 0, index: int = 0) -> bytes:
@@ -68,6 +71,7 @@ class FrameDecoder:
         self.max_wait_s = max_wait_s
         self._buf = bytearray()
         self._waiting_since: float | None = None   # when the incomplete frame at the buffer's start was seen
+        self._arrivals: list[list] = []     # [end offset in the buffer, read time] of the bytes held
         self.crc_errors = 0
         self.bad_version = 0
         self.oversize = 0
@@ -85,7 +89,11 @@ class FrameDecoder:
         None); it also times the wait for an incomplete frame, so feed(b"") lets a stale one go."""
         now = time.time() if t_host is None else t_host
         buf = self._buf
+        held = len(buf)
         buf += data
+        arrivals = self._arrivals
+        if data:
+            arrivals.append([len(buf), now])
         out: list[Frame] = []
         pos = 0
         n = len(buf)
@@ -130,11 +138,19 @@ class FrameDecoder:
                 self.bad_bytes += 1
                 pos += 1
                 continue
-            out.append(Frame(ftype, flags, count, seq, index, bytes(buf[pos + fw.HEADER_SIZE:end]), now))
+            t_first = now
+            if pos < held:                  # began in an earlier read: the time of that read
+                t_first = next(t for e, t in arrivals if e > pos)
+            out.append(Frame(ftype, flags, count, seq, index, bytes(buf[pos + fw.HEADER_SIZE:end]), now, t_first))
             pos = end + 4
         if not waiting:
             self._waiting_since = None
         del buf[:pos]
+        if pos:
+            for a in arrivals:
+                a[0] -= pos
+            while arrivals and arrivals[0][0] <= 0:
+                del arrivals[0]
         self.frames += len(out)
         return out
 

@@ -10,11 +10,11 @@ truth file for tests to measure the pipeline against.
 """
 from __future__ import annotations
 
-import errno
 import json
 import os
 import select
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from powerrig.rails import rails as default_rails
+from powerrig.sim import usb_rx
 from powerrig.sim.frontend import FrontEnd, FrontEndSpec, ScriptedLoad
 from powerrig.sim.reducer import NumpyReducer
 from powerrig.wire import fw  # noqa: F401  (puts firmware/ on sys.path)
@@ -96,6 +97,11 @@ class SimBoard:
         self._rx_at = time.monotonic()
         self._writer = threading.Thread(target=self._write_loop, name="sim-usb", daemon=True)
         self._writer.start()
+        self._rx_pipe, rx_w = os.pipe()
+        self._rx_proc = subprocess.Popen([sys.executable, "-S", str(Path(__file__).with_name("usb_rx.py")),
+                                          str(master_fd), str(rx_w), str(os.getpid())], pass_fds=(master_fd, rx_w),
+                                         stdin=subprocess.DEVNULL)
+        os.close(rx_w)
         self._reader = threading.Thread(target=self._rx_loop, name="sim-usb-rx", daemon=True)
         self._reader.start()
 
@@ -172,24 +178,28 @@ class SimBoard:
 
     # ---- USB -------------------------------------------------------------------------------------------
     def _rx_loop(self) -> None:
-        """The USB OUT endpoint: host bytes arrive, stamped, and become readable after jitter."""
-        while not self._stop:
+        """The USB OUT endpoint: host bytes arrive, stamped by the usb_rx process the moment it read
+        them (no GIL in the way), and become readable after jitter."""
+        buf = b""
+        head = usb_rx.RECORD.size
+        while True:
             try:
-                r, _, _ = select.select([self.fd], [], [], 0.1)
-                if not r:
-                    continue
-                data = os.read(self.fd, 4096)
-            except BlockingIOError:
+                chunk = os.read(self._rx_pipe, 1 << 16)
+            except InterruptedError:
                 continue
-            except OSError as e:
-                if e.errno == errno.EIO:      # no one has the port open
-                    time.sleep(0.05)
-                    continue
+            except OSError:
                 return
-            now = time.monotonic()
-            with self._cv:
-                self._rx_release = max(self._rx_release, now + self.rng.uniform(0, self.faults.jitter_ms) * 1e-3)
-                self._rx.append((self._rx_release, data))
+            if not chunk:               # the relay exited (sim closing)
+                return
+            buf += chunk
+            while len(buf) >= head:
+                t, n = usb_rx.RECORD.unpack_from(buf)
+                if len(buf) < head + n:
+                    break
+                data, buf = buf[head:head + n], buf[head + n:]
+                with self._cv:
+                    self._rx_release = max(self._rx_release, t + self.rng.uniform(0, self.faults.jitter_ms) * 1e-3)
+                    self._rx.append((self._rx_release, data))
 
     def read(self) -> bytes | None:
         """Host bytes whose USB transfer has completed."""
@@ -232,9 +242,28 @@ class SimBoard:
             if self._q_bytes > 4 << 20:     # nobody reads the port: drop, as a full USB FIFO does
                 self.writes_dropped += 1
                 return
-            self._q.append((release, data))
-            self._q_bytes += len(data)
-            self._cv.notify()
+            inline = not self._q and release - now <= SPIN_S
+            if not inline:
+                self._q.append((release, data))
+                self._q_bytes += len(data)
+                self._cv.notify()
+                return
+        # Due now and nothing queued ahead: the device thread completes the transfer itself. Handing it
+        # to the writer thread would add that thread's wake-up (the GIL, 100-300 us) to exactly the
+        # fastest replies, the ones the clock fit rests on: a device-to-host latency floor real USB
+        # does not have (docs/link.md, "where the bias came from").
+        self._wait_until(release)
+        try:
+            k = os.write(self.fd, data)
+        except BlockingIOError:
+            k = 0
+        except OSError:
+            return
+        if k < len(data):                   # the host is not reading fast enough: the rest queues
+            with self._cv:
+                self._q.appendleft((release, data[k:]))
+                self._q_bytes += len(data) - k
+                self._cv.notify()
 
     def _write_loop(self) -> None:
         while True:
@@ -277,7 +306,10 @@ class SimBoard:
             self._stop = True
             self._cv.notify()
         self._writer.join(timeout=1.0)
+        self._rx_proc.terminate()
+        self._rx_proc.wait(timeout=5.0)
         self._reader.join(timeout=1.0)
+        os.close(self._rx_pipe)
 
 
 class VirtualInterposer:

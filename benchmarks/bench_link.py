@@ -95,6 +95,7 @@ def bench_clock(seconds: float, asymmetry_us: float = 0.0) -> dict:
                         if time.monotonic() > t_end + 5:
                             break
                 model = st.clock.model()
+                pings = np.array(st.clock.pings_since(0)[0], np.float64)
         finally:
             p.terminate()
             p.wait()
@@ -102,7 +103,13 @@ def bench_clock(seconds: float, asymmetry_us: float = 0.0) -> dict:
         idx = np.asarray(marks, np.float64)
         true_utc = truth["utc_at_index0"] + idx * truth["period_s"] / (1 + truth["drift_ppm"] * 1e-6)
         errs = np.abs(model.utc(idx) - true_utc) * 1e6
-    return {"seconds": seconds, "pings_used": model.pings, "drift_true_ppm": truth["drift_ppm"],
+        # one-way latencies of every ping against the true clock: their floors' difference is the
+        # asymmetry no round-trip fit can see (docs/link.md, "The bias, and where it came from")
+        per = truth["period_s"] / (1 + truth["drift_ppm"] * 1e-6)
+        out_us = (truth["utc_at_index0"] + pings[:, 1] * per - pings[:, 0]) * 1e6
+        in_us = (pings[:, 3] - truth["utc_at_index0"] - pings[:, 2] * per) * 1e6
+    return {"out_min_us": float(out_us.min()), "in_min_us": float(in_us.min()),
+            "asymmetry_us": float((in_us.min() - out_us.min()) / 2),"seconds": seconds, "pings_used": model.pings, "drift_true_ppm": truth["drift_ppm"],
             "drift_fit_ppm": model.drift_ppm, "residual_us": model.residual_us,
             "err_p50_us": float(np.percentile(errs, 50)), "err_p99_us": float(np.percentile(errs, 99)),
             "err_max_us": float(errs.max())}
@@ -133,7 +140,9 @@ def main() -> int:
             print(f"clock over {c['seconds']:.0f} s (35 ppm drift, 1 ms USB jitter): error p50 {c['err_p50_us']:.1f} us, "
                   f"p99 {c['err_p99_us']:.1f} us, max {c['err_max_us']:.1f} us; drift fit {c['drift_fit_ppm']:.2f} ppm "
                   f"(true {c['drift_true_ppm']:.2f}, off by {c['drift_fit_ppm'] - c['drift_true_ppm']:+.2f}); "
-                  f"bound +-{c['residual_us']:.0f} us; {c['pings_used']} pings; load average {load:.1f}", flush=True)
+                  f"bound +-{c['residual_us']:.0f} us; {c['pings_used']} pings; load average {load:.1f}; "
+                  f"latency floors: host->device {c['out_min_us']:.0f} us, device->host {c['in_min_us']:.0f} us "
+                  f"(half the difference {c['asymmetry_us']:+.0f} us)", flush=True)
         med = {k: float(np.median([r[k] for r in runs])) for k in runs[0] if isinstance(runs[0][k], float)}
         med["runs"] = runs
         out["clock"].append(med)

@@ -109,7 +109,7 @@ class ScriptedLink:
 
 
 def scripted_interposer(script: list) -> Interposer:
-    return Interposer(ScriptedLink(script), dict(DESCRIPTION), ping_interval=3600)
+    return Interposer(ScriptedLink(script), dict(DESCRIPTION), ping_interval=3600, burst_s=0)
 
 
 class PtyBoard:

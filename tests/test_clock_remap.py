@@ -85,4 +85,4 @@ def test_old_capture_is_remapped_with_the_current_fit(sim, tmp_path):
     print("p99 us: new", np.percentile(e_new, 99) * 1e6, "old", np.percentile(e_old, 99) * 1e6)
     assert np.percentile(e_new, 99) <= np.percentile(e_old, 99), (np.percentile(e_new, 99), np.percentile(e_old, 99))
     assert np.percentile(back_new, 99) <= np.percentile(back_old, 99)
-    assert np.percentile(e_new, 99) < 300e-6      # on a loaded shared machine; bench_link gives the figure
+    assert np.percentile(e_new, 99) < 150e-6      # issue 12: the first seconds within 150 us; bench_link gives the figure

@@ -171,3 +171,28 @@ def test_several_rigs_at_once_and_clean_errors(rig):
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [
         "powerrig: error: unknown drive profile 'no-such-drive'; available: client-apst, d5-p5336, micron-fdp"]
+
+
+def test_a_rig_started_by_a_killed_process_stops_itself(tmp_path, monkeypatch):
+    """A sweep, the GUI or a test session starts its rig ``owned``: killed with SIGKILL it cannot stop
+    the rig, so the rig notices and goes (it used to burn a core until someone found it). A rig from
+    `powerrig sim start` (the fixture above) is not owned and lives until `powerrig sim stop`."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("POWERRIG_SIM_DIR", str(tmp_path))
+    owner = subprocess.Popen([sys.executable, "-c", "import json, time\n"
+                              "from powerrig.sim import rig\n"
+                              "print(json.dumps(rig.start('client-apst', owned=True)), flush=True)\n"
+                              "time.sleep(600)\n"], stdout=subprocess.PIPE, text=True)
+    state = json.loads(owner.stdout.readline())
+    assert [json.loads(line)["id"] for line in run_cli("sim", "list").stdout.splitlines()] == [state["id"]]
+    owner.send_signal(signal.SIGKILL)
+    owner.wait(timeout=10)
+    deadline = time.monotonic() + 15
+    while os.path.exists(f"/proc/{state['pid']}") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not os.path.exists(f"/proc/{state['pid']}") or open(f"/proc/{state['pid']}/stat").read().split()[2] == "Z"
+    assert run_cli("sim", "list").stdout.strip() == ""

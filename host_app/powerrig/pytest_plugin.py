@@ -98,7 +98,7 @@ def rig(request, tmp_path_factory):
     if slot.port.startswith("sim:"):
         from powerrig.sim import rig as simrig
         os.environ.setdefault("POWERRIG_SIM_DIR", str(tmp_path_factory.mktemp("sim")))
-        st = simrig.start(slot.port[4:])
+        st = simrig.start(slot.port[4:], owned=True)
         handle = RigHandle(st["port"], st["nvme"], st["fio"], st["controller"], st["namespaces"],
                            f"{slot.name}:{st['id']}", st["id"], st, st.get("host"), slot.drive_host)
     else:

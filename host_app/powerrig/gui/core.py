@@ -287,7 +287,7 @@ class Core(QObject):
 
         def start():
             from powerrig.sim import rig
-            state = rig.start(profile or rig.DEFAULT_PROFILE)
+            state = rig.start(profile or rig.DEFAULT_PROFILE, owned=True)
             return state, self._open(state["port"])
         self.run(start, done=self._sim_up, failed=self._open_failed)
 

@@ -40,9 +40,21 @@ def tool_command(tool: str, endpoint: str) -> list[str]:
     return [sys.executable, "-m", f"powerrig.sim.{tool}_cli", "--endpoint", endpoint]
 
 
-def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float, calibrated: bool = True) -> int:
-    """Run one rig in the foreground until SIGTERM/SIGINT. ``calibrated=False`` leaves the interposer
-    with its board's raw gain and offset errors (no factory calibration), for calibration runs."""
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float, calibrated: bool = True,
+          owner: int | None = None) -> int:
+    """Run one rig in the foreground until SIGTERM/SIGINT, or until the ``owner`` process is gone.
+    ``calibrated=False`` leaves the interposer with its board's raw gain and offset errors (no factory
+    calibration), for calibration runs."""
     from powerrig.sim.calbench import BenchFixture, ReferenceMeter, ReferenceServer
     from powerrig.sim.interposer import Faults, VirtualInterposer
     from powerrig.sim.ssd import VirtualSSD
@@ -70,7 +82,11 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float, ca
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        stop.wait()
+        while not stop.wait(1.0):
+            if owner and not _pid_alive(owner):
+                # a sweep, the GUI or a test session started us and was killed: nobody will stop us
+                print(f"powerrig sim rig {rig_id}: its owner (pid {owner}) is gone; stopping", flush=True)
+                break
     finally:
         reference.stop()
         sim.stop()
@@ -80,8 +96,10 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float, ca
 
 
 def start(profile: str = DEFAULT_PROFILE, seed: int = 1, drift_ppm: float = 35.0, timeout: float = 20.0,
-          calibrated: bool = True) -> dict:
-    """Start a rig in the background and return its state once it is ready."""
+          calibrated: bool = True, owned: bool = False) -> dict:
+    """Start a rig in the background and return its state once it is ready. ``owned``: the rig ends
+    with this process however it ends (a killed sweep must not leave a rig burning CPU); `powerrig sim
+    start` leaves it False, its rigs live until `powerrig sim stop`."""
     from powerrig.sim import profile as profiles
 
     if profile not in profiles.available() and not Path(profile).is_file():
@@ -92,7 +110,8 @@ def start(profile: str = DEFAULT_PROFILE, seed: int = 1, drift_ppm: float = 35.0
     with open(root / f"{rig_id}.log", "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "powerrig.sim.rig", "serve", "--profile", profile, "--id",
                                  rig_id, "--seed", str(seed), "--drift-ppm", str(drift_ppm)]
-                                + ([] if calibrated else ["--uncalibrated"]),
+                                + ([] if calibrated else ["--uncalibrated"])
+                                + (["--owner", str(os.getpid())] if owned else []),
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     _children[proc.pid] = proc
     state_file = simregistry.state_file(rig_id, root)
@@ -160,8 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--seed", type=int, default=1)
     s.add_argument("--drift-ppm", type=float, default=35.0)
     s.add_argument("--uncalibrated", action="store_true")
+    s.add_argument("--owner", type=int, default=None, help="stop when this process is gone")
     a = ap.parse_args(argv)
-    return serve(a.profile, a.id, simregistry.root(), a.seed, a.drift_ppm, calibrated=not a.uncalibrated)
+    return serve(a.profile, a.id, simregistry.root(), a.seed, a.drift_ppm, calibrated=not a.uncalibrated,
+                 owner=a.owner)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ def bring_up(plan) -> RigHandle:
     r = plan.rig
     if r.sim_profile:
         from powerrig.sim import rig as simrig
-        st = simrig.start(r.sim_profile)
+        st = simrig.start(r.sim_profile, owned=True)
         return RigHandle(st["port"], st["nvme"], st["fio"], st["controller"], st["namespaces"],
                          f"sim:{r.sim_profile}:{st['id']}", st["id"], st, st.get("host"), plan.drive.host or None)
     ns = [plan.drive.namespace]

@@ -7,7 +7,8 @@ MicroPython source, so the test tier and benchmarks/bench_firmware.py can run fi
 
 Source, first found wins:
   1. $MICROPYTHON_SRC: a MicroPython source tree or a micropython-*.tar.gz
-  2. ../shared/vendor/micropython-*.tar.gz next to the repository (or next to its main worktree)
+  2. ../shared/vendor/micropython-*.tar.gz next to the repository (or next to its main worktree, or
+     next to the local repository it was cloned from)
 Output: <cache>/<hash>/firmware.elf and <cache>/<hash>/mpy-cross, where <cache> is
 $POWERRIG_QEMU_CACHE or ~/.cache/powerrig/qemu-mp. Prints the directory on success.
 
@@ -44,16 +45,25 @@ def cache_root() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "powerrig" / "qemu-mp"
 
 
-def _vendor_dirs():
-    """../shared/vendor next to this checkout and, for a git worktree, next to the main checkout."""
-    yield REPO.parent / "shared" / "vendor"
+def _git(*args: str) -> str:
     try:
-        common = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=REPO,
-                                capture_output=True, text=True, timeout=10).stdout.strip()
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return
+        return ""
+
+
+def _vendor_dirs():
+    """../shared/vendor next to this checkout; for a git worktree, next to the main checkout; for a
+    clone of a local repository (CI's fresh clone), next to the repository it was cloned from."""
+    yield REPO.parent / "shared" / "vendor"
+    common = _git("rev-parse", "--path-format=absolute", "--git-common-dir")
     if common:
         yield Path(common).parent.parent / "shared" / "vendor"
+    origin = _git("config", "--get", "remote.origin.url")
+    if origin.startswith("file://"):
+        origin = origin[len("file://"):]
+    if origin and "://" not in origin and not (":" in origin.split("/")[0]):   # a path, not host:path
+        yield Path(origin).expanduser().resolve().parent / "shared" / "vendor"
 
 
 def find_source() -> Path:

@@ -139,23 +139,37 @@ def test_fio_output_and_logs_come_back_and_the_remote_directory_is_removed(sshd,
     assert remote_dir.startswith("/tmp/powerrig-fio.") and not os.path.exists(remote_dir)
 
 
-def test_a_write_on_a_remote_drive_is_refused_saying_what_cannot_be_checked(sshd, virtual, tmp_path):
+def test_a_write_on_a_remote_drive_is_checked_on_the_drive_host(sshd, virtual, tmp_path):
+    """The guard runs dut/sysfs.py with the drive host's python3: the serial, the drive's name in that
+    host's sysfs, its mounts and swaps are checked there. Without the virtual rig's host view the
+    probe reads this machine's real /sys, where the virtual namespace does not exist: refused."""
     tl = Timeline()
     nvme, fio = runners(_rig(sshd, virtual), tl)
     assert isinstance(nvme.host, RemoteHostView)
+    with pytest.raises(GuardRefused, match="not a block device on this host .*on drive host ssh://"):
+        fio.run(write_plan(virtual["namespaces"][0]), tmp_path / "w", serial=virtual["serial"])
+    _, fio = runners(_rig(sshd, virtual, host=virtual["host"]), tl)
     with pytest.raises(GuardRefused, match="wrong drive"):
         fio.run(write_plan(virtual["namespaces"][0]), tmp_path / "w", serial="NOT" + virtual["serial"])
-    with pytest.raises(GuardRefused, match="cannot read that host's sysfs, mount table and swaps over ssh"):
+    mounts = tmp_path / "mounts"          # the drive host has a filesystem on the drive
+    mounts.write_text(f"{virtual['namespaces'][0]} /srv/data ext4 rw 0 0\n")
+    _, fio = runners(_rig(sshd, virtual, host=dict(virtual["host"], mounts=str(mounts))), tl)
+    with pytest.raises(GuardRefused, match="in use .*on /srv/data"):
         fio.run(write_plan(virtual["namespaces"][0]), tmp_path / "w", serial=virtual["serial"])
     assert not tl.events(FIO)
+    guard = [e for e in tl.events() if e.name == "guard"]
+    assert len(guard) == 3 and not any(e.ok for e in guard)
 
 
 def test_a_write_runs_with_a_host_view_of_the_drive_host(sshd, virtual, tmp_path):
-    """The virtual rig publishes its sysfs tree; the 'drive host' is this machine, so it is readable."""
+    """The virtual rig publishes its sysfs tree; the 'drive host' is this machine, so its python3
+    reads the same tree and the checks pass."""
     tl = Timeline()
     _, fio = runners(_rig(sshd, virtual, host=virtual["host"]), tl)
     res = fio.run(write_plan(virtual["namespaces"][0]), tmp_path / "w", serial=virtual["serial"])
     assert res.jobs[0].directions["write"].io_bytes > 0
+    guard = [e for e in tl.events() if e.name == "guard"][-1]
+    assert guard.ok and guard.result["namespace"] == Path(virtual["namespaces"][0]).name
 
 
 def test_unreachable_host_is_one_clear_line(sshd, virtual):

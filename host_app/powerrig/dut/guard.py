@@ -10,26 +10,25 @@ Names are resolved through sysfs, not by pattern: with native NVMe multipath ``n
 namespace of *subsystem* 0, reached through controllers listed in its ``multipath/`` directory
 (``nvme0c1n1`` is the path through controller nvme1). Everything the guard reads about the host
 (sysfs, the mount table, swaps, /dev) comes from a :class:`HostView`, so tests and the virtual rig
-give it a tree of their own: that is the real boundary.
+give it a tree of their own: that is the real boundary. The reading itself is in sysfs.py, which
+runs unchanged on a remote drive host (over ssh) when the drive sits in another machine.
 """
 from __future__ import annotations
 
+import json
 import logging
-import os
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from powerrig.dut import sysfs
+from powerrig.dut.sysfs import BOOT_MOUNTS, HostView, Target
 from powerrig.errors import PowerrigError
 from powerrig.events import NOTE
 
 logger = logging.getLogger(__name__)
 
-_CTRL = re.compile(r"^nvme\d+$")
-_NS = re.compile(r"^nvme\d+n\d+$")
-_PATH = re.compile(r"^(nvme\d+)c\d+(n\d+)$")
-_SUBSYS = re.compile(r"^nvme-subsys\d+$")
-BOOT_MOUNTS = ("/", "/boot", "/boot/efi", "/efi", "/usr")
+__all__ = ["BOOT_MOUNTS", "DriveGuard", "GuardRefused", "HostView", "RemoteHostView", "Target",
+           "check_destructive", "guard_destructive", "host_view", "in_use", "resolve"]
 
 
 class GuardRefused(PowerrigError):
@@ -37,137 +36,66 @@ class GuardRefused(PowerrigError):
 
 
 @dataclass(frozen=True)
-class HostView:
-    """Where the guard reads the host: sysfs root, mount table, swaps, /dev (injectable for tests and
-    the virtual rig)."""
-    sys_root: str = "/sys"
-    mounts: str = "/proc/self/mounts"
-    swaps: str = "/proc/swaps"
-    dev_root: str = "/dev"
-
-    def sys(self, *parts: str) -> Path:
-        return Path(self.sys_root, *parts)
-
-    def read(self, path: str) -> str:
-        try:
-            return Path(path).read_text()
-        except FileNotFoundError:
-            return ""
-
-    def dev_name(self, path: str) -> str:
-        """Kernel name of a /dev path: links (/dev/disk/by-id, /dev/mapper) resolved on this host view."""
-        name = os.path.basename(path.rstrip("/"))
-        if path.startswith("/dev/"):
-            local = Path(self.dev_root, path[len("/dev/"):])
-            if local.is_symlink() or local.exists():
-                name = os.path.basename(os.path.realpath(local))
-            if path.startswith("/dev/mapper/") and not name.startswith("dm-"):
-                name = self._dm_named(name) or name
-        return name
-
-    def _dm_named(self, dm_name: str) -> str | None:
-        for d in self.sys("class", "block").glob("dm-*"):
-            if (d / "dm" / "name").is_file() and (d / "dm" / "name").read_text().strip() == dm_name:
-                return d.name
-        return None
-
-
-@dataclass(frozen=True)
 class RemoteHostView(HostView):
-    """A drive host reached over SSH (``url``): its sysfs, mount table and swaps cannot be read from
-    here, so the guard refuses destructive steps on it rather than pass them unchecked."""
+    """A drive host reached over SSH: the paths are that host's, and the guard reads them THERE, by
+    running sysfs.py with the drive host's python3 (``ssh``: the SshHost to reach it)."""
     url: str = ""
+    ssh: object = None
+
+    def probe(self, dev: str) -> dict:
+        from powerrig.dut.remote import RemoteError
+
+        args = {"dev": dev, "host": {k: getattr(self, k) for k in ("sys_root", "mounts", "swaps", "dev_root")}}
+        try:
+            out = self.ssh.run(["python3", "-", json.dumps(args)], timeout=60,
+                               stdin=Path(sysfs.__file__).read_bytes())
+            return json.loads(out)
+        except RemoteError as e:
+            raise GuardRefused(f"cannot check {dev} on drive host {self.url}: {e}; the guard reads the drive "
+                               "host's sysfs, mount table and swaps with its python3 (install python3 there), "
+                               "or check by hand and pass allow_unguarded") from None
+        except ValueError as e:
+            raise GuardRefused(f"cannot check {dev} on drive host {self.url}: its python3 answered "
+                               f"something that is not the guard's JSON ({e})") from None
 
 
-@dataclass(frozen=True)
-class Target:
-    """A drive as sysfs knows it: the namespace block device (None for a controller) and the
-    controllers that reach it."""
-    given: str
-    namespace: str | None
-    controllers: tuple[str, ...]
-    nsid: int | None = None
-    blocks: frozenset = field(default_factory=frozenset)   # everything on those controllers (+ holders)
+def host_view(paths: dict | HostView | None = None, remote=None) -> HostView:
+    """Where the guard reads: ``paths`` (sys_root, mounts, swaps, dev_root; default this host's) on
+    this host, or on the drive host ``remote`` (an SshHost) when the drive sits in another machine."""
+    fields = ("sys_root", "mounts", "swaps", "dev_root")
+    if isinstance(paths, RemoteHostView) and remote is None:
+        return paths
+    if isinstance(paths, HostView):
+        paths = {k: getattr(paths, k) for k in fields}
+    paths = {k: v for k, v in (paths or {}).items() if k in fields}
+    if remote is not None:
+        return RemoteHostView(url=remote.url, ssh=remote, **paths)
+    return HostView(**paths)
 
 
 def resolve(dev: str, host: HostView | None = None) -> Target:
-    """Resolve /dev/nvme0, /dev/nvme0n1, /dev/nvme0n1p2, nvme0c1n1 or a /dev/disk/by-* link through sysfs."""
+    """Resolve /dev/nvme0, /dev/nvme0n1, /dev/nvme0n1p2, nvme0c1n1 or a /dev/disk/by-* link through sysfs
+    (the drive host's, for a RemoteHostView); GuardRefused when it is not an NVMe drive there."""
     host = host or HostView()
-    name = host.dev_name(dev)
-    if host.sys("class", "nvme", name).exists():
-        ctrls = (name,)
-        return Target(dev, None, ctrls, None, frozenset(_blocks_of(ctrls, host)))
-    if re.fullmatch(r"ng\d+n\d+", name):       # NVMe generic char device: same numbering as the block head
-        name = "nvme" + name[2:]
-    blk = host.sys("class", "block", name)
-    if not blk.exists():
-        raise GuardRefused(f"{dev} is not a block device on this host (no {blk}): check the path; fio "
-                           "would create a regular file there")
-    real = Path(os.path.realpath(blk))
-    if (real / "partition").exists():            # a partition lives inside its disk's directory
-        real = real.parent
-    name = real.name
-    m = _PATH.match(name)
-    if m:                                        # a multipath path device: its head is the namespace
-        name = m.group(1) + m.group(2)
-        real = Path(os.path.realpath(host.sys("class", "block", name)))
-    parent = real.parent.name
-    if _SUBSYS.match(parent):
-        mp = real / "multipath"
-        ctrls = tuple(sorted(Path(os.path.realpath(p)).parent.name for p in mp.iterdir())) if mp.is_dir() else ()
-    elif _CTRL.match(parent):
-        ctrls = (parent,)
-    else:
-        raise GuardRefused(f"{dev} ({name}) is not an NVMe namespace (sysfs puts it under {parent}); "
-                           "the rig drives NVMe devices only")
-    if not ctrls:
-        raise GuardRefused(f"{dev}: sysfs lists no controller for namespace {name}; is the drive still there?")
-    nsid_file = real / "nsid"
-    nsid = int(nsid_file.read_text().strip()) if nsid_file.is_file() else int(name.rsplit("n", 1)[1])
-    return Target(dev, name, ctrls, nsid, frozenset(_blocks_of(ctrls, host)))
-
-
-def _blocks_of(ctrls: tuple[str, ...], host: HostView) -> set[str]:
-    """Every namespace (multipath heads included), partition and stacked holder on these controllers."""
-    disks = set()
-    for c in ctrls:
-        cdir = Path(os.path.realpath(host.sys("class", "nvme", c)))
-        for child in cdir.iterdir() if cdir.is_dir() else ():
-            if _NS.match(child.name):
-                disks.add(child.name)
-            else:
-                m = _PATH.match(child.name)
-                if m:
-                    disks.add(m.group(1) + m.group(2))
-    out = set()
-    for d in disks:
-        out.add(d)
-        ddir = Path(os.path.realpath(host.sys("class", "block", d)))
-        out |= {p.name for p in ddir.glob(f"{d}p*") if (p / "partition").exists()}
-    todo = list(out)
-    while todo:
-        b = todo.pop()
-        holders = host.sys("class", "block", b, "holders")
-        for h in holders.iterdir() if holders.is_dir() else ():
-            if h.name not in out:
-                out.add(h.name)
-                todo.append(h.name)
-    return out
+    if isinstance(host, RemoteHostView):
+        got = host.probe(dev)
+        if "refused" in got:
+            raise GuardRefused(f"{got['refused']} (on drive host {host.url})")
+        t = got["target"]
+        return Target(t["given"], t["namespace"], tuple(t["controllers"]), t["nsid"], frozenset(t["blocks"]),
+                      remote_uses=tuple(tuple(u) for u in got["uses"]))
+    try:
+        return sysfs.resolve(dev, host)
+    except sysfs.NotResolvable as e:
+        raise GuardRefused(str(e)) from None
 
 
 def in_use(target: Target, host: HostView | None = None) -> list[tuple[str, str]]:
     """(device, what uses it) for every mount or swap on the target's controllers."""
-    host = host or HostView()
-    hits = []
-    for line in host.read(host.mounts).splitlines():
-        parts = line.split()
-        if len(parts) >= 2 and parts[0].startswith("/dev/") and host.dev_name(parts[0]) in target.blocks:
-            hits.append((parts[0], parts[1].replace("\\040", " ")))
-    for line in host.read(host.swaps).splitlines()[1:]:
-        parts = line.split()
-        if parts and parts[0].startswith("/dev/") and host.dev_name(parts[0]) in target.blocks:
-            hits.append((parts[0], "swap"))
-    return hits
+    if isinstance(host, RemoteHostView):
+        return [tuple(u) for u in (target.remote_uses if target.remote_uses is not None
+                                   else resolve(target.given, host).remote_uses)]
+    return sysfs.in_use(target, host)
 
 
 def check_destructive(dev: str, plan_serial: str | None, device_serial: str, host: HostView | None = None,
@@ -209,8 +137,6 @@ class DriveGuard:
             tl.end(ev, ok=True, overridden=True)
             return None
         try:
-            if isinstance(self.host, RemoteHostView):
-                self._refuse_remote(dev, serial, action)
             target = resolve(dev, self.host)
             serials = {}
             for c in target.controllers:
@@ -222,21 +148,6 @@ class DriveGuard:
             raise GuardRefused(str(e)) from None
         tl.end(ev, ok=True, controllers=list(target.controllers), namespace=target.namespace, nsid=target.nsid)
         return target
-
-
-    def _refuse_remote(self, dev: str, serial: str | None, action: str) -> None:
-        """The serial is checked (nvme-cli runs there); what cannot be checked is said, and refused."""
-        m = re.match(r"^(/dev/nvme\d+)(?:n\d+(?:p\d+)?)?$", dev)
-        if m:
-            sn = self.nvme.id_ctrl(m.group(1)).sn.strip()
-            if not serial or str(serial).strip() != sn:
-                check_destructive(dev, serial, sn, HostView(mounts="", swaps=""), action,
-                                  Target(dev, None, (), None, frozenset()))
-        raise GuardRefused(
-            f"refusing {action} on {dev} on drive host {self.host.url}: the guard cannot read that host's "
-            "sysfs, mount table and swaps over ssh, so it cannot check that nothing on the drive is mounted "
-            "or swapped on, nor that it is not the boot device; give the rig a host view of the drive host "
-            "(rig 'host'), or check by hand and pass allow_unguarded")
 
 
 def guard_destructive(nvme, dev: str, plan_serial: str | None, host: HostView | None = None,

@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 
 from powerrig.dut._run import fail, run_tool
-from powerrig.dut.guard import DriveGuard, HostView, RemoteHostView
+from powerrig.dut.guard import DriveGuard, HostView, host_view
 from powerrig.errors import ToolError
 from powerrig.events import NVME, POWER_STATE, Timeline
 from powerrig.nvme_fields import (SCALE_W, Keys, PowerStateDescriptor, celsius, celsius_nvme_cli, load_json,  # noqa: F401
@@ -305,7 +305,7 @@ class NvmeCli:
         by default; the virtual rig publishes its own). ``remote``: an SshHost the commands run on."""
         self.program = list(program or ["nvme"])
         self.remote = remote
-        self.host = host or (RemoteHostView(remote.url) if remote is not None else HostView())
+        self.host = host_view(host, remote)     # a drive host's sysfs, mounts and swaps are read there
         self.timeline = timeline if timeline is not None else Timeline()
         self.timeout = timeout
         self.env = env

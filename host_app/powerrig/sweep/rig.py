@@ -26,9 +26,11 @@ class RigHandle:
     drive_host: str | None = None     # ssh://user@host:port the drive's tools run on (None: this host)
 
     def host_view(self):
-        """Where the drive guard looks: the virtual rig's own sysfs and mounts, or this host's."""
-        from powerrig.dut.guard import HostView
-        return HostView(**self.host) if self.host else None
+        """Where the drive guard looks: the virtual rig's own sysfs and mounts, or this host's, read on
+        the drive host when the drive sits in another machine (the checks run there, over ssh)."""
+        from powerrig.dut.guard import host_view
+        from powerrig.dut.remote import drive_host
+        return host_view(self.host, drive_host(self.drive_host))
 
     def runners(self, timeline):
         """(NvmeCli, Fio) for this rig, with the drive guard on every write."""

@@ -216,3 +216,32 @@ def test_virtual_rig_refuses_a_write_on_an_unnamed_drive_before_fio_starts(tmp_p
         assert res.jobs[0].directions["write"].io_bytes > 0
     finally:
         run_cli("sim", "stop", "--all")
+
+
+def test_the_sysfs_probe_runs_alone_in_a_bare_interpreter(host):
+    """On a remote drive host the guard runs dut/sysfs.py with that host's python3 and nothing else
+    installed: run by path in an isolated interpreter (-I -S: no site-packages, no powerrig), it
+    gives what the in-process guard reads (a multipath namespace, its controllers and its mount)."""
+    import json
+    import subprocess
+    import sys
+
+    from powerrig.dut import sysfs
+
+    c0, c1 = host.controller("nvme0", "SN0"), host.controller("nvme1", "SN0")
+    host.multipath(0, 1, 1, [c0, c1])
+    host.mount("/dev/nvme0n1 /srv/data xfs rw 0 0")
+    args = {"dev": "/dev/nvme0n1", "host": {"sys_root": host.view.sys_root, "mounts": host.view.mounts,
+                                             "swaps": host.view.swaps, "dev_root": host.view.dev_root}}
+    r = subprocess.run([sys.executable, "-I", "-S", sysfs.__file__, json.dumps(args)], capture_output=True,
+                       text=True, timeout=60, cwd=host.root)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    t = resolve("/dev/nvme0n1", host.view)
+    assert got["target"]["controllers"] == list(t.controllers) == ["nvme0", "nvme1"]
+    assert set(got["target"]["blocks"]) == set(t.blocks)
+    assert [tuple(u) for u in got["uses"]] == in_use(t, host.view) == [("/dev/nvme0n1", "/srv/data")]
+    args["dev"] = "/dev/sda"
+    r = subprocess.run([sys.executable, "-I", "-S", sysfs.__file__, json.dumps(args)], capture_output=True,
+                       text=True, timeout=60)
+    assert "is not a block device on this host" in json.loads(r.stdout)["refused"]

@@ -237,7 +237,7 @@ class CaptureWriter:
         doc = {"sample_id": sid, "raw_index": int(raw), "utc": utc, "model": model.to_dict()}
         if hasattr(self.clock, "pings_since"):       # the pings themselves, so analysis can re-fit them
             pings, self._pings_stored = self.clock.pings_since(self._pings_stored)
-            if pings:
+            if len(pings):
                 doc["pings"] = pack_pings(pings)
         self._w.user_data(L.UD_CLOCK, _json(doc))
         try:

@@ -161,6 +161,7 @@ class Core(QObject):
     TICK_MS = 50
     CLOCK_REFIT_S = 1.0               # how often the live source's clock model (event placement) is refitted
     THERMAL_EVERY_MS = 5000           # temperature and throttle poll (skipped in a non-operational state)
+    FIO_STATUS_S = 1.0                # fio's status interval: the workload panel's live MiB/s and IOPS
     RECONNECT_S = 600.0               # how long a lost interposer is waited for before the capture ends
 
     def __init__(self, capture_dir: str | Path | None = None, parent=None):
@@ -662,7 +663,11 @@ class Core(QObject):
                          filename=self.namespace, rwmixread=opts.get("rwmixread"), ioengine="libaio", direct=True,
                          size=opts.get("size", "1g"))
             out = self.capture_dir / "fio" / time.strftime("%Y%m%d-%H%M%S")
-            res = self.fio.run(FioPlan([job], group_reporting=int(opts["numjobs"]) > 1), out, name=job_name)
+            plan = FioPlan([job], group_reporting=int(opts["numjobs"]) > 1, status_interval=self.FIO_STATUS_S)
+
+            def live(st):                          # fio's periodic status, while it runs (another thread)
+                self.workload.emit({"state": "live", "name": name, "mib_s": st["mib_s"], "iops": st["iops"]})
+            res = self.fio.run(plan, out, name=job_name, on_status=live)
             bw = sum(d.bw_bytes for j in res.jobs for d in j.directions.values())
             iops = sum(d.iops for j in res.jobs for d in j.directions.values())
             return {"state": "done", "name": name, "mib_s": bw / 2**20, "iops": iops}

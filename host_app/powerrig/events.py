@@ -86,6 +86,12 @@ class Timeline:
     def __len__(self) -> int:
         return len(self._events)
 
+    def since(self, k: int) -> list[Event]:
+        """The events from the ``k``-th on (in the order added): a reader that has seen the first k
+        need not copy them all again."""
+        with self._lock:
+            return self._events[k:]
+
     def events(self, kind: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Event]:
         """Events of a kind overlapping [t0, t1] (host UTC)."""
         out = []

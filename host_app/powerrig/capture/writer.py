@@ -68,7 +68,8 @@ class CaptureWriter:
             raise CaptureError(f"cannot create capture {self.path}: {e}") from None
         self._started = False
         self._closed = False
-        self._written_events: set[int] = set()
+        self._written_events: set[int] = set()   # timeline positions written, from _events_from on
+        self._events_from = 0           # every event before this position is written
         self.length = 0                 # intervals written (sample ids 0..length-1)
         self.gap_intervals = 0
         self.gaps = 0
@@ -259,7 +260,11 @@ class CaptureWriter:
     def _write_finished_events(self, final: bool = False) -> None:
         if self.timeline is None:
             return
-        for n, e in enumerate(self.timeline):
+        # from the first event not yet written: a timeline of an overnight stream holds thousands
+        # (a temperature poll every few seconds) and this runs for every block
+        first = self._events_from
+        tail = self.timeline.since(first) if hasattr(self.timeline, "since") else list(self.timeline)[first:]
+        for n, e in enumerate(tail, start=first):
             if n in self._written_events or (e.t_end is None and not final):
                 continue
             self._written_events.add(n)
@@ -270,6 +275,9 @@ class CaptureWriter:
                 if 0 <= sid:
                     self._w.annotation(self._ids[L.TOTAL_POWER], sid, math.nan, pyjls.AnnotationType.TEXT,
                                        L.GROUP_EVENT, f"{e.kind}: {e.name}")
+        while self._events_from in self._written_events:
+            self._written_events.discard(self._events_from)
+            self._events_from += 1
 
     def add_event(self, event) -> None:
         """Record an event that is not on the timeline (imports, notes)."""

@@ -263,7 +263,10 @@ class CaptureWriter:
         # from the first event not yet written: a timeline of an overnight stream holds thousands
         # (a temperature poll every few seconds) and this runs for every block
         first = self._events_from
-        tail = self.timeline.since(first) if hasattr(self.timeline, "since") else list(self.timeline)[first:]
+        if hasattr(self.timeline, "since"):
+            first, tail = self.timeline.since(first)
+        else:
+            tail = list(self.timeline)[first:]
         for n, e in enumerate(tail, start=first):
             if n in self._written_events or (e.t_end is None and not final):
                 continue
@@ -275,6 +278,7 @@ class CaptureWriter:
                 if 0 <= sid:
                     self._w.annotation(self._ids[L.TOTAL_POWER], sid, math.nan, pyjls.AnnotationType.TEXT,
                                        L.GROUP_EVENT, f"{e.kind}: {e.name}")
+        self._events_from = max(self._events_from, first)
         while self._events_from in self._written_events:
             self._written_events.discard(self._events_from)
             self._events_from += 1

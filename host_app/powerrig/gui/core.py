@@ -161,6 +161,7 @@ class Core(QObject):
     TICK_MS = 50
     CLOCK_REFIT_S = 1.0               # how often the live source's clock model (event placement) is refitted
     THERMAL_EVERY_MS = 5000           # temperature and throttle poll (skipped in a non-operational state)
+    TIMELINE_KEEP = 2000              # events held in memory (the capture keeps all): ~3 h of temperature polls
     FIO_STATUS_S = 1.0                # fio's status interval: the workload panel's live MiB/s and IOPS
     RECONNECT_S = 600.0               # how long a lost interposer is waited for before the capture ends
 
@@ -180,7 +181,7 @@ class Core(QObject):
         self.drive_pool = QThreadPool(self)
         self.drive_pool.setMaxThreadCount(1)
         self.capture_dir = Path(capture_dir or Path(tempfile.gettempdir()) / "powerrig-captures")
-        self.timeline = Timeline()
+        self.timeline = Timeline(keep=self.TIMELINE_KEEP)
         self.dev = None
         self.port: str | None = None
         self.rig: dict | None = None           # the virtual rig's state when the simulator is used
@@ -454,8 +455,8 @@ class Core(QObject):
                 self._seen_rows = live.length
                 if self.source is live:
                     self.data.emit()
-        if len(self.timeline) != self._seen_events:
-            self._seen_events = len(self.timeline)
+        if self.timeline.added != self._seen_events:
+            self._seen_events = self.timeline.added
             self.events.emit()
         rec = self.recorder
         if rec is not None and rec._thread is not None and not rec._thread.is_alive():

@@ -187,6 +187,7 @@ class Core(QObject):
         self.rig: dict | None = None           # the virtual rig's state when the simulator is used
         self.recorder = None
         self.sweeping = False                  # the live source follows a sweep's recordings
+        self._show_next_live = False
         self.live = None                       # LiveSource once the first block arrived
         self.source = None                     # what the plot shows
         self.capture_path: Path | None = None
@@ -382,6 +383,7 @@ class Core(QObject):
         self._seen_rows = 0
         self._next_index = self._lost_at = None
         self.sweeping = True
+        self._show_next_live = True            # Run was pressed: the plot goes to the sweep's stream
         return self._on_block
 
     def sweep_ended(self) -> None:
@@ -439,8 +441,10 @@ class Core(QObject):
     def _tick(self) -> None:
         live = self.live
         if live is not None:
-            if self.source is None or (self.source is not live and (self.recorder is not None or self.sweeping)
-                                       and not hasattr(self.source, "reader")):
+            if self.source is None or self._show_next_live or (
+                    self.source is not live and (self.recorder is not None or self.sweeping)
+                    and not hasattr(self.source, "reader")):
+                self._show_next_live = False
                 self.source = live
                 self.source_changed.emit(live)
             now = time.monotonic()

@@ -147,6 +147,7 @@ def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[f
         print(f"  lag behind the device's clock (includes the link's block latency), p50 "
               f"{statistics.median(dev_lags) * 1e3:.0f} ms  p95 {pct(dev_lags, 95) * 1e3:.0f} ms")
     print(f"  live source memory {core.live.memory_bytes() / 2**20:.1f} MiB (fixed)")
+    del lv._paint                    # the app's own paint again: the timing lists must not grow the process
     t_start = time.monotonic()
     snaps = []
     if trace and minutes:

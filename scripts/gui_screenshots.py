@@ -144,7 +144,9 @@ def live_views(app, core, win, shot, profile: str) -> None:
     wp.preset.setCurrentText("rand 4k read")
     wp.runtime.setValue(4)
     wp.run_button.click()
-    wait(app, lambda: "MiB/s" in wp.result.text() or "failed" in wp.result.text(), 120, "the preset")
+    # the job's end: the live figures while it runs say MiB/s too
+    wait(app, lambda: not wp.stop_button.isEnabled() and ("MiB/s" in wp.result.text() or "failed" in wp.result.text()),
+         120, "the preset")
     settle(app, 2.0)
     end = core.live.duration_s
     win.live_view.pause()

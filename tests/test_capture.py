@@ -274,3 +274,43 @@ def test_analysis_reads_only_a_missing_clock_as_no_clock(trace, caplog):
     with pytest.raises(NothingToAnalyse) as e:
         analyse(empty)
     assert isinstance(e.value, PowerrigError) and isinstance(e.value, ValueError)
+
+
+def test_events_are_written_once_each_as_they_finish_in_any_order(tmp_path, trace):
+    """The writer reads the timeline from its first unwritten event on (an overnight timeline holds
+    thousands); an event that finishes after later ones is still written once, when it ends."""
+    tr, model = trace
+    t0 = float(model.utc(tr.blocks[0].first_index))
+    tl = Timeline()
+    long = tl.begin(NOTE, "long")                       # still open while the short ones finish
+    long.t_start = t0 + 0.1
+    for k in range(50):
+        tl.add(Event(NOTE, f"short{k}", t0 + 0.2 + k * 0.01, t0 + 0.21 + k * 0.01))
+    with CaptureWriter(tmp_path / "e.jls", metadata={"device": {"device": "t"}}, timeline=tl, clock=model) as w:
+        half = len(tr.blocks) // 2
+        for b in tr.blocks[:half]:
+            w.write(b)
+        Timeline.end(long)
+        tl.add(Event(NOTE, "late", t0 + 1.0, t0 + 1.1))
+        for b in tr.blocks[half:]:
+            w.write(b)
+    with CaptureReader(tmp_path / "e.jls") as cap:
+        names = [e.name for e in cap.events]
+    assert sorted(names) == sorted(["long", "late"] + [f"short{k}" for k in range(50)])   # each once
+
+
+def test_a_timeline_that_keeps_few_events_still_gets_every_event_into_the_capture(tmp_path, trace):
+    """A window streaming overnight holds only its recent events (Timeline(keep=...)); the capture
+    written meanwhile has all of them."""
+    tr, model = trace
+    t0 = float(model.utc(tr.blocks[0].first_index))
+    tl = Timeline(keep=5)
+    with CaptureWriter(tmp_path / "k.jls", metadata={"device": {"device": "t"}}, timeline=tl, clock=model) as w:
+        for k, b in enumerate(tr.blocks):
+            for j in range(4):
+                tl.add(Event(NOTE, f"poll{k}-{j}", t0 + 0.01 * (4 * k + j), t0 + 0.01 * (4 * k + j) + 0.005))
+            w.write(b)
+    assert tl.added == 4 * len(tr.blocks) and len(tl) <= 5 + 4 and tl.dropped == tl.added - len(tl)
+    with CaptureReader(tmp_path / "k.jls") as cap:
+        names = sorted(e.name for e in cap.events)
+    assert names == sorted(f"poll{k}-{j}" for k in range(len(tr.blocks)) for j in range(4))

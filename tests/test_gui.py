@@ -3,6 +3,7 @@ samples arrive, set a power state and see the step, run a preset and see its pha
 read the energy, open the capture; a wrong port gives a message in the window."""
 from __future__ import annotations
 
+import json
 import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -141,14 +142,23 @@ def test_preset_runs_and_its_phase_appears(qtbot, rig_window):
     win, core = rig_window
     wp = win.workload_panel
     wp.preset.setCurrentText("rand 4k read")
-    wp.runtime.setValue(2)
+    wp.runtime.setValue(3)
+    seen = []                                   # (state, what the panel showed then)
+    core.workload.connect(lambda d: seen.append((d["state"], wp.result.text())))
     wp.run_button.click()
-    qtbot.waitUntil(lambda: "MiB/s" in wp.result.text() or "failed" in wp.result.text(), timeout=60_000)
+    qtbot.waitUntil(lambda: any(st in ("done", "failed") for st, _ in seen), timeout=60_000)
     assert "MiB/s" in wp.result.text(), wp.result.text()
+    # while fio ran, the panel showed its MiB/s and IOPS of the last second (fio's status reports)
+    states = [st for st, _ in seen]
+    assert "live" in states and states.index("live") < states.index("done"), states
+    shown = [text for st, text in seen if st == "live"]
+    assert all("(fio's last second)" in t for t in shown), shown
+    live_mib = [float(t.split(": ")[1].split(" MiB/s")[0]) for t in shown]
+    assert max(live_mib) > 1.0, shown
     phases = [e for e in core.events_s() if e["kind"] == "phase"]
     assert phases and "rand-4k-read" in phases[-1]["name"]
     ph = phases[-1]
-    assert 1.5 < ph["t1"] - ph["t0"] < 3.0
+    assert 2.5 < ph["t1"] - ph["t0"] < 4.0
     qtbot.waitUntil(lambda: core.live.duration_s > ph["t1"] + 0.2, timeout=30_000)
     busy = _plotted_mean(win, ph["t0"] + 0.3, ph["t1"] - 0.3)
     idle = _plotted_mean(win, ph["t0"] - 1.0, ph["t0"] - 0.1)
@@ -218,13 +228,15 @@ def test_interposer_lost_mid_stream_says_so_and_keeps_the_capture(qtbot, app_env
     core = Core(capture_dir=app_env / "captures3")
     core.reconnect_s = 2.0                              # it does not come back: the capture ends
     win = MainWindow(core)
+    shown = []                                         # every message (a loaded machine may paint only the last)
+    core.error.connect(shown.append)
     try:
         core.connect_sim()
         qtbot.waitUntil(lambda: core.live is not None and core.live.length > 1000, timeout=60_000)
         path = core.capture_path
         rig.stop(core.rig["id"])                       # the interposer (and its SSD) go away
         qtbot.waitUntil(lambda: "lost" in win.connect_panel.message.text(), timeout=60_000)
-        assert "waiting up to 2 s" in win.connect_panel.message.text()
+        assert any("lost" in m and "waiting up to 2 s" in m for m in shown), shown
         qtbot.waitUntil(lambda: "Reconnect to go on" in win.connect_panel.message.text(), timeout=60_000)
         assert str(path) in win.connect_panel.message.text()
         assert core.dev is None and "link lost" in win.connect_panel.fields["port"].text()
@@ -233,3 +245,36 @@ def test_interposer_lost_mid_stream_says_so_and_keeps_the_capture(qtbot, app_env
             assert cap.length > 1000 and cap.recording["end_reason"] == "link-lost"
     finally:
         win.close()
+
+
+def test_fio_status_follower_reads_real_fio_while_it_runs(tmp_path):
+    """The live MiB/s and IOPS come from fio's own periodic status documents: real fio on a file."""
+    import shutil
+
+    from powerrig.dut.fio import Fio, FioJob, FioPlan
+    if shutil.which("fio") is None:
+        pytest.skip("fio is not installed (scripts/setup.sh installs it)")
+    got = []
+    job = FioJob("live", rw="write", bs="64k", iodepth=1, size="16m", runtime=3, time_based=True,
+                 filename=str(tmp_path / "target.bin"))
+    res = Fio(["fio"]).run(FioPlan([job], status_interval=1), tmp_path / "out", name="live", on_status=got.append)
+    assert res.status_reports >= 1
+    assert len(got) >= 1 and all(g["mib_s"] > 0 and g["iops"] > 0 for g in got), got
+    # each report is a rate over its own interval: 64 KiB per I/O
+    for g in got:
+        assert g["mib_s"] * 2**20 / g["iops"] == pytest.approx(65536, rel=0.05)
+
+
+def test_fio_status_follower_waits_for_a_whole_document(tmp_path):
+    from powerrig.dut.fio import StatusFollower
+    doc = {"timestamp_ms": 10_000, "jobs": [{"job_runtime": 1000, "read": {"io_bytes": 2**20, "total_ios": 256}}]}
+    out = tmp_path / "fio.json"
+    text = json.dumps(doc, indent=2) + "\n"
+    out.write_text(text[:-20])                        # fio is still writing it
+    got = []
+    f = StatusFollower(out, got.append)
+    assert f.poll() == 0 and not got
+    doc2 = {"timestamp_ms": 10_500, "jobs": [{"job_runtime": 1500, "read": {"io_bytes": 3 * 2**20, "total_ios": 768}}]}
+    out.write_text(text + json.dumps(doc2, indent=2) + "\n")
+    assert f.poll() == 2
+    assert got == [{"mib_s": 1.0, "iops": 256.0, "t": 10.0}, {"mib_s": 4.0, "iops": 1024.0, "t": 10.5}]

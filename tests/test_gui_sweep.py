@@ -8,6 +8,7 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 pytest.importorskip("pytestqt")
@@ -69,6 +70,12 @@ def test_two_step_plan_runs_pauses_stops_and_resumes_to_the_end(qtbot, window, t
     assert panel.runner.running, (panel.state.text(), core.errors)
     assert "ETA" in panel.state.text()
     panel.pause_button.click()                          # the idle step (2 s) finishes, then the sweep holds
+    # the live view draws the running sweep's stream: the engine's recorder hands it each block
+    lv = win.live_view
+    qtbot.waitUntil(lambda: core.live is not None and core.live.duration_s > 1.0 and lv.source is core.live
+                    and (lv.plotted_end_s() or 0) > 1.0, timeout=60_000)
+    assert core.sweeping and core.recorder is None       # the engine records, the window only shows
+    assert np.nanmean(lv.last_summary.mean["p_total"]) > 0.1     # the drive's watts, not an empty plot
     qtbot.waitUntil(lambda: "paused before step 2 of 2" in panel.state.text(), timeout=120_000)
     assert panel.progress_bar.value() == 1
     qtbot.waitUntil(lambda: panel.table.rowCount() == 1, timeout=30_000)
@@ -86,6 +93,7 @@ def test_two_step_plan_runs_pauses_stops_and_resumes_to_the_end(qtbot, window, t
     qtbot.waitUntil(lambda: not panel.runner.running and "done" in panel.state.text()
                     or "failed" in panel.state.text(), timeout=180_000)
     assert "done" in panel.state.text(), (panel.state.text(), core.errors)
+    assert not core.sweeping
     assert panel.run_id == run_id
     assert store.run(run_id)["status"] == "done"
     qtbot.waitUntil(lambda: panel.table.rowCount() == 2, timeout=30_000)

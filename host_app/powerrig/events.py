@@ -58,14 +58,29 @@ class Event:
 class Timeline:
     """Thread-safe ordered list of events; the runners append, the capture and analysis read."""
 
-    def __init__(self, events: list[Event] | None = None):
+    def __init__(self, events: list[Event] | None = None, keep: int | None = None):
+        """keep: hold at most about this many events, letting the oldest finished ones go (a window
+        streaming overnight polls the drive every few seconds; its capture file keeps every event)."""
         self._events: list[Event] = list(events or [])
         self._lock = threading.Lock()
+        self.keep = keep
+        self.dropped = 0            # events let go from the front: positions stay absolute (``since``)
 
     def add(self, event: Event) -> Event:
         with self._lock:
             self._events.append(event)
+            if self.keep is not None and len(self._events) > self.keep:
+                n, k = len(self._events) - self.keep, 0
+                while k < n and self._events[k].t_end is not None:     # only finished events leave
+                    k += 1
+                del self._events[:k]
+                self.dropped += k
         return event
+
+    @property
+    def added(self) -> int:
+        """Events ever added (held + let go)."""
+        return self.dropped + len(self._events)
 
     def begin(self, kind: str, name: str, **kw) -> Event:
         """Start an event now; finish it with ``end``."""
@@ -85,6 +100,13 @@ class Timeline:
 
     def __len__(self) -> int:
         return len(self._events)
+
+    def since(self, k: int) -> tuple[int, list[Event]]:
+        """(position of the first, the events) from the ``k``-th added on, or from the oldest still
+        held: a reader that has seen the first k need not copy them all again."""
+        with self._lock:
+            first = max(k, self.dropped)
+            return first, self._events[first - self.dropped:]
 
     def events(self, kind: str | None = None, t0: float | None = None, t1: float | None = None) -> list[Event]:
         """Events of a kind overlapping [t0, t1] (host UTC)."""

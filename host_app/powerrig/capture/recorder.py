@@ -4,7 +4,7 @@ the GUI alike.
     rec = Recorder(dev, "run.jls", seconds=60, on_progress=print)
     res = rec.run()                          # blocking, in this thread (the CLI)
 
-    with Recorder(dev, "run.jls", timeline=tl) as rec:   # in the background (demo, sweep, GUI)
+    with Recorder(dev, "run.jls", timeline=tl, on_block=live.feed) as rec:   # in the background (demo, sweep, GUI)
         ...                                  # drive the workload; rec.stop() or leave the block
     res = rec.result
 
@@ -98,9 +98,13 @@ class Recorder:
     def __init__(self, dev, path: str | Path, interval_us: int | None = None, rails: list[str] | None = None,
                  seconds: float | None = None, metadata: dict | None = None, timeline=None,
                  on_progress: Callable[[Progress], None] | None = None, progress_every_s: float = 1.0,
-                 reconnect: Callable[[str, int], object] | None = None, reconnect_s: float = 0.0):
-        """reconnect(error, attempt) -> the device again (or raises LinkError/OSError while it is away)."""
+                 reconnect: Callable[[str, int], object] | None = None, reconnect_s: float = 0.0,
+                 on_block: Callable[[IntervalBlock], None] | None = None):
+        """reconnect(error, attempt) -> the device again (or raises LinkError/OSError while it is away).
+        on_block(block): each block as received, once written, from the recording thread (a live view);
+        its errors are logged, never cost the capture a block."""
         self.dev = dev
+        self.on_block = on_block
         self.reconnect = reconnect
         self.reconnect_s = reconnect_s
         self.reconnects: list[dict] = []        # {"error", "away_s", "gap_rows"} per link that came back
@@ -267,6 +271,11 @@ class Recorder:
                 self._after_away(block, writer)
             writer.write(block)
             self._count(block)
+            if self.on_block is not None:
+                try:
+                    self.on_block(block)
+                except Exception:  # noqa: BLE001 - a display's failure must not end the recording
+                    logger.exception("the live view could not take a block of %s", self.path)
             if self.on_progress is not None and time.monotonic() >= next_progress:
                 next_progress = time.monotonic() + self.progress_every_s
                 self.on_progress(self._progress(stream))

@@ -68,7 +68,8 @@ class CaptureWriter:
             raise CaptureError(f"cannot create capture {self.path}: {e}") from None
         self._started = False
         self._closed = False
-        self._written_events: set[int] = set()
+        self._written_events: set[int] = set()   # timeline positions written, from _events_from on
+        self._events_from = 0           # every event before this position is written
         self.length = 0                 # intervals written (sample ids 0..length-1)
         self.gap_intervals = 0
         self.gaps = 0
@@ -237,7 +238,7 @@ class CaptureWriter:
         doc = {"sample_id": sid, "raw_index": int(raw), "utc": utc, "model": model.to_dict()}
         if hasattr(self.clock, "pings_since"):       # the pings themselves, so analysis can re-fit them
             pings, self._pings_stored = self.clock.pings_since(self._pings_stored)
-            if pings:
+            if len(pings):
                 doc["pings"] = pack_pings(pings)
         self._w.user_data(L.UD_CLOCK, _json(doc))
         try:
@@ -259,7 +260,14 @@ class CaptureWriter:
     def _write_finished_events(self, final: bool = False) -> None:
         if self.timeline is None:
             return
-        for n, e in enumerate(self.timeline):
+        # from the first event not yet written: a timeline of an overnight stream holds thousands
+        # (a temperature poll every few seconds) and this runs for every block
+        first = self._events_from
+        if hasattr(self.timeline, "since"):
+            first, tail = self.timeline.since(first)
+        else:
+            tail = list(self.timeline)[first:]
+        for n, e in enumerate(tail, start=first):
             if n in self._written_events or (e.t_end is None and not final):
                 continue
             self._written_events.add(n)
@@ -270,6 +278,10 @@ class CaptureWriter:
                 if 0 <= sid:
                     self._w.annotation(self._ids[L.TOTAL_POWER], sid, math.nan, pyjls.AnnotationType.TEXT,
                                        L.GROUP_EVENT, f"{e.kind}: {e.name}")
+        self._events_from = max(self._events_from, first)
+        while self._events_from in self._written_events:
+            self._written_events.discard(self._events_from)
+            self._events_from += 1
 
     def add_event(self, event) -> None:
         """Record an event that is not on the timeline (imports, notes)."""

@@ -8,15 +8,20 @@ runner's own clock; ``time_source`` records which.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+import threading
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from powerrig.dut._run import fail, run_tool
 from powerrig.errors import PowerrigError, ToolError
 from powerrig.events import FIO, PHASE, Timeline
+
+logger = logging.getLogger(__name__)
 
 DIRECTIONS = ("read", "write", "trim")
 RW_MODES = {"read", "write", "trim", "randread", "randwrite", "randtrim", "rw", "readwrite", "randrw", "trimwrite"}
@@ -384,6 +389,78 @@ def results_from_report(plan: "FioPlan", final: dict, jobs: list[dict], logs: Pa
     return results
 
 
+def complete_documents(text: str) -> list[dict]:
+    """The whole JSON documents in fio's output so far; one still being written is left for later."""
+    try:
+        return split_json_documents(text)
+    except ToolError:
+        cut = text.rfind("\n}\n")             # fio ends each document with a closing brace line
+        if cut < 0:
+            return []
+        try:
+            return split_json_documents(text[:cut + 3])
+        except ToolError:
+            return []
+
+
+def status_totals(doc: dict) -> tuple[float, int, int]:
+    """(fio's time stamp in s, I/O bytes, I/Os) over all jobs and directions of one status document."""
+    jobs = doc.get("jobs") or []
+    b = sum(int((j.get(d) or {}).get("io_bytes", 0)) for j in jobs for d in DIRECTIONS)
+    n = sum(int((j.get(d) or {}).get("total_ios", 0)) for j in jobs for d in DIRECTIONS)
+    t = doc.get("timestamp_ms")
+    return (t / 1000 if t is not None else float(doc.get("timestamp", time.time()))), b, n
+
+
+class StatusFollower:
+    """Reads fio's periodic status documents (``--status-interval``) from its output file while it
+    runs and reports the bandwidth and IOPS since the previous one: ``on_status({"mib_s", "iops",
+    "t"})`` (t: fio's time stamp, epoch s), on its own thread. fio appends one whole document per
+    interval; the first is rated over the jobs' runtime so far."""
+
+    def __init__(self, path: Path, on_status, every_s: float = 0.25):
+        self.path, self.on_status, self.every_s = Path(path), on_status, every_s
+        self._stop = threading.Event()
+        self._seen = 0
+        self._last: tuple[float, int, int] | None = None
+        self._thread = threading.Thread(target=self._run, name="fio-status", daemon=True)
+
+    def __enter__(self) -> "StatusFollower":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                self.poll()
+            except Exception:  # noqa: BLE001 - the live figure is a display; the run's result stands
+                logger.exception("reading fio's status from %s", self.path)
+
+    def poll(self) -> int:
+        """Report the documents that appeared since the last poll; returns how many."""
+        try:
+            text = self.path.read_text(errors="replace")
+        except FileNotFoundError:
+            return 0
+        docs = complete_documents(text)[self._seen:]
+        for doc in docs:
+            self._seen += 1
+            t, b, n = status_totals(doc)
+            if self._last is None:
+                runtime = max((int(j.get("job_runtime", 0)) for j in doc.get("jobs") or []), default=0) / 1000
+                dt, db, dn = runtime, b, n
+            else:
+                dt, db, dn = t - self._last[0], b - self._last[1], n - self._last[2]
+            self._last = (t, b, n)
+            if dt > 0:
+                self.on_status({"mib_s": db / dt / 2**20, "iops": dn / dt, "t": t})
+        return len(docs)
+
+
 class Fio:
     """fio on one host. ``program`` is the argv prefix: ["fio"] or the simulator's command."""
 
@@ -429,12 +506,14 @@ class Fio:
         return v
 
     def run(self, plan: FioPlan, out_dir: str | Path, name: str = "fio", serial: str | None = None,
-            allow_unguarded: bool = False) -> FioResult:
+            allow_unguarded: bool = False, on_status=None) -> FioResult:
         """Run the plan; a FIO event for the process and a PHASE event per job (absolute times).
 
         A plan that writes to a drive needs that drive's ``serial`` (see :meth:`guard`); only
         ``allow_unguarded=True`` skips the check, with a logged WARNING. Any failure (fio missing, non-zero exit, a job with an error, malformed output, fewer jobs
         than planned) raises ToolError with the FIO event marked failed; no partial result is returned.
+        ``on_status(dict)``: live MiB/s and IOPS while fio runs, from its periodic status documents
+        (a plan with ``status_interval``; see StatusFollower), on another thread.
         """
         plan.job_file(None)                     # a malformed plan fails before anything is checked or run
         self.guard(plan, serial, allow_unguarded)
@@ -458,9 +537,14 @@ class Fio:
             argv = self.program + plan.argv(str(where / job_file.name), str(where / output.name))
             longest = max((j.runtime or 0) for j in plan.jobs)
             timeout = longest + self.timeout_margin if longest else 3600.0
+            follow = on_status is not None and plan.status_interval and not rdir
+            if on_status is not None and not follow:
+                logger.info("no live fio status for %s: %s", name, "fio runs on a drive host" if rdir
+                            else "the plan has no status_interval")
             t_call = time.time()
-            done = run_tool(argv, self.timeline, FIO, name, "fio", timeout, self.env, check=False,
-                            meta={"job_file": str(job_file), "output": str(output)}, remote=self.remote)
+            with StatusFollower(output, on_status) if follow else nullcontext():
+                done = run_tool(argv, self.timeline, FIO, name, "fio", timeout, self.env, check=False,
+                                meta={"job_file": str(job_file), "output": str(output)}, remote=self.remote)
             t_return = time.time()
             if rdir:
                 try:

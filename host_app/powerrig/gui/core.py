@@ -52,38 +52,6 @@ class _Job:
             self.signals.done.emit(out)
 
 
-# ---- the live recording's tap -----------------------------------------------------------------------
-class _TapStream:
-    """The device stream as the Recorder sees it, handing each block to the live source as well."""
-
-    def __init__(self, stream, on_block):
-        self._stream, self._on_block = stream, on_block
-
-    def blocks(self, *a, **kw):
-        for b in self._stream.blocks(*a, **kw):
-            try:
-                self._on_block(b)
-            except Exception:  # noqa: BLE001 - the display must never cost the capture a block
-                logger.exception("live view could not take a block")
-            yield b
-
-    def __getattr__(self, name):
-        return getattr(self._stream, name)
-
-
-class _TapDevice:
-    """An Interposer whose streams are tapped (everything else passes through)."""
-
-    def __init__(self, dev, on_block):
-        self._dev, self._on_block = dev, on_block
-
-    def stream(self, *a, **kw):
-        return _TapStream(self._dev.stream(*a, **kw), self._on_block)
-
-    def __getattr__(self, name):
-        return getattr(self._dev, name)
-
-
 @dataclass
 class MarkerFigures:
     """What the markers read: the analysis' own figures over [t_a, t_b]."""
@@ -193,6 +161,8 @@ class Core(QObject):
     TICK_MS = 50
     CLOCK_REFIT_S = 1.0               # how often the live source's clock model (event placement) is refitted
     THERMAL_EVERY_MS = 5000           # temperature and throttle poll (skipped in a non-operational state)
+    TIMELINE_KEEP = 2000              # events held in memory (the capture keeps all): ~3 h of temperature polls
+    FIO_STATUS_S = 1.0                # fio's status interval: the workload panel's live MiB/s and IOPS
     RECONNECT_S = 600.0               # how long a lost interposer is waited for before the capture ends
 
     def __init__(self, capture_dir: str | Path | None = None, parent=None):
@@ -211,11 +181,13 @@ class Core(QObject):
         self.drive_pool = QThreadPool(self)
         self.drive_pool.setMaxThreadCount(1)
         self.capture_dir = Path(capture_dir or Path(tempfile.gettempdir()) / "powerrig-captures")
-        self.timeline = Timeline()
+        self.timeline = Timeline(keep=self.TIMELINE_KEEP)
         self.dev = None
         self.port: str | None = None
         self.rig: dict | None = None           # the virtual rig's state when the simulator is used
         self.recorder = None
+        self.sweeping = False                  # the live source follows a sweep's recordings
+        self._show_next_live = False
         self.live = None                       # LiveSource once the first block arrived
         self.source = None                     # what the plot shows
         self.capture_path: Path | None = None
@@ -340,20 +312,20 @@ class Core(QObject):
         self.live = None
         self._seen_rows = 0
         meta = {"drive": {"serial": self.serial}} if self.serial else {}
-        self.recorder = Recorder(_TapDevice(self.dev, self._on_block), self.capture_path, metadata=meta,
-                                 interval_us=self.interval_us,
-                                 timeline=self.timeline, progress_every_s=0.5,
+        self.recorder = Recorder(self.dev, self.capture_path, metadata=meta, interval_us=self.interval_us,
+                                 timeline=self.timeline, progress_every_s=0.5, on_block=self._on_block,
                                  reconnect=self._reconnect, reconnect_s=self.reconnect_s)
         self._next_index = self._lost_at = None
         self.recorder.start()
         self.status.emit(f"recording to {self.capture_path}")
 
     def _on_block(self, block) -> None:
-        """The recording thread: feed the live source (created on the first block)."""
+        """The recording thread (ours, or a sweep step's): feed the live source (created on the first
+        block)."""
         if self.live is None:
             from powerrig.gui.source import LiveSource
             self.live = LiveSource.for_block(block)
-            self.live.clock = self.dev.clock.model()
+            self.live.clock = self.dev.clock.model() if self.dev is not None and not self.sweeping else None
         elif self._next_index is not None and block.first_index != self._next_index:
             self._live_gap(block)
         self.live.feed(block)
@@ -398,7 +370,29 @@ class Core(QObject):
         self.dev = dev
         self.reconnected.emit(f"the interposer on {self.port} is back after "
                               f"{time.monotonic() - self._lost_at:.1f} s; the capture goes on")
-        return _TapDevice(dev, self._on_block)
+        return dev
+
+    def follow_sweep(self):
+        """The live view follows a sweep: returns the callback the sweep engine hands its steps'
+        recorder (``Sweep(on_block=...)``); the engine records, one capture per step, and the plot shows
+        a fresh live stream of those steps (the time between them shaded as a gap). This window's own
+        recording ends first (its capture is saved) and starts again after the sweep while connected."""
+        if self.recorder is not None:
+            self.stop_recording()
+        self.live = None
+        self._seen_rows = 0
+        self._next_index = self._lost_at = None
+        self.sweeping = True
+        self._show_next_live = True            # Run was pressed: the plot goes to the sweep's stream
+        return self._on_block
+
+    def sweep_ended(self) -> None:
+        """Back to this window's own stream, when connected."""
+        if not self.sweeping:
+            return
+        self.sweeping = False
+        if self.dev is not None:
+            self.start_recording()
 
     def stop_recording(self):
         rec, self.recorder = self.recorder, None
@@ -447,12 +441,15 @@ class Core(QObject):
     def _tick(self) -> None:
         live = self.live
         if live is not None:
-            if self.source is None or (self.source is not live and self.recorder is not None
-                                       and not hasattr(self.source, "reader")):
+            if self.source is None or self._show_next_live or (
+                    self.source is not live and (self.recorder is not None or self.sweeping)
+                    and not hasattr(self.source, "reader")):
+                self._show_next_live = False
                 self.source = live
                 self.source_changed.emit(live)
             now = time.monotonic()
-            if self.dev is not None and (live.clock is None or now - self._clock_at >= self.CLOCK_REFIT_S):
+            if self.dev is not None and not self.sweeping and (live.clock is None
+                                                               or now - self._clock_at >= self.CLOCK_REFIT_S):
                 # a refit costs ~3 ms of the GUI thread (bench_gui --profile): once a second, not every tick
                 self._clock_at = now
                 m = self.dev.clock.model()
@@ -462,8 +459,8 @@ class Core(QObject):
                 self._seen_rows = live.length
                 if self.source is live:
                     self.data.emit()
-        if len(self.timeline) != self._seen_events:
-            self._seen_events = len(self.timeline)
+        if self.timeline.added != self._seen_events:
+            self._seen_events = self.timeline.added
             self.events.emit()
         rec = self.recorder
         if rec is not None and rec._thread is not None and not rec._thread.is_alive():
@@ -491,7 +488,8 @@ class Core(QObject):
                 t1 = float(to_sid(e.t_end)) * src.interval_s if e.t_end is not None else None
             except (ValueError, PowerrigError):
                 continue        # no clock yet
-            out.append({"kind": str(e.kind), "name": e.name, "t0": t0, "t1": t1, "ok": e.ok})
+            out.append({"kind": str(e.kind), "name": e.name, "t0": t0, "t1": t1, "ok": e.ok,
+                        "utc0": e.t_start, "utc1": e.t_end})
         return out
 
     # ---- markers ------------------------------------------------------------------------------------
@@ -670,7 +668,11 @@ class Core(QObject):
                          filename=self.namespace, rwmixread=opts.get("rwmixread"), ioengine="libaio", direct=True,
                          size=opts.get("size", "1g"))
             out = self.capture_dir / "fio" / time.strftime("%Y%m%d-%H%M%S")
-            res = self.fio.run(FioPlan([job], group_reporting=int(opts["numjobs"]) > 1), out, name=job_name)
+            plan = FioPlan([job], group_reporting=int(opts["numjobs"]) > 1, status_interval=self.FIO_STATUS_S)
+
+            def live(st):                          # fio's periodic status, while it runs (another thread)
+                self.workload.emit({"state": "live", "name": name, "mib_s": st["mib_s"], "iops": st["iops"]})
+            res = self.fio.run(plan, out, name=job_name, on_status=live)
             bw = sum(d.bw_bytes for j in res.jobs for d in j.directions.values())
             iops = sum(d.iops for j in res.jobs for d in j.directions.values())
             return {"state": "done", "name": name, "mib_s": bw / 2**20, "iops": iops}

@@ -68,8 +68,11 @@ def _safe(name: str) -> str:
 
 
 class Sweep:
-    def __init__(self, plan: Plan, store, out_dir: str | Path, on_progress=None, resume: bool = False):
+    def __init__(self, plan: Plan, store, out_dir: str | Path, on_progress=None, resume: bool = False,
+                 on_block=None):
+        """on_block(IntervalBlock): every block the steps' recorder receives (a live view; the GUI)."""
         self.plan = plan
+        self.on_block = on_block
         self.store = store
         self.out = Path(out_dir)
         self.on_progress = on_progress or (lambda d: None)
@@ -311,8 +314,9 @@ class Sweep:
 
         t_start = time.time()
         self._fio_overhead_s = 0.0
+        # progress often: the step waits on it for the level before set-feature
         rec = Recorder(dev, capture, interval_us=plan.rig.interval_us, metadata=meta, timeline=tl, on_progress=live,
-                       progress_every_s=0.1)      # often: the step waits on it for the level before set-feature
+                       progress_every_s=0.1, on_block=self.on_block)
         rec.start()
         bw_rounds: list[float] = []
         steady = None

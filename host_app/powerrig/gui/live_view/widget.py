@@ -46,7 +46,8 @@ class LiveView(QWidget):
         self._curves: dict = {}
         self.colours = list(COLOURS)       # the curves' colours (the window keeps the user's in its settings)
         self._event_items: list = []
-        self._event_drawn: dict = {}       # (kind, name, t0, t1) -> the items drawn for that event
+        self._event_drawn: dict = {}       # (kind, name, utc start, utc end) -> the items drawn for that event
+        self._event_at: dict = {}          # ... and the t0 (s) they were drawn at
         self._band_background = None
 
         self.plot = pg.PlotWidget()
@@ -368,15 +369,19 @@ class LiveView(QWidget):
         wanted = {}
         for k, e in enumerate(evs):
             if EVENT_KINDS.get(e["kind"], "#7f7f7f") is not None:
-                # to the ms: the live clock model is refitted every second and moves t0 by microseconds
-                t1 = round(e["t1"], 3) if e["kind"] == "phase" and e["t1"] is not None else None
-                wanted[(e["kind"], e["name"], round(e["t0"], 3), t1)] = (k, e)
-        for key in [key for key in self._event_drawn if key not in wanted]:
-            for it in self._event_drawn.pop(key):
-                self.plot.removeItem(it)
+                # keyed by the event's own UTC times: the live clock model is refitted every second and
+                # moves the placed t0 by microseconds, which must not redraw it
+                t1 = e["utc1"] if e["kind"] == "phase" else None
+                wanted[(e["kind"], e["name"], e["utc0"], t1)] = (k, e)
+        for key in list(self._event_drawn):
+            if key not in wanted or abs(self._event_at[key] - wanted[key][1]["t0"]) > 1e-3:   # or moved (re-based)
+                for it in self._event_drawn.pop(key):
+                    self.plot.removeItem(it)
+                self._event_at.pop(key, None)
         for key, (k, e) in wanted.items():
             if key not in self._event_drawn:
                 self._event_drawn[key] = self._event_item(k, e)
+                self._event_at[key] = e["t0"]
         self._event_items = [it for items in self._event_drawn.values() for it in items]
 
     def _event_item(self, k: int, e: dict) -> list:

@@ -49,7 +49,8 @@ class SweepRunner(QObject):
     def paused(self) -> bool:
         return not self._go.is_set()
 
-    def start(self, plan, store, out_root: str | Path, resume: bool = False) -> None:
+    def start(self, plan, store, out_root: str | Path, resume: bool = False, on_block=None) -> None:
+        """on_block: handed to the engine, which gives it every block its steps record (the live view)."""
         from powerrig.sweep.engine import Sweep
         if self.running:
             raise PowerrigError("a sweep is already running; stop it first")
@@ -57,7 +58,7 @@ class SweepRunner(QObject):
         self._stop.clear()
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", plan.name).strip("-") or "sweep"
         out = Path(out_root) / f"{slug}-{time.strftime('%Y%m%d-%H%M%S')}"
-        self.sweep = Sweep(plan, store, out, on_progress=self._on_progress, resume=resume)
+        self.sweep = Sweep(plan, store, out, on_progress=self._on_progress, resume=resume, on_block=on_block)
         self._thread = threading.Thread(target=self._run, name="sweep", daemon=True)
         self._thread.start()
 

@@ -4,7 +4,8 @@ from the results store as steps finish; throughput-per-watt and power-per-state 
 HTML report.
 
 If the plan's interposer is the one the window is connected to, the window lets go of it first (one
-port, one reader): the sweep records its own captures, one per step.
+port, one reader): the sweep records its own captures, one per step, and the live view shows their
+stream (the engine hands each recorded block to the core) until the sweep ends.
 """
 from __future__ import annotations
 
@@ -169,10 +170,14 @@ class SweepPanel(QWidget):
             return
         if self.core.port and self.core.port == self.plan.rig.port:
             self.core.disconnect("the sweep uses this interposer")
+        if self.runner.running:
+            self.core.error.emit("a sweep is already running; stop it first")
+            return
         try:
             self.runner.start(self.plan, self._open_store(), self.out_root.text().strip() or "out/sweeps",
-                              resume=resume)
+                              resume=resume, on_block=self.core.follow_sweep())
         except PowerrigError as e:
+            self.core.sweep_ended()
             self.core.error.emit(str(e))
             return
         if not resume:
@@ -224,6 +229,7 @@ class SweepPanel(QWidget):
         self._buttons()
 
     def _finished(self, d: dict) -> None:
+        self.core.sweep_ended()
         if d.get("run") is not None:
             self.run_id = d["run"]
         if d["state"] == "done":

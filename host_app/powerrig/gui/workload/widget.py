@@ -1,5 +1,7 @@
 """Workload: fio presets with block size, queue depth, jobs and runtime editable; run (writes pass the
-drive guard in the core) and stop. The phase lands on the plot's time axis from the timeline."""
+drive guard in the core) and stop. While fio runs, its MiB/s and IOPS of the last second (fio's own
+status reports); then the phase's figures beside its power. The phase lands on the plot's time axis
+from the timeline."""
 from __future__ import annotations
 
 from PySide6.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox,
@@ -64,6 +66,11 @@ class WorkloadPanel(QWidget):
         self.core.run_fio(self.preset.currentText(), self.options())
 
     def show_workload(self, d: dict) -> None:
+        if d.get("state") == "live":
+            if self.stop_button.isEnabled():      # a late report after the phase ended is not shown
+                self.result.setText(f"running {d['name']}: {d['mib_s']:.1f} MiB/s, {d['iops']:.0f} IOPS "
+                                    f"(fio's last second)")
+            return
         running = d.get("state") == "running"
         self.run_button.setEnabled(not running)
         self.stop_button.setEnabled(running)

@@ -138,3 +138,15 @@ def test_smart_and_fdp_counters_follow_the_bytes():
     assert fdp["hbmw"] == pytest.approx(written, rel=1e-6) and fdp["mbmw"] / fdp["hbmw"] == pytest.approx(1.0, abs=0.05)
     with pytest.raises(SsdError):
         VirtualSSD("d5-p5336").fdp_stats()
+
+
+def test_get_features_reports_the_state_set_while_the_drive_switches():
+    """Set then Get at once (a fast host): the feature's value is the new state, though the power
+    follows only after the transition (half of EXLAT+ENLAT on the virtual drive)."""
+    from powerrig.sim.ssd import VirtualSSD
+
+    ssd = VirtualSSD("d5-p5336")
+    t0 = ssd.clock()
+    t_switch = ssd.set_power_state(2, t=t0)
+    assert t_switch > t0 and ssd.ps == 0
+    assert ssd.get_power_state()[0] == 2

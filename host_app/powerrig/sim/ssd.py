@@ -242,9 +242,12 @@ class VirtualSSD:
                      tau=max(2e-4, min(2e-3, 0.05 * self._transition_delay(old, ps))))
 
     def get_power_state(self) -> tuple[int, int]:
+        """Get Features FID 0x02: the state set, also while the drive is still switching to it (a
+        real controller reports the feature's value; the power follows within ENLAT+EXLAT). Answering
+        the old state for those ~60 ms made a fast `set` then `get` look like a refusal."""
         self.advance()
         with self._lock:
-            return self.ps, self.workload_hint
+            return (self._pending[1] if self._pending else self.ps), self.workload_hint
 
     def set_apst(self, enabled: bool, table: list[tuple[int, int]] | None = None) -> None:
         if enabled and not self.profile.apst:

@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 pytest.importorskip("pytestqt")
-from PySide6.QtCore import QSettings  # noqa: E402
+from PySide6.QtCore import QSettings, Qt  # noqa: E402
 
 from conftest import run_cli  # noqa: E402
 from powerrig.gui.core import Core  # noqa: E402
@@ -110,11 +110,41 @@ def test_two_step_plan_runs_pauses_stops_and_resumes_to_the_end(qtbot, window, t
     assert set(panel.charts.lines) == {"idle", "seq-read-128k"}
     assert panel.charts.lines["seq-read-128k"][0][1] > panel.charts.lines["idle"][0][1]
 
+    assert panel.report_button.isEnabled()              # the end of the run enabled it (no race with the thread)
     panel.report_button.click()
     qtbot.waitUntil(lambda: bool(opened), timeout=60_000)
     report = opened[0].toLocalFile()
     assert report.endswith("index.html") and os.path.exists(report)
     assert "PS2 seq-read-128k" in open(report).read() or "ps2/seq-read-128k" in open(report).read()
+
+
+def test_the_runner_is_over_for_every_slot_of_its_finished_signal(qtbot, monkeypatch, tmp_path):
+    """A slot of ``finished`` (the panel's, which enables Open report) must see the sweep as over, even
+    though the sweep thread is still alive while it sends the signal: CI once left the button disabled."""
+    import threading
+
+    import powerrig.sweep.engine as engine
+    from powerrig.gui.sweep_panel.runner import SweepRunner
+
+    class OneRunSweep:
+        run_id = None
+
+        def __init__(self, *a, **k):
+            pass
+
+        def run(self):
+            return 7
+
+    monkeypatch.setattr(engine, "Sweep", OneRunSweep)
+    runner = SweepRunner()
+    seen = []
+    # a direct connection runs the slot on the sweep thread, while that thread is certainly alive
+    runner.finished.connect(lambda d: seen.append((runner.running, threading.current_thread().name, d["run"])),
+                            Qt.DirectConnection)
+    plan = type("Plan", (), {"name": "one run"})()
+    runner.start(plan, store=None, out_root=tmp_path)
+    assert runner.wait(10)
+    assert seen == [(False, "sweep", 7)]
 
 
 def test_a_plan_that_cannot_run_says_why_and_runs_nothing(qtbot, window, tmp_path):

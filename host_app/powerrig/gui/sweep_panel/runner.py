@@ -35,6 +35,7 @@ class SweepRunner(QObject):
     def __init__(self, parent=None):
         super().__init__(parent)
         self._thread: threading.Thread | None = None
+        self._active = False        # cleared before ``finished`` is sent: the thread is still alive then
         self._go = threading.Event()
         self._go.set()
         self._stop = threading.Event()
@@ -43,7 +44,9 @@ class SweepRunner(QObject):
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        """True from start until ``finished`` is sent (not until the thread exits: a slot of ``finished``
+        that asks must already see the sweep as over, or it leaves the panel's buttons disabled)."""
+        return self._active
 
     @property
     def paused(self) -> bool:
@@ -60,6 +63,7 @@ class SweepRunner(QObject):
         out = Path(out_root) / f"{slug}-{time.strftime('%Y%m%d-%H%M%S')}"
         self.sweep = Sweep(plan, store, out, on_progress=self._on_progress, resume=resume, on_block=on_block)
         self._thread = threading.Thread(target=self._run, name="sweep", daemon=True)
+        self._active = True
         self._thread.start()
 
     def pause(self) -> None:
@@ -78,7 +82,8 @@ class SweepRunner(QObject):
     def wait(self, timeout: float | None = None) -> bool:
         if self._thread is not None:
             self._thread.join(timeout)
-        return not self.running
+            return not self._thread.is_alive()
+        return True
 
     # -- the sweep thread -----------------------------------------------------------------------------
     def _on_progress(self, d: dict) -> None:
@@ -98,12 +103,14 @@ class SweepRunner(QObject):
         try:
             run_id = self.sweep.run()
         except SweepStopped as e:
-            self.finished.emit({"state": "stopped", "run": self.sweep.run_id, "error": str(e)})
+            end = {"state": "stopped", "run": self.sweep.run_id, "error": str(e)}
         except PowerrigError as e:
-            self.finished.emit({"state": "failed", "run": self.sweep.run_id, "error": str(e)})
+            end = {"state": "failed", "run": self.sweep.run_id, "error": str(e)}
         except Exception as e:  # noqa: BLE001 - shown in the panel, logged with its traceback
             logger.exception("the sweep failed")
-            self.finished.emit({"state": "failed", "run": self.sweep.run_id, "error": f"{e.__class__.__name__}: {e}"})
+            end = {"state": "failed", "run": self.sweep.run_id, "error": f"{e.__class__.__name__}: {e}"}
         else:
             self.run_id = run_id
-            self.finished.emit({"state": "done", "run": run_id, "error": ""})
+            end = {"state": "done", "run": run_id, "error": ""}
+        self._active = False
+        self.finished.emit(end)

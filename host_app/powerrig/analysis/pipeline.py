@@ -267,8 +267,11 @@ def _prefetched(it, depth: int = 1):
 def _sum64(cols: list, out: np.ndarray) -> np.ndarray:
     """Float64 sum of equal-length series, added in order, into ``out`` (reused from chunk to chunk)."""
     out = out[:len(cols[0])]
-    np.copyto(out, cols[0])
-    for c in cols[1:]:
+    if len(cols) == 1:
+        np.copyto(out, cols[0])
+        return out
+    np.add(cols[0], cols[1], out=out, dtype=np.float64)      # the same sums as copy, then add: one pass less
+    for c in cols[2:]:
         np.add(out, c, out=out, dtype=np.float64)
     return out
 
@@ -438,9 +441,11 @@ class _Pass:
 
 def _take_peak(a: _PhaseAcc, part: np.ndarray, first_piece: int, bounds, peak_total, c0: int) -> None:
     """Raise a phase's 100 us peak to the highest in these pieces, placed at its first interval."""
-    if np.isnan(part).all():
-        return
-    k = int(np.nanargmax(part))
+    k = int(np.argmax(part))                     # NaN (a piece wholly in a gap) wins argmax: then nanargmax
+    if part[k] != part[k]:
+        if np.isnan(part).all():
+            return
+        k = int(np.nanargmax(part))
     if part[k] > a.peak:
         g = first_piece + k                      # first piece holding the maximum
         j = int(np.argmax(peak_total[bounds[g]:bounds[g + 1]] == part[k]))

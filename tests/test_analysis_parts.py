@@ -71,6 +71,37 @@ def test_exact_percentiles_by_selection_equal_numpy_bit_for_bit(n, dtype):
         assert list(s.percentiles().values()) == want and list(s.percentiles().values()) == want
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_percentiles_through_integer_order_keys_equal_numpy_for_any_sign(dtype):
+    """A phase selects its percentiles on integer keys made from the float bits (positive values:
+    the bits themselves; else negatives' magnitude bits flipped): the same values as np.percentile
+    with negatives, infinities, ties and values split over several runs."""
+    rng = np.random.default_rng(7)
+    for centre, spread in ((-5.0, 3.0), (0.0, 1.0), (1000.0, 1e-3), (10.0, 2.0)):
+        v = rng.normal(centre, spread, 5001)
+        v[::97] = np.round(v[::97], 1)
+        v[[3, 400]] = [np.inf, -np.inf] if centre == 0.0 else v[[3, 400]]
+        v = v.astype(dtype)
+        s = ST.SeriesStats(1e-3)
+        with np.errstate(invalid="ignore"):         # inf - inf in the moments of the infinite case
+            for part in np.array_split(v, 3):
+                s.feed(part)
+        got = np.array(list(s.percentiles().values()))
+        want = np.percentile(v, ST.PERCENTILES)
+        assert got.tolist() == want.tolist()
+        assert np.signbit(got).tolist() == np.signbit(want).tolist()
+
+
+def test_an_error_in_the_side_thread_reaches_the_caller(monkeypatch):
+    """Phase figures are finished on a second thread: a failure there must raise in analyse(), not vanish."""
+    def broken(self, qs=ST.PERCENTILES):
+        raise RuntimeError("percentiles broke")
+    monkeypatch.setattr(ST.SeriesStats, "percentiles", broken)
+    src = ArraySource.from_blocks(S.interval_blocks(30.0))
+    with pytest.raises(RuntimeError, match="percentiles broke"):
+        analyse(src)
+
+
 def test_energy_is_compensated_over_ten_hours_of_intervals():
     s = ST.SeriesStats(1e-3)
     chunk = np.full(1_000_000, 7.3)

@@ -2,7 +2,11 @@
 phase there, from the live source's full-rate rows and from the capture file alike."""
 from __future__ import annotations
 
+import os
+
 import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 pytest.importorskip("PySide6")
 
@@ -70,3 +74,52 @@ def test_markers_older_than_memory_are_refused_with_a_hint():
     with pytest.raises(MarkerError, match="open its capture"):
         range_figures(live, 1.0, 9.5)
     assert range_figures(live, 8.5, 9.5).dt_s == pytest.approx(1.0)
+
+
+def test_marker_figures_follow_the_plotted_source(qtbot, tmp_path):
+    """Open a capture, place markers, then the plot follows a sweep's stream: the multimeter's marker
+    figures are recomputed over the stream (as it grows past the markers), and over the capture again
+    when it is reopened; never the figures of a source the plot no longer shows."""
+    from powerrig.gui.core import Core
+    from powerrig.gui.multimeter.widget import Multimeter
+
+    path = tmp_path / "before.jls"
+    with CaptureWriter(path, metadata={"device": {"device": "test"}}) as w:
+        for b in S.interval_blocks(12.0, rows_per_block=2000, period_s=4.0):
+            w.write(b)
+    core = Core(capture_dir=tmp_path / "captures")
+    meter = Multimeter(core)
+    qtbot.addWidget(meter)
+    a_s, b_s = 2.0, 7.0
+
+    def shows(expected):
+        fig = meter.figures
+        return fig is not None and (fig.t_a, fig.t_b) == (a_s, b_s) and all(
+            fig.energy_j[k] == pytest.approx(expected.energy_j[k], rel=1e-12) for k in ("12V", "3V3", "total"))
+
+    try:
+        core.open_capture(path)
+        qtbot.waitUntil(lambda: isinstance(core.source, FileSource), timeout=30_000)
+        core.set_markers(a_s, b_s)
+        from_file = range_figures(core.source.analysis_source(), a_s, b_s)
+        qtbot.waitUntil(lambda: shows(from_file), timeout=30_000)
+
+        # a sweep's stream, idle (5 W) over the markers where the capture was active for 3 of 5 s
+        on_block = core.follow_sweep()
+        blocks = list(S.interval_blocks(10.0, rows_per_block=1000, period_s=40.0, seed=3))
+        for b in blocks[:4]:                                  # 4 s: the markers reach past its end
+            on_block(b)
+        qtbot.waitUntil(lambda: core.source is core.live, timeout=30_000)
+        partial = range_figures(core.live, a_s, b_s)
+        qtbot.waitUntil(lambda: shows(partial), timeout=30_000)
+        assert partial.energy_j["total"] < 0.6 * from_file.energy_j["total"]   # not the capture's figures
+        for b in blocks[4:]:                                  # the stream grows past B: recomputed
+            on_block(b)
+        whole = range_figures(core.live, a_s, b_s)
+        assert whole.energy_j["total"] > 1.5 * partial.energy_j["total"]
+        qtbot.waitUntil(lambda: shows(whole), timeout=30_000)
+
+        core.open_capture(path)                               # and back to the capture
+        qtbot.waitUntil(lambda: shows(from_file), timeout=30_000)
+    finally:
+        core.shutdown()

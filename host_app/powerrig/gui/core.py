@@ -150,7 +150,7 @@ class Core(QObject):
     status = Signal(str)              # progress text
     data = Signal()                   # the plot's source has new data (at most every tick)
     events = Signal()                 # the timeline changed
-    markers = Signal(object)          # MarkerFigures, or None when cleared
+    markers = Signal(object)          # MarkerFigures; None when cleared; a str: why there are none
     source_changed = Signal(object)   # the plot's source (LiveSource or FileSource)
     analysis_ready = Signal(object)   # an Analysis of an opened capture
     drive = Signal(dict)              # identity / power states / apst / temperature
@@ -164,6 +164,7 @@ class Core(QObject):
     TIMELINE_KEEP = 2000              # events held in memory (the capture keeps all): ~3 h of temperature polls
     FIO_STATUS_S = 1.0                # fio's status interval: the workload panel's live MiB/s and IOPS
     RECONNECT_S = 600.0               # how long a lost interposer is waited for before the capture ends
+    MARKER_REFRESH_S = 0.5            # markers reaching past a live stream's end are recomputed this often
 
     def __init__(self, capture_dir: str | Path | None = None, parent=None):
         super().__init__(parent)
@@ -196,6 +197,10 @@ class Core(QObject):
         self.controller = self.namespace = self.serial = None
         self.identity = None
         self.marker_times: tuple[float, float] | None = None
+        self._marker_req = 0                   # the newest marker computation; older results are dropped
+        self._marker_grows = False             # the markers reach past the live data: recompute as it comes
+        self._marker_at = 0.0
+        self._marker_rows = 0                  # the live rows when the markers were last computed
         self.interval_us: int | None = None    # None: the device's default interval
         self._jobs: dict = {}                  # id -> a job's signals until its result is delivered
         self._job_ids = itertools.count()
@@ -445,8 +450,7 @@ class Core(QObject):
                     self.source is not live and (self.recorder is not None or self.sweeping)
                     and not hasattr(self.source, "reader")):
                 self._show_next_live = False
-                self.source = live
-                self.source_changed.emit(live)
+                self._show(live)
             now = time.monotonic()
             if self.dev is not None and not self.sweeping and (live.clock is None
                                                                or now - self._clock_at >= self.CLOCK_REFIT_S):
@@ -459,6 +463,9 @@ class Core(QObject):
                 self._seen_rows = live.length
                 if self.source is live:
                     self.data.emit()
+            if (self._marker_grows and self.source is live and live.length != self._marker_rows
+                    and now - self._marker_at >= self.MARKER_REFRESH_S):
+                self.set_markers(*self.marker_times, quiet=True)
         if self.timeline.added != self._seen_events:
             self._seen_events = self.timeline.added
             self.events.emit()
@@ -493,21 +500,54 @@ class Core(QObject):
         return out
 
     # ---- markers ------------------------------------------------------------------------------------
-    def set_markers(self, t_a: float | None, t_b: float | None = None) -> None:
+    def set_markers(self, t_a: float | None, t_b: float | None = None, quiet: bool = False) -> None:
+        """The markers' figures over the plot's current source, on a worker; a result that arrives after
+        a newer request or after the plot changed source is dropped (it describes other data).
+        ``quiet``: a failure is shown in the multimeter only, not as a window error (a source change)."""
+        self._marker_req += 1
+        self._marker_grows = False
         if t_a is None or t_b is None or self.source is None:
             self.marker_times = None
             self.markers.emit(None)
             return
         self.marker_times = (t_a, t_b)
-        src = self.source
+        self._marker_at = time.monotonic()
+        self._marker_rows = getattr(self.source, "length", 0)
+        req, src = self._marker_req, self.source
         asrc = src.analysis_source() if hasattr(src, "analysis_source") else src
+        live = not hasattr(src, "reader")
 
         def compute():
             if hasattr(src, "_lock") and hasattr(src, "reader"):
                 with src._lock:
-                    return range_figures(asrc, t_a, t_b)
-            return range_figures(asrc, t_a, t_b)
-        self.run(compute, done=self.markers.emit)
+                    if src.closed:
+                        raise GuiError(f"{src.path.name} was closed; open it again to measure there")
+                    return range_figures(asrc, t_a, t_b), False
+            end = src.duration_s                        # read first: the stream may grow meanwhile
+            return range_figures(asrc, t_a, t_b), live and max(t_a, t_b) > end
+
+        def current() -> bool:
+            return req == self._marker_req and self.source is src
+
+        def done(got):
+            if current():
+                fig, self._marker_grows = got
+                self.markers.emit(fig)
+
+        def failed(msg):
+            if current():
+                self._marker_grows = live and max(t_a, t_b) > src.duration_s
+                self.markers.emit(msg)
+                if not quiet:
+                    self.error.emit(msg)
+        self.run(compute, done=done, failed=failed)
+
+    def _show(self, src) -> None:
+        """The plot shows ``src`` from now on; the markers' figures follow it (recomputed over it)."""
+        self.source = src
+        self.source_changed.emit(src)
+        if self.marker_times is not None:
+            self.set_markers(*self.marker_times, quiet=True)
 
     # ---- exports ------------------------------------------------------------------------------------
     def shown_capture(self) -> Path | None:
@@ -557,10 +597,9 @@ class Core(QObject):
         def opened(got):
             src, an = got
             old = self.source
-            self.source = src
+            self._show(src)
             if old is not None and old is not self.live and hasattr(old, "close"):
                 old.close()
-            self.source_changed.emit(src)
             self.events.emit()
             self.analysis_ready.emit(an)
             note = src.reader.recovery_note or src.reader.recording_note
@@ -569,8 +608,7 @@ class Core(QObject):
 
     def show_live(self) -> None:
         if self.live is not None:
-            self.source = self.live
-            self.source_changed.emit(self.live)
+            self._show(self.live)
 
     # ---- the drive -----------------------------------------------------------------------------------
     def _need_drive(self) -> None:

@@ -63,11 +63,14 @@ class Multimeter(QWidget):
         self.table.resizeColumnsToContents()
 
     def show_markers(self, fig) -> None:
-        self.figures = fig
-        if fig is None:
-            self.marker_label.setText("press Markers on the plot and drag A and B")
+        """The core's marker figures (always over the plot's current source); None: no markers; a str:
+        why the markers have no figures on this source."""
+        if fig is None or isinstance(fig, str):
+            self.figures = None
+            self.marker_label.setText(fig or "press Markers on the plot and drag A and B")
             self.marker_table.setRowCount(0)
             return
+        self.figures = fig
         lost = f", {fig.lost_s:.3f} s lost in gaps" if fig.lost_s else ""
         self.marker_label.setText(f"A {fig.t_a:.4f} s   B {fig.t_b:.4f} s\nΔt {fig.dt_s:.4f} s{lost}")
         rows = [k for k in fig.mean_w if k != "total"] + ["total"]

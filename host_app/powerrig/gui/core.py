@@ -479,8 +479,9 @@ class Core(QObject):
                 self.disconnect("link lost")
 
     # ---- time axis ----------------------------------------------------------------------------------
-    def events_s(self, source=None) -> list[dict]:
-        """Timeline events placed on the plot's time axis (s from capture start)."""
+    def events_s(self, source=None, last: int | None = None) -> list[dict]:
+        """Timeline events placed on the plot's time axis (s from capture start); ``last``: only the
+        newest that many (the live view asks at every scroll step: the rest are not placed)."""
         src = source or self.source
         if src is None:
             return []
@@ -488,6 +489,8 @@ class Core(QObject):
             evs, to_sid = src.reader.events, src.reader.sample_id
         else:
             evs, to_sid = list(self.timeline), src.sample_id
+        if last is not None:
+            evs = evs[-last:]
         out = []
         for e in evs:
             try:

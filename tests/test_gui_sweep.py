@@ -75,6 +75,7 @@ def test_two_step_plan_runs_pauses_stops_and_resumes_to_the_end(qtbot, window, t
     qtbot.waitUntil(lambda: core.live is not None and core.live.duration_s > 1.0 and lv.source is core.live
                     and (lv.plotted_end_s() or 0) > 1.0, timeout=60_000)
     assert core.sweeping and core.recorder is None       # the engine records, the window only shows
+    assert "follows the running sweep" in win.status_label.text()
     assert np.nanmean(lv.last_summary.mean["p_total"]) > 0.1     # the drive's watts, not an empty plot
     qtbot.waitUntil(lambda: "paused before step 2 of 2" in panel.state.text(), timeout=120_000)
     assert panel.progress_bar.value() == 1

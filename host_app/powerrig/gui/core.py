@@ -389,6 +389,7 @@ class Core(QObject):
         self._next_index = self._lost_at = None
         self.sweeping = True
         self._show_next_live = True            # Run was pressed: the plot goes to the sweep's stream
+        self.status.emit("the plot follows the running sweep (each step records its own capture)")
         return self._on_block
 
     def sweep_ended(self) -> None:
@@ -398,6 +399,8 @@ class Core(QObject):
         self.sweeping = False
         if self.dev is not None:
             self.start_recording()
+        else:
+            self.status.emit("the sweep ended; its captures and report are in the sweep panel's output folder")
 
     def stop_recording(self):
         rec, self.recorder = self.recorder, None

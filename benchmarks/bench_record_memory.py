@@ -4,22 +4,13 @@ figure (bench_gui.py) into the recording's part and the window's."""
 from __future__ import annotations
 
 import argparse
-import ctypes
 import gc
 import os
 import tempfile
 import time
 from pathlib import Path
 
-
-def rss_trimmed_mb() -> float:
-    gc.collect()
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+from bench_gui import rss_after_trim_mb       # the same figure as the GUI's, to compare the two
 
 
 def main() -> None:
@@ -54,7 +45,8 @@ def main() -> None:
     try:
         while time.monotonic() - t0 < args.minutes * 60:
             time.sleep(30)
-            print(f"{(time.monotonic() - t0) / 60:4.1f} min: RSS {rss_trimmed_mb():.1f} MB after malloc_trim", flush=True)
+            gc.collect()
+            print(f"{(time.monotonic() - t0) / 60:4.1f} min: RSS {rss_after_trim_mb():.1f} MB after malloc_trim", flush=True)
     finally:
         rec.stop()
         rec.wait(30)

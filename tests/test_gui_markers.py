@@ -101,7 +101,11 @@ def test_marker_figures_follow_the_plotted_source(qtbot, tmp_path):
         core.open_capture(path)
         qtbot.waitUntil(lambda: isinstance(core.source, FileSource), timeout=30_000)
         core.set_markers(a_s, b_s)
-        from_file = range_figures(core.source.analysis_source(), a_s, b_s)
+        own = FileSource(path)      # a reader of its own: one pyjls reader is not shared between threads
+        try:
+            from_file = range_figures(own.analysis_source(), a_s, b_s)
+        finally:
+            own.close()
         qtbot.waitUntil(lambda: shows(from_file), timeout=30_000)
 
         # a sweep's stream, idle (5 W) over the markers where the capture was active for 3 of 5 s

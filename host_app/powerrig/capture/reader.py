@@ -92,7 +92,11 @@ class CaptureReader:
     A capture that was not closed cleanly (killed, crashed, disk full, cut short by a copy) is
     recovered from a temporary copy (the JLS library repairs files in place when it opens them), every
     signal is read as far as it is intact and the rest is a gap (NaN, a ``truncated`` gap record);
-    ``recovery_note`` says in one line what was recovered and what was lost."""
+    ``recovery_note`` says in one line what was recovered and what was lost.
+
+    One reader serves one thread at a time: pyjls's reader keeps a file position, and two threads
+    reading at once get chunk CRC errors. Guard it with a lock (the GUI's FileSource does) or open
+    one reader per thread."""
     DEFAULT_CHUNK = 1 << 20
 
     def __init__(self, path: str | Path):

@@ -26,20 +26,20 @@ def main() -> None:
     from powerrig.interposer import Interposer
     from powerrig.sim import rig
 
+    from powerrig.gui.source import LiveSource
+
     state = rig.start(rig.DEFAULT_PROFILE, owned=True)
     dev = Interposer.open(state["port"])
     live = None
 
-    def on_block(b):
+    def feed_live(b):
         nonlocal live
-        if args.live:
-            from powerrig.gui.source import LiveSource
-            if live is None:
-                live = LiveSource.for_block(b)
-            live.feed(b)
+        if live is None:
+            live = LiveSource.for_block(b)
+        live.feed(b)
 
     rec = Recorder(dev, tmp / "rec.jls", interval_us=args.interval_us, timeline=Timeline(keep=2000),
-                   progress_every_s=0.5, on_block=on_block)
+                   progress_every_s=0.5, on_block=feed_live if args.live else None)
     rec.start()
     t0 = time.monotonic()
     try:

@@ -42,7 +42,8 @@ def crc32c(data: bytes) -> int:
     return c ^ 0xFFFFFFFF
 
 
-def _payload_on_disk(n: int) -> int:
+def payload_on_disk(n: int) -> int:
+    """Bytes a chunk's payload of ``n`` bytes takes on disk: the payload, its CRC, padding to 8."""
     if not n:
         return 0
     pad = (n + 4) & 7
@@ -55,7 +56,7 @@ def whole_chunks_end(buf) -> tuple[int, list[int]]:
     off, heads = FILE_HEADER_SIZE, []
     while off + CHUNK_HEADER.size <= size:
         fields = CHUNK_HEADER.unpack_from(buf, off)
-        nxt = off + CHUNK_HEADER.size + _payload_on_disk(fields[5])
+        nxt = off + CHUNK_HEADER.size + payload_on_disk(fields[5])
         if nxt > size or crc32c(buf[off:off + 28]) != fields[-1]:
             break
         heads.append(off)

@@ -13,7 +13,8 @@
    the source alone and in the window (range set -> summary on a worker -> painted).
 3. Memory: the GUI process's resident memory after each of ``--minutes`` of streaming (default 1
    minute only; pass 1,10 for the issue's figure), also after malloc_trim (heap pages glibc kept);
-   --tracemalloc prints the Python allocations that grew between the first and last mark.
+   --tracemalloc prints the Python allocations that grew between the first and last mark; --smaps
+   which memory mappings grew (library pages, glibc heap and arenas, CPython arenas, other anonymous).
 --profile FILE: cProfile of the GUI thread during the live measurement.
 Figures are printed, never asserted.
 """
@@ -45,6 +46,99 @@ def rss_after_trim_mb() -> float:
     except (OSError, AttributeError):
         return float("nan")
     return rss_mb()
+
+
+def rss_by_mapping() -> dict[str, int]:
+    """Resident kB by owner, to say *where* a growth of RSS lives: each file by path (library code and
+    data pages, touched lazily, so bounded by the file), the kernel's split of the anonymous rest, and
+    inside it what glibc's malloc holds (arenas, free chunks kept, blocks mmapped on their own) and
+    what CPython's object allocator holds (pymalloc arenas, mmapped past malloc)."""
+    out: dict[str, int] = {}
+    key = "?"
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split(None, 5)
+        if head and "-" in head[0] and not head[0].endswith(":"):
+            name = head[5].strip() if len(head) > 5 else ""
+            lo = int(head[0].split("-")[0], 16)
+            if name:
+                key = "file " + name if name.startswith("/") else name
+            elif lo % (64 << 20) == 0:
+                key = "anon: glibc thread arena (64 MiB aligned)"
+            else:
+                key = "anon: the rest (mmapped malloc blocks, pymalloc arenas, library mmaps, stacks)"
+        elif line.startswith("Rss:"):
+            out[key] = out.get(key, 0) + int(line.split()[1])
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(("RssAnon:", "RssFile:", "RssShmem:")):
+            out["total " + line.split(":")[0]] = int(line.split()[1])
+    out.update(_malloc_kb())
+    out.update(_pymalloc_kb())
+    return out
+
+
+def _malloc_kb() -> dict[str, int]:
+    """glibc malloc_info totals (kB): memory its arenas took from the system, the free chunks it keeps
+    there, and the blocks it mmapped on their own."""
+    import ctypes
+    import re
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.fopen.restype = ctypes.c_void_p
+        libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+        libc.fclose.argtypes = [ctypes.c_void_p]
+        libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    except (OSError, AttributeError):
+        return {}
+    with tempfile.NamedTemporaryFile("r", suffix=".xml") as f:
+        fp = libc.fopen(f.name.encode(), b"w")
+        libc.malloc_info(0, fp)
+        libc.fclose(fp)
+        xml = f.read()
+    tail = xml[xml.rindex("</heap>"):] if "</heap>" in xml else xml
+
+    def total(pattern: str) -> int:
+        return sum(int(v) for v in re.findall(pattern, tail)) // 1024
+    return {"malloc: arenas from the system": total(r'<system type="current" size="(\d+)"'),
+            "malloc: free chunks kept in arenas": total(r'<total type="(?:fast|rest)" count="\d+" size="(\d+)"'),
+            "malloc: blocks mmapped on their own": total(r'<total type="mmap" count="\d+" size="(\d+)"')}
+
+
+def _pymalloc_kb() -> dict[str, int]:
+    """CPython's object allocator (sys._debugmallocstats, written to fd 2): arenas held, bytes used."""
+    import re
+    if not hasattr(sys, "_debugmallocstats"):
+        return {}
+    sys.stderr.flush()
+    with tempfile.TemporaryFile("w+") as f:
+        saved = os.dup(2)
+        os.dup2(f.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        f.seek(0)
+        text = f.read()
+    out = {}
+    m = re.search(r"# arenas allocated current\s*=\s*([\d,]+)", text)
+    size = re.search(r"(\d+) arenas \* (\d+) bytes/arena", text)
+    if m and size:
+        out["pymalloc: arenas held"] = int(size.group(1)) * int(size.group(2)) // 1024
+    m = re.search(r"# bytes in allocated blocks\s*=\s*([\d,]+)", text)
+    if m:
+        out["pymalloc: bytes in use"] = int(m.group(1).replace(",", "")) // 1024
+    return out
+
+
+def report_mapping_growth(first: dict[str, int], last: dict[str, int], span: str) -> None:
+    """The mappings whose resident size changed between two snapshots, largest first."""
+    diff = {k: last.get(k, 0) - first.get(k, 0) for k in set(first) | set(last)}
+    total = sum(v for k, v in diff.items() if k.startswith("total "))
+    print(f"  where memory changed {span} (kB; RSS {total:+d} kB; smaps by mapping, malloc_info, "
+          f"sys._debugmallocstats):")
+    for k, d in sorted(diff.items(), key=lambda kv: -abs(kv[1]))[:14]:
+        if d:
+            print(f"    {d:+7d}  {k}  (now {last.get(k, 0)} kB)")
 
 
 def pct(v, q):
@@ -87,7 +181,7 @@ def report_profile(prof, wall_s: float, path: str) -> None:
 
 
 def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[float],
-               profile: str | None = None, trace: bool = False) -> None:
+               profile: str | None = None, trace: bool = False, smaps: bool = False) -> None:
     from powerrig.gui.core import Core
     from powerrig.gui.main_window import MainWindow
 
@@ -149,7 +243,7 @@ def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[f
     print(f"  live source memory {core.live.memory_bytes() / 2**20:.1f} MiB (fixed)")
     del lv._paint                    # the app's own paint again: the timing lists must not grow the process
     t_start = time.monotonic()
-    snaps = []
+    snaps, maps = [], []
     if trace and minutes:
         import tracemalloc
         tracemalloc.start(8)
@@ -158,12 +252,18 @@ def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[f
         print(f"  RSS after {m:g} min of streaming: {rss_mb():.0f} MB, {rss_after_trim_mb():.0f} MB after "
               f"malloc_trim ({core.live.duration_s:.0f} s of device time received, {core.pending} jobs pending)",
               flush=True)
+        if smaps:
+            maps.append(rss_by_mapping())
+            if len(maps) > 1:
+                report_mapping_growth(maps[-2], maps[-1], "since the previous mark")
         if trace:
             import gc
             import tracemalloc
             gc.collect()
             snaps.append(tracemalloc.take_snapshot())
             print(f"    Python heap (tracemalloc) {tracemalloc.get_traced_memory()[0] / 2**20:.1f} MiB", flush=True)
+    if len(maps) > 2:
+        report_mapping_growth(maps[0], maps[-1], f"between {minutes[0]:g} and {minutes[-1]:g} min")
     if len(snaps) > 1:
         print(f"  what grew between {minutes[0]:g} and {minutes[-1]:g} min (tracemalloc, top 15):")
         for st in snaps[-1].compare_to(snaps[0], "traceback")[:15]:
@@ -248,6 +348,8 @@ def main() -> int:
                     help="trace Python allocations over --minutes and print what grew (slows everything)")
     ap.add_argument("--profile", default=None, metavar="FILE",
                     help="cProfile the GUI thread during the live measurement; stats to FILE, summary printed")
+    ap.add_argument("--smaps", action="store_true",
+                    help="at each of --minutes, say which memory mappings (libraries, heap, arenas) grew")
     ap.add_argument("--skip-file", action="store_true")
     a = ap.parse_args()
     tmp = Path(a.tmp or tempfile.mkdtemp(prefix="powerrig-bench-gui-"))
@@ -262,7 +364,7 @@ def main() -> int:
         bench_file_view(app, tmp, bench_file(tmp, a.hours))
     if not a.skip_live:
         bench_live(app, tmp, a.seconds, a.interval_us, [float(m) for m in a.minutes.split(",") if m],
-                   a.profile, a.tracemalloc)
+                   a.profile, a.tracemalloc, a.smaps)
     return 0
 
 

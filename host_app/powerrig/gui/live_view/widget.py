@@ -391,6 +391,7 @@ class LiveView(QWidget):
             if key not in wanted or abs(self._event_at[key] - wanted[key][1]["t0"]) > 1e-3:   # or moved (re-based)
                 for it in self._event_drawn.pop(key):
                     self.plot.removeItem(it)
+                    it.deleteLater()          # and its label: else the C++ label outlives its line
                 self._event_at.pop(key, None)
         for key, (k, e) in wanted.items():
             if key not in self._event_drawn:

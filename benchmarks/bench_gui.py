@@ -21,7 +21,9 @@ Figures are printed, never asserted.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -31,20 +33,36 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
-def rss_mb() -> float:
+def status_kb() -> dict[str, int]:
+    """The kB fields of /proc/self/status (VmRSS, RssAnon, RssFile, ...)."""
+    out = {}
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+        k, _, v = line.partition(":")
+        if v.strip().endswith(" kB"):
+            out[k] = int(v.split()[0])
+    return out
+
+
+def rss_mb() -> float:
+    kb = status_kb().get("VmRSS")
+    return kb / 1024 if kb is not None else float("nan")
+
+
+def libc():
+    """glibc through ctypes, or None (another C library: the allocator figures are left out)."""
+    try:
+        lib = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+    return lib if hasattr(lib, "malloc_trim") and hasattr(lib, "malloc_info") else None
 
 
 def rss_after_trim_mb() -> float:
     """RSS once glibc gave its free heap pages back (malloc_trim): what is left is really in use."""
-    import ctypes
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
+    lib = libc()
+    if lib is None:
         return float("nan")
+    lib.malloc_trim(0)
     return rss_mb()
 
 
@@ -68,9 +86,7 @@ def rss_by_mapping() -> dict[str, int]:
                 key = "anon: the rest (mmapped malloc blocks, pymalloc arenas, library mmaps, stacks)"
         elif line.startswith("Rss:"):
             out[key] = out.get(key, 0) + int(line.split()[1])
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(("RssAnon:", "RssFile:", "RssShmem:")):
-            out["total " + line.split(":")[0]] = int(line.split()[1])
+    out.update({"total " + k: v for k, v in status_kb().items() if k in ("RssAnon", "RssFile", "RssShmem")})
     out.update(_malloc_kb())
     out.update(_pymalloc_kb())
     return out
@@ -79,20 +95,17 @@ def rss_by_mapping() -> dict[str, int]:
 def _malloc_kb() -> dict[str, int]:
     """glibc malloc_info totals (kB): memory its arenas took from the system, the free chunks it keeps
     there, and the blocks it mmapped on their own."""
-    import ctypes
-    import re
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.fopen.restype = ctypes.c_void_p
-        libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
-        libc.fclose.argtypes = [ctypes.c_void_p]
-        libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
-    except (OSError, AttributeError):
+    lib = libc()
+    if lib is None:
         return {}
+    lib.fopen.restype = ctypes.c_void_p
+    lib.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    lib.fclose.argtypes = [ctypes.c_void_p]
+    lib.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
     with tempfile.NamedTemporaryFile("r", suffix=".xml") as f:
-        fp = libc.fopen(f.name.encode(), b"w")
-        libc.malloc_info(0, fp)
-        libc.fclose(fp)
+        fp = lib.fopen(f.name.encode(), b"w")
+        lib.malloc_info(0, fp)
+        lib.fclose(fp)
         xml = f.read()
     tail = xml[xml.rindex("</heap>"):] if "</heap>" in xml else xml
 
@@ -105,7 +118,6 @@ def _malloc_kb() -> dict[str, int]:
 
 def _pymalloc_kb() -> dict[str, int]:
     """CPython's object allocator (sys._debugmallocstats, written to fd 2): arenas held, bytes used."""
-    import re
     if not hasattr(sys, "_debugmallocstats"):
         return {}
     sys.stderr.flush()

@@ -168,22 +168,36 @@ def test_markers_float_with_the_live_stream(window, qtbot):
 
 def test_finished_worker_jobs_are_freed(qapp, qtbot, tmp_path):
     """Every live frame runs a job: none may outlive its delivered result (a leak of one job per frame
-    grew the process over a long stream)."""
+    grew the process over a long stream), and outcomes arrive on the GUI thread, failures without a
+    handler as the window's error."""
     import gc
+    import threading
 
-    from powerrig.gui.core import _Job, _WorkerSignals
+    from powerrig.errors import PowerrigError
+    from powerrig.gui.core import _Job
     core = Core(capture_dir=tmp_path)
-    got = []
+    got, threads, errors = [], set(), []
+    core.error.connect(errors.append)
+
+    def record(r):
+        threads.add(threading.current_thread())
+        got.append(r)
     for k in range(200):
-        core.run(lambda k=k: k, done=got.append)
+        core.run(lambda k=k: k, done=record)
+
+    def boom():
+        raise PowerrigError("the drive is gone; check the cable")
+    core.run(boom, done=record)
     qtbot.waitUntil(lambda: len(got) == 200 and core.pending == 0, timeout=20_000)
     assert sorted(got) == list(range(200))
+    assert threads == {threading.main_thread()}
+    assert errors == ["the drive is gone; check the cable"]
     core.pool.waitForDone(20_000)
 
     def alive(kind):
         gc.collect()
         return sum(isinstance(o, kind) for o in gc.get_objects())
-    qtbot.waitUntil(lambda: alive(_Job) == 0 and alive(_WorkerSignals) == 0, timeout=20_000)
+    qtbot.waitUntil(lambda: alive(_Job) == 0, timeout=20_000)
     core.shutdown()
 
 

@@ -27,29 +27,32 @@ logger = logging.getLogger(__name__)
 
 
 # ---- workers ----------------------------------------------------------------------------------------
-class _WorkerSignals(QObject):
-    done = Signal(object)
-    failed = Signal(str)
+class _Results(QObject):
+    """Carries every job's outcome from the worker threads to the GUI thread, keyed by job. One for the
+    core's life, connected once: a QObject with its own connections per job cost a construction every
+    live frame, and under PySide6 6.11 each per-job connection to a long-lived signal's ``emit`` (the
+    default failure handler) stayed behind in the receiver after its sender was gone, ~60 bytes a job."""
+    done = Signal(object, object)      # key, result
+    failed = Signal(object, str)       # key, one-line message
 
 
 class _Job:
     """One call on a worker thread; the pool runs ``run`` (a plain callable: a QRunnable subclass handed
     to a pool is owned by C++ and its Python side was never freed, one leaked per live frame)."""
 
-    def __init__(self, fn, args, kwargs):
-        self.fn, self.args, self.kwargs = fn, args, kwargs
-        self.signals = _WorkerSignals()
+    def __init__(self, key, fn, args, kwargs, results: _Results):
+        self.key, self.fn, self.args, self.kwargs, self.results = key, fn, args, kwargs, results
 
     def run(self) -> None:
         try:
             out = self.fn(*self.args, **self.kwargs)
         except PowerrigError as e:
-            self.signals.failed.emit(str(e))
+            self.results.failed.emit(self.key, str(e))
         except Exception as e:  # noqa: BLE001 - shown in the window, logged with its traceback
             logger.error("worker %s failed:\n%s", getattr(self.fn, "__name__", self.fn), traceback.format_exc())
-            self.signals.failed.emit(f"{e.__class__.__name__}: {e}")
+            self.results.failed.emit(self.key, f"{e.__class__.__name__}: {e}")
         else:
-            self.signals.done.emit(out)
+            self.results.done.emit(self.key, out)
 
 
 @dataclass
@@ -202,8 +205,11 @@ class Core(QObject):
         self._marker_at = 0.0
         self._marker_rows = 0                  # the live rows when the markers were last computed
         self.interval_us: int | None = None    # None: the device's default interval
-        self._jobs: dict = {}                  # id -> a job's signals until its result is delivered
+        self._jobs: dict = {}                  # key -> a job's (done, failed) until its outcome is delivered
         self._job_ids = itertools.count()
+        self._results = _Results(self)         # lives on the GUI thread: outcomes arrive there, queued
+        self._results.done.connect(self._job_done)
+        self._results.failed.connect(self._job_failed)
         self._seen_rows = 0
         self._seen_events = 0
         self._started_rig = False
@@ -224,20 +230,18 @@ class Core(QObject):
     def run(self, fn, *args, done=None, failed=None, pool=None, **kwargs) -> None:
         """Run fn on the worker pool (or ``pool``); ``done(result)`` / ``failed(message)`` are called on
         the GUI thread (default for failures: the ``error`` signal)."""
-        # The signals object is kept here, by key, until its result has been delivered on the GUI thread
-        # (by key: a slot holding the job itself would be a cycle through Qt's connection).
-        job = _Job(fn, args, kwargs)
-        sig = job.signals
         key = next(self._job_ids)
-        self._jobs[key] = sig
+        self._jobs[key] = (done, failed)
+        (pool or self.pool).start(_Job(key, fn, args, kwargs, self._results).run)
 
-        def finish(*_):
-            self._jobs.pop(key, None)
-        sig.done.connect(done or (lambda _r: None))
-        sig.failed.connect(failed or self.error.emit)
-        sig.done.connect(finish)
-        sig.failed.connect(finish)
-        (pool or self.pool).start(job.run)
+    def _job_done(self, key, out) -> None:
+        done, _failed = self._jobs.pop(key, (None, None))
+        if done is not None:
+            done(out)
+
+    def _job_failed(self, key, msg: str) -> None:
+        _done, failed = self._jobs.pop(key, (None, None))
+        (failed or self.error.emit)(msg)
 
     def run_on_drive(self, fn, *args, **kw) -> None:
         """nvme-cli commands run one at a time, in the order asked (a read never overtakes a set)."""

@@ -166,6 +166,69 @@ def test_markers_float_with_the_live_stream(window, qtbot):
     assert lv.marker_b.value() == pytest.approx(new_end - 1.0, abs=1e-6)
 
 
+def test_event_lines_scrolled_away_are_reused_not_recreated(window, qtbot):
+    """A stream polls the drive every 5 s. The line of an event that leaves the view is hidden and
+    reused by the next event that enters it (creating and deleting the Qt items of every poll left
+    ~3 KB each behind in the GUI thread's heap); a reused line shows its new event's name at its new
+    time; the hidden spares are bounded."""
+    import pyqtgraph as pg
+    import shiboken6
+
+    from powerrig.events import NVME, PHASE, Event
+    win, core = window
+    src, _more = _live(core, qtbot, seconds=60.0)
+    src.clock = S.clock(first_index=src.first_index)        # the recorder's clock model, in a stream
+    lv = win.live_view
+    lv.pause()
+
+    def utc(t):
+        return float(src.utc(t / src.interval_s))
+    names = {}
+    for k in range(56):                                     # an nvme-cli command a second
+        name = "write {q=32}" if k == 20 else f"smart-log {k}"    # braces: shown as typed, not a format
+        names[name] = k + 2.5                               # (never on a view's edge)
+        core.timeline.add(Event(NVME, name, utc(names[name]), utc(names[name]) + 1e-3))
+    core.timeline.add(Event(PHASE, "seq read", utc(30.0), utc(33.0)))
+
+    def event_lines():
+        return [it for it in lv.plot.getViewBox().addedItems
+                if isinstance(it, pg.InfiniteLine) and it not in (lv.marker_a, lv.marker_b)]
+    seen, shown, most = {}, set(), 0
+    for x0 in np.arange(0.0, 56.0, 4.0):                    # scroll across, one step per frame
+        lv.plot.setXRange(x0, x0 + 4.0, padding=0)
+        lv._draw_events()
+        lines = [it for it in lv._event_items if isinstance(it, pg.InfiniteLine)]
+        most = max(most, len(lines))
+        for it in lines:
+            seen[id(it)] = it
+            text = it.label.textItem.toPlainText()
+            shown.add(text)
+            assert it.isVisible() and it.value() == pytest.approx(names[text], abs=1e-3), (x0, text)
+        visible = {it.label.textItem.toPlainText() for it in event_lines() if it.isVisible()}
+        want = {n for n, t in names.items() if x0 - 4.0 <= t <= x0 + 8.0}
+        assert visible == want, x0
+        regions = [it for it in lv._event_items if isinstance(it, pg.LinearRegionItem)]
+        assert [r.name_label.textItem.toPlainText() for r in regions] == (["seq read"] if x0 - 4 <= 33 and 30 <= x0 + 8 else [])
+    assert shown == set(names)
+    assert len(seen) <= most        # every line ever drawn is one of the few alive at once (56 without reuse)
+    # the whole capture at once draws every event; a view with none keeps a bounded number hidden
+    lv.plot.setXRange(0.0, 60.0, padding=0)
+    lv._draw_events()
+    assert len([it for it in event_lines() if it.isVisible()]) == 56
+    drawn = [(it, it.label, it.label.textItem) for it in event_lines()]
+    lv.plot.setXRange(200.0, 210.0, padding=0)
+    lv._draw_events()
+    assert lv._event_items == []
+    assert not any(it.isVisible() for it in event_lines())
+    assert len(event_lines()) == lv.SPARE_EVENT_ITEMS
+    # the rest are deleted, label and text included (left to Python's garbage collector, the C++ label
+    # outlived its line, ~10 KB for every drive poll of an overnight stream)
+    kept = {id(it) for it in event_lines()}
+    dropped = [o for group in drawn if id(group[0]) not in kept for o in group]
+    assert len(dropped) == 3 * (56 - lv.SPARE_EVENT_ITEMS)
+    qtbot.waitUntil(lambda: not any(shiboken6.isValid(o) for o in dropped), timeout=5_000)
+
+
 def test_finished_worker_jobs_are_freed(qapp, qtbot, tmp_path):
     """Every live frame runs a job: none may outlive its delivered result (a leak of one job per frame
     grew the process over a long stream), and outcomes arrive on the GUI thread, failures without a

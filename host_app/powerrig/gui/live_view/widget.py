@@ -33,6 +33,8 @@ class LiveView(QWidget):
     FRAME_MS = 30            # the live frame rate: one summary + one paint per frame at most
     EVENTS_EVERY_MS = 250    # events drawn follow a moving view at most this often
     EVENTS_LAST = 300        # the newest events considered (a stream polls the drive every 5 s)
+    SPARE_EVENT_ITEMS = 8    # hidden event items kept for reuse, per kind: a scrolling stream needs 2 or 3
+                             # (more are deleted: a hidden item still follows every view change)
 
     def __init__(self, core, parent=None):
         super().__init__(parent)
@@ -48,8 +50,9 @@ class LiveView(QWidget):
         self._curves: dict = {}
         self.colours = list(COLOURS)       # the curves' colours (the window keeps the user's in its settings)
         self._event_items: list = []
-        self._event_drawn: dict = {}       # (kind, name, utc start, utc end) -> the items drawn for that event
+        self._event_drawn: dict = {}       # (kind, name, utc start, utc end) -> the item drawn for that event
         self._event_at: dict = {}          # ... and the t0 (s) they were drawn at
+        self._spare: dict = {"line": [], "phase": []}   # hidden event items, reused by the next events
         self._band_background = None
 
         self.plot = pg.PlotWidget()
@@ -389,32 +392,63 @@ class LiveView(QWidget):
                 wanted[(e["kind"], e["name"], e["utc0"], t1)] = (k, e)
         for key in list(self._event_drawn):
             if key not in wanted or abs(self._event_at[key] - wanted[key][1]["t0"]) > 1e-3:   # or moved (re-based)
-                for it in self._event_drawn.pop(key):
-                    self.plot.removeItem(it)
-                    it.deleteLater()          # and its label: else the C++ label outlives its line
+                self._release(self._event_drawn.pop(key))
                 self._event_at.pop(key, None)
         for key, (k, e) in wanted.items():
             if key not in self._event_drawn:
                 self._event_drawn[key] = self._event_item(k, e)
                 self._event_at[key] = e["t0"]
-        self._event_items = [it for items in self._event_drawn.values() for it in items]
+        self._event_items = list(self._event_drawn.values())
 
-    def _event_item(self, k: int, e: dict) -> list:
+    def _event_item(self, k: int, e: dict):
+        """A labelled line (a command, a state change) or a shaded region (a phase) for one event,
+        reusing a hidden one when there is one: a stream polls the drive every 5 s, and creating and
+        deleting the Qt items of every event left ~3 KB a poll behind in the GUI thread's heap."""
         colour = EVENT_KINDS.get(e["kind"], "#7f7f7f")
+        text = e["name"].replace("{", "{{").replace("}", "}}")     # a label is a format string to pyqtgraph
         if e["kind"] == "phase" and e["t1"] is not None:
             c = pg.mkColor(colour)
             c.setAlpha(35)
+            if self._spare["phase"]:
+                r = self._spare["phase"].pop()
+                r.setRegion((e["t0"], e["t1"]))
+                r.setBrush(pg.mkBrush(c))
+                r.setVisible(True)
+                r.name_label.setFormat(text)
+                r.name_label.setColor(colour)
+                return r
             r = pg.LinearRegionItem((e["t0"], e["t1"]), movable=False, brush=pg.mkBrush(c), pen=pg.mkPen(None))
             r.setZValue(-20)
             self.plot.addItem(r)
-            lab = pg.InfLineLabel(r.lines[0], text=e["name"], position=0.88, anchors=[(0, 0), (0, 0)],
-                                  color=colour)
-            return [r, lab]
-        line = pg.InfiniteLine(e["t0"], movable=False, pen=pg.mkPen(colour, width=1, style=Qt.DashLine),
-                               label=e["name"], labelOpts={"position": (0.06, 0.3, 0.55)[k % 3], "color": colour,
-                                                           "rotateAxis": (1, 0)})
+            r.name_label = pg.InfLineLabel(r.lines[0], text=text, position=0.88, anchors=[(0, 0), (0, 0)],
+                                           color=colour)
+            return r
+        pen = pg.mkPen(colour, width=1, style=Qt.DashLine)
+        position = (0.06, 0.3, 0.55)[k % 3]
+        if self._spare["line"]:
+            line = self._spare["line"].pop()
+            line.setPos(e["t0"])
+            line.setPen(pen)
+            line.setVisible(True)              # first: a hidden line's label ignores its new text
+            line.label.setColor(colour)
+            line.label.orthoPos = position
+            line.label.setFormat(text)
+            return line
+        line = pg.InfiniteLine(e["t0"], movable=False, pen=pen, label=text,
+                               labelOpts={"position": position, "color": colour, "rotateAxis": (1, 0)})
         self.plot.addItem(line)
-        return [line]
+        return line
+
+    def _release(self, item) -> None:
+        """An event item no longer drawn: hidden and kept for the next event, or deleted when enough are
+        kept (with its label: left to the garbage collector, the C++ label outlived its line)."""
+        spare = self._spare["phase" if isinstance(item, pg.LinearRegionItem) else "line"]
+        if len(spare) < self.SPARE_EVENT_ITEMS:
+            item.setVisible(False)
+            spare.append(item)
+            return
+        self.plot.removeItem(item)
+        item.deleteLater()
 
     # ---- markers -------------------------------------------------------------------------------------
     def show_markers(self, on: bool = True) -> None:

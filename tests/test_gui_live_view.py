@@ -174,7 +174,8 @@ def test_event_lines_scrolled_away_are_reused_not_recreated(window, qtbot):
     import pyqtgraph as pg
     import shiboken6
 
-    from powerrig.events import NVME, PHASE, Event
+    from powerrig.events import NVME, PHASE, POWER_STATE, Event
+    from powerrig.gui.live_view.widget import EVENT_KINDS
     win, core = window
     src, _more = _live(core, qtbot, seconds=60.0)
     src.clock = S.clock(first_index=src.first_index)        # the recorder's clock model, in a stream
@@ -183,11 +184,12 @@ def test_event_lines_scrolled_away_are_reused_not_recreated(window, qtbot):
 
     def utc(t):
         return float(src.utc(t / src.interval_s))
-    names = {}
-    for k in range(56):                                     # an nvme-cli command a second
-        name = "write {q=32}" if k == 20 else f"smart-log {k}"    # braces: shown as typed, not a format
+    names, kinds = {}, {}
+    for k in range(56):                    # an event a second: nvme-cli commands, every 4th a state change
+        name = "write {q=32}" if k == 20 else (f"PS{k % 5}-{k}" if k % 4 == 3 else f"smart-log {k}")
         names[name] = k + 2.5                               # (never on a view's edge)
-        core.timeline.add(Event(NVME, name, utc(names[name]), utc(names[name]) + 1e-3))
+        kinds[name] = POWER_STATE if k % 4 == 3 else NVME   # braces: shown as typed, not a format
+        core.timeline.add(Event(kinds[name], name, utc(names[name]), utc(names[name]) + 1e-3))
     core.timeline.add(Event(PHASE, "seq read", utc(30.0), utc(33.0)))
 
     def event_lines():
@@ -204,6 +206,8 @@ def test_event_lines_scrolled_away_are_reused_not_recreated(window, qtbot):
             text = it.label.textItem.toPlainText()
             shown.add(text)
             assert it.isVisible() and it.value() == pytest.approx(names[text], abs=1e-3), (x0, text)
+            colour = EVENT_KINDS[str(kinds[text])]                  # a reused line takes its new kind's colour
+            assert it.pen.color().name() == it.label.color.name() == colour, (x0, text)
         visible = {it.label.textItem.toPlainText() for it in event_lines() if it.isVisible()}
         want = {n for n, t in names.items() if x0 - 4.0 <= t <= x0 + 8.0}
         assert visible == want, x0
@@ -262,6 +266,31 @@ def test_finished_worker_jobs_are_freed(qapp, qtbot, tmp_path):
         return sum(isinstance(o, kind) for o in gc.get_objects())
     qtbot.waitUntil(lambda: alive(_Job) == 0, timeout=20_000)
     core.shutdown()
+
+
+def test_a_job_that_outlives_its_core_is_dropped_quietly(qapp, caplog, tmp_path):
+    """A window closed while a worker still runs (an nvme-cli call hung past the shutdown's wait): the
+    job's outcome has nowhere to go and is dropped with a debug line, not a traceback in the pool."""
+    import logging
+    import threading
+
+    import shiboken6
+    from PySide6.QtCore import QThreadPool
+    core = Core(capture_dir=tmp_path)
+    go, ran = threading.Event(), threading.Event()
+
+    def slow():
+        go.wait(10)
+        ran.set()
+        return 1
+    pool = QThreadPool()
+    core.run(slow, pool=pool)
+    shiboken6.delete(core)                     # the core and its results object are gone
+    with caplog.at_level(logging.DEBUG, logger="powerrig.gui.core"):
+        go.set()
+        assert pool.waitForDone(10_000)
+    assert ran.is_set()
+    assert [r for r in caplog.records if "outcome dropped" in r.getMessage()]
 
 
 def test_a_closed_capture_says_so_instead_of_crashing(tmp_path):

@@ -30,8 +30,9 @@ logger = logging.getLogger(__name__)
 class _Results(QObject):
     """Carries every job's outcome from the worker threads to the GUI thread, keyed by job. One for the
     core's life, connected once: a QObject with its own connections per job cost a construction every
-    live frame, and under PySide6 6.11 each per-job connection to a long-lived signal's ``emit`` (the
-    default failure handler) stayed behind in the receiver after its sender was gone, ~60 bytes a job."""
+    live frame, and under PySide6 6.11 each per-job connection to a bound method (a signal's ``emit``,
+    the default failure handler) stayed behind after its sender was gone, ~60 bytes each
+    (benchmarks/bench_gui_jobs.py: ~135 bytes a job)."""
     done = Signal(object, object)      # key, result
     failed = Signal(object, str)       # key, one-line message
 
@@ -47,12 +48,19 @@ class _Job:
         try:
             out = self.fn(*self.args, **self.kwargs)
         except PowerrigError as e:
-            self.results.failed.emit(self.key, str(e))
+            self._send("failed", str(e))
         except Exception as e:  # noqa: BLE001 - shown in the window, logged with its traceback
             logger.error("worker %s failed:\n%s", getattr(self.fn, "__name__", self.fn), traceback.format_exc())
-            self.results.failed.emit(self.key, f"{e.__class__.__name__}: {e}")
+            self._send("failed", f"{e.__class__.__name__}: {e}")
         else:
-            self.results.done.emit(self.key, out)
+            self._send("done", out)
+
+    def _send(self, outcome: str, value) -> None:
+        try:
+            getattr(self.results, outcome).emit(self.key, value)
+        except RuntimeError:        # the core was deleted while this job ran (a shutdown that timed out)
+            logger.debug("worker %s finished after its window closed; outcome dropped",
+                         getattr(self.fn, "__name__", self.fn))
 
 
 @dataclass

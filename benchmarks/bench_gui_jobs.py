@@ -13,20 +13,11 @@ failure handler connected, not the failure path. Figures only; asserts nothing.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import gc
-import os
 import sys
 import tempfile
 
-os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-
-
-def rss_after_trim_kb() -> int:
-    gc.collect()
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+from bench_gui import rss_after_trim_mb      # sets QT_QPA_PLATFORM=offscreen unless given
 
 
 def run_rounds(app, core, jobs: int, rounds: int, own_failure_handler: bool) -> None:
@@ -41,12 +32,13 @@ def run_rounds(app, core, jobs: int, rounds: int, own_failure_handler: bool) -> 
                 app.processEvents()
         core.pool.waitForDone()
         app.processEvents()
-        now = rss_after_trim_kb()
+        gc.collect()
+        now = rss_after_trim_mb()
         if base is None:
             base = now                           # round 0 warms up (pool threads, first allocations)
             continue
-        print(f"  after {r * jobs:7d} jobs: RSS {now / 1024:6.1f} MB after malloc_trim, "
-              f"+{(now - base) * 1024 / (r * jobs):6.1f} bytes a job ({core.pending} pending)", flush=True)
+        print(f"  after {r * jobs:7d} jobs: RSS {now:6.1f} MB after malloc_trim, "
+              f"+{(now - base) * 2**20 / (r * jobs):6.1f} bytes a job ({core.pending} pending)", flush=True)
 
 
 def main() -> int:

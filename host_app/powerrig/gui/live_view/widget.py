@@ -407,37 +407,35 @@ class LiveView(QWidget):
         colour = EVENT_KINDS.get(e["kind"], "#7f7f7f")
         text = e["name"].replace("{", "{{").replace("}", "}}")     # a label is a format string to pyqtgraph
         if e["kind"] == "phase" and e["t1"] is not None:
+            r = self._spare["phase"].pop() if self._spare["phase"] else self._new_region()
             c = pg.mkColor(colour)
             c.setAlpha(35)
-            if self._spare["phase"]:
-                r = self._spare["phase"].pop()
-                r.setRegion((e["t0"], e["t1"]))
-                r.setBrush(pg.mkBrush(c))
-                r.setVisible(True)
-                r.name_label.setFormat(text)
-                r.name_label.setColor(colour)
-                return r
-            r = pg.LinearRegionItem((e["t0"], e["t1"]), movable=False, brush=pg.mkBrush(c), pen=pg.mkPen(None))
-            r.setZValue(-20)
-            self.plot.addItem(r)
-            r.name_label = pg.InfLineLabel(r.lines[0], text=text, position=0.88, anchors=[(0, 0), (0, 0)],
-                                           color=colour)
+            r.setRegion((e["t0"], e["t1"]))
+            r.setBrush(pg.mkBrush(c))
+            r.setVisible(True)                 # first: a hidden item's label ignores its new text
+            r.name_label.setColor(colour)
+            r.name_label.setFormat(text)
             return r
-        pen = pg.mkPen(colour, width=1, style=Qt.DashLine)
-        position = (0.06, 0.3, 0.55)[k % 3]
-        if self._spare["line"]:
-            line = self._spare["line"].pop()
-            line.setPos(e["t0"])
-            line.setPen(pen)
-            line.setVisible(True)              # first: a hidden line's label ignores its new text
-            line.label.setColor(colour)
-            line.label.orthoPos = position
-            line.label.setFormat(text)
-            return line
-        line = pg.InfiniteLine(e["t0"], movable=False, pen=pen, label=text,
-                               labelOpts={"position": position, "color": colour, "rotateAxis": (1, 0)})
+        line = self._spare["line"].pop() if self._spare["line"] else self._new_line()
+        line.setPos(e["t0"])
+        line.setPen(pg.mkPen(colour, width=1, style=Qt.DashLine))
+        line.setVisible(True)
+        line.label.setColor(colour)
+        line.label.orthoPos = (0.06, 0.3, 0.55)[k % 3]        # staggered: neighbours' labels do not overlap
+        line.label.setFormat(text)
+        return line
+
+    def _new_line(self) -> pg.InfiniteLine:
+        line = pg.InfiniteLine(movable=False, label="", labelOpts={"rotateAxis": (1, 0)})
         self.plot.addItem(line)
         return line
+
+    def _new_region(self) -> pg.LinearRegionItem:
+        r = pg.LinearRegionItem(movable=False, pen=pg.mkPen(None))
+        r.setZValue(-20)
+        self.plot.addItem(r)
+        r.name_label = pg.InfLineLabel(r.lines[0], position=0.88, anchors=[(0, 0), (0, 0)])
+        return r
 
     def _release(self, item) -> None:
         """An event item no longer drawn: hidden and kept for the next event, or deleted when enough are

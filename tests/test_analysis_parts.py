@@ -15,7 +15,7 @@ from powerrig.analysis.result import PhaseResult, WindowFigure
 from powerrig.analysis.steady_state import steady_state
 from powerrig.analysis.thermal import smart_readings, throttled_between
 from powerrig.analysis.waf import waf_samples, waf_series
-from powerrig.analysis.windows import SlidingMax
+from powerrig.analysis.windows import SlidingMax, WindowMax, WindowSums
 from powerrig.events import NVME, Event
 
 
@@ -35,6 +35,57 @@ def test_sliding_max_equals_brute_force_across_chunks_and_gaps(chunk):
         assert r.value == pytest.approx(means[ok].max(), rel=1e-12)
         assert r.end == 100 + int(np.nanargmax(means)) + w
         assert r.windows == len(means) and r.skipped == int((~ok).sum())
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1000, 10**6])
+def test_exact_window_sums_equal_brute_force_in_any_range_across_chunks_and_gaps(chunk):
+    """analyse() asks WindowSums(exact=True) for the best window in many ranges of every chunk."""
+    rng = np.random.default_rng(chunk + 1)
+    x = rng.normal(10, 2, 20_000).astype(np.float32)
+    x[5000:5030] = np.nan
+    x[12345:12345 + 25] += 40
+    ranges = [(100, 20_100), (100, 5_100), (4_000, 6_000), (5_100, 5_130), (12_000, 12_400), (19_900, 20_100)]
+    ws = WindowSums([1, 25, 1000], position=100, exact=True)
+    got = {(w, r): WindowMax(w) for w in ws.windows for r in ranges}
+    for s in range(0, len(x), chunk):
+        cws = ws.feed(x[s:s + chunk])
+        for (w, (a, b)), res in got.items():
+            cw = cws[ws.windows.index(w)]
+            if cw is not None:
+                res.update(cw.best(a, b))
+    assert all(c is None for c in ws.flush())                  # every complete window was returned
+    x64 = x.astype(np.float64)
+    for (w, (a, b)), res in got.items():
+        means = np.array([x64[k - 100:k - 100 + w].mean() for k in range(a, min(b, 20_100 - w + 1))])
+        ok = ~np.isnan(means)
+        assert res.windows == len(means) and res.skipped == int((~ok).sum()), (w, a, b)
+        if not ok.any():                                          # no window there, or all in the gap
+            assert res.end < 0 and math.isnan(res.value), (w, a, b)
+            continue
+        assert res.value == pytest.approx(means[ok].max(), rel=1e-12), (w, a, b)
+        assert res.end == a + int(np.nanargmax(means)) + w, (w, a, b)
+
+
+def test_piece_summaries_equal_two_pass_sums_at_any_level_and_spread():
+    """Segments takes each piece's squared deviations as sum(y^2) - sum(y)^2 / n over values shifted
+    by one of the chunk's; a piece far from the shift with almost no spread falls back to two passes."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([np.full(1000, 2.0), 25 + rng.normal(0, 1e-3, 3000), np.full(500, 7.5),
+                        10 + rng.normal(0, 2, 4000), 25 + rng.normal(0, 1e-5, 3000)]).astype(np.float32)
+    x[6000:6010] = np.nan
+    bounds = np.array([0, 1, 1000, 2500, 4000, 4500, 6005, 8500, 11500], np.intp)
+    for work in (np.empty(2 * len(x)), None):
+        seg = ST.Segments(x, bounds, work)
+        for i in range(len(bounds) - 1):
+            v = x[bounds[i]:bounds[i + 1]].astype(np.float64)
+            v = v[~np.isnan(v)]
+            assert seg.n[i] == len(v) and seg.lost[i] == bounds[i + 1] - bounds[i] - len(v)
+            assert seg.total[i] == pytest.approx(v.sum(), rel=1e-14)
+            m2 = float(((v - v.mean()) ** 2).sum())
+            if v.min() == v.max():
+                assert seg.m2[i] == 0.0                       # a constant piece: exactly no spread
+            else:
+                assert seg.m2[i] == pytest.approx(m2, rel=1e-9), i
 
 
 def test_series_stats_exact_and_histogram_percentiles(monkeypatch):

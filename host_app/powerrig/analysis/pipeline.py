@@ -337,7 +337,7 @@ class _Pass:
                  side: _SideWork):
         self.rails, self.has_peak, self.series, self.side = rails, has_peak, series, side
         self.wins = [w.window for w in accs[0].windows]
-        self.sums = WindowSums(self.wins, position=start)
+        self.sums = WindowSums(self.wins, position=start, exact=True)    # many ranges per chunk: exact sums
         self.pending = list(accs)
         self.active: list[_PhaseAcc] = []
         self.work = self.work_peak = np.empty(0)

@@ -180,36 +180,44 @@ class Segments:
         starts = bounds[:-1]
         lens = np.diff(bounds)
         # one float64 conversion (into ``work``, a reusable float64 array at least 2 * len(x) long,
-        # when given); every float64 sum below reads it
+        # when given), shifted by one of the chunk's values: every sum below reads it
         if work is not None and len(work) >= 2 * len(x):
-            x64, tmp = work[:len(x)], work[len(x):]
-            np.copyto(x64, x)
+            y, sq = work[:len(x)], work[len(x):2 * len(x)]
+            np.copyto(y, x)
         else:
-            x64, tmp = x.astype(np.float64), np.empty(int(lens.max()) if len(lens) else 0)
-        total = np.add.reduceat(x64, starts)
+            y, sq = x.astype(np.float64), np.empty(len(x))
+        shift = float(y[0]) if len(y) and math.isfinite(y[0]) else 0.0
+        if shift:
+            np.subtract(y, shift, out=y)
+        sy = np.add.reduceat(y, starts)
         nanmask = None
         lost = np.zeros(len(starts), np.int64)
-        if np.isnan(total).any():                  # only gappy chunks pay for the mask
+        if np.isnan(sy).any():                     # only gappy chunks pay for the mask
             nanmask = np.isnan(x)
             lost = np.add.reduceat(nanmask, starts, dtype=np.int64)
-            x64[nanmask] = 0.0
-            total = np.add.reduceat(x64, starts)
+            y[nanmask] = 0.0
+            sy = np.add.reduceat(y, starts)
         self.nanmask = nanmask
         self.lost = lost
         self.n = lens - lost
-        self.total = total
+        self.total = sy + self.n * shift
         self.min = np.fmin.reduceat(x, starts)
         self.max = np.fmax.reduceat(x, starts)
-        self.m2 = np.zeros(len(starts))
+        # squared deviations from each piece's mean without a pass per piece: with the values
+        # shifted near their level, sum(y^2) - sum(y)^2 / n loses ~1e-12 of the variance to
+        # cancellation (a per-piece two-pass sum cost half the chunk's summary time in calls)
+        np.multiply(y, y, out=sq)
+        ssq = np.add.reduceat(sq, starts)
         with np.errstate(invalid="ignore", divide="ignore"):
-            mean = total / self.n
-        bl = bounds.tolist()
-        for i, k in enumerate(self.n.tolist()):
-            if k < 2:                               # one value (a piece at a phase's first interval): 0
-                continue
-            a, b = bl[i], bl[i + 1]
-            v = x64[a:b] if not lost[i] else x64[a:b][~nanmask[a:b]]
-            self.m2[i] = sum_squares(np.subtract(v, mean[i], out=tmp[:k]))
+            m2 = ssq - sy * sy / self.n
+        flat = (self.n < 2) | (self.min == self.max)
+        m2[flat | ~(m2 > 0)] = 0.0                 # one value, a constant piece: exactly 0
+        # a piece far from the shift with almost no spread would keep less than 8 digits: two passes
+        for i in np.flatnonzero(~flat & (m2 * 1e8 < ssq)).tolist():
+            a, b = int(bounds[i]), int(bounds[i + 1])
+            v = y[a:b] if nanmask is None else y[a:b][~nanmask[a:b]]
+            m2[i] = sum_squares(v - float(sy[i]) / float(self.n[i]))
+        self.m2 = m2
 
     def runs(self, ia: int, ib: int) -> tuple[list[np.ndarray], bool]:
         """The valid values of pieces ia..ib-1 (one array, unsorted)."""

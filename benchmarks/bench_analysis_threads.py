@@ -1,0 +1,135 @@
+"""Where the wall time of a warm 10-hour analysis goes between its three threads, and what sharing
+the GIL costs.
+
+    .venv/bin/python benchmarks/bench_analysis_threads.py [--hours 10] [--runs 3] [--tmp DIR]
+
+Why: analyse() reads on one thread (pyjls), computes the pass on the main thread and reduces
+finished phases (percentiles, histogram binning) on a side thread; on 2 cores the wall time is set
+by how well those overlap, not only by their CPU. Prints, for the capture of bench_analysis
+(36 M intervals, 1,801 phases), the median of --runs warm analyses in three set-ups:
+
+1. as shipped: wall seconds and each thread's CPU seconds;
+2. the signals already in memory (the reader's work removed): what the computing alone costs;
+3. in memory and the side work run on the main thread (one thread, no GIL to share): the CPU the
+   work needs when nothing contends for the GIL.
+
+Figures only; asserts nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from bench_analysis import write_capture
+from powerrig.analysis import analyse, pipeline
+from powerrig.capture import CaptureReader
+
+SIGNALS = ["p_12V", "p_3V3", "p_total", "p_peak_12V", "p_peak_3V3", "p_max_12V", "p_max_3V3"]
+_cpu: dict[str, float] = {}
+INLINE = "(of main: side work)"
+_run = threading.Thread.run
+
+
+def _counted_run(self) -> None:
+    """Thread.run that adds the thread's CPU seconds under its name (without the pool's suffix)."""
+    try:
+        _run(self)
+    finally:
+        name = self.name.split("_")[0]
+        _cpu[name] = _cpu.get(name, 0.0) + time.thread_time()
+
+
+class _InMemory:
+    """The capture's signals read once into memory; chunks are views (no reading, no copying)."""
+
+    def __init__(self, cap: CaptureReader):
+        self.cap = cap
+        self.data = {n: cap.samples(n) for n in SIGNALS}
+
+    def __getattr__(self, name):
+        return getattr(self.cap, name)
+
+    def chunks(self, names, start=None, stop=None, chunk=1 << 20):
+        if not set(names) <= set(self.data):
+            yield from self.cap.chunks(names, start, stop, chunk)
+            return
+        start, stop = self.cap._range(start, stop)
+        for s in range(start, stop, chunk):
+            e = min(stop, s + chunk)
+            yield s, {n: self.data[n][s:e] for n in names}
+
+
+class _Inline:
+    """_SideWork run on the calling thread."""
+
+    def __init__(self, ahead: int = 1):
+        pass
+
+    def submit(self, fn, *args) -> None:
+        c = time.thread_time()
+        fn(*args)
+        _cpu[INLINE] = _cpu.get(INLINE, 0.0) + time.thread_time() - c
+
+    def drain(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def measure(source, runs: int) -> tuple[float, dict[str, float]]:
+    """(median wall s, median CPU s per thread) of ``runs`` analyses."""
+    walls, cpus = [], []
+    for _ in range(runs):
+        _cpu.clear()
+        c, t = time.thread_time(), time.perf_counter()
+        analyse(source, source.events, source.metadata)
+        walls.append(time.perf_counter() - t)
+        _cpu["main"] = time.thread_time() - c
+        cpus.append(dict(_cpu))
+    keys = list(cpus[0])
+    return statistics.median(walls), {k: statistics.median(d.get(k, 0.0) for d in cpus) for k in keys}
+
+
+def show(label: str, wall: float, cpu: dict[str, float], rows: int) -> None:
+    threads = ", ".join(f"{k} {v:.2f}" for k, v in cpu.items())
+    print(f"  {label:<38} {wall:5.2f} s = {rows / wall / 1e6:5.1f} M intervals/s; CPU s: {threads}; "
+          f"sum {sum(v for k, v in cpu.items() if k != INLINE):.2f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hours", type=float, default=10.0)
+    ap.add_argument("--runs", type=int, default=3, help="warm analyses per set-up (the median is shown)")
+    ap.add_argument("--tmp", default=None, help="folder for the capture file (2 GB for 10 h)")
+    args = ap.parse_args()
+    if args.tmp:
+        if os.path.exists(args.tmp) and not os.path.isdir(args.tmp):
+            ap.error(f"--tmp {args.tmp} is a file, not a folder; name a folder for the capture file")
+        os.makedirs(args.tmp, exist_ok=True)
+    threading.Thread.run = _counted_run
+    with tempfile.TemporaryDirectory(dir=args.tmp) as d:
+        path = Path(d) / "long.jls"
+        write_capture(path, args.hours)
+        with CaptureReader(path) as cap:
+            analyse(cap, cap.events, cap.metadata)                 # warm: from the page cache
+            print(f"{args.hours:g} h capture at 1 ms ({cap.length / 1e6:.1f} M intervals); load average "
+                  f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; medians of {args.runs} warm analyses")
+            show("as shipped (3 threads)", *measure(cap, args.runs), cap.length)
+            mem = _InMemory(cap)
+            show("signals in memory (2 threads)", *measure(mem, args.runs), cap.length)
+            shipped = pipeline._SideWork
+            pipeline._SideWork = _Inline
+            try:
+                show("in memory, side work inline (1 thread)", *measure(mem, args.runs), cap.length)
+            finally:
+                pipeline._SideWork = shipped
+
+
+if __name__ == "__main__":
+    main()

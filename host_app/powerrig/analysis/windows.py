@@ -191,7 +191,7 @@ class WindowSums:
 
     ``exact=True`` gives every window's float64 sum from one float64 prefix of each chunk instead of
     float32 sums refined on demand: a caller that asks for the best window in many ranges of every
-    chunk (``analyse``: every phase, both lengths) pays one ~2.5 ns cumulative sum per sample where
+    chunk (``analyse``: every phase, both lengths) pays one ~4 ns cumulative sum per sample where
     each range's refinement would cost more; one question per chunk (``SlidingMax``) is faster in
     float32. The values are the same float64 sums either way."""
 

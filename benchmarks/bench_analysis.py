@@ -163,6 +163,19 @@ def traced_peak(path: Path) -> float:
     return peak / 1e6
 
 
+def make_tmp_folder(ap: argparse.ArgumentParser, tmp: str | None) -> None:
+    """The --tmp folder of a benchmark: created when missing; a file there, or a folder that cannot be
+    created, is a one-line usage error (the benchmarks sharing bench_analysis's captures use this too)."""
+    if tmp and not os.path.isdir(tmp):
+        if os.path.exists(tmp):
+            ap.error(f"--tmp {tmp} is a file, not a folder; name a folder for the capture files")
+        try:
+            os.makedirs(tmp)
+        except OSError as e:
+            ap.error(f"--tmp {tmp} does not exist and cannot be created ({e.strerror}); name a writable folder")
+        print(f"created folder {tmp} for the capture files")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes-4us", type=float, default=15.0)
@@ -171,14 +184,7 @@ def main() -> None:
     ap.add_argument("--skip-4us", action="store_true", help="skip the PCM-1/PCM-2 4 us benchmark")
     ap.add_argument("--tmp", default=None, help="folder for the capture files (several GB for 10 h)")
     args = ap.parse_args()
-    if args.tmp and not os.path.isdir(args.tmp):
-        if os.path.exists(args.tmp):
-            ap.error(f"--tmp {args.tmp} is a file, not a folder; name a folder for the capture files")
-        try:
-            os.makedirs(args.tmp)
-        except OSError as e:
-            ap.error(f"--tmp {args.tmp} does not exist and cannot be created ({e.strerror}); name a writable folder")
-        print(f"created folder {args.tmp} for the capture files")
+    make_tmp_folder(ap, args.tmp)
     if not args.skip_4us:
         bench_4us(args.minutes_4us)
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")

@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench_analysis import write_capture
+from bench_analysis import make_tmp_folder, write_capture
 from powerrig.analysis import analyse, pipeline
 from powerrig.capture import CaptureReader
 
@@ -64,22 +64,13 @@ class _InMemory:
             yield s, {n: self.data[n][s:e] for n in names}
 
 
-class _Inline:
-    """_SideWork run on the calling thread."""
-
-    def __init__(self, ahead: int = 1):
-        pass
+class _Inline(pipeline._SideWork):
+    """_SideWork whose tasks run on the calling thread (its pool is never started)."""
 
     def submit(self, fn, *args) -> None:
         c = time.thread_time()
         fn(*args)
         _cpu[INLINE] = _cpu.get(INLINE, 0.0) + time.thread_time() - c
-
-    def drain(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def measure(source, runs: int) -> tuple[float, dict[str, float]]:
@@ -108,10 +99,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3, help="warm analyses per set-up (the median is shown)")
     ap.add_argument("--tmp", default=None, help="folder for the capture file (2 GB for 10 h)")
     args = ap.parse_args()
-    if args.tmp:
-        if os.path.exists(args.tmp) and not os.path.isdir(args.tmp):
-            ap.error(f"--tmp {args.tmp} is a file, not a folder; name a folder for the capture file")
-        os.makedirs(args.tmp, exist_ok=True)
+    make_tmp_folder(ap, args.tmp)
     threading.Thread.run = _counted_run
     with tempfile.TemporaryDirectory(dir=args.tmp) as d:
         path = Path(d) / "long.jls"

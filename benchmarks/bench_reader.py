@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench_analysis import write_capture
+from bench_analysis import make_tmp_folder, write_capture
 from powerrig.analysis import analyse
 from powerrig.capture import CaptureReader
 from powerrig.capture.jls_tail import CHUNK_HEADER, FILE_HEADER_SIZE, payload_on_disk
@@ -178,10 +178,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3, help="warm analyses per reader (the median is shown)")
     ap.add_argument("--tmp", default=None, help="folder for the capture file (2 GB for 10 h)")
     args = ap.parse_args()
-    if args.tmp:
-        if os.path.exists(args.tmp) and not os.path.isdir(args.tmp):
-            ap.error(f"--tmp {args.tmp} is a file, not a folder; name a folder for the capture file")
-        os.makedirs(args.tmp, exist_ok=True)
+    make_tmp_folder(ap, args.tmp)
     with tempfile.TemporaryDirectory(dir=args.tmp) as d:
         path = Path(d) / "long.jls"
         write_capture(path, args.hours)

@@ -13,11 +13,18 @@ by how well those overlap, not only by their CPU. Prints, for the capture of ben
 3. in memory and the side work run on the main thread (one thread, no GIL to share): the CPU the
    work needs when nothing contends for the GIL.
 
+With --what-if, two more (as shipped otherwise; their results are wrong and thrown away): the
+floor the rest of the pass sets when parts cost nothing at all,
+
+4. the per-sample arithmetic of the pass removed (piece summaries, maxima, histogram binning);
+5. the percentile selections removed as well: what reading and the per-phase bookkeeping cost.
+
 Figures only; asserts nothing.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import tempfile
@@ -25,8 +32,10 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
+
 from bench_analysis import make_tmp_folder, write_capture
-from powerrig.analysis import analyse, pipeline
+from powerrig.analysis import analyse, pipeline, stats
 from powerrig.capture import CaptureReader
 
 SIGNALS = ["p_12V", "p_3V3", "p_total", "p_peak_12V", "p_peak_3V3", "p_max_12V", "p_max_3V3"]
@@ -73,6 +82,44 @@ class _Inline(pipeline._SideWork):
         _cpu[INLINE] = _cpu.get(INLINE, 0.0) + time.thread_time() - c
 
 
+class _NoSums(stats.Segments):
+    """Piece summaries that compute nothing (what-if only): every piece whole, all values 1."""
+
+    def __init__(self, x, bounds, work=None):
+        self.x, self.bounds, self.nanmask = x, bounds, None
+        self.n = np.diff(bounds)
+        self.lost = np.zeros(len(self.n), np.int64)
+        self.total = self.m2 = self.n.astype(np.float64)
+        self.min = self.max = np.ones(len(self.n), x.dtype)
+
+
+def _no_maxima(self, cols: dict, bounds):
+    """_Pass._maxima computing nothing (what-if only)."""
+    ones = np.ones(len(bounds) - 1)
+    return (ones, np.ones(len(cols["p_total"])), ones) if self.has_peak else (None, None, ones)
+
+
+def _no_percentiles(self, qs=stats.PERCENTILES) -> dict[str, float]:
+    return {f"p{q:g}": 0.0 for q in qs}
+
+
+@contextlib.contextmanager
+def _removed(percentiles: bool):
+    """The pass with its per-sample arithmetic (and the percentiles) replaced by no-ops, then restored."""
+    swaps = [(pipeline, "Segments", _NoSums), (pipeline._Pass, "_maxima", _no_maxima),
+             (stats.SeriesStats, "_bin", lambda self, v: None)]
+    if percentiles:
+        swaps.append((stats.SeriesStats, "percentiles", _no_percentiles))
+    saved = [(o, n, getattr(o, n)) for o, n, _ in swaps]
+    try:
+        for o, n, v in swaps:
+            setattr(o, n, v)
+        yield
+    finally:
+        for o, n, v in saved:
+            setattr(o, n, v)
+
+
 def measure(source, runs: int) -> tuple[float, dict[str, float]]:
     """(median wall s, median CPU s per thread) of ``runs`` analyses."""
     walls, cpus = [], []
@@ -98,6 +145,8 @@ def main() -> None:
     ap.add_argument("--hours", type=float, default=10.0)
     ap.add_argument("--runs", type=int, default=3, help="warm analyses per set-up (the median is shown)")
     ap.add_argument("--tmp", default=None, help="folder for the capture file (2 GB for 10 h)")
+    ap.add_argument("--what-if", action="store_true",
+                    help="also measure with parts of the pass computing nothing (the floor the rest sets)")
     args = ap.parse_args()
     make_tmp_folder(ap, args.tmp)
     threading.Thread.run = _counted_run
@@ -117,6 +166,12 @@ def main() -> None:
                 show("in memory, side work inline (1 thread)", *measure(mem, args.runs), cap.length)
             finally:
                 pipeline._SideWork = shipped
+            if args.what_if:
+                print("  what-if, results wrong (as shipped, parts computing nothing):")
+                with _removed(percentiles=False):
+                    show("no summaries, maxima, binning", *measure(cap, args.runs), cap.length)
+                with _removed(percentiles=True):
+                    show("... and no percentiles", *measure(cap, args.runs), cap.length)
 
 
 if __name__ == "__main__":

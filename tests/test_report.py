@@ -61,3 +61,28 @@ def test_bench_analysis_creates_a_missing_tmp_folder(tmp_path):
     done = subprocess.run([sys.executable, str(bench), "--tmp", str(tmp_path / "file")],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "is a file, not a folder" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_bench_threads_what_if_prints_its_floors_and_restores_the_pass(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    from pathlib import Path
+    from powerrig.analysis import pipeline, stats
+    benchmarks = Path(__file__).resolve().parents[1] / "benchmarks"
+    monkeypatch.syspath_prepend(str(benchmarks))
+    import bench_analysis_threads as bt
+    shipped = (pipeline.Segments, pipeline._Pass._maxima, stats.SeriesStats._bin, stats.SeriesStats.percentiles)
+    with pytest.raises(RuntimeError):
+        with bt._removed(percentiles=True):
+            assert pipeline.Segments is bt._NoSums and stats.SeriesStats.percentiles is bt._no_percentiles
+            raise RuntimeError("a failing what-if run")
+    assert (pipeline.Segments, pipeline._Pass._maxima, stats.SeriesStats._bin,
+            stats.SeriesStats.percentiles) == shipped                  # the shipped pass is back
+    done = subprocess.run([sys.executable, str(benchmarks / "bench_analysis_threads.py"), "--hours", "0.01",
+                           "--runs", "1", "--what-if", "--tmp", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    labels = ["as shipped", "signals in memory", "side work inline", "no summaries, maxima, binning",
+              "and no percentiles"]
+    assert all(sum(label in line and "M intervals/s" in line for line in done.stdout.splitlines()) == 1
+               for label in labels), done.stdout

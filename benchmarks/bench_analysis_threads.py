@@ -104,12 +104,8 @@ def _no_percentiles(self, qs=stats.PERCENTILES) -> dict[str, float]:
 
 
 @contextlib.contextmanager
-def _removed(percentiles: bool):
-    """The pass with its per-sample arithmetic (and the percentiles) replaced by no-ops, then restored."""
-    swaps = [(pipeline, "Segments", _NoSums), (pipeline._Pass, "_maxima", _no_maxima),
-             (stats.SeriesStats, "_bin", lambda self, v: None)]
-    if percentiles:
-        swaps.append((stats.SeriesStats, "percentiles", _no_percentiles))
+def _swapped(*swaps):
+    """Attributes replaced for the duration, (owner, name, replacement) each; restored even on error."""
     saved = [(o, n, getattr(o, n)) for o, n, _ in swaps]
     try:
         for o, n, v in swaps:
@@ -118,6 +114,15 @@ def _removed(percentiles: bool):
     finally:
         for o, n, v in saved:
             setattr(o, n, v)
+
+
+def _removed(percentiles: bool):
+    """The pass with its per-sample arithmetic (and the percentiles) replaced by no-ops, then restored."""
+    swaps = [(pipeline, "Segments", _NoSums), (pipeline._Pass, "_maxima", _no_maxima),
+             (stats.SeriesStats, "_bin", lambda self, v: None)]
+    if percentiles:
+        swaps.append((stats.SeriesStats, "percentiles", _no_percentiles))
+    return _swapped(*swaps)
 
 
 def measure(source, runs: int) -> tuple[float, dict[str, float]]:
@@ -160,12 +165,8 @@ def main() -> None:
             show("as shipped (3 threads)", *measure(cap, args.runs), cap.length)
             mem = _InMemory(cap)
             show("signals in memory (2 threads)", *measure(mem, args.runs), cap.length)
-            shipped = pipeline._SideWork
-            pipeline._SideWork = _Inline
-            try:
+            with _swapped((pipeline, "_SideWork", _Inline)):
                 show("in memory, side work inline (1 thread)", *measure(mem, args.runs), cap.length)
-            finally:
-                pipeline._SideWork = shipped
             if args.what_if:
                 print("  what-if, results wrong (as shipped, parts computing nothing):")
                 with _removed(percentiles=False):

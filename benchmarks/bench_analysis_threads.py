@@ -2,6 +2,7 @@
 the GIL costs.
 
     .venv/bin/python benchmarks/bench_analysis_threads.py [--hours 10] [--runs 3] [--tmp DIR]
+                                                          [--what-if] [--chunk-seconds S]
 
 Why: analyse() reads on one thread (pyjls), computes the pass on the main thread and reduces
 finished phases (percentiles, histogram binning) on a side thread; on 2 cores the wall time is set
@@ -18,6 +19,9 @@ floor the rest of the pass sets when parts cost nothing at all,
 
 4. the per-sample arithmetic of the pass removed (piece summaries, maxima, histogram binning);
 5. the percentile selections removed as well: what reading and the per-phase bookkeeping cost.
+
+--chunk-seconds writes the capture with JLS data chunks of that many seconds instead of the
+recorder's one (fewer system calls to read; a killed recording would lose up to one chunk).
 
 Figures only; asserts nothing.
 """
@@ -36,7 +40,7 @@ import numpy as np
 
 from bench_analysis import make_tmp_folder, write_capture
 from powerrig.analysis import analyse, pipeline, stats
-from powerrig.capture import CaptureReader
+from powerrig.capture import CaptureReader, layout
 
 SIGNALS = ["p_12V", "p_3V3", "p_total", "p_peak_12V", "p_peak_3V3", "p_max_12V", "p_max_3V3"]
 _cpu: dict[str, float] = {}
@@ -150,17 +154,27 @@ def main() -> None:
     ap.add_argument("--hours", type=float, default=10.0)
     ap.add_argument("--runs", type=int, default=3, help="warm analyses per set-up (the median is shown)")
     ap.add_argument("--tmp", default=None, help="folder for the capture file (2 GB for 10 h)")
+    ap.add_argument("--chunk-seconds", type=float, default=None,
+                    help="JLS data chunk length of the capture written (default: the recorder's)")
     ap.add_argument("--what-if", action="store_true",
                     help="also measure with parts of the pass computing nothing (the floor the rest sets)")
     args = ap.parse_args()
+    if args.chunk_seconds is not None and args.chunk_seconds <= 0:
+        ap.error(f"--chunk-seconds {args.chunk_seconds:g} must be > 0; give the chunk length in seconds, e.g. 8")
     make_tmp_folder(ap, args.tmp)
     threading.Thread.run = _counted_run
+    recorder_chunk = layout.samples_per_chunk
+    per_chunk = recorder_chunk if args.chunk_seconds is None else \
+        (lambda rate: recorder_chunk(int(round(rate * args.chunk_seconds))))
     with tempfile.TemporaryDirectory(dir=args.tmp) as d:
         path = Path(d) / "long.jls"
-        write_capture(path, args.hours)
+        with _swapped((layout, "samples_per_chunk", per_chunk)):
+            write_capture(path, args.hours)
         with CaptureReader(path) as cap:
             analyse(cap, cap.events, cap.metadata)                 # warm: from the page cache
-            print(f"{args.hours:g} h capture at 1 ms ({cap.length / 1e6:.1f} M intervals); load average "
+            spd = int(cap._r.signals[1].samples_per_data)
+            print(f"{args.hours:g} h capture at 1 ms ({cap.length / 1e6:.1f} M intervals, JLS chunks of {spd} "
+                  f"intervals); load average "
                   f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; medians of {args.runs} warm analyses")
             show("as shipped (3 threads)", *measure(cap, args.runs), cap.length)
             mem = _InMemory(cap)

@@ -87,3 +87,23 @@ def test_bench_threads_what_if_prints_its_floors_and_restores_the_pass(tmp_path,
               "and no percentiles"]
     assert all(sum(label in line and "M intervals/s" in line for line in done.stdout.splitlines()) == 1
                for label in labels), done.stdout
+
+
+def test_bench_threads_writes_the_capture_with_the_chunk_length_asked(tmp_path):
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+    bench = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_analysis_threads.py"
+
+    def chunk_intervals(*extra):
+        done = subprocess.run([sys.executable, str(bench), "--hours", "0.01", "--runs", "1", "--tmp", str(tmp_path),
+                               *extra], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return int(re.search(r"JLS chunks of (\d+) intervals", done.stdout).group(1))
+
+    recorder, longer = chunk_intervals(), chunk_intervals("--chunk-seconds", "8")
+    assert recorder == 1024 and 4 * recorder < longer <= 8 * recorder     # 1 s at 1 ms; pyjls rounds 8 s down
+    done = subprocess.run([sys.executable, str(bench), "--chunk-seconds", "0"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and "must be > 0" in done.stderr and "Traceback" not in done.stderr

@@ -233,6 +233,37 @@ def test_event_lines_scrolled_away_are_reused_not_recreated(window, qtbot):
     qtbot.waitUntil(lambda: not any(shiboken6.isValid(o) for o in dropped), timeout=5_000)
 
 
+def test_an_event_redrawn_only_when_its_placement_moves(window, qtbot):
+    """The live clock is refitted every second: an event moved by microseconds keeps its item (a redraw
+    of every event at every refit churned Qt items overnight), one moved by a re-based clock is drawn
+    again where it now lies."""
+    import pyqtgraph as pg
+
+    from powerrig.events import NVME, Event
+    win, core = window
+    src, _more = _live(core, qtbot, seconds=20.0)
+    src.clock = S.clock(first_index=src.first_index)
+    lv = win.live_view
+    lv.pause()
+    at = float(src.utc(10.5 / src.interval_s))
+    core.timeline.add(Event(NVME, "smart-log", at, at + 1e-3))
+    lv.plot.setXRange(8.0, 14.0, padding=0)
+
+    def line():
+        lines = [it for it in lv._event_items if isinstance(it, pg.InfiniteLine)]
+        assert len(lines) == 1
+        return lines[0]
+    lv._draw_events()
+    first = line()
+    assert first.value() == pytest.approx(10.5, abs=1e-6)
+    src.clock = S.clock(first_index=src.first_index, utc0=1.7e9 - 5e-6)     # a refit: 5 us later
+    lv._draw_events()
+    assert line() is first and first.value() == pytest.approx(10.5, abs=1e-6)
+    src.clock = S.clock(first_index=src.first_index, utc0=1.7e9 + 0.5)      # re-based: 0.5 s earlier
+    lv._draw_events()
+    assert line().value() == pytest.approx(10.0, abs=1e-4)                    # (35 ppm of 0.5 s: 17.5 us)
+
+
 def test_finished_worker_jobs_are_freed(qapp, qtbot, tmp_path):
     """Every live frame runs a job: none may outlive its delivered result (a leak of one job per frame
     grew the process over a long stream), and outcomes arrive on the GUI thread, failures without a

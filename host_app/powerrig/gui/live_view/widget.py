@@ -50,8 +50,7 @@ class LiveView(QWidget):
         self._curves: dict = {}
         self.colours = list(COLOURS)       # the curves' colours (the window keeps the user's in its settings)
         self._event_items: list = []
-        self._event_drawn: dict = {}       # (kind, name, utc start, utc end) -> the item drawn for that event
-        self._event_at: dict = {}          # ... and the t0 (s) they were drawn at
+        self._event_drawn: dict = {}       # (kind, name, utc start, utc end) -> (its item, the t0 (s) drawn at)
         self._spare: dict = {"line": [], "phase": []}   # hidden event items, reused by the next events
         self._band_background = None
 
@@ -390,15 +389,14 @@ class LiveView(QWidget):
                 # moves the placed t0 by microseconds, which must not redraw it
                 t1 = e["utc1"] if e["kind"] == "phase" else None
                 wanted[(e["kind"], e["name"], e["utc0"], t1)] = (k, e)
-        for key in list(self._event_drawn):
-            if key not in wanted or abs(self._event_at[key] - wanted[key][1]["t0"]) > 1e-3:   # or moved (re-based)
-                self._release(self._event_drawn.pop(key))
-                self._event_at.pop(key, None)
+        for key, (item, t0) in list(self._event_drawn.items()):
+            if key not in wanted or abs(t0 - wanted[key][1]["t0"]) > 1e-3:    # gone, or moved (re-based)
+                self._release(item)
+                del self._event_drawn[key]
         for key, (k, e) in wanted.items():
             if key not in self._event_drawn:
-                self._event_drawn[key] = self._event_item(k, e)
-                self._event_at[key] = e["t0"]
-        self._event_items = list(self._event_drawn.values())
+                self._event_drawn[key] = (self._event_item(k, e), e["t0"])
+        self._event_items = [item for item, _ in self._event_drawn.values()]
 
     def _event_item(self, k: int, e: dict):
         """A labelled line (a command, a state change) or a shaded region (a phase) for one event,

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hostinfo import machine
 from powerrig.testing import synthetic as S
 from powerrig.analysis import analyse
 from powerrig.analysis.windows import SlidingMax
@@ -187,7 +188,7 @@ def main() -> None:
     make_tmp_folder(ap, args.tmp)
     if not args.skip_4us:
         bench_4us(args.minutes_4us)
-    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+    print(f"host: {machine()}")
     with tempfile.TemporaryDirectory(dir=args.tmp) as d:
         long = Path(d) / "long.jls"
         short = Path(d) / "short.jls"

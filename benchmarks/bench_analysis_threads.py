@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import statistics
 import tempfile
 import threading
@@ -39,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from bench_analysis import make_tmp_folder, write_capture
+from hostinfo import machine
 from powerrig.analysis import analyse, pipeline, stats
 from powerrig.capture import CaptureReader, layout
 
@@ -174,8 +174,7 @@ def main() -> None:
             analyse(cap, cap.events, cap.metadata)                 # warm: from the page cache
             spd = int(cap._r.signals[1].samples_per_data)
             print(f"{args.hours:g} h capture at 1 ms ({cap.length / 1e6:.1f} M intervals, JLS chunks of {spd} "
-                  f"intervals); load average "
-                  f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; medians of {args.runs} warm analyses")
+                  f"intervals); medians of {args.runs} warm analyses\nhost: {machine()}")
             show("as shipped (3 threads)", *measure(cap, args.runs), cap.length)
             mem = _InMemory(cap)
             show("signals in memory (2 threads)", *measure(mem, args.runs), cap.length)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hostinfo import machine
 from powerrig import wire
 from powerrig.interposer import Interposer
 from powerrig.rails import rails
@@ -124,6 +125,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1, help="runs per span (a fresh simulator each); the median is printed")
     ap.add_argument("--no-decode", action="store_true", help="skip the decode benchmark")
     args = ap.parse_args()
+    print(f"host: {machine()}", flush=True)
     out = {}
     if not args.no_decode:
         d = out["decode"] = bench_decode()

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from bench_analysis import make_tmp_folder, write_capture
+from hostinfo import machine
 from powerrig.analysis import analyse
 from powerrig.capture import CaptureReader
 from powerrig.capture.jls_tail import CHUNK_HEADER, FILE_HEADER_SIZE, payload_on_disk
@@ -182,7 +183,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.tmp) as d:
         path = Path(d) / "long.jls"
         write_capture(path, args.hours)
-        print(f"{args.hours:g} h capture at 1 ms; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print(f"{args.hours:g} h capture at 1 ms; host: {machine()}")
         print(f"  pyjls: {syscalls_per_chunk(path)}")
         for label, cls in (("pyjls ", CaptureReader), ("direct", DirectReader)):
             with cls(path) as cap:

@@ -57,10 +57,25 @@ def test_bench_analysis_creates_a_missing_tmp_folder(tmp_path):
                            "--tmp", str(missing)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "Traceback" not in done.stderr     # before: FileNotFoundError traceback
     assert missing.is_dir() and f"created folder {missing}" in done.stdout
+    assert "host: " in done.stdout and "cores, load average" in done.stdout     # figures name their host
     (tmp_path / "file").write_text("x")
     done = subprocess.run([sys.executable, str(bench), "--tmp", str(tmp_path / "file")],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "is a file, not a folder" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_bench_figures_name_the_host_they_were_taken_on(tmp_path, monkeypatch):
+    import os
+    from pathlib import Path
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from hostinfo import machine
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: AMD EPYC 9B45\ncpu family\t: 26\nmodel\t\t: 2\n\n"
+                    "processor\t: 1\nmodel name\t: another CPU\n")
+    line = machine(str(info))
+    assert line.startswith("AMD EPYC 9B45 (family 26, model 2), ") and "another" not in line
+    assert f"{os.cpu_count()} cores, load average " in line
+    assert "cores, load average" in machine(str(tmp_path / "missing"))     # no cpuinfo: still a line
 
 
 def test_bench_threads_what_if_prints_its_floors_and_restores_the_pass(tmp_path, monkeypatch):

@@ -54,6 +54,21 @@ if ! QT_QPA_PLATFORM=offscreen .venv/bin/python -c "from PySide6.QtWidgets impor
     say "PySide6 cannot load; install: sudo apt-get install libegl1 libgl1 libxkbcommon0 libfontconfig1" >&2
   fi
 fi
+# 2c. ... and those of its xcb plugin: a real X window (xvfb-run, the screenshots; the desktop app on a
+#     desktop). Offscreen Qt loads without them, so only the plugin's own links tell they are missing.
+xcb_plugin=$(ls .venv/lib/python3*/site-packages/PySide6/Qt/plugins/platforms/libqxcb.so 2>/dev/null | head -1)
+if [ -n "$xcb_plugin" ] && ldd "$xcb_plugin" 2>/dev/null | grep -q "not found"; then
+  xcb_libs=(libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-randr0
+            libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0)
+  if [ "$(id -u)" = 0 ]; then
+    say "installing the X libraries Qt's xcb plugin needs"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${xcb_libs[@]}" >/dev/null
+  else
+    say "Qt cannot open a real X window ($(ldd "$xcb_plugin" | grep -m1 'not found' | awk '{print $1}') missing); install: sudo apt-get install ${xcb_libs[*]}" >&2
+  fi
+fi
 
 # 3. MicroPython for an emulated Cortex-M (QEMU), built once into ~/.cache/powerrig/qemu-mp. Without the
 #    MicroPython source the QEMU test tier is skipped with the reason; everything else still runs.

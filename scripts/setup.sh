@@ -4,6 +4,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { printf 'setup: %s\n' "$*"; }
+# install_debs WHAT PACKAGE...: Debian packages installed as root (apt-get update once a run), else
+# the apt-get line to run printed and 1 returned.
+apt_updated=
+install_debs() {
+  local what=$1; shift
+  if [ "$(id -u)" != 0 ]; then
+    say "$what: $*; install them with: sudo apt-get install $*" >&2
+    return 1
+  fi
+  say "installing $what: $*"
+  export DEBIAN_FRONTEND=noninteractive
+  [ -n "$apt_updated" ] || { apt-get update -qq; apt_updated=1; }
+  apt-get install -y -qq "$@" >/dev/null
+}
 
 # 1. Distribution tools: the real fio, nvme-cli and sigrok-cli that users have on the bench.
 need=()
@@ -21,14 +35,7 @@ command -v ser2net >/dev/null || [ -x /usr/sbin/ser2net ] || need+=(ser2net)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh >/dev/null || need+=(openssh-client)
 if ((${#need[@]})); then
-  if [ "$(id -u)" != 0 ]; then
-    say "missing Debian packages: ${need[*]}; install them with: sudo apt-get install ${need[*]}" >&2
-    exit 1
-  fi
-  say "installing Debian packages: ${need[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq "${need[@]}" >/dev/null
+  install_debs "missing Debian packages" "${need[@]}" || exit 1
 fi
 
 # 2. The project virtualenv with powerrig installed editable, re-done only when setup.cfg changes.
@@ -45,29 +52,15 @@ fi
 
 # 2b. Qt's libraries from the distribution (the PySide6 wheel brings Qt, not the system libraries it links).
 if ! QT_QPA_PLATFORM=offscreen .venv/bin/python -c "from PySide6.QtWidgets import QApplication" 2>/dev/null; then
-  if [ "$(id -u)" = 0 ]; then
-    say "installing the system libraries Qt needs"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3 libglib2.0-0 >/dev/null
-  else
-    say "PySide6 cannot load; install: sudo apt-get install libegl1 libgl1 libxkbcommon0 libfontconfig1" >&2
-  fi
+  install_debs "the system libraries Qt needs" libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3 \
+    libglib2.0-0 || true
 fi
 # 2c. ... and those of its xcb plugin: a real X window (xvfb-run, the screenshots; the desktop app on a
 #     desktop). Offscreen Qt loads without them, so only the plugin's own links tell they are missing.
 xcb_plugin=$(ls .venv/lib/python3*/site-packages/PySide6/Qt/plugins/platforms/libqxcb.so 2>/dev/null | head -1)
 if [ -n "$xcb_plugin" ] && ldd "$xcb_plugin" 2>/dev/null | grep -q "not found"; then
-  xcb_libs=(libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-randr0
-            libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0)
-  if [ "$(id -u)" = 0 ]; then
-    say "installing the X libraries Qt's xcb plugin needs"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq "${xcb_libs[@]}" >/dev/null
-  else
-    say "Qt cannot open a real X window ($(ldd "$xcb_plugin" | grep -m1 'not found' | awk '{print $1}') missing); install: sudo apt-get install ${xcb_libs[*]}" >&2
-  fi
+  install_debs "the X libraries Qt's xcb plugin needs" libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 \
+    libxcb-image0 libxcb-render-util0 libxcb-randr0 libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0 || true
 fi
 
 # 3. MicroPython for an emulated Cortex-M (QEMU), built once into ~/.cache/powerrig/qemu-mp. Without the

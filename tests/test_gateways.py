@@ -80,7 +80,7 @@ def test_the_injection_is_refused_at_check_with_one_line(tmp_path):
     r = run_cli("sweep", "--check", str(plan))
     assert r.returncode != 0 and "Traceback" not in r.stderr
     (line,) = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert "drive.namespace (line 8)" in line and "line feed" in line
+    assert "drive.namespace (line 9)" in line and "line feed" in line
 
 
 # -- 2. ssh option injection --------------------------------------------------------------------------------
@@ -260,7 +260,7 @@ def test_a_program_prefix_through_ssh_is_refused():
     """Commands through an ssh prefix would run on another machine while the guard reads this one."""
     with pytest.raises(UnsafeArgument, match="drive host"):
         runners({"nvme": ["ssh", "lab@drivehost", "nvme"]})
-    with pytest.raises(PlanError, match=r"rig.nvme \(line 6\): .*drive host"):
+    with pytest.raises(PlanError, match=r"rig.nvme \(line 7\): .*drive host"):
         parse(PLAN.replace('port = "/dev/ttyACM0"', 'port = "/dev/ttyACM0"\nnvme = "sudo ssh lab@h nvme"'))
 
 
@@ -321,6 +321,7 @@ def test_the_runners_refuse_a_command_line_not_built_by_the_door():
 PLAN = """name = "fz"
 power_states = [0]
 idle_steps = false
+description = ""
 [rig]
 port = "/dev/ttyACM0"
 [drive]
@@ -345,10 +346,17 @@ FIELDS = {("drive", "controller"): 'controller = "/dev/nvme0"',
           ("workload", "name"): 'name = "r"',
           ("workload", "streams", "namespace"): 'namespace = "/dev/nvme0n1"\n',
           ("workload", "size"): "runtime_s = 1.0",
-          ("rig", "nvme"): 'port = "/dev/ttyACM0"'}
+          ("workload", "rw"): 'rw = "randread"',
+          ("rig", "nvme"): 'port = "/dev/ttyACM0"',
+          ("rig", "fio"): 'port = "/dev/ttyACM0"',
+          ("name",): 'name = "fz"',
+          ("description",): 'description = ""',
+          ("drive", "serial"): 'serial = ""'}
 
 
-VALID = {("workload", "size"): ["4k", "1m", "50%", "10g", "512"], ("workload", "name"): ["r", "w.1", "a-b"]}
+NOT_ARGV = {("name",), ("description",), ("drive", "serial")}    # stored and compared, never passed to a program
+VALID = {("workload", "size"): ["4k", "1m", "50%", "10g", "512"], ("workload", "name"): ["r", "w.1", "a-b"],
+         ("workload", "rw"): ["read", "randread"]}
 
 
 def random_text(rng: random.Random, valid=()) -> str:
@@ -366,8 +374,8 @@ def _plan_with(field, value: str) -> str:
         return PLAN[:PLAN.rindex(old)] + f"namespace = {v}\n"
     if field == ("workload", "size"):
         return PLAN.replace(old, f"size = {v}")
-    if field == ("rig", "nvme"):
-        return PLAN.replace(old, f'{old}\nnvme = ["nvme", {v}]')
+    if field[0] == "rig":
+        return PLAN.replace(old, f'{old}\n{field[1]} = ["{field[1]}", {v}]')
     key = old.split(" =")[0]
     return PLAN.replace(old, f"{key} = {v}", 1)
 
@@ -440,8 +448,8 @@ def test_fuzz_plan_fields_reach_nvme_and_fio_only_as_the_values_they_are(field, 
             assert "\n" not in msg and msg.startswith("plan fz.toml: ") and field[0] in msg
             continue
         accepted += 1
-        for ch in value:                              # what passed holds nothing another program reads as syntax
-            assert ch.isprintable() or ch == " "
+        if field not in NOT_ARGV:                     # what passed holds nothing another program reads as syntax
+            assert all(ch.isprintable() or ch == " " for ch in value)
         rig = bring_up(plan)
         rig.nvme, rig.fio = ["nvme"], ["fio"]        # the fakes (a fuzzed prefix is the plan's own command)
         if plan.drive.host:
@@ -467,7 +475,7 @@ def test_fuzz_plan_fields_reach_nvme_and_fio_only_as_the_values_they_are(field, 
         for j in fplan.jobs:
             assert set(sections[j.name]) <= JOB_KEYS
             assert sections[j.name]["filename"] == j.filename
-            assert sections[j.name]["rw"] == "randread"
+            assert sections[j.name]["rw"] == j.rw and j.rw in ("read", "randread")    # no serial: reads only
         assert files(work) <= {"run", "run/logs", "run/step.fio"}
         shutil.rmtree(work / "run")
     assert accepted >= 5, "the generator must also produce values a plan accepts"

@@ -34,6 +34,7 @@ command -v xvfb-run >/dev/null || need+=(xvfb)
 command -v ser2net >/dev/null || [ -x /usr/sbin/ser2net ] || need+=(ser2net)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh >/dev/null || need+=(openssh-client)
+command -v ip >/dev/null || need+=(iproute2)        # network namespaces: tests/test_lab_hosts.py
 if ((${#need[@]})); then
   install_debs "missing Debian packages" "${need[@]}" || exit 1
 fi
@@ -61,6 +62,22 @@ xcb_plugin=$(ls .venv/lib/python3*/site-packages/PySide6/Qt/plugins/platforms/li
 if [ -n "$xcb_plugin" ] && ldd "$xcb_plugin" 2>/dev/null | grep -q "not found"; then
   install_debs "the X libraries Qt's xcb plugin needs" libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 \
     libxcb-image0 libxcb-render-util0 libxcb-randr0 libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0 || true
+fi
+
+# 2d. labgrid (powerrig's 'lab' extra) in a virtualenv of its own, .venv-lab: labgrid's pyserial fork
+#     (pyserial-labgrid) and plain pyserial install the same serial/ files, and pip lets whichever comes
+#     last win without a word. The fork is laid down last here, and `import powerrig.lab` checks it is
+#     whole (powerrig/lab/serial_fork.py). tests/test_lab.py and test_lab_hosts.py use this venv.
+lab_stamp=.venv-lab/.powerrig-installed
+if [ "$(cat "$lab_stamp" 2>/dev/null)" != "$want" ]; then
+  say "installing labgrid and powerrig into .venv-lab"
+  [ -x .venv-lab/bin/python ] || "$PY" -m venv .venv-lab
+  .venv-lab/bin/python -m pip install -q --upgrade pip
+  .venv-lab/bin/python -m pip install -q -e ".[lab]"
+  .venv-lab/bin/python -m pip uninstall -q -y pyserial
+  .venv-lab/bin/python -m pip install -q --force-reinstall --no-deps pyserial-labgrid
+  .venv-lab/bin/python -c "import powerrig.lab" || exit 1
+  echo "$want" > "$lab_stamp"
 fi
 
 # 3. MicroPython for an emulated Cortex-M (QEMU), built once into ~/.cache/powerrig/qemu-mp. Without the

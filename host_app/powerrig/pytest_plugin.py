@@ -1,12 +1,15 @@
 """powerrig's pytest plugin (registered through the `pytest11` entry point): power tests written as
 plain pytest tests, on a real rig or the virtual one.
 
-Options: --rig (port, rfc2217:// URL or sim:PROFILE), --dut (controller), --dut-serial, --results
-(database), --inventory (TOML list of rigs; with pytest-xdist each worker takes its own).
+Options (prefixed, so no other plugin's can clash; the unprefixed names are deprecated aliases):
+--powerrig-rig (port, rfc2217:// URL or sim:PROFILE), --powerrig-dut (controller), --powerrig-dut-serial,
+--powerrig-dut-host (where nvme-cli and fio run), --powerrig-results (database), --powerrig-inventory
+(TOML list of rigs; with pytest-xdist each worker takes its own).
 Fixtures: ``rig`` (the interposer), ``dut`` (nvme-cli/fio on the drive), ``capture`` (records a
 block of work as a phase and returns its figures), ``power_state`` (parametrised over the drive's
-operational states), ``results`` (the results store). Helpers ``assert_at_most`` / ``assert_within``
-fail with measured, limit and tolerance and attach every measured value as a JUnit XML property.
+operational states), ``results`` (the results store), ``powerrig_record`` (keeps a figure in the JUnit
+XML in a form Jenkins' xunit and GitLab take). Helpers ``assert_at_most`` / ``assert_within`` fail
+with measured, limit and tolerance and record every measured value.
 Tests without --rig that use these fixtures are skipped, so the plugin is harmless elsewhere.
 """
 from __future__ import annotations
@@ -21,26 +24,60 @@ from pathlib import Path
 import pytest
 
 
+# Every option is prefixed (--powerrig-...) so that no other plugin's --rig or --results can clash with
+# it. The old names still work for now: they are rewritten to the new ones (with a deprecation warning)
+# unless another plugin has claimed them.
+OPTIONS = {  # new name: (old name, help)
+    "--powerrig-rig": ("--rig", "interposer: serial port, rfc2217://host:port[?ign_set_control] or sim:PROFILE"),
+    "--powerrig-dut": ("--dut", "drive controller (default /dev/nvme0, or the virtual rig's)"),
+    "--powerrig-dut-serial": ("--dut-serial", "serial number the drive must have"),
+    "--powerrig-dut-host": ("--dut-host", "drive host every nvme-cli and fio call runs on (collection "
+                                          "too): ssh://user@host:port (default: this host)"),
+    "--powerrig-results": ("--results", "results database (SQLite file or SQLAlchemy URL)"),
+    "--powerrig-inventory": ("--inventory", "TOML file of rigs ([[rig]] name, port, drive, serial, "
+                                            "drive_host); each xdist worker takes one"),
+}
+_DEPRECATED = pytest.StashKey[list]()
+FIGURES_SECTION = "Captured stdout powerrig figures"     # "Captured stdout ..." sections reach system-out
+
+
 def pytest_addoption(parser):
     g = parser.getgroup("powerrig", "powerrig power tests")
-    g.addoption("--rig", default=None, help="interposer: serial port, rfc2217://host:port or sim:PROFILE")
-    g.addoption("--dut", default=None, help="drive controller (default /dev/nvme0, or the virtual rig's)")
-    g.addoption("--dut-serial", default=None, help="serial number the drive must have")
-    g.addoption("--dut-host", default=None, help="drive host the drive's nvme-cli and fio run on: "
-                                                 "ssh://user@host:port (default: this host)")
-    g.addoption("--results", default=None, help="results database (SQLite file or SQLAlchemy URL)")
-    g.addoption("--inventory", default=None, help="TOML file of rigs ([[rig]] name, port, drive, serial); "
-                                                  "each xdist worker takes one")
+    for name, (_old, text) in OPTIONS.items():
+        g.addoption(name, default=None, dest=_dest(name), help=text)
 
 
-def pytest_configure(config):
-    """Options that reach nvme-cli, fio or ssh are checked before any test is collected: a bad one is
-    pytest's usage error (one line, exit 4), not an error in every test that uses the rig."""
-    if config.getoption("--rig", None) or config.getoption("--inventory", None):
-        try:
-            _slot(config)
-        except (OSError, tomllib.TOMLDecodeError, KeyError) as e:
-            raise pytest.UsageError(f"--inventory {config.getoption('--inventory')}: cannot read it ({e})") from None
+def _dest(name: str) -> str:
+    return name[2:].replace("-", "_")
+
+
+def _opt(config, name: str):
+    return config.getoption(_dest(name), None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    """--rig, --dut, ... (the names before the prefix) become --powerrig-rig, ... when no other plugin
+    nor conftest (loaded by now) has an option of that name; pytest parses ``args`` after this hook."""
+    yield
+    taken = {n for o in _all_options(parser) for n in o.names()} - set(OPTIONS)
+    used = []
+    for i, a in enumerate(args):
+        if a == "--":
+            break
+        for new, (old, _h) in OPTIONS.items():
+            if old not in taken and (a == old or a.startswith(old + "=")):
+                args[i] = new + a[len(old):]
+                used.append(old)
+    early_config.stash[_DEPRECATED] = used
+
+
+def _all_options(parser) -> list:
+    """Every option registered so far (pytest keeps them in its parser's groups)."""
+    try:
+        return list(parser._anonymous.options) + [o for g in parser._groups for o in g.options]
+    except AttributeError:          # a pytest whose parser is laid out otherwise: rewrite all old names
+        return []
 
 
 @dataclass
@@ -58,17 +95,20 @@ def _checked(slot: RigSlot, where: str) -> RigSlot:
     from powerrig.core.errors import PowerrigError
     from powerrig.dut.commands import check_device
     from powerrig.dut.remote import drive_host
+    from powerrig.interposer.rfc2217 import check_url
     try:
         if slot.drive is not None:
-            check_device("drive (--dut)", slot.drive)
+            check_device("drive (--powerrig-dut)", slot.drive)
         drive_host(slot.drive_host)
+        if slot.port.startswith("rfc2217://"):
+            check_url(slot.port)
     except PowerrigError as e:
         raise pytest.UsageError(f"{where}: {e}") from None
     return slot
 
 
 def _slot(config) -> RigSlot | None:
-    inv = config.getoption("--inventory")
+    inv = _opt(config, "--powerrig-inventory")
     if inv:
         rigs = tomllib.loads(Path(inv).read_text()).get("rig", [])
         worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
@@ -79,11 +119,11 @@ def _slot(config) -> RigSlot | None:
         r = rigs[k]
         return _checked(RigSlot(r.get("name", f"rig{k}"), r["port"], r.get("drive"), r.get("serial"),
                                 r.get("drive_host")), f"--inventory {inv} rig {k}")
-    port = config.getoption("--rig")
+    port = _opt(config, "--powerrig-rig")
     if not port:
         return None
-    return _checked(RigSlot(port, port, config.getoption("--dut"), config.getoption("--dut-serial"),
-                            config.getoption("--dut-host")), "powerrig pytest options")
+    return _checked(RigSlot(port, port, _opt(config, "--powerrig-dut"), _opt(config, "--powerrig-dut-serial"),
+                            _opt(config, "--powerrig-dut-host")), "powerrig pytest options")
 
 
 @dataclass
@@ -119,7 +159,7 @@ class Dut:
 def rig(request, tmp_path_factory):
     slot = _slot(request.config)
     if slot is None:
-        pytest.skip("no rig: pass --rig PORT|rfc2217://host:port|sim:PROFILE (or --inventory)")
+        pytest.skip("no rig: pass --powerrig-rig PORT|rfc2217://host:port|sim:PROFILE (or --powerrig-inventory)")
     from powerrig.sweep.rig import RigHandle, open_interposer
     if slot.port.startswith("sim:"):
         from powerrig.sim import rig as simrig
@@ -146,8 +186,8 @@ def dut(rig, tmp_path_factory):
     ident = nvme.id_ctrl(h.controller)
     want = rig.slot.serial
     if want and want.strip() != ident.sn.strip():
-        pytest.exit(f"--dut-serial {want!r} but the drive at {h.controller} has serial {ident.sn.strip()!r}", 2)
-    # the serial writes are guarded with: the one named (--dut-serial / inventory), or the one a virtual
+        pytest.exit(f"--powerrig-dut-serial {want!r} but the drive at {h.controller} has serial {ident.sn.strip()!r}", 2)
+    # the serial writes are guarded with: the one named (--powerrig-dut-serial / inventory), or the one a virtual
     # rig names for its drive; never the drive's own answer, which would make the guard a formality
     named = want.strip() if want else (h.info.get("serial") if h.sim_id else None)
     return Dut(nvme, fio, h.controller, h.namespaces[0], ident, named,
@@ -168,7 +208,7 @@ class Captured:
 
 
 @pytest.fixture
-def capture(rig, dut, tmp_path, record_property):
+def capture(rig, dut, tmp_path, powerrig_record):
     """``with capture("name") as c: <work>``; then c["mean_w"], c["max_1s_w"], c["mib_s"] ..."""
     from powerrig.analysis import analyse
     from powerrig.capture import CaptureReader
@@ -216,7 +256,7 @@ def capture(rig, dut, tmp_path, record_property):
             c.figures["work_mean_w"] = w
             c.figures["mib_s_per_w"] = c.figures["mib_s"] / w if w and w == w else float("nan")
         for k, v in c.figures.items():
-            record_property(f"{name}.{k}", v)
+            powerrig_record(f"{name}.{k}", v)
         if r.lost_s:
             import warnings
             warnings.warn(f"capture {name}: {r.lost_s:.3f} s lost in gaps; maxima skip windows over gaps "
@@ -241,7 +281,7 @@ def _asdict(x):
 @pytest.fixture(scope="session")
 def results(request):
     from powerrig.results import DEFAULT_DB, ResultStore
-    return ResultStore(request.config.getoption("--results") or DEFAULT_DB)
+    return ResultStore(_opt(request.config, "--powerrig-results") or DEFAULT_DB)
 
 
 def pytest_generate_tests(metafunc):
@@ -253,15 +293,75 @@ def pytest_generate_tests(metafunc):
         from powerrig.sim.profile import load
         states = [s.ps for s in load(slot.port[4:]).states if not s.nops]
     elif slot is not None:
-        from powerrig.dut import runners
-        nvme, _ = runners({"drive_host": slot.drive_host})     # on the drive host, when there is one
-        ident = nvme.id_ctrl(slot.drive or "/dev/nvme0")
-        states = [s.ps for s in ident.power_states if not s.non_operational]
+        states = [s.ps for s in _collection_ident(metafunc.config, slot).power_states if not s.non_operational]
     metafunc.parametrize("power_state", states, ids=[f"PS{s}" for s in states])
+
+
+_IDENT = pytest.StashKey[object]()
+
+
+def _collection_ident(config, slot: RigSlot):
+    """The drive's id-ctrl for parametrising power_state, read once per session ON the drive host
+    (--powerrig-dut-host), never with this host's nvme-cli; a failure is one usage-error line."""
+    if _IDENT not in config.stash:
+        from powerrig.core.errors import PowerrigError
+        from powerrig.dut import runners
+        try:
+            nvme, _ = runners({"drive_host": slot.drive_host})
+            config.stash[_IDENT] = nvme.id_ctrl(slot.drive or "/dev/nvme0")
+        except PowerrigError as e:
+            raise pytest.UsageError(f"power_state: cannot read the drive's power states: {e}") from None
+    return config.stash[_IDENT]
+
+
+# -- figures in the JUnit XML ------------------------------------------------------------------------
+# pytest's record_property writes <properties> inside <testcase>, which Jenkins' xunit (junit-10 XSD)
+# rejects. The plugin's figures go instead to (1) a "Captured stdout" section of the test's report,
+# which pytest writes into that testcase's <system-out> with -o junit_logging=system-out (GitLab shows
+# it per test), and (2) the <testsuite>'s <properties> as "<test id>::<figure>", valid in every
+# junit_family. Both travel with the report, so they work under pytest-xdist too.
+_FIGURES = pytest.StashKey[list]()
+
+
+@pytest.fixture
+def powerrig_record(request):
+    """record(name, value): keep a measured figure in the JUnit XML in a form every CI parser takes."""
+    figures = request.node.stash.setdefault(_FIGURES, [])
+
+    def record(name: str, value) -> None:
+        figures.append((str(name), value))
+    return record
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    figures = item.stash.get(_FIGURES, [])
+    if figures and report.when == "teardown":       # every figure is in by then (capture, asserts)
+        report.sections.append((FIGURES_SECTION, "".join(f"{n} = {v}\n" for n, v in figures)))
+    return report
+
+
+class _FiguresToSuite:
+    """On the controller (or the only process): each report's figures into the testsuite properties."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def pytest_runtest_logreport(self, report):
+        from _pytest.junitxml import xml_key
+        xml = self.config.stash.get(xml_key, None)       # None without --junitxml, and on an xdist worker
+        text = "".join(c for name, c in report.sections if name == FIGURES_SECTION)
+        if report.when != "teardown" or xml is None or not text:
+            return
+        for line in text.splitlines():
+            name, _, value = line.partition(" = ")
+            xml.add_global_property(f"{report.nodeid}::{name}", value)
 
 
 # -- datasheet assertions ---------------------------------------------------------------------------
 def _record(record_property, name, measured, limit, tol):
+    """record_property: the powerrig_record fixture (or any record(name, value), pytest's own too)."""
     if record_property is not None:
         record_property(f"{name}.measured", measured)
         record_property(f"{name}.limit", limit)

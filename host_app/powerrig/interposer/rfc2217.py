@@ -10,14 +10,49 @@ copied whole into one byte buffer. The URL and its options are pyserial's
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import threading
 import time
+import urllib.parse
 
 import serial
 from serial import rfc2217 as _r
 
 logger = logging.getLogger(__name__)
+
+# pyserial's rfc2217:// options (serial/rfc2217.py from_url) and whether each takes a value
+URL_OPTIONS = {"ign_set_control": False, "poll_modem": False, "timeout": True, "logging": True}
+_HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]")
+
+
+def check_url(url: str) -> str:
+    """``rfc2217://host:port[?option[&option=value]]`` with pyserial's options only (``ign_set_control``
+    for ser2net, ``poll_modem``, ``timeout=S``, ``logging=LEVEL``); a bad one is a one-line LinkError
+    saying how to write it, before any connection. Returns the URL unchanged."""
+    from powerrig.core.errors import LinkError
+    how = "write rfc2217://host:port, with ?ign_set_control for ser2net"
+    parts = urllib.parse.urlsplit(url)
+    hostport = parts.netloc
+    host, _, port = hostport.rpartition(":")
+    if (parts.scheme != "rfc2217" or parts.path not in ("", "/") or parts.fragment
+            or not _HOST.fullmatch(host) or not port.isdigit() or not 0 < int(port) < 65536):
+        raise LinkError(f"{url!r} is not an RFC 2217 URL ({how})")
+    for item in filter(None, parts.query.split("&")):
+        name, eq, value = item.partition("=")
+        if name not in URL_OPTIONS:
+            raise LinkError(f"{url!r}: unknown option {name!r} (pyserial's are {', '.join(URL_OPTIONS)}; {how})")
+        if URL_OPTIONS[name] and not value:
+            raise LinkError(f"{url!r}: option {name!r} needs a value ({name}=...)")
+        if name == "timeout":
+            try:
+                if not float(value) > 0:
+                    raise ValueError
+            except ValueError:
+                raise LinkError(f"{url!r}: timeout={value!r} is not a number of seconds > 0") from None
+        if name == "logging" and value not in ("debug", "info", "warning", "error"):
+            raise LinkError(f"{url!r}: logging={value!r} is not debug, info, warning or error")
+    return url
 
 
 class _ByteBuffer:
@@ -160,7 +195,8 @@ class FastRfc2217(_r.Serial):
 
 
 def open_rfc2217(url: str, baudrate: int, timeout: float) -> FastRfc2217:
-    """Open ``rfc2217://host:port[?options]`` the way serial_for_url does."""
+    """Open ``rfc2217://host:port[?options]`` the way serial_for_url does (pyserial reads the options)."""
+    check_url(url)
     s = FastRfc2217(None, baudrate=baudrate, timeout=timeout)
     s.port = url
     s.open()

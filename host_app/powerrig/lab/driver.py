@@ -18,13 +18,13 @@ class PowerrigDriver(Driver):
         self._dev = None
 
     def pytest_args(self) -> list[str]:
-        """The powerrig pytest options for this slot (--rig, --dut, --dut-serial, --dut-host)."""
+        """The powerrig pytest options for this slot (--powerrig-rig, -dut, -dut-serial, -dut-host)."""
         s = self.slot
-        args = ["--rig", s.port, "--dut", s.controller]
+        args = ["--powerrig-rig", s.port, "--powerrig-dut", s.controller]
         if s.drive_serial:
-            args += ["--dut-serial", s.drive_serial]
+            args += ["--powerrig-dut-serial", s.drive_serial]
         if s.drive_host:
-            args += ["--dut-host", s.drive_host]
+            args += ["--powerrig-dut-host", s.drive_host]
         return args
 
     def plan_overrides(self) -> dict:

@@ -20,6 +20,19 @@ def _drive_host(inst, attribute, v) -> None:
         raise ValueError(f"PowerrigSlot.{attribute.name}: {e}") from None
 
 
+def _port(inst, attribute, v) -> None:
+    """A serial port on the exporter, or rfc2217://host:port with pyserial's options (?ign_set_control
+    for ser2net), checked by the link's own check."""
+    from powerrig.core.errors import PowerrigError
+    from powerrig.interposer.rfc2217 import check_url
+    _str(inst, attribute, v)
+    if v.startswith("rfc2217://"):
+        try:
+            check_url(v)
+        except PowerrigError as e:
+            raise ValueError(f"PowerrigSlot.{attribute.name}: {e}") from None
+
+
 def _device(inst, attribute, v) -> None:
     from powerrig.dut.commands import UnsafeArgument, check_device
     _str(inst, attribute, v)
@@ -41,12 +54,12 @@ def _rails(v) -> list:
 class PowerrigSlot(Resource):
     """An interposer and the drive in its slot.
 
-    port: the interposer's serial port on the exporter, or the ``rfc2217://host:port`` its ser2net
-    serves; drive_serial: the serial number writes are guarded with; controller: the drive's
+    port: the interposer's serial port on the exporter, or the ``rfc2217://host:port?ign_set_control``
+    its ser2net serves; drive_serial: the serial number writes are guarded with; controller: the drive's
     controller on its drive host; drive_host: ``ssh://user@host:port`` of that host ("" when it is
     the worker itself); rails: the rails the interposer measures ("12V,3V3" in an exporter's YAML); form_factor: U.2, E1.S, M.2 ...
     """
-    port = attr.ib(validator=_str)
+    port = attr.ib(validator=_port)
     drive_serial = attr.ib(default="", validator=_str)
     controller = attr.ib(default="/dev/nvme0", validator=_device)
     drive_host = attr.ib(default="", validator=_drive_host)

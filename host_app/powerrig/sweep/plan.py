@@ -338,6 +338,15 @@ def _drive_host(path, v) -> str:
     return v
 
 
+def _rfc2217_url(path, v: str) -> None:
+    """rfc2217://host:port with pyserial's options (?ign_set_control for ser2net): the link's own check."""
+    from powerrig.interposer.rfc2217 import check_url
+    try:
+        check_url(v)
+    except PowerrigError as e:
+        raise _Bad(path, str(e)) from None
+
+
 def _port(path, v) -> str:
     _str(path, v)
     if v.startswith("sim:"):
@@ -346,8 +355,7 @@ def _port(path, v) -> str:
             raise _Bad(path, f"no drive profile {v[4:]!r} for the virtual rig (available: "
                              f"{', '.join(profiles.available())})")
     elif v.startswith("rfc2217://"):
-        if not re.fullmatch(r"rfc2217://[^:/\s]+:\d+/?", v):
-            raise _Bad(path, f"{v!r} is not an RFC2217 URL (write rfc2217://host:port)")
+        _rfc2217_url(path, v)
     elif not v.startswith("/dev/") and not re.fullmatch(r"COM\d+", v):
         raise _Bad(path, f"{v!r} is not a serial port, rfc2217://host:port or sim:PROFILE")
     return v

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
+import shutil
 import subprocess
 import sys
 import time
@@ -14,31 +14,16 @@ from pathlib import Path
 import pytest
 
 from conftest import POWERRIG, REPO, run_cli
+from lab_helpers import LAB_BIN, free_port, lab_bin
 
-LAB_VENV = Path(os.environ.get("POWERRIG_LAB_VENV", Path.home() / ".cache" / "powerrig" / "lab-venv"))
 PYPATH = f"{REPO / 'host_app'}{os.pathsep}{REPO / 'firmware'}"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def lab_venv():
-    """labgrid in a virtualenv of its own, created once under ~/.cache/powerrig and reused."""
-    py = LAB_VENV / "bin" / "python"
-    probe = [str(py), "-c", "import labgrid, numpy, attr"]
-    if not (py.exists() and subprocess.run(probe, capture_output=True, timeout=120).returncode == 0):
-        if not py.exists():
-            subprocess.run([sys.executable, "-m", "venv", str(LAB_VENV)], check=True, timeout=300)
-        r = subprocess.run([str(py), "-m", "pip", "install", "-q", "labgrid>=24", "numpy>=1.26"],
-                           capture_output=True, text=True, timeout=900)
-        if r.returncode != 0:
-            pytest.skip(f"labgrid could not be installed into {LAB_VENV} (is PyPI reachable?): "
-                        f"{(r.stderr.strip().splitlines() or ['no message'])[-1]}")
-    return LAB_VENV / "bin"
+    """labgrid's own virtualenv, .venv-lab (scripts/setup.sh builds it: labgrid, its pyserial fork laid
+    down last, powerrig editable); missing it fails under CI=true."""
+    return lab_bin()
 
 
 def lab_python(venv: Path, code: str, cwd: Path, env: dict | None = None, timeout: float = 180):
@@ -79,9 +64,49 @@ print(json.dumps({'args': d.pytest_args(), 'rails': d.slot.rails, 'samples': n, 
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["samples"] == 500
     assert out["rails"] == ["12V", "3V3"]
-    assert out["args"] == ["--rig", s.port, "--dut", "/dev/nvme0", "--dut-serial", "SN1",
-                           "--dut-host", "ssh://lab@drivehost:22"]
-    assert str(LAB_VENV) in out["serial"]          # labgrid's environment has its own serial package
+    assert out["args"] == ["--powerrig-rig", s.port, "--powerrig-dut", "/dev/nvme0", "--powerrig-dut-serial", "SN1",
+                           "--powerrig-dut-host", "ssh://lab@drivehost:22"]
+    assert str(LAB_BIN.parent) in out["serial"]     # labgrid's environment has its own serial package
+
+
+def test_plain_pyserial_over_labgrids_fork_is_refused_loudly(lab_venv, tmp_path):
+    """What pip did silently (plain pyserial's files over the fork's, whichever installed last):
+    a copy of the fork with pyserial's rfc2217.py laid over it makes `import powerrig.lab` refuse in
+    one line with the repair; the fork as setup.sh lays it down imports."""
+    import serial
+    fork = subprocess.run([str(lab_venv / "python"), "-c", "import serial, os; print(os.path.dirname(serial.__file__))"],
+                          capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    site = tmp_path / "site"
+    shutil.copytree(fork, site / "serial")
+    for info in Path(fork).parent.glob("pyserial_labgrid-*.dist-info"):
+        shutil.copytree(info, site / info.name)
+    shutil.copy(Path(serial.__file__).parent / "rfc2217.py", site / "serial" / "rfc2217.py")   # pyserial's
+    code = f"import sys; sys.path.insert(0, {str(site)!r}); import powerrig.lab"
+    r = subprocess.run([str(lab_venv / "python"), "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    err = r.stderr.strip().splitlines()[-1]
+    assert "overwritten by plain pyserial" in err and "serial/rfc2217.py" in err and "--force-reinstall" in err, err
+    ok = subprocess.run([str(lab_venv / "python"), "-c", "import powerrig.lab"], capture_output=True, text=True,
+                        timeout=120)
+    assert ok.returncode == 0, ok.stderr[-1000:]
+
+
+def test_a_slot_takes_an_rfc2217_url_with_ser2net_options(lab_venv, tmp_path):
+    """PowerrigSlot.port: ?ign_set_control (ser2net) accepted, an option pyserial lacks refused in one line."""
+    for port, ok in (("rfc2217://rackhost1:7001?ign_set_control", True),
+                     ("rfc2217://rackhost1:7001?ign_set_control&timeout=5", True),
+                     ("rfc2217://rackhost1:7001?kickolduser", False)):
+        (tmp_path / "env.yaml").write_text(
+            "targets:\n  main:\n    resources:\n      PowerrigSlot:\n"
+            f"        port: {json.dumps(port)}\n    drivers:\n      PowerrigDriver: {{}}\n"
+            "imports:\n  - powerrig.lab\n")
+        r = lab_python(lab_venv, "from labgrid import Environment\n"
+                                 "print(Environment('env.yaml').get_target('main').get_driver('PowerrigDriver').slot.port)",
+                       tmp_path)
+        if ok:
+            assert r.returncode == 0 and r.stdout.strip() == port, r.stderr[-1500:]
+        else:
+            assert r.returncode != 0 and "unknown option 'kickolduser'" in r.stderr, r.stderr[-1500:]
 
 
 @pytest.mark.parametrize("field,value", [("drive_host", "ssh://-oProxyCommand=touch${IFS}MARK@localhost"),
@@ -134,7 +159,7 @@ def test_reserve_acquire_sweep_release_through_a_coordinator(lab_venv, tmp_path,
     r = run_cli("sim", "start", "--profile", "d5-p5336")
     assert r.returncode == 0, r.stderr
     rig = json.loads(r.stdout)
-    coord_port = _free_port()
+    coord_port = free_port()
     env = dict(os.environ, LG_COORDINATOR=f"127.0.0.1:{coord_port}", PYTHONPATH=PYPATH)
     work = tmp_path / "lab"
     work.mkdir()

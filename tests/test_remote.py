@@ -233,7 +233,8 @@ def test_plan_names_the_drive_host_and_refuses_a_bad_one():
 
 
 def test_pytest_plugin_runs_the_drive_tools_on_the_dut_host(sshd, tmp_path, monkeypatch):
-    """A plain pytest with --rig sim:PROFILE --dut-host ssh://...: the dut fixture's tools ran over ssh."""
+    """A plain pytest with --powerrig-rig sim:PROFILE --powerrig-dut-host ssh://...: the dut fixture's
+    tools ran over ssh."""
     from test_sweep_pytest_plugin import pytest_cmd
 
     d = tmp_path / "lab"
@@ -246,7 +247,7 @@ def test_pytest_plugin_runs_the_drive_tools_on_the_dut_host(sshd, tmp_path, monk
         "    print('DRIVE_HOST', dut.nvme.remote.url, dut.ident.sn.strip())\n")
     env = dict(os.environ, POWERRIG_SIM_DIR=str(tmp_path / "sim"))
     try:
-        r = subprocess.run(pytest_cmd("-q", "-s", "--rig", "sim:client-apst", "--dut-host", sshd["url"]), cwd=d,
+        r = subprocess.run(pytest_cmd("-q", "-s", "--powerrig-rig", "sim:client-apst", "--powerrig-dut-host", sshd["url"]), cwd=d,
                            capture_output=True, text=True, timeout=300, env=env)
     finally:
         subprocess.run([sys.executable, "-m", "powerrig", "sim", "stop", "--all"], env=env, capture_output=True,

@@ -80,6 +80,22 @@ def _all_options(parser) -> list:
         return []
 
 
+def pytest_configure(config):
+    """Options that reach nvme-cli, fio or ssh are checked before any test is collected: a bad one is
+    pytest's usage error (one line, exit 4), not an error in every test that uses the rig."""
+    config.pluginmanager.register(_FiguresToSuite(config), "powerrig-figures")
+    for old in config.stash.get(_DEPRECATED, []):
+        new = next(n for n, (o, _h) in OPTIONS.items() if o == old)
+        config.issue_config_time_warning(pytest.PytestDeprecationWarning(
+            f"powerrig: {old} is deprecated, use {new} (the old name can clash with other plugins)"), 2)
+    if _opt(config, "--powerrig-rig") or _opt(config, "--powerrig-inventory"):
+        try:
+            _slot(config)
+        except (OSError, tomllib.TOMLDecodeError, KeyError) as e:
+            raise pytest.UsageError(f"--powerrig-inventory {_opt(config, '--powerrig-inventory')}: "
+                                    f"cannot read it ({e})") from None
+
+
 @dataclass
 class RigSlot:
     name: str

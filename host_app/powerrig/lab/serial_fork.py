@@ -36,8 +36,8 @@ def check() -> None:
     try:
         bad = overwritten_files()
     except PackageNotFoundError:
-        raise ImportError(f"powerrig.lab needs labgrid's pyserial fork (pyserial-labgrid), which is not "
-                          f"installed: install powerrig's 'lab' extra in its own virtualenv") from None
+        raise ImportError("powerrig.lab needs labgrid's pyserial fork (pyserial-labgrid), which is not "
+                          "installed: install powerrig's 'lab' extra in its own virtualenv") from None
     if bad:
         raise ImportError(f"labgrid's pyserial fork was overwritten by plain pyserial ({len(bad)} files of "
                           f"serial/ differ, e.g. {bad[0]}): repair with: {REPAIR}")

@@ -53,8 +53,10 @@ def sshd(tmp_path_factory):
         f"AuthorizedKeysFile {d}/authorized_keys\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
         "PubkeyAuthentication yes\nPermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\n"
         "Subsystem sftp internal-sftp\n"
-        # sessions find this checkout's powerrig, as a lab's drive host has it installed
-        f"SetEnv PYTHONPATH={REPO / 'host_app'}\n")
+        # sessions find this checkout's powerrig, as a lab's drive host has it installed; bin/ holds
+        # tools a test puts on the drive host's PATH (empty unless a test fills it)
+        f"SetEnv PYTHONPATH={REPO / 'host_app'} PATH={d}/bin:/usr/local/bin:/usr/bin:/bin\n")
+    (d / "bin").mkdir()
     if os.geteuid() == 0:
         os.makedirs("/run/sshd", exist_ok=True)      # privilege separation directory sshd needs as root
     log = open(d / "sshd.log", "w")
@@ -254,3 +256,38 @@ def test_pytest_plugin_runs_the_drive_tools_on_the_dut_host(sshd, tmp_path, monk
                        timeout=60)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert f"DRIVE_HOST ssh://{sshd['user']}@127.0.0.1:{sshd['port']}" in r.stdout
+
+
+def test_pytest_collection_reads_the_power_states_on_the_dut_host(sshd, virtual, tmp_path):
+    """power_state is parametrised at collection from the drive's id-ctrl: with --powerrig-dut-host that
+    nvme-cli runs on the drive host (a fake there answers), never this host's (a fake here leaves a mark)."""
+    from powerrig.dut.nvme import parse_id_ctrl
+    from test_sweep_pytest_plugin import pytest_cmd
+
+    ident = subprocess.run([*virtual["nvme"], "id-ctrl", virtual["controller"], "--output-format=json"],
+                           capture_output=True, text=True, timeout=60, check=True).stdout
+    (sshd["dir"] / "id-ctrl.json").write_text(ident)
+    remote = sshd["dir"] / "bin" / "nvme"
+    calls = tmp_path / "remote-calls"
+    remote.write_text(f"#!/bin/sh\necho \"$*\" >> {calls}\ncat {sshd['dir'] / 'id-ctrl.json'}\n")
+    local_bin = tmp_path / "bin"
+    local_bin.mkdir()
+    (local_bin / "nvme").write_text(f"#!/bin/sh\ntouch {tmp_path / 'LOCAL_NVME_RAN'}\nexit 1\n")
+    for f in (remote, local_bin / "nvme"):
+        f.chmod(0o755)
+    d = tmp_path / "lab"
+    d.mkdir()
+    (d / "test_states.py").write_text("def test_a(power_state):\n    pass\ndef test_b(power_state):\n    pass\n")
+    env = dict(os.environ, PATH=f"{local_bin}{os.pathsep}{os.environ['PATH']}")
+    try:
+        r = subprocess.run(pytest_cmd("-q", "--collect-only", "--powerrig-rig", "/dev/ttyNOT-OPENED-AT-COLLECTION",
+                                      "--powerrig-dut-host", sshd["url"]), cwd=d, capture_output=True, text=True,
+                           timeout=300, env=env)
+    finally:
+        remote.unlink()
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    want = [f"PS{s.ps}" for s in parse_id_ctrl(ident).power_states if not s.non_operational]
+    got = [ln.split("[")[1].rstrip("]") for ln in r.stdout.splitlines() if "::test_a[" in ln]
+    assert got == want and len(want) > 1, r.stdout
+    assert not (tmp_path / "LOCAL_NVME_RAN").exists()
+    assert calls.read_text().count("id-ctrl") == 1          # read once for the session, not per test

@@ -95,6 +95,33 @@ def test_a_plan_names_the_interposer_by_rfc2217_url():
     assert plan.rig.port == "rfc2217://rack3:7001" and not plan.rig.sim_profile
 
 
+PLAN = 'name = "t"\npower_states = [0]\n[rig]\nport = "{}"\n[[workload]]\nname = "r"\nrw = "read"\n'
+
+
+@pytest.mark.parametrize("url", ["rfc2217://rack3:7001?ign_set_control", "rfc2217://10.0.0.7:7001/?ign_set_control",
+                                 "rfc2217://rack3:7001?ign_set_control&timeout=5&poll_modem",
+                                 "rfc2217://[fd00::7]:7001?logging=debug"])
+def test_a_plan_takes_ser2net_options_pyserial_knows(url):
+    """The documented sweep over ser2net: the validator refused ?ign_set_control before."""
+    from powerrig.sweep.plan import parse
+    assert parse(PLAN.format(url)).rig.port == url
+
+
+@pytest.mark.parametrize("url,why", [("rfc2217://rack3:7001?kickolduser", "unknown option 'kickolduser'"),
+                                     ("rfc2217://rack3:7001?timeout=soon", "not a number of seconds"),
+                                     ("rfc2217://rack3?ign_set_control", "is not an RFC 2217 URL"),
+                                     ("rfc2217://rack3:70001", "is not an RFC 2217 URL"),
+                                     ("rfc2217://-oX:7001", "is not an RFC 2217 URL")])
+def test_a_bad_rfc2217_url_is_one_line_everywhere(url, why):
+    """The plan check, the CLI and the pytest options share one check: one line, nothing connected."""
+    from powerrig.sweep.plan import PlanError, parse
+    with pytest.raises(PlanError, match=why) as e:
+        parse(PLAN.format(url))
+    assert "\n" not in str(e.value) and "rig.port" in str(e.value)
+    r = run_cli("stream", "--port", url, "--seconds", "1")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and why in r.stderr, r.stderr
+
+
 def test_nothing_listening_is_one_line():
     with pytest.raises(LinkError) as e:
         Interposer.open(f"rfc2217://127.0.0.1:{_free_port()}")

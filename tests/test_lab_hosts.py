@@ -175,6 +175,7 @@ def test_a_plan_runs_through_a_coordinator_an_exporter_and_a_drive_host(hosts, t
         token = lg("reserve", "--wait", "--shell", "powerrig=yes", "form=U.2").stdout.split("LG_TOKEN=")[1].split()[0]
         env["LG_TOKEN"] = token
         assert "acquired" in lg("-p", "+", "acquire").stdout
+        t_acquired = time.monotonic()
         assert "acquired: rig" not in lg("-p", "rack1-slot1", "show").stdout.replace("acquired: None", "")
         (work / "env.yaml").write_text("targets:\n  main:\n    resources:\n      RemotePlace:\n        name: \"+\"\n"
                                        "    drivers:\n      PowerrigDriver: {}\nimports:\n  - powerrig.lab\n")
@@ -190,9 +191,11 @@ def test_a_plan_runs_through_a_coordinator_an_exporter_and_a_drive_host(hosts, t
             port=json.dumps(slot["rig"]["port"]), nvme=json.dumps(far + rig["nvme"]), fio=json.dumps(far + rig["fio"]),
             controller=json.dumps(slot["drive"]["controller"]), namespace=json.dumps(rig["namespaces"][0]),
             serial=json.dumps(slot["drive"]["serial"]), host=json.dumps(slot["drive"]["host"])))
+        t_sweep = time.monotonic()
         sw = subprocess.run([*hosts["lab"], sys.executable, "-m", "powerrig", "sweep", "plan.toml", "--results",
                              "r.sqlite", "--out", "out"], cwd=work, capture_output=True, text=True, timeout=600, env=env)
         assert sw.returncode == 0, sw.stdout[-2000:] + sw.stderr[-2000:]
+        t_swept = time.monotonic()
         lg("-p", "+", "release")
         assert "acquired: None" in lg("-p", "rack1-slot1", "show").stdout
     finally:
@@ -206,4 +209,6 @@ def test_a_plan_runs_through_a_coordinator_an_exporter_and_a_drive_host(hosts, t
     assert "seq-read" in {s["workload"] for s in steps}, steps
     sshd_log = (tmp_path / "ssh" / "sshd.log").read_text()
     assert f"Accepted publickey for root from {LAB_DRV_IP}" in sshd_log, sshd_log[-2000:]
-    print(f"two-namespace labgrid test: {time.monotonic() - t0:.1f} s wall, {len(steps)} steps stored")
+    print(f"two-namespace labgrid test: {time.monotonic() - t0:.1f} s wall (hosts up and place acquired "
+          f"{t_acquired - t0:.1f} s, slot read {t_sweep - t_acquired:.1f} s, sweep {t_swept - t_sweep:.1f} s), "
+          f"{len(steps)} steps stored")

@@ -233,6 +233,34 @@ def test_wrong_port_says_so_in_the_window(qtbot, app_env):
         win.close()
 
 
+def test_read_drive_without_apst_fills_the_table_with_no_error(qtbot, app_env):
+    """`powerrig gui --sim`: the default virtual drive, like many enterprise drives, has no APST
+    (feature 0x0c; id-ctrl APSTA = 0). Read drive (run on connect) fills the power-state table and
+    says APST is not supported; it asks nothing the drive lacks (this was a red "nvme-cli failed ...
+    get-feature --feature-id=12" and an empty table)."""
+    from powerrig.core.timeline import NVME
+    core = Core(capture_dir=app_env / "captures-noapst")
+    win = MainWindow(core)
+    errors = []
+    core.error.connect(errors.append)
+    try:
+        core.connect_sim()                              # the default profile, as `powerrig gui --sim`
+        qtbot.waitUntil(lambda: win.drive_panel.table.rowCount() > 0 or bool(errors), timeout=60_000)
+        assert not errors, errors
+        dp = win.drive_panel
+        assert not core.identity.apsta
+        assert dp.table.rowCount() == core.identity.npss + 1
+        assert "not supported" in dp.apst.text() and not dp.apst.isEnabled() and not dp.apst.isChecked()
+        assert win.connect_panel.message.text() == ""
+        with qtbot.waitSignal(core.drive, timeout=60_000, check_params_cb=lambda d: "identity" in d):
+            dp.refresh_button.click()                   # again, by hand: the same
+        assert not errors and not dp.apst.isEnabled()
+        failed = [e.name for e in core.timeline.events(kind=NVME) if e.ok is False]
+        assert not failed, failed
+    finally:
+        win.close()
+
+
 def test_cli_gui_with_a_missing_capture_is_one_line(tmp_path):
     from conftest import run_cli
     r = run_cli("gui", "--capture", str(tmp_path / "nope.jls"))

@@ -235,20 +235,26 @@ class Core(QObject):
         self._timer.start(self.TICK_MS)
 
     # ---- workers ------------------------------------------------------------------------------------
-    def run(self, fn, *args, done=None, failed=None, pool=None, **kwargs) -> None:
+    def run(self, fn, *args, done=None, failed=None, pool=None, doing: str | None = None, **kwargs) -> None:
         """Run fn on the worker pool (or ``pool``); ``done(result)`` / ``failed(message)`` are called on
-        the GUI thread (default for failures: the ``error`` signal)."""
+        the GUI thread (default for failures: the ``error`` signal). ``doing`` ("opening x.jls"): the
+        status bar says it while the job runs and says it failed if it fails, so a failure never leaves
+        "opening ..." behind (``done`` says what came of it)."""
         key = next(self._job_ids)
-        self._jobs[key] = (done, failed)
+        self._jobs[key] = (done, failed, doing)
+        if doing:
+            self.status.emit(f"{doing} ...")
         (pool or self.pool).start(_Job(key, fn, args, kwargs, self._results).run)
 
     def _job_done(self, key, out) -> None:
-        done, _failed = self._jobs.pop(key, (None, None))
+        done, _failed, _doing = self._jobs.pop(key, (None, None, None))
         if done is not None:
             done(out)
 
     def _job_failed(self, key, msg: str) -> None:
-        _done, failed = self._jobs.pop(key, (None, None))
+        _done, failed, doing = self._jobs.pop(key, (None, None, None))
+        if doing:
+            self.status.emit(f"{doing} failed: {msg}")
         (failed or self.error.emit)(msg)
 
     def run_on_drive(self, fn, *args, **kw) -> None:
@@ -265,20 +271,18 @@ class Core(QObject):
         if not port:
             self.error.emit("no port given; pick an interposer from the list or type its port (/dev/ttyACM0, rfc2217://host:port)")
             return
-        self.status.emit(f"connecting to {port} ...")
         self.busy.emit(True)
-        self.run(self._open, port, done=self._opened, failed=self._open_failed)
+        self.run(self._open, port, done=self._opened, failed=self._open_failed, doing=f"connecting to {port}")
 
     def connect_sim(self, profile: str | None = None) -> None:
         """Bring up a virtual rig (interposer, SSD, nvme-cli, fio) and connect to it."""
-        self.status.emit("starting the virtual rig ...")
         self.busy.emit(True)
 
         def start():
             from powerrig.sim import rig
             state = rig.start(profile or rig.DEFAULT_PROFILE, owned=True)
             return state, self._open(state["port"])
-        self.run(start, done=self._sim_up, failed=self._open_failed)
+        self.run(start, done=self._sim_up, failed=self._open_failed, doing="starting the virtual rig")
 
     def _sim_up(self, got) -> None:
         state, opened = got
@@ -584,8 +588,8 @@ class Core(QObject):
             self.error.emit("nothing to export: connect and record, or open a capture (File > Open)")
             return
         a, b = self.marker_times or (None, None)
-        self.status.emit(f"exporting {'the markers’ range' if a is not None else 'the whole capture'} ...")
-        self.run(export_range, cap, out, a, b, decimate, done=self.status.emit)
+        self.run(export_range, cap, out, a, b, decimate, done=self.status.emit,
+                 doing=f"exporting {'the markers’ range' if a is not None else 'the whole capture'}")
 
     def save_buffer(self, out: str | Path) -> None:
         """One click while streaming: a copy of the capture so far; the recording goes on."""
@@ -593,12 +597,11 @@ class Core(QObject):
         if self.capture_path is None or not self.capture_path.exists():
             self.error.emit("nothing recorded yet: connect to an interposer first")
             return
-        self.run(save_buffer, self.capture_path, out, done=self.status.emit)
+        self.run(save_buffer, self.capture_path, out, done=self.status.emit, doing="saving the buffer")
 
     # ---- captures -----------------------------------------------------------------------------------
     def open_capture(self, path: str | Path) -> None:
         """Open a saved capture in a worker; the plot switches to it and its analysis table fills."""
-        self.status.emit(f"opening {path} ...")
 
         def load():
             from powerrig.analysis.pipeline import analyse
@@ -622,7 +625,7 @@ class Core(QObject):
             self.analysis_ready.emit(an)
             note = src.reader.recovery_note or src.reader.recording_note
             self.status.emit(f"opened {src.path.name}: {src.duration_s:.1f} s" + (f" ({note})" if note else ""))
-        self.run(load, done=opened)
+        self.run(load, done=opened, doing=f"opening {path}")
 
     def show_live(self) -> None:
         if self.live is not None:
@@ -639,9 +642,11 @@ class Core(QObject):
             self._need_drive()
             ident = self.nvme.id_ctrl(self.controller)
             ps = self.nvme.get_power_state(self.controller).power_state
-            apst = self.nvme.get_apst(self.controller)
+            # APST (feature 0x0c) is optional: asked only of a drive whose id-ctrl says it has it (APSTA);
+            # None: not supported (many enterprise drives, the default virtual one), not an error
+            apst = self.nvme.get_apst(self.controller).enabled if ident.apsta else None
             smart = self.nvme.smart_log(self.controller)
-            return {"identity": ident, "power_state": ps, "apst": apst.enabled,
+            return {"identity": ident, "power_state": ps, "apst": apst,
                     "temperature_c": smart.temperature_c, "smart": smart}
 
         def done(d):
@@ -659,12 +664,12 @@ class Core(QObject):
             self._need_drive()
             got = self.nvme.set_power_state(self.controller, int(ps))
             return {"power_state": got.power_state}
-        self.status.emit(f"setting PS{ps} ...")
+
         def done(d):
             self.drive.emit(d)
             self.status.emit(f"drive in PS{d['power_state']}")
             self.poll_thermal()               # a fresh reading (or the reason for none) for the new state
-        self.run_on_drive(go, done=done)
+        self.run_on_drive(go, done=done, doing=f"setting PS{ps}")
 
     def _non_operational(self, ps) -> bool:
         if ps is None or self.identity is None:

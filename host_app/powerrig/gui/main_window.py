@@ -1,10 +1,10 @@
 """The window: the plot in the middle, panels in docks (their layout persists), File > Open, themes."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QAction, QColor, QKeySequence
-from PySide6.QtWidgets import (QColorDialog, QComboBox, QDockWidget, QFileDialog, QLabel, QMainWindow,
-                               QVBoxLayout, QWidget)
+from PySide6.QtCore import QSize, Qt, QTimer
+from PySide6.QtGui import QAction, QColor, QGuiApplication, QKeySequence
+from PySide6.QtWidgets import (QColorDialog, QComboBox, QDockWidget, QFileDialog, QFrame, QLabel, QMainWindow,
+                               QScrollArea, QVBoxLayout, QWidget)
 
 from powerrig.gui import theme
 from powerrig.gui.capture_browser.widget import AnalysisTable
@@ -21,12 +21,24 @@ from powerrig.gui.prefs import settings
 DECIMATIONS = (1, 10, 100, 1000)
 
 
+def scrolled(panel: QWidget) -> QScrollArea:
+    """A panel in a scroll area: a dock smaller than the panel scrolls instead of cutting it off (or
+    forcing the window wider than the screen)."""
+    area = QScrollArea()
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.NoFrame)
+    area.setWidget(panel)
+    # never narrower than the panel itself: a panel scrolls up and down, it is never cut at the side
+    area.setMinimumWidth(panel.minimumSizeHint().width() + area.verticalScrollBar().sizeHint().width())
+    return area
+
+
 class MainWindow(QMainWindow):
     def __init__(self, core, parent=None):
         super().__init__(parent)
         self.core = core
         self.setWindowTitle("powerrig")
-        self.resize(1400, 860)
+        self.resize(self.fitted(QSize(1400, 860)))
         self.live_view = LiveView(core)
         self.minimap = Minimap(core, self.live_view.plot)
         centre = QWidget()
@@ -52,7 +64,7 @@ class MainWindow(QMainWindow):
                               ("Sweep", self.sweep_panel, Qt.BottomDockWidgetArea)):
             d = QDockWidget(name, self)
             d.setObjectName(f"dock-{name}")
-            d.setWidget(w)
+            d.setWidget(scrolled(w))
             self.addDockWidget(area, d)
             self.docks[name] = d
         self.tabifyDockWidget(self.docks["Connect"], self.docks["Drive"])
@@ -60,10 +72,8 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.docks["Analysis"], self.docks["Sweep"])
         QTimer.singleShot(0, self.docks["Connect"].raise_)
         QTimer.singleShot(0, self.docks["Analysis"].raise_)      # a tab raised before show() is not kept
-        for w, width in ((self.connect_panel, 470), (self.drive_panel, 470), (self.workload_panel, 470),
-                         (self.multimeter, 400)):
-            w.setMinimumWidth(width)
-        self.analysis_table.setMinimumHeight(150)
+        # every panel scrolls when its dock is shorter than it (fixed minimum widths made the window
+        # 1686 px wide, wider than a 1366x768 screen); the side docks' starting widths follow the window
         self.resizeDocks([self.docks["Analysis"]], [190], Qt.Vertical)
         self.status_label = QLabel("")
         self.statusBar().addWidget(self.status_label, 1)
@@ -71,7 +81,27 @@ class MainWindow(QMainWindow):
         core.error.connect(lambda m: self.statusBar().showMessage(m, 15000))
         core.connected.connect(lambda d: core.refresh_drive() if core.nvme is not None else None)
         self._menus()
-        self.restore()
+        self._restored = self.restore()
+
+    def showEvent(self, e) -> None:  # noqa: N802 - Qt's name
+        super().showEvent(e)
+        if not self._restored and not getattr(self, "_sized", False):
+            self._sized = True                   # docks take sizes only once the window has its own
+            QTimer.singleShot(0, self.size_docks)
+
+    def size_docks(self) -> None:
+        """The side panels' starting widths: about a quarter of the window each, the plot the rest."""
+        w = self.width()
+        self.resizeDocks([self.docks["Connect"], self.docks["Multimeter"]],
+                         [min(470, int(0.3 * w)), min(420, int(0.26 * w))], Qt.Horizontal)
+
+    def fitted(self, size: QSize) -> QSize:
+        """``size``, no larger than the screen's free area (less the window frame)."""
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        if screen is None:
+            return size
+        free = screen.availableGeometry().size() - QSize(16, 40)
+        return size.boundedTo(free).expandedTo(QSize(640, 480))
 
     def _menus(self) -> None:
         m = self.menuBar().addMenu("&File")
@@ -155,11 +185,13 @@ class MainWindow(QMainWindow):
         if c.isValid():
             self.set_colour(k, c.name())
 
-    def restore(self) -> None:
+    def restore(self) -> bool:
+        """The saved settings; True when a panel layout was restored."""
         s = settings()
         geo, state = s.value("geometry"), s.value("window_state")
         if geo is not None:
             self.restoreGeometry(geo)
+            self.resize(self.fitted(self.size()))       # saved on a larger screen
         if state is not None:
             self.restoreState(state)
         port = s.value("last_port")
@@ -177,6 +209,7 @@ class MainWindow(QMainWindow):
         self.set_theme(str(s.value("theme", "light")))
         k = self.decimation.findData(int(s.value("export_decimation", 1)))
         self.decimation.setCurrentIndex(max(0, k))
+        return state is not None
 
     def save(self) -> None:
         s = settings()

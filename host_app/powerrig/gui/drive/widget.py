@@ -7,6 +7,7 @@ import time
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPushButton, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
+APST_TEXT = "APST (autonomous power state transitions)"
 COLUMNS = ["", "PS", "max W", "ENLAT us", "EXLAT us", "non-op", "idle W", "active W"]   # Set first: never scrolled away
 
 
@@ -20,7 +21,7 @@ class DrivePanel(QWidget):
         self.thermal = QLabel("throttling: —")
         self.thermal.setWordWrap(True)
         self.refresh_button = QPushButton("Read drive")
-        self.apst = QCheckBox("APST (autonomous power state transitions)")
+        self.apst = QCheckBox(APST_TEXT)
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.verticalHeader().setVisible(False)
@@ -38,13 +39,20 @@ class DrivePanel(QWidget):
         self.refresh_button.clicked.connect(core.refresh_drive)
         self.apst.clicked.connect(self._apst_clicked)
         core.drive.connect(self.show_drive)
-        core.error.connect(lambda _m: self.apst.setEnabled(True))
+        core.error.connect(self._apst_failed)
         self._ps = None
         self._temp = None
+        self._apst_pending = False                     # a set was asked; a read meanwhile is not shown
+        self._apst_supported: bool | None = None       # unknown until a read
 
     def _apst_clicked(self, on: bool) -> None:
+        self._apst_pending = True
         self.apst.setEnabled(False)                    # until the drive answers (or the call fails)
         self.core.set_apst(bool(on))
+
+    def _apst_failed(self, _msg: str) -> None:
+        self._apst_pending = False
+        self.apst.setEnabled(self._apst_supported is not False)
 
     def show_states(self, ident) -> None:
         states = ident.power_states
@@ -72,9 +80,16 @@ class DrivePanel(QWidget):
             self._ps = d["power_state"]
         if "temperature_c" in d:
             self._temp = d["temperature_c"]
-        if "apst" in d and (self.apst.isEnabled() or d.get("apst_set")):
+        if "apst" in d and d["apst"] is None:         # the drive has no APST: said, not an error
+            self._apst_supported = False
+            self.apst.setChecked(False)
+            self.apst.setEnabled(False)
+            self.apst.setText("APST: not supported by this drive")
+        elif "apst" in d and (not self._apst_pending or d.get("apst_set")):
+            self._apst_supported, self._apst_pending = True, False
             self.apst.setChecked(bool(d["apst"]))
             self.apst.setEnabled(True)
+            self.apst.setText(APST_TEXT)
         if "throttle" in d:
             self.thermal.setText(f"throttling: {d['throttle']}    (read {time.strftime('%H:%M:%S')})")
         elif d.get("thermal_skipped"):

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (QCheckBox, QGraphicsItem, QComboBox, QDoubleSpinB
                                QVBoxLayout, QWidget)
 
 from powerrig.gui.band import BandCurve, view_background
+from powerrig.gui.flow_layout import FlowLayout, flow_group
 from powerrig.gui.source.base import unit_of
 
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
@@ -116,23 +117,15 @@ class LiveView(QWidget):
         self.zoom_all = QPushButton("Whole capture")
         self.zoom_all.clicked.connect(self.show_all)
 
-        bar = QHBoxLayout()
-        bar.addWidget(self.quantity)
-        bar.addWidget(self.total_box)
-        bar.addLayout(self.rail_row)
-        bar.addStretch(1)
-        bar.addWidget(self.auto_y)
-        bar.addWidget(QLabel("Y"))
-        bar.addWidget(self.y_min)
-        bar.addWidget(QLabel("to"))
-        bar.addWidget(self.y_max)
-        bar.addWidget(self.markers_button)
-        bar.addWidget(self.float_button)
-        bar.addWidget(self.zoom_all)
-        bar.addWidget(self.live_button)
+        # the tool bar reflows (three groups that wrap onto a second line) instead of widening the window
+        self.bar = QWidget()
+        bar = FlowLayout(self.bar)
+        bar.addWidget(flow_group(self.quantity, self.total_box, self.rail_row))
+        bar.addWidget(flow_group(self.auto_y, QLabel("Y"), self.y_min, QLabel("to"), self.y_max))
+        bar.addWidget(flow_group(self.markers_button, self.float_button, self.zoom_all, self.live_button))
         lay = QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)
-        lay.addLayout(bar)
+        lay.addWidget(self.bar)
         lay.addWidget(self.plot, 1)
 
         self.marker_a = pg.InfiniteLine(movable=True, pen=pg.mkPen("#e377c2", width=2), label="A",
@@ -337,7 +330,10 @@ class LiveView(QWidget):
 
     def _apply_y(self) -> None:
         vb = self.plot.getViewBox()
-        if self.auto_y.isChecked():
+        auto = self.auto_y.isChecked()
+        for f in (self.y_min, self.y_max):          # typed only when auto Y is off; else they show its range
+            f.setEnabled(not auto)
+        if auto:
             s = self.last_summary
             if s is None:
                 return
@@ -349,12 +345,22 @@ class LiveView(QWidget):
                 span = d - c
                 # hysteresis: keep the range while the data fills at least half of it and stays inside;
                 # a range that moves every frame repaints the axis, its labels and the grid every frame
-                if a >= c and b <= d and (b - a) >= 0.5 * span:
-                    return
-                pad = 0.08 * (b - a) if b > a else max(0.05, abs(a) * 0.05)
-                vb.setYRange(a - pad, b + pad, padding=0)
+                if not (a >= c and b <= d and (b - a) >= 0.5 * span):
+                    pad = 0.08 * (b - a) if b > a else max(0.05, abs(a) * 0.05)
+                    vb.setYRange(a - pad, b + pad, padding=0)
+                self._show_y_range()
         else:
             vb.setYRange(self.y_min.value(), self.y_max.value(), padding=0)
+
+    def _show_y_range(self) -> None:
+        """The Y fields follow auto Y: they show the range plotted (so unticking auto Y keeps it, and
+        the fields never show a stale range)."""
+        (_x0, _x1), (c, d) = self.plot.getViewBox().viewRange()
+        for f, v in ((self.y_min, c), (self.y_max, d)):
+            if abs(f.value() - v) >= 0.5 * 10 ** -f.decimals():
+                f.blockSignals(True)
+                f.setValue(v)
+                f.blockSignals(False)
 
     def _shade_gaps(self, t0: float, t1: float) -> None:
         """Every gap in view as one bar item (one graphics item however many gaps: items are costly)."""

@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtWidgets import QGroupBox, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGroupBox, QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
-COLUMNS = ["mean W", "min W", "max W", "peak 100 us W", "energy J"]
+COLUMNS = ["mean W", "min W", "max W", "peak\n100 us W", "energy J"]   # two lines: narrow enough for a 1366 px screen
 
 
 def _fmt(v, digits=3) -> str:
     return "—" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.{digits}f}"
+
+
+def _fit_columns(table: QTableWidget) -> None:
+    """Columns share the table's width, and the table is never narrower than its headers and a
+    "-12.3456" need: every column stays in view (the panel scrolls up and down, never sideways)."""
+    header = table.horizontalHeader()
+    header.setSectionResizeMode(QHeaderView.Stretch)
+    digits = table.fontMetrics().horizontalAdvance("-12.3456") + 12
+    need = sum(max(header.sectionSizeHint(k), digits) for k in range(table.columnCount()))
+    table.setMinimumWidth(need + 60 + 2 * table.frameWidth())     # + the rail names' column
 
 
 class Multimeter(QWidget):
@@ -21,14 +31,14 @@ class Multimeter(QWidget):
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.verticalHeader().setVisible(True)
         self.table.setEditTriggers(QTableWidget.NoEditTriggers)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        _fit_columns(self.table)
         self.marker_box = QGroupBox("Markers A-B")
         self.marker_label = QLabel("press Markers on the plot and drag A and B")
         self.marker_label.setWordWrap(True)
         self.marker_table = QTableWidget(0, 3)
         self.marker_table.setHorizontalHeaderLabels(["mean W", "energy J", "max W"])
         self.marker_table.setEditTriggers(QTableWidget.NoEditTriggers)
-        self.marker_table.horizontalHeader().setStretchLastSection(True)
+        _fit_columns(self.marker_table)
         mb = QVBoxLayout(self.marker_box)
         mb.addWidget(self.marker_label)
         mb.addWidget(self.marker_table)
@@ -60,7 +70,6 @@ class Multimeter(QWidget):
                     peak.get(r, math.nan) if r != "total" else None, s[col] * dt]
             for j, v in enumerate(vals):
                 self.table.setItem(k, j, QTableWidgetItem(_fmt(v, 4 if j < 4 else 3)))
-        self.table.resizeColumnsToContents()
 
     def show_markers(self, fig) -> None:
         """The core's marker figures (always over the plot's current source); None: no markers; a str:
@@ -79,4 +88,3 @@ class Multimeter(QWidget):
         for k, r in enumerate(rows):
             for j, v in enumerate((fig.mean_w[r], fig.energy_j[r], fig.max_w[r])):
                 self.marker_table.setItem(k, j, QTableWidgetItem(_fmt(v, 4)))
-        self.marker_table.resizeColumnsToContents()

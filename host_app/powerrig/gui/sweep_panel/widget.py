@@ -280,13 +280,12 @@ class SweepPanel(QWidget):
             return
         from powerrig.results.report import write_sweep_report
         store, run_id = self.store, self.run_id
-        self.core.status.emit(f"writing the report of run {run_id} ...")
 
         def opened(path):
             self.report_path = Path(path)
             self.core.status.emit(f"report: {path}")
             self.open_url(QUrl.fromLocalFile(str(path)))
-        self.core.run(lambda: write_sweep_report(store, run_id), done=opened)
+        self.core.run(lambda: write_sweep_report(store, run_id), done=opened, doing=f"writing the report of run {run_id}")
 
 
 def _f(v, digits: int) -> str:

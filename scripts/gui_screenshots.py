@@ -49,15 +49,15 @@ def main() -> int:
     QSettings.setDefaultFormat(QSettings.IniFormat)
     QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, str(tmp / "settings"))
     app = QApplication(sys.argv[:1])
-    from powerrig.gui.core import Core
+    from powerrig.gui.services import Services
     from powerrig.gui.main_window import MainWindow
 
-    core = Core(capture_dir=tmp / "captures")
-    win = MainWindow(core)
+    svc = Services(capture_dir=tmp / "captures")
+    win = MainWindow(svc)
     win.resize(1500, 900)
     win.show()
     errors: list[str] = []
-    core.error.connect(errors.append)
+    svc.core.error.connect(errors.append)
 
     def shot(name: str) -> None:
         settle(app, 0.8)
@@ -67,7 +67,7 @@ def main() -> int:
 
     try:
         if a.views in ("all", "live"):
-            live_views(app, core, win, shot, a.profile)
+            live_views(app, svc, win, shot, a.profile)
         if a.views in ("all", "sweep"):
             sweep_views(app, win, shot, tmp)
     finally:
@@ -108,12 +108,12 @@ def sweep_views(app, win, shot, tmp: Path) -> None:
     wait(app, lambda: hasattr(panel, "report_path"), 120, "the sweep report")
 
 
-def live_views(app, core, win, shot, profile: str) -> None:
+def live_views(app, svc, win, shot, profile: str) -> None:
     """Connect, watch, set power states, run a preset with markers, open the capture, dark theme."""
-    core.connect_sim(profile)
-    wait(app, lambda: core.live is not None and core.live.duration_s > 4 and win.live_view.last_summary is not None,
+    svc.connection.connect_sim(profile)
+    wait(app, lambda: svc.recording.live is not None and svc.recording.live.duration_s > 4 and win.live_view.last_summary is not None,
          60, "samples")
-    win.live_view.rail_boxes[core.live.rails[1]].setChecked(True)
+    win.live_view.rail_boxes[svc.recording.live.rails[1]].setChecked(True)
     win.docks["Connect"].raise_()
     settle(app, 2.0)
     shot("connect-live")
@@ -123,17 +123,17 @@ def live_views(app, core, win, shot, profile: str) -> None:
     if win.drive_panel.apst.isChecked():
         win.drive_panel.apst.click()
         wait(app, lambda: win.drive_panel.apst.isEnabled(), 60, "APST off")
-    core.set_power_state(0)
+    svc.drive.set_power_state(0)
     wait(app, lambda: "PS0" in win.drive_panel.state.text(), 60, "PS0")
     settle(app, 2.0)
-    core.set_power_state(4)
+    svc.drive.set_power_state(4)
     wait(app, lambda: "PS4" in win.drive_panel.state.text(), 60, "PS4")
     settle(app, 2.5)
-    core.set_power_state(0)
+    svc.drive.set_power_state(0)
     wait(app, lambda: "PS0" in win.drive_panel.state.text(), 60, "PS0 again")
     settle(app, 2.0)
-    end = core.live.duration_s
-    steps = [e for e in core.events_s() if e["kind"] == "power_state"]
+    end = svc.recording.live.duration_s
+    steps = [e for e in svc.captures.events_s() if e["kind"] == "power_state"]
     win.live_view.pause()
     win.live_view.zoom_to(max(0.0, steps[-3]["t0"] - 2.0 if len(steps) >= 3 else end - 20), end)
     shot("drive-power-states")
@@ -148,17 +148,17 @@ def live_views(app, core, win, shot, profile: str) -> None:
     wait(app, lambda: not wp.stop_button.isEnabled() and ("MiB/s" in wp.result.text() or "failed" in wp.result.text()),
          120, "the preset")
     settle(app, 2.0)
-    end = core.live.duration_s
+    end = svc.recording.live.duration_s
     win.live_view.pause()
     win.live_view.zoom_to(max(0.0, end - 12.0), end)
     settle(app, 0.5)
-    ph = [e for e in core.events_s() if e["kind"] == "phase"][-1]
+    ph = [e for e in svc.captures.events_s() if e["kind"] == "phase"][-1]
     win.live_view.place_markers(ph["t0"] + 0.5, ph["t1"] - 0.5)
     wait(app, lambda: win.multimeter.figures is not None, 30, "marker figures")
     shot("workload-markers")
 
-    res = core.stop_recording()
-    core.open_capture(res.path)
+    res = svc.recording.stop()
+    svc.captures.open(res.path)
     wait(app, lambda: win.analysis_table.table.rowCount() > 0, 120, "the capture's analysis")
     settle(app, 1.0)
     shot("open-capture")

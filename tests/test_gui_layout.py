@@ -14,7 +14,7 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import QPoint, QRect, QSettings  # noqa: E402
 from PySide6.QtWidgets import QAbstractScrollArea, QScrollArea  # noqa: E402
 
-from powerrig.gui.core import Core  # noqa: E402
+from powerrig.gui.services import Services  # noqa: E402
 from powerrig.gui.main_window import MainWindow  # noqa: E402
 from powerrig.gui.source import LiveSource  # noqa: E402
 from powerrig.testing import synthetic as S  # noqa: E402
@@ -24,13 +24,13 @@ from powerrig.testing import synthetic as S  # noqa: E402
 def window(qtbot, tmp_path):
     QSettings.setDefaultFormat(QSettings.IniFormat)
     QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, str(tmp_path / "settings"))
-    core = Core(capture_dir=tmp_path / "captures")
-    win = MainWindow(core)
+    svc = Services(capture_dir=tmp_path / "captures")
+    win = MainWindow(svc)
     qtbot.addWidget(win)
-    core.errors, core.said = [], []
-    core.error.connect(core.errors.append)
-    core.status.connect(core.said.append)
-    yield win, core
+    svc.errors, svc.said = [], []
+    svc.core.error.connect(svc.errors.append)
+    svc.core.status.connect(svc.said.append)
+    yield win, svc
     win.close()
 
 
@@ -40,19 +40,19 @@ def _inside(child, ancestor) -> bool:
     return ancestor.rect().contains(QRect(top_left, child.size()))
 
 
-def _feed(core, seconds=3.0):
+def _feed(svc, seconds=3.0):
     blocks = list(S.interval_blocks(seconds, rows_per_block=1000, first_index=1000))
     live = LiveSource.for_block(blocks[0])
     for b in blocks:
         live.feed(b)
-    core.source = live
-    core.source_changed.emit(live)
+    svc.captures.source = live
+    svc.captures.source_changed.emit(live)
     return live
 
 
 def test_the_window_fits_1366x768_with_nothing_cut_off(qtbot, window):
-    win, core = window
-    _feed(core)
+    win, svc = window
+    _feed(svc)
     win.resize(1366, 768)
     win.show()
     qtbot.waitExposed(win)
@@ -86,8 +86,8 @@ def test_the_window_fits_1366x768_with_nothing_cut_off(qtbot, window):
 
 def test_a_narrow_plot_wraps_its_tool_bar(qtbot, window):
     from powerrig.gui.live_view.widget import LiveView
-    _win, core = window
-    lv = LiveView(core)
+    _win, svc = window
+    lv = LiveView(svc)
     qtbot.addWidget(lv)
     lv.resize(400, 300)
     lv.show()
@@ -104,11 +104,11 @@ def test_a_saved_window_larger_than_the_screen_is_fitted(qtbot, window):
 
 
 def test_y_range_fields_follow_auto_y(qtbot, window):
-    win, core = window
+    win, svc = window
     lv = win.live_view
     win.show()
     assert lv.auto_y.isChecked()
-    _feed(core)
+    _feed(svc)
     qtbot.waitUntil(lambda: lv.last_summary is not None, timeout=10_000)
     qtbot.wait(100)
     (_x0, _x1), (lo, hi) = lv.plot.getViewBox().viewRange()
@@ -126,11 +126,11 @@ def test_y_range_fields_follow_auto_y(qtbot, window):
 
 
 def test_a_failed_open_does_not_leave_opening_in_the_status_bar(qtbot, window, tmp_path):
-    win, core = window
+    win, svc = window
     bad = tmp_path / "not-a-capture.jls"
     bad.write_text("this is not a capture\n")
-    core.open_capture(bad)
-    qtbot.waitUntil(lambda: bool(core.errors), timeout=30_000)
+    svc.captures.open(bad)
+    qtbot.waitUntil(lambda: bool(svc.errors), timeout=30_000)
     qtbot.wait(50)
     text = win.status_label.text()
     assert "opening" not in text or "failed" in text, text
@@ -138,9 +138,9 @@ def test_a_failed_open_does_not_leave_opening_in_the_status_bar(qtbot, window, t
 
 
 def test_a_failed_connection_does_not_leave_connecting_in_the_status_bar(qtbot, window):
-    win, core = window
-    core.connect_port("/dev/ttyNOPE0")
-    qtbot.waitUntil(lambda: bool(core.errors), timeout=30_000)
+    win, svc = window
+    svc.connection.connect_port("/dev/ttyNOPE0")
+    qtbot.waitUntil(lambda: bool(svc.errors), timeout=30_000)
     qtbot.wait(50)
     assert "failed" in win.status_label.text() and "does not exist" in win.status_label.text()
     assert win.connect_panel.connect_button.isEnabled()

@@ -8,24 +8,24 @@ import sys
 def main(sim: bool = False, capture: str | None = None, port: str | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
-    from powerrig.gui.core import Core
     from powerrig.gui.main_window import MainWindow
     from powerrig.gui.prefs import settings
+    from powerrig.gui.services import Services
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setOrganizationName("powerrig")
     app.setApplicationName("powerrig-gui")
-    core = Core(capture_dir=settings().value("capture_dir") or None)
-    win = MainWindow(core)
+    svc = Services(capture_dir=settings().value("capture_dir") or None)
+    win = MainWindow(svc)
     win.show()
     # Ctrl-C or a kill closes the window the normal way: the recording is closed, the virtual rig
     # stopped (the core's timer lets Python run the handler)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: win.close())
     if sim:
-        core.connect_sim()
+        svc.connection.connect_sim()
     elif port:
-        core.connect_port(port)
+        svc.connection.connect_port(port)
     if capture:
-        core.open_capture(capture)
+        svc.captures.open(capture)
     return app.exec()

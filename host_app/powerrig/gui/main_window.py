@@ -1,4 +1,5 @@
-"""The window: the plot in the middle, panels in docks (their layout persists), File > Open, themes."""
+"""The window: the plot in the middle, panels in docks (their layout persists), File > Open, themes.
+Built on the app's services (``gui/services``); the panels never import each other."""
 from __future__ import annotations
 
 from PySide6.QtCore import QSize, Qt, QTimer
@@ -34,13 +35,14 @@ def scrolled(panel: QWidget) -> QScrollArea:
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, core, parent=None):
+    def __init__(self, svc, parent=None):
         super().__init__(parent)
-        self.core = core
+        self.svc, self.core = svc, svc.core
+        core = svc.core
         self.setWindowTitle("powerrig")
         self.resize(self.fitted(QSize(1400, 860)))
-        self.live_view = LiveView(core)
-        self.minimap = Minimap(core, self.live_view.plot)
+        self.live_view = LiveView(svc)
+        self.minimap = Minimap(svc, self.live_view.plot)
         centre = QWidget()
         lay = QVBoxLayout(centre)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -48,12 +50,12 @@ class MainWindow(QMainWindow):
         lay.addWidget(self.live_view, 1)
         lay.addWidget(self.minimap)
         self.setCentralWidget(centre)
-        self.connect_panel = ConnectPanel(core)
-        self.multimeter = Multimeter(core)
-        self.drive_panel = DrivePanel(core)
-        self.workload_panel = WorkloadPanel(core)
-        self.analysis_table = AnalysisTable(core)
-        self.sweep_panel = SweepPanel(core)
+        self.connect_panel = ConnectPanel(svc)
+        self.multimeter = Multimeter(svc)
+        self.drive_panel = DrivePanel(svc)
+        self.workload_panel = WorkloadPanel(svc)
+        self.analysis_table = AnalysisTable(svc)
+        self.sweep_panel = SweepPanel(svc)
         self.analysis_table.zoom.connect(self.live_view.zoom_to)
         self.docks = {}
         for name, w, area in (("Connect", self.connect_panel, Qt.LeftDockWidgetArea),
@@ -79,7 +81,6 @@ class MainWindow(QMainWindow):
         self.statusBar().addWidget(self.status_label, 1)
         core.status.connect(self.status_label.setText)
         core.error.connect(lambda m: self.statusBar().showMessage(m, 15000))
-        core.connected.connect(lambda d: core.refresh_drive() if core.nvme is not None else None)
         self._menus()
         self._restored = self.restore()
 
@@ -149,22 +150,22 @@ class MainWindow(QMainWindow):
             v.addAction(d.toggleViewAction())
 
     def open_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open capture", str(self.core.capture_dir), "Captures (*.jls)")
+        path, _ = QFileDialog.getOpenFileName(self, "Open capture", str(self.svc.capture_dir), "Captures (*.jls)")
         if path:
-            self.core.open_capture(path)
+            self.svc.captures.open(path)
 
     def export_dialog(self) -> None:
-        what = "between the markers" if self.core.marker_times else "the whole capture"
-        path, _ = QFileDialog.getSaveFileName(self, f"Export {what}", str(self.core.capture_dir),
+        what = "between the markers" if self.svc.markers.times else "the whole capture"
+        path, _ = QFileDialog.getSaveFileName(self, f"Export {what}", str(self.svc.capture_dir),
                                               "CSV table (*.csv);;sigrok session (*.sr)")
         if path:
-            self.core.export_selection(path, int(self.decimation.currentData()))
+            self.svc.captures.export_selection(path, self.svc.markers.times, int(self.decimation.currentData()))
 
     def save_buffer_dialog(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Save the buffer", str(self.core.capture_dir / "buffer.jls"),
+        path, _ = QFileDialog.getSaveFileName(self, "Save the buffer", str(self.svc.capture_dir / "buffer.jls"),
                                               "Captures (*.jls)")
         if path:
-            self.core.save_buffer(path)
+            self.svc.captures.save_buffer(path)
 
     def set_theme(self, name: str) -> None:
         theme.apply(name)
@@ -215,8 +216,8 @@ class MainWindow(QMainWindow):
         s = settings()
         s.setValue("geometry", self.saveGeometry())
         s.setValue("window_state", self.saveState())
-        if self.core.port:
-            s.setValue("last_port", self.core.port)
+        if self.svc.connection.port:
+            s.setValue("last_port", self.svc.connection.port)
         s.setValue("export_decimation", int(self.decimation.currentData()))
         lv = self.live_view
         s.setValue("units", lv.quantity.currentText())
@@ -228,5 +229,5 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, e) -> None:  # noqa: N802 - Qt's name
         self.save()
-        self.core.shutdown()
+        self.svc.shutdown()
         super().closeEvent(e)

@@ -12,9 +12,10 @@ COLUMNS = ["", "PS", "max W", "ENLAT us", "EXLAT us", "non-op", "idle W", "activ
 
 
 class DrivePanel(QWidget):
-    def __init__(self, core, parent=None):
+    def __init__(self, svc, parent=None):
         super().__init__(parent)
-        self.core = core
+        self.core, self.drive = svc.core, svc.drive
+        core = svc.core
         self.identity = QLabel("no drive read yet")
         self.identity.setWordWrap(True)
         self.state = QLabel("power state: —    temperature: —")
@@ -36,9 +37,9 @@ class DrivePanel(QWidget):
         lay.addWidget(self.state)
         lay.addWidget(self.thermal)
         lay.addWidget(self.table, 1)
-        self.refresh_button.clicked.connect(core.refresh_drive)
+        self.refresh_button.clicked.connect(self.drive.refresh)
         self.apst.clicked.connect(self._apst_clicked)
-        core.drive.connect(self.show_drive)
+        self.drive.updated.connect(self.show_drive)
         core.error.connect(self._apst_failed)
         self._ps = None
         self._temp = None
@@ -48,7 +49,7 @@ class DrivePanel(QWidget):
     def _apst_clicked(self, on: bool) -> None:
         self._apst_pending = True
         self.apst.setEnabled(False)                    # until the drive answers (or the call fails)
-        self.core.set_apst(bool(on))
+        self.drive.set_apst(bool(on))
 
     def _apst_failed(self, _msg: str) -> None:
         self._apst_pending = False
@@ -66,7 +67,7 @@ class DrivePanel(QWidget):
                 self.table.setItem(k, j + 1, QTableWidgetItem(v))
             b = QPushButton("Set")                     # short: the row names the state; a long label was clipped
             b.setToolTip(f"Set PS{s.ps}")
-            b.clicked.connect(lambda _=False, ps=s.ps: self.core.set_power_state(ps))
+            b.clicked.connect(lambda _=False, ps=s.ps: self.drive.set_power_state(ps))
             self.table.setCellWidget(k, 0, b)
         self.table.resizeColumnsToContents()
 

@@ -37,9 +37,9 @@ class LiveView(QWidget):
     SPARE_EVENT_ITEMS = 8    # hidden event items kept for reuse, per kind: a scrolling stream needs 2 or 3
                              # (more are deleted: a hidden item still follows every view change)
 
-    def __init__(self, core, parent=None):
+    def __init__(self, svc, parent=None):
         super().__init__(parent)
-        self.core = core
+        self.core, self.captures, self.markers = svc.core, svc.captures, svc.markers
         self.source = None
         self.following = True
         self.window_s = self.WINDOW_S
@@ -143,8 +143,8 @@ class LiveView(QWidget):
         self.gap_item.setZValue(-10)
         self.gap_item.setVisible(False)
         self.plot.addItem(self.gap_item)
-        core.source_changed.connect(self.set_source)
-        core.events.connect(self._draw_events)
+        svc.captures.source_changed.connect(self.set_source)
+        svc.captures.events.connect(self._draw_events)
 
     # ---- what is plotted ----------------------------------------------------------------------------
     def set_source(self, src) -> None:
@@ -214,7 +214,7 @@ class LiveView(QWidget):
 
     def go_live(self) -> None:
         if self.source is not None and hasattr(self.source, "reader"):
-            self.core.show_live()
+            self.captures.show_live()
             return
         self.following = True
         self.live_button.setText("Pause")
@@ -383,7 +383,7 @@ class LiveView(QWidget):
         items every few seconds, and the process grew with it during an overnight stream). Only near
         the view: a labelled line costs ~50 KB of Qt memory, so the last 300 events of a stream drawn
         whether seen or not grew the window by 15 MB over its first 25 minutes (a drive poll every 5 s)."""
-        evs = self.core.events_s(self.source, last=self.EVENTS_LAST) if self.source is not None else []
+        evs = self.captures.events_s(self.source, last=self.EVENTS_LAST) if self.source is not None else []
         (x0, x1), _ = self.plot.getViewBox().viewRange()
         lo, hi = x0 - (x1 - x0), x1 + (x1 - x0)       # the view and one view's width either side
         wanted = {}
@@ -461,7 +461,7 @@ class LiveView(QWidget):
             self.float_markers(False)
             for m in (self.marker_a, self.marker_b):
                 self.plot.removeItem(m)
-            self.core.set_markers(None)
+            self.markers.set(None)
 
     def place_markers(self, t_a: float, t_b: float) -> None:
         for m, t in ((self.marker_a, t_a), (self.marker_b, t_b)):
@@ -480,7 +480,7 @@ class LiveView(QWidget):
             if self._float_offsets is not None and self.source is not None:
                 end = self.source.duration_s
                 self._float_offsets = (end - a, end - b)      # a drag while floating sets new distances
-            self.core.set_markers(a, b)
+            self.markers.set(a, b)
 
     EDGE = 0.02               # a marker dragged within this fraction of the view's edge pans the view
 
@@ -530,4 +530,4 @@ class LiveView(QWidget):
         now = time.monotonic()
         if now - self._float_sent >= self.FLOAT_FIGURES_S:
             self._float_sent = now
-            self.core.set_markers(end - off[0], end - off[1])
+            self.markers.set(end - off[0], end - off[1])

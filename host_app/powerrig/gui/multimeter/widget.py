@@ -24,9 +24,9 @@ def _fit_columns(table: QTableWidget) -> None:
 
 
 class Multimeter(QWidget):
-    def __init__(self, core, parent=None):
+    def __init__(self, svc, parent=None):
         super().__init__(parent)
-        self.core = core
+        self.recording = svc.recording
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.verticalHeader().setVisible(True)
@@ -48,11 +48,11 @@ class Multimeter(QWidget):
         lay.addWidget(self.table, 1)
         lay.addWidget(self.marker_box, 1)
         self.figures = None
-        core.data.connect(self.refresh)
-        core.markers.connect(self.show_markers)
+        svc.recording.data.connect(self.refresh)
+        svc.markers.updated.connect(self.show_markers)
 
     def refresh(self) -> None:
-        live = self.core.live
+        live = self.recording.live
         if live is None:
             return
         rows = list(live.rails) + ["total"]
@@ -72,7 +72,7 @@ class Multimeter(QWidget):
                 self.table.setItem(k, j, QTableWidgetItem(_fmt(v, 4 if j < 4 else 3)))
 
     def show_markers(self, fig) -> None:
-        """The core's marker figures (always over the plot's current source); None: no markers; a str:
+        """The markers' figures (always over the plot's current source); None: no markers; a str:
         why the markers have no figures on this source."""
         if fig is None or isinstance(fig, str):
             self.figures = None

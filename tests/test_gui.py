@@ -188,6 +188,56 @@ def test_preset_runs_and_its_phase_appears(qtbot, rig_window):
     assert "MiB/s per W" in wp.result.text()
 
 
+def _run_preset(qtbot, win, svc, preset: str, seconds: int) -> dict:
+    wp = win.workload_panel
+    wp.preset.setCurrentText(preset)
+    wp.runtime.setValue(seconds)
+    ended = []
+    # (a late "done" of an earlier job, its power figures, is not this one's end)
+    svc.workload.updated.connect(lambda d: ended.append(d) if d["state"] in ("done", "failed")
+                                 and d["name"] == preset and not ended else None)
+    wp.run_button.click()
+    qtbot.waitUntil(lambda: bool(ended), timeout=90_000)
+    return ended[0]
+
+
+def test_a_write_preset_passes_the_drive_guard_on_the_virtual_rig(qtbot, rig_window):
+    """The GUI core's write path, end to end on the virtual rig: the runners come from dut.runners (the
+    rig's own host view, so the guard resolves the rig's namespace), Fio.run guards the write with the
+    drive's serial, and fio writes. With the GUI's own runners the guard refused the rig's namespace
+    ("not a block device on this host"), and the serial was never passed to Fio.run."""
+    from powerrig.core.timeline import FIO, NOTE
+    win, svc = rig_window
+    n_fio = len(svc.timeline.events(kind=FIO))
+    d = _run_preset(qtbot, win, svc, "rand 4k write", 2)
+    assert d["state"] == "done", d
+    assert d["mib_s"] > 0 and d["iops"] > 0
+    guards = [e for e in svc.timeline.events(kind=NOTE) if e.name == "guard"]
+    assert guards and guards[-1].ok and guards[-1].meta["serial"] == svc.drive.serial
+    assert guards[-1].meta["device"] == svc.drive.namespace
+    assert len(svc.timeline.events(kind=FIO)) == n_fio + 1
+    assert "MiB/s" in win.workload_panel.result.text()
+
+
+def test_a_write_preset_on_the_wrong_drive_is_refused_and_nothing_runs(qtbot, rig_window):
+    """The guard is the runner's, not the panel's: a serial that is not the drive's refuses the write
+    before fio starts (one line in the panel); a read preset needs no serial."""
+    from powerrig.core.timeline import FIO
+    win, svc = rig_window
+    serial, svc.drive.serial = svc.drive.serial, "NOT-THIS-DRIVE"
+    errors_before = len(svc.errors)
+    try:
+        n_fio = len(svc.timeline.events(kind=FIO))
+        d = _run_preset(qtbot, win, svc, "seq 128k write", 2)
+        assert d["state"] == "failed"
+        assert "NOT-THIS-DRIVE" in d["error"] and "\n" not in d["error"], d["error"]
+        assert len(svc.timeline.events(kind=FIO)) == n_fio            # fio never started
+        assert "failed" in win.workload_panel.result.text()
+    finally:
+        svc.drive.serial = serial
+        del svc.errors[errors_before:]
+
+
 def test_markers_read_energy(qtbot, rig_window):
     win, svc = rig_window
     end = svc.recording.live.duration_s

@@ -11,19 +11,17 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest  # noqa: E402
 
 pytest.importorskip("pytestqt")
-from PySide6.QtCore import QPoint, QRect, QSettings  # noqa: E402
-from PySide6.QtWidgets import QAbstractScrollArea, QScrollArea  # noqa: E402
+from PySide6.QtCore import QPoint, QRect  # noqa: E402
+from PySide6.QtWidgets import QScrollArea  # noqa: E402
 
-from powerrig.gui.services import Services  # noqa: E402
+from gui_helpers import private_settings, show_synthetic  # noqa: E402
 from powerrig.gui.main_window import MainWindow  # noqa: E402
-from powerrig.gui.source import LiveSource  # noqa: E402
-from powerrig.testing import synthetic as S  # noqa: E402
+from powerrig.gui.services import Services  # noqa: E402
 
 
 @pytest.fixture
 def window(qtbot, tmp_path):
-    QSettings.setDefaultFormat(QSettings.IniFormat)
-    QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, str(tmp_path / "settings"))
+    private_settings(tmp_path)
     svc = Services(capture_dir=tmp_path / "captures")
     win = MainWindow(svc)
     qtbot.addWidget(win)
@@ -40,19 +38,9 @@ def _inside(child, ancestor) -> bool:
     return ancestor.rect().contains(QRect(top_left, child.size()))
 
 
-def _feed(svc, seconds=3.0):
-    blocks = list(S.interval_blocks(seconds, rows_per_block=1000, first_index=1000))
-    live = LiveSource.for_block(blocks[0])
-    for b in blocks:
-        live.feed(b)
-    svc.captures.source = live
-    svc.captures.source_changed.emit(live)
-    return live
-
-
 def test_the_window_fits_1366x768_with_nothing_cut_off(qtbot, window):
     win, svc = window
-    _feed(svc)
+    show_synthetic(svc)
     win.resize(1366, 768)
     win.show()
     qtbot.waitExposed(win)
@@ -108,7 +96,7 @@ def test_y_range_fields_follow_auto_y(qtbot, window):
     lv = win.live_view
     win.show()
     assert lv.auto_y.isChecked()
-    _feed(svc)
+    show_synthetic(svc)
     qtbot.waitUntil(lambda: lv.last_summary is not None, timeout=10_000)
     qtbot.wait(100)
     (_x0, _x1), (lo, hi) = lv.plot.getViewBox().viewRange()

@@ -10,19 +10,17 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest  # noqa: E402
 
 pytest.importorskip("pytestqt")
-from PySide6.QtCore import QSettings, Qt  # noqa: E402
+from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QColor  # noqa: E402
 
-from powerrig.gui.services import Services  # noqa: E402
+from gui_helpers import private_settings, show_synthetic  # noqa: E402
 from powerrig.gui.main_window import MainWindow  # noqa: E402
-from powerrig.gui.source import LiveSource  # noqa: E402
-from powerrig.testing import synthetic as S  # noqa: E402
+from powerrig.gui.services import Services  # noqa: E402
 
 
 @pytest.fixture
 def settings_dir(qapp, tmp_path):
-    QSettings.setDefaultFormat(QSettings.IniFormat)
-    QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, str(tmp_path / "settings"))
+    private_settings(tmp_path)
     return tmp_path
 
 
@@ -79,12 +77,7 @@ def test_dark_theme_legend_and_axes_are_readable(qtbot, settings_dir):
     qtbot.addWidget(win)
     try:
         win.set_theme("light")
-        blocks = list(S.interval_blocks(3.0, rows_per_block=1000, first_index=1000))
-        live = LiveSource.for_block(blocks[0])
-        for b in blocks:
-            live.feed(b)
-        svc.captures.source = live
-        svc.captures.source_changed.emit(live)                      # curves and legend made under the light theme
+        show_synthetic(svc)                                 # curves and legend made under the light theme
         win.set_theme("dark")                               # ... then switched
         plot = win.live_view.plot
         bg = QColor(plot.backgroundBrush().color())

@@ -1,8 +1,10 @@
 """Screenshots of the desktop app's main views from a real window, for docs/user-guide.md.
 
-    xvfb-run -a -s "-screen 0 1600x1000x24" python scripts/gui_screenshots.py [--out docs/img]
+    xvfb-run -a -s "-screen 0 1366x768x24" python scripts/gui_screenshots.py [--out docs/img]
 
-Brings up a virtual rig (client drive with APST and non-operational states), connects, runs a preset,
+First the window as `powerrig gui --sim` opens it (``--views start``): the default virtual drive read,
+its power-state table filled, no error shown, and no panel cut off on the screen (checked; exit 1
+otherwise). Then it brings up a virtual rig (client drive with APST and non-operational states), connects, runs a preset,
 sets a power state, places markers, then opens the recording as a saved capture; then runs the
 D5-P5336 power-state plan (timings shortened) in the Sweep panel; saves one PNG per view
 (``--views live`` or ``--views sweep`` for one part; tests/test_gui_screenshots.py takes ``live``). Needs a display (Xvfb) so the window is a real one, not the offscreen platform.
@@ -37,7 +39,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "img"))
     ap.add_argument("--profile", default="client-apst")
-    ap.add_argument("--views", default="all", choices=("all", "live", "sweep"), help="which screenshots to take")
+    ap.add_argument("--views", default="all", choices=("all", "start", "live", "sweep"),
+                    help="which screenshots to take")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -49,33 +52,93 @@ def main() -> int:
     QSettings.setDefaultFormat(QSettings.IniFormat)
     QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, str(tmp / "settings"))
     app = QApplication(sys.argv[:1])
-    from powerrig.gui.services import Services
+    from powerrig.gui.app import start
     from powerrig.gui.main_window import MainWindow
+    from powerrig.gui.services import Services
 
-    svc = Services(capture_dir=tmp / "captures")
-    win = MainWindow(svc)
-    win.resize(1500, 900)
-    win.show()
     errors: list[str] = []
-    svc.core.error.connect(errors.append)
+    problems: list[str] = []
 
-    def shot(name: str) -> None:
-        settle(app, 0.8)
-        path = out / f"{name}.png"
-        win.grab().save(str(path))
-        print(path)
+    def shooter(win):
+        def shot(name: str) -> None:
+            settle(app, 0.8)
+            path = out / f"{name}.png"
+            win.grab().save(str(path))
+            print(path)
+        return shot
 
-    try:
-        if a.views in ("all", "live"):
-            live_views(app, svc, win, shot, a.profile)
-        if a.views in ("all", "sweep"):
-            sweep_views(app, win, shot, tmp)
-    finally:
-        win.close()
-    if errors:
-        print("errors shown in the window:", *errors, sep="\n  ")
+    if a.views in ("all", "start"):
+        from powerrig.gui.prefs import settings
+        settings().setValue("capture_dir", str(tmp / "captures-start"))
+        _app, svc, win = start(sim=True)             # as `powerrig gui --sim` opens
+        svc.core.error.connect(errors.append)
+        try:
+            problems += start_view(app, svc, win, shooter(win))
+        finally:
+            win.close()
+    if a.views != "start":
+        svc = Services(capture_dir=tmp / "captures")
+        win = MainWindow(svc)
+        win.show()
+        svc.core.error.connect(errors.append)
+        try:
+            if a.views in ("all", "live"):
+                live_views(app, svc, win, shooter(win), a.profile)
+            if a.views in ("all", "sweep"):
+                sweep_views(app, win, shooter(win), tmp)
+        finally:
+            win.close()
+    if errors or problems:
+        print("errors shown in the window:", *errors, "cut off:", *problems, sep="\n  ")
         return 1
     return 0
+
+
+def cut_off(win) -> list[str]:
+    """What of the window a user could not see: the window past the screen, a panel outside the window
+    or narrower than its content (panels scroll up and down only), a plot control past its edge."""
+    from PySide6.QtCore import QPoint, QRect
+    out = []
+    screen = win.screen().availableGeometry()
+    if not screen.contains(win.frameGeometry()):
+        out.append(f"the window {win.frameGeometry()} is not inside the screen {screen}")
+
+    def inside(child, ancestor) -> bool:
+        return ancestor.rect().contains(QRect(child.mapTo(ancestor, QPoint(0, 0)), child.size()))
+    for name, d in win.docks.items():
+        if d.visibleRegion().isEmpty():
+            continue                                  # a tab behind another
+        if not inside(d, win):
+            out.append(f"the {name} panel reaches past the window")
+        panel = d.widget().widget()
+        if panel.width() < panel.minimumSizeHint().width() or d.widget().horizontalScrollBar().isVisible():
+            out.append(f"the {name} panel is cut at its side ({panel.width()} < {panel.minimumSizeHint().width()} px)")
+    lv = win.live_view
+    for w in (lv.quantity, lv.auto_y, lv.y_min, lv.y_max, lv.markers_button, lv.float_button, lv.zoom_all,
+              lv.live_button):
+        if not inside(w, lv):
+            out.append(f"the plot's {w.text() if hasattr(w, 'text') else type(w).__name__} control is cut off")
+    mm = win.multimeter
+    if mm.table.horizontalHeader().length() > mm.table.viewport().width():
+        out.append("the multimeter's columns do not all show")
+    return out
+
+
+def start_view(app, svc, win, shot) -> list[str]:
+    """`powerrig gui --sim` on this screen: connected, the drive read (the default virtual drive has no
+    APST), samples on the plot, the Drive tab showing its power-state table."""
+    wait(app, lambda: svc.recording.live is not None and svc.recording.live.duration_s > 4
+         and win.live_view.last_summary is not None, 60, "samples")
+    wait(app, lambda: win.drive_panel.table.rowCount() > 0, 60, "the drive's power-state table")
+    win.docks["Drive"].raise_()
+    settle(app, 2.0)
+    g = win.screen().geometry()
+    shot(f"gui-sim-{g.width()}x{g.height()}")
+    found = cut_off(win)
+    print(f"window {win.width()}x{win.height()} on a {g.width()}x{g.height()} screen; "
+          f"{win.drive_panel.table.rowCount()} power states; {win.drive_panel.apst.text()}; "
+          f"cut off: {found or 'nothing'}")
+    return found
 
 
 def sweep_views(app, win, shot, tmp: Path) -> None:

@@ -311,6 +311,15 @@ def test_read_drive_without_apst_fills_the_table_with_no_error(qtbot, app_env):
         win.close()
 
 
+def test_cli_gui_with_an_unknown_profile_is_one_line():
+    from conftest import run_cli
+    r = run_cli("gui", "--sim", "--profile", "nope")
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "client-apst" in r.stderr and "d5-p5336" in r.stderr
+    r = run_cli("gui", "--profile", "client-apst")
+    assert r.returncode == 2 and "add --sim" in r.stderr
+
+
 def test_cli_gui_with_a_missing_capture_is_one_line(tmp_path):
     from conftest import run_cli
     r = run_cli("gui", "--capture", str(tmp_path / "nope.jls"))

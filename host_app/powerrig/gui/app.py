@@ -1,11 +1,13 @@
-"""Start the app: ``powerrig gui [--sim] [--capture FILE]``."""
+"""Start the app: ``powerrig gui [--sim [--profile NAME]] [--port PORT] [--capture FILE]``."""
 from __future__ import annotations
 
 import signal
 import sys
 
 
-def main(sim: bool = False, capture: str | None = None, port: str | None = None) -> int:
+def start(sim: bool = False, capture: str | None = None, port: str | None = None, profile: str | None = None):
+    """The window as ``powerrig gui`` opens it (shown, connecting): (QApplication, Services, MainWindow).
+    The screenshot script starts it the same way."""
     from PySide6.QtWidgets import QApplication
 
     from powerrig.gui.main_window import MainWindow
@@ -18,14 +20,19 @@ def main(sim: bool = False, capture: str | None = None, port: str | None = None)
     svc = Services(capture_dir=settings().value("capture_dir") or None)
     win = MainWindow(svc)
     win.show()
-    # Ctrl-C or a kill closes the window the normal way: the recording is closed, the virtual rig
-    # stopped (the core's timer lets Python run the handler)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: win.close())
     if sim:
-        svc.connection.connect_sim()
+        svc.connection.connect_sim(profile)
     elif port:
         svc.connection.connect_port(port)
     if capture:
         svc.captures.open(capture)
+    return app, svc, win
+
+
+def main(sim: bool = False, capture: str | None = None, port: str | None = None, profile: str | None = None) -> int:
+    app, _svc, win = start(sim, capture, port, profile)
+    # Ctrl-C or a kill closes the window the normal way: the recording is closed, the virtual rig
+    # stopped (the core's timer lets Python run the handler)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: win.close())
     return app.exec()

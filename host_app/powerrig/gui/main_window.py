@@ -2,10 +2,10 @@
 Built on the app's services (``gui/services``); the panels never import each other."""
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Qt, QTimer
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QColor, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QColorDialog, QComboBox, QDockWidget, QFileDialog, QFrame, QLabel, QMainWindow,
-                               QScrollArea, QVBoxLayout, QWidget)
+                               QScrollArea, QTabBar, QVBoxLayout, QWidget)
 
 from powerrig.gui import theme
 from powerrig.gui.capture_browser.widget import AnalysisTable
@@ -22,16 +22,27 @@ from powerrig.gui.prefs import settings
 DECIMATIONS = (1, 10, 100, 1000)
 
 
-def scrolled(panel: QWidget) -> QScrollArea:
-    """A panel in a scroll area: a dock smaller than the panel scrolls instead of cutting it off (or
-    forcing the window wider than the screen)."""
-    area = QScrollArea()
-    area.setWidgetResizable(True)
-    area.setFrameShape(QFrame.NoFrame)
-    area.setWidget(panel)
-    # never narrower than the panel itself: a panel scrolls up and down, it is never cut at the side
-    area.setMinimumWidth(panel.minimumSizeHint().width() + area.verticalScrollBar().sizeHint().width())
-    return area
+class PanelScroll(QScrollArea):
+    """A panel in a scroll area: a dock shorter than the panel scrolls instead of cutting it off (or
+    forcing the window taller than the screen). Never narrower than the panel: it scrolls up and
+    down, it is never cut at the side (its minimum follows the panel's as the panel fills)."""
+
+    def __init__(self, panel: QWidget):
+        super().__init__()
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.NoFrame)
+        self.setWidget(panel)
+        panel.installEventFilter(self)
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        hint = super().minimumSizeHint()
+        w = self.widget().minimumSizeHint().width() + self.verticalScrollBar().sizeHint().width()
+        return QSize(w + 2 * self.frameWidth(), hint.height())
+
+    def eventFilter(self, obj, e) -> bool:  # noqa: N802
+        if obj is self.widget() and e.type() == QEvent.LayoutRequest:
+            self.updateGeometry()           # the panel's minimum changed: the dock follows
+        return super().eventFilter(obj, e)
 
 
 class MainWindow(QMainWindow):
@@ -66,7 +77,7 @@ class MainWindow(QMainWindow):
                               ("Sweep", self.sweep_panel, Qt.BottomDockWidgetArea)):
             d = QDockWidget(name, self)
             d.setObjectName(f"dock-{name}")
-            d.setWidget(scrolled(w))
+            d.setWidget(PanelScroll(w))
             self.addDockWidget(area, d)
             self.docks[name] = d
         self.tabifyDockWidget(self.docks["Connect"], self.docks["Drive"])
@@ -86,15 +97,36 @@ class MainWindow(QMainWindow):
 
     def showEvent(self, e) -> None:  # noqa: N802 - Qt's name
         super().showEvent(e)
-        if not self._restored and not getattr(self, "_sized", False):
+        if not getattr(self, "_sized", False):
             self._sized = True                   # docks take sizes only once the window has its own
             QTimer.singleShot(0, self.size_docks)
 
     def size_docks(self) -> None:
-        """The side panels' starting widths: about a quarter of the window each, the plot the rest."""
-        w = self.width()
-        self.resizeDocks([self.docks["Connect"], self.docks["Multimeter"]],
-                         [min(470, int(0.3 * w)), min(420, int(0.26 * w))], Qt.Horizontal)
+        """The side panels' starting widths (unless a saved layout was restored): about a quarter of the
+        window each, the plot the rest."""
+        if not self._restored:
+            w = self.width()
+            self.resizeDocks([self.docks["Connect"], self.docks["Multimeter"]],
+                             [min(470, int(0.3 * w)), min(420, int(0.26 * w))], Qt.Horizontal)
+        QTimer.singleShot(0, self._drop_stale_tab_bars)     # once the layout has placed its bars
+
+    def _drop_stale_tab_bars(self) -> None:
+        """Qt 6 leaves a second, unused tab bar of the second group of tabbed docks shown (tabifying
+        Analysis and Sweep makes two; QMainWindow lays out one), which was drawn over the status bar.
+        The layout's own bar sits against a dock of its group; a copy elsewhere is hidden."""
+        groups: dict = {}
+        for tb in self.findChildren(QTabBar):
+            if tb.parentWidget() is self and tb.isVisible():
+                groups.setdefault(tuple(tb.tabText(i) for i in range(tb.count())), []).append(tb)
+        for titles, bars in groups.items():
+            if len(bars) < 2:
+                continue
+            docks = [d.geometry().adjusted(-2, -2, 2, 2) for d in self.docks.values()
+                     if d.windowTitle() in titles and d.isVisible()]
+            placed = [tb for tb in bars if any(g.intersects(tb.geometry()) for g in docks)]
+            for tb in bars:
+                if tb not in placed[:1]:
+                    tb.hide()
 
     def fitted(self, size: QSize) -> QSize:
         """``size``, no larger than the screen's free area (less the window frame)."""

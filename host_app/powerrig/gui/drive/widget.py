@@ -8,7 +8,9 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPushButton, QTab
                                QVBoxLayout, QWidget)
 
 APST_TEXT = "APST (autonomous power state transitions)"
-COLUMNS = ["", "PS", "max W", "ENLAT us", "EXLAT us", "non-op", "idle W", "active W"]   # Set first: never scrolled away
+# Set first: never scrolled away; two-line headers keep the table narrow enough to show whole beside
+# the plot on a 1366 px screen
+COLUMNS = ["", "PS", "max\nW", "ENLAT\nus", "EXLAT\nus", "non-\nop", "idle\nW", "active\nW"]
 
 
 class DrivePanel(QWidget):
@@ -70,6 +72,9 @@ class DrivePanel(QWidget):
             b.clicked.connect(lambda _=False, ps=s.ps: self.drive.set_power_state(ps))
             self.table.setCellWidget(k, 0, b)
         self.table.resizeColumnsToContents()
+        # the panel is as wide as the table's columns: all of them show (the panel scrolls up and down)
+        cols = sum(self.table.columnWidth(k) for k in range(self.table.columnCount()))
+        self.table.setMinimumWidth(cols + 2 * self.table.frameWidth() + self.table.verticalScrollBar().sizeHint().width())
 
     def show_drive(self, d: dict) -> None:
         if "identity" in d:

@@ -356,7 +356,11 @@ class LiveView(QWidget):
         """The Y fields follow auto Y: they show the range plotted (so unticking auto Y keeps it, and
         the fields never show a stale range)."""
         (_x0, _x1), (c, d) = self.plot.getViewBox().viewRange()
+        # enough decimals for about three digits of the range (a 5 mW range at 5.5 W is not "5.50 to 5.50")
+        decimals = max(2, min(6, 2 - math.floor(math.log10(max(d - c, 1e-9)))))
         for f, v in ((self.y_min, c), (self.y_max, d)):
+            if f.decimals() != decimals:
+                f.setDecimals(decimals)
             if abs(f.value() - v) >= 0.5 * 10 ** -f.decimals():
                 f.blockSignals(True)
                 f.setValue(v)

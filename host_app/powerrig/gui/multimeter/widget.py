@@ -23,6 +23,14 @@ def _fit_columns(table: QTableWidget) -> None:
     table.setMinimumWidth(need + 60 + 2 * table.frameWidth())     # + the rail names' column
 
 
+def _fit_rows(table: QTableWidget, at_least: int = 3) -> None:
+    """The table exactly as tall as its rows (at least ``at_least``): no empty space taking the height
+    a short screen needs for the markers' table below it."""
+    rows = max(table.rowCount(), at_least)
+    h = table.horizontalHeader().sizeHint().height() + rows * table.verticalHeader().defaultSectionSize()
+    table.setFixedHeight(h + 2 * table.frameWidth())
+
+
 class Multimeter(QWidget):
     def __init__(self, svc, parent=None):
         super().__init__(parent)
@@ -45,8 +53,11 @@ class Multimeter(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)
         lay.addWidget(QLabel("Since the recording began"))
-        lay.addWidget(self.table, 1)
-        lay.addWidget(self.marker_box, 1)
+        lay.addWidget(self.table)
+        lay.addWidget(self.marker_box)
+        lay.addStretch(1)
+        _fit_rows(self.table)
+        _fit_rows(self.marker_table)
         self.figures = None
         svc.recording.data.connect(self.refresh)
         svc.markers.updated.connect(self.show_markers)
@@ -59,6 +70,7 @@ class Multimeter(QWidget):
         if self.table.rowCount() != len(rows):
             self.table.setRowCount(len(rows))
             self.table.setVerticalHeaderLabels(rows)
+            _fit_rows(self.table)
         dt = live.interval_s
         with live._lock:
             s, c = live.total_sum.copy(), live.total_cnt.copy()
@@ -78,6 +90,7 @@ class Multimeter(QWidget):
             self.figures = None
             self.marker_label.setText(fig or "press Markers on the plot and drag A and B")
             self.marker_table.setRowCount(0)
+            _fit_rows(self.marker_table)
             return
         self.figures = fig
         lost = f", {fig.lost_s:.3f} s lost in gaps" if fig.lost_s else ""
@@ -85,6 +98,7 @@ class Multimeter(QWidget):
         rows = [k for k in fig.mean_w if k != "total"] + ["total"]
         self.marker_table.setRowCount(len(rows))
         self.marker_table.setVerticalHeaderLabels(rows)
+        _fit_rows(self.marker_table)
         for k, r in enumerate(rows):
             for j, v in enumerate((fig.mean_w[r], fig.energy_j[r], fig.max_w[r])):
                 self.marker_table.setItem(k, j, QTableWidgetItem(_fmt(v, 4)))

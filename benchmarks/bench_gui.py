@@ -251,7 +251,7 @@ def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[f
     print(f"live plot at {interval_us} us, {seconds:g} s, {len(paints)} paints:")
     print(f"  paint p50 {statistics.median(paints):.1f} ms  p95 {pct(paints, 95):.1f} ms (wall); "
           f"CPU of the GUI thread in it p50 {statistics.median(paint_cpu):.1f} ms  p95 {pct(paint_cpu, 95):.1f} ms "
-          f"(the rest is waiting: for a svc, or for the GIL held by the recording thread)")
+          f"(the rest is waiting: for a core, or for the GIL held by the recording thread)")
     print(f"  lag of the newest plotted point behind the newest interval received, p50 "
           f"{statistics.median(lags) * 1e3:.0f} ms  p95 {pct(lags, 95) * 1e3:.0f} ms")
     if dev_lags:

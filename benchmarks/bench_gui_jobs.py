@@ -1,4 +1,4 @@
-"""The GUI svc's worker jobs: what each costs the process, in memory that stays.
+"""The GUI core's worker jobs: what each costs the process, in memory that stays.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/bench_gui_jobs.py [--jobs 20000] [--rounds 5]
 
@@ -15,22 +15,21 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-import tempfile
 
 from bench_gui import rss_after_trim_mb      # sets QT_QPA_PLATFORM=offscreen unless given
 
 
-def run_rounds(app, svc, jobs: int, rounds: int, own_failure_handler: bool) -> None:
+def run_rounds(app, core, jobs: int, rounds: int, own_failure_handler: bool) -> None:
     got: list = []
     kw = {"failed": got.append} if own_failure_handler else {}
     base = None
     for r in range(rounds + 1):
         for k in range(jobs):
-            svc.core.run(int, done=got.append, **kw)
+            core.run(int, done=got.append, **kw)
             if k % 50 == 49:                     # as the app: results delivered while jobs go on
-                svc.core.pool.waitForDone()
+                core.pool.waitForDone()
                 app.processEvents()
-        svc.core.pool.waitForDone()
+        core.pool.waitForDone()
         app.processEvents()
         gc.collect()
         now = rss_after_trim_mb()
@@ -38,7 +37,7 @@ def run_rounds(app, svc, jobs: int, rounds: int, own_failure_handler: bool) -> N
             base = now                           # round 0 warms up (pool threads, first allocations)
             continue
         print(f"  after {r * jobs:7d} jobs: RSS {now:6.1f} MB after malloc_trim, "
-              f"+{(now - base) * 2**20 / (r * jobs):6.1f} bytes a job ({svc.core.pending} pending)", flush=True)
+              f"+{(now - base) * 2**20 / (r * jobs):6.1f} bytes a job ({core.pending} pending)", flush=True)
 
 
 def main() -> int:
@@ -48,13 +47,13 @@ def main() -> int:
     a = ap.parse_args()
     from PySide6.QtWidgets import QApplication
 
-    from powerrig.gui.services import Services
+    from powerrig.gui.core import Core
     app = QApplication(sys.argv[:1])
-    svc = Services(capture_dir=tempfile.mkdtemp(prefix="powerrig-bench-jobs-"))
+    core = Core()
     for own in (False, True):
         print(f"Core.run, {'its own failure handler' if own else 'failures to the window (the default)'}:")
-        run_rounds(app, svc, a.jobs, a.rounds, own)
-    svc.shutdown()
+        run_rounds(app, core, a.jobs, a.rounds, own)
+    core.shutdown()
     return 0
 
 

@@ -45,7 +45,7 @@ def _live(svc, qtbot, seconds=60.0):
         fed += 1
         if src.duration_s >= seconds:
             break
-    svc.recording.live = src                              # the svc's tick makes it the plot's source
+    svc.recording.live = src                              # the captures service's tick shows it
     qtbot.waitUntil(lambda: svc.captures.source is src, timeout=10_000)
 
     def more(seconds_more):
@@ -156,7 +156,7 @@ def test_markers_float_with_the_live_stream(window, qtbot):
     new_end = src.duration_s
     qtbot.waitUntil(lambda: lv.marker_b.value() == pytest.approx(new_end - 1.0, abs=1e-6), timeout=10_000)
     assert lv.marker_a.value() == pytest.approx(new_end - 4.0, abs=1e-6)
-    # the multimeter's figures follow: the svc's markers were moved too
+    # the multimeter's figures follow: the markers service's figures moved too
     qtbot.waitUntil(lambda: svc.markers.times is not None
                     and svc.markers.times[1] == pytest.approx(new_end - 1.0, abs=1e-6), timeout=10_000)
     # without floating, markers stay on their data while the stream goes on

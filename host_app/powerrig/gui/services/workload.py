@@ -23,7 +23,7 @@ PRESETS = {
 
 def preset_writes(name: str) -> bool:
     """Does this preset write to the drive (by dut's own rule, the one the guard applies)?"""
-    from powerrig.dut.fio import job_writes
+    from powerrig.dut.commands import job_writes
     return job_writes(PRESETS[name])
 
 

@@ -224,15 +224,17 @@ def test_a_write_preset_on_the_wrong_drive_is_refused_and_nothing_runs(qtbot, ri
     before fio starts (one line in the panel); a read preset needs no serial."""
     from powerrig.core.timeline import FIO
     win, svc = rig_window
-    serial, svc.drive.serial = svc.drive.serial, "NOT-THIS-DRIVE"
+    serial = svc.drive.serial
     errors_before = len(svc.errors)
     try:
-        n_fio = len(svc.timeline.events(kind=FIO))
-        d = _run_preset(qtbot, win, svc, "seq 128k write", 2)
-        assert d["state"] == "failed"
-        assert "NOT-THIS-DRIVE" in d["error"] and "\n" not in d["error"], d["error"]
-        assert len(svc.timeline.events(kind=FIO)) == n_fio            # fio never started
-        assert "failed" in win.workload_panel.result.text()
+        for wrong, said in (("NOT-THIS-DRIVE", "NOT-THIS-DRIVE"), (None, "no drive serial number named")):
+            svc.drive.serial = wrong
+            n_fio = len(svc.timeline.events(kind=FIO))
+            d = _run_preset(qtbot, win, svc, "seq 128k write", 2)
+            assert d["state"] == "failed"
+            assert said in d["error"] and "\n" not in d["error"], d["error"]
+            assert len(svc.timeline.events(kind=FIO)) == n_fio            # fio never started
+            assert "failed" in win.workload_panel.result.text()
     finally:
         svc.drive.serial = serial
         del svc.errors[errors_before:]

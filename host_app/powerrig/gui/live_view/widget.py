@@ -1,4 +1,4 @@
-"""The plot: mean line and min/max band per signal, one summary per pixel asked of the core's source
+"""The plot: mean line and min/max band per signal, one summary per pixel asked of the shown source
 on a worker; scrolls with the live stream, pause/zoom/pan over the whole capture, back to live in one
 click, gaps shaded, fio phases and nvme-cli commands on the time axis, two markers."""
 from __future__ import annotations

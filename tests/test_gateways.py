@@ -520,3 +520,16 @@ def test_fuzz_host_strings_give_one_ssh_argv_shape_or_one_line(boundary):
         assert a[i] == "--" and not a[i + 1].startswith("-") and a[i + 2:] == ["true"]
         assert files(work) == set()
     assert accepted >= 20
+
+
+def test_pytest_dut_host_that_smuggles_an_option_is_a_usage_error(tmp_path):
+    """The same string as the plan's, from `pytest --dut-host`: one usage line, no test runs, no marker."""
+    from test_sweep_pytest_plugin import pytest_cmd
+
+    (tmp_path / "test_x.py").write_text("def test_x(dut):\n    pass\n")
+    mark = tmp_path / "MARK"
+    r = subprocess.run(pytest_cmd("-q", "--rig", "sim:client-apst",
+                                  "--dut-host=ssh://-oProxyCommand=touch${IFS}MARK@localhost"),
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 4, r.stdout + r.stderr            # pytest's usage error
+    assert "drive host user '-oProxyCommand" in r.stderr and not mark.exists()

@@ -33,6 +33,16 @@ def pytest_addoption(parser):
                                                   "each xdist worker takes one")
 
 
+def pytest_configure(config):
+    """Options that reach nvme-cli, fio or ssh are checked before any test is collected: a bad one is
+    pytest's usage error (one line, exit 4), not an error in every test that uses the rig."""
+    if config.getoption("--rig", None) or config.getoption("--inventory", None):
+        try:
+            _slot(config)
+        except (OSError, tomllib.TOMLDecodeError, KeyError) as e:
+            raise pytest.UsageError(f"--inventory {config.getoption('--inventory')}: cannot read it ({e})") from None
+
+
 @dataclass
 class RigSlot:
     name: str

@@ -8,29 +8,28 @@ from labgrid.resource.common import Resource
 _str = attr.validators.instance_of(str)
 
 
+def _refused_as_value_error(inst, attribute, v, check) -> None:
+    """A string, passed by powerrig's own check; its one-line refusal as attrs' ValueError."""
+    from powerrig.core.errors import PowerrigError
+    _str(inst, attribute, v)
+    try:
+        check(v)
+    except PowerrigError as e:
+        raise ValueError(f"PowerrigSlot.{attribute.name}: {e}") from None
+
+
 def _drive_host(inst, attribute, v) -> None:
     """An exporter on another machine publishes this: checked by the door to other programs (an
     ``ssh://-oProxyCommand=...`` or ``?LocalCommand=`` would run a program on the worker)."""
-    from powerrig.core.errors import PowerrigError
     from powerrig.dut.remote import drive_host
-    _str(inst, attribute, v)
-    try:
-        drive_host(v)
-    except PowerrigError as e:
-        raise ValueError(f"PowerrigSlot.{attribute.name}: {e}") from None
+    _refused_as_value_error(inst, attribute, v, drive_host)
 
 
 def _port(inst, attribute, v) -> None:
     """A serial port on the exporter, or rfc2217://host:port with pyserial's options (?ign_set_control
     for ser2net), checked by the link's own check."""
-    from powerrig.core.errors import PowerrigError
     from powerrig.interposer.rfc2217 import check_url
-    _str(inst, attribute, v)
-    if v.startswith("rfc2217://"):
-        try:
-            check_url(v)
-        except PowerrigError as e:
-            raise ValueError(f"PowerrigSlot.{attribute.name}: {e}") from None
+    _refused_as_value_error(inst, attribute, v, lambda u: u.startswith("rfc2217://") and check_url(u))
 
 
 def _device(inst, attribute, v) -> None:

@@ -10,7 +10,7 @@ block of work as a phase and returns its figures), ``power_state`` (parametrised
 operational states), ``results`` (the results store), ``powerrig_record`` (keeps a figure in the JUnit
 XML in a form Jenkins' xunit and GitLab take). Helpers ``assert_at_most`` / ``assert_within`` fail
 with measured, limit and tolerance and record every measured value.
-Tests without --rig that use these fixtures are skipped, so the plugin is harmless elsewhere.
+Tests without --powerrig-rig that use these fixtures are skipped, so the plugin is harmless elsewhere.
 """
 from __future__ import annotations
 
@@ -130,11 +130,11 @@ def _slot(config) -> RigSlot | None:
         worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
         k = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
         if k >= len(rigs):
-            raise pytest.UsageError(f"--inventory {inv} lists {len(rigs)} rigs; worker {worker} has none "
+            raise pytest.UsageError(f"--powerrig-inventory {inv} lists {len(rigs)} rigs; worker {worker} has none "
                                     "(use -n at most the number of rigs)")
         r = rigs[k]
         return _checked(RigSlot(r.get("name", f"rig{k}"), r["port"], r.get("drive"), r.get("serial"),
-                                r.get("drive_host")), f"--inventory {inv} rig {k}")
+                                r.get("drive_host")), f"--powerrig-inventory {inv} rig {k}")
     port = _opt(config, "--powerrig-rig")
     if not port:
         return None
@@ -186,7 +186,7 @@ def rig(request, tmp_path_factory):
     else:
         handle = RigHandle(slot.port, ["nvme"], ["fio"], slot.drive or "/dev/nvme0",
                            [(slot.drive or "/dev/nvme0") + "n1"], slot.name, drive_host=slot.drive_host)
-    dev = open_interposer(handle.port, what="--rig")
+    dev = open_interposer(handle.port, what="--powerrig-rig")
     yield Rig(slot, handle, dev)
     dev.close()
     handle.close()

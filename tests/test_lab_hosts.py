@@ -124,6 +124,7 @@ print(json.dumps(d.plan_overrides()))
 """
 
 
+@pytest.mark.timeout(600)        # ~145-200 s on the loaded shared host: a dozen labgrid-client start-ups
 def test_a_plan_runs_through_a_coordinator_an_exporter_and_a_drive_host(hosts, tmp_path, monkeypatch):
     t0 = time.monotonic()
     venv = lab_bin()

@@ -109,9 +109,9 @@ def test_a_plan_takes_ser2net_options_pyserial_knows(url):
 
 @pytest.mark.parametrize("url,why", [("rfc2217://rack3:7001?kickolduser", "unknown option 'kickolduser'"),
                                      ("rfc2217://rack3:7001?timeout=soon", "not a number of seconds"),
-                                     ("rfc2217://rack3?ign_set_control", "is not an RFC 2217 URL"),
-                                     ("rfc2217://rack3:70001", "is not an RFC 2217 URL"),
-                                     ("rfc2217://-oX:7001", "is not an RFC 2217 URL")])
+                                     ("rfc2217://rack3?ign_set_control", "is not an RFC2217 URL"),
+                                     ("rfc2217://rack3:70001", "is not an RFC2217 URL"),
+                                     ("rfc2217://-oX:7001", "is not an RFC2217 URL")])
 def test_a_bad_rfc2217_url_is_one_line_everywhere(url, why):
     """The plan check, the CLI and the pytest options share one check: one line, nothing connected."""
     from powerrig.sweep.plan import PlanError, parse

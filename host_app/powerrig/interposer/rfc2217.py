@@ -37,7 +37,7 @@ def check_url(url: str) -> str:
     host, _, port = hostport.rpartition(":")
     if (parts.scheme != "rfc2217" or parts.path not in ("", "/") or parts.fragment
             or not _HOST.fullmatch(host) or not port.isdigit() or not 0 < int(port) < 65536):
-        raise LinkError(f"{url!r} is not an RFC 2217 URL ({how})")
+        raise LinkError(f"{url!r} is not an RFC2217 URL ({how})")
     for item in filter(None, parts.query.split("&")):
         name, eq, value = item.partition("=")
         if name not in URL_OPTIONS:

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import logging
 import math
+import mmap
+import os
 import platform
 import sys
 import time
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +33,7 @@ from powerrig.core.errors import CaptureError
 from powerrig.core.timeline import Timeline
 from powerrig.core.blocks import IntervalBlock
 from powerrig.capture.clocktrack import pack_pings
+from powerrig.capture.jls_tail import cut_after_last_whole_chunk, whole_chunks_end
 from powerrig.core.clock import ClockModel
 
 
@@ -44,6 +48,63 @@ logger = logging.getLogger(__name__)
 
 def _json(obj) -> bytes:
     return dumps(obj, lenient=True).encode()
+
+
+class _NativeLog(logging.Handler):
+    """The JLS library logs every failed write of its writer thread through the "pyjls" logger (about
+    1,100 lines for one full disk) and returns nothing to the caller. Its records are routed to
+    powerrig's debug log (they are in --log-file) and counted here: an error record is how a writer
+    learns that a write failed."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.errors = 0
+        self.first_error = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.ERROR:
+            if not self.errors:
+                self.first_error = record.getMessage()
+            self.errors += 1
+            # called in the library's writer thread, at the failed write, before it writes anything
+            # else: where the file's whole chunks end now is where the capture must end (what the
+            # library writes after a failure, squeezed into the last free bytes, does not fit the rest)
+            for w in list(_OPEN):
+                if w.failed_at is None and (len(_OPEN) == 1 or disk_problem(w.path.parent)):
+                    w.failed_at = _whole_chunks_end_of(w.path)
+        _routed.debug("pyjls: %s", record.getMessage())
+
+
+def _whole_chunks_end_of(path: Path) -> int | None:
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            return whole_chunks_end(buf)[0]
+    except (OSError, ValueError):
+        return None
+
+
+_routed = logging.getLogger("powerrig.capture.jls")
+_NATIVE = _NativeLog()
+_jls_logger = logging.getLogger("pyjls")
+_jls_logger.addHandler(_NATIVE)
+_jls_logger.propagate = False
+_OPEN: "weakref.WeakSet[CaptureWriter]" = weakref.WeakSet()      # writers not yet closed
+
+
+def disk_problem(folder: Path) -> str | None:
+    """Why nothing more can be written in ``folder`` (read-only, full, no permission), or None."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    if st.f_flag & os.ST_RDONLY:
+        return f"{folder} is on a read-only filesystem; choose another --out"
+    free = st.f_bavail * st.f_frsize
+    if free < 1 << 20:
+        return f"no space left on the disk holding {folder} ({free // 1024} KiB free); free space or choose another --out"
+    if not os.access(folder, os.W_OK):
+        return f"no permission to write in {folder}; choose another --out"
+    return None
 
 
 class CaptureWriter:
@@ -62,10 +123,15 @@ class CaptureWriter:
         self.clock = clock
         self.flush_every_s = flush_every_s
         self.anchor_every_s = anchor_every_s
+        self._errors_seen = _NATIVE.errors
+        self.failed: str | None = None     # set at the first failed write: nothing is written after it
+        self.failed_at: int | None = None  # where the file's whole chunks ended at that write
         try:
             self._w = pyjls.Writer(str(self.path))
         except Exception as e:
-            raise CaptureError(f"cannot create capture {self.path}: {e}") from None
+            why = disk_problem(self.path.parent) or str(e)
+            raise CaptureError(f"cannot create capture {self.path}: {why}") from None
+        _OPEN.add(self)
         self._started = False
         self._closed = False
         self._written_events: set[int] = set()   # timeline positions written, from _events_from on
@@ -146,6 +212,7 @@ class CaptureWriter:
         """Append one block (data or gap). Non-contiguous blocks get NaN gap rows in between."""
         if self._closed:
             raise CaptureError(f"capture {self.path} is already closed")
+        self._check_writes()
         if not len(block):
             return
         if not self._started:
@@ -207,6 +274,22 @@ class CaptureWriter:
         if now - self._last_flush >= self.flush_every_s:
             self._w.flush()
             self._last_flush = now
+        self._check_writes()
+
+    def _check_writes(self) -> None:
+        """Stop at the first failed write (disk full, read-only): raise CaptureError, write nothing more."""
+        if self.failed is not None:
+            raise CaptureError(self.failed)
+        if _NATIVE.errors == self._errors_seen:
+            return
+        self._errors_seen = _NATIVE.errors
+        why = disk_problem(self.path.parent)
+        if why is None and len(_OPEN) > 1 and self.failed_at is None:    # another capture's disk, not this one's
+            logger.warning("a capture write failed (%s); %s is not affected", _NATIVE.first_error, self.path)
+            return
+        self.failed = (f"capture {self.path}: recording stopped at the first failed write "
+                       f"({why or 'the JLS library said: ' + _NATIVE.first_error}); what was written before it is kept")
+        raise CaptureError(self.failed)
 
     # ---- clock --------------------------------------------------------------------------------------
     def _model(self) -> ClockModel | None:
@@ -290,7 +373,8 @@ class CaptureWriter:
     def update_metadata(self, **items) -> None:
         """Merge keys into the metadata (e.g. the drive's id-ctrl learnt after the stream started)."""
         self.metadata.update(items)
-        self._w.user_data(L.UD_METADATA_UPDATE, _json(items))
+        if self.failed is None:
+            self._w.user_data(L.UD_METADATA_UPDATE, _json(items))
 
     # ---- close --------------------------------------------------------------------------------------
     def close(self, stats: dict | None = None) -> None:
@@ -304,6 +388,10 @@ class CaptureWriter:
         if self._closed:
             return
         self._closed = True
+        _OPEN.discard(self)
+        if self.failed is not None:
+            self._close_failed()
+            return
         try:
             if self._started:
                 self._anchor(force=True)
@@ -317,3 +405,16 @@ class CaptureWriter:
                     "closed_utc": time.time()}))
         finally:
             self._w.close()
+
+    def _close_failed(self) -> None:
+        """After a failed write: release the library's writer (what it still tries to write fails
+        quietly), then cut the file after its last whole chunk, so it reads as a capture cut short."""
+        try:
+            self._w.close()
+        except Exception as e:  # noqa: BLE001 - the failure is already reported; the cut below matters
+            logger.debug("closing the failed capture %s: %s", self.path, e)
+        try:
+            cut = cut_after_last_whole_chunk(self.path, self.failed_at)
+            logger.info("capture %s: %d bytes after the last whole chunk cut off", self.path, cut)
+        except OSError as e:        # read-only: nothing after the failure reached the file anyway
+            logger.info("capture %s left as written (%s)", self.path, e.strerror or e)

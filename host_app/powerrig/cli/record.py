@@ -51,7 +51,8 @@ def run(args) -> int:
     if res.end_reason == "link-lost":
         raise LinkError(f"{res.error} (the capture {out} is closed and holds what came before)")
     if res.end_reason == "error":
-        raise CaptureError(f"{res.error} (the capture {out} is closed and holds what came before)")
+        said = "" if str(out) in (res.error or "") else f" (the capture {out} is closed and holds what came before)"
+        raise CaptureError(f"{res.error}{said}")
     return 0
 
 

@@ -23,7 +23,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from powerrig.core.errors import PowerrigError
+from powerrig.core.errors import CaptureError, PowerrigError
 from powerrig.core.timeline import NOTE, NVME, PHASE, Event, Timeline
 from powerrig.sweep import measure
 from powerrig.sweep.plan import Plan, PlanError, Step, Workload, check_drive
@@ -185,7 +185,7 @@ class Sweep:
                 try:
                     self.store.write_record(self.run_id, self.out)
                 except OSError as we:       # a full or read-only disk: the database keeps the run
-                    logger.warning("run %s: the JSON record was not written (%s)", self.run_id, we)
+                    logger.info("run %s: the JSON record was not written (%s)", self.run_id, we)
             raise
         finally:
             rig.close()
@@ -375,7 +375,7 @@ class Sweep:
         try:
             # the rails before the set-feature are part of the transition measurement (the level it
             # leaves); the recorder's first samples take a moment to arrive
-            if not have_pre.wait(10.0):
+            if not self._wait_for_level(rec, have_pre):
                 logger.warning("step %s: the capture had no %.1f s of samples before the set-feature", step.key,
                                PRE_LEVEL_S)
             nvme.set_power_state(rig.controller, step.power_state)
@@ -474,8 +474,21 @@ class Sweep:
     def _check_link(self, rec) -> None:
         t = getattr(rec, "_thread", None)       # the stand-in tells early; the real recorder at the end
         res = rec.wait(0) if t is not None and not t.is_alive() else None
+        if res is not None and isinstance(getattr(rec, "error", None), CaptureError):
+            # the capture cannot be written (a full or read-only disk): no rerun can do better
+            raise PowerrigError(res.error)
         if res is not None and res.end_reason in ("link-lost", "error"):
             raise StepLost(res.error or res.end_reason)
+
+    def _wait_for_level(self, rec, have_pre: threading.Event, timeout: float = 10.0) -> bool:
+        """Wait for the level before the set-feature; a recorder that already ended is told by _check_link."""
+        deadline = time.monotonic() + timeout
+        while not have_pre.wait(0.1):
+            t = getattr(rec, "_thread", None)
+            if (t is not None and not t.is_alive()) or time.monotonic() > deadline:
+                self._check_link(rec)
+                return have_pre.is_set()
+        return True
 
     def _workload(self, step: Step, tl, nvme, fio, fio_dir: Path, rec):
         """Run the workload (rounds until steady where asked); a PHASE over the measured part."""

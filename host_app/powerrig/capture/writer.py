@@ -16,6 +16,7 @@ import math
 import mmap
 import os
 import platform
+import re
 import sys
 import time
 import weakref
@@ -62,7 +63,8 @@ class _NativeLog(logging.Handler):
         self.first_error = ""
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.levelno >= logging.ERROR:
+        # the reader's own complaints (a cut file it recovers) are no failed write
+        if record.levelno >= logging.ERROR and _WRITE_FAILURE.search(record.getMessage()):
             if not self.errors:
                 self.first_error = record.getMessage()
             self.errors += 1
@@ -84,6 +86,7 @@ def _whole_chunks_end_of(path: Path) -> int | None:
 
 
 _routed = logging.getLogger("powerrig.capture.jls")
+_WRITE_FAILURE = re.compile(r"write mismatch|fwrite|_wr_|wr_data|fsr returned|summary_close|flush")
 _NATIVE = _NativeLog()
 _jls_logger = logging.getLogger("pyjls")
 _jls_logger.addHandler(_NATIVE)

@@ -76,17 +76,13 @@ def test_read_only_out_is_refused_in_one_line_and_creates_nothing(small_disk):
     assert not out.exists()
 
 
-def test_a_sweep_whose_output_fills_up_fails_in_one_line_and_frees_its_folder(small_disk, tmp_path, monkeypatch):
-    monkeypatch.setenv("POWERRIG_SIM_DIR", str(tmp_path / "sim"))
+def test_a_sweep_whose_output_fills_up_fails_in_one_line_and_frees_its_folder(small_disk, tmp_path, sim_dir):
     disk = small_disk("400k")
     plan = tmp_path / "p.toml"
     plan.write_text('name = "full"\npower_states = [0]\n[rig]\nport = "sim:d5-p5336"\n'
-                    "[timing]\nsettle_s = 0.3\nidle_s = 20\n")
+                    "[timing]\nsettle_s = 0.3\nidle_s = 10\n")
     db = tmp_path / "r.sqlite"
-    try:
-        r = run_cli("sweep", str(plan), "--results", str(db), "--out", str(disk / "out"), timeout=120)
-    finally:
-        run_cli("sim", "stop", "--all")
+    r = run_cli("sweep", str(plan), "--results", str(db), "--out", str(disk / "out"), timeout=120)
     assert r.returncode == 2
     err = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(err) == 1 and "recording stopped at the first failed write (no space left" in err[0], r.stderr[-3000:]

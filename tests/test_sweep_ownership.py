@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import run_cli
+from conftest import jsonl, run_cli
 from powerrig.capture import CaptureReader
 from powerrig.results import ResultStore
 from powerrig.sweep.ownership import LOCK_NAME, RunBusy, RunLock
@@ -37,18 +37,6 @@ rw = "read"
 HOST = socket.gethostname()
 
 
-@pytest.fixture
-def simdir(tmp_path, monkeypatch):
-    d = tmp_path / "sim"
-    monkeypatch.setenv("POWERRIG_SIM_DIR", str(d))
-    yield d
-    run_cli("sim", "stop", "--all")
-
-
-def _lines(path):
-    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
-
-
 def _start(plan_file, db, out=None, resume=False):
     args = [sys.executable, "-m", "powerrig", "sweep", str(plan_file), "--results", str(db)]
     args += ["--resume"] if resume else ["--out", str(out)]
@@ -57,9 +45,9 @@ def _start(plan_file, db, out=None, resume=False):
 
 def _wait_steps(proc, log, n, timeout=120):
     deadline = time.monotonic() + timeout
-    while len(_lines(log)) < n and time.monotonic() < deadline and proc.poll() is None:
+    while len(jsonl(log)) < n and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
-    assert len(_lines(log)) >= n, proc.communicate()[1] if proc.poll() is not None else "timeout"
+    assert len(jsonl(log)) >= n, proc.communicate()[1] if proc.poll() is not None else "timeout"
 
 
 def test_the_lock_is_exclusive_and_freed_by_the_kernel_when_its_process_dies(tmp_path):
@@ -84,7 +72,7 @@ time.sleep(60)
     assert (tmp_path / LOCK_NAME).exists()
 
 
-def test_resume_of_a_live_run_is_refused_and_sigterm_marks_it_interrupted(tmp_path, simdir):
+def test_resume_of_a_live_run_is_refused_and_sigterm_marks_it_interrupted(tmp_path, sim_dir):
     plan_file = tmp_path / "p.toml"
     plan_file.write_text(PLAN)
     db, out = tmp_path / "r.sqlite", tmp_path / "out"
@@ -121,7 +109,7 @@ def test_resume_of_a_live_run_is_refused_and_sigterm_marks_it_interrupted(tmp_pa
     assert json.loads((out / "run-1.json").read_text())["status"] == "interrupted"
 
 
-def test_after_kill_9_two_resumes_together_one_refused_one_finishes_and_the_cut_capture_is_kept(tmp_path, simdir):
+def test_after_kill_9_two_resumes_together_one_refused_one_finishes_and_the_cut_capture_is_kept(tmp_path, sim_dir):
     plan_file = tmp_path / "p.toml"
     plan_file.write_text(PLAN)
     db, out = tmp_path / "r.sqlite", tmp_path / "out"

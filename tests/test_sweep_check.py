@@ -130,6 +130,13 @@ def test_one_huge_duration_is_refused_even_when_the_total_would_pass():
         parse(BASE.replace("cooldown_s = 0", "cooldown_s = 1e300"))
 
 
+def test_an_interval_that_does_not_divide_a_second_is_refused():
+    # it used to pass --check and fail in the capture writer at the first step
+    with pytest.raises(PlanError, match=r"rig.interval_us \(line 7\): 300 us does not divide one second"):
+        parse(BASE.replace("reconnect_s = 60", "reconnect_s = 60\ninterval_us = 300"))
+    assert parse(BASE.replace("reconnect_s = 60", "reconnect_s = 60\ninterval_us = 250")).rig.interval_us == 250
+
+
 def test_limits_leave_the_plan_hash_alone():
     assert parse(BASE + "[limits]\nmax_steps = 5000\n").hash == parse(BASE).hash
 

@@ -503,8 +503,9 @@ def _limits(d: dict) -> Limits:
 
 def _check_size(plan: Plan, d: dict) -> None:
     """What would only fail hours into a run fails here: a power state listed twice (its steps would
-    repeat keys already stored), a steady-state metric twice, and a plan past the step or duration
-    limits (every single duration included: one of them alone could outlast the run)."""
+    repeat keys already stored), a steady-state metric twice, an interval the capture cannot hold (at
+    the first step), and a plan past the step or duration limits (every single duration included:
+    one of them alone could outlast the run)."""
     _no_repeats(("power_states",), list(plan.power_states), lambda ps: f"PS{ps}",
                 "list each power state once (timing.repetitions repeats steps)")
     _no_repeats(("steady_state", "metrics"), list(plan.steady.metrics), str, "list each metric once")
@@ -512,6 +513,9 @@ def _check_size(plan: Plan, d: dict) -> None:
     if len(set(keys)) != len(keys):       # a guard for any future way of repeating a step
         dup = next(k for k in keys if keys.count(k) > 1)
         raise _Bad(("workload",), f"step {dup} would run twice; names of workloads and power states must be unique")
+    if 1_000_000 % plan.rig.interval_us:     # the capture's sample rate is intervals per second, a whole number
+        raise _Bad(("rig", "interval_us"), f"{plan.rig.interval_us} us does not divide one second: a capture needs a "
+                                           "whole number of intervals per second (100, 200, 250, 500, 1000 ...)")
     lim = plan.limits
     if len(keys) > lim.max_steps:
         raise _Bad(("power_states",), f"the plan has {len(keys)} steps, over the limit of {lim.max_steps}: check "

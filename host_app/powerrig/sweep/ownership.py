@@ -57,7 +57,7 @@ class RunLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _read(fd) or dict(fallback or {})
+            holder = _holder(fd) or dict(fallback or {})
             os.close(fd)
             run = holder.get("run", run_id)
             pid, host = holder.get("pid", "?"), holder.get("host", "?")
@@ -80,6 +80,28 @@ class RunLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+def _holder(fd: int, wait_s: float = 1.0) -> dict:
+    """Who holds the lock. The holder writes its name just after taking it: until then the file still
+    names the previous (dead) owner, so a name of a process gone from this host is read again."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        doc = _read(fd)
+        stale = not doc or (doc.get("host") == socket.gethostname() and not _alive(doc.get("pid")))
+        if not stale or time.monotonic() > deadline:
+            return doc
+        time.sleep(0.02)
+
+
+def _alive(pid) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (TypeError, ValueError, ProcessLookupError):
+        return False
+    except PermissionError:        # someone else's process: alive
+        return True
+    return True
 
 
 def _read(fd: int) -> dict:

@@ -123,6 +123,12 @@ class Sweep:
     # -- the sweep --------------------------------------------------------------------------------
     def run(self) -> int:
         """Run (or resume) the plan; returns the run id. Raises PlanError before anything runs."""
+        try:
+            return self._run()
+        finally:
+            self._release()          # the output folder is free once the run's status and record are written
+
+    def _run(self) -> int:
 
         plan = self.plan
         prior = None
@@ -139,11 +145,7 @@ class Sweep:
                 prior = self._resumable()
                 self._lock = RunLock(prior["out_dir"]).acquire(prior["id"])
             self._took_over = self._lock.previous
-        try:
-            rig = bring_up(plan)
-        except BaseException:
-            self._release()
-            raise
+        rig = bring_up(plan)
         try:
             dev = open_interposer(rig.port)
             try:
@@ -189,7 +191,6 @@ class Sweep:
             raise
         finally:
             rig.close()
-            self._release()
         self.store.set_run_status(self.run_id, "done")
         record = self.store.write_record(self.run_id, self.out)
         self._emit("done", record=str(record), out=str(self.out))

@@ -13,13 +13,9 @@ from __future__ import annotations
 
 import logging
 import math
-import mmap
-import os
 import platform
-import re
 import sys
 import time
-import weakref
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +30,8 @@ from powerrig.core.errors import CaptureError
 from powerrig.core.timeline import Timeline
 from powerrig.core.blocks import IntervalBlock
 from powerrig.capture.clocktrack import pack_pings
-from powerrig.capture.jls_tail import cut_after_last_whole_chunk, whole_chunks_end
+from powerrig.capture.jls_tail import cut_after_last_whole_chunk
+from powerrig.capture.write_faults import NATIVE, OPEN, disk_problem
 from powerrig.core.clock import ClockModel
 
 
@@ -49,65 +46,6 @@ logger = logging.getLogger(__name__)
 
 def _json(obj) -> bytes:
     return dumps(obj, lenient=True).encode()
-
-
-class _NativeLog(logging.Handler):
-    """The JLS library logs every failed write of its writer thread through the "pyjls" logger (about
-    1,100 lines for one full disk) and returns nothing to the caller. Its records are routed to
-    powerrig's debug log (they are in --log-file) and counted here: an error record is how a writer
-    learns that a write failed."""
-
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.errors = 0
-        self.first_error = ""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        # the reader's own complaints (a cut file it recovers) are no failed write
-        if record.levelno >= logging.ERROR and _WRITE_FAILURE.search(record.getMessage()):
-            if not self.errors:
-                self.first_error = record.getMessage()
-            self.errors += 1
-            # called in the library's writer thread, at the failed write, before it writes anything
-            # else: where the file's whole chunks end now is where the capture must end (what the
-            # library writes after a failure, squeezed into the last free bytes, does not fit the rest)
-            for w in list(_OPEN):
-                if w.failed_at is None and (len(_OPEN) == 1 or disk_problem(w.path.parent)):
-                    w.failed_at = _whole_chunks_end_of(w.path)
-        _routed.debug("pyjls: %s", record.getMessage())
-
-
-def _whole_chunks_end_of(path: Path) -> int | None:
-    try:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            return whole_chunks_end(buf)[0]
-    except (OSError, ValueError):
-        return None
-
-
-_routed = logging.getLogger("powerrig.capture.jls")
-_WRITE_FAILURE = re.compile(r"write mismatch|fwrite|_wr_|wr_data|fsr returned|summary_close|flush")
-_NATIVE = _NativeLog()
-_jls_logger = logging.getLogger("pyjls")
-_jls_logger.addHandler(_NATIVE)
-_jls_logger.propagate = False
-_OPEN: "weakref.WeakSet[CaptureWriter]" = weakref.WeakSet()      # writers not yet closed
-
-
-def disk_problem(folder: Path) -> str | None:
-    """Why nothing more can be written in ``folder`` (read-only, full, no permission), or None."""
-    try:
-        st = os.statvfs(folder)
-    except OSError:
-        return None
-    if st.f_flag & os.ST_RDONLY:
-        return f"{folder} is on a read-only filesystem; choose another --out"
-    free = st.f_bavail * st.f_frsize
-    if free < 1 << 20:
-        return f"no space left on the disk holding {folder} ({free // 1024} KiB free); free space or choose another --out"
-    if not os.access(folder, os.W_OK):
-        return f"no permission to write in {folder}; choose another --out"
-    return None
 
 
 class CaptureWriter:
@@ -126,7 +64,7 @@ class CaptureWriter:
         self.clock = clock
         self.flush_every_s = flush_every_s
         self.anchor_every_s = anchor_every_s
-        self._errors_seen = _NATIVE.errors
+        self._errors_seen = NATIVE.errors
         self.failed: str | None = None     # set at the first failed write: nothing is written after it
         self.failed_at: int | None = None  # where the file's whole chunks ended at that write
         try:
@@ -134,7 +72,7 @@ class CaptureWriter:
         except Exception as e:
             why = disk_problem(self.path.parent) or str(e)
             raise CaptureError(f"cannot create capture {self.path}: {why}") from None
-        _OPEN.add(self)
+        OPEN.add(self)
         self._started = False
         self._closed = False
         self._written_events: set[int] = set()   # timeline positions written, from _events_from on
@@ -283,15 +221,15 @@ class CaptureWriter:
         """Stop at the first failed write (disk full, read-only): raise CaptureError, write nothing more."""
         if self.failed is not None:
             raise CaptureError(self.failed)
-        if _NATIVE.errors == self._errors_seen:
+        if NATIVE.errors == self._errors_seen:
             return
-        self._errors_seen = _NATIVE.errors
+        self._errors_seen = NATIVE.errors
         why = disk_problem(self.path.parent)
-        if why is None and len(_OPEN) > 1 and self.failed_at is None:    # another capture's disk, not this one's
-            logger.warning("a capture write failed (%s); %s is not affected", _NATIVE.first_error, self.path)
+        if why is None and len(OPEN) > 1 and self.failed_at is None:    # another capture's disk, not this one's
+            logger.warning("a capture write failed (%s); %s is not affected", NATIVE.first_error, self.path)
             return
         self.failed = (f"capture {self.path}: recording stopped at the first failed write "
-                       f"({why or 'the JLS library said: ' + _NATIVE.first_error}); what was written before it is kept")
+                       f"({why or 'the JLS library said: ' + NATIVE.first_error}); what was written before it is kept")
         raise CaptureError(self.failed)
 
     # ---- clock --------------------------------------------------------------------------------------
@@ -391,7 +329,7 @@ class CaptureWriter:
         if self._closed:
             return
         self._closed = True
-        _OPEN.discard(self)
+        OPEN.discard(self)
         if self.failed is not None:
             self._close_failed()
             return

@@ -55,7 +55,7 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def sim_dir(tmp_path, monkeypatch):
+def simdir(tmp_path, monkeypatch):
     """Virtual rigs of this test only (sweeps with `sim:` ports start them), all stopped after it."""
     d = tmp_path / "sim"
     monkeypatch.setenv("POWERRIG_SIM_DIR", str(d))

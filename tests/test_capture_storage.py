@@ -76,7 +76,7 @@ def test_read_only_out_is_refused_in_one_line_and_creates_nothing(small_disk):
     assert not out.exists()
 
 
-def test_a_sweep_whose_output_fills_up_fails_in_one_line_and_frees_its_folder(small_disk, tmp_path, sim_dir):
+def test_a_sweep_whose_output_fills_up_fails_in_one_line_and_frees_its_folder(small_disk, tmp_path, simdir):
     disk = small_disk("400k")
     plan = tmp_path / "p.toml"
     plan.write_text('name = "full"\npower_states = [0]\n[rig]\nport = "sim:d5-p5336"\n'
@@ -94,7 +94,7 @@ def test_a_sweep_whose_output_fills_up_fails_in_one_line_and_frees_its_folder(sm
     RunLock(disk / "out").acquire(1).release()      # the folder is free again
 
 
-def test_a_sweep_into_a_read_only_out_is_refused_in_one_line_and_records_no_run(small_disk, tmp_path, sim_dir):
+def test_a_sweep_into_a_read_only_out_is_refused_in_one_line_and_records_no_run(small_disk, tmp_path, simdir):
     disk = small_disk("1m", "ro")
     plan = tmp_path / "p.toml"
     plan.write_text('name = "ro"\npower_states = [0]\n[rig]\nport = "sim:d5-p5336"\n[timing]\nidle_s = 1\n')

@@ -72,7 +72,7 @@ time.sleep(60)
     assert (tmp_path / LOCK_NAME).exists()
 
 
-def test_resume_of_a_live_run_is_refused_and_sigterm_marks_it_interrupted(tmp_path, sim_dir):
+def test_resume_of_a_live_run_is_refused_and_sigterm_marks_it_interrupted(tmp_path, simdir):
     plan_file = tmp_path / "p.toml"
     plan_file.write_text(PLAN)
     db, out = tmp_path / "r.sqlite", tmp_path / "out"
@@ -109,7 +109,7 @@ def test_resume_of_a_live_run_is_refused_and_sigterm_marks_it_interrupted(tmp_pa
     assert json.loads((out / "run-1.json").read_text())["status"] == "interrupted"
 
 
-def test_after_kill_9_two_resumes_together_one_refused_one_finishes_and_the_cut_capture_is_kept(tmp_path, sim_dir):
+def test_after_kill_9_two_resumes_together_one_refused_one_finishes_and_the_cut_capture_is_kept(tmp_path, simdir):
     plan_file = tmp_path / "p.toml"
     plan_file.write_text(PLAN)
     db, out = tmp_path / "r.sqlite", tmp_path / "out"

@@ -181,3 +181,25 @@ def test_sweep_report_shows_figures_curves_and_every_verdict(results_db, tmp_pat
     assert "<td>25.000</td>" in text and "class=pass" in text
     assert (tmp_path / "rep" / "efficiency_vs_power_state.png").stat().st_size > 1000   # MiB/s/W over PS0, PS1
     assert "ps1/seq-read/r1" in text
+
+
+def test_every_text_a_valid_plan_fills_fits_its_column(results_db, tmp_path):
+    """A workload name at the limit stores on both backends (PostgreSQL's varchar(128) once lost the step
+    after it ran); one character more is refused by `--check`, naming the same limit."""
+    longest = "w" * S.steps.c.workload.type.length
+    plan = parse(PLAN.replace('name = "seq-read"', f'name = "{longest}"')
+                 .replace('name = "t"', f'name = "{"p" * S.plans.c.name.type.length}"'))
+    store = ResultStore(results_db)
+    run = store.start_run(plan, "out")
+    for s in plan.steps():
+        store.store_step(run, {"idx": s.index, "key": s.key, "name": s.name, "workload": s.workload and s.workload.name,
+                               "power_state": s.power_state, "status": "done"},
+                         [{"name": f"self-report:measure:{longest}", "kind": "workload"}],
+                         [{"name": "power.mean", "phase": f"self-report:measure:{longest}", "value": 1.0,
+                           "outcome": "info"}])
+    assert len(store.steps(run)) == 4
+    too_long = tmp_path / "long.toml"
+    too_long.write_text(PLAN.replace('name = "seq-read"', f'name = "{longest}x"'))
+    r = run_cli("sweep", str(too_long), "--check")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "workload[0].name (line 7)" in r.stderr and "129 characters" in r.stderr and "128" in r.stderr, r.stderr

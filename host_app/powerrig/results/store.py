@@ -29,6 +29,11 @@ class ResultsError(PowerrigError):
     """The results database is unusable or does not hold what was asked."""
 
 
+class DatabaseFault(ResultsError):
+    """The database could not take a write or a read (locked past the timeout, full, corrupt, the server
+    gone): what was being written is still in the caller's hands, to be kept and stored later."""
+
+
 def database_url(target: str | Path) -> str:
     """A file path becomes a SQLite URL; ``postgresql://`` (and ``postgres://``) mean psycopg 3 on every
     SQLAlchemy version (2.0 would pick psycopg2, which powerrig does not install)."""
@@ -134,7 +139,7 @@ class ResultStore:
         except DBAPIError as e:
             raise self._error("cannot write to", e) from None
 
-    def _error(self, what: str, e: DBAPIError) -> ResultsError:
+    def _error(self, what: str, e: DBAPIError) -> DatabaseFault:
         why = _reason(e)
         low = why.lower()
         if "locked" in low or "lock timeout" in low:
@@ -145,7 +150,7 @@ class ResultStore:
             hint = "restore it from a backup or use a new file"
         else:
             hint = "check that the database server is up and the URL is right"
-        return ResultsError(f"{what} results database {self}: {why}: {hint}")
+        return DatabaseFault(f"{what} results database {self}: {why}: {hint}")
 
     def __str__(self) -> str:
         return str(self.path) if self.path else self.engine.url.render_as_string(hide_password=True)
@@ -162,11 +167,12 @@ class ResultStore:
             return
         try:
             with self.engine.connect() as c:
-                bad = [r[0] for r in c.exec_driver_sql("PRAGMA quick_check").fetchall() if r[0] != "ok"]
+                bad = [" ".join(r[0].split())[:160] for r in c.exec_driver_sql("PRAGMA quick_check").fetchall()
+                       if r[0] != "ok"]
         except DBAPIError as e:
             raise self._error("cannot open", e) from None
         if bad:
-            raise ResultsError(f"results database {self.path} is corrupt (quick_check: {bad[0]}"
+            raise DatabaseFault(f"results database {self.path} is corrupt (quick_check: {bad[0]}"
                                f"{f' and {len(bad) - 1} more' if len(bad) > 1 else ''}): restore it from a backup "
                                "or use a new file")
 

@@ -43,7 +43,6 @@ def database_url(target: str | Path) -> str:
             if t.startswith(plain):
                 return "postgresql+psycopg://" + t[len(plain):]
         return t
-    Path(t).parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{Path(t).resolve()}"
 
 
@@ -59,15 +58,26 @@ def _reason(e: DBAPIError) -> str:
     return " ".join(str(e.orig).split()) or type(e.orig).__name__
 
 
-def _insert_or_skip(c, table, keys: list[str]):
-    """INSERT ... ON CONFLICT (keys) DO NOTHING in the connection's dialect."""
+def _dialect_insert(c, table):
+    """The connection's dialect's INSERT, which has ON CONFLICT (SQLite and PostgreSQL)."""
     if c.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-        return pg_insert(table).on_conflict_do_nothing(index_elements=keys)
-    if c.dialect.name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-        return sqlite_insert(table).on_conflict_do_nothing(index_elements=keys)
-    return insert(table)
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    elif c.dialect.name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    else:
+        raise ResultsError(f"the results store needs SQLite or PostgreSQL, not {c.dialect.name}")
+    return dialect_insert(table)
+
+
+def _insert_or_skip(c, table, keys: list[str]):
+    """INSERT ... ON CONFLICT (keys) DO NOTHING."""
+    return _dialect_insert(c, table).on_conflict_do_nothing(index_elements=keys)
+
+
+def _upsert(c, table, keys: list[str], row: dict):
+    """INSERT ... ON CONFLICT (keys) DO UPDATE SET the other columns."""
+    return _dialect_insert(c, table).values(**row).on_conflict_do_update(
+        index_elements=keys, set_={k: v for k, v in row.items() if k not in keys})
 
 
 # the 64-bit key of the PostgreSQL advisory lock that serialises schema creation and migration
@@ -75,11 +85,16 @@ SCHEMA_LOCK = 0x706F77657272_6967 & 0x7FFFFFFFFFFFFFFF
 
 
 class ResultStore:
-    def __init__(self, target: str | Path = DEFAULT_DB, timeout_s: float = 10.0):
-        """``timeout_s``: how long a write waits for another writer's lock before it gives up."""
+    def __init__(self, target: str | Path = DEFAULT_DB, timeout_s: float = 10.0, read_only: bool = False):
+        """``timeout_s``: how long a write waits for another writer's lock before it gives up.
+        ``read_only``: an existing database at the current schema, opened so nothing can write (the web page)."""
         self.url = database_url(target)
-        self.timeout_s = timeout_s
+        self.timeout_s, self.read_only = timeout_s, read_only
         self.path = Path(self.url[len("sqlite:///"):]) if self.url.startswith("sqlite:///") else None
+        if self.path and read_only and not self.path.is_file():
+            raise ResultsError(f"no results database {self.path}: name an existing file or URL with --db")
+        if self.path and not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.engine: Engine = create_engine(self.url, **self._engine_args())
         except Exception as e:        # bad URL, missing driver: say which
@@ -87,7 +102,10 @@ class ResultStore:
         if self.engine.dialect.name == "sqlite":
             self._sqlite_connections()
         self._quick_check()
-        self._migrate()
+        if read_only:
+            self._check_version()
+        else:
+            self._migrate()
 
     def __repr__(self) -> str:
         return f"ResultStore({self.engine.url.render_as_string(hide_password=True)!r})"
@@ -95,8 +113,9 @@ class ResultStore:
     def _engine_args(self) -> dict:
         if self.url.startswith("postgresql"):
             # lock_timeout: a writer blocked by another's lock gives up after timeout_s, as on SQLite
+            ro = " -c default_transaction_read_only=on" if self.read_only else ""
             return {"connect_args": {"connect_timeout": max(1, round(self.timeout_s)),
-                                     "options": f"-c lock_timeout={int(self.timeout_s * 1000)}"},
+                                     "options": f"-c lock_timeout={int(self.timeout_s * 1000)}{ro}"},
                     "pool_pre_ping": True}
         return {}
 
@@ -110,7 +129,7 @@ class ResultStore:
             dbapi_conn.isolation_level = None
             cur = dbapi_conn.cursor()
             cur.execute(f"PRAGMA busy_timeout={timeout_ms}")
-            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA query_only=ON" if self.read_only else "PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
 
@@ -175,6 +194,17 @@ class ResultStore:
             raise DatabaseFault(f"results database {self.path} is corrupt (quick_check: {bad[0]}"
                                f"{f' and {len(bad) - 1} more' if len(bad) > 1 else ''}): restore it from a backup "
                                "or use a new file")
+
+    def _check_version(self) -> None:
+        with self._read() as c:
+            if not self.engine.dialect.has_table(c, "schema_info"):
+                raise ResultsError(f"{self} is not a powerrig results database (no schema_info table)")
+        v = self.schema_version()
+        if v != S.SCHEMA_VERSION:
+            raise ResultsError(f"results database {self} has schema version {v}, this powerrig reads "
+                               f"{S.SCHEMA_VERSION}: " + ("upgrade powerrig" if v > S.SCHEMA_VERSION else
+                                                          f"open it once with `powerrig results --db {self} list` "
+                                                          "to migrate it"))
 
     def _migrate(self) -> None:
         """Create or move the schema forward, once, however many processes open the database at once:
@@ -262,6 +292,27 @@ class ResultStore:
                                     func.coalesce(n_steps.c.steps, 0).label("steps"))
                              .join(S.plans).outerjoin(n_steps, n_steps.c.run_id == S.runs.c.id)
                              .order_by(S.runs.c.id)).mappings().all()
+        return [dict(r) for r in rows]
+
+    # -- the live state of running runs ------------------------------------------------------
+    def record_live(self, run_id: int, **state) -> None:
+        """Overwrite a run's live row (step, W now, end time): an upsert, about once a second."""
+        row = {"run_id": run_id, "updated_utc": time.time(), **{k: _clean(v) for k, v in state.items()}}
+        with self._write() as c:
+            c.execute(_upsert(c, S.live, ["run_id"], row))
+
+    def clear_live(self, run_id: int) -> None:
+        with self._write() as c:
+            c.execute(S.live.delete().where(S.live.c.run_id == run_id))
+
+    def live(self) -> list[dict]:
+        """The live rows of runs still marked running, by station."""
+        with self._read() as c:
+            if not self.engine.dialect.has_table(c, "live"):
+                return []
+            rows = c.execute(select(S.live, S.runs.c.status, S.plans.c.name.label("plan"))
+                             .join(S.runs, S.runs.c.id == S.live.c.run_id).join(S.plans)
+                             .where(S.runs.c.status == "running").order_by(S.live.c.station)).mappings().all()
         return [dict(r) for r in rows]
 
     # -- steps -------------------------------------------------------------------------------

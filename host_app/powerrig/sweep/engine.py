@@ -27,6 +27,7 @@ from powerrig.core.errors import PowerrigError
 from powerrig.core.timeline import NOTE, NVME, PHASE, Event, Timeline
 from powerrig.results import DatabaseFault
 from powerrig.sweep import measure
+from powerrig.sweep.live import LiveState
 from powerrig.sweep.plan import Plan, PlanError, Step, Workload, check_drive
 from powerrig.capture.recorder import Recorder
 from powerrig.sweep.rig import bring_up, open_interposer
@@ -78,6 +79,7 @@ class Sweep:
         self.store = store
         self.out = Path(out_dir)
         self.on_progress = on_progress or (lambda d: None)
+        self._live_state = LiveState(store)      # the web page's live view of this rig, from the same events
         self.resume = resume
         self.run_id: int | None = None
         self._t0 = 0.0
@@ -94,6 +96,7 @@ class Sweep:
             self.on_progress(d)
         except Exception:  # noqa: BLE001 - a broken display must not end an overnight sweep
             logger.exception("progress callback failed")
+        self._live_state(d)
 
     def _planned(self, s: Step) -> float:
         t = self.plan.timing
@@ -212,6 +215,7 @@ class Sweep:
         todo = [s for s in steps if s.key not in done]
         self._t0 = time.monotonic()
         self._emit("start", plan=plan.name, plan_hash=plan.hash, steps=len(steps), done=len(done), resumed=resumed,
+                   station=rig.station,
                    eta_s=self._eta(todo), out=str(self.out))
         apst = None
         if plan.apst == "disable" and getattr(self._ident, "apsta", False):

@@ -22,8 +22,11 @@ def efficiency_series(store, runs: list[dict], label_run: bool) -> dict:
 
 def svg(series: dict, xlabel: str = "power state") -> str | None:
     """The curves as an <svg> element to put in a page (None: fewer than two points on every curve)."""
+    import matplotlib
+
     buf = io.BytesIO()
-    if not plot_curves(series, buf, xlabel, fmt="svg"):
-        return None
+    with matplotlib.rc_context({"svg.fonttype": "none"}):     # labels as <text>: selectable, searchable
+        if not plot_curves(series, buf, xlabel, fmt="svg"):
+            return None
     text = buf.getvalue().decode()
     return text[re.search(r"<svg\b", text).start():]      # no XML prolog or DOCTYPE inside HTML

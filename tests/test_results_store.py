@@ -202,4 +202,4 @@ def test_every_text_a_valid_plan_fills_fits_its_column(results_db, tmp_path):
     too_long.write_text(PLAN.replace('name = "seq-read"', f'name = "{longest}x"'))
     r = run_cli("sweep", str(too_long), "--check")
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
-    assert "workload[0].name (line 7)" in r.stderr and "129 characters" in r.stderr and "128" in r.stderr, r.stderr
+    assert "workload[0].name (line 8)" in r.stderr and "129 characters" in r.stderr and "128" in r.stderr, r.stderr

@@ -14,7 +14,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import create_engine, event, func, insert, select, text, update
+from sqlalchemy import create_engine, event, func, insert, inspect, select, text, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
@@ -82,6 +82,7 @@ def _upsert(c, table, keys: list[str], row: dict):
 
 # the 64-bit key of the PostgreSQL advisory lock that serialises schema creation and migration
 SCHEMA_LOCK = 0x706F77657272_6967 & 0x7FFFFFFFFFFFFFFF
+SCHEMA_LOCK_WAIT_S = 300
 
 
 class ResultStore:
@@ -135,7 +136,12 @@ class ResultStore:
 
         @event.listens_for(self.engine, "begin")
         def _begin(conn):
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("powerrig_write") else "BEGIN")
+            opts = conn.get_execution_options()
+            if opts.get("powerrig_write"):
+                conn.exec_driver_sql(f"PRAGMA busy_timeout={opts.get('powerrig_wait_ms', timeout_ms)}")
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            else:
+                conn.exec_driver_sql("BEGIN")
 
     @contextmanager
     def _read(self):
@@ -147,11 +153,15 @@ class ResultStore:
             raise self._error("cannot read", e) from None
 
     @contextmanager
-    def _write(self):
+    def _write(self, wait_s: float | None = None):
         """One write transaction (committed at the end, rolled back on error); database errors (locked
-        past the timeout, disk full, corrupt) become one ResultsError line."""
+        past the timeout, disk full, corrupt) become one ResultsError line. ``wait_s``: how long to wait
+        for other writers' locks, if not the store's timeout."""
+        wait_ms = int((self.timeout_s if wait_s is None else wait_s) * 1000)
         try:
-            with self.engine.execution_options(powerrig_write=True).begin() as c:
+            with self.engine.execution_options(powerrig_write=True, powerrig_wait_ms=wait_ms).begin() as c:
+                if wait_s is not None and c.dialect.name == "postgresql":
+                    c.execute(text(f"SET LOCAL lock_timeout = {wait_ms}"))
                 yield c
         except IntegrityError:
             raise
@@ -206,10 +216,21 @@ class ResultStore:
                                                           f"open it once with `powerrig results --db {self} list` "
                                                           "to migrate it"))
 
+    def _schema_current(self) -> bool:
+        """Every table there and the version this powerrig's: nothing to lock for (a lab's usual open)."""
+        with self._read() as c:
+            if not set(S.metadata.tables) <= set(inspect(c).get_table_names()):
+                return False
+            row = c.execute(select(S.schema_info.c.value).where(S.schema_info.c.key == "version")).first()
+        return row is not None and row[0] == str(S.SCHEMA_VERSION)
+
     def _migrate(self) -> None:
         """Create or move the schema forward, once, however many processes open the database at once:
         under PostgreSQL's advisory lock or SQLite's write lock, the version read again once held."""
-        with self._write() as c:
+        if self._schema_current():
+            return
+        # the others wait for the one creating or migrating, however long that takes on a busy host
+        with self._write(wait_s=SCHEMA_LOCK_WAIT_S) as c:
             if c.dialect.name == "postgresql":
                 c.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": SCHEMA_LOCK})
             fresh = not self.engine.dialect.has_table(c, "runs")

@@ -28,6 +28,7 @@ from hostinfo import machine
 
 PLAN = """name = "fleet"
 power_states = [0]
+apst = "keep"
 [rig]
 port = "sim:d5-p5336"
 interval_us = {interval_us}

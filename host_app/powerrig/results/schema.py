@@ -109,6 +109,23 @@ measurements = Table(
     Column("notes", Text),
 )
 
+# each running run's state now (one row per run, overwritten about once a second): the web page's live view.
+# A table of its own, not columns of runs: it needs no migration (created on open) and a finished step's
+# transaction never waits for it.
+live = Table(
+    "live", metadata,
+    Column("run_id", Integer, ForeignKey("runs.id"), primary_key=True),
+    Column("station", String(256)),
+    Column("step_key", String(256)),
+    Column("step_name", String(256)),
+    Column("n", Integer),                             # the step running, 1-based
+    Column("m", Integer),                             # steps in the plan
+    Column("watts", Float),                           # total W now
+    Column("mib_s", Float),
+    Column("ends_utc", Float),                        # when the sweep should end, at the pace so far
+    Column("updated_utc", Float, nullable=False),
+)
+
 
 def _v1_to_v2(conn) -> None:
     """v2 added the published figure beside a measurement and step attempts (retries after throttling)."""

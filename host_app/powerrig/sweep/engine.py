@@ -25,7 +25,9 @@ from pathlib import Path
 
 from powerrig.core.errors import CaptureError, PowerrigError
 from powerrig.core.timeline import NOTE, NVME, PHASE, Event, Timeline
+from powerrig.results import DatabaseFault
 from powerrig.sweep import measure
+from powerrig.sweep.live import LiveState
 from powerrig.sweep.plan import Plan, PlanError, Step, Workload, check_drive
 from powerrig.capture.recorder import Recorder
 from powerrig.sweep.ownership import RunLock, describe, this_process
@@ -33,6 +35,7 @@ from powerrig.sweep.rig import bring_up, open_interposer
 
 logger = logging.getLogger(__name__)
 KEEP_BW_ROUNDS = 64
+UNSTORED = "unstored-steps.jsonl"   # finished steps the database could not take; --resume stores them
 PRE_LEVEL_S = 0.25         # captured before the set-feature: the old level (analysis averages up to 0.5 s)
 
 
@@ -89,6 +92,7 @@ class Sweep:
         self.store = store
         self.out = Path(out_dir)
         self.on_progress = on_progress or (lambda d: None)
+        self._live_state = LiveState(store)      # the web page's live view of this rig, from the same events
         self.resume = resume
         self.run_id: int | None = None
         self._t0 = 0.0
@@ -105,6 +109,7 @@ class Sweep:
             self.on_progress(d)
         except Exception:  # noqa: BLE001 - a broken display must not end an overnight sweep
             logger.exception("progress callback failed")
+        self._live_state(d)
 
     def _planned(self, s: Step) -> float:
         t = self.plan.timing
@@ -182,12 +187,8 @@ class Sweep:
                     dev.close()
         except BaseException as e:
             if self.run_id is not None:
-                status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"   # SIGTERM too (the CLI)
-                self.store.set_run_status(self.run_id, status, str(e) or type(e).__name__)
-                try:
-                    self.store.write_record(self.run_id, self.out)
-                except OSError as we:       # a full or read-only disk: the database keeps the run
-                    logger.info("run %s: the JSON record was not written (%s)", self.run_id, we)
+                status = "interrupted" if isinstance(e, (KeyboardInterrupt, DatabaseFault)) else "failed"
+                self._mark_run(status, str(e) or type(e).__name__)
             raise
         finally:
             rig.close()
@@ -214,13 +215,57 @@ class Sweep:
             self._lock.release()
             self._lock = None
 
+    def _mark_run(self, status: str, error: str) -> None:
+        """Record how the run ended. A database that cannot take even that (still locked, full) is tried
+        three times, then left with a log line: the error itself goes up to the caller."""
+        for attempt in range(1, 4):
+            try:
+                self.store.set_run_status(self.run_id, status, error)
+            except DatabaseFault as e:
+                logger.warning("run %s: recording status %r, attempt %d of 3: %s", self.run_id, status, attempt, e)
+                continue
+            try:
+                self.store.write_record(self.run_id, self.out)
+            except (OSError, DatabaseFault) as we:   # a full or read-only disk: the database keeps the run
+                logger.info("run %s: the JSON record was not written (%s)", self.run_id, we)
+            return
+
+    def _store(self, rec: dict) -> None:
+        """Store a finished step; a database that cannot take it (locked past the timeout, full, gone)
+        stops the sweep, the step kept in OUT/unstored-steps.jsonl for the next --resume to store."""
+        try:
+            self.store.store_step(self.run_id, rec["step"], rec["phases"], rec["measurements"])
+        except DatabaseFault:
+            with open(self.out / UNSTORED, "a") as f:
+                f.write(json.dumps({"run": self.run_id, "step": rec["step"], "phases": rec["phases"],
+                                    "measurements": rec["measurements"]}, default=str) + "\n")
+            raise
+
+    def _store_kept_steps(self) -> None:
+        """Store the steps an earlier attempt finished but could not store (not run again)."""
+        path = self.out / UNSTORED
+        if not path.exists():
+            return
+        done = self.store.finished_steps(self.run_id)
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            if r["run"] == self.run_id and r["step"]["key"] not in done:
+                self.store.store_step(self.run_id, r["step"], r["phases"], r["measurements"])
+                done.add(r["step"]["key"])
+                self._emit("note", text=f"{r['step']['name']}: stored from {UNSTORED} (finished before the "
+                                        "database fault)")
+        path.replace(path.with_name(UNSTORED + ".stored"))
+
     def _sweep(self, dev, nvme, fio, resumed: bool):
         plan, rig = self.plan, self._rig
         steps = plan.steps()
+        if resumed:
+            self._store_kept_steps()
         done = self.store.finished_steps(self.run_id)
         todo = [s for s in steps if s.key not in done]
         self._t0 = time.monotonic()
         self._emit("start", plan=plan.name, plan_hash=plan.hash, steps=len(steps), done=len(done), resumed=resumed,
+                   station=rig.station,
                    eta_s=self._eta(todo), out=str(self.out))
         apst = None
         if plan.apst == "disable" and getattr(self._ident, "apsta", False):
@@ -264,7 +309,7 @@ class Sweep:
                     break
                 rec["step"]["attempts"] = attempt
                 t_store = time.monotonic()
-                self.store.store_step(self.run_id, rec["step"], rec["phases"], rec["measurements"])
+                self._store(rec)
                 rec["timing"]["store_s"] = time.monotonic() - t_store
                 self._step_times.append(time.monotonic() - t_step)
                 self._planned_done += self._planned(step)
@@ -548,7 +593,7 @@ class Sweep:
                 "iodepth": streams[0].iodepth, "numjobs": w.numjobs * len(streams),
                 "bw_bytes": sum(s[4] for s in window) / dur, "iops": sum(s[3] * (s[1] - s[0]) for s in window) / dur,
                 "io_bytes": sum(s[4] for s in window), "power_state": step.power_state, "rounds": len(window)}
-        name = f"measure:{w.name}"
+        name = f"{measure.MEASURE}{w.name}"
         self._measured_s = sum(s[1] - s[0] for s in spans)        # every round ran under measurement
         tl.add(Event(PHASE, name, t0, t1, ok=True, meta=meta))
         return name, bw, steady

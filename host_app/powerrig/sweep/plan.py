@@ -248,12 +248,13 @@ class Plan:
                     out.append((ps, None, rep))
                 for w in self.workloads:
                     out.append((ps, w, rep))
-        steps = []
-        for k, (ps, w, rep) in enumerate(out):
-            wname = w.name if w else "idle"
-            name = f"PS{ps} {wname}" + (f" #{rep + 1}" if self.timing.repetitions > 1 else "")
-            steps.append(Step(k, f"ps{ps}/{wname}/r{rep + 1}", name, ps, w, rep))
-        return steps
+        return [Step(k, *self.step_key_name(ps, w, rep), ps, w, rep) for k, (ps, w, rep) in enumerate(out)]
+
+    def step_key_name(self, ps: int, w: Workload | None, rep: int) -> tuple[str, str]:
+        """A step's stable key and its display name."""
+        wname = w.name if w else "idle"
+        return (f"ps{ps}/{wname}/r{rep + 1}",
+                f"PS{ps} {wname}" + (f" #{rep + 1}" if self.timing.repetitions > 1 else ""))
 
     def resolved(self) -> dict:
         """Every value the sweep uses, defaults included (stored with the results)."""
@@ -526,6 +527,7 @@ def _build(d: dict, text: str, path: str) -> Plan:
     plan = Plan(name, rig, drive, pss, workloads, _str(("description",), d.get("description", "")), idle, apst,
                 Preparation(kind, job), timing, steady, text, path, checks, _limits(d))
     _check_size(plan, d)
+    _check_column_limits(plan)
     return plan
 
 
@@ -585,6 +587,30 @@ def _no_repeats(path: tuple, values: list, show, fix: str) -> None:
         if v in seen:
             raise _Bad(path + (k,), f"{show(v)} is listed twice (at [{seen[v]}] and [{k}]): {fix}")
         seen[v] = k
+
+
+def _check_column_limits(plan: Plan) -> None:
+    """Every text a plan puts into the results database fits its column: the limits are the schema's
+    own column lengths, so `--check` refuses what the database (PostgreSQL's varchar) would."""
+    from powerrig.results import schema as S
+    from powerrig.sweep.measure import MEASURE, SELF_REPORT
+
+    def fits(path, value: str, *columns) -> None:
+        for col in columns:
+            if col.type.length is not None and len(value) > col.type.length:
+                raise _Bad(path, f"{len(value)} characters ({value[:24]!r}...) is over the {col.type.length} that "
+                                 f"the results database holds ({col.table.name}.{col.name}): shorten it")
+
+    fits(("name",), plan.name, S.plans.c.name)
+    if not plan.rig.sim_profile:
+        fits(("rig", "port"), plan.rig.port, S.runs.c.station)
+    top_ps, top_rep = max(plan.power_states), plan.timing.repetitions - 1
+    for k, w in enumerate(plan.workloads):
+        key, name = plan.step_key_name(top_ps, w, top_rep)
+        fits(("workload", k, "name"), w.name, S.steps.c.workload)
+        fits(("workload", k, "name"), key, S.steps.c.key)
+        fits(("workload", k, "name"), name, S.steps.c.name)
+        fits(("workload", k, "name"), f"{SELF_REPORT}{MEASURE}{w.name}", S.phases.c.name, S.measurements.c.phase)
 
 
 def _fmt_path(path: tuple) -> str:

@@ -1,8 +1,8 @@
-"""CRC-32 of a frame in Thumb-2 (asm_thumb): about 11 instructions per byte where viper takes 44.
+"""CRC-32 of a frame in Thumb-1 (asm_thumb: the RP2350 and the RP2040 run it): about 11 instructions per byte where viper takes 44.
 
 At 100 us intervals the frame CRC is a third of the hot path in viper; here it is a tenth.
 Same result as powerrig_fw.crc.crc32_into (the zlib CRC), stored little-endian after the data.
-Only on ARMv7-M ports; board.kernels falls back to its viper loop elsewhere.
+Only on ARM ports (board.arch); board.kernels falls back to its viper loop elsewhere.
 """
 import micropython
 

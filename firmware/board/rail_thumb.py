@@ -53,7 +53,7 @@ def rail_run(r0, r1):
     ldr(r5, [r7, _ADIG4])
     cmp(r5, 0)
     beq(NODIG)
-    # digital inputs: OR and AND of the low byte over the run
+    # digital inputs: OR and AND of the words over the run (the reducer shifts them into place per record)
     ldr(r0, [r1, _GDPTR4])
     ldr(r2, [r1, _GCNT4])
     ldr(r3, [r1, _DOR4])
@@ -62,7 +62,7 @@ def rail_run(r0, r1):
     cmp(r2, 0)
     beq(DIGEND)
     label(DIGLOOP)
-    ldrb(r5, [r0, 0])
+    ldrh(r5, [r0, 0])
     orr(r3, r5)
     and_(r4, r5)
     add(r0, r0, r6)

@@ -183,6 +183,8 @@ class BurstKernels:
         # machine-code scan job: address, samples, step, then the trigger's words (set when it changes)
         self.job = array.array("i", [0] * 6)
         self.spec = None
+        self.edge = False       # every attribute exists from the start: a new one would allocate in a pass
+        self.invert = 0
         self.scan_off = 0
         self.scan_step = 0
 

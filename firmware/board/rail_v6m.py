@@ -36,17 +36,23 @@ _GLIM4 = const(88)
 _GSTEP4 = const(92)
 _GDPTR4 = const(96)
 _GDSTEP4 = const(100)
+_GNR4 = const(112)    # rails left to run (board.reducer._GNR)
 
 
 @micropython.asm_thumb
 def rail_run(r0, r1):
-    # r0: this rail's block, r1: the global state (run length, peak limit, step, digital pointer)
+    # r0: the first rail's block, r1: the global state (run length, peak limit, step, digital pointer,
+    # rails to run: each rail's block follows the one before)
     mov(r7, r0)
     mov(r2, r8)                             # r8-r11 are the caller's: save them (the entry saved r4-r7, lr)
     mov(r3, r9)
     mov(r4, r10)
     mov(r5, r11)
     push({r2, r3, r4, r5})
+    push({r1})                              # the global state, for every rail
+    label(RAIL)
+    mov(r1, sp)
+    ldr(r1, [r1, 0])
     ldr(r5, [r1, _GSTEP4])
     str(r5, [r7, _ASTEP4])
     ldr(r5, [r1, _GLIM4])
@@ -186,6 +192,17 @@ def rail_run(r0, r1):
     str(r5, [r7, _WH4])
     mov(r5, lr)
     str(r5, [r7, _WL4])
+    # the next rail's block, while the global count of rails left says so
+    mov(r1, sp)
+    ldr(r1, [r1, 0])
+    ldr(r5, [r1, _GNR4])
+    sub(r5, 1)
+    str(r5, [r1, _GNR4])
+    beq(FIN)
+    add(r7, 84)                             # board.reducer._RS words
+    b(RAIL)
+    label(FIN)
+    pop({r1})
     pop({r2, r3, r4, r5})
     mov(r8, r2)
     mov(r9, r3)

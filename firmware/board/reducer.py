@@ -55,7 +55,8 @@ _GDPTR = const(24)    # address of the run's first digital word and
 _GDSTEP = const(25)   # its bytes per sample
 _DSH = const(26)      # the digital inputs' bit position in their word (13 on the board, 0 interleaved)
 _BYTES = const(27)    # 1: records written byte by byte (ARMv6-M faults on unaligned word stores)
-_RB = const(28)       # per-rail blocks start here
+_GNR = const(28)      # rails the machine-code loop has still to run (one call runs them all)
+_RB = const(29)       # per-rail blocks start here
 # per-rail fields
 _BASE = const(0)      # halfword of this rail's voltage code (current follows)
 _OV = const(1)        # 0x8000 + voltage offset (sign-extends the unsigned halfword on the way)
@@ -78,7 +79,7 @@ _ARING = const(18)    # address of the ring slot of the run's first sample (kept
 _AREND = const(19)
 _ARBEG = const(20)
 _RS = const(21)       # words per rail block
-_STATE_WORDS = const(28 + 21 * 4)
+_STATE_WORDS = const(29 + 21 * 4)
 _MAXW = const(64)     # MAX_WINDOW
 _HEAD = const(18)     # wire.HEADER_SIZE
 
@@ -129,8 +130,9 @@ def _run(st: ptr32, sx: ptr16, raw: ptr16, n: int, out: ptr8, ring: ptr16, fn) -
             while k < nr:
                 r = _RB + k * _RS
                 st[r + _APTR] = int(raw) + 2 * (st[r + _BASE] + pos * step)
-                fn(sa + 4 * r, sa)
                 k += 1
+            st[_GNR] = nr
+            fn(sa + 4 * _RB, sa)
             r = _RB + (nr - 1) * _RS
             wnext = (st[r + _ARING] - st[r + _ARBEG]) >> 2
             k = nr

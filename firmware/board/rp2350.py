@@ -48,6 +48,11 @@ class Board:
         burst = kernels.BurstKernels(self.layout)
         self.burst_copy = burst.copy              # an armed burst: machine code per sample, no bytecode
         self.scan_trigger = burst.scan
+        # the per-pass calls go straight to their objects (a Python call costs ~1,000 instructions)
+        self.read = self.usb.read
+        self.write = self.usb.write
+        self.pump = self.usb.pump
+        self.adc_intact = self.ring.intact
         self.index = 0          # sample index of the next block the reducer gets
         self.last_block = 0
         self.adc_n = self.block
@@ -73,16 +78,9 @@ class Board:
         """Ctrl-C interrupts again (before the main loop returns to the REPL for mpremote)."""
         self.console.kbd_intr(3)
 
-    def read(self):
-        return self.usb.read()
-
-    def write(self, buf):
-        """Queue a frame for the host; False when the queue is full (counted, see status)."""
-        return self.usb.write(buf)
-
-    def pump(self):
-        """Once a pass: queued bytes to the USB CDC, as far as it takes them without waiting."""
-        self.usb.pump()
+    # read(), write(buf) (False when the queue is full: counted, see link_status), pump() (queued
+    # bytes to the USB CDC as far as it takes them without waiting) and adc_intact() (False when DMA
+    # came round to the block adc_read gave while it was reduced) are the UsbLink's and the ring's own.
 
     def link_status(self):
         u = self.usb
@@ -100,10 +98,6 @@ class Board:
         self.last_block = self.index
         self.index += self.block
         return raw
-
-    def adc_intact(self):
-        """False when DMA came round to the block adc_read gave while it was being reduced."""
-        return self.ring.intact()
 
     def adc_restart(self):
         return self.index

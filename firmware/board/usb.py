@@ -16,14 +16,21 @@ import select
 
 import micropython
 
+from board import arch
 
-@micropython.viper
-def _copy(dst: ptr8, at: int, src: ptr8, start: int, n: int) -> int:
-    k = 0
-    while k < n:
-        dst[at + k] = src[start + k]
-        k += 1
-    return 0
+if arch.THUMB:
+    from board.copy_thumb import copy_run
+
+    def _copy(dst, at, src, start, n):
+        copy_run(dst, at, src, (start << 16) | n)
+else:
+    @micropython.viper
+    def _copy(dst: ptr8, at: int, src: ptr8, start: int, n: int) -> int:
+        k = 0
+        while k < n:
+            dst[at + k] = src[start + k]
+            k += 1
+        return 0
 
 
 class UsbLink:
@@ -73,16 +80,14 @@ class UsbLink:
             return True
         return False
 
-    def _writable(self):
-        for _ in self.tx_poll.ipoll(0):
-            return True
-        return False
-
     def pump(self):
         """Hand queued bytes to the CDC while it takes them, without waiting; bounded per pass."""
         left = self.chunks_per_pump
+        poll = self.tx_poll
         while self.used and left:
-            if not self._writable():
+            for _ in poll.ipoll(0):
+                break
+            else:
                 if left == self.chunks_per_pump:
                     self.stalled += 1
                 return
@@ -103,11 +108,15 @@ class UsbLink:
 
     def read(self):
         """The bytes the host has sent so far (at most 512), or None; never waits."""
+        for _ in self.rx_poll.ipoll(0):
+            break
+        else:
+            return None
         k = 0
         rx = self.rx
         one = self.one
         while k < 512:
-            if not self._readable() or not self.inp.readinto(one):
+            if k and not self._readable() or not self.inp.readinto(one):
                 break
             rx[k] = one[0]
             k += 1

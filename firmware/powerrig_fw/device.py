@@ -95,7 +95,6 @@ class Device:
     def poll(self):
         """One pass of the main loop: commands in, samples reduced, frames out. Allocates nothing
         unless a command came in or a burst uploads (tests/micropython/mcu_whole_pass.py)."""
-        self.timebase.poll()
         board = self.board
         data = board.read()
         if data:
@@ -108,7 +107,9 @@ class Device:
                                              "error": "command frame of %d bytes exceeds the %d-byte limit; "
                                                       "send a shorter command" % (payload, wire.MAX_PAYLOAD)})
         raw = board.adc_read()
-        if raw is not None:
+        if raw is None:
+            self.timebase.poll()     # (it must run every 17 minutes; the passes between blocks do it)
+        else:
             n = board.adc_n
             dropped = board.adc_dropped
             if dropped:

@@ -21,7 +21,7 @@ BLOCKS = int(ARGS[0]) if ARGS else 2000
 
 from board.rp2350 import Board
 from fwtest.fake_dma import BLOCK, DIG_AT, HALFWORDS, REGION, FakeAdc
-from fwtest.fake_usb import UsbIn, UsbOut
+from fwtest.fake_usb import Host
 from powerrig_fw import wire
 from powerrig_fw.device import Device
 
@@ -54,28 +54,27 @@ class Rig:
     def __init__(self):
         self.src = source_block(1)
         self.adc = FakeAdc(self.src)
-        self.usb_in = UsbIn()
-        self.usb_out = UsbOut()
+        self.host = Host()
         self.console = Console()
-        self.board = Board(adc=self.adc, usb_in=self.usb_in, usb_out=self.usb_out, console=self.console)
+        self.board = Board(adc=self.adc, usb_in=self.host.to_board, usb_out=self.host.from_board,
+                           console=self.console)
         self.dev = Device(self.board)
         self.reader = wire.FrameReader()
-        self.seen = 0
 
     def command(self, doc):
         """Send a command, run passes until its reply came; the reply."""
-        self.usb_in.feed(wire.encode_frame(wire.T_COMMAND, json.dumps(doc).encode()))
+        self.host.received()
+        self.reader = wire.FrameReader()
+        self.host.send(wire.encode_frame(wire.T_COMMAND, json.dumps(doc).encode()))
         for _ in range(4):
             self.dev.poll()
+            self.host.take()
         for r in self.replies():
             return r
         raise AssertionError("no reply to %r" % (doc,))
 
     def frames(self):
-        out = self.usb_out
-        data = bytes(out.sink[self.seen:out.at])
-        self.seen = out.at
-        return self.reader.feed(data)
+        return self.reader.feed(self.host.received())
 
     def replies(self):
         return [json.loads(p) for t, _s, p in self.frames() if t == wire.T_REPLY]
@@ -83,6 +82,7 @@ class Rig:
     def passes(self, n):
         """n passes, one DMA block each, heap locked: (total us, worst us) of Device.poll alone."""
         adc = self.adc
+        take = self.host.take
         poll = self.dev.poll
         ticks = time.ticks_us
         diff = time.ticks_diff
@@ -96,6 +96,7 @@ class Rig:
                 t0 = ticks()
                 poll()
                 d = diff(ticks(), t0)
+                take()
                 total += d
                 if d > worst:
                     worst = d
@@ -112,6 +113,7 @@ class Rig:
             for _ in range(n):
                 self.dev.poll()
             t1 = ticks()
+            self.host.take()
         finally:
             micropython.heap_unlock()
         return time.ticks_diff(t1, t0)

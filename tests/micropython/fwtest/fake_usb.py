@@ -1,72 +1,42 @@
-"""The USB CDC streams as the board's UsbLink sees them (pollable MicroPython streams), in RAM.
+"""The host's end of the USB CDC, as the board's UsbLink sees it: C streams in RAM.
 
-``UsbOut`` takes at most ``room`` bytes a call and says POLLOUT only while it has room, as the CDC's
-256-byte buffer does; what it takes is copied (a copying write, as the board's USB stack copies into
-its FIFO) into ``sink`` and counted. ``UsbIn`` hands out the bytes given to ``feed`` one poll at a time.
+micropython.RingIO is a pollable MicroPython stream written in C, as the board's USB CDC stream is:
+``write(buf, off, n)`` takes what fits without waiting and poll says POLLOUT while it has room, like
+TinyUSB's FIFO. ``to_board`` holds what the host sent; ``from_board`` is the CDC's transmit FIFO,
+which ``take()`` (the host reading, between passes) empties into ``sink`` (a copy, as the USB
+hardware copies out of the FIFO); nothing here allocates once made.
 """
-import io
-
 import micropython
 
-_POLL = 3
-_POLLIN = 1
-_POLLOUT = 4
+from board.copy_thumb import copy_run
 
 
-@micropython.viper
-def _copy(dst: ptr8, at: int, src: ptr8, start: int, n: int) -> int:
-    k = 0
-    while k < n:
-        dst[at + k] = src[start + k]
-        k += 1
-    return 0
-
-
-class UsbOut(io.IOBase):
-    def __init__(self, sink_bytes=16384, room=1 << 30):
+class Host:
+    def __init__(self, fifo_bytes=1024, sink_bytes=16384):
+        self.to_board = micropython.RingIO(1024)
+        self.from_board = micropython.RingIO(fifo_bytes + 1)
+        self.scratch = bytearray(fifo_bytes)
         self.sink = bytearray(sink_bytes)
-        self.at = 0              # where the next byte goes in sink (wraps: the host reads it)
+        self.at = 0            # bytes in sink since the last clear()
         self.total = 0
-        self.room = room         # bytes the "host" will still take (decrease to stall it)
-        self.calls = 0
+        self.overflow = 0      # bytes taken while sink was full (not kept)
 
-    def ioctl(self, req, arg):
-        if req == _POLL:
-            return arg & _POLLOUT if self.room > 0 else 0
-        return 0
+    def send(self, data):
+        self.to_board.write(data)
 
-    def write(self, buf, off=0, n=-1):
-        if n < 0:
-            n = len(buf) - off
-        if n > self.room:
-            raise OSError("write of %d bytes would wait: the host has room for %d" % (n, self.room))
-        if self.at + n > len(self.sink):
-            self.at = 0
-        _copy(self.sink, self.at, buf, off, n)
-        self.at += n
+    def take(self):
+        """The host reads everything the board queued in the FIFO."""
+        n = self.from_board.readinto(self.scratch)
         self.total += n
-        self.room -= n
-        self.calls += 1
+        if self.at + n <= len(self.sink):
+            copy_run(self.sink, self.at, self.scratch, n)
+            self.at += n
+        else:
+            self.overflow += n
         return n
 
-
-class UsbIn(io.IOBase):
-    def __init__(self):
-        self.data = bytearray()
-        self.pos = 0
-
-    def feed(self, data):
-        self.data = bytearray(self.data[self.pos:]) + data
-        self.pos = 0
-
-    def ioctl(self, req, arg):
-        if req == _POLL:
-            return arg & _POLLIN if self.pos < len(self.data) else 0
-        return 0
-
-    def readinto(self, buf, n=-1):
-        if self.pos >= len(self.data):
-            return 0
-        buf[0] = self.data[self.pos]
-        self.pos += 1
-        return 1
+    def received(self):
+        """The bytes kept since the last call (not for heap-locked code)."""
+        data = bytes(self.sink[:self.at])
+        self.at = 0
+        return data

@@ -14,7 +14,7 @@ from board.copy_thumb import copy_run
 class Host:
     def __init__(self, fifo_bytes=1024, sink_bytes=16384):
         self.to_board = micropython.RingIO(1024)
-        self.from_board = micropython.RingIO(fifo_bytes + 1)
+        self.from_board = micropython.RingIO(fifo_bytes)
         self.scratch = bytearray(fifo_bytes)
         self.sink = bytearray(sink_bytes)
         self.at = 0            # bytes in sink since the last clear()

@@ -28,8 +28,8 @@ def rail_kernel(kind=None):
     """The rail loop for ``kind`` ("thumb2", "v6m", "viper"; None: this CPU's), or None for viper."""
     kind = kind or ("thumb2" if THUMB2 else "v6m" if ARMV6M else "viper")
     if kind == "thumb2":
-        from board.rail_thumb import rail_run
-        return rail_run
+        from board.rail_thumb import block_run      # the whole block, records included
+        return block_run
     if kind == "v6m":
         from board.rail_v6m import rail_run
         return rail_run

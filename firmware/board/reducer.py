@@ -56,7 +56,10 @@ _GDSTEP = const(25)   # its bytes per sample
 _DSH = const(26)      # the digital inputs' bit position in their word (13 on the board, 0 interleaved)
 _BYTES = const(27)    # 1: records written byte by byte (ARMv6-M faults on unaligned word stores)
 _GNR = const(28)      # rails the machine-code loop has still to run (one call runs them all)
-_RB = const(29)       # per-rail blocks start here
+_RAWA = const(29)     # the block kernel's (board.rail_thumb.block_run) block address,
+_NA = const(30)       # its samples,
+_OUTA = const(31)     # and the frame buffer's address
+_RB = const(32)       # per-rail blocks start here (byte offset 128: within reach of Thumb-1 loads)
 # per-rail fields
 _BASE = const(0)      # halfword of this rail's voltage code (current follows)
 _OV = const(1)        # 0x8000 + voltage offset (sign-extends the unsigned halfword on the way)
@@ -79,7 +82,7 @@ _ARING = const(18)    # address of the ring slot of the run's first sample (kept
 _AREND = const(19)
 _ARBEG = const(20)
 _RS = const(21)       # words per rail block
-_STATE_WORDS = const(29 + 21 * 4)
+_STATE_WORDS = const(32 + 21 * 4)
 _MAXW = const(64)     # MAX_WINDOW
 _HEAD = const(18)     # wire.HEADER_SIZE
 
@@ -88,10 +91,27 @@ _HEAD = const(18)     # wire.HEADER_SIZE
 def _run(st: ptr32, sx: ptr16, raw: ptr16, n: int, out: ptr8, ring: ptr16, fn) -> int:
     """Reduce samples st[_POS]..n-1 of raw; 1 when a frame filled up (send it, call again), else 0.
 
+    With the Thumb-2 block kernel (_ASMF 2) the whole loop is machine code (board.rail_thumb.block_run).
     ``sx`` is ``st`` again, read as halfwords: a signed state word is loaded as
     ((high half sign-extended) << 16) | low half, because viper loads ptr32 words zero-extended on
     64-bit ports and sign-less on 32-bit ones. The window ring holds (hi + 0x8000, lo) as halfwords.
     """
+    if st[_ASMF] == 2:
+        # Thumb-2: the block kernel does runs and records; only a discard comes back here
+        st[_RAWA] = int(raw)
+        st[_NA] = n
+        st[_OUTA] = int(out)
+        while True:
+            res = int(fn(int(st)))
+            if res != 2:
+                return res
+            pos = st[_POS]
+            disc = st[_DISC]
+            m = n - pos
+            if disc < m:
+                m = disc
+            st[_DISC] = disc - m
+            st[_POS] = pos + m
     nr = st[_NR]
     spi = st[_SPI]
     win = st[_WIN]
@@ -349,7 +369,7 @@ class BoardReducer:
         self.rail_run = arch.rail_kernel(kernel)
         self.use_asm = self.rail_run is not None
         self.kernel = kernel or ("viper" if not self.use_asm else "thumb2" if arch.THUMB2 else "v6m")
-        self.st[_ASMF] = 1 if self.use_asm else 0
+        self.st[_ASMF] = 2 if self.kernel == "thumb2" else 1 if self.use_asm else 0
         self.st[_BYTES] = 1 if (arch.ALIGNED_ONLY or self.kernel == "v6m") else 0
         self.pair_base = array.array("i", [2 * k for k in range(n_rails_total)])
         self.layout([2 * k for k in range(n_rails_total)], self.stride, self.stride - 1, self.stride)

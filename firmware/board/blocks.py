@@ -9,7 +9,7 @@ re-arms the pair that just finished with the address of the block two ahead: all
 viper function writing the registers through their addresses; ``ch.registers[i] = x`` allocates a
 memoryview, which a hard IRQ must not do).
 
-The reader (``read``) takes the oldest unread block. Block b lives in slot b % NBUF, which DMA writes
+The reader (``adc_read``) takes the oldest unread block. Block b lives in slot b % NBUF, which DMA writes
 again once block b + NBUF - 1 has finished; so a block more than NBUF - 1 behind is gone (counted as
 dropped samples), and ``intact()`` after the block was reduced says whether DMA came round to its slot
 meanwhile (a block overwritten while it was reduced: counted as an overrun, never silent).
@@ -99,8 +99,10 @@ class BlockRing:
                 st[q + 2 + 2 * p] = reg + TRANS_COUNT
         self.next = 0           # the oldest block not yet read
         self.reading = -1       # the block handed out last (intact() checks it)
-        self.n = block_samples  # samples in the block read() returned
-        self.dropped = 0        # samples lost just before it
+        self.adc_n = block_samples  # samples in the block adc_read() returned
+        self.adc_dropped = 0    # samples lost just before it
+        self.index = 0          # sample index of the next block adc_read() returns
+        self.last_block = 0     # ... and of the last one it returned
         self.overwritten = 0    # blocks DMA came round to while they were being reduced
 
     def address(self, block, stream):
@@ -113,6 +115,8 @@ class BlockRing:
         st[_LATE] = 0
         self.next = 0
         self.reading = -1
+        self.index = 0
+        self.last_block = 0
 
     def on_block(self, _dma=None):
         """The hard IRQ handler of the stream that finishes a block last-first (the digital one)."""
@@ -124,9 +128,10 @@ class BlockRing:
     def late(self):
         return self.st[_LATE]
 
-    def read(self):
-        """The oldest unread block (a memoryview of its slot), or None; sets ``n`` and ``dropped``.
-        Allocation-free: the views are made once."""
+    def adc_read(self):
+        """The oldest unread block (a memoryview of its slot), or None; sets ``adc_n``, ``adc_dropped``
+        and the sample indices. The board's adc_read (powerrig_fw.device reads it through
+        ``board.blocks``): allocation-free, the views are made once."""
         done = self.st[_DONE]
         b = self.next
         if b >= done:
@@ -136,13 +141,16 @@ class BlockRing:
         if b < oldest:
             dropped = (oldest - b) * self.block
             b = oldest
-        self.dropped = dropped
+        self.adc_dropped = dropped
         self.next = b + 1
         self.reading = b
+        index = self.index + dropped
+        self.last_block = index
+        self.index = index + self.block
         return self.views[b & (self.nbuf - 1)]
 
     def intact(self):
-        """False when DMA has begun to write the slot of the block read() gave, since it gave it."""
+        """False when DMA has begun to write the slot of the block adc_read() gave, since it gave it."""
         if self.reading < 0:
             return True
         if self.st[_DONE] - self.reading < self.nbuf:

@@ -2,19 +2,28 @@
 
 Why: a slice assignment copies in C but allocates its slice object (a pass must not allocate), and a
 viper byte loop takes about 37 instructions a byte; this takes 5 a byte, about 1.5 when both ends are
-word-aligned (ARMv6-M faults on unaligned word loads, so words are used only then).
+word-aligned, or always where unaligned word access is allowed (ARMv7-M and later: the last argument
+is then given inverted, ~x, a negative small int; ARMv6-M faults on unaligned word loads).
 """
 import micropython
 
 
 @micropython.asm_thumb
 def copy_run(r0, r1, r2, r3):
-    # r0: destination buffer, r1: destination offset, r2: source buffer, r3: (source offset << 16) | count
+    # r0: destination buffer, r1: destination offset, r2: source buffer,
+    # r3: (source offset << 16) | count, or ~that when unaligned word access is allowed
     add(r0, r0, r1)
+    mov(r6, r3)
+    cmp(r3, 0)
+    bge(POS)
+    mvn(r3, r3)
+    label(POS)
     lsr(r1, r3, 16)
     add(r2, r2, r1)
     lsl(r3, r3, 16)
     lsr(r3, r3, 16)             # count
+    cmp(r6, 0)
+    blt(WORDS)
     mov(r4, r0)
     orr(r4, r2)
     mov(r5, 3)

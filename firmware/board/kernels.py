@@ -9,13 +9,25 @@ import array
 import micropython
 from powerrig_fw.crc import TABLE_LO, TABLE_HI
 
-_TABLE = bytearray(1024)
-for _n in range(256):
-    _c = TABLE_LO[_n] | (TABLE_HI[_n] << 16)
-    _TABLE[4 * _n] = _c & 0xFF
-    _TABLE[4 * _n + 1] = (_c >> 8) & 0xFF
-    _TABLE[4 * _n + 2] = (_c >> 16) & 0xFF
-    _TABLE[4 * _n + 3] = (_c >> 24) & 0xFF
+from board import arch
+
+# T0 (the byte table), then on the MCU T1..T3 for board.crc_thumb's four bytes a step:
+# Tk[n] = (Tk-1[n] >> 8) ^ T0[Tk-1[n] & 0xFF], kept as 16-bit halves while built (no big ints)
+_TABLE = bytearray(4096 if arch.THUMB else 1024)
+_lo = list(TABLE_LO)
+_hi = list(TABLE_HI)
+for _k in range(len(_TABLE) // 1024):
+    for _n in range(256):
+        _TABLE[1024 * _k + 4 * _n] = _lo[_n] & 0xFF
+        _TABLE[1024 * _k + 4 * _n + 1] = _lo[_n] >> 8
+        _TABLE[1024 * _k + 4 * _n + 2] = _hi[_n] & 0xFF
+        _TABLE[1024 * _k + 4 * _n + 3] = _hi[_n] >> 8
+    for _n in range(256):
+        _b = _lo[_n] & 0xFF
+        _l = ((_lo[_n] >> 8) | ((_hi[_n] & 0xFF) << 8)) ^ TABLE_LO[_b]
+        _hi[_n] = (_hi[_n] >> 8) ^ TABLE_HI[_b]
+        _lo[_n] = _l
+del _lo, _hi
 
 
 @micropython.viper
@@ -32,8 +44,6 @@ def _crc32(buf: ptr8, start: int, end: int, table: ptr32) -> int:
     buf[end + 3] = (c >> 24) & 0xFF
     return 0
 
-
-from board import arch
 
 if arch.THUMB:   # Thumb-1 instructions only: the RP2350 and the RP2040 (board.arch); viper elsewhere
     from board.crc_thumb import crc32_run as _crc32_thumb

@@ -53,10 +53,9 @@ class Board:
         self.write = self.usb.write
         self.pump = self.usb.pump
         self.adc_intact = self.ring.intact
-        self.index = 0          # sample index of the next block the reducer gets
-        self.last_block = 0
-        self.adc_n = self.block
-        self.adc_dropped = 0
+        # the blocks: adc_read() with adc_n and adc_dropped beside it are the ring's own
+        self.blocks = self.ring
+        self.adc_read = self.ring.adc_read
         adc.start()
 
     def make_ring(self, n):
@@ -88,22 +87,19 @@ class Board:
                 "stalled_pumps": u.stalled, "late_rearms": self.ring.late(),
                 "overwritten_blocks": self.ring.overwritten}
 
-    def adc_read(self):
-        raw = self.ring.read()
-        if raw is None:
-            return None
-        d = self.ring.dropped
-        self.adc_dropped = d
-        self.index += d
-        self.last_block = self.index
-        self.index += self.block
-        return raw
+    @property
+    def adc_n(self):
+        return self.ring.adc_n
+
+    @property
+    def adc_dropped(self):
+        return self.ring.adc_dropped
 
     def adc_restart(self):
-        return self.index
+        return self.ring.index
 
     def block_index(self):
-        return self.last_block
+        return self.ring.last_block
 
     def sample_index(self):
         # the ADC is clocked from the same crystal as ticks_us: 4 us per sample since start

@@ -20,9 +20,12 @@ from board import arch
 
 if arch.THUMB:
     from board.copy_thumb import copy_run
-
-    def _copy(dst, at, src, start, n):
-        copy_run(dst, at, src, (start << 16) | n)
+    if arch.THUMB2:        # unaligned words allowed: the count inverted says so (board.copy_thumb)
+        def _copy(dst, at, src, start, n):
+            copy_run(dst, at, src, ~((start << 16) | n))
+    else:
+        def _copy(dst, at, src, start, n):
+            copy_run(dst, at, src, (start << 16) | n)
 else:
     @micropython.viper
     def _copy(dst: ptr8, at: int, src: ptr8, start: int, n: int) -> int:
@@ -34,7 +37,7 @@ else:
 
 
 class UsbLink:
-    def __init__(self, usb_in, usb_out, queue_bytes=8192, chunk=64, chunks_per_pump=24):
+    def __init__(self, usb_in, usb_out, queue_bytes=8192, chunk=64, chunks_per_pump=10):
         self.inp = usb_in
         self.out = usb_out
         self.rx_poll = select.poll()
@@ -81,30 +84,40 @@ class UsbLink:
         return False
 
     def pump(self):
-        """Hand queued bytes to the CDC while it takes them, without waiting; bounded per pass."""
-        left = self.chunks_per_pump
+        """Hand queued bytes to the CDC while it takes them, without waiting; bounded per pass.
+        (Locals, not attributes, in the loop: it runs for every 64 bytes.)"""
+        used = self.used
+        if not used:
+            return
         poll = self.tx_poll
-        while self.used and left:
+        out = self.out
+        queue = self.queue
+        size = self.size
+        chunk = self.chunk
+        tail = self.tail
+        left = self.chunks_per_pump
+        while used and left:
             for _ in poll.ipoll(0):
                 break
             else:
                 if left == self.chunks_per_pump:
                     self.stalled += 1
-                return
-            k = self.size - self.tail
-            if k > self.used:
-                k = self.used
-            if k > self.chunk:
-                k = self.chunk
-            w = self.out.write(self.queue, self.tail, k)
+                break
+            k = size - tail
+            if k > used:
+                k = used
+            if k > chunk:
+                k = chunk
+            w = out.write(queue, tail, k)
             if not w:
-                return
-            t = self.tail + w
-            if t >= self.size:
-                t -= self.size
-            self.tail = t
-            self.used -= w
+                break
+            tail += w
+            if tail >= size:
+                tail -= size
+            used -= w
             left -= 1
+        self.tail = tail
+        self.used = used
 
     def read(self):
         """The bytes the host has sent so far (at most 512), or None; never waits."""

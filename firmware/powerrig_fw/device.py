@@ -7,7 +7,7 @@ import gc
 import json
 
 from powerrig_fw import VERSION, PROTOCOL_VERSION, calibration, rails_default, wire
-from powerrig_fw.burst import Burst
+from powerrig_fw.burst import Burst, IDLE as BURST_IDLE, UPLOAD as BURST_UPLOAD
 from powerrig_fw.crc import crc32_into_c
 from powerrig_fw.reduce import Reducer, MAX_INTERVAL_SAMPLES
 from powerrig_fw.selftest import SelfTest
@@ -81,6 +81,7 @@ class Device:
         self.overwritten = 0
         self.lost_samples = 0
         self.exit = False
+        self.blocks = getattr(board, "blocks", board)    # whose adc_read() sets adc_n, adc_dropped
         self._intact = getattr(board, "adc_intact", None)
         self._pump = getattr(board, "pump", None)
         self.commands = {
@@ -106,12 +107,13 @@ class Device:
                     self.send(wire.T_REPLY, {"ok": False, "id": None, "seq": seq,
                                              "error": "command frame of %d bytes exceeds the %d-byte limit; "
                                                       "send a shorter command" % (payload, wire.MAX_PAYLOAD)})
-        raw = board.adc_read()
+        blocks = self.blocks
+        raw = blocks.adc_read()
         if raw is None:
             self.timebase.poll()     # (it must run every 17 minutes; the passes between blocks do it)
         else:
-            n = board.adc_n
-            dropped = board.adc_dropped
+            n = blocks.adc_n
+            dropped = blocks.adc_dropped
             if dropped:
                 self.overruns += 1
                 self.lost_samples += dropped
@@ -120,7 +122,9 @@ class Device:
                     self.framer.mark_overrun()
                     self.reducer.skip(dropped)
                 self.reducer.feed(raw, n, self.framer)
-            self.burst.observe(raw, n, dropped)
+            burst = self.burst
+            if burst.state is not BURST_IDLE:
+                burst.observe(raw, n, dropped)
             if self.selftest is not None:
                 self._selftest_step(raw, n, dropped)
             if self._intact is not None and not self._intact():
@@ -130,7 +134,8 @@ class Device:
                 self.overwritten += 1
                 if self.state == STREAMING:
                     self.framer.mark_overrun()
-        self.burst.upload_step()
+        if self.burst.state is BURST_UPLOAD:
+            self.burst.upload_step()
         if self._pump is not None:
             self._pump()
 

@@ -89,14 +89,15 @@ def first_diff(a, b):
 import binascii
 import struct
 
-for data in (b"", b"a", b"123456789", bytes(range(256)) * 9):
-    b = bytearray(b"zz" + data + bytes(4))
-    micropython.heap_lock()
-    try:
-        kernels.crc32_into(b, 2, 2 + len(data))
-    finally:
-        micropython.heap_unlock()
-    assert struct.unpack_from("<I", b, 2 + len(data))[0] == binascii.crc32(data) & 0xFFFFFFFF, data[:10]
+for data in (b"", b"a", b"123456789", bytes(range(256)) * 9, bytes(range(7))):
+    for pre in (b"z", b"zz", b"zzz", b"zzzz"):       # every alignment of the first byte
+        b = bytearray(pre + data + bytes(4))
+        micropython.heap_lock()
+        try:
+            kernels.crc32_into(b, len(pre), len(pre) + len(data))
+        finally:
+            micropython.heap_unlock()
+        assert struct.unpack_from("<I", b, len(pre) + len(data))[0] == binascii.crc32(data) & 0xFFFFFFFF, data[:10]
 print("board crc ok", "(Thumb-2)" if kernels._crc32_thumb is not None else "(viper)")
 
 # 1. golden vectors, heap locked

@@ -184,10 +184,8 @@ def block_run(r0):
     cmp(r1, 0)
     beq(DONE)
     label(LOOP)
-    ldrh(r3, [r0, 0])
-    ldrh(r4, [r0, 2])
-    data(2, 0xB200 | (3 << 3) | 3)          # sxth r3, r3
-    data(2, 0xB200 | (4 << 3) | 4)          # sxth r4, r4
+    data(2, 0xF9B0 | 0, (3 << 12) | 0)     # ldrsh.w r3, [r0, #0]
+    data(2, 0xF9B0 | 0, (4 << 12) | 2)     # ldrsh.w r4, [r0, #2]
     ldr(r5, [r7, _AOV4])
     sub(r3, r3, r5)
     ldr(r5, [r7, _AOI4])
@@ -218,8 +216,7 @@ def block_run(r0):
     it(gt)
     str(r4, [r7, _MX4])
     # window ring of (hi, lo) halfwords: wh += hi - old hi, wl += lo - old lo
-    ldrh(r6, [r2, 0])
-    data(2, 0xB200 | (6 << 3) | 6)          # sxth r6, r6
+    data(2, 0xF9B0 | 2, (6 << 12) | 0)     # ldrsh.w r6, [r2, #0]
     sub(r6, r4, r6)
     data(2, 0x4400 | 0x80 | (6 << 3) | 4)   # add r12, r6
     strh(r4, [r2, 0])

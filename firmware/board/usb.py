@@ -12,9 +12,11 @@ result, made only when the host sent something.
 The streams are MicroPython streams (``write(buf, offset, n)``, ``readinto``, pollable): the board's
 USB CDC, or a RAM stand-in in the tests.
 """
+import array
 import select
 
 import micropython
+from micropython import const
 
 from board import arch
 
@@ -36,6 +38,52 @@ else:
         return 0
 
 
+_USED = const(0)       # bytes queued (the pump's state words, shared with the viper loop)
+_TAIL = const(1)       # the next byte for the host
+_SIZE = const(2)
+_CHUNK = const(3)
+_PER_PUMP = const(4)   # chunks a pump hands over at most
+_STALLED = const(5)    # pumps that found bytes waiting and the host taking none
+
+
+@micropython.viper
+def _pump(st: ptr32, ipoll, write, queue) -> int:
+    """queue bytes to the stream in chunks while poll says it takes more; the chunks written.
+    viper: the loop runs for every 64 bytes, its arithmetic in machine code, only the two calls not."""
+    used = st[_USED]
+    tail = st[_TAIL]
+    size = st[_SIZE]
+    chunk = st[_CHUNK]
+    left = st[_PER_PUMP]
+    wrote = 0
+    while used > 0 and left > 0:
+        ready = 0
+        for _ in ipoll(0):
+            ready = 1
+            break
+        if ready == 0:
+            if wrote == 0:
+                st[_STALLED] = st[_STALLED] + 1
+            break
+        k = size - tail
+        if k > used:
+            k = used
+        if k > chunk:
+            k = chunk
+        w = int(write(queue, tail, k))
+        if w <= 0:
+            break
+        tail += w
+        if tail >= size:
+            tail -= size
+        used -= w
+        left -= 1
+        wrote += 1
+    st[_USED] = used
+    st[_TAIL] = tail
+    return wrote
+
+
 class UsbLink:
     def __init__(self, usb_in, usb_out, queue_bytes=8192, chunk=64, chunks_per_pump=10):
         self.inp = usb_in
@@ -47,20 +95,19 @@ class UsbLink:
         self.queue = bytearray(queue_bytes)
         self.size = queue_bytes
         self.head = 0              # where the next frame goes
-        self.tail = 0              # the next byte for the host
-        self.used = 0
-        self.chunk = chunk
-        self.chunks_per_pump = chunks_per_pump
+        self.st = array.array("i", [0, 0, queue_bytes, chunk, chunks_per_pump, 0])
+        self.ipoll = self.tx_poll.ipoll
+        self.out_write = usb_out.write
         self.one = bytearray(1)
         self.rx = bytearray(512)
         self.dropped_frames = 0    # frames the queue had no room for (back-pressure from the host)
         self.dropped_bytes = 0
-        self.stalled = 0           # pumps that found bytes waiting and the host taking none
 
     def write(self, buf):
         """Queue a whole frame; False (and counted) when it does not fit."""
         n = len(buf)
-        if n > self.size - self.used:
+        st = self.st
+        if n > self.size - st[_USED]:
             self.dropped_frames += 1
             self.dropped_bytes += n
             return False
@@ -75,8 +122,16 @@ class UsbLink:
         if h >= self.size:
             h -= self.size
         self.head = h
-        self.used += n
+        st[_USED] += n
         return True
+
+    @property
+    def used(self):
+        return self.st[_USED]
+
+    @property
+    def stalled(self):
+        return self.st[_STALLED]
 
     def _readable(self):
         for _ in self.rx_poll.ipoll(0):
@@ -84,40 +139,9 @@ class UsbLink:
         return False
 
     def pump(self):
-        """Hand queued bytes to the CDC while it takes them, without waiting; bounded per pass.
-        (Locals, not attributes, in the loop: it runs for every 64 bytes.)"""
-        used = self.used
-        if not used:
-            return
-        poll = self.tx_poll
-        out = self.out
-        queue = self.queue
-        size = self.size
-        chunk = self.chunk
-        tail = self.tail
-        left = self.chunks_per_pump
-        while used and left:
-            for _ in poll.ipoll(0):
-                break
-            else:
-                if left == self.chunks_per_pump:
-                    self.stalled += 1
-                break
-            k = size - tail
-            if k > used:
-                k = used
-            if k > chunk:
-                k = chunk
-            w = out.write(queue, tail, k)
-            if not w:
-                break
-            tail += w
-            if tail >= size:
-                tail -= size
-            used -= w
-            left -= 1
-        self.tail = tail
-        self.used = used
+        """Hand queued bytes to the CDC while it takes them, without waiting; bounded per pass."""
+        if self.st[_USED]:
+            _pump(self.st, self.ipoll, self.out_write, self.queue)
 
     def read(self):
         """The bytes the host has sent so far (at most 512), or None; never waits."""

@@ -96,17 +96,9 @@ class Device:
     def poll(self):
         """One pass of the main loop: commands in, samples reduced, frames out. Allocates nothing
         unless a command came in or a burst uploads (tests/micropython/mcu_whole_pass.py)."""
-        board = self.board
-        data = board.read()
+        data = self.board.read()
         if data:
-            self.rx_index = board.rx_index() if hasattr(board, "rx_index") else self.sample_index()
-            for ftype, seq, payload in self.reader.feed(data):
-                if ftype == wire.T_COMMAND:
-                    self.handle_command(payload)
-                elif ftype == wire.T_OVERSIZE:
-                    self.send(wire.T_REPLY, {"ok": False, "id": None, "seq": seq,
-                                             "error": "command frame of %d bytes exceeds the %d-byte limit; "
-                                                      "send a shorter command" % (payload, wire.MAX_PAYLOAD)})
+            self._commands(data)
         blocks = self.blocks
         raw = blocks.adc_read()
         if raw is None:
@@ -138,6 +130,18 @@ class Device:
             self.burst.upload_step()
         if self._pump is not None:
             self._pump()
+
+    def _commands(self, data):
+        """The host's bytes: commands answered."""
+        board = self.board
+        self.rx_index = board.rx_index() if hasattr(board, "rx_index") else self.sample_index()
+        for ftype, seq, payload in self.reader.feed(data):
+            if ftype == wire.T_COMMAND:
+                self.handle_command(payload)
+            elif ftype == wire.T_OVERSIZE:
+                self.send(wire.T_REPLY, {"ok": False, "id": None, "seq": seq,
+                                         "error": "command frame of %d bytes exceeds the %d-byte limit; "
+                                                  "send a shorter command" % (payload, wire.MAX_PAYLOAD)})
 
     def run(self):
         """The board's main loop. An unexpected error is reported as a NOTICE and the loop goes on:

@@ -39,7 +39,7 @@ def dma(n):
 
 
 def expect(b):
-    raw = ring.read()
+    raw = ring.adc_read()
     assert raw is not None, "block %d not ready" % b
     assert raw[0] == b % 10 and raw[HALFWORDS - 1] == b % 10, (b, raw[0], raw[HALFWORDS - 1])
     assert ring.intact()
@@ -50,21 +50,21 @@ def expect(b):
 for b in range(40):
     dma(1)
     expect(b)
-    assert ring.dropped == 0
-assert ring.read() is None and adc.misdirected == 0, adc.misdirected
+    assert ring.adc_dropped == 0
+assert ring.adc_read() is None and adc.misdirected == 0, adc.misdirected
 print("re-armed ok: 40 blocks")
 
 # slack: seven blocks behind (the newest finished one and six before it) cost nothing
 dma(7)
 for b in range(40, 47):
     expect(b)
-    assert ring.dropped == 0, ring.dropped
+    assert ring.adc_dropped == 0, ring.adc_dropped
 print("slack ok: 7 blocks late, none lost")
 
 # further behind: the oldest are gone, counted
 dma(10)
 expect(50)
-assert ring.dropped == 3 * BLOCK, ring.dropped
+assert ring.adc_dropped == 3 * BLOCK, ring.adc_dropped
 for b in range(51, 57):
     expect(b)
 assert adc.misdirected == 0
@@ -72,10 +72,10 @@ print("late ok: 3 blocks counted as lost")
 
 # overwritten while reduced: DMA comes round to the block's slot before the reader is done
 dma(1)
-raw = ring.read()
+raw = ring.adc_read()
 dma(ring.nbuf)
 assert not ring.intact() and ring.overwritten == 1
-while ring.read() is not None:
+while ring.adc_read() is not None:
     pass
 print("overwrite ok: detected")
 

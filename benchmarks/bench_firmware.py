@@ -83,7 +83,7 @@ def main() -> int:
     rail = (m[(3, 250)][1] - m[(1, 250)][1]) / 2
     print("emulated Cortex-M (QEMU mps2-an385, ARMv7-M, -icount shift=0), instructions per 4 us sample point")
     print(f"  rail loop (Thumb-2: load, offset, clamp, V*I, sums, min/max, window, peak): {rail:6.1f} per rail")
-    print(f"  CRC-32 (Thumb-2, byte table): {crc_byte:.1f} per frame byte")
+    print(f"  CRC-32 (Thumb-1, slicing by 4): {crc_byte:.1f} per frame byte")
     print()
     hdr = (f"{'rails':>5} {'interval':>8} {'rail loops':>10} {'runs+digital+records+framing':>29} {'CRC':>6} "
            f"{'total':>7} {'cycles':>7} {'headroom':>9}")

@@ -108,7 +108,7 @@ def whole_pass(emulator):
     """mcu_whole_pass.py: thousands of whole Device(Board()) passes, heap locked, per mode."""
     out = emulator.run_script(MP / "mcu_whole_pass.py", ["2000"], timeout=900)
     assert out.rstrip().endswith("ok"), out
-    return {p[1]: (int(p[2]), int(p[3]), int(p[4])) for p in (line.split() for line in out.splitlines())
+    return {p[1]: (int(p[2]), int(p[3]), int(p[4]), int(p[5])) for p in (line.split() for line in out.splitlines())
             if p and p[0] == "pass"}
 
 
@@ -120,12 +120,18 @@ def test_whole_passes_allocate_nothing(whole_pass):
     assert {"r2_100us_burst_threshold", "r2_100us_burst_edge", "r3_140us", "idle_stream_off"} <= set(whole_pass)
 
 
-def test_whole_pass_instruction_bound(whole_pass):
-    """The whole pass's deterministic instruction count (QEMU -icount shift=0) stays within a bound:
-    a regression guard; benchmarks/bench_firmware.py prints the figures against the 300 target."""
-    passes, total_us, _worst = whole_pass["r2_100us"]
-    per_point = total_us * 1000 / (passes * 250)
-    assert 150 < per_point <= 450, per_point
+def test_whole_pass_fits_the_budget(whole_pass):
+    """Deterministic instruction counts (QEMU -icount shift=0) of whole heap-locked passes, 2 rails at
+    100 us: <= 300 per sample point on average, the slowest single pass under 1 ms at 150 MHz and
+    1.3 cycles per instruction, and with a burst armed within 600 cycles per sample point."""
+    passes, total_us, worst_us, _idle = whole_pass["r2_100us"]
+    assert total_us * 1000 / (passes * 250) <= 300
+    assert worst_us * 1000 * 1.3 / 150 < 1000
+    for mode in ("r2_100us_burst_threshold", "r2_100us_burst_edge"):
+        n, total, _w, _i = whole_pass[mode]
+        assert total * 1000 / (n * 250) * 1.3 <= 600, mode
+    n, total, _w, _i = whole_pass["r2_1000us"]
+    assert total * 1000 / (n * 250) < total_us * 1000 / (passes * 250)     # the counts measure work
 
 
 def test_dma_ring_and_usb_link_on_cortex_m(emulator):

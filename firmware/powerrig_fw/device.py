@@ -5,6 +5,7 @@ the RP2350 board, or the simulator's virtual front end. The same Device runs on 
 """
 import gc
 import json
+import sys
 
 from powerrig_fw import VERSION, PROTOCOL_VERSION, calibration, rails_default, wire
 from powerrig_fw.burst import Burst, IDLE as BURST_IDLE, UPLOAD as BURST_UPLOAD
@@ -12,6 +13,11 @@ from powerrig_fw.crc import crc32_into_c
 from powerrig_fw.reduce import Reducer, MAX_INTERVAL_SAMPLES
 from powerrig_fw.selftest import SelfTest
 from powerrig_fw.timebase import Timebase
+
+# MicroPython's collector stops the world for milliseconds: the board collects at start-up and between
+# streams so that a stream's passes never do (they allocate nothing). CPython (the simulator) has its
+# own generational collector and a full collection there can take long: left alone.
+_collect = gc.collect if sys.implementation.name == "micropython" else (lambda: None)
 
 LINK_BUDGET_BPS = 500000       # what MicroPython moves over USB full speed, with margin
 DEFAULT_INTERVAL_US = 1000
@@ -147,7 +153,7 @@ class Device:
         """The board's main loop. An unexpected error is reported as a NOTICE and the loop goes on:
         the interposer must keep answering, whatever one pass tripped over. Only the "repl" command
         ends it (the console back for mpremote)."""
-        gc.collect()
+        _collect()
         while not self.exit:
             try:
                 self.poll()
@@ -252,7 +258,7 @@ class Device:
             if n not in rc:
                 raise ValueError("no calibration for rail %s; set one with cal_set" % n)
         self.framer.flush()
-        gc.collect()     # between streams, never during one: the stream's passes allocate nothing
+        _collect()       # between streams, never during one: the stream's passes allocate nothing
         self.reducer.configure(idx, spi, window,
                                [rc[n]["v_offset"] for n in names], [rc[n]["i_offset"] for n in names])
         self.framer.configure(wire.record_size(len(idx)), per_frame)
@@ -274,7 +280,7 @@ class Device:
             self.framer.flush()
         self.state = IDLE
         self.stream = None          # status shows no stream once it has stopped
-        gc.collect()
+        _collect()
         return {"frames": self.framer.frames_sent, "next_seq": self.framer.seq}
 
     def cmd_ping(self, msg):

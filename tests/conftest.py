@@ -52,3 +52,18 @@ def sim(tmp_path):
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([*POWERRIG, *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def simdir(tmp_path, monkeypatch):
+    """Virtual rigs of this test only (sweeps with `sim:` ports start them), all stopped after it."""
+    d = tmp_path / "sim"
+    monkeypatch.setenv("POWERRIG_SIM_DIR", str(d))
+    yield d
+    run_cli("sim", "stop", "--all")
+
+
+def jsonl(path: Path) -> list:
+    """The records of a JSON-lines file (a sweep's sweep.jsonl); none when it is not there yet."""
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+

@@ -113,13 +113,16 @@ def test_old_database_is_migrated_forward(tmp_path):
     con.executescript("""
         ALTER TABLE measurements DROP COLUMN published;
         ALTER TABLE steps DROP COLUMN attempts;
+        ALTER TABLE runs DROP COLUMN host;
+        ALTER TABLE runs DROP COLUMN pid;
         UPDATE schema_info SET value = '1' WHERE key = 'version';""")
     con.commit()
     con.close()
     store = ResultStore(db)
-    assert store.schema_version() == 2
+    assert store.schema_version() == S.SCHEMA_VERSION == 3
     cols = {r[1] for r in sqlite3.connect(db).execute("PRAGMA table_info(measurements)")}
     assert "published" in cols
+    assert {"host", "pid"} <= {r[1] for r in sqlite3.connect(db).execute("PRAGMA table_info(runs)")}
     fill(store, parse(PLAN), [5.0, 10.0, 6.0, 9.0])
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlalchemy import (Boolean, Column, Float, ForeignKey, Integer, MetaData, String, Table, Text, UniqueConstraint,
                         text)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 metadata = MetaData()
 
@@ -46,6 +46,8 @@ runs = Table(
     Column("software", Text),                      # JSON: versions
     Column("out_dir", Text),                       # captures, fio output, logs
     Column("error", Text),
+    Column("host", String(256)),                   # the machine and process that run it (resume refuses a
+    Column("pid", Integer),                        # live one; see sweep/ownership.py)
 )
 
 steps = Table(
@@ -114,5 +116,11 @@ def _v1_to_v2(conn) -> None:
     conn.execute(text("ALTER TABLE steps ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1"))
 
 
+def _v2_to_v3(conn) -> None:
+    """v3 records which host and process run a run (its owner), so a second shell's resume is refused."""
+    conn.execute(text("ALTER TABLE runs ADD COLUMN host VARCHAR(256)"))
+    conn.execute(text("ALTER TABLE runs ADD COLUMN pid INTEGER"))
+
+
 # MIGRATIONS[v] moves a database at version v to v + 1
-MIGRATIONS = {1: _v1_to_v2}
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3}

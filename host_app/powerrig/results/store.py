@@ -98,16 +98,23 @@ class ResultStore:
                                                 resolved=json.dumps(plan.resolved()))).inserted_primary_key[0]
 
     def start_run(self, plan, out_dir: str, station: str = "", drive: dict | None = None, rig: dict | None = None,
-                  software: dict | None = None) -> int:
+                  software: dict | None = None, host: str | None = None, pid: int | None = None) -> int:
+        """host, pid: the process that runs it (its owner until it ends)."""
         drive = drive or {}
         with self.engine.begin() as c:
-            pid = self.plan_id(c, plan)
+            plan_row = self.plan_id(c, plan)
             return c.execute(insert(S.runs).values(
-                plan_id=pid, status="running", started_utc=time.time(), station=station,
+                plan_id=plan_row, status="running", started_utc=time.time(), station=station,
                 dut_serial=str(drive.get("sn", "")).strip(), dut_firmware=str(drive.get("fr", "")).strip(),
                 dut_model=str(drive.get("mn", "")).strip(), drive=json.dumps(drive, default=str),
                 rig=json.dumps(rig or {}, default=str), software=json.dumps(software or {}),
-                out_dir=str(out_dir))).inserted_primary_key[0]
+                out_dir=str(out_dir), host=host, pid=pid)).inserted_primary_key[0]
+
+    def claim_run(self, run_id: int, host: str, pid: int) -> None:
+        """A resumed run is running again, owned by this process."""
+        with self.engine.begin() as c:
+            c.execute(update(S.runs).where(S.runs.c.id == run_id).values(status="running", error=None,
+                                                                         finished_utc=None, host=host, pid=pid))
 
     def resumable_run(self, plan) -> dict | None:
         """The latest unfinished run of this exact plan (by hash), or None."""

@@ -23,11 +23,12 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from powerrig.core.errors import PowerrigError
+from powerrig.core.errors import CaptureError, PowerrigError
 from powerrig.core.timeline import NOTE, NVME, PHASE, Event, Timeline
 from powerrig.sweep import measure
 from powerrig.sweep.plan import Plan, PlanError, Step, Workload, check_drive
 from powerrig.capture.recorder import Recorder
+from powerrig.sweep.ownership import RunLock, describe, this_process
 from powerrig.sweep.rig import bring_up, open_interposer
 
 logger = logging.getLogger(__name__)
@@ -65,6 +66,18 @@ def software_versions() -> dict:
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+def _keep_cut_capture(capture: Path) -> Path | None:
+    """A capture already at ``capture`` is what a killed process left of this step: it is moved
+    beside (NAME.cutN.jls, N from 1), never overwritten by the rerun. Returns where it went."""
+    if not capture.exists():
+        return None
+    n = 1
+    while (dst := capture.with_name(f"{capture.stem}.cut{n}.jls")).exists():
+        n += 1
+    capture.rename(dst)
+    return dst
 
 
 class Sweep:
@@ -110,18 +123,28 @@ class Sweep:
     # -- the sweep --------------------------------------------------------------------------------
     def run(self) -> int:
         """Run (or resume) the plan; returns the run id. Raises PlanError before anything runs."""
+        try:
+            return self._run()
+        finally:
+            self._release()          # the output folder is free once the run's status and record are written
+
+    def _run(self) -> int:
 
         plan = self.plan
         prior = None
+        self._lock = None
         if self.resume:
-            prior = self.store.resumable_run(plan)
-            if prior is None:
-                other = self.store.latest_run_of_path(plan.path) if plan.path else None
-                if other and other["hash"] != plan.hash and other["status"] != "done":
-                    raise PlanError(f"plan {plan.path} changed since run {other['id']} (plan hash {other['hash']} -> "
-                                    f"{plan.hash}): a resumed run never mixes two plans; run it without --resume")
-                raise PlanError(f"nothing to resume: no unfinished run of plan {plan.name!r} (hash {plan.hash}) in "
-                                f"{self.store.url}; run it without --resume")
+            prior = self._resumable()
+            # the run's folder first: a live owner (a second shell, a concurrent resume) is refused
+            # before the rig, the drive or the run row is touched
+            self._lock = RunLock(prior["out_dir"]).acquire(prior["id"], {"host": prior.get("host"),
+                                                                         "pid": prior.get("pid")})
+            again = self.store.resumable_run(plan)      # a resume that held the lock just before may have ended it
+            if again is None or again["id"] != prior["id"]:
+                self._lock.release()
+                prior = self._resumable()
+                self._lock = RunLock(prior["out_dir"]).acquire(prior["id"])
+            self._took_over = self._lock.previous
         rig = bring_up(plan)
         try:
             dev = open_interposer(rig.port)
@@ -137,14 +160,19 @@ class Sweep:
                     rig_info["calibration"] = dev.calibration()
                 except PowerrigError as e:
                     rig_info["calibration_error"] = str(e)
+                me = this_process()
                 if prior:
                     self.run_id = prior["id"]
                     self.out = Path(prior["out_dir"])
-                    self.store.set_run_status(self.run_id, "running")
+                    self.store.claim_run(self.run_id, me["host"], me["pid"])
+                    if self._took_over and self._took_over.get("pid") not in (None, me["pid"]):
+                        self._emit("note", text=f"run {self.run_id}: its last owner ({describe(self._took_over)}) "
+                                                "is gone; this process takes the run over")
                 else:
-                    self.out.mkdir(parents=True, exist_ok=True)
+                    self._lock = RunLock(self.out).acquire(None)     # a live run already writing here is refused
                     self.run_id = self.store.start_run(plan, str(self.out), rig.station, drive, rig_info,
-                                                       software_versions())
+                                                       software_versions(), **me)
+                    self._lock.claim(self.run_id)
                 self.out.mkdir(parents=True, exist_ok=True)
                 (self.out / "plan.toml").write_text(plan.source)
                 (self.out / "plan.resolved.json").write_text(json.dumps(plan.resolved(), indent=1))
@@ -154,9 +182,12 @@ class Sweep:
                     dev.close()
         except BaseException as e:
             if self.run_id is not None:
-                status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+                status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"   # SIGTERM too (the CLI)
                 self.store.set_run_status(self.run_id, status, str(e) or type(e).__name__)
-                self.store.write_record(self.run_id, self.out)
+                try:
+                    self.store.write_record(self.run_id, self.out)
+                except OSError as we:       # a full or read-only disk: the database keeps the run
+                    logger.info("run %s: the JSON record was not written (%s)", self.run_id, we)
             raise
         finally:
             rig.close()
@@ -164,6 +195,24 @@ class Sweep:
         record = self.store.write_record(self.run_id, self.out)
         self._emit("done", record=str(record), out=str(self.out))
         return self.run_id
+
+    def _resumable(self) -> dict:
+        """The run --resume continues, or PlanError saying why there is none."""
+        plan = self.plan
+        prior = self.store.resumable_run(plan)
+        if prior is None:
+            other = self.store.latest_run_of_path(plan.path) if plan.path else None
+            if other and other["hash"] != plan.hash and other["status"] != "done":
+                raise PlanError(f"plan {plan.path} changed since run {other['id']} (plan hash {other['hash']} -> "
+                                f"{plan.hash}): a resumed run never mixes two plans; run it without --resume")
+            raise PlanError(f"nothing to resume: no unfinished run of plan {plan.name!r} (hash {plan.hash}) in "
+                            f"{self.store.url}; run it without --resume")
+        return prior
+
+    def _release(self) -> None:
+        if getattr(self, "_lock", None) is not None:
+            self._lock.release()
+            self._lock = None
 
     def _sweep(self, dev, nvme, fio, resumed: bool):
         plan, rig = self.plan, self._rig
@@ -235,15 +284,16 @@ class Sweep:
 
     # -- preparation ------------------------------------------------------------------------------
     def _prepare(self, nvme, fio) -> None:
-        from powerrig.dut.guard import check_destructive
+        """Format, precondition or a fio job: each through the guarded door (powerrig.dut.destructive),
+        on the namespace the steps' fio uses (the virtual rig's own on sim: plans), checked there:
+        its controller must be the plan's and its serial the plan's."""
+        from powerrig.dut import destructive
 
         plan, rig = self.plan, self._rig
-        check_destructive(rig.controller, plan.drive.serial, self._ident.sn, rig.host_view())
         kind = plan.preparation.kind
         self._emit("note", text=f"preparation: {kind}")
         if kind == "format":
-            nvme._call(["format", plan.drive.namespace, "--ses=1", "--force"], "format", lambda t: {"stdout": t[:200]},
-                       {"device": plan.drive.namespace})
+            destructive.format(nvme, rig.namespaces[0], plan.drive.serial, ses=1, controller=rig.controller)
             return
         if kind == "precondition":
             cap = self._ident.tnvmcap or 0
@@ -292,6 +342,9 @@ class Sweep:
         cap_dir = self.out / "captures"
         cap_dir.mkdir(parents=True, exist_ok=True)
         capture = self._capture_path(step, attempt)
+        cut = _keep_cut_capture(capture)
+        if cut is not None:
+            self._emit("note", text=f"{step.name}: the capture of the cut attempt is kept as {cut.name}")
         fio_dir = self.out / "fio" / f"{step.index:03d}-{_safe(step.key)}-a{attempt}"
         meta = {"device": dev.description,
                 "drive": {"id_ctrl": asdict(self._ident), "mn": self._ident.mn.strip(), "sn": self._ident.sn.strip(),
@@ -324,7 +377,7 @@ class Sweep:
         try:
             # the rails before the set-feature are part of the transition measurement (the level it
             # leaves); the recorder's first samples take a moment to arrive
-            if not have_pre.wait(10.0):
+            if not self._wait_for_level(rec, have_pre):
                 logger.warning("step %s: the capture had no %.1f s of samples before the set-feature", step.key,
                                PRE_LEVEL_S)
             nvme.set_power_state(rig.controller, step.power_state)
@@ -381,7 +434,8 @@ class Sweep:
                   "workload": asdict(w) if w else None, "runtime_s": plan.runtime_of(w) if w else None,
                   "interval_us": plan.rig.interval_us, "fio_dir": str(fio_dir) if w else None,
                   "recording": {"covered_s": res.covered_s, "lost_s": res.lost_s, "end_reason": res.end_reason},
-                  "lost_attempts": list(getattr(self, "_lost_attempts", []))}
+                  "lost_attempts": list(getattr(self, "_lost_attempts", [])),
+                  "cut_captures": sorted(str(p) for p in capture.parent.glob(f"{capture.stem}.cut*.jls"))}
         step_row = {"idx": step.index, "key": step.key, "name": step.name, "power_state": step.power_state,
                     "workload": w.name if w else None, "repetition": step.repetition,
                     "params": json.dumps(params, default=str), "status": "invalid" if invalid else "done",
@@ -422,8 +476,21 @@ class Sweep:
     def _check_link(self, rec) -> None:
         t = getattr(rec, "_thread", None)       # the stand-in tells early; the real recorder at the end
         res = rec.wait(0) if t is not None and not t.is_alive() else None
+        if res is not None and isinstance(getattr(rec, "error", None), CaptureError):
+            # the capture cannot be written (a full or read-only disk): no rerun can do better
+            raise PowerrigError(res.error)
         if res is not None and res.end_reason in ("link-lost", "error"):
             raise StepLost(res.error or res.end_reason)
+
+    def _wait_for_level(self, rec, have_pre: threading.Event, timeout: float = 10.0) -> bool:
+        """Wait for the level before the set-feature; a recorder that already ended is told by _check_link."""
+        deadline = time.monotonic() + timeout
+        while not have_pre.wait(0.1):
+            t = getattr(rec, "_thread", None)
+            if (t is not None and not t.is_alive()) or time.monotonic() > deadline:
+                self._check_link(rec)
+                return have_pre.is_set()
+        return True
 
     def _workload(self, step: Step, tl, nvme, fio, fio_dir: Path, rec):
         """Run the workload (rounds until steady where asked); a PHASE over the measured part."""

@@ -35,6 +35,11 @@ command -v ser2net >/dev/null || [ -x /usr/sbin/ser2net ] || need+=(ser2net)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh >/dev/null || need+=(openssh-client)
 command -v ip >/dev/null || need+=(iproute2)        # network namespaces: tests/test_lab_hosts.py
+# the results store's PostgreSQL tier (a throwaway cluster per test session, tests/conftest.py pg_cluster)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql-15)
+# a real browser for the results web page's tests (tests/test_web_browser.py: selenium drives chromedriver)
+command -v chromium >/dev/null || need+=(chromium)
+command -v chromedriver >/dev/null || need+=(chromium-driver)
 if ((${#need[@]})); then
   install_debs "missing Debian packages" "${need[@]}" || exit 1
 fi
@@ -83,6 +88,9 @@ fi
 # 3. MicroPython for an emulated Cortex-M (QEMU), built once into ~/.cache/powerrig/qemu-mp. Without the
 #    MicroPython source the QEMU test tier is skipped with the reason; everything else still runs.
 if ! .venv/bin/python scripts/build_qemu_mp.py >/dev/null 2>.venv/.qemu-mp-build.err; then
+  if [ "${CI:-}" = "true" ]; then   # CI must run the firmware's QEMU tier: a missing input is a failure
+    say "emulated Cortex-M not built under CI=true: $(cat .venv/.qemu-mp-build.err)"; exit 1
+  fi
   say "emulated Cortex-M not built, its tests will be skipped: $(cat .venv/.qemu-mp-build.err)"
 fi
 say "ready"

@@ -63,6 +63,21 @@ if [ -n "$xcb_plugin" ] && ldd "$xcb_plugin" 2>/dev/null | grep -q "not found"; 
     libxcb-image0 libxcb-render-util0 libxcb-randr0 libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0 || true
 fi
 
+# 2d. The Joulescope UI from PyPI in a test-only virtualenv (.venv-jsui): its own JLS loader and window
+#     open powerrig captures in tests/test_joulescope_ui.py and scripts/joulescope_ui_view.py. Kept apart
+#     from .venv (it pins its own PySide6, pyqtgraph and pyjls); re-done only when the pin changes.
+JSUI_PIN="joulescope_ui==1.5.5"
+if [ "$(cat .venv-jsui/.powerrig-installed 2>/dev/null)" != "$JSUI_PIN" ]; then
+  say "installing the Joulescope UI tier into .venv-jsui ($JSUI_PIN)"
+  rm -rf .venv-jsui
+  "$PY" -m venv .venv-jsui
+  if .venv-jsui/bin/python -m pip install -q "$JSUI_PIN"; then
+    echo "$JSUI_PIN" > .venv-jsui/.powerrig-installed
+  else
+    say "the Joulescope UI tier could not be installed; tests/test_joulescope_ui.py will skip (fail under CI=true)"
+  fi
+fi
+
 # 3. MicroPython for an emulated Cortex-M (QEMU), built once into ~/.cache/powerrig/qemu-mp. Without the
 #    MicroPython source the QEMU test tier is skipped with the reason; everything else still runs.
 if ! .venv/bin/python scripts/build_qemu_mp.py >/dev/null 2>.venv/.qemu-mp-build.err; then

@@ -66,7 +66,8 @@ def peak_sampling_note(sampling: Sampling) -> str | None:
     """Why a source's data cannot give the OCP 100 us peak (None when it can)."""
     if sampling.sample_s <= PCM2_MAX_SAMPLING_S * (1 + 1e-9) and sampling.peak_exact:
         return None
-    return (f"sampling requirement not met: {sampling.source} samples every {sampling.sample_s * 1e6:g} us; "
+    every = (f"{sampling.sample_s * 1e3:.3g} ms" if sampling.sample_s >= 1e-3 else f"{sampling.sample_s * 1e6:.3g} us")
+    return (f"sampling requirement not met: {sampling.source} samples every {every}; "
             f"the 100 us peak needs <= {PCM2_MAX_SAMPLING_S * 1e6:g} us sampling")
 
 

@@ -16,8 +16,7 @@ def read_events(path: str | Path) -> list[Event]:
         text = path.read_text()
     except OSError as e:
         raise CaptureError(f"cannot read events file {path}: {e.strerror or e}") from None
-    start = text.lstrip()[:1]
-    if start == "{" and '"fio version"' in text[:4000]:
+    if '"fio version"' in text[:4000]:          # fio may print lines before its JSON
         return _fio(path, text)
     try:
         return [Event.from_dict(json.loads(line)) for line in text.splitlines() if line.strip()]

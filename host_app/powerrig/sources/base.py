@@ -38,6 +38,19 @@ class MeasurementSource(Protocol):
     def close(self) -> None: ...
 
 
+class ClosingSource:
+    """``with source:`` closes the instrument however the block ends, as ``with Interposer.open(...)`` does."""
+
+    def close(self) -> None:  # pragma: no cover - every source defines it
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 @dataclass
 class SourceStats:
     """What the recorder's progress line reads (the interposer's StreamStats, for a source with no frames)."""

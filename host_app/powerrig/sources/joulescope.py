@@ -20,7 +20,7 @@ from powerrig.core.blocks import IntervalBlock
 from powerrig.core.errors import InstrumentError
 from powerrig.core.reduce import reduce_intervals
 from powerrig.core.sampling import Accuracy, Sampling
-from powerrig.sources.base import HostClock, SourceStats
+from powerrig.sources.base import ClosingSource, HostClock, SourceStats
 
 TIME64_SECOND = 1 << 30          # pyjoulescope_driver.time64: UTC in 2**-30 s since 2018-01-01
 TIME64_EPOCH_UNIX = 1514764800   # 2018-01-01T00:00:00Z
@@ -95,7 +95,7 @@ class _Unit:
             self.i, self.v, self.first = self.i[k:], self.v[k:], sid
 
 
-class JoulescopeSource:
+class JoulescopeSource(ClosingSource):
     """One unit per rail: ``units`` maps rail -> the driver's device path (u/js220/003512)."""
 
     def __init__(self, driver, units: dict[str, str], accuracy: Accuracy = JS220_ACCURACY):

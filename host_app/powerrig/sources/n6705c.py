@@ -20,7 +20,7 @@ from powerrig.core.errors import InstrumentError
 from powerrig.core.sampling import Accuracy, Sampling
 from powerrig.instruments import open_analyzer
 from powerrig.instruments.power_analyzer import MIN_TINT_S, PowerAnalyzer
-from powerrig.sources.base import HostClock, SourceStats, means_block
+from powerrig.sources.base import ClosingSource, HostClock, SourceStats, means_block
 
 # N6781A two-quadrant SMU, data sheet: V 0.025 % + 1.8 mV (20 V range), I 0.025 % + 250 uA (3 A range)
 SMU_ACCURACY = Accuracy(0.025, 1.8e-3, 0.025, 250e-6)
@@ -28,7 +28,7 @@ DEFAULT_CHANNELS = {"12V": 1, "3V3": 2}
 FETCH_EVERY_S = 0.1
 
 
-class N6705CSource:
+class N6705CSource(ClosingSource):
     """An open analyzer and the channel of each rail (``{"12V": 1, "3V3": 2}``)."""
 
     def __init__(self, analyzer: PowerAnalyzer, channels: dict[str, int] | None = None,

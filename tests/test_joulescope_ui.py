@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from powerrig.capture import CaptureReader
-from test_capture_layout import write_capture
+from test_capture_layout import SEGS, write_capture
 from powerrig.testing import synthetic as S
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,11 +27,6 @@ def _jsui_python() -> Path:
     if os.environ.get("CI") == "true":
         pytest.fail(why)
     pytest.skip(why)
-
-
-SEGS = [S.Segment("idle", 1.0, {"12V": 5.0, "3V3": 0.25}),
-        S.Segment("write", 1.5, {"12V": 11.0, "3V3": 0.3}, kind="workload", meta={"rw": "write"}),
-        S.Segment("idle", 1.0, {"12V": 5.0, "3V3": 0.25})]
 
 
 def test_the_joulescope_ui_loader_loads_every_rail_and_the_events(tmp_path):

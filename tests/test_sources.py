@@ -6,9 +6,10 @@ from __future__ import annotations
 import threading
 import time
 
+import numpy as np
 import pytest
 
-from conftest import run_cli
+from test_sweep_engine import simdir  # noqa: F401 - the fixture: virtual rigs in tmp_path, stopped after
 from powerrig.analysis import analyse
 from powerrig.capture import CaptureReader
 from powerrig.capture.recorder import Recorder
@@ -37,14 +38,6 @@ measure_s = 3.0
 name = "seq-read-128k"
 rw = "read"
 """
-
-
-@pytest.fixture
-def simdir(tmp_path, monkeypatch):
-    d = tmp_path / "sim"
-    monkeypatch.setenv("POWERRIG_SIM_DIR", str(d))
-    yield d
-    run_cli("sim", "stop", "--all")
 
 
 def test_source_specs_and_their_one_line_refusals():
@@ -114,11 +107,15 @@ def test_a_sweep_step_through_the_simulated_n6705c_matches_the_interposer(tmp_pa
     with CaptureReader(side) as ref:
         a, b = int(round(float(ref.sample_id(t0)))), int(round(float(ref.sample_id(t1))))
         assert 0 <= a < b <= ref.length
-        interposer_w = ref.range_stats("p_total", a, b)["mean"]
+        p = ref.samples("p_total", a, b)
+        covered = float(np.isfinite(p).mean())       # the virtual link loses frames on a loaded machine:
+        interposer_w = float(np.nanmean(p))          # the steady step's mean over what arrived
         interposer_sampling = sampling_of(ref.metadata)
     at = {r: (volts[r], amps[r]) for r in volts}
     allowed = sampling.power_error_w(at) + interposer_sampling.power_error_w(at)
     print(f"mean W over the step: N6705C {n6705c_w:.4f}, interposer {interposer_w:.4f}, "
-          f"difference {n6705c_w - interposer_w:+.4f} W, stated accuracies allow +-{allowed:.4f} W")
+          f"difference {n6705c_w - interposer_w:+.4f} W, stated accuracies allow +-{allowed:.4f} W "
+          f"(interposer covered {covered:.1%} of the step)")
+    assert covered > 0.5, f"the interposer lost {1 - covered:.0%} of the step"
     assert abs(n6705c_w - interposer_w) <= allowed
     assert interposer_sampling.peak_exact

@@ -8,7 +8,6 @@ stop)``, ``stop()``, ``summary()``, ``stats``, ``interval_us`` and ``rails``, an
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
 from typing import Iterator, Protocol
 
 import numpy as np
@@ -16,6 +15,7 @@ import numpy as np
 from powerrig.core.blocks import IntervalBlock
 from powerrig.core.clock import ClockModel
 from powerrig.core.sampling import Sampling
+from powerrig.interposer.client import StreamStats as SourceStats   # the recorder reads these counters
 
 
 class MeasurementStream(Protocol):
@@ -49,18 +49,6 @@ class ClosingSource:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-@dataclass
-class SourceStats:
-    """What the recorder's progress line reads (the interposer's StreamStats, for a source with no frames)."""
-    intervals: int = 0
-    gaps: int = 0
-    gap_intervals: int = 0
-    dropped_frames: int = 0
-    crc_errors: int = 0
-    frames: int = 0
-    gap_positions: list = field(default_factory=list)
 
 
 class HostClock:

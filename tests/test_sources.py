@@ -119,3 +119,22 @@ def test_a_sweep_step_through_the_simulated_n6705c_matches_the_interposer(tmp_pa
     assert covered > 0.5, f"the interposer lost {1 - covered:.0%} of the step"
     assert abs(n6705c_w - interposer_w) <= allowed
     assert interposer_sampling.peak_exact
+
+
+def test_record_through_the_simulated_n6705c(tmp_path, simdir):
+    """`powerrig record --source n6705c:RESOURCE` records as from the interposer; the capture says what
+    measured it and its checks read that."""
+    from conftest import run_cli
+    from powerrig.sim import rig as simrig
+
+    st = simrig.start("d5-p5336", owned=True)
+    out = tmp_path / "n6705c.jls"
+    r = run_cli("record", "--source", f"n6705c:{st['reference']},12V=1,3V3=2", "--out", str(out), "--seconds", "1.5")
+    assert r.returncode == 0, r.stderr
+    with CaptureReader(out) as cap:
+        assert cap.closed_cleanly and cap.rails == ("12V", "3V3") and cap.duration_s == pytest.approx(1.5)
+        assert cap.metadata["device"]["device"] == "N6705C" and cap.metadata["source"]["sample_s"] == pytest.approx(1e-3)
+        w = cap.range_stats("p_total")["mean"]
+        assert 1.0 < w < 30.0 and cap.range_stats("v_12V")["mean"] == pytest.approx(12.0, rel=0.05)
+    bad = run_cli("record", "--source", "n6705c:", "--out", str(tmp_path / "x.jls"))
+    assert bad.returncode == 2 and "names no VISA resource" in bad.stderr and not (tmp_path / "x.jls").exists()

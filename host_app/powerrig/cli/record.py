@@ -19,6 +19,8 @@ def register(sub) -> None:
     p.add_argument("--source", default="interposer", metavar="SPEC",
                    help="what measures the rails (default: the interposer on --port): n6705c:RESOURCE[,12V=1,3V3=2] "
                         "or joulescope:12V=SERIAL,3V3=SERIAL (docs/lab-instruments.md)")
+    p.add_argument("--visa-backend", default="@py", help="pyvisa backend for an n6705c source (default @py, pyvisa-py; "
+                                                           "'' for the system VISA)")
     p.add_argument("--out", required=True, help="capture file to write (.jls)")
     p.add_argument("--seconds", type=float, default=None, help="stop after this much device time (default: until Ctrl-C)")
     p.add_argument("--interval-us", type=int, default=None, help="interval length in us (default: the device's)")
@@ -39,7 +41,7 @@ def run(args) -> int:
     t0 = time.monotonic()
     if args.source != "interposer":
         from powerrig.sources import open_source
-        opened = open_source(args.source)
+        opened = open_source(args.source, backend=args.visa_backend or None)
     elif not args.port:
         raise CaptureError("record needs --port (the interposer's serial port, or `sim`) or --source SPEC")
     else:

@@ -9,7 +9,6 @@ import time
 import numpy as np
 import pytest
 
-from test_sweep_engine import simdir  # noqa: F401 - the fixture: virtual rigs in tmp_path, stopped after
 from powerrig.analysis import analyse
 from powerrig.capture import CaptureReader
 from powerrig.capture.recorder import Recorder

@@ -14,10 +14,7 @@ from powerrig.capture import CaptureReader, CaptureWriter
 from powerrig.capture import layout as L
 from powerrig.core.blocks import IntervalBlock
 from powerrig.testing import synthetic as S
-
-SEGS = [S.Segment("idle", 1.0, {"12V": 5.0, "3V3": 0.25}),
-        S.Segment("write", 1.5, {"12V": 11.0, "3V3": 0.3}, kind="workload", meta={"rw": "write"}),
-        S.Segment("idle", 1.0, {"12V": 5.0, "3V3": 0.25})]
+from test_capture import SEGS   # idle, a write workload, idle
 
 
 @pytest.fixture(scope="module")

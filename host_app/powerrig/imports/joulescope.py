@@ -25,6 +25,8 @@ CHUNK = 1 << 22
 class _Unit:
     def __init__(self, rail: str, path: Path):
         self.rail, self.path = rail, path
+        if not path.is_file():
+            raise CaptureError(f"Joulescope recording {path} for rail {rail} not found; check the path")
         try:
             self.r = pyjls.Reader(str(path))
         except Exception as e:  # pyjls raises its own bare exceptions for a file it cannot read

@@ -37,14 +37,6 @@ rw = "write"
 """
 
 
-@pytest.fixture
-def simdir(tmp_path, monkeypatch):
-    d = tmp_path / "sim"
-    monkeypatch.setenv("POWERRIG_SIM_DIR", str(d))
-    yield d
-    run_cli("sim", "stop", "--all")
-
-
 def test_steady_state_criteria():
     assert steady_state_met([100, 101, 99, 100, 100], 5, 20, 10)
     assert not steady_state_met([100, 101, 99, 100], 5, 20, 10)             # too few rounds

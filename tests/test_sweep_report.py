@@ -116,14 +116,6 @@ streams = [{ namespace = "/dev/nvme0n1" }, { namespace = "/dev/nvme0n2" }]
 """
 
 
-@pytest.fixture
-def simdir(tmp_path, monkeypatch):
-    d = tmp_path / "sim"
-    monkeypatch.setenv("POWERRIG_SIM_DIR", str(d))
-    yield d
-    run_cli("sim", "stop", "--all")
-
-
 def test_powerrig_report_run_links_capture_reports_and_plots_waf_from_a_real_sweep(tmp_path, simdir, results_db):
     db = results_db
     run = Sweep(parse(FDP, "fdp.toml"), ResultStore(db), tmp_path / "out").run()

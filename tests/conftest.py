@@ -50,15 +50,6 @@ def sim(tmp_path):
             s.proc.wait()
 
 
-@pytest.fixture
-def simdir(tmp_path, monkeypatch):
-    """Virtual rigs of this test in a folder of its own, every one stopped at the end."""
-    d = tmp_path / "sim"
-    monkeypatch.setenv("POWERRIG_SIM_DIR", str(d))
-    yield d
-    run_cli("sim", "stop", "--all")
-
-
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([*POWERRIG, *args], capture_output=True, text=True, timeout=timeout)
 

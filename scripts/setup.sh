@@ -69,7 +69,22 @@ if [ -n "$xcb_plugin" ] && ldd "$xcb_plugin" 2>/dev/null | grep -q "not found"; 
     libxcb-image0 libxcb-render-util0 libxcb-randr0 libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0 || true
 fi
 
-# 2d. labgrid (powerrig's 'lab' extra) in a virtualenv of its own, .venv-lab: labgrid's pyserial fork
+# 2d. The Joulescope UI from PyPI in a test-only virtualenv (.venv-jsui): its own JLS loader and window
+#     open powerrig captures in tests/test_joulescope_ui.py and scripts/joulescope_ui_view.py. Kept apart
+#     from .venv (it pins its own PySide6, pyqtgraph and pyjls); re-done only when the pin changes.
+JSUI_PIN="joulescope_ui==1.5.5"
+if [ "$(cat .venv-jsui/.powerrig-installed 2>/dev/null)" != "$JSUI_PIN" ]; then
+  say "installing the Joulescope UI tier into .venv-jsui ($JSUI_PIN)"
+  rm -rf .venv-jsui
+  "$PY" -m venv .venv-jsui
+  if .venv-jsui/bin/python -m pip install -q "$JSUI_PIN"; then
+    echo "$JSUI_PIN" > .venv-jsui/.powerrig-installed
+  else
+    say "the Joulescope UI tier could not be installed; tests/test_joulescope_ui.py will skip (fail under CI=true)"
+  fi
+fi
+
+# 2e. labgrid (powerrig's 'lab' extra) in a virtualenv of its own, .venv-lab: labgrid's pyserial fork
 #     (pyserial-labgrid) and plain pyserial install the same serial/ files, and pip lets whichever comes
 #     last win without a word. The fork is laid down last here, and `import powerrig.lab` checks it is
 #     whole (powerrig/lab/serial_fork.py). tests/test_lab.py and test_lab_hosts.py use this venv.

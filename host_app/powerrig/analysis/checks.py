@@ -13,9 +13,11 @@ import math
 from powerrig.analysis.descriptors import PowerState, ocp_peak_limit
 from powerrig.analysis.result import CheckResult, PhaseResult
 from powerrig.core.names import PhaseKind, Verdict
+from powerrig.core.sampling import INTERPOSER, Sampling
 
 OCP_MIN_CAPTURE_S = 15 * 60        # PCM-1 / PCM-2: capture >= 15 min
 PCM1_MAX_SAMPLING_S = 2e-3         # PCM-1: sampling <= 2 ms
+PCM2_MAX_SAMPLING_S = 4e-6         # PCM-2 (and PCM-3's peak): 100 us windows of samples <= 4 us apart
 PWR6_LIMIT_W = 5.0 * 1.05          # PWR-6: idle <= 5 W, SanBlaze passes at +5 %
 IDLE_WINDOW_S = 30.0
 
@@ -60,10 +62,22 @@ def pcm1(r: PhaseResult, states: dict, interval_s: float) -> CheckResult:
                        _verdict(v, limit, r.complete, req, r.invalid), req, _where(r.max_1s), notes)
 
 
-def pcm2(r: PhaseResult) -> CheckResult:
+def peak_sampling_note(sampling: Sampling) -> str | None:
+    """Why a source's data cannot give the OCP 100 us peak (None when it can)."""
+    if sampling.sample_s <= PCM2_MAX_SAMPLING_S * (1 + 1e-9) and sampling.peak_exact:
+        return None
+    every = (f"{sampling.sample_s * 1e3:.3g} ms" if sampling.sample_s >= 1e-3 else f"{sampling.sample_s * 1e6:.3g} us")
+    return (f"sampling requirement not met: {sampling.source} samples every {every}; "
+            f"the 100 us peak needs <= {PCM2_MAX_SAMPLING_S * 1e6:g} us sampling")
+
+
+def pcm2(r: PhaseResult, sampling: Sampling = INTERPOSER) -> CheckResult:
     """OCP PCM-2: highest 100 us window mean (a measurement; PCM-3 sets its limit)."""
-    req = r.peak_exact and r.duration_s >= OCP_MIN_CAPTURE_S
+    slow = peak_sampling_note(sampling)
+    req = r.peak_exact and r.duration_s >= OCP_MIN_CAPTURE_S and slow is None
     notes = [] if r.peak_exact else ["sum of per-rail 100 us peaks: an upper bound of the total's peak"]
+    if slow:
+        notes.insert(0, slow)
     v = r.peak_100us.value_w
     status = (Verdict.INVALID if r.invalid else Verdict.NA if math.isnan(v)
               else Verdict.INFO if r.complete and req else Verdict.PARTIAL)
@@ -71,12 +85,13 @@ def pcm2(r: PhaseResult) -> CheckResult:
                        _where(r.peak_100us), notes)
 
 
-def pcm3(r: PhaseResult, states: dict) -> CheckResult:
+def pcm3(r: PhaseResult, states: dict, sampling: Sampling = INTERPOSER) -> CheckResult:
     """OCP PCM-3: 100 us peak <= 1.5 x MAP (MAP <= 25 W), 37.5 W (<= 29 W), 1.3 x MAP above."""
     st = _state(states, r.phase.power_state)
     limit = ocp_peak_limit(st.max_power_w) if st else None
-    req = r.duration_s >= OCP_MIN_CAPTURE_S
-    notes = [] if st else ["no MAP for the active power state"]
+    slow = peak_sampling_note(sampling)
+    req = r.duration_s >= OCP_MIN_CAPTURE_S and slow is None
+    notes = ([slow] if slow else []) + ([] if st else ["no MAP for the active power state"])
     v = r.peak_100us.value_w
     return CheckResult("OCP PCM-3", r.name, None if math.isnan(v) else v, limit, "W",
                        _verdict(v, limit, r.complete, req, r.invalid), req, _where(r.peak_100us), notes)
@@ -116,16 +131,18 @@ def actp(r: PhaseResult, states: dict, tolerance: float = 0.0) -> CheckResult:
                        _verdict(v, limit, r.complete, req, r.invalid), req, _where(r.max_10s), notes)
 
 
-def run_checks(results: list[PhaseResult], states: dict, interval_s: float) -> list[CheckResult]:
+def run_checks(results: list[PhaseResult], states: dict, interval_s: float,
+               sampling: Sampling = INTERPOSER) -> list[CheckResult]:
     """Every check that applies to each phase: workloads and operational dwells get PCM-1/2/3 and
-    ACTP, idle windows get PWR-6 and IDLP."""
+    ACTP, idle windows get PWR-6 and IDLP. ``sampling``: what the capture's source resolves (a peak
+    check on a source too slow for it says so and is never a pass)."""
     out = []
     for r in results:
         if r.kind in (PhaseKind.WORKLOAD, PhaseKind.DWELL):
             st = _state(states, r.phase.power_state)
             if st and st.non_operational:
                 continue   # no I/O in a non-operational state: MP is not an I/O limit there
-            out += [pcm1(r, states, interval_s), pcm2(r), pcm3(r, states)]
+            out += [pcm1(r, states, interval_s), pcm2(r, sampling), pcm3(r, states, sampling)]
             if r.kind == PhaseKind.WORKLOAD:
                 out.append(actp(r, states))
         elif r.kind == PhaseKind.IDLE_WINDOW:

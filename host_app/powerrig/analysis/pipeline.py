@@ -33,6 +33,7 @@ from powerrig.analysis.thermal import smart_readings, throttled_between
 from powerrig.analysis.waf import waf_samples, waf_series
 from powerrig.analysis.windows import WindowMax, WindowSums
 from powerrig.core.errors import CaptureError, PowerrigError
+from powerrig.core.sampling import sampling_of
 from powerrig.core.timeline import POWER_STATE, Event
 
 logger = logging.getLogger(__name__)
@@ -132,7 +133,7 @@ def analyse(source, events: list[Event] | None = None, metadata: dict | None = N
     phases, waf_rows = _phases(events_placed, to_sid, length, dt, min_idle_s, drive)
     results = _phase_pass(source, phases, rails, dt, chunk)
     _mark_invalid(results, events_placed, to_sid, source)
-    chks = C.run_checks(results, states, dt)
+    chks = C.run_checks(results, states, dt, sampling_of(metadata))
     cmds = _commands(source, events_placed, to_sid, states, length) if to_sid else []
     eff = [e for e in (phase_efficiency(r) for r in results if r.kind == WORKLOAD) if e]
     ss = _steady(results)

@@ -31,6 +31,7 @@ from typing import Callable
 import numpy as np
 
 from powerrig.capture.writer import CaptureWriter
+from powerrig.core.sampling import INTERPOSER
 from powerrig.core.errors import LinkError, PowerrigError
 from powerrig.core.blocks import IntervalBlock
 
@@ -204,6 +205,7 @@ class Recorder:
     def _open_writer(self, stream) -> CaptureWriter:
         meta = dict(self.metadata)
         meta.setdefault("device", self.dev.description)
+        meta.setdefault("source", getattr(self.dev, "sampling", INTERPOSER).to_dict())   # what checks may ask of it
         meta["recording"] = {"requested_s": self.seconds, "covered_s": None, "lost_s": None,
                              "end_reason": None, "error": None}   # filled at the end; None = cut short
         return CaptureWriter(self.path, metadata=meta, timeline=self.timeline, clock=self.dev.clock)

@@ -25,6 +25,7 @@ import pyjls
 
 from powerrig import __version__
 from powerrig.capture import layout as L
+from powerrig.core import names
 from powerrig.core.json_values import dumps
 from powerrig.core.errors import CaptureError
 from powerrig.core.timeline import Timeline
@@ -107,36 +108,57 @@ class CaptureWriter:
         self._seg = (0, b.first_index)   # (sample id, raw index) where the current index segment began
         self._energy = CompensatedSums(len(self.rails))
         self._valid_rows = 0
-        spd = L.samples_per_chunk(self.rate)
-        w = self._w
-        dev = self.metadata.get("device") or {}
-        w.source_def(L.SOURCE_ID, name="powerrig", vendor="powerrig", model=str(dev.get("device", "interposer")),
-                     version=str(dev.get("firmware", dev.get("version", ""))), serial_number=str(dev.get("serial", "")))
-        self._ids: dict[str, int] = {}
-        sid = 1
-        for name, units in L.signal_names(self.rails):
-            w.signal_def(sid, L.SOURCE_ID, pyjls.SignalType.FSR, pyjls.DataType.F32, self.rate,
-                         samples_per_data=spd, sample_decimate_factor=128, entries_per_summary=spd,
-                         summary_decimate_factor=20, name=name, units=units)
-            self._ids[name] = sid
-            sid += 1
-        for name in L.DIGITAL_FIELDS:
-            w.signal_def(sid, L.SOURCE_ID, pyjls.SignalType.FSR, pyjls.DataType.U8, self.rate,
-                         samples_per_data=spd, sample_decimate_factor=128, entries_per_summary=spd,
-                         summary_decimate_factor=20, name=name, units="")
-            self._ids[name] = sid
-            sid += 1
+        self._define_signals(L.samples_per_chunk(self.rate))
         meta = dict(self.metadata)
         meta["format"] = {"name": L.FORMAT, "version": L.FORMAT_VERSION}
         meta["layout"] = {"rails": list(self.rails), "interval_samples": self.interval_samples,
                           "sample_period_s": self.sample_period_s, "interval_s": interval_s,
                           "sample_rate_hz": self.rate, "first_index": self.first_index,
-                          "signals": {n: i for n, i in self._ids.items()}}
+                          "signals": {n: i for n, i in self._ids.items()},
+                          "viewer_signals": dict(self._gpi_ids)}
         meta.setdefault("software", software_versions())
         meta.setdefault("created_utc", time.time())
-        w.user_data(L.UD_METADATA, _json(meta))
+        self._w.user_data(L.UD_METADATA, _json(meta))
         self.metadata = meta
         self._started = True
+
+    def _define_signals(self, spd: int) -> None:
+        """One source per rail (current, voltage, power, its extra columns; gpi[n] on the first), then
+        a ``powerrig`` source with the totals: the layout in powerrig.capture.layout."""
+        w = self._w
+        dev = self.metadata.get("device") or {}
+        model = str(dev.get("device", "interposer")).replace(".", "_")
+        serial = str(dev.get("serial", "")).replace(".", "_")    # the Joulescope UI splits ids on '.'
+        version = str(dev.get("firmware", dev.get("version", "")))
+        for k, rail in enumerate(self.rails):
+            w.source_def(L.rail_source_id(k), name=rail, vendor="powerrig", model=f"{model}_{rail}",
+                         version=version, serial_number=serial)
+        w.source_def(L.totals_source_id(self.rails), name="powerrig", vendor="powerrig", model=f"{model}_totals",
+                     version=version, serial_number=serial)
+
+        def define(sid, source, dtype, name, units):
+            w.signal_def(sid, source, pyjls.SignalType.FSR, dtype, self.rate,
+                         samples_per_data=spd, sample_decimate_factor=128, entries_per_summary=spd,
+                         summary_decimate_factor=20, name=name, units=units)
+
+        self._ids: dict[str, int] = {}
+        self._gpi_ids: dict[str, int] = {}
+        sid = 1
+        for name, source, in_file, units in L.signal_plan(self.rails):
+            define(sid, source, pyjls.DataType.F32, in_file, units)
+            self._ids[name] = sid
+            sid += 1
+        for name in L.DIGITAL_FIELDS:
+            define(sid, L.totals_source_id(self.rails), pyjls.DataType.U8, name, "")
+            self._ids[name] = sid
+            sid += 1
+        for bit in range(len(names.DIGITAL_INPUTS)):
+            define(sid, L.rail_source_id(0), pyjls.DataType.U1, L.gpi_signal(bit), "")
+            self._gpi_ids[L.gpi_signal(bit)] = sid
+            sid += 1
+        self._power_ids = [self._ids[L.rail_signal("p", r)] for r in self.rails]
+        self._gpi_carry = np.empty(0, np.uint8)       # digital samples not yet a whole byte
+        self._gpi_at = 0                               # gpi sample id of the next whole byte
 
     # ---- data ---------------------------------------------------------------------------------------
     def use_clock(self, clock) -> None:
@@ -185,12 +207,25 @@ class CaptureWriter:
         w.fsr(ids[L.TOTAL_POWER], sid0, np.ascontiguousarray(b.p.sum(axis=1), dtype=np.float32))
         for name in L.DIGITAL_FIELDS:
             w.fsr(ids[name], sid0, np.ascontiguousarray(getattr(b, name), dtype=np.uint8))
+        self._write_gpi(np.asarray(b.dig_or, dtype=np.uint8))
         ok = b.valid
         if ok.any():
             self._energy.add(np.where(ok[:, None], b.p, 0.0).sum(axis=0))
             self._valid_rows += int(ok.sum())
         self.length += len(b)
         self._next_raw = b.end_index
+
+    def _write_gpi(self, seen: np.ndarray, final: bool = False) -> None:
+        """Each digital input as a 1-bit gpi[n] signal. JLS takes u1 data in whole bytes (8 samples), so
+        the bits of a block that do not fill a byte wait for the next block; at close the last byte is
+        padded with zeros (input not seen), up to 7 samples past the capture's end."""
+        seen = np.concatenate([self._gpi_carry, seen])
+        whole = len(seen) if final else len(seen) // 8 * 8
+        if whole:
+            for bit, gid in enumerate(self._gpi_ids.values()):
+                self._w.fsr(gid, self._gpi_at, np.packbits((seen[:whole] >> bit) & 1, bitorder="little"))
+            self._gpi_at += -(-whole // 8) * 8
+        self._gpi_carry = seen[whole:]
 
     def _note_gap(self, b: IntervalBlock) -> None:
         bad = ~b.valid
@@ -205,8 +240,12 @@ class CaptureWriter:
             self.gaps += 1
             self.gap_intervals += int(e - s)
             self._w.user_data(L.UD_GAP, _json(rec))
-            self._w.annotation(self._ids[L.TOTAL_POWER], sid, math.nan, pyjls.AnnotationType.TEXT, L.GROUP_GAP,
-                               f"gap ({rec['reason']}): {rec['intervals']} intervals lost")
+            self._annotate(sid, L.GROUP_GAP, f"gap ({rec['reason']}): {rec['intervals']} intervals lost")
+
+    def _annotate(self, sid: int, group: int, text: str) -> None:
+        """A text annotation on every rail's power and on the total: where viewers show them."""
+        for signal in (*self._power_ids, self._ids[L.TOTAL_POWER]):
+            self._w.annotation(signal, sid, math.nan, pyjls.AnnotationType.TEXT, group, text)
 
     def _after_write(self, b: IntervalBlock) -> None:
         self._anchor()
@@ -266,7 +305,9 @@ class CaptureWriter:
                 doc["pings"] = pack_pings(pings)
         self._w.user_data(L.UD_CLOCK, _json(doc))
         try:
-            self._w.utc(self._ids[L.TOTAL_POWER], sid, pyjls.time64.as_time64(utc))
+            t64 = pyjls.time64.as_time64(utc)
+            for signal in (*self._ids.values(), *self._gpi_ids.values()):   # pyjls csv and viewers need every one
+                self._w.utc(signal, sid, t64)
         except (RuntimeError, ValueError, OverflowError) as e:
             # the JLS UTC track is for viewers; the user-data anchors are authoritative
             logger.warning("capture %s: JLS UTC entry at sample %d not written (%s); the clock anchor in "
@@ -300,8 +341,7 @@ class CaptureWriter:
             if model is not None and self._started:
                 sid = int(round(self._sid_of(float(model.index(e.t_start)))))
                 if 0 <= sid:
-                    self._w.annotation(self._ids[L.TOTAL_POWER], sid, math.nan, pyjls.AnnotationType.TEXT,
-                                       L.GROUP_EVENT, f"{e.kind}: {e.name}")
+                    self._annotate(sid, L.GROUP_EVENT, f"{e.kind}: {e.name}")
         self._events_from = max(self._events_from, first)
         while self._events_from in self._written_events:
             self._written_events.discard(self._events_from)
@@ -335,6 +375,7 @@ class CaptureWriter:
             return
         try:
             if self._started:
+                self._write_gpi(np.empty(0, np.uint8), final=True)
                 self._anchor(force=True)
                 self._write_finished_events(final=True)
                 self._w.flush()

@@ -14,8 +14,13 @@ from powerrig.core.errors import CaptureError, LinkError
 
 def register(sub) -> None:
     p = sub.add_parser("record", help="record the interposer's stream to a capture file (.jls)")
-    p.add_argument("--port", required=True,
+    p.add_argument("--port", default=None,
                    help="serial port of the interposer (or a simulator's pty), or `sim` to start a virtual one")
+    p.add_argument("--source", default="interposer", metavar="SPEC",
+                   help="what measures the rails (default: the interposer on --port): n6705c:RESOURCE[,12V=1,3V3=2] "
+                        "or joulescope:12V=SERIAL,3V3=SERIAL (docs/lab-instruments.md)")
+    p.add_argument("--visa-backend", default="@py", help="pyvisa backend for an n6705c source (default @py, pyvisa-py; "
+                                                           "'' for the system VISA)")
     p.add_argument("--out", required=True, help="capture file to write (.jls)")
     p.add_argument("--seconds", type=float, default=None, help="stop after this much device time (default: until Ctrl-C)")
     p.add_argument("--interval-us", type=int, default=None, help="interval length in us (default: the device's)")
@@ -34,7 +39,14 @@ def run(args) -> int:
     rails = opt.rails(args.rails)
     live = opt.LiveLine()
     t0 = time.monotonic()
-    with Interposer.open(resolve_port(args.port)) as dev:
+    if args.source != "interposer":
+        from powerrig.sources import open_source
+        opened = open_source(args.source, backend=args.visa_backend or None)
+    elif not args.port:
+        raise CaptureError("record needs --port (the interposer's serial port, or `sim`) or --source SPEC")
+    else:
+        opened = Interposer.open(resolve_port(args.port))
+    with opened as dev:
         meta = {"device": dev.description, "calibration": dev.description.get("calibration"), "port": args.port,
                 "command": ["powerrig", "record", *sys.argv[2:]]}
         rec = Recorder(dev, out, interval_us=interval, rails=rails, seconds=seconds, metadata=meta,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from powerrig.interposer import frames as wire
+from powerrig.core.sampling import INTERPOSER
 from powerrig.core.sums import CompensatedSums
 from powerrig.core.errors import DeviceError, LinkError
 from powerrig.interposer.serial_link import SerialLink
@@ -50,7 +51,9 @@ def describe_problems(desc: dict) -> list[str]:
 
 class Interposer:
     """One connection to one interposer. It pings in the background for its whole life, so the
-    clock model (``clock.model()``) improves across streams rather than starting over."""
+    clock model (``clock.model()``) improves across streams rather than starting over. It is one
+    measurement source among several (powerrig.sources): ``sampling`` is what it resolves."""
+    sampling = INTERPOSER
 
     def __init__(self, link: SerialLink, description: dict, ping_interval: float = 0.04,
                  burst_s: float = 30.0, burst_interval: float = 0.01):

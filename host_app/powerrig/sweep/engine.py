@@ -152,7 +152,7 @@ class Sweep:
             self._took_over = self._lock.previous
         rig = bring_up(plan)
         try:
-            dev = open_interposer(rig.port)
+            dev = self._open_source(rig)
             try:
                 tl = Timeline()
                 nvme, fio = rig.runners(tl)          # the sweep's own (preparation); each step has its pair
@@ -161,6 +161,7 @@ class Sweep:
                 self._ident, self._rig = ident, rig
                 drive = asdict(ident)
                 rig_info = {"station": rig.station, "port": rig.port, "description": dev.description}
+                rig_info["source"] = getattr(dev, "sampling", None) and dev.sampling.to_dict()
                 try:
                     rig_info["calibration"] = dev.calibration()
                 except PowerrigError as e:
@@ -196,6 +197,14 @@ class Sweep:
         record = self.store.write_record(self.run_id, self.out)
         self._emit("done", record=str(record), out=str(self.out))
         return self.run_id
+
+    def _open_source(self, rig, wait_s: float = 0.0):
+        """What measures the rails: the interposer on the rig's port, or the plan's rig.source (an N6705C,
+        Joulescopes), used exactly as the interposer is (powerrig.sources)."""
+        if self.plan.rig.source == "interposer":
+            return open_interposer(rig.port, wait_s)
+        from powerrig.sources import open_source
+        return open_source(self.plan.rig.source, rig.info)
 
     def _resumable(self) -> dict:
         """The run --resume continues, or PlanError saying why there is none."""
@@ -292,7 +301,7 @@ class Sweep:
                         except Exception as ce:  # noqa: BLE001 - already gone
                             logger.info("closing the lost interposer: %s", ce)
                         dev = None
-                        dev = open_interposer(rig.port, plan.rig.reconnect_s)
+                        dev = self._open_source(rig, plan.rig.reconnect_s)
                         self._lost_attempts.append({"attempt": attempt, "error": str(e), "lost_at_utc": t_lost,
                                                     "back_after_s": time.time() - t_lost,
                                                     "capture": str(self._capture_path(step, attempt))})

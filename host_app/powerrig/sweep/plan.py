@@ -63,6 +63,18 @@ def _want(path, v, types, what):
     return v
 
 
+def _source(path, v):
+    """A measurement source spec (powerrig.sources.spec), checked before anything runs."""
+    from powerrig.core.errors import InstrumentError
+    from powerrig.sources.spec import parse_spec
+    v = _str(path, v)
+    try:
+        parse_spec(v)
+    except InstrumentError as e:
+        raise _Bad(path, str(e)) from None
+    return v
+
+
 def _str(path, v):
     return _want(path, v, (str,), "a string")
 
@@ -133,6 +145,7 @@ class RigSpec:
     nvme: tuple = ("nvme",)        # argv prefix (e.g. ["sudo", "nvme"]); a drive in another machine: drive.host
     fio: tuple = ("fio",)
     reconnect_s: float = 60.0      # how long to wait for a vanished interposer before giving up
+    source: str = "interposer"     # what measures the rails (powerrig.sources.spec): n6705c:RESOURCE, ...
 
     @property
     def sim_profile(self) -> str | None:
@@ -289,7 +302,7 @@ TOP = {"name", "description", "power_states", "idle_steps", "apst", "rig", "driv
        "steady_state", "workload", "checks", "limits"}
 LIMITS = {"max_steps", "max_hours"}
 CHECKS = {"self_reported_power", "self_reported_tolerance_pct"}
-RIG = {"port", "interval_us", "nvme", "fio", "reconnect_s"}
+RIG = {"port", "interval_us", "nvme", "fio", "reconnect_s", "source"}
 DRIVE = {"controller", "namespace", "serial", "host"}
 PREP = {"kind", "job"}
 TIMING = {"settle_s", "idle_s", "measure_s", "repetitions", "cooldown_s"}
@@ -459,7 +472,8 @@ def _build(d: dict, text: str, path: str) -> Plan:
     rig = RigSpec(_port(("rig", "port"), r["port"]),
                   _int(("rig", "interval_us"), r.get("interval_us", 1000), 100, 1_000_000),
                   _argv(("rig", "nvme"), r.get("nvme", ["nvme"])), _argv(("rig", "fio"), r.get("fio", ["fio"])),
-                  _num(("rig", "reconnect_s"), r.get("reconnect_s", 60.0), 0.0))
+                  _num(("rig", "reconnect_s"), r.get("reconnect_s", 60.0), 0.0),
+                  _source(("rig", "source"), r.get("source", "interposer")))
     dr = _table(("drive",), d.get("drive", {}))
     _known(("drive",), dr, DRIVE)
     drive = DriveSpec(*(_str(("drive", k), dr.get(k, v)) for k, v in

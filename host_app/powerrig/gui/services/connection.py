@@ -78,7 +78,6 @@ class Connection(QObject):
     def reopen(self, lost_at_error: str | None = None):
         """The same port again, after the link was lost (the recording thread; raises while the
         interposer is away). The lost device is closed first."""
-        from powerrig.interposer.client import Interposer
         if lost_at_error is not None and self.dev is not None:
             try:
                 self.dev.close()
@@ -86,7 +85,7 @@ class Connection(QObject):
                 logger.info("closing the lost %s: %s", self.port, e)
         if self.port.startswith("/dev/") and not Path(self.port).exists():
             raise OSError(f"{self.port} is not there")
-        self.dev = Interposer.open(self.port)
+        self.dev = open_device(self.port)
         return self.dev
 
     def disconnect(self, why: str = "disconnected") -> None:
@@ -111,12 +110,26 @@ class Connection(QObject):
             self._started_rig = False
 
 
-def open_interposer(port: str):
-    """(Interposer, port, calibration) for a port; a missing /dev path is one line."""
+def _is_instrument(port: str) -> bool:
+    """A measurement source spec typed where a port goes (n6705c:RESOURCE, joulescope:12V=SERIAL,...)."""
+    return port.split(":", 1)[0] in ("n6705c", "joulescope")
+
+
+def open_device(port: str):
+    """The interposer on ``port``, or the lab instrument a source spec names: both are measurement
+    sources (powerrig.sources) the window records and shows alike."""
+    if _is_instrument(port):
+        from powerrig.sources import open_source
+        return open_source(port)
     from powerrig.interposer.client import Interposer
+    return Interposer.open(port)
+
+
+def open_interposer(port: str):
+    """(device, port, calibration) for a port or an instrument source spec; a missing /dev path is one line."""
     if port.startswith("/dev/") and not Path(port).exists():
         raise GuiError(f"{port} does not exist; plug the interposer in, or pick a port from the list")
-    dev = Interposer.open(port)
+    dev = open_device(port)
     try:
         cal = dev.calibration()
     except PowerrigError as e:

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from powerrig.calibration.fit import ChannelFit, apply_fit, apply_temperature_fit, errors_pct, fit_channel,
-                                        rebase_temperature
+from powerrig.calibration.fit import (ChannelFit, apply_fit, apply_temperature_fit, errors_pct, fit_channel,
+                                      rebase_temperature)
 from powerrig.calibration.window import StreamWindows, WindowError
 from powerrig.errors import InstrumentError
 from powerrig.rails import rails as rail_config

@@ -44,7 +44,7 @@ class ScriptedLoad:
 class FrontEndSpec:
     noise_v_lsb: float = 1.2       # rms, in codes
     noise_i_lsb: float = 2.5
-    gain_error: float = 0.003      # each channel's gain is off by up to this fraction (fixed per seed)
+    gain_error: float = 0.002      # each channel's gain is off by up to this fraction (fixed per seed; hw/error_budget.py)
     offset_codes: int = 12         # each channel's offset is off by up to this many codes
     droop_ohm: float = 0.008       # connector + trace resistance between slot and drive
     tc_ppm: float = 14.5           # each gain drifts by up to this many ppm/K (shunt 10 + amp 2.5 + ref 2)

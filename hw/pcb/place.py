@@ -24,10 +24,11 @@ SHARED = {"GND", "+3V3", "+3V3A", "VBUS", "VREF_2V5", "ADC_SCLK", "ADC_CS", "ADC
 # board size per variant (mm) and the x of the host edge / drive connector
 SIZE = {"edsff": (130.0, 90.0), "u2": (140.0, 95.0)}
 NETCLASSES = {  # name: (track mm, clearance mm, via diameter, via drill, patterns)
-    "Power": (3.0, 0.4, 1.0, 0.5, ["+12V_*"]),
-    "PowerAux": (1.0, 0.3, 0.8, 0.4, ["+3V3_HOST", "+3V3_SW", "+3V3_DRIVE", "+5V_*"]),
-    "Kelvin": (0.2, 0.3, 0.6, 0.3, ["ISNS_*"]),
-    "Analog": (0.25, 0.3, 0.6, 0.3, ["CSA_*", "AIN_*", "VDIV_*", "VBUF_*", "VREF_2V5", "+3V3A"]),
+    # clearances fit the fine-pitch pads these nets end on (eFuse QFN 0.5 mm, TSSOP 0.65 mm); 12 V needs 0.1 mm
+    "Power": (3.0, 0.2, 1.0, 0.5, ["+12V_*"]),
+    "PowerAux": (1.0, 0.2, 0.8, 0.4, ["+3V3_HOST", "+3V3_SW", "+3V3_DRIVE", "+5V_*"]),
+    "Kelvin": (0.2, 0.2, 0.6, 0.3, ["ISNS_*"]),
+    "Analog": (0.25, 0.2, 0.6, 0.3, ["CSA_*", "AIN_*", "VDIV_*", "VBUF_*", "VREF_2V5", "+3V3A"]),
     "PCIe": (0.2, 0.2, 0.6, 0.3, ["PET*", "PER*", "REFCLK*"]),
 }
 
@@ -96,6 +97,26 @@ def role(fp) -> str:
     return "passive"
 
 
+def _box(fp):
+    b = fp.GetBoundingBox(False)
+    return (pcbnew.ToMM(b.GetLeft()) - 0.25, pcbnew.ToMM(b.GetTop()) - 0.25,
+            pcbnew.ToMM(b.GetRight()) + 0.25, pcbnew.ToMM(b.GetBottom()) + 0.25)
+
+
+def _overlap(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _inside(b, ox, oy, w, h) -> bool:
+    return b[0] > ox + 0.5 and b[1] > oy + 0.5 and b[2] < ox + w - 0.5 and b[3] < oy + h - 0.5
+
+
+def _spiral(x0: float, y0: float):
+    """Candidate spots around (x0, y0), nearest first, on a 0.5 mm grid."""
+    pts = {(round(x0 + dx * 0.5, 2), round(y0 + dy * 0.5, 2)) for dx in range(-60, 61) for dy in range(-40, 41)}
+    return sorted(pts, key=lambda p: (p[0] - x0) ** 2 + (p[1] - y0) ** 2)
+
+
 def place(board, variant: str) -> None:
     W, H = SIZE[variant]
     OX, OY = 30.0, 30.0
@@ -119,30 +140,28 @@ def place(board, variant: str) -> None:
             put(fp, W - 6.0, H / 2, 90)           # receptacle on the right edge
         elif r in A:
             put(fp, *A[r])
-    # passives: next to the part they serve (the IC sharing a signal net), in a small ring
+    # passives: next to the part they serve (the IC sharing a signal net), on the nearest free spot
+    boxes = [_box(f) for f in fps if roles[f.GetReference()] != "passive"]
     owners = {f.GetReference(): f for f in fps if roles[f.GetReference()] != "passive"}
-    slot = {}
     for fp in fps:
         ref = fp.GetReference()
         if roles[ref] != "passive":
             continue
         mine = nets_of(fp) - SHARED
-        best = None
-        for oref, of in owners.items():
-            if mine & nets_of(of) and oref in pos and roles[oref] not in ("host", "drive"):
-                best = oref
-                break
-        if best is None:                                   # decoupling: nearest IC on the same supply
-            for oref, of in owners.items():
-                if nets_of(fp) & nets_of(of) & {"+3V3A", "+3V3", "VBUS", "VREF_2V5"} and oref in pos:
-                    best = oref
-                    break
+        best = next((o for o, of in owners.items() if mine & nets_of(of) and o in pos
+                     and roles[o] not in ("host", "drive")), None)
+        if best is None:                                   # decoupling: the nearest IC on the same supply
+            best = next((o for o, of in owners.items()
+                         if nets_of(fp) & nets_of(of) & {"+3V3A", "+3V3", "VBUS", "VREF_2V5"} and o in pos), None)
         bx, by = pos.get(best, (W / 2, H - 6.0))
-        k = slot.get(best, 0)
-        slot[best] = k + 1
-        dx = (k % 4) * 2.2 - 3.3
-        dy = -4.5 if k < 4 else (4.5 if k < 8 else 6.5 + (k - 8) // 4 * 2.0)
-        put(fp, min(max(bx + dx, 3.0), W - 3.0), min(max(by + dy, 3.0), H - 3.0))
+        for x, y in _spiral(bx, by):
+            if not (2.0 <= x <= W - 2.0 and 2.0 <= y <= H - 2.0):
+                continue
+            put(fp, x, y)
+            b = _box(fp)
+            if not any(_overlap(b, o) for o in boxes) and _inside(b, OX, OY, W, H):
+                break
+        boxes.append(_box(fp))
     # outline
     pts = [(OX, OY), (OX + W, OY), (OX + W, OY + H), (OX, OY + H)]
     for (x1, y1), (x2, y2) in zip(pts, pts[1:] + pts[:1]):
@@ -171,8 +190,9 @@ def rules(board) -> None:
     ds.m_MinClearance = FromMM(0.15)
     ds.m_TrackMinWidth = FromMM(0.15)
     ds.m_ViasMinSize = FromMM(0.5)
-    ds.m_MinThroughDrill = FromMM(0.25)
+    ds.m_MinThroughDrill = FromMM(0.2)          # the eFuse footprint's thermal vias
     ns = ds.m_NetSettings
+    ns.GetDefaultNetclass().SetClearance(FromMM(0.15))
     for name, (w, c, vd, vdr, pats) in NETCLASSES.items():
         nc = pcbnew.NETCLASS(name)
         nc.SetTrackWidth(FromMM(w))

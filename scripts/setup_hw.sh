@@ -29,7 +29,7 @@ mkdir -p "$HOME/.config/kicad/9.0"
 for t in fp-lib-table sym-lib-table; do
   [ -f "$HOME/.config/kicad/9.0/$t" ] || cp /usr/share/kicad/template/$t "$HOME/.config/kicad/9.0/"
 done
-want="skidl==3.0.0 kinet2pcb==1.1.4"
+want="skidl==3.0.0 kinet2pcb==1.1.4 numpy>=1.26 matplotlib>=3.7"   # numpy + matplotlib: hw/sim/afe.py
 stamp=.venv-hw/.installed
 if [ "$(cat $stamp 2>/dev/null)" != "$want" ]; then
   say "creating .venv-hw (SKiDL, kinet2pcb; pcbnew from the system python)"

@@ -12,7 +12,8 @@ import time
 import pytest
 
 from conftest import REPO, VENV_BIN
-from powerrig import devices, simregistry
+from powerrig.interposer import discovery
+from powerrig.core import rig_registry
 from powerrig.cli._ports import SIM_PORT, resolve_port
 
 
@@ -25,7 +26,7 @@ def test_import_contracts_are_kept():
 
 @pytest.fixture
 def registry(tmp_path, monkeypatch):
-    monkeypatch.setenv(simregistry.ENV_DIR, str(tmp_path))
+    monkeypatch.setenv(rig_registry.ENV_DIR, str(tmp_path))
     procs = []
 
     def fake_rig(rig_id: str, port: str) -> subprocess.Popen:
@@ -33,9 +34,9 @@ def registry(tmp_path, monkeypatch):
         p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "powerrig.sim.rig", rig_id])
         procs.append(p)
         deadline = time.monotonic() + 10
-        while not simregistry.is_alive(p.pid, rig_id) and time.monotonic() < deadline:
+        while not rig_registry.is_alive(p.pid, rig_id) and time.monotonic() < deadline:
             time.sleep(0.01)          # /proc/PID/cmdline is empty until the exec has completed
-        simregistry.register({"id": rig_id, "pid": p.pid, "port": port})
+        rig_registry.register({"id": rig_id, "pid": p.pid, "port": port})
         return p
 
     yield fake_rig
@@ -46,13 +47,13 @@ def registry(tmp_path, monkeypatch):
 
 def test_device_discovery_finds_live_rigs_without_importing_the_simulator(registry, tmp_path):
     registry("r1", "/dev/pts/998")
-    ports = devices.candidate_ports()
+    ports = discovery.candidate_ports()
     assert "/dev/pts/998" in ports
     # the discovery code reads the registry, not the simulator (it used to import powerrig.sim.rig)
-    code = ("import sys, powerrig.devices as d; d.candidate_ports();"
+    code = ("import sys, powerrig.interposer.discovery as d; d.candidate_ports();"
             "print([m for m in sys.modules if m.split('.')[:2] == ['powerrig', 'sim']])")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       env=dict(os.environ, **{simregistry.ENV_DIR: str(tmp_path)}))
+                       env=dict(os.environ, **{rig_registry.ENV_DIR: str(tmp_path)}))
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
 
@@ -65,7 +66,7 @@ def test_registrations_of_dead_or_foreign_processes_are_dropped(registry, tmp_pa
     dead.kill()
     dead.wait()
     # a pid that exists but is not a rig (our own test process): a reused pid must not count
-    simregistry.register({"id": "foreign", "pid": os.getpid(), "port": "/dev/pts/995"})
+    rig_registry.register({"id": "foreign", "pid": os.getpid(), "port": "/dev/pts/995"})
     assert [r["id"] for r in rig.running()] == ["alive1"]
     assert sorted(p.name for p in tmp_path.glob("*.json")) == ["alive1.json"]
     assert json.loads((tmp_path / "alive1.json").read_text())["pid"] == live.pid
@@ -82,3 +83,28 @@ def test_cli_modules_resolve_ports_through_the_cli_not_the_simulator():
         text = (REPO / "host_app" / "powerrig" / "cli" / f"{name}.py").read_text()
         assert "powerrig.cli._ports import resolve_port" in text
         assert "powerrig.sim.launch import resolve_port" not in text
+
+
+def test_every_gui_widget_is_held_to_the_services_contract():
+    """A new panel folder is covered too: every gui/<panel>/widget.py (and the window) is a source of
+    the contract that keeps widgets off the domain packages (they go through gui/services)."""
+    import configparser
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / ".importlinter")
+    sources = set(cfg["importlinter:contract:gui-widgets-through-services"]["source_modules"].split())
+    gui = REPO / "host_app" / "powerrig" / "gui"
+    panels = {f"powerrig.gui.{p.parent.name}" for p in gui.glob("*/widget.py")}
+    assert panels and panels <= sources, panels - sources
+    assert {"powerrig.gui.core", "powerrig.gui.main_window"} <= sources
+
+
+def test_the_gui_core_loads_no_domain_module():
+    """gui/core.py is the bus (workers, error/status/busy/tick), not the application: importing it
+    brings in no interposer, drive, capture, analysis or sweep code."""
+    code = ("import sys, powerrig.gui.core; "
+            "print(sorted({m.split('.')[1] for m in sys.modules if m.startswith('powerrig.') "
+            "and m.split('.')[1] not in ('core', 'gui')}))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, QT_QPA_PLATFORM="offscreen"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]", r.stdout

@@ -15,8 +15,8 @@ import numpy as np
 from powerrig_fw import wire as fw  # the firmware's wire module is the spec (installed beside powerrig)
 from powerrig_fw import calibration as fw_cal  # gains at temperature: one rule for device and host
 
-from powerrig.jsonable import plain
-from powerrig.schema import RAIL_FIELDS
+from powerrig.core.json_values import plain
+from powerrig.core.names import RAIL_FIELDS
 
 SYNC = bytes((fw.SYNC0, fw.SYNC1))
 HEADER = struct.Struct("<2sBBBBHHQ")

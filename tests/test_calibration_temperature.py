@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from powerrig import wire
+from powerrig.interposer import frames as wire
 from powerrig.calibration.fit import ChannelFit, apply_temperature_fit, rebase_temperature
-from powerrig.errors import InstrumentError
-from powerrig.rails import load_rails
+from powerrig.core.errors import InstrumentError
+from powerrig.core.rails import load_rails
 from powerrig.sim.frontend import FrontEnd, FrontEndSpec
 from powerrig_fw import calibration as fw_cal
 

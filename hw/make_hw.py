@@ -118,7 +118,8 @@ def generate(out_root: Path) -> dict:
         t0 = time.time()
         out = out_root / v
         stem = f"powerrig-{v}"
-        run([PY, BOARD / "build.py", "--variant", v, "--out", out])
+        out.mkdir(parents=True, exist_ok=True)
+        run([PY, BOARD / "build.py", "--variant", v, "--out", out], cwd=out)   # SKiDL logs into its cwd
         project_files(out, stem)
         e, w = erc(out, stem, waivers)
         summary["errors"] += e
@@ -193,7 +194,7 @@ def consistency(out: Path) -> list[str]:
     sys.path.insert(0, str(BOARD))
     import checks
     pins = (REPO / "firmware" / "board" / "pins.py").read_text()
-    seq = checks.firmware_sequence(REPO / "firmware" / "board" / "adc_setup.py")
+    seq = checks.firmware_sequence(REPO / "firmware" / "board" / "ad7380.py")
     doc = tomllib.loads((HW / "rails.toml").read_text())
     found = []
     for v in VARIANTS:

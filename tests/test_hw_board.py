@@ -142,15 +142,15 @@ def test_every_supply_pin_reaches_the_drive_only_through_its_switch_and_shunt(ma
 
 def test_firmware_adc_setup_matches_the_sdi_wiring_and_changes_are_caught(make_hw, board_modules):
     checks, _ = board_modules
-    seq = checks.firmware_sequence(REPO / "firmware" / "board" / "adc_setup.py")
+    seq = checks.firmware_sequence(REPO / "firmware" / "board" / "ad7380.py")
     n = design(board_modules, "edsff")
     assert checks.adc_setup(n, PINS, seq) == []
-    assert len(seq) == 3 and seq[0] == 0xA0FF                        # hard reset first
+    assert seq == (0x9002, 0xA100)                                   # CONFIG1.REFSEL, CONFIG2.SDO = 1-wire
     no_ref = tuple(w for w in seq if (w >> 12) & 7 != 1)             # CONFIG1.REFSEL never written
     assert any("REFSEL" in p for p in checks.adc_setup(n, PINS, no_ref))
-    two_wire = seq[:-1] + (0xA000,)                                  # CONFIG2.SDO = 00
+    two_wire = seq + (0xA000,)                                       # CONFIG2.SDO back to 00
     assert any("SDO" in p for p in checks.adc_setup(n, PINS, two_wire))
-    assert any("hard reset" in p for p in checks.adc_setup(n, PINS, seq[1:]))
+    assert any("REFSEL" in p for p in checks.adc_setup(n, PINS, seq + (0xA0FF,)))   # a hard reset last undoes it
     assert any("ADC_SDI" in p for p in checks.adc_setup(n, PINS.replace("ADC_SDI = const(7)", "ADC_SDI = const(9)"), seq))
     nl = copy.deepcopy(n.nl)                     # one converter's SDI on its own net
     adc = n.refs("AD7380")[-1]

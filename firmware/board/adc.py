@@ -21,7 +21,7 @@ import rp2
 from machine import Pin
 from micropython import const
 
-from board import adc_setup, pins
+from board import pins
 
 BLOCK = const(250)           # samples per DMA block: 1 ms
 N_RAILS = const(3)
@@ -70,7 +70,6 @@ def digital_sampler():
 
 class Adc:
     def __init__(self):
-        adc_setup.write()                     # external reference, 1-wire SDOA, over SDI
         sclk = Pin(pins.ADC_SCLK, Pin.OUT)
         cs = Pin(pins.ADC_CS, Pin.OUT)
         sdo = [Pin(pins.ADC_SDO_BASE + k, Pin.IN) for k in range(pins.ADC_SDO_COUNT)]

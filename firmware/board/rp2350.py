@@ -45,19 +45,6 @@ class Board:
             total += adc.read_u16()
         return total * 3.3 / (16 * 65535)
 
-    def temperature_c(self):
-        """The TMP117 between the shunts (I2C0, address 0x48; 1/128 K a code): the board temperature
-        the calibration's temperature coefficients use. None when the sensor does not answer."""
-        from board import pins
-
-        try:
-            i2c = machine.I2C(0, sda=machine.Pin(pins.TEMP_SDA), scl=machine.Pin(pins.TEMP_SCL), freq=400_000)
-            raw = i2c.readfrom_mem(0x48, 0x00, 2)
-        except OSError:
-            return None
-        code = (raw[0] << 8) | raw[1]
-        return (code - 65536 if code & 0x8000 else code) / 128
-
     def read(self):
         if not self.poller.poll(0):
             return None

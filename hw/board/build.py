@@ -47,7 +47,7 @@ def build(variant: str, doc: dict) -> None:
     for rail in doc["rail"]:
         name = rail["name"]
         sw = Net(f"+{name}_SW")
-        cut = gp[f"PWR_CUT_{name}"]
+        cut = gp[f"RAIL_{name}_EN"]
         if name == "12V":
             power.rail_12v(nets, host[name], sw, cut, fault)
         else:

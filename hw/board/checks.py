@@ -6,7 +6,7 @@ copy of any input and see the change caught.
   mcu_pins      every Pico 2 GPIO net equals firmware/board/pins.py
   rails         shunt value, amplifier gain, divider ratio and ADC channel pair per rail equal rails.toml
   power_paths   every supply pin of the drive connector reaches the host only through its switch and shunt
-  adc_setup     the firmware's AD7380 set-up words match how SDI, REFIO and SDOB are wired
+  adc_setup     the firmware's AD7380 set-up (firmware/board/ad7380.py) matches how SDI, REFIO and SDOB are wired
 """
 from __future__ import annotations
 
@@ -257,20 +257,16 @@ def adc_setup(n: Netlist, pins_text: str, sequence) -> list[str]:
         problems.append(f"the AD7380s' SDI is on GPIO{gpios}, firmware/board/pins.py ADC_SDI = {pins.get('ADC_SDI')}")
     external_ref = all(any(n.value(r).startswith("ADR45") for r, _p in n.nodes(n.net(a, 3))) for a in adcs)
     one_wire = all(not n.connected(a, 8) for a in adcs)
-    regs = {1: 0, 2: 0}
-    reset_first = False
+    regs = {1: 0, 2: 0}                          # power-on state: internal reference, 2-wire
     for k, w in enumerate(sequence):
         if not w & 0x8000:
             problems.append(f"set-up word {k} (0x{w:04x}) is not a write")
             continue
         addr, data = (w >> 12) & 7, w & 0xFFF
-        if addr == 2 and data & 0xFF == 0xFF:
+        if addr == 2 and data & 0xFF in (0x3C, 0xFF):   # a soft or hard reset returns to power-on
             regs = {1: 0, 2: 0}
-            reset_first = reset_first or k == 0
             continue
         regs[addr] = data
-    if not reset_first:
-        problems.append("the set-up does not start with a hard reset (CONFIG2 = 0xFF)")
     if bool(regs[1] & 0x002) != external_ref:
         problems.append(f"REFIO is {'driven by the ADR4525' if external_ref else 'not driven'} but the set-up "
                         f"{'leaves' if not regs[1] & 2 else 'selects'} the external reference (CONFIG1.REFSEL)")
@@ -282,8 +278,8 @@ def adc_setup(n: Netlist, pins_text: str, sequence) -> list[str]:
 
 
 def firmware_sequence(path) -> tuple[int, ...]:
-    """SEQUENCE from firmware/board/adc_setup.py, run under CPython with a stand-in for MicroPython's
-    const (the module reads no hardware at import)."""
+    """The 16-bit words firmware/board/ad7380.py writes at start-up (frame() of each SETUP entry), read
+    under CPython with a stand-in for MicroPython's const (the module touches no hardware at import)."""
     import sys
     import types
 
@@ -294,7 +290,7 @@ def firmware_sequence(path) -> tuple[int, ...]:
     try:
         scope: dict = {}
         exec(compile(open(path).read(), str(path), "exec"), scope)
-        return tuple(scope["SEQUENCE"])
+        return tuple(scope["frame"](reg, value) for reg, value in scope["SETUP"])
     finally:
         if saved is None:
             sys.modules.pop("micropython", None)

@@ -15,8 +15,8 @@ def connectors(nets, variant: str) -> tuple[dict[str, Net], dict[str, Net], dict
     jh, jd = part(host_key, "HOST"), part(drive_key, "DRIVE")
     host = {r: Net(f"+{r}_HOST") for r in ("12V", "3V3", "5V")}
     drive = {r: Net(f"+{r}_DRIVE") for r in ("12V", "3V3", "5V")}
-    sig = {n: Net(n) for n in ("PERST0_N_HOST", "PERST0_N_DRIVE", "PERST1_N_HOST", "PERST1_N_DRIVE",
-                               "PWRDIS_HOST", "PWRDIS_DRIVE", "LED")}
+    sig = {n: Net(n) for n in ("PERST0_N_HOST", "PERST0_N_SSD", "PERST1_N_HOST", "PERST1_N_SSD",
+                               "PWRDIS_HOST", "PWRDIS_SSD", "LED")}
     passed: dict[str, Net] = {}
     for num, name, role in PINOUTS[variant]:
         if role in RAIL_ROLES:
@@ -28,10 +28,10 @@ def connectors(nets, variant: str) -> tuple[dict[str, Net], dict[str, Net], dict
         elif role in ("PERST0#", "PERST1#"):
             k = role[5]
             jh[num] += sig[f"PERST{k}_N_HOST"]
-            jd[num] += sig[f"PERST{k}_N_DRIVE"]
+            jd[num] += sig[f"PERST{k}_N_SSD"]
         elif role == "PWRDIS":
             jh[num] += sig["PWRDIS_HOST"]
-            jd[num] += sig["PWRDIS_DRIVE"]
+            jd[num] += sig["PWRDIS_SSD"]
         elif role == "LED":
             jh[num] += sig["LED"]
             jd[num] += sig["LED"]

@@ -13,8 +13,8 @@ from common import NC, Net, cap, part, res
 GPIO = {
     "ADC_SCLK": 2, "ADC_CS": 3, "ADC_SDO0": 4, "ADC_SDO1": 5, "ADC_SDO2": 6, "ADC_SDI": 7,
     "DIG0": 10, "DIG1": 11, "DIG2": 12,              # activity LED, PERST# at the drive, marker
-    "PWR_CUT_12V": 13, "PWR_CUT_3V3": 14, "PWR_CUT_5V": 15,
-    "PERST_ALLOW": 16, "PWRDIS_ASSERT": 17, "RAIL_FAULT": 18,
+    "RAIL_12V_EN": 13, "RAIL_3V3_EN": 14, "PERST_DRIVE": 15, "PWRDIS_DRIVE": 16, "RAIL_5V_EN": 17,
+    "RAIL_FAULT": 18,
     "TEMP_SDA": 20, "TEMP_SCL": 21,
     "VREF_SENSE": 26,
 }
@@ -61,33 +61,40 @@ def temperature_sensor(nets, gp: dict[str, Net]) -> None:
 
 
 def sideband(nets, gp: dict[str, Net], sig: dict[str, Net]) -> None:
-    """PERST0#/PERST1# to the drive = host's AND PERST_ALLOW; PWRDIS to the drive = host's OR
-    PWRDIS_ASSERT. With the MCU in reset, the pull-up/pull-down make the interposer transparent."""
+    """PERST0#/PERST1# to the SSD = host's AND NOT PERST_DRIVE (an N-MOSFET inverts it into
+    PERST_ALLOW); PWRDIS to the SSD = host's OR PWRDIS_DRIVE. With the MCU in reset the pull-downs
+    on both GPIOs make the interposer transparent."""
+    allow = Net("PERST_ALLOW")
+    q = part("2N7002")
+    q["G"] += gp["PERST_DRIVE"]
+    q["D"] += allow
+    q["S"] += nets.gnd
+    res("R_100K", gp["PERST_DRIVE"], nets.gnd, "100k")
     g = part("74LVC2G08")
     g[1] += sig["PERST0_N_HOST"]
-    g[2] += gp["PERST_ALLOW"]
-    g[7] += sig["PERST0_N_DRIVE"]
+    g[2] += allow
+    g[7] += sig["PERST0_N_SSD"]
     g[5] += sig["PERST1_N_HOST"]
-    g[6] += gp["PERST_ALLOW"]
-    g[3] += sig["PERST1_N_DRIVE"]
+    g[6] += allow
+    g[3] += sig["PERST1_N_SSD"]
     g["VCC"] += nets.v3v3
     g["GND"] += nets.gnd
     cap("C_100N", nets.v3v3, nets.gnd, "100n")
-    res("R_10K", nets.v3v3, gp["PERST_ALLOW"], "10k")
+    res("R_10K", nets.v3v3, allow, "10k")
     res("R_100K", sig["PERST0_N_HOST"], nets.gnd, "100k")     # no host: reset held
     res("R_100K", sig["PERST1_N_HOST"], nets.gnd, "100k")
     o = part("74LVC1G32")
     o[1] += sig["PWRDIS_HOST"]
-    o[2] += gp["PWRDIS_ASSERT"]
-    o[4] += sig["PWRDIS_DRIVE"]
+    o[2] += gp["PWRDIS_DRIVE"]
+    o[4] += sig["PWRDIS_SSD"]
     o["VCC"] += nets.v3v3
     o["GND"] += nets.gnd
     cap("C_100N", nets.v3v3, nets.gnd, "100n")
     res("R_100K", sig["PWRDIS_HOST"], nets.gnd, "100k")
-    res("R_100K", gp["PWRDIS_ASSERT"], nets.gnd, "100k")
+    res("R_100K", gp["PWRDIS_DRIVE"], nets.gnd, "100k")
     # monitored inputs: activity LED (drive's open drain, passed to the host), PERST# as the drive sees it, marker
     clamped_input(nets, sig["LED"], gp["DIG0"])
-    clamped_input(nets, sig["PERST0_N_DRIVE"], gp["DIG1"])
+    clamped_input(nets, sig["PERST0_N_SSD"], gp["DIG1"])
     marker = Net("MARKER_IN")
     hdr = part("HDR_MARKER", "MARKER")
     hdr[1] += marker

@@ -1,9 +1,9 @@
 """Rail switching and protection, one chain per supply: host pin -> TVS -> (12 V: PTC) -> switch with
 controlled slew -> Kelvin shunt -> drive pin.
 
-The switch is on by default (a pull-up on its enable, so the drive powers up with the host as if the
-interposer were not there); the MCU cuts a rail by turning an N-MOSFET on that pulls the enable low
-(pins.PWR_CUT_*: high = rail off). The eFuse's dV/dt capacitor and the load switch's CT set the
+The switch is on by default (a pull-up or the UVLO divider on its enable, so the drive powers up with
+the host as if the interposer were not there); the MCU drives the enable through 1 k (pins.RAIL_*_EN:
+high = on, low = rail cut, floating while the MCU boots = on). The eFuse's dV/dt capacitor and the load switch's CT set the
 ramp so the drive's inrush is limited and measurable; the eFuse's fault output reaches the MCU.
 """
 from __future__ import annotations
@@ -11,13 +11,9 @@ from __future__ import annotations
 from common import NC, Net, cap, part, power_flag, res
 
 
-def cut_fet(nets, enable: Net, gpio_net: Net) -> None:
-    """N-MOSFET: MCU high pulls ``enable`` low; a gate pull-down keeps the rail on while the MCU boots."""
-    q = part("2N7002")
-    q["D"] += enable
-    q["S"] += nets.gnd
-    q["G"] += gpio_net
-    res("R_100K", gpio_net, nets.gnd, "100k")
+def mcu_enable(nets, enable: Net, gpio_net: Net) -> None:
+    """The GPIO overrides the enable's pull-up through 1 k (3.3 V in = on, 0 V = off)."""
+    res("R_1K", gpio_net, enable, "1k")
 
 
 def rail_12v(nets, host: Net, sw: Net, cut: Net, fault: Net) -> None:
@@ -40,7 +36,7 @@ def rail_12v(nets, host: Net, sw: Net, cut: Net, fault: Net) -> None:
     res("R_UVLO_TOP", fused, uvlo, "887k")
     res("R_UVLO_BOT", uvlo, nets.gnd, "100k")
     u["UVLO"] += uvlo
-    cut_fet(nets, uvlo, cut)
+    mcu_enable(nets, uvlo, cut)
     u["~{SHDN}"] += nets.v3v3          # the eFuse runs only while the rig's MCU side is powered
     u["MODE"] += nets.gnd              # latch off after a fault: the MCU sees FLT# and decides
     u["OVP"] += nets.gnd               # no over-voltage cut-off (the TVS clamps)
@@ -70,7 +66,7 @@ def load_switch(nets, host: Net, sw: Net, cut: Net, rail: str, tvs_key: str) -> 
     on = Net(f"EN_{rail}")
     res("R_100K", host, on, "100k")
     u["ON"] += on
-    cut_fet(nets, on, cut)
+    mcu_enable(nets, on, cut)
 
 
 def shunt(key: str, sw: Net, drive: Net, sense_p: Net, sense_n: Net, value: str):

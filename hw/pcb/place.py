@@ -39,7 +39,7 @@ def nets_of(fp) -> set[str]:
 
 def rail_of(names: set[str]) -> str | None:
     for r in RAILS:
-        pat = re.compile(rf"(^\+{r}_(HOST|FUSED|SW|DRIVE)$|_{r}(_[PN])?$|^EN_{r}$|^PWR_CUT_{r}$)")
+        pat = re.compile(rf"(^\+{r}_(HOST|FUSED|SW|DRIVE)$|_{r}(_[PN])?$|^EN_{r}$|^RAIL_{r}_EN$)")
         if any(pat.search(n) for n in names):
             return r
     return None
@@ -82,7 +82,7 @@ def role(fp) -> str:
         return "ldo"
     if val == "MARKER":
         return "marker"
-    if ref.startswith("U") and ("74LVC" in val or "PERST0_N_DRIVE" in names or "PWRDIS_DRIVE" in names):
+    if ref.startswith("U") and ("74LVC" in val or "PERST0_N_SSD" in names or "PWRDIS_SSD" in names):
         return "gates"
     if val == "AD7380" and r:
         return f"adc_{r}"

@@ -132,6 +132,7 @@ def place(board, variant: str) -> None:
         fp.SetPosition(VECTOR2I(FromMM(OX + x), FromMM(OY + y)))
         pos[fp.GetReference()] = (x, y)
 
+    used: dict[str, int] = {}
     for fp in fps:
         r = roles[fp.GetReference()]
         if r == "host":
@@ -139,7 +140,9 @@ def place(board, variant: str) -> None:
         elif r == "drive":
             put(fp, W - 6.0, H / 2, 90)           # receptacle on the right edge
         elif r in A:
-            put(fp, *A[r])
+            k = used[r] = used.get(r, -1) + 1     # a second part with the same role sits beside the first
+            x, y, rot = A[r]
+            put(fp, x + 9.0 * k, y, rot)
     # passives: next to the part they serve (the IC sharing a signal net), on the nearest free spot
     boxes = [_box(f) for f in fps if roles[f.GetReference()] != "passive"]
     owners = {f.GetReference(): f for f in fps if roles[f.GetReference()] != "passive"}

@@ -3,7 +3,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 export QT_QPA_PLATFORM ?= offscreen
 
-.PHONY: setup demo test bench firmware-defaults firmware deploy qemu-mp clean
+.PHONY: setup demo test bench firmware-defaults firmware deploy qemu-mp clean hw
 
 setup:
 	@bash scripts/setup.sh
@@ -40,3 +40,9 @@ deploy: firmware
 
 clean:
 	rm -rf $(VENV) out
+
+# The interposer board from code (hw/README.md): netlist, schematic, BOM, placed PCB, ERC, ngspice
+# front end, consistency with the firmware; cached by the hash of hw/'s sources (~/.cache/powerrig/hw).
+hw: setup
+	@bash scripts/setup_hw.sh
+	@.venv-hw/bin/python hw/make_hw.py

@@ -108,4 +108,6 @@ if ! .venv/bin/python scripts/build_qemu_mp.py >/dev/null 2>.venv/.qemu-mp-build
   fi
   say "emulated Cortex-M not built, its tests will be skipped: $(cat .venv/.qemu-mp-build.err)"
 fi
+# 4. The board tool chain (KiCad 9, ngspice, SKiDL in .venv-hw) for `make hw` and tests/test_hw_board.py.
+bash scripts/setup_hw.sh || { [ "${CI:-}" = true ] && exit 1; say "board tools not installed: make hw and its tests will be skipped"; }
 say "ready"

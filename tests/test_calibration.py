@@ -145,3 +145,29 @@ def test_continuous_log_follows_the_rail(bench):
     droop = sim.frontend.spec.droop_ohm * 2.5
     assert v == pytest.approx(11.8 - droop, rel=1e-3) and i == pytest.approx(2.5, rel=1e-3)
     assert t0 == pytest.approx(time.time(), abs=2.0)
+
+
+def test_the_temperature_pass_fits_the_front_ends_temperature_coefficients(bench, tmp_path):
+    """Two-temperature calibration (hw/rails.toml [calibration]): first pass at 25 C, the board warmed
+    to 50 C, `calibrate --temperature-pass` fits each gain's coefficient; the interposer then agrees with
+    the reference at 50 C and the fitted coefficients are the front end's drift, corrected."""
+    sim, _meter, server = bench
+    assert run_cli("calibrate", "--port", sim.port, "--reference", server.resource, "--out",
+                   str(tmp_path / "c1")).returncode == 0
+    assert stored_calibration(sim.port)["t_ref_c"] == 25.0
+    sim.frontend.spec.board_temp_c = 50.0            # the board sensor reads this from now on
+    r = run_cli("calibrate", "--port", sim.port, "--reference", server.resource, "--out", str(tmp_path / "c2"),
+                "--temperature-pass")
+    assert r.returncode == 0, r.stderr
+    cal = stored_calibration(sim.port)
+    assert cal["t_ref_c"] == 25.0
+    for k, rail in enumerate(("12V", "3V3")):
+        for q, j in (("v", 0), ("i", 1)):
+            expected = -sim.frontend.tc[k, j] * 1e6        # ppm/K that undoes the drift
+            assert cal["rails"][rail][f"{q}_tc"] == pytest.approx(expected, abs=4.0), (rail, q)
+    for ch, e in fresh_errors(sim.port, server.resource).items():
+        assert e["max_abs_pct"] < 0.1, (ch, e)
+    sim.frontend.spec.board_temp_c = 25.0
+    r = run_cli("calibrate", "--port", sim.port, "--reference", server.resource, "--out", str(tmp_path / "c3"),
+                "--temperature-pass")
+    assert r.returncode == 2 and "at least 10 K" in r.stderr and "Traceback" not in r.stderr

@@ -15,3 +15,7 @@ PERST_DRIVE = const(15)  # open-drain driver: 1 pulls the slot's PERST# low (ass
 PWRDIS_DRIVE = const(16) # drives the EDSFF PWRDIS pin high (asserted)
 STATUS_LED = const(25)
 VREF_SENSE = const(26)   # RP2350 ADC0: the AD7380s' 2.5 V reference through 1k (self-test only)
+RAIL_5V_EN = const(17)   # TPS22917 load switch ON (5 V, U.2); like the other enables: high = on, floating = on
+RAIL_FAULT = const(18)   # low: the 12 V eFuse reports a fault (FLT#, open drain, pulled up)
+TEMP_SDA = const(20)     # I2C0 to the TMP117 between the shunts (board temperature for the calibration)
+TEMP_SCL = const(21)

@@ -233,7 +233,14 @@ class Device:
                        "peak_none": wire.PEAK_NONE},
             "burst_capacity": self.burst.capacity,
             "calibration": self.cal, "state": self.state,
+            "board_temp_c": self.board_temperature(),
         }
+
+    def board_temperature(self):
+        """The board sensor's temperature (C) for the calibration's temperature coefficients, or None
+        on a board without one."""
+        read = getattr(self.board, "temperature_c", None)
+        return read() if read else None
 
     def cmd_describe(self, msg):
         return self.describe()

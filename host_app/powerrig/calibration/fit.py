@@ -73,3 +73,46 @@ def errors_pct(reading: np.ndarray, reference: np.ndarray) -> np.ndarray:
     """Interposer error in percent of the reference reading."""
     ref = np.asarray(reference, float)
     return (np.asarray(reading, float) - ref) / np.abs(ref) * 100.0
+
+
+def apply_temperature_fit(cal: dict, fits: dict[str, ChannelFit], t_first_c: float, t_now_c: float) -> dict:
+    """The second pass of the two-temperature calibration (hw/rails.toml [calibration]).
+
+    ``cal`` was fitted at board temperature ``t_first_c``; ``fits`` are lines measured now, at
+    ``t_now_c``, with that calibration applied. A channel whose gain must change by a factor ``a``
+    over the difference gets a temperature coefficient (ppm/K) so that the gain is right at both
+    temperatures, referred to ``t_first_c``: G(T) = g * (1 + tc * (T - t_first_c)).
+    """
+    from powerrig_fw.calibration import TC_LIMIT_PPM, gain_at
+
+    dt = t_now_c - t_first_c
+    if abs(dt) < 10.0:
+        raise InstrumentError(f"the board is {t_now_c:.1f} C, {dt:+.1f} K from the first pass at {t_first_c:.1f} C: "
+                              "temperature coefficients need at least 10 K between the passes (warm or cool the board)")
+    t_ref = cal.get("t_ref_c", 25.0)
+    out = {"version": 1, "source": "powerrig calibrate --temperature", "t_ref_c": t_first_c, "rails": {}}
+    for rail, c in cal["rails"].items():
+        new = dict(c)
+        for q in ("v", "i"):
+            g1, g2 = gain_at(c, q, t_first_c, t_ref), gain_at(c, q, t_now_c, t_ref)
+            f = fits.get(f"{rail}.{q}")
+            if f is not None:
+                g2 = f.gain * g2
+            tc = (g2 / g1 - 1.0) / dt * 1e6
+            if abs(tc) > TC_LIMIT_PPM:
+                raise InstrumentError(f"{rail}.{q}: {tc:.0f} ppm/K between {t_first_c:.1f} and {t_now_c:.1f} C is not drift "
+                                      "(more than +-500 ppm/K): check the wiring and that the board reached temperature")
+            new[f"{q}_gain"], new[f"{q}_tc"] = g1, tc
+        out["rails"][rail] = new
+    return out
+
+
+def rebase_temperature(cal: dict, t_c: float) -> dict:
+    """The same calibration referred to board temperature ``t_c``: each gain becomes its value at
+    ``t_c`` and ``t_ref_c`` = ``t_c`` (coefficients kept), so a fit made at ``t_c`` multiplies it."""
+    from powerrig_fw.calibration import gain_at
+
+    t_ref = cal.get("t_ref_c", 25.0)
+    rails = {r: dict(c, v_gain=gain_at(c, "v", t_c, t_ref), i_gain=gain_at(c, "i", t_c, t_ref))
+             for r, c in cal["rails"].items()}
+    return dict(cal, t_ref_c=float(t_c), rails=rails)

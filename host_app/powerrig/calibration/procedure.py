@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from powerrig.calibration.fit import ChannelFit, apply_fit, errors_pct, fit_channel
+from powerrig.calibration.fit import (ChannelFit, apply_fit, apply_temperature_fit, errors_pct, fit_channel,
+                                      rebase_temperature)
 from powerrig.calibration.window import StreamWindows, WindowError
 from powerrig.core.errors import InstrumentError
 from powerrig.instruments.scpi import InvalidReading
@@ -125,13 +126,23 @@ class CalibrationResult:
 
 
 def calibrate(dev, ref, channels: dict[str, int], seconds: float = 0.3, max_residual_fs: float = 5e-4,
-              verify_limit_pct: float = 0.1, write: bool = True, progress=None) -> CalibrationResult:
+              verify_limit_pct: float = 0.1, write: bool = True, progress=None,
+              first_pass_temp_c: float | None = None) -> CalibrationResult:
     """Fit gain and offset of every channel the interposer streams; write them only when the fit's
     residuals are within ``max_residual_fs`` of full scale, then verify on fresh points and restore
-    the old calibration if the verification misses ``verify_limit_pct``."""
+    the old calibration if the verification misses ``verify_limit_pct``.
+
+    Two-temperature method (hw/rails.toml [calibration]): the first pass fits gains and offsets and
+    stores the board temperature as ``t_ref_c``; a second pass with ``first_pass_temp_c`` (that
+    temperature) at least 10 K away fits each gain's temperature coefficient instead, keeping the
+    first pass's gains and offsets."""
     say = progress or (lambda _m: None)
     old = dev.calibration()
     desc = dev.description
+    board_t = desc.get("board_temp_c")
+    if first_pass_temp_c is not None and board_t is None:
+        raise InstrumentError("this interposer reports no board temperature; the temperature pass needs the "
+                              "board sensor (TMP117, hw/README.md)")
     fs = {r["name"]: (r["v_lsb"] * 32767, r["i_lsb"] * 32767) for r in desc["rails"]}
     try:
         with StreamWindows(dev) as win:
@@ -152,7 +163,13 @@ def calibrate(dev, ref, channels: dict[str, int], seconds: float = 0.3, max_resi
         if bad:
             raise InstrumentError("fit residuals over the limit of {:.3g}% of full scale: {}; no calibration written"
                                   .format(max_residual_fs * 100, ", ".join(f"{f.channel} {f.residual_fs * 100:.3g}%" for f in bad)))
-        new = apply_fit(old, desc, fits)
+        if first_pass_temp_c is not None:
+            new = apply_temperature_fit(old, fits, first_pass_temp_c, board_t)
+        else:
+            base = rebase_temperature(old, board_t) if board_t is not None else old
+            new = apply_fit(base, desc, fits)
+            if board_t is not None:
+                new["t_ref_c"] = float(board_t)            # the gains hold at this board temperature
         ver_after = [Point(dict(p.setpoints)) for p in ver_before]
         if not write:
             return CalibrationResult(rails, fits, errors(ver_before, rails), {}, old, new, fit_pts, ver_before, [], False)

@@ -21,6 +21,9 @@ def register(sub) -> None:
                    help="after writing, every channel must agree with the reference within this %% (default 0.1)")
     p.add_argument("--reference-due", default=None, help="the reference's own calibration due date, for the certificate")
     p.add_argument("--dry-run", action="store_true", help="fit and report, write nothing to the interposer")
+    p.add_argument("--temperature-pass", action="store_true",
+                   help="second pass of the two-temperature calibration: with the board >= 10 K from the first "
+                        "pass (its temperature is the stored t_ref_c), fit each gain's temperature coefficient")
     p.set_defaults(func=run)
 
 
@@ -60,9 +63,10 @@ def run(args) -> int:
     with open_analyzer(args.reference, args.visa_backend or None,
                        "calibrating every channel (it supplies and measures each rail)") as ref:
         with Interposer.open(args.port) as dev:
+            first = dev.calibration().get("t_ref_c", 25.0) if args.temperature_pass else None
             res = calibrate(dev, ref, channels, seconds=args.seconds, max_residual_fs=args.max_residual / 100,
                             verify_limit_pct=args.verify_limit, write=not args.dry_run,
-                            progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True))
+                            progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True), first_pass_temp_c=first)
             cert = certificate(res, dev.description, ref, args.reference_due)
     js, page = write_certificate(cert, Path(args.out))
     print(f"{'channel':<8} {'gain':>10} {'offset':>12} {'residual/FS':>12} {'error before':>13} {'after':>9}")

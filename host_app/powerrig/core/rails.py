@@ -60,6 +60,7 @@ class RailConfig:
     sample_period_us: int
     peak_window_us: int
     rails: tuple[Rail, ...]
+    t_ref_c: float = 25.0        # board temperature the calibration's gains refer to ([calibration])
 
     def rail(self, name: str) -> Rail:
         for r in self.rails:
@@ -104,7 +105,8 @@ def load_rails(path: str | os.PathLike | None = None) -> RailConfig:
             i_lsb=code_lsb_v / (gain * shunt),
         ))
     return RailConfig(str(adc.get("part", "")), bits, vref, int(_require(adc, "sample_period_us", "[adc]")),
-                      int(_require(adc, "peak_window_us", "[adc]")), tuple(rails))
+                      int(_require(adc, "peak_window_us", "[adc]")), tuple(rails),
+                      float(doc.get("calibration", {}).get("t_ref_c", 25.0)))
 
 
 @lru_cache(maxsize=None)
@@ -125,6 +127,7 @@ def firmware_defaults_source(cfg: RailConfig) -> str:
         f"PEAK_WINDOW_US = {cfg.peak_window_us}",
         f"ADC_PART = {cfg.adc_part!r}",
         f"ADC_BITS = {cfg.adc_bits}",
+        f"T_REF_C = {cfg.t_ref_c!r}",
         "",
         "# name, volts per code, amps per code, optional",
         "RAILS = (",

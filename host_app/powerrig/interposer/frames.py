@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from powerrig_fw import wire as fw  # the firmware's wire module is the spec (installed beside powerrig)
+from powerrig_fw import calibration as fw_cal  # gains at temperature: one rule for device and host
 
 from powerrig.core.json_values import plain
 from powerrig.core.names import RAIL_FIELDS
@@ -179,13 +180,18 @@ class RailScale:
 
 
 def rail_scales(description: dict, rails: list[str]) -> list[RailScale]:
+    """Volts/amps per code of each rail: the calibration's gains at the board temperature the device
+    reported (temperature coefficients, powerrig_fw.calibration.gain_at)."""
     by_name = {r["name"]: r for r in description["rails"]}
-    cal = description.get("calibration", {}).get("rails", {})
+    calibration = description.get("calibration", {})
+    cal = calibration.get("rails", {})
+    temp, t_ref = description.get("board_temp_c"), calibration.get("t_ref_c", 25.0)
     out = []
     for name in rails:
         r = by_name[name]
         c = cal.get(name, {})
-        out.append(RailScale(name, r["v_lsb"] * c.get("v_gain", 1.0), r["i_lsb"] * c.get("i_gain", 1.0)))
+        out.append(RailScale(name, r["v_lsb"] * fw_cal.gain_at(c, "v", temp, t_ref),
+                             r["i_lsb"] * fw_cal.gain_at(c, "i", temp, t_ref)))
     return out
 
 

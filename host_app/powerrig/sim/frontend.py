@@ -2,7 +2,8 @@
 
 What it adds to the truth, each a real error source of the interposer: IR droop on the rail, white
 noise on every channel, quantization to 16-bit codes, per-channel gain and offset error (fixed per
-board, i.e. per seed), and clipping at full scale. The truth is kept so tests can measure how much
+board, i.e. per seed), each gain's temperature coefficient against the board temperature (what the
+TMP117 between the shunts reports; the parts' drift, hw/error_budget.py), and clipping at full scale. The truth is kept so tests can measure how much
 of it the pipeline gives back.
 """
 from __future__ import annotations
@@ -43,9 +44,12 @@ class ScriptedLoad:
 class FrontEndSpec:
     noise_v_lsb: float = 1.2       # rms, in codes
     noise_i_lsb: float = 2.5
-    gain_error: float = 0.003      # each channel's gain is off by up to this fraction (fixed per seed)
+    gain_error: float = 0.002      # each channel's gain is off by up to this fraction (fixed per seed; hw/error_budget.py)
     offset_codes: int = 12         # each channel's offset is off by up to this many codes
     droop_ohm: float = 0.008       # connector + trace resistance between slot and drive
+    tc_ppm: float = 14.5           # each gain drifts by up to this many ppm/K (shunt 10 + amp 2.5 + ref 2)
+    board_temp_c: float = 25.0     # the board's temperature now ...
+    t_ref_c: float = 25.0          # ... and at the factory calibration
 
 
 class FrontEnd:
@@ -58,14 +62,20 @@ class FrontEnd:
         board = np.random.default_rng(seed + 1000)   # board errors do not depend on the noise stream
         self.gain = 1.0 + board.uniform(-1, 1, size=(n, 2)) * self.spec.gain_error
         self.offset = np.round(board.uniform(-1, 1, size=(n, 2)) * self.spec.offset_codes).astype(np.int64)
+        self.tc = board.uniform(-1, 1, size=(n, 2)) * self.spec.tc_ppm * 1e-6    # per K
         self.stride = 2 * n + 1
 
     def factory_calibration(self) -> dict:
         """What a factory calibration against a reference meter finds for this board's errors."""
-        return {"version": 1, "source": "simulated factory calibration",
+        return {"version": 1, "source": "simulated factory calibration", "t_ref_c": self.spec.t_ref_c,
                 "rails": {r.name: {"v_offset": int(self.offset[k, 0]), "i_offset": int(self.offset[k, 1]),
-                                   "v_gain": float(1.0 / self.gain[k, 0]), "i_gain": float(1.0 / self.gain[k, 1])}
+                                   "v_gain": float(1.0 / self.gain[k, 0]), "i_gain": float(1.0 / self.gain[k, 1]),
+                                   "v_tc": float(-self.tc[k, 0] * 1e6), "i_tc": float(-self.tc[k, 1] * 1e6)}
                           for k, r in enumerate(self.cfg.rails)}}
+
+    def gains_now(self) -> np.ndarray:
+        """Each channel's gain at the board's present temperature."""
+        return self.gain * (1.0 + self.tc * (self.spec.board_temp_c - self.spec.t_ref_c))
 
     def true_rails(self, t_utc: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """True (volts, amps) of every rail at the interposer, at host UTC instants: what a reference
@@ -86,11 +96,12 @@ class FrontEnd:
         truth = {}
         sp = self.spec
         rails_now = self.true_rails(t_utc)
+        gain = self.gains_now()
         for k, r in enumerate(self.cfg.rails):
             v_true, i_true = rails_now[r.name]
             truth[r.name] = v_true * i_true
-            v = v_true / r.v_lsb * self.gain[k, 0] + self.offset[k, 0] + self.rng.normal(0, sp.noise_v_lsb, n)
-            i = i_true / r.i_lsb * self.gain[k, 1] + self.offset[k, 1] + self.rng.normal(0, sp.noise_i_lsb, n)
+            v = v_true / r.v_lsb * gain[k, 0] + self.offset[k, 0] + self.rng.normal(0, sp.noise_v_lsb, n)
+            i = i_true / r.i_lsb * gain[k, 1] + self.offset[k, 1] + self.rng.normal(0, sp.noise_i_lsb, n)
             raw[:, 2 * k] = np.clip(np.rint(v), -32768, 32767)
             raw[:, 2 * k + 1] = np.clip(np.rint(i), -32768, 32767)
         act = getattr(self.load, "activity", None)

@@ -126,6 +126,10 @@ class SimBoard:
                 "index_ref": int(self.gen_index), "utc_ref": float(self.utc_of_index(self.gen_index))}
 
     # ---- ADC -------------------------------------------------------------------------------------------
+    def temperature_c(self) -> float:
+        """The board sensor's reading (the front end's board temperature, to the TMP117's 1/128 K)."""
+        return round(self.frontend.spec.board_temp_c * 128) / 128
+
     def adc_restart(self) -> int:
         return self.gen_index
 

@@ -1,0 +1,192 @@
+"""hw/: the interposer built from code by `make hw` (hw/make_hw.py) and tied to the firmware and
+hw/rails.toml. Each consistency check is shown to pass on the design and to catch a change made in a
+copy (of pins.py, rails.toml, the netlist or the firmware's ADC set-up)."""
+from __future__ import annotations
+
+import copy
+import csv
+import importlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from conftest import REPO
+
+HW = REPO / "hw"
+pytestmark = pytest.mark.timeout(1800)      # a cold `make hw` is ~2 min on an idle 2-core machine
+OUT = HW / "out"
+PINS = (REPO / "firmware" / "board" / "pins.py").read_text()
+RAILS = tomllib.loads((HW / "rails.toml").read_text())
+
+
+@pytest.fixture(scope="module")
+def board_modules():
+    sys.path.insert(0, str(HW / "board"))
+    try:
+        yield importlib.import_module("checks"), importlib.import_module("netlist")
+    finally:
+        sys.path.remove(str(HW / "board"))
+
+
+@pytest.fixture(scope="module")
+def make_hw():
+    """`make hw`'s generator (cached by the hash of hw/'s sources, so this is quick after the first run)."""
+    py = REPO / ".venv-hw" / "bin" / "python"
+    if not py.exists() or not shutil.which("kicad-cli") or not shutil.which("ngspice"):
+        msg = "KiCad 9 / ngspice / .venv-hw missing: run scripts/setup_hw.sh (make setup does)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    r = subprocess.run([str(py), str(HW / "make_hw.py")], capture_output=True, text=True, timeout=3600)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]
+    return r.stdout
+
+
+def design(board_modules, variant):
+    checks, netlist = board_modules
+    return checks.Netlist(netlist.parse((OUT / variant / f"powerrig-{variant}-kicad.net").read_text()))
+
+
+def test_make_hw_writes_netlist_schematic_bom_pcb_and_ends_with_the_erc_line(make_hw):
+    last = make_hw.strip().splitlines()[-1]
+    m = re.fullmatch(r"ERC: (\d+) errors, (\d+) warnings", last)
+    assert m and m.group(1) == "0", last
+    waived = [ln for ln in make_hw.splitlines() if "waived" in ln]
+    assert len(waived) == int(m.group(2)) and all(" -- " in ln for ln in waived), "every warning is waived with a reason"
+    for v in ("edsff", "u2"):
+        stem = OUT / v / f"powerrig-{v}"
+        sch, pcb = stem.with_suffix(".kicad_sch").read_text(), stem.with_suffix(".kicad_pcb").read_text()
+        assert stem.with_suffix(".net").stat().st_size > 10_000
+        assert sch.startswith("(kicad_sch") and "(lib_symbols" in sch
+        assert "Edge.Cuts" in pcb and pcb.count("(footprint ") > 90
+        assert (stem.parent / f"powerrig-{v}.pdf").exists()   # KiCad opened the schematic to print it
+    assert "consistency: 0 problems" in make_hw
+
+
+def test_bom_is_generated_with_footprint_manufacturer_and_mpn_for_every_part(make_hw):
+    assert (HW / "bom.csv").read_text() == (OUT / "bom.csv").read_text(), "hw/bom.csv is generated: run make hw"
+    rows = list(csv.DictReader((HW / "bom.csv").open()))
+    assert len(rows) > 20
+    for r in rows:
+        assert r["manufacturer"] and r["mpn"] and r["footprint"], r
+    assert {"AD7380BCPZ-RL7", "INA240A2PWR", "ADR4525BRZ", "TMP117AIDRVR", "SC1631"} <= {r["mpn"] for r in rows}
+
+
+@pytest.mark.parametrize("variant", ["edsff", "u2"])
+def test_mcu_pin_nets_equal_firmware_pins_and_a_changed_pin_is_caught(make_hw, board_modules, variant):
+    checks, _ = board_modules
+    n = design(board_modules, variant)
+    assert checks.mcu_pins(n, PINS) == []
+    moved = PINS.replace("ADC_SDI = const(7)", "ADC_SDI = const(8)")
+    assert moved != PINS
+    found = checks.mcu_pins(n, moved)
+    assert any("ADC_SDI on GPIO8" in p for p in found), found
+    # and the other way: the board's wire moved, pins.py unchanged
+    nl = copy.deepcopy(n.nl)
+    pico = n.refs("Pico")[0]
+    sdi_pin = n.pin_by_function(pico, "GPIO7")
+    nl["nets"]["ADC_SDI"] = [x for x in nl["nets"]["ADC_SDI"] if x != (pico, sdi_pin)]
+    nl["nets"]["ADC_CS"].append((pico, sdi_pin))
+    assert any("ADC_SDI" in p for p in checks.mcu_pins(checks.Netlist(nl), PINS))
+
+
+def test_shunts_dividers_and_adc_channels_equal_rails_toml_and_changes_are_caught(make_hw, board_modules):
+    checks, _ = board_modules
+    n = design(board_modules, "u2")
+    assert checks.rails(n, RAILS) == []
+    doc = copy.deepcopy(RAILS)
+    doc["rail"][0]["shunt_ohm"] = 0.01
+    assert any("shunt" in p and "12V" in p for p in checks.rails(n, doc))
+    doc = copy.deepcopy(RAILS)
+    doc["rail"][1]["divider_ratio"] = 0.45
+    assert any("divider ratio" in p and "3V3" in p for p in checks.rails(n, doc))
+    doc = copy.deepcopy(RAILS)
+    doc["rail"][0]["adc"], doc["rail"][1]["adc"] = 1, 0
+    assert any("12V" in p and "ADC 1" in p for p in checks.rails(n, doc))
+    doc = copy.deepcopy(RAILS)
+    doc["adc"]["current_channel"], doc["adc"]["voltage_channel"] = "B", "A"
+    assert len(checks.rails(n, doc)) == 2 * len(RAILS["rail"])
+    doc = copy.deepcopy(RAILS)
+    doc["rail"][2]["amp_gain"] = 100.0
+    assert any("5V" in p and "gain" in p for p in checks.rails(n, doc))
+
+
+@pytest.mark.parametrize("variant", ["edsff", "u2"])
+def test_every_supply_pin_reaches_the_drive_only_through_its_switch_and_shunt(make_hw, board_modules, variant):
+    checks, _ = board_modules
+    n = design(board_modules, variant)
+    assert checks.power_paths(n, variant) == []
+    drive = next(r for r in n.nl["parts"] if n.value(r) == "DRIVE")
+    pin12 = next(num for num, _nm, role in checks.PINOUTS[variant] if role == "12V")
+
+    def with_jumper(a, b):
+        nl = copy.deepcopy(n.nl)
+        nl["parts"]["R999"] = {"value": "0", "footprint": "", "fields": {}}
+        nl["nets"][a].append(("R999", "1"))
+        nl["nets"][b].append(("R999", "2"))
+        return checks.power_paths(checks.Netlist(nl), variant)
+    assert any("around its shunt" in p for p in with_jumper("+12V_SW", "+12V_DRIVE"))
+    assert any("around its switch" in p for p in with_jumper("+12V_FUSED", "+12V_SW"))
+    assert any("around its" in p and "3V3" in p for p in with_jumper("+3V3_HOST", "+3V3_DRIVE"))
+    nl = copy.deepcopy(n.nl)                     # one drive pin soldered to the host net
+    nl["nets"]["+12V_DRIVE"].remove((drive, pin12))
+    nl["nets"]["+12V_HOST"].append((drive, pin12))
+    assert any(f"{drive}.{pin12} is on the host net" in p for p in checks.power_paths(checks.Netlist(nl), variant))
+
+
+def test_firmware_adc_setup_matches_the_sdi_wiring_and_changes_are_caught(make_hw, board_modules):
+    checks, _ = board_modules
+    seq = checks.firmware_sequence(REPO / "firmware" / "board" / "ad7380.py")
+    n = design(board_modules, "edsff")
+    assert checks.adc_setup(n, PINS, seq) == []
+    assert seq == (0x9002, 0xA100)                                   # CONFIG1.REFSEL, CONFIG2.SDO = 1-wire
+    no_ref = tuple(w for w in seq if (w >> 12) & 7 != 1)             # CONFIG1.REFSEL never written
+    assert any("REFSEL" in p for p in checks.adc_setup(n, PINS, no_ref))
+    two_wire = seq + (0xA000,)                                       # CONFIG2.SDO back to 00
+    assert any("SDO" in p for p in checks.adc_setup(n, PINS, two_wire))
+    assert any("REFSEL" in p for p in checks.adc_setup(n, PINS, seq + (0xA0FF,)))   # a hard reset last undoes it
+    assert any("ADC_SDI" in p for p in checks.adc_setup(n, PINS.replace("ADC_SDI = const(7)", "ADC_SDI = const(9)"), seq))
+    nl = copy.deepcopy(n.nl)                     # one converter's SDI on its own net
+    adc = n.refs("AD7380")[-1]
+    nl["nets"]["ADC_SDI"].remove((adc, "11"))
+    nl["nets"]["SDI_ALONE"] = [(adc, "11")]
+    assert any("not on one net" in p for p in checks.adc_setup(checks.Netlist(nl), PINS, seq))
+    nl = copy.deepcopy(n.nl)                     # SDOB wired: the board would need 2-wire mode
+    nl["nets"] = {k: [x for x in v if x != (adc, "8")] for k, v in nl["nets"].items()}
+    nl["nets"]["ADC_SDO0"].append((adc, "8"))
+    assert any("2-wire" in p for p in checks.adc_setup(checks.Netlist(nl), PINS, seq))
+
+
+def test_error_budget_json_is_last_and_every_rail_is_within_0_1_percent_calibrated():
+    r = subprocess.run([sys.executable, str(HW / "error_budget.py"), "--json"], capture_output=True, text=True, check=True)
+    doc = json.loads(r.stdout)
+    assert set(doc) == {x["name"] for x in RAILS["rail"]}
+    for name, rail in doc.items():
+        assert 0 < rail["calibrated_worst_pct"] <= 0.10, (name, rail["calibrated_worst_pct"])
+        assert rail["calibrated_worst_pct"] < 100 * rail["uncalibrated"]["power_at_max"]
+
+
+def test_error_budget_takes_the_simulated_front_end_and_the_calibration_method(board_modules):
+    spec = importlib.util.spec_from_file_location("error_budget", HW / "error_budget.py")
+    eb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(eb)
+    sim = json.loads((HW / "sim" / "results.json").read_text())["rails"]
+    b = eb.budget(RAILS, sim)
+    assert b["12V"]["calibrated"]["dynamic_i"] == abs(sim["12V"]["ripple"]["mean_error_pct_1ms"]) / 100
+    worse = eb.budget(RAILS, {"12V": {"ripple": {"mean_error_pct_1ms": 0.05}}})
+    assert worse["12V"]["calibrated_worst_pct"] > b["12V"]["calibrated_worst_pct"] + 0.04
+    no_tc = copy.deepcopy(RAILS)
+    no_tc["calibration"]["tc_residual"] = 1.0                        # no temperature coefficients: over budget
+    assert eb.budget(no_tc, sim)["12V"]["calibrated_worst_pct"] > 0.10
+    s = sim["12V"]["step"]
+    assert (s["from_a"], s["to_a"]) == (0.5, 6.0) and s["settle_1lsb_s"] > 0
+    assert abs(s["pcm2_peak_error_pct"]) < 0.1 and 0.9 < sim["12V"]["ripple"]["ripple_amplitude_ratio"] <= 1.0
+    assert 100e3 < sim["12V"]["bandwidth_hz"] < 1e6
+    for png in ("afe_step.png", "afe_ripple.png", "afe_bode.png"):
+        assert (REPO / "docs" / "img" / png).stat().st_size > 10_000

@@ -94,6 +94,15 @@ class Board:
             total += adc.read_u16()
         return total * 3.3 / (16 * 65535)
 
+    def temperature_c(self):
+        """The TMP117 between the shunts (degrees C; None on a board or emulator without it): the host
+        applies the calibration's temperature coefficients at this reading (describe's board_temp_c)."""
+        try:
+            from board import tmp117
+            return tmp117.read_c()
+        except (ImportError, AttributeError, ValueError, OSError):
+            return None
+
     def release_console(self):
         """Ctrl-C interrupts again (before the main loop returns to the REPL for mpremote)."""
         self.console.kbd_intr(3)

@@ -169,9 +169,13 @@ class Interposer:
         return out
 
     # ---- timed power actions (docs/protocol.md `power`; only through powerrig.dut.destructive) -------
-    def power_enable(self, watchdog_ms: int = 1000) -> dict:
-        """Allow power actions for this session; the device restores power if this host goes silent
-        for ``watchdog_ms`` (the background pings keep it fed)."""
+    def power_enable(self, permit, watchdog_ms: int = 1000) -> dict:
+        """Allow power actions for this session, with the Permit of ``powerrig.dut.destructive.power``
+        (the guard passed for the drive in the slot); the device restores power if this host goes
+        silent for ``watchdog_ms`` (the background pings keep it fed while this object lives)."""
+        if permit is None or not permit.covers("power", None):
+            raise DeviceError("power actions need the permit of powerrig.dut.destructive.power "
+                              "(the drive's serial checked, never the host's own drive)")
         return self.link.command("power", op="enable", watchdog_ms=int(watchdog_ms))
 
     def power_disable(self) -> dict:
@@ -197,7 +201,8 @@ class Interposer:
                 if doc.get("event") in ("power", "power_restored"):
                     self.link.notices.remove(doc)
                     if doc["event"] == "power_restored":
-                        raise LinkError(f"the interposer restored power ({doc.get('why')}) before the sequence ended")
+                        raise LinkError(f"the interposer restored power ({doc.get('why')}, at sample "
+                                        f"{doc.get('index')}) before the sequence ended")
                     got.extend(doc["edges"])
             if len(got) >= count:
                 break

@@ -49,3 +49,14 @@ def inrush(amps: np.ndarray, on: int, period_s: float, window: int | None = None
     excess = seg - settled
     charge = float((excess.sum() - 0.5 * (excess[0] + excess[-1])) * period_s)
     return {"peak_a": float(seg.max()), "charge_c": charge, "settled_a": settled}
+
+
+def verify(acked: dict[int, int], read: dict[int, int | None]) -> dict[int, str]:
+    """Every acknowledged write the drive does not return: lba -> "missing" (nothing there) or "stale"
+    (an older version). What a power-loss verdict counts; an unacknowledged write is no loss."""
+    out = {}
+    for lba, token in acked.items():
+        got = read.get(lba)
+        if got != token:
+            out[lba] = "missing" if got is None else "stale"
+    return out

@@ -21,6 +21,7 @@ firmware's powerrig_fw.actions runs on it unchanged, in the virtual interposer a
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,18 +64,15 @@ class WriteCache:
     def __init__(self, spec: PowerSpec):
         self.spec = spec
         self.media: dict[int, int] = {}
-        self.cache: list[tuple[float, int, int]] = []     # (t_ack, lba, token), in ack order
+        self.cache: deque[tuple[float, int, int]] = deque()    # (t_ack, lba, token), in ack order
         self.lost: list[tuple[int, int]] = []             # truth: (lba, token) acknowledged and lost
 
     def _settle(self, t: float) -> None:
         due = self.spec.cache_flush_ms * 1e-3
-        keep = []
-        for e in self.cache:
-            if e[0] + due <= t:
-                self.media[e[1]] = e[2]
-            else:
-                keep.append(e)
-        self.cache = keep
+        cache = self.cache
+        while cache and cache[0][0] + due <= t:
+            _t, lba, token = cache.popleft()
+            self.media[lba] = token
 
     def write(self, lba: int, token: int, t: float) -> None:
         self._settle(t)
@@ -89,7 +87,7 @@ class WriteCache:
                 self.media[lba] = token
             else:
                 lost.append((lba, token))
-        self.cache = []
+        self.cache.clear()
         self.lost.extend(lost)
         return lost
 
@@ -112,7 +110,7 @@ class PoweredDrive:
         self.cache = WriteCache(self.spec)
         self.level = {"12V": 1, "3V3": 1, "PERST": 0, "PWRDIS": 0}
         self.edges: dict[str, list[tuple[float, int]]] = {n: [] for n in OUTPUTS}
-        self.cut_tau: list[tuple[float, float]] = []     # (t_cut, tau_s) of each 12 V cut
+        self.cut_tau: list[tuple[float, float, float]] = []     # (t_cut, tau_s, v0) of each 12 V cut
         self.truth: list[dict] = []                      # per edge: output, level, t, and what it did
 
     # ---- truth formulas (the analysis must find these) ------------------------------------------------
@@ -134,9 +132,10 @@ class PoweredDrive:
         if name == "12V" and old == 1 and level == 0:
             weak = self.rng.random() < self.spec.defect_rate
             tau = self.spec.holdup_tau_ms * 1e-3 * (self.spec.defect_tau_factor if weak else 1.0)
-            self.cut_tau.append((t, tau))
+            v0 = self.v0(t)
+            self.cut_tau.append((t, tau, v0))
             del self.cut_tau[:-MAX_EDGES]
-            holdup = self.holdup_s(tau, self.v0(t))
+            holdup = self.holdup_s(tau, v0)
             lost = self.cache.cut(t, holdup)
             rec.update(weak_plp=weak, holdup_s=holdup, tau_s=tau, lost_writes=len(lost))
         elif name == "12V" and old == 0 and level == 1:
@@ -185,7 +184,7 @@ class PoweredDrive:
             cuts = np.array([c[0] for c in self.cut_tau])
             taus = np.array([c[1] for c in self.cut_tau])
             k = np.clip(np.searchsorted(cuts, t12[off], side="right") - 1, 0, len(cuts) - 1)
-            v0 = np.array([self.v0(c) for c in cuts])[k]
+            v0 = np.array([c[2] for c in self.cut_tau])[k]
             v12[off] = v0 * np.exp(-(t[off] - t12[off]) / taus[k])
         v3 = np.where(on3 == 1, np.nan, 0.0)
         return {"12V": v12, "3V3": v3}

@@ -31,3 +31,12 @@ def test_refuses_a_device_that_is_not_micropython_on_rp2350(sim):
 def test_needs_a_port_unless_dry_run():
     r = run_cli("flash")
     assert r.returncode == 2 and "--port is required" in r.stderr, r.stderr
+
+
+def test_powerrig_firmware_is_asked_to_hand_its_console_back_before_mpremote(sim):
+    """The firmware ignores Ctrl-C (kbd_intr(-1)), so mpremote alone could never interrupt it: flash
+    first sends the `repl` command, which the firmware logic (here behind the virtual interposer) obeys."""
+    s = sim()
+    r = run_cli("flash", "--port", s.port, timeout=90)
+    assert "powerrig firmware handed its console back" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 2 and "is not an RP2350 running MicroPython" in r.stderr, r.stdout + r.stderr

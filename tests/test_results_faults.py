@@ -37,14 +37,6 @@ bs = "4k"
 """
 
 
-@pytest.fixture
-def simdir(tmp_path, monkeypatch):
-    d = tmp_path / "sim"
-    monkeypatch.setenv("POWERRIG_SIM_DIR", str(d))
-    yield d
-    run_cli("sim", "stop", "--all")
-
-
 def _corrupt(db, table: str) -> None:
     """Overwrite the middle of one table's root page, as a bad sector or a torn copy would."""
     import sqlite3

@@ -90,6 +90,20 @@ def build(out: Path) -> list[tuple[Path, int]]:
     return made
 
 
+def release_console(port: str) -> bool:
+    """Ask powerrig firmware on the port to hand its console back (it ignores Ctrl-C, so mpremote could
+    not interrupt it); False when no powerrig firmware answered (a bare MicroPython REPL, say)."""
+    from powerrig.interposer.client import Interposer
+
+    try:
+        with Interposer.open(port, timeout=2.0) as dev:
+            dev.release_console()
+    except PowerrigError:
+        return False
+    time.sleep(0.2)                                           # the main loop ends after its reply
+    return True
+
+
 def identify(port: str) -> str:
     """What the device says it is; FlashError unless it is MicroPython on an RP2350."""
     if not Path(port).exists():
@@ -116,6 +130,8 @@ def cmd_flash(args) -> int:
     if not args.dry_run:               # refuse a wrong or missing device before compiling anything
         if not args.port:
             raise FlashError("--port is required (e.g. --port /dev/ttyACM0); --dry-run needs none")
+        if Path(args.port).is_char_device() and release_console(args.port):
+            print(f"{args.port}: powerrig firmware handed its console back")
         print(f"{args.port}: {identify(args.port)}")
     with tempfile.TemporaryDirectory(prefix="powerrig-flash-") as tmp:
         out = Path(tmp)

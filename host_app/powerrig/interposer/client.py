@@ -162,6 +162,11 @@ class Interposer:
                        "budget_bps": self.description.get("link_budget_bps")}
         return out
 
+    def release_console(self) -> dict:
+        """End the firmware's main loop so the board's REPL is back: the firmware ignores Ctrl-C (its
+        command frames may carry 0x03), so this is how mpremote gets in to copy new firmware."""
+        return self.link.command("repl")
+
     def reset(self) -> dict:
         """Stop everything on the device and reload its stored calibration (re-read here too)."""
         out = self.link.command("reset")

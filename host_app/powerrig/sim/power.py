@@ -105,13 +105,22 @@ class PoweredDrive:
     def __init__(self, inner, spec: PowerSpec | None = None):
         self.inner = inner
         self.spec = spec or PowerSpec()
-        self.nominal_volts = getattr(inner, "nominal_volts", SteadyLoad.nominal_volts)
         self.rng = np.random.default_rng(self.spec.seed)
         self.cache = WriteCache(self.spec)
         self.level = {"12V": 1, "3V3": 1, "PERST": 0, "PWRDIS": 0}
         self.edges: dict[str, list[tuple[float, int]]] = {n: [] for n in OUTPUTS}
         self.cut_tau: list[tuple[float, float, float]] = []     # (t_cut, tau_s, v0) of each 12 V cut
         self.truth: list[dict] = []                      # per edge: output, level, t, and what it did
+
+    @property
+    def nominal_volts(self) -> dict[str, float]:
+        # the load's, asked each time: a calibration bench's source sets them while it runs
+        return getattr(self.inner, "nominal_volts", SteadyLoad.nominal_volts)
+
+    def __getattr__(self, name):          # power_at, ...: the drive's own (only called for what is not here)
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
 
     # ---- truth formulas (the analysis must find these) ------------------------------------------------
     def holdup_s(self, tau_s: float, v0: float) -> float:

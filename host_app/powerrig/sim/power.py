@@ -169,6 +169,8 @@ class PoweredDrive:
 
     # ---- what the rails show -----------------------------------------------------------------------
     def rail_currents(self, t) -> dict[str, np.ndarray]:
+        if not self.truth:                 # never switched: the load as it is (no cost, same numbers)
+            return self.inner.rail_currents(t)
         t = np.asarray(t, dtype=float)
         amps = {k: np.asarray(v, dtype=float).copy() for k, v in self.inner.rail_currents(t).items()}
         on12, t12 = self._state("12V", t, 1)
@@ -184,6 +186,8 @@ class PoweredDrive:
 
     def rail_volts(self, t) -> dict[str, np.ndarray]:
         """Drive-side volts where a switch is open (None: the rail's nominal, less droop)."""
+        if not self.truth:
+            return {}
         t = np.asarray(t, dtype=float)
         on12, t12 = self._state("12V", t, 1)
         on3, _ = self._state("3V3", t, 1)
@@ -200,6 +204,8 @@ class PoweredDrive:
 
     def activity(self, t):
         act = getattr(self.inner, "activity", None)
+        if not self.truth:
+            return act(t) if act else np.zeros(np.shape(t), bool)
         on12, _ = self._state("12V", np.asarray(t, dtype=float), 1)
         return (act(t) if act else np.zeros(np.shape(t), bool)) & (on12 == 1)
 

@@ -71,3 +71,19 @@ def test_cycles_through_the_pty_land_where_reported_and_measure_the_model(board)
     truth = sim.truth()["power"]
     assert [e[3] for e in truth["edges"]][-2:] == [cut_edge["index"], on_edge["index"]]
     assert dev.power_disable()["state"]["12V"] == 1
+
+
+def test_a_host_gone_silent_gets_the_drive_powered_again(board):
+    sim, dev = board
+    dev.power_enable(PERMIT, 100)
+    dev.power_sequence([{"output": "12V", "level": 0, "after_us": 2000}])
+    dev.power_edges(1)
+    assert sim.drive.level["12V"] == 0
+    dev._closing.set()                    # the host stops talking (its pinger ends), the link stays open
+    dev._pinger.join(timeout=2)
+    deadline = time.monotonic() + 5
+    while sim.drive.level["12V"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert sim.drive.level["12V"] == 1
+    restored = [d for d in list(dev.link.notices) if d.get("event") == "power_restored"]
+    assert restored and restored[0]["why"].startswith("watchdog") and restored[0]["outputs"] == ["12V"]

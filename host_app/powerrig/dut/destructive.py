@@ -1,5 +1,5 @@
 """The one guarded door for what writes to or erases a drive: fio writes, format, sanitize, namespace
-management and firmware download/commit (the power actions to come plug in here too).
+management, firmware download/commit, and the interposer's power actions (cut, restore, PERST#, PWRDIS).
 
 Why one door: a check made in one place and an erase issued in another drift apart (a sweep once
 checked the controller, then formatted whatever namespace the plan named). Here each operation takes
@@ -127,3 +127,34 @@ def fio_write(fio, plan, serial: str | None, allow_unguarded: bool = False) -> P
         for d in drives:
             overridden = permit(nvme, FIO_WRITE, d, serial, allow_unguarded).overridden or overridden
     return Permit(FIO_WRITE, frozenset(targets), serial, overridden)
+
+
+POWER_OUTPUTS = ("12V", "3V3", "PERST", "PWRDIS")
+SAFE_LEVELS = {"12V": 1, "3V3": 1, "PERST": 0, "PWRDIS": 0}
+
+
+def power(nvme, controller: str, serial: str | None, interposer, actions: list[dict], watchdog_ms: int = 1000,
+          allow_unguarded: bool = False, timeout: float = 10.0) -> list[dict]:
+    """Run a timed power sequence on the interposer the drive sits on: the guard first (serial named
+    and equal, nothing mounted, never the host's boot drive), then the session's enable (only here),
+    then the sequence; returns the executed edges [{output, level, requested, index}].
+
+    The interposer keeps power actions enabled for this connection; its watchdog brings power back
+    if the host goes silent for ``watchdog_ms``. ``power_off`` ends a session (safe state, disabled).
+    """
+    if not isinstance(actions, list) or not actions:
+        raise ToolError("power: the sequence is empty; give at least one {output, level, at | after_us}")
+    for a in actions:
+        if not isinstance(a, dict) or a.get("output") not in POWER_OUTPUTS or a.get("level") not in (0, 1):
+            raise ToolError(f"power: action {a!r} is not {{output: {'|'.join(POWER_OUTPUTS)}, level: 0|1, "
+                            "at | after_us}")
+    p = permit(nvme, "power", controller, serial, allow_unguarded)
+    interposer.power_enable(p, watchdog_ms)
+    interposer.power_sequence(actions)
+    return interposer.power_edges(len(actions), timeout=timeout + sum(a.get("after_us", 0) for a in actions) / 1e6)
+
+
+def power_release(interposer) -> dict:
+    """The safe state (rails on, PERST# and PWRDIS released) and power actions off: no permit needed,
+    it only ever restores."""
+    return interposer.power_disable()

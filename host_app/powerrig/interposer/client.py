@@ -176,6 +176,50 @@ class Interposer:
         self.describe()
         return out
 
+    # ---- timed power actions (docs/protocol.md `power`; only through powerrig.dut.destructive) -------
+    def power_enable(self, permit, watchdog_ms: int = 1000) -> dict:
+        """Allow power actions for this session, with the Permit of ``powerrig.dut.destructive.power``
+        (the guard passed for the drive in the slot); the device restores power if this host goes
+        silent for ``watchdog_ms`` (the background pings keep it fed while this object lives)."""
+        if permit is None or not permit.covers("power", None):
+            raise DeviceError("power actions need the permit of powerrig.dut.destructive.power "
+                              "(the drive's serial checked, never the host's own drive)")
+        return self.link.command("power", op="enable", watchdog_ms=int(watchdog_ms))
+
+    def power_disable(self) -> dict:
+        return self.link.command("power", op="disable")
+
+    def power_status(self) -> dict:
+        return self.link.command("power", op="status")
+
+    def power_sequence(self, actions: list[dict]) -> dict:
+        """Schedule [{output, level, at | after_us}]; the reply has each edge's sample index."""
+        return self.link.command("power", op="sequence", actions=actions)
+
+    def power_cancel(self) -> dict:
+        return self.link.command("power", op="cancel")
+
+    def power_edges(self, count: int, timeout: float = 5.0) -> list[dict]:
+        """The next ``count`` executed edges ({output, level, requested, index}) from the device's
+        NOTICEs (taken off the notice queue); LinkError when they do not come in time."""
+        got: list[dict] = []
+        deadline = time.monotonic() + timeout
+        while len(got) < count:
+            for doc in list(self.link.notices):
+                if doc.get("event") in ("power", "power_restored"):
+                    self.link.notices.remove(doc)
+                    if doc["event"] == "power_restored":
+                        raise LinkError(f"the interposer restored power ({doc.get('why')}, at sample "
+                                        f"{doc.get('index')}) before the sequence ended")
+                    got.extend(doc["edges"])
+            if len(got) >= count:
+                break
+            if time.monotonic() > deadline:
+                raise LinkError(f"{len(got)} of {count} power edges reported within {timeout:g} s; "
+                                "the sequence may still be pending (power status) or the link is down")
+            time.sleep(0.005)
+        return got
+
     def stream(self, interval_us: int | None = None, rails: list[str] | None = None,
                stall_timeout: float = 3.0) -> "Stream":
         return Stream(self, interval_us or self.description["interval_us"]["default"], rails, stall_timeout)

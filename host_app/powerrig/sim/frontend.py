@@ -83,10 +83,15 @@ class FrontEnd:
         n = len(t_utc)
         amps = self.load.rail_currents(t_utc)
         nominal = getattr(self.load, "nominal_volts", ScriptedLoad.nominal_volts)
+        # a switched-off rail (sim/power.py) shows the drive side's own volts where they are not NaN
+        forced = self.load.rail_volts(t_utc) if hasattr(self.load, "rail_volts") else {}
         out = {}
         for r in self.cfg.rails:
             i_true = np.asarray(amps.get(r.name, np.zeros(n)), dtype=float)
-            out[r.name] = (nominal.get(r.name, r.nominal_v) - self.spec.droop_ohm * i_true, i_true)
+            v = nominal.get(r.name, r.nominal_v) - self.spec.droop_ohm * i_true
+            if r.name in forced:
+                v = np.where(np.isnan(forced[r.name]), v, forced[r.name])
+            out[r.name] = (v, i_true)
         return out
 
     def sample(self, t_utc: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:

@@ -29,6 +29,7 @@ import numpy as np
 from powerrig.core.rails import rails as default_rails
 from powerrig.sim import usb_rx
 from powerrig.sim.frontend import FrontEnd, FrontEndSpec, ScriptedLoad
+from powerrig.sim.power import PoweredDrive, PowerSpec, SwitchedOutputs
 from powerrig.sim.reducer import NumpyReducer
 from powerrig.interposer.frames import fw  # noqa: F401  (puts firmware/ on sys.path)
 from powerrig_fw import crc as fw_crc
@@ -104,6 +105,12 @@ class SimBoard:
         os.close(rx_w)
         self._reader = threading.Thread(target=self._rx_loop, name="sim-usb-rx", daemon=True)
         self._reader.start()
+        drive = frontend.load
+        if isinstance(drive, PoweredDrive):    # switchable outputs: powerrig_fw.actions runs on them
+            sw = SwitchedOutputs(drive, self.sample_index, self.wait_index, self.utc_of_index,
+                                 lambda: self.gen_index)
+            self.outputs, self.fire, self.sample_now = sw.outputs, sw.fire, sw.sample_now
+            self.switches = sw
 
     # ---- clock -------------------------------------------------------------------------------------
     def device_us(self) -> float:
@@ -114,6 +121,11 @@ class SimBoard:
 
     def sample_index(self) -> int:
         return int(self.device_us() // self.period_us)
+
+    def wait_index(self, index: int) -> None:
+        """Until the sample clock reaches index (sleep, then spin the last SPIN_S, as _wait_until)."""
+        due = (index * self.period_us - self.boot_us) / 1e6 / self.scale + self.mono0 / 1e9
+        self._wait_until(due)
 
     def utc_of_index(self, index):
         """Truth: host UTC of a sample index."""
@@ -322,7 +334,8 @@ class VirtualInterposer:
     """Runs the firmware Device against a SimBoard on a new pty. ``port`` is the path to open."""
 
     def __init__(self, load=None, seed: int = 1, drift_ppm: float = 35.0, faults: Faults | None = None,
-                 spec: FrontEndSpec | None = None, state_dir: str | None = None, calibrated: bool = True):
+                 spec: FrontEndSpec | None = None, state_dir: str | None = None, calibrated: bool = True,
+                 power: PowerSpec | None = None):
         self.master, self.slave = os.openpty()
         tty.setraw(self.slave)
         os.set_blocking(self.master, False)
@@ -330,7 +343,9 @@ class VirtualInterposer:
         self.state_dir = Path(state_dir or tempfile.mkdtemp(prefix="powerrig-sim-"))
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.faults = faults or Faults()
-        self.frontend = FrontEnd(load or ScriptedLoad(), seed=seed, spec=spec)
+        # the drive sits behind the interposer's switches (sim/power.py): power actions work here
+        self.drive = PoweredDrive(load or ScriptedLoad(), power)
+        self.frontend = FrontEnd(self.drive, seed=seed, spec=spec)
         cal_path = str(self.state_dir / "calibration.json")
         if calibrated and not os.path.exists(cal_path):
             with open(cal_path, "w") as f:
@@ -373,7 +388,9 @@ class VirtualInterposer:
                 "lost_samples": self.device.lost_samples,
                 "dropped_seqs": b.dropped_seqs, "corrupted_seqs": b.corrupted_seqs,
                 "sync_corrupted_seqs": b.sync_corrupted_seqs,
-                "faults": asdict(self.faults), "serial": self.board.serial}
+                "faults": asdict(self.faults), "serial": self.board.serial,
+                "power": {"edges": [list(e) for e in self.board.switches.edges], "cuts": self.drive.truth,
+                          "lost_writes": len(self.drive.cache.lost)}}
 
     def write_truth(self, path: str | os.PathLike) -> None:
         """Truth JSON at path, and the true power per 1 ms bin beside it (path + .npz)."""

@@ -84,7 +84,8 @@ class PowerActions:
         """[{"output", "level", "at": sample index | "after_us": from the action before (or from now)}]"""
         if not isinstance(actions, list) or not 1 <= len(actions) <= MAX_ACTIONS:
             raise ValueError("actions must be a list of 1..%d actions" % MAX_ACTIONS)
-        at = self.clock()
+        now = self.clock()          # read once: "after_us 0" means this very sample, never "already past"
+        at = now
         out = []
         for a in actions:
             if not isinstance(a, dict):
@@ -107,7 +108,6 @@ class PowerActions:
             out.append((at, name, level))
         if any(out[k][0] > out[k + 1][0] for k in range(len(out) - 1)):
             raise ValueError("actions must be in time order")
-        now = self.clock()
         if out[0][0] < now:
             raise ValueError("the first action at sample %d is already past (now %d)" % (out[0][0], now))
         self.queue = out

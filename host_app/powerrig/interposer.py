@@ -65,21 +65,38 @@ class Interposer:
         self.burst_interval = burst_interval
         self.ping_errors = 0
         self.last_ping_error: str | None = None
+        self.device_rate = 1.0          # device seconds per host second, as the pings see it
         self._closing = threading.Event()
         self._pinger = threading.Thread(target=self._ping_loop, name="powerrig-pinger", daemon=True)
         self._pinger.start()
 
     def _ping_loop(self) -> None:
-        """Keeps the clock model fresh. A failed ping is counted (``ping_errors``), never fatal."""
+        """Keeps the clock model fresh. A failed ping is counted (``ping_errors``), never fatal.
+
+        The intervals are in DEVICE time: a board whose clock runs slower than the host's (an emulated
+        one, docs/emulator.md) gets as many pings per device second as a real one, not a flood that
+        would eat its CPU. ``device_rate`` is 1 on real hardware (within its crystal's ppm)."""
         t_end_burst = time.monotonic() + self.burst_s
-        while not self._closing.wait(self.burst_interval if time.monotonic() < t_end_burst else self.ping_interval):
+        first: tuple[float, float] | None = None
+        while not self._closing.wait((self.burst_interval if time.monotonic() < t_end_burst else self.ping_interval)
+                                     / self.device_rate):
             try:
-                self.clock.add(*self.ping())
+                p = self.ping()
+                self.clock.add(*p)
+                first = first or (p[0], p[1])
+                self._observe_rate(first, p)
             except Exception as e:  # noqa: BLE001 - the clock must keep trying while the link lives
                 self.ping_errors += 1
                 self.last_ping_error = str(e)
                 if self.link.error:
                     return
+
+    def _observe_rate(self, first: tuple[float, float], ping: tuple[float, float, float, float]) -> None:
+        """Device seconds per host second since the first ping (after 0.2 s of host time; at most 1)."""
+        dt = ping[0] - first[0]
+        if dt >= 0.2:
+            rate = (ping[1] - first[1]) * self.clock.period_s / dt
+            self.device_rate = min(1.0, max(1e-3, rate))
 
     @classmethod
     def open(cls, port: str, timeout: float = 2.0) -> "Interposer":

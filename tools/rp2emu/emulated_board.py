@@ -168,7 +168,7 @@ class EmulatedBoard:
             cmd.append("--echo")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=None if self.echo else open(self.workdir / "runner.log", "w"),
-                                     pass_fds=(self._master,), preexec_fn=lambda: os.dup2(self._master, 3))
+                                     pass_fds=(self._master,), preexec_fn=self._child_setup)
         os.close(self._master)                  # the runner holds it now
         self._master = -1
         line = self._readline(self.ready_timeout_s)
@@ -178,6 +178,16 @@ class EmulatedBoard:
             raise RuntimeError(f"the emulated board did not enumerate its USB within {self.ready_timeout_s:g} s "
                                f"(runner said {line!r}; log: {log})")
         return self
+
+    def _child_setup(self) -> None:
+        """In the runner's process: the pty master as fd 3, and an end when this process ends."""
+        os.dup2(self._master, 3)
+        try:
+            import ctypes
+
+            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)      # PR_SET_PDEATHSIG
+        except OSError:
+            pass
 
     def _readline(self, timeout: float) -> str:
         import select

@@ -42,6 +42,11 @@ mcu.core.PC = 0x10000000;
 
 const clock = new Lockstep(sim);
 
+// exceptions taken, by number (16 + IRQ; 15 SysTick): where the emulated CPU's time goes
+const exceptions = {};
+const entry = mcu.core.exceptionEntry.bind(mcu.core);
+mcu.core.exceptionEntry = (n) => { exceptions[n] = (exceptions[n] || 0) + 1; return entry(n); };
+
 // ---- the converters and the digital inputs at the pins ----
 let adc = null;
 if (args.waveform) {
@@ -64,7 +69,7 @@ function stats() {
   const wall = (Date.now() - t0) / 1000, emu = sim.clock.nanos / 1e9;
   return {
     wall_s: wall, emu_s: emu, emu_per_wall: wall > 0 ? emu / wall : 0, ready_emu_s: readyAt,
-    clk_sys_hz: mcu.clkSys, rate, pace_slip_s: paceSlipMs / 1000, pio_steps: clock.pioSteps, usb: usb.stats,
+    clk_sys_hz: mcu.clkSys, rate, exceptions, pace_slip_s: paceSlipMs / 1000, pio_steps: clock.pioSteps, usb: usb.stats,
     adc: adc ? { ...adc.stats, registers: adc.registers() } : null,
   };
 }

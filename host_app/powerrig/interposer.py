@@ -97,6 +97,7 @@ class Interposer:
         if dt >= 0.2:
             rate = (ping[1] - first[1]) * self.clock.period_s / dt
             self.device_rate = min(1.0, max(1e-3, rate))
+            self.link.time_scale = 1.0 / self.device_rate
 
     @classmethod
     def open(cls, port: str, timeout: float = 2.0) -> "Interposer":
@@ -376,7 +377,7 @@ class Stream:
 
     def _check_stall(self, quiet_s: float) -> None:
         """A stall longer than the limit ends the stream with an error (shorter ones become gaps)."""
-        if quiet_s > self.stall_timeout:
+        if quiet_s > self.stall_timeout * getattr(self.dev.link, "time_scale", 1.0):
             raise LinkError(f"no data from {self.dev.link.port} for {quiet_s:.1f} s: the interposer stalled or "
                             "was unplugged; check USB and power, then `powerrig devices`")
 

@@ -13,7 +13,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Simulator } from 'rp2040js';
+import { Simulator, GPIOPinState } from 'rp2040js';
 import { Lockstep } from './scheduler.mjs';
 import { AD7380Bank } from './ad7380.mjs';
 import { CdcBridge } from './cdc_bridge.mjs';
@@ -46,6 +46,15 @@ const clock = new Lockstep(sim);
 const exceptions = {};
 const entry = mcu.core.exceptionEntry.bind(mcu.core);
 mcu.core.exceptionEntry = (n) => { exceptions[n] = (exceptions[n] || 0) + 1; return entry(n); };
+
+// ---- the pads: a driven pin reads back its own level (rp2040js changes a pin's input only through
+// setInputValue, so a PIO program that waits on a pin another state machine drives, like the board's
+// followers on SCLK, would wait forever) ----
+for (const pin of mcu.gpio) {
+  pin.addListener((v) => {
+    if (v === GPIOPinState.High || v === GPIOPinState.Low) pin.setInputValue(v === GPIOPinState.High);
+  });
+}
 
 // ---- the converters and the digital inputs at the pins ----
 let adc = null;

@@ -8,27 +8,38 @@ board.reducer's kernel reads them. Each DMA channel writes its own region of one
 
     [ADC0: V I V I ... (2 x BLOCK)] [ADC1: ...] [ADC2: ...] [digital: one halfword per sample (BLOCK)]
 
-so BoardReducer.layout((0, 2B, 4B), 2, 6B, 1) describes a block. PIO0 SM0 drives CS and SCLK for all
-converters (one conversion every 4 us, simultaneous on every channel) and reads ADC0; SM1 and SM2
-follow SM0's SCLK for ADC1 and ADC2; SM3 samples the digital inputs at each CS edge into a halfword.
-Pairs of DMA channels chained to each other fill buffer A then B, so the CPU reduces one while DMA
-fills the other; acquisition needs no CPU, so the second core stays free. If the CPU is late by more
-than a block, the DMA has lapped it: the lost samples are counted and reported, never hidden.
+so BoardReducer.layout((0, 2B, 4B), 2, 6B, 1, 13) describes a block: the digital inputs land in bits
+15..13 of their halfword (SM3 shifts them in first, then 13 zeros, leftwards) and are read there.
+PIO0 SM0 drives CS and SCLK for all converters (one conversion every 4 us, simultaneous on every
+channel) and reads ADC0; SM1 and SM2 follow SM0's SCLK for ADC1 and ADC2; SM3 samples the digital
+inputs at each CS edge into a halfword. Pairs of chained DMA channels fill the blocks of a ring
+(board.blocks: even blocks through one channel, odd through the other, re-armed by the end-of-block
+interrupt), so the CPU may fall several blocks behind without losing a sample; acquisition needs no
+CPU, so the second core stays free. If the CPU is later than the ring allows, the lost samples are
+counted and reported, never hidden.
+
+Before capture the converters are set up over SDI (board.ad7380: 1-wire output, external reference).
+SM0 runs at 37.5 MHz on both chips (on the RP2040's 125 MHz clk_sys through the fractional divider,
+3 + 85/256: 4 us a sample within 0.03 %, which the host's clock fit absorbs); the followers run at the
+chip's clk_sys (150 or 125 MHz, 8 of their cycles per SCLK period at least).
 """
-import array
+import sys
 
 import rp2
 from machine import Pin
 from micropython import const
 
-from board import pins
+from board import ad7380, pins
+from board.blocks import BlockRing
 
 BLOCK = const(250)           # samples per DMA block: 1 ms
 N_RAILS = const(3)
 SAMPLE_HZ = const(250_000)
-# SM0 spends 2 cycles per SCLK x 32 bits + conversion and CS time per sample: 150 cycles per
-# sample at 37.5 MHz = one conversion every 4 us (SCLK 18.75 MHz, well under the AD7380's 80 MHz)
-SM_FREQ = const(37_500_000)
+NBUF = const(8)              # blocks in the DMA ring: the main loop may be 6 blocks (6 ms) late
+# SM0 spends 150 cycles per sample (2 per SCLK x 32 bits, conversion and CS time): at 37.5 MHz one
+# conversion every 4 us (SCLK 18.75 MHz, well under the AD7380's 80 MHz)
+SM_FREQ = 37_500_000
+FOLLOW_FREQ = 125_000_000 if "RP2040" in sys.implementation._machine else 150_000_000
 REGION = const(2 * BLOCK)    # halfwords per ADC region
 DIG_AT = const(6 * BLOCK)    # halfword where the digital region starts
 HALFWORDS = const(7 * BLOCK)
@@ -62,78 +73,68 @@ def adc_follower():
 
 @rp2.asm_pio(in_shiftdir=rp2.PIO.SHIFT_LEFT, autopush=True, push_thresh=16)
 def digital_sampler():
-    # one halfword per sample: the 3 digital inputs in bits 2..0 (DMA moves 16 bits)
+    # one halfword per sample: the 3 digital inputs land in bits 15..13 (GPIO 10 in bit 13), DMA moves 16 bits
     wait(1, irq, 4)
     in_(pins, 3)
     in_(null, 13)
 
 
-class Adc:
-    def __init__(self):
-        sclk = Pin(pins.ADC_SCLK, Pin.OUT)
-        cs = Pin(pins.ADC_CS, Pin.OUT)
-        sdo = [Pin(pins.ADC_SDO_BASE + k, Pin.IN) for k in range(pins.ADC_SDO_COUNT)]
-        dig = Pin(pins.DIG_BASE, Pin.IN)
-        self.sms = [
-            rp2.StateMachine(0, adc_master, freq=SM_FREQ, sideset_base=sclk, set_base=cs, in_base=sdo[0]),
-            rp2.StateMachine(1, adc_follower, freq=SM_FREQ * 4, in_base=sdo[1]),
-            rp2.StateMachine(2, adc_follower, freq=SM_FREQ * 4, in_base=sdo[2]),
-            rp2.StateMachine(3, digital_sampler, freq=SM_FREQ * 4, in_base=dig),
-        ]
-        # ping-pong: two buffers, each with one region per ADC and one for the digital inputs
-        self.bufs = [array.array("h", bytes(2 * HALFWORDS)) for _ in range(2)]
-        self.dmas = []
-        self.blocks_done = 0      # incremented from the DMA IRQ
-        self.blocks_read = 0
-        self.first_index = 0
+DIG_SHIFT = const(13)        # where the digital inputs land in their halfword (digital_sampler)
 
-    def _chain(self, sm_index, at, size):
-        """Two DMA channels writing region ``at`` (halfwords) of buffer A, then of B, then A ...
-        from one SM's RX FIFO; size 2 = 32-bit words (a V, I pair), 1 = halfwords."""
-        a, b = rp2.DMA(), rp2.DMA()
-        dreq = 4 + sm_index                     # PIO0 RX FIFO n
-        for me, other, buf in ((a, b, self.bufs[0]), (b, a, self.bufs[1])):
-            ctrl = me.pack_ctrl(size=size, inc_read=False, inc_write=True, treq_sel=dreq, chain_to=other.channel)
-            me.config(read=self.sms[sm_index], write=memoryview(buf)[at:], count=BLOCK, ctrl=ctrl)
-        return a, b
+
+class Adc:
+    """The capture chain: AD7380 set-up over SDI, four state machines, eight DMA channels into a BlockRing."""
+
+    def __init__(self, nbuf=NBUF):
+        self.sclk = Pin(pins.ADC_SCLK, Pin.OUT, value=1)
+        self.cs = Pin(pins.ADC_CS, Pin.OUT, value=1)
+        self.sdi = Pin(pins.ADC_SDI, Pin.OUT, value=0)
+        ad7380.set_up(self.cs, self.sclk, self.sdi)
+        sdo = [Pin(pins.ADC_SDO_BASE + k, Pin.IN) for k in range(pins.ADC_SDO_COUNT)]
+        dig = [Pin(pins.DIG_BASE + k, Pin.IN) for k in range(pins.DIG_COUNT)]
+        self.sms = [
+            rp2.StateMachine(0, adc_master, freq=SM_FREQ, sideset_base=self.sclk, set_base=self.cs, in_base=sdo[0]),
+            rp2.StateMachine(1, adc_follower, freq=FOLLOW_FREQ, in_base=sdo[1]),
+            rp2.StateMachine(2, adc_follower, freq=FOLLOW_FREQ, in_base=sdo[2]),
+            rp2.StateMachine(3, digital_sampler, freq=FOLLOW_FREQ, in_base=dig[0]),
+        ]
+        # one DMA pair per stream: the three ADCs (32-bit (I << 16) | V words), then the digital halfwords
+        self.dmas = [(rp2.DMA(), rp2.DMA()) for _ in range(N_RAILS + 1)]
+        offsets = [2 * k * REGION for k in range(N_RAILS)] + [2 * DIG_AT]
+        self.ring = BlockRing(BLOCK, HALFWORDS, offsets, [(a.channel, b.channel) for a, b in self.dmas], nbuf)
 
     def layout(self):
-        """(pair_bases, step, dig_base, dig_step) of a block, for BoardReducer.layout."""
-        return [k * REGION for k in range(N_RAILS)], 2, DIG_AT, 1
+        """(pair_bases, step, dig_base, dig_step, dig_shift) of a block, for BoardReducer.layout."""
+        return [k * REGION for k in range(N_RAILS)], 2, DIG_AT, 1, DIG_SHIFT
 
-    def start(self, first_index):
+    def _configure(self, stream, size):
+        """Stream ``stream``'s two channels: block 0 (even) and block 1 (odd) of the ring, each chained
+        to the other, paced by its state machine's RX FIFO, with the end-of-block interrupt armed
+        (rp2's pack_ctrl defaults to IRQ_QUIET, which would silence it)."""
+        a, b = self.dmas[stream]
+        for block, me, other in ((0, a, b), (1, b, a)):
+            ctrl = me.pack_ctrl(size=size, inc_read=False, inc_write=True, treq_sel=4 + stream,
+                                chain_to=other.channel, irq_quiet=0)
+            me.config(read=self.sms[stream], write=self.ring.address(block, stream), count=BLOCK, ctrl=ctrl)
+
+    def start(self):
+        self.ring.reset()
         for k in range(N_RAILS):
-            self.dmas += self._chain(k, k * REGION, 2)
-        self.dmas += self._chain(3, DIG_AT, 1)
-        self.dmas[-2].irq(handler=self._on_block, hard=True)
-        self.dmas[-1].irq(handler=self._on_block, hard=True)
-        self.first_index = first_index
-        for k in range(0, len(self.dmas), 2):
-            self.dmas[k].active(1)
+            self._configure(k, 2)
+        self._configure(N_RAILS, 1)
+        # the digital stream's word of a sample comes first; the handler waits for the ADC words
+        for ch in self.dmas[N_RAILS]:
+            ch.irq(handler=self.ring.on_block, hard=True)
+        for a, _b in self.dmas:
+            a.active(1)
         # followers and the digital sampler wait for the master's SCLK/IRQ, so start them first
         for sm in self.sms[1:]:
             sm.active(1)
         self.sms[0].active(1)
 
-    def _on_block(self, dma):
-        self.blocks_done += 1
-
     def stop(self):
         for sm in self.sms:
             sm.active(0)
-        for d in self.dmas:
-            d.close()
-        self.dmas = []
-
-    def read(self):
-        """(block, n, dropped) for the oldest unread block (layout()), or None. Allocation-free."""
-        behind = self.blocks_done - self.blocks_read
-        if behind <= 0:
-            return None
-        dropped = 0
-        if behind > 1:                        # DMA lapped us: those blocks are gone
-            dropped = (behind - 1) * BLOCK
-            self.blocks_read = self.blocks_done - 1
-        half = self.blocks_read & 1
-        self.blocks_read += 1
-        return self.bufs[half], BLOCK, dropped
+        for pair in self.dmas:
+            for d in pair:
+                d.active(0)

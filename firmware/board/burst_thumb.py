@@ -1,9 +1,9 @@
-"""The burst ring's copy and trigger scans in Thumb-2 (asm_thumb): a dozen instructions per channel where viper takes ~40.
+"""The burst ring's copy and trigger scans in Thumb-1 (asm_thumb: the RP2350 and the RP2040 run it): a dozen instructions per channel where viper takes ~40.
 
 An armed burst copies every block from the DMA layout into its interleaved ring while the interval
 stream goes on, so this copy is paid on top of the hot path for as long as a burst waits for its
 trigger (docs/firmware-budget.md). viper keeps its locals on the stack here; this loop keeps them in
-registers. Only on ARMv7-M ports; board.kernels uses its viper loop elsewhere.
+registers. Only on ARM ports (board.arch); board.kernels uses its viper loop elsewhere.
 """
 import micropython
 
@@ -12,7 +12,8 @@ import micropython
 def copy_block(r0):
     # r0: job words: destination base, source base, first sample, samples, destination step (bytes),
     # segment count, then per segment: destination offset, source offset, source step (bytes) and
-    # width (2: a (V, I) pair, 1: a halfword). One call copies every rail and the digital inputs.
+    # width (2: a (V, I) pair; 1 + s: a halfword shifted down by s bits, the digital inputs from
+    # where the PIO put them; s is never 1). One call copies every rail and the digital inputs.
     ldr(r7, [r0, 20])
     mov(r6, r0)
     add(r6, 24)
@@ -31,8 +32,8 @@ def copy_block(r0):
     cmp(r3, 0)
     beq(NEXT)
     ldr(r4, [r6, 12])
-    cmp(r4, 1)
-    beq(HALF)
+    cmp(r4, 2)
+    bne(HALF0)
     label(PAIR)
     ldrh(r4, [r2, 0])
     ldrh(r5, [r2, 2])
@@ -45,8 +46,11 @@ def copy_block(r0):
     sub(r3, 1)
     bne(PAIR)
     b(NEXT)
+    label(HALF0)
+    sub(r5, r4, 1)                          # a halfword shifted down by width - 1 bits
     label(HALF)
     ldrh(r4, [r2, 0])
+    lsr(r4, r5)
     strh(r4, [r1, 0])
     ldr(r4, [r6, 8])
     add(r2, r2, r4)

@@ -1,6 +1,6 @@
 """viper kernels for the RP2350: the per-sample work the CPU must never do in bytecode.
 
-The board's version of powerrig_fw.crc.crc32_into: Thumb-2 (board.crc_thumb) on the MCU, this viper
+The board's version of powerrig_fw.crc.crc32_into: Thumb-1 (board.crc_thumb) on the MCU, this viper
 loop elsewhere. Nothing here allocates. (There is no unpacking of PIO words any more: PIO and DMA
 deliver (V, I) halfword pairs, board/adc.py.)
 """
@@ -9,13 +9,25 @@ import array
 import micropython
 from powerrig_fw.crc import TABLE_LO, TABLE_HI
 
-_TABLE = bytearray(1024)
-for _n in range(256):
-    _c = TABLE_LO[_n] | (TABLE_HI[_n] << 16)
-    _TABLE[4 * _n] = _c & 0xFF
-    _TABLE[4 * _n + 1] = (_c >> 8) & 0xFF
-    _TABLE[4 * _n + 2] = (_c >> 16) & 0xFF
-    _TABLE[4 * _n + 3] = (_c >> 24) & 0xFF
+from board import arch
+
+# T0 (the byte table), then on the MCU T1..T3 for board.crc_thumb's four bytes a step:
+# Tk[n] = (Tk-1[n] >> 8) ^ T0[Tk-1[n] & 0xFF], kept as 16-bit halves while built (no big ints)
+_TABLE = bytearray(4096 if arch.THUMB else 1024)
+_lo = list(TABLE_LO)
+_hi = list(TABLE_HI)
+for _k in range(len(_TABLE) // 1024):
+    for _n in range(256):
+        _TABLE[1024 * _k + 4 * _n] = _lo[_n] & 0xFF
+        _TABLE[1024 * _k + 4 * _n + 1] = _lo[_n] >> 8
+        _TABLE[1024 * _k + 4 * _n + 2] = _hi[_n] & 0xFF
+        _TABLE[1024 * _k + 4 * _n + 3] = _hi[_n] >> 8
+    for _n in range(256):
+        _b = _lo[_n] & 0xFF
+        _l = ((_lo[_n] >> 8) | ((_hi[_n] & 0xFF) << 8)) ^ TABLE_LO[_b]
+        _hi[_n] = (_hi[_n] >> 8) ^ TABLE_HI[_b]
+        _lo[_n] = _l
+del _lo, _hi
 
 
 @micropython.viper
@@ -33,9 +45,9 @@ def _crc32(buf: ptr8, start: int, end: int, table: ptr32) -> int:
     return 0
 
 
-try:   # Thumb-2 where the port has the inline assembler (the MCU); viper elsewhere
+if arch.THUMB:   # Thumb-1 instructions only: the RP2350 and the RP2040 (board.arch); viper elsewhere
     from board.crc_thumb import crc32_run as _crc32_thumb
-except (ImportError, SyntaxError, ValueError):
+else:
     _crc32_thumb = None
 
 
@@ -58,7 +70,8 @@ _P_C = 5        # threshold: the rail's voltage halfword; edge: the bit mask
 _P_OV = 6       # threshold: 0x8000 + offsets (ptr32 loads zero-extend on 64-bit ports); edge: previous bit, rising
 _P_OI = 7
 _P_THR = 8      # threshold: code product to exceed
-_P_BASES = 9    # the rails' region bases follow
+_P_DSH = 9      # where the digital inputs are in their word (the ring gets them at bit 0)
+_P_BASES = 10   # the rails' region bases follow
 
 
 @micropython.viper
@@ -71,7 +84,7 @@ def _copy_samples(dst: ptr16, src: ptr16, p: ptr32, span: int) -> int:
     n = span & 0xFFFF
     r = 0
     while r < nr:
-        s = p[9 + r] + first * step
+        s = p[10 + r] + first * step
         d = p[4] * stride + 2 * r
         k = 0
         while k < n:
@@ -83,9 +96,10 @@ def _copy_samples(dst: ptr16, src: ptr16, p: ptr32, span: int) -> int:
         r += 1
     s = p[2] + first * p[3]
     d = p[4] * stride + stride - 1
+    sh = p[9]
     k = 0
     while k < n:
-        dst[d] = src[s]
+        dst[d] = int(src[s]) >> sh
         s += p[3]
         d += stride
         k += 1
@@ -138,10 +152,10 @@ def _scan_edge(src: ptr16, p: ptr32, start: int, n: int) -> int:
     return -1
 
 
-try:   # Thumb-2 copy and scans where the port has the inline assembler (the MCU); viper elsewhere
+if arch.THUMB:   # Thumb-1 copy and scans on both RP2s; viper elsewhere
     from board.burst_thumb import copy_block as _copy_block
     from board.burst_thumb import scan_threshold as _scan_threshold_asm, scan_edge as _scan_edge_asm
-except (ImportError, SyntaxError, ValueError):
+else:
     _copy_block = None
 
 
@@ -153,19 +167,21 @@ def _address(buf) -> int:
 class BurstKernels:
     """The board's ``burst_copy`` and ``scan_trigger`` (powerrig_fw.burst) for a block layout."""
 
-    def __init__(self, layout):
-        bases, step, dbase, dstep = layout
+    def __init__(self, layout, use_asm=None):
+        bases, step, dbase, dstep = layout[:4]
+        dshift = layout[4] if len(layout) > 4 else 0
         self.p = array.array("i", [0] * (_P_BASES + len(bases)))
         p = self.p
         p[_P_NR] = len(bases)
         p[_P_STEP] = step
         p[_P_DBASE] = dbase
         p[_P_DSTEP] = dstep
+        p[_P_DSH] = dshift
         for k, b in enumerate(bases):
             p[_P_BASES + k] = b
-        self.use_asm = _copy_block is not None
+        self.use_asm = _copy_block is not None if use_asm is None else use_asm
         self.stride = 2 * len(bases) + 1
-        # Thumb-2 copy job (board.burst_thumb.copy_block): the segments are fixed by the layout
+        # machine-code copy job (board.burst_thumb.copy_block): the segments are fixed by the layout
         self.copy_job = array.array("i", [0] * (6 + 4 * (len(bases) + 1)))
         job = self.copy_job
         job[4] = 2 * self.stride
@@ -173,10 +189,12 @@ class BurstKernels:
         for k, b in enumerate(bases):
             job[6 + 4 * k:10 + 4 * k] = array.array("i", [4 * k, 2 * b, 2 * step, 2])
         k = len(bases)
-        job[6 + 4 * k:10 + 4 * k] = array.array("i", [2 * (self.stride - 1), 2 * dbase, 2 * dstep, 1])
-        # Thumb-2 scan job: address, samples, step, then the trigger's words (set when it changes)
+        job[6 + 4 * k:10 + 4 * k] = array.array("i", [2 * (self.stride - 1), 2 * dbase, 2 * dstep, 1 + dshift])
+        # machine-code scan job: address, samples, step, then the trigger's words (set when it changes)
         self.job = array.array("i", [0] * 6)
         self.spec = None
+        self.edge = False       # every attribute exists from the start: a new one would allocate in a pass
+        self.invert = 0
         self.scan_off = 0
         self.scan_step = 0
 
@@ -202,7 +220,7 @@ class BurstKernels:
             p[_P_OI] = 0x8000 + spec["i_offset"]
             p[_P_THR] = spec["code_product"]
             return _scan_threshold(raw, p, start, n)
-        p[_P_C] = 1 << spec["bit"]
+        p[_P_C] = 1 << (spec["bit"] + p[_P_DSH])
         p[_P_OV] = spec["prev"]
         p[_P_OI] = 1 if spec["rising"] else 0
         return _scan_edge(raw, p, start, n)
@@ -229,7 +247,7 @@ class BurstKernels:
         if self.edge:
             self.scan_off = 2 * p[_P_DBASE]
             self.scan_step = 2 * p[_P_DSTEP]
-            job[3] = 1 << spec["bit"]
+            job[3] = 1 << (spec["bit"] + p[_P_DSH])
             self.invert = 0 if spec["rising"] else 1      # a falling edge is a rising one of the inverse
             job[5] = 0 if spec["rising"] else job[3]
         else:

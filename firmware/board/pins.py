@@ -5,6 +5,7 @@ ADC_SCLK = const(2)      # shared SCLK of the three AD7380s (PIO side-set)
 ADC_CS = const(3)        # shared CS: a falling edge starts a simultaneous conversion on all channels
 ADC_SDO_BASE = const(4)  # SDOA of ADC0 (12 V), ADC1 (3.3 V), ADC2 (5 V) in 1-wire mode: GPIO 4..6
 ADC_SDO_COUNT = const(3)
+ADC_SDI = const(7)       # shared SDI of the three AD7380s: register writes at start-up (board/ad7380.py)
 DIG_BASE = const(10)     # activity LED, PERST#, marker input: GPIO 10..12
 DIG_COUNT = const(3)
 STATUS_LED = const(25)

@@ -24,10 +24,7 @@ from micropython import const
 from powerrig_fw import wire
 from powerrig_fw.reduce import MAX_RAILS, MAX_WINDOW, check_config
 
-try:   # Thumb-2 inner loop where the port has the inline assembler (the MCU); viper elsewhere
-    from board.rail_thumb import rail_run as _rail_run
-except (ImportError, SyntaxError, ValueError):
-    _rail_run = None
+from board import arch
 
 # global state words
 _NR = const(0)        # enabled rails
@@ -56,7 +53,13 @@ _GLIM = const(22)     # peak from the sample where the remaining count is <= thi
 _GSTEP = const(23)    # bytes per sample,
 _GDPTR = const(24)    # address of the run's first digital word and
 _GDSTEP = const(25)   # its bytes per sample
-_RB = const(26)       # per-rail blocks start here
+_DSH = const(26)      # the digital inputs' bit position in their word (13 on the board, 0 interleaved)
+_BYTES = const(27)    # 1: records written byte by byte (ARMv6-M faults on unaligned word stores)
+_GNR = const(28)      # rails the machine-code loop has still to run (one call runs them all)
+_RAWA = const(29)     # the block kernel's (board.rail_thumb.block_run) block address,
+_NA = const(30)       # its samples,
+_OUTA = const(31)     # and the frame buffer's address
+_RB = const(32)       # per-rail blocks start here (byte offset 128: within reach of Thumb-1 loads)
 # per-rail fields
 _BASE = const(0)      # halfword of this rail's voltage code (current follows)
 _OV = const(1)        # 0x8000 + voltage offset (sign-extends the unsigned halfword on the way)
@@ -79,7 +82,7 @@ _ARING = const(18)    # address of the ring slot of the run's first sample (kept
 _AREND = const(19)
 _ARBEG = const(20)
 _RS = const(21)       # words per rail block
-_STATE_WORDS = const(26 + 21 * 4)
+_STATE_WORDS = const(32 + 21 * 4)
 _MAXW = const(64)     # MAX_WINDOW
 _HEAD = const(18)     # wire.HEADER_SIZE
 
@@ -88,10 +91,27 @@ _HEAD = const(18)     # wire.HEADER_SIZE
 def _run(st: ptr32, sx: ptr16, raw: ptr16, n: int, out: ptr8, ring: ptr16, fn) -> int:
     """Reduce samples st[_POS]..n-1 of raw; 1 when a frame filled up (send it, call again), else 0.
 
+    With the Thumb-2 block kernel (_ASMF 2) the whole loop is machine code (board.rail_thumb.block_run).
     ``sx`` is ``st`` again, read as halfwords: a signed state word is loaded as
     ((high half sign-extended) << 16) | low half, because viper loads ptr32 words zero-extended on
     64-bit ports and sign-less on 32-bit ones. The window ring holds (hi + 0x8000, lo) as halfwords.
     """
+    if st[_ASMF] == 2:
+        # Thumb-2: the block kernel does runs and records; only a discard comes back here
+        st[_RAWA] = int(raw)
+        st[_NA] = n
+        st[_OUTA] = int(out)
+        while True:
+            res = int(fn(int(st)))
+            if res != 2:
+                return res
+            pos = st[_POS]
+            disc = st[_DISC]
+            m = n - pos
+            if disc < m:
+                m = disc
+            st[_DISC] = disc - m
+            st[_POS] = pos + m
     nr = st[_NR]
     spi = st[_SPI]
     win = st[_WIN]
@@ -130,8 +150,9 @@ def _run(st: ptr32, sx: ptr16, raw: ptr16, n: int, out: ptr8, ring: ptr16, fn) -
             while k < nr:
                 r = _RB + k * _RS
                 st[r + _APTR] = int(raw) + 2 * (st[r + _BASE] + pos * step)
-                fn(sa + 4 * r, sa)
                 k += 1
+            st[_GNR] = nr
+            fn(sa + 4 * _RB, sa)
             r = _RB + (nr - 1) * _RS
             wnext = (st[r + _ARING] - st[r + _ARBEG]) >> 2
             k = nr
@@ -215,7 +236,7 @@ def _run(st: ptr32, sx: ptr16, raw: ptr16, n: int, out: ptr8, ring: ptr16, fn) -
             dand = st[_DAND]
             t = 0
             while t < seg:
-                d = int(raw[dj]) & 0xFF
+                d = int(raw[dj])
                 dor |= d
                 dand &= d
                 dj += dstep
@@ -240,12 +261,55 @@ def _run(st: ptr32, sx: ptr16, raw: ptr16, n: int, out: ptr8, ring: ptr16, fn) -
             st[_FLO] = st[_ILO]
         o = int(out) + _HEAD + nrec * st[_RECSZ]
         b = ptr8(o)
-        b[0] = st[_DOR]
-        b[1] = st[_DAND]
+        dsh = st[_DSH]
+        b[0] = (st[_DOR] >> dsh) & 0xFF
+        b[1] = (st[_DAND] >> dsh) & 0xFF
         st[_DOR] = 0
-        st[_DAND] = 0xFF
+        st[_DAND] = 0xFFFF
         o += 2
         k = 0
+        while st[_BYTES] and k < nr:
+            r = _RB + k * _RS
+            b = ptr8(o)
+            sl = st[r + _SL]
+            x = st[r + _SV]
+            b[0] = x
+            b[1] = x >> 8
+            b[2] = x >> 16
+            b[3] = x >> 24
+            x = st[r + _SI]
+            b[4] = x
+            b[5] = x >> 8
+            b[6] = x >> 16
+            b[7] = x >> 24
+            x = st[r + _SH] + (sl >> 15)
+            b[8] = x
+            b[9] = x >> 8
+            b[10] = x >> 16
+            b[11] = x >> 24
+            x = sl & 0x7FFF
+            b[12] = x
+            b[13] = x >> 8
+            x = st[r + _MN]
+            b[14] = x
+            b[15] = x >> 8
+            x = st[r + _MX]
+            b[16] = x
+            b[17] = x >> 8
+            x = st[r + _PK]
+            b[18] = x
+            b[19] = x >> 8
+            b[20] = x >> 16
+            b[21] = x >> 24
+            st[r + _SV] = 0
+            st[r + _SI] = 0
+            st[r + _SH] = 0
+            st[r + _SL] = 0
+            st[r + _MN] = 0x3FFFFFFF
+            st[r + _MX] = -0x3FFFFFFF
+            st[r + _PK] = -0x40000000
+            o += 22
+            k += 1
         while k < nr:
             # unaligned word and halfword stores: ARMv7-M and x86 both allow them; 32 bits of each
             # value are stored, so the 64-bit port's zero-extended loads write the same bytes
@@ -295,26 +359,32 @@ class BoardReducer:
     by default the reference's interleaved layout; the RP2350 board sets its DMA layout.
     """
 
-    def __init__(self, n_rails_total):
+    def __init__(self, n_rails_total, kernel=None):
+        """``kernel``: the rail loop ("thumb2", "v6m", "viper"); by default this CPU's (board.arch)."""
         self.stride = 2 * n_rails_total + 1
         self.n_total = n_rails_total
         self.st = array.array("i", bytes(4 * _STATE_WORDS))
         self.ring = array.array("H", bytes(2 * 2 * MAX_RAILS * MAX_WINDOW))
         self.rail_idx = array.array("b", bytes(MAX_RAILS))
-        self.use_asm = _rail_run is not None
-        self.st[_ASMF] = 1 if self.use_asm else 0
+        self.rail_run = arch.rail_kernel(kernel)
+        self.use_asm = self.rail_run is not None
+        self.kernel = kernel or ("viper" if not self.use_asm else "thumb2" if arch.THUMB2 else "v6m")
+        self.st[_ASMF] = 2 if self.kernel == "thumb2" else 1 if self.use_asm else 0
+        self.st[_BYTES] = 1 if (arch.ALIGNED_ONLY or self.kernel == "v6m") else 0
         self.pair_base = array.array("i", [2 * k for k in range(n_rails_total)])
         self.layout([2 * k for k in range(n_rails_total)], self.stride, self.stride - 1, self.stride)
         self.configure((0,), 25, 25)
 
-    def layout(self, pair_bases, step, dig_base, dig_step):
-        """Channel pair k's voltage code of sample s is at halfword pair_bases[k] + s * step."""
+    def layout(self, pair_bases, step, dig_base, dig_step, dig_shift=0):
+        """Channel pair k's voltage code of sample s is at halfword pair_bases[k] + s * step; the
+        digital inputs of sample s are bits dig_shift.. of halfword dig_base + s * dig_step."""
         for k in range(self.n_total):
             self.pair_base[k] = pair_bases[k]
         st = self.st
         st[_STEP] = step
         st[_DBASE] = dig_base
         st[_DSTEP] = dig_step
+        st[_DSH] = dig_shift
         for k in range(st[_NR]):
             st[_RB + k * _RS + _BASE] = self.pair_base[self.rail_idx[k]]
 
@@ -347,7 +417,7 @@ class BoardReducer:
         st[_IWIN] = 0
         st[_WPOS] = 0
         st[_DOR] = 0
-        st[_DAND] = 0xFF
+        st[_DAND] = 0xFFFF
         st[_DISC] = 0
         for k in range(st[_NR]):
             r = _RB + k * _RS
@@ -395,7 +465,7 @@ class BoardReducer:
         st[_FLO] = framer.idx_lo
         st[_POS] = 0
         buf = framer.buf
-        while _run(st, st, raw, n_samples, buf, self.ring, _rail_run):
+        while _run(st, st, raw, n_samples, buf, self.ring, self.rail_run):
             framer.n = st[_NREC]
             framer.idx_hi = st[_FHI]
             framer.idx_lo = st[_FLO]

@@ -1,75 +1,106 @@
-"""The RP2350 interposer board: USB CDC for the host link, the ADC chain, flash for calibration."""
-import select
+"""The interposer board (RP2350, or RP2040 in the emulator): USB CDC for the host link, the ADC chain,
+flash for calibration.
+
+Every pass of the main loop goes through here without allocating (tests/micropython/mcu_whole_pass.py
+runs thousands of whole passes under micropython.heap_lock()): ``adc_read`` returns the block's
+memoryview and leaves its length and the samples lost before it in ``adc_n`` and ``adc_dropped``.
+The hardware (the capture chain, the USB streams) comes in through the constructor, so the same Board
+runs against RAM stand-ins on the emulated Cortex-M (tests/micropython/fwtest).
+"""
 import sys
-import time
 
 import machine
+import micropython
 
-from board.adc import Adc, BLOCK
 from board import kernels
 from board.reducer import BoardReducer
+from board.usb import UsbLink
 
 CAL_PATH = "/calibration.json"
+BURST_CAPACITY = 8192      # samples (33 ms at 4 us, 14 bytes each: 115 kB); the RAM budget in docs/firmware-budget.md
 
 
 class Board:
-    name = "rp2350-interposer"
-
-    def __init__(self):
-        self.serial = "".join("%02X" % b for b in machine.unique_id())
+    def __init__(self, adc=None, usb_in=None, usb_out=None, console=micropython):
+        # the host's bytes are data, 0x03 included: no KeyboardInterrupt from the USB CDC
+        # (Device's "repl" command gives the console back)
+        self.console = console
+        console.kbd_intr(-1)
+        # the burst ring as plain bytes (array("h", bytes(n)) would need twice its size for a moment)
+        self.burst_capacity = BURST_CAPACITY
+        self._burst_ring = bytearray(2 * 7 * BURST_CAPACITY)
+        self.name = "rp2040-interposer" if "RP2040" in sys.implementation._machine else "rp2350-interposer"
+        uid = machine.unique_id() if hasattr(machine, "unique_id") else b"EMULATED"
+        self.serial = "".join("%02X" % b for b in uid)
         self.cal_path = CAL_PATH
         self.crc_into = kernels.crc32_into
-        self.usb_in = sys.stdin.buffer
-        self.usb_out = sys.stdout.buffer
-        self.poller = select.poll()
-        self.poller.register(self.usb_in, select.POLLIN)
-        self.rxbuf = bytearray(512)
-        self.adc = Adc()
-        # the hot path: viper + Thumb-2, reading the DMA layout in place (docs/firmware-budget.md)
+        self.usb = UsbLink(usb_in or sys.stdin.buffer, usb_out or sys.stdout.buffer)
+        if adc is None:
+            from board.adc import Adc
+            adc = Adc()
+        self.adc = adc
+        self.ring = adc.ring
+        self.block = adc.ring.block
+        # the hot path: viper + machine code, reading the DMA layout in place (docs/firmware-budget.md)
         self.reducer = BoardReducer(3)
-        self.layout = self.adc.layout()          # the self-test and bursts read blocks through it too
+        self.layout = adc.layout()          # the self-test and bursts read blocks through it too
         self.reducer.layout(*self.layout)
         burst = kernels.BurstKernels(self.layout)
         self.burst_copy = burst.copy              # an armed burst: machine code per sample, no bytecode
         self.scan_trigger = burst.scan
-        self.t0 = time.ticks_us()
-        self.index = 0          # sample index of the next block the reducer gets
-        self.last_block = 0
-        self.adc.start(0)
+        # the per-pass calls go straight to their objects (a Python call costs ~1,000 instructions)
+        self.read = self.usb.read
+        self.write = self.usb.write
+        self.pump = self.usb.pump
+        self.adc_intact = self.ring.intact
+        # the blocks: adc_read() with adc_n and adc_dropped beside it are the ring's own
+        self.blocks = self.ring
+        self.adc_read = self.ring.adc_read
+        adc.start()
+
+    def make_ring(self, n):
+        """The burst ring for n halfwords (interleaved samples, 3 rails + digital), as bytes: only the
+        machine-code copy writes it, by address."""
+        if 2 * n != len(self._burst_ring):
+            raise ValueError("the board's burst ring holds %d halfwords, not %d" % (len(self._burst_ring) // 2, n))
+        return self._burst_ring
 
     def vref_v(self):
-        """The ADCs' reference as the RP2350's own ADC sees it (self-test; +-1 % of 3.3 V supply)."""
+        """The ADCs' reference as the RP2's own ADC sees it (self-test; +-1 % of 3.3 V supply)."""
         adc = machine.ADC(26)
         total = 0
         for _ in range(16):
             total += adc.read_u16()
         return total * 3.3 / (16 * 65535)
 
-    def read(self):
-        if not self.poller.poll(0):
-            return None
-        n = self.usb_in.readinto(self.rxbuf)
-        return bytes(self.rxbuf[:n]) if n else None
+    def release_console(self):
+        """Ctrl-C interrupts again (before the main loop returns to the REPL for mpremote)."""
+        self.console.kbd_intr(3)
 
-    def write(self, buf):
-        self.usb_out.write(buf)
+    # read(), write(buf) (False when the queue is full: counted, see link_status), pump() (queued
+    # bytes to the USB CDC as far as it takes them without waiting) and adc_intact() (False when DMA
+    # came round to the block adc_read gave while it was reduced) are the UsbLink's and the ring's own.
 
-    def adc_read(self):
-        blk = self.adc.read()
-        if blk is None:
-            return None
-        raw, n, dropped = blk
-        self.index += dropped
-        self.last_block = self.index
-        self.index += n
-        return raw, n, dropped
+    def link_status(self):
+        u = self.usb
+        return {"queued": u.used, "dropped_frames": u.dropped_frames, "dropped_bytes": u.dropped_bytes,
+                "stalled_pumps": u.stalled, "late_rearms": self.ring.late(),
+                "overwritten_blocks": self.ring.overwritten}
+
+    @property
+    def adc_n(self):
+        return self.ring.adc_n
+
+    @property
+    def adc_dropped(self):
+        return self.ring.adc_dropped
 
     def adc_restart(self):
-        return self.index
+        return self.ring.index
 
     def block_index(self):
-        return self.last_block
+        return self.ring.last_block
 
     def sample_index(self):
         # the ADC is clocked from the same crystal as ticks_us: 4 us per sample since start
-        return self.adc.blocks_done * BLOCK
+        return self.ring.done() * self.block

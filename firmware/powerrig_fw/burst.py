@@ -35,11 +35,12 @@ class Burst:
         self.capacity = getattr(board, "burst_capacity", DEFAULT_CAPACITY)
         make = getattr(board, "make_ring", None)
         self.ring = make(self.capacity * self.stride) if make else array.array("h", bytes(2 * self.capacity * self.stride))
+        self.unit = len(self.ring) // (self.capacity * self.stride)   # ring items per halfword: 2 for a board's bytes
         self.chunk = (wire.MAX_PAYLOAD // (2 * self.stride))
-        self.bases, self.step, self.dbase, self.dstep = layout.of(board, n_rails_total)
+        self.bases, self.step, self.dbase, self.dstep, self.dshift = layout.of(board, n_rails_total)
         self.copy = getattr(board, "burst_copy", None)     # (ring, head, raw, start, run)
         self.scan = getattr(board, "scan_trigger", None)   # (raw, start, n, spec) -> k or -1
-        if self.copy is None and (self.step != self.stride or self.dbase != self.stride - 1):
+        if self.copy is None and (self.step != self.stride or self.dbase != self.stride - 1 or self.dshift):
             raise ValueError("a board with its own block layout must give burst_copy")
         self._last_dig = 0
         self.disarm()
@@ -107,7 +108,7 @@ class Burst:
         return {"armed": spec, "capacity": self.capacity}
 
     def _dig(self, raw, k):
-        return raw[self.dbase + k * self.dstep]
+        return (int(raw[self.dbase + k * self.dstep]) & 0xFFFF) >> self.dshift
 
     def _scan(self, raw, n, start):
         """Offset of the first triggering sample at or after ``start`` in this block, or -1.
@@ -216,7 +217,8 @@ class Burst:
         if self.allowance < cost:
             return
         self.allowance -= cost
-        payload = bytes(memoryview(self.ring)[self.read_pos * s:(self.read_pos + n) * s])
+        u = s * self.unit
+        payload = bytes(memoryview(self.ring)[self.read_pos * u:(self.read_pos + n) * u])
         idx = self.first_index + self.sent
         self.sent += n
         self.read_pos = (self.read_pos + n) % self.capacity

@@ -3,14 +3,21 @@
 Hardware comes in through a ``board`` object (see firmware/board/README.md for its interface):
 the RP2350 board, or the simulator's virtual front end. The same Device runs on both.
 """
+import gc
 import json
+import sys
 
 from powerrig_fw import VERSION, PROTOCOL_VERSION, calibration, rails_default, wire
-from powerrig_fw.burst import Burst
+from powerrig_fw.burst import Burst, IDLE as BURST_IDLE, UPLOAD as BURST_UPLOAD
 from powerrig_fw.crc import crc32_into_c
 from powerrig_fw.reduce import Reducer, MAX_INTERVAL_SAMPLES
 from powerrig_fw.selftest import SelfTest
 from powerrig_fw.timebase import Timebase
+
+# MicroPython's collector stops the world for milliseconds: the board collects at start-up and between
+# streams so that a stream's passes never do (they allocate nothing). CPython (the simulator) has its
+# own generational collector and a full collection there can take long: left alone.
+_collect = gc.collect if sys.implementation.name == "micropython" else (lambda: None)
 
 LINK_BUDGET_BPS = 500000       # what MicroPython moves over USB full speed, with margin
 DEFAULT_INTERVAL_US = 1000
@@ -77,32 +84,34 @@ class Device:
         self.rx_index = 0
         self.errors = 0
         self.overruns = 0
+        self.overwritten = 0
         self.lost_samples = 0
+        self.exit = False
+        self.blocks = getattr(board, "blocks", board)    # whose adc_read() sets adc_n, adc_dropped
+        self._intact = getattr(board, "adc_intact", None)
+        self._pump = getattr(board, "pump", None)
         self.commands = {
             "describe": self.cmd_describe, "start": self.cmd_start, "stop": self.cmd_stop,
             "ping": self.cmd_ping, "burst": self.cmd_burst, "cal_get": self.cmd_cal_get,
             "cal_set": self.cmd_cal_set, "reset": self.cmd_reset, "status": self.cmd_status,
-            "selftest": self.cmd_selftest,
+            "selftest": self.cmd_selftest, "repl": self.cmd_repl,
         }
         self.selftest = None      # a running SelfTest: its reply is sent when it has its samples
 
     # ---- main loop -------------------------------------------------------------------------
     def poll(self):
-        """One pass of the main loop: commands in, samples reduced, frames out."""
-        self.timebase.poll()
+        """One pass of the main loop: commands in, samples reduced, frames out. Allocates nothing
+        unless a command came in or a burst uploads (tests/micropython/mcu_whole_pass.py)."""
         data = self.board.read()
         if data:
-            self.rx_index = self.board.rx_index() if hasattr(self.board, "rx_index") else self.sample_index()
-            for ftype, seq, payload in self.reader.feed(data):
-                if ftype == wire.T_COMMAND:
-                    self.handle_command(payload)
-                elif ftype == wire.T_OVERSIZE:
-                    self.send(wire.T_REPLY, {"ok": False, "id": None, "seq": seq,
-                                             "error": "command frame of %d bytes exceeds the %d-byte limit; "
-                                                      "send a shorter command" % (payload, wire.MAX_PAYLOAD)})
-        block = self.board.adc_read()
-        if block is not None:
-            raw, n, dropped = block
+            self._commands(data)
+        blocks = self.blocks
+        raw = blocks.adc_read()
+        if raw is None:
+            self.timebase.poll()     # (it must run every 17 minutes; the passes between blocks do it)
+        else:
+            n = blocks.adc_n
+            dropped = blocks.adc_dropped
             if dropped:
                 self.overruns += 1
                 self.lost_samples += dropped
@@ -111,15 +120,41 @@ class Device:
                     self.framer.mark_overrun()
                     self.reducer.skip(dropped)
                 self.reducer.feed(raw, n, self.framer)
-            self.burst.observe(raw, n, dropped)
+            burst = self.burst
+            if burst.state is not BURST_IDLE:
+                burst.observe(raw, n, dropped)
             if self.selftest is not None:
                 self._selftest_step(raw, n, dropped)
-        self.burst.upload_step()
+            if self._intact is not None and not self._intact():
+                # DMA came round to this block while it was reduced: its records may hold newer
+                # samples. Counted, and the next frame carries F_OVERRUN.
+                self.overruns += 1
+                self.overwritten += 1
+                if self.state == STREAMING:
+                    self.framer.mark_overrun()
+        if self.burst.state is BURST_UPLOAD:
+            self.burst.upload_step()
+        if self._pump is not None:
+            self._pump()
+
+    def _commands(self, data):
+        """The host's bytes: commands answered."""
+        board = self.board
+        self.rx_index = board.rx_index() if hasattr(board, "rx_index") else self.sample_index()
+        for ftype, seq, payload in self.reader.feed(data):
+            if ftype == wire.T_COMMAND:
+                self.handle_command(payload)
+            elif ftype == wire.T_OVERSIZE:
+                self.send(wire.T_REPLY, {"ok": False, "id": None, "seq": seq,
+                                         "error": "command frame of %d bytes exceeds the %d-byte limit; "
+                                                  "send a shorter command" % (payload, wire.MAX_PAYLOAD)})
 
     def run(self):
         """The board's main loop. An unexpected error is reported as a NOTICE and the loop goes on:
-        the interposer must keep answering, whatever one pass tripped over."""
-        while True:
+        the interposer must keep answering, whatever one pass tripped over. Only the "repl" command
+        ends it (the console back for mpremote)."""
+        _collect()
+        while not self.exit:
             try:
                 self.poll()
             except Exception as e:  # noqa: BLE001
@@ -128,6 +163,8 @@ class Device:
                     self.notice({"event": "error", "error": str(e) or e.__class__.__name__, "count": self.errors})
                 except Exception:  # noqa: BLE001
                     pass
+        if hasattr(self.board, "release_console"):
+            self.board.release_console()
 
     # ---- replies -----------------------------------------------------------------------------
     def sample_index(self):
@@ -221,6 +258,7 @@ class Device:
             if n not in rc:
                 raise ValueError("no calibration for rail %s; set one with cal_set" % n)
         self.framer.flush()
+        _collect()       # between streams, never during one: the stream's passes allocate nothing
         self.reducer.configure(idx, spi, window,
                                [rc[n]["v_offset"] for n in names], [rc[n]["i_offset"] for n in names])
         self.framer.configure(wire.record_size(len(idx)), per_frame)
@@ -242,6 +280,7 @@ class Device:
             self.framer.flush()
         self.state = IDLE
         self.stream = None          # status shows no stream once it has stopped
+        _collect()
         return {"frames": self.framer.frames_sent, "next_seq": self.framer.seq}
 
     def cmd_ping(self, msg):
@@ -250,9 +289,22 @@ class Device:
                 "echo": msg.get("echo")}
 
     def cmd_status(self, msg):
-        return {"state": self.state, "stream": self.stream, "overruns": self.overruns,
-                "lost_samples": self.lost_samples, "frames": self.framer.frames_sent,
-                "burst": self.burst.status(), "bad_bytes": self.reader.bad}
+        status = {"state": self.state, "stream": self.stream, "overruns": self.overruns,
+                  "overwritten_blocks": self.overwritten, "lost_samples": self.lost_samples,
+                  "frames": self.framer.frames_sent, "burst": self.burst.status(), "bad_bytes": self.reader.bad}
+        if hasattr(self.board, "link_status"):
+            status["link"] = self.board.link_status()
+        return status
+
+    def cmd_repl(self, msg):
+        """End the main loop after this reply: the board's console (Ctrl-C, the REPL) is back, so
+        mpremote can copy new firmware. A stream in progress stops."""
+        if self.state == STREAMING:
+            self.framer.flush()
+        self.state = IDLE
+        self.stream = None
+        self.exit = True
+        return {"repl": True}
 
     def _selftest_step(self, raw, n, dropped):
         """Feed a block to the running self-test; its reply (or its error) once it is done."""

@@ -44,12 +44,12 @@ class SelfTest:
         """Take samples from a block; True when it has enough."""
         if self.count:                    # lost inside the test's samples (before them is not its business)
             self.dropped += dropped
-        bases, step, dbase, dstep = layout.of(self.device.board, len(self.rails))
+        bases, step, dbase, dstep, dshift = layout.of(self.device.board, len(self.rails))
         take = min(n, SAMPLES - self.count)
         if self.waited < WAIT_SAMPLES:
             busy = 0
             for k in range(take):
-                busy |= int(raw[dbase + k * dstep])
+                busy |= (int(raw[dbase + k * dstep]) & 0xFFFF) >> dshift
             if busy & ACTIVITY:
                 self.waited += n
                 self.restart()
@@ -70,7 +70,7 @@ class SelfTest:
             self.sumsq[c] += s2
             self.lo[c], self.hi[c] = lo, hi
         for k in range(take):
-            d = int(raw[dbase + k * dstep]) & 0xFF
+            d = ((int(raw[dbase + k * dstep]) & 0xFFFF) >> dshift) & 0xFF
             self.dig_or |= d
             self.dig_and &= d
             self.dig_now = d

@@ -22,7 +22,9 @@ from board import kernels
 from board.reducer import BoardReducer
 
 ON_MCU = sys.implementation._machine.find("Cortex") >= 0
-print("board reducer: Thumb-2 inner loop" if BoardReducer(3).use_asm else "board reducer: viper inner loop")
+print("board reducer: Thumb-2 inner loop" if BoardReducer(3).kernel == "thumb2" else "board reducer: viper inner loop")
+# every rail loop this machine can run: on the emulated Cortex-M (ARMv7-M) the ARMv6-M one runs too
+KERNELS = ["thumb2", "v6m", "viper"] if ON_MCU else ["viper"]
 
 
 def read(path):
@@ -87,14 +89,15 @@ def first_diff(a, b):
 import binascii
 import struct
 
-for data in (b"", b"a", b"123456789", bytes(range(256)) * 9):
-    b = bytearray(b"zz" + data + bytes(4))
-    micropython.heap_lock()
-    try:
-        kernels.crc32_into(b, 2, 2 + len(data))
-    finally:
-        micropython.heap_unlock()
-    assert struct.unpack_from("<I", b, 2 + len(data))[0] == binascii.crc32(data) & 0xFFFFFFFF, data[:10]
+for data in (b"", b"a", b"123456789", bytes(range(256)) * 9, bytes(range(7))):
+    for pre in (b"z", b"zz", b"zzz", b"zzzz"):       # every alignment of the first byte
+        b = bytearray(pre + data + bytes(4))
+        micropython.heap_lock()
+        try:
+            kernels.crc32_into(b, len(pre), len(pre) + len(data))
+        finally:
+            micropython.heap_unlock()
+        assert struct.unpack_from("<I", b, len(pre) + len(data))[0] == binascii.crc32(data) & 0xFFFFFFFF, data[:10]
 print("board crc ok", "(Thumb-2)" if kernels._crc32_thumb is not None else "(viper)")
 
 # 1. golden vectors, heap locked
@@ -107,8 +110,9 @@ for name in ("r2_100us", "r3_1ms_offsets", "r1_odd_clip"):
     for b in cfg["blocks"]:
         ops.append(("feed", mv[pos * s:(pos + b) * s], b))
         pos += b
-    got = run(lambda: BoardReducer(3), raw, ops, cfg, True, len(want) + 64)
-    assert got == want, "%s: first difference at byte %d" % (name, first_diff(got, want))
+    for kind in KERNELS:
+        got = run(lambda: BoardReducer(3, kind), raw, ops, cfg, True, len(want) + 64)
+        assert got == want, "%s (%s): first difference at byte %d" % (name, kind, first_diff(got, want))
     print("vector", name, "ok")
 
 # 2. long random inputs: both reducers on the same interpreter, same ops
@@ -157,28 +161,35 @@ for case in range(6):
         pos += n
     size = (N // spi + 40) * (wire.record_size(nr) + wire.OVERHEAD)
     ref = run(lambda: reduce.Reducer(3), raw, ops, cfg, False, size)
-    got = run(lambda: BoardReducer(3), raw, ops, cfg, True, size)
     assert len(ref) > 0
-    assert got == ref, "random case %d (%r): first difference at byte %d of %d" % (case, cfg, first_diff(got, ref), len(ref))
+    for kind in KERNELS:
+        got = run(lambda: BoardReducer(3, kind), raw, ops, cfg, True, size)
+        assert got == ref, "random case %d, %s (%r): first difference at byte %d of %d" % (
+            case, kind, cfg, first_diff(got, ref), len(ref))
     print("random", case, "ok", len(ref), "bytes")
 
-# 3. the DMA layout: one region per ADC with (V, I) halfword pairs, then the digital words
+# 3. the DMA layout: one region per ADC with (V, I) halfword pairs, then the digital words, whose
+#    three inputs the PIO puts in bits 15..13 (they must come out as bits 0..2 of the records)
 BLOCK = 250
 raw = array.array("h", bytes(2 * 7 * BLOCK))
 for k in range(7 * BLOCK):
     raw[k] = rnd(65536) - 32768
 planar = array.array("h", bytes(2 * 7 * BLOCK))
 for s in range(BLOCK):
+    raw[s * 7 + 6] = rnd(8)
     for r in range(3):
         planar[r * 2 * BLOCK + 2 * s] = raw[s * 7 + 2 * r]
         planar[r * 2 * BLOCK + 2 * s + 1] = raw[s * 7 + 2 * r + 1]
-    planar[6 * BLOCK + s] = raw[s * 7 + 6]
+    w = raw[s * 7 + 6] << 13
+    planar[6 * BLOCK + s] = w - 65536 if w > 32767 else w
 cfg = {"rails": [0, 2], "spi": 25, "window": 25, "per_frame": 3, "offsets_v": [5, -7], "offsets_i": [0, 3],
        "start": [0, 100]}
 ref = run(lambda: reduce.Reducer(3), raw, [("feed", raw, BLOCK)] * 4, cfg, False, 20000)
-cfg["layout"] = ([0, 2 * BLOCK, 4 * BLOCK], 2, 6 * BLOCK, 1)
-got = run(lambda: BoardReducer(3), planar, [("feed", planar, BLOCK)] * 4, cfg, True, 20000)
-assert got == ref, "DMA layout: first difference at byte %d" % first_diff(got, ref)
+cfg["layout"] = ([0, 2 * BLOCK, 4 * BLOCK], 2, 6 * BLOCK, 1, 13)
+assert ref[wire.HEADER_SIZE] != 0, "the digital inputs must be seen in the records"
+for kind in KERNELS:
+    got = run(lambda: BoardReducer(3, kind), planar, [("feed", planar, BLOCK)] * 4, cfg, True, 20000)
+    assert got == ref, "DMA layout (%s): first difference at byte %d" % (kind, first_diff(got, ref))
 print("dma layout ok")
 
 

@@ -49,7 +49,9 @@ class FakeBoard:
         self.index += d
         self.last = self.index
         self.index += 250
-        return self.block, 250, d
+        self.adc_n = 250
+        self.adc_dropped = d
+        return self.block
 
     def adc_restart(self):
         return self.index

@@ -34,7 +34,8 @@ ROMFS_ADDR = 0x21000000      # MICROPY_HW_ROMFS_PART0_START of the MPS2_AN385 bo
 ROMFS_MAX = 0x00400000
 END = "@@END"
 # compiled into the image's romfs: the pure firmware, the board's kernels and the shared vectors
-FIRMWARE_DIRS = (("powerrig_fw", REPO / "firmware" / "powerrig_fw"), ("board", REPO / "firmware" / "board"))
+FIRMWARE_DIRS = (("powerrig_fw", REPO / "firmware" / "powerrig_fw"), ("board", REPO / "firmware" / "board"),
+                 ("fwtest", HERE / "fwtest"))      # the DMA and USB stand-ins (tests only)
 VECTORS = REPO / "tests" / "vectors"
 
 

@@ -148,7 +148,9 @@ class SimBoard:
         self._keep_truth(idx, truth)
         self.last_block_index = self.gen_index
         self.gen_index += n
-        return raw.reshape(-1), n, dropped
+        self.adc_n = n                   # the firmware's board interface: the block's length and the
+        self.adc_dropped = dropped       # samples lost before it beside the block itself
+        return raw.reshape(-1)
 
     def _keep_truth(self, idx: np.ndarray, truth: dict[str, np.ndarray]) -> None:
         p = np.stack([truth[r.name] for r in self.frontend.cfg.rails], axis=1)

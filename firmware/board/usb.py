@@ -1,0 +1,160 @@
+"""The host link over USB CDC, never waiting for the host.
+
+Why: MicroPython's ``sys.stdout.buffer.write`` waits while the CDC buffer (256 bytes) is full, up to
+500 ms when the host stops reading, and ``readinto`` of N bytes waits for all N. A main loop that waits
+loses samples. So ``write`` only copies a frame into a RAM queue (all of it or none of it: a frame
+that does not fit is counted in ``dropped_frames``/``dropped_bytes``, never cut), and ``pump``, once a
+pass, hands the CDC at most ``chunk`` bytes at a time while poll says it can take more (with writes of
+the endpoint's 64 bytes the CDC buffer frees in whole chunks, so a chunk is taken at once).
+``read`` takes bytes one at a time while poll says one is there. Nothing here allocates but ``read``'s
+result, made only when the host sent something.
+
+The streams are MicroPython streams (``write(buf, offset, n)``, ``readinto``, pollable): the board's
+USB CDC, or a RAM stand-in in the tests.
+"""
+import array
+import select
+
+import micropython
+from micropython import const
+
+from board import arch
+
+if arch.THUMB:
+    from board.copy_thumb import copy_run
+    if arch.THUMB2:        # unaligned words allowed: the count inverted says so (board.copy_thumb)
+        def _copy(dst, at, src, start, n):
+            copy_run(dst, at, src, ~((start << 16) | n))
+    else:
+        def _copy(dst, at, src, start, n):
+            copy_run(dst, at, src, (start << 16) | n)
+else:
+    @micropython.viper
+    def _copy(dst: ptr8, at: int, src: ptr8, start: int, n: int) -> int:
+        k = 0
+        while k < n:
+            dst[at + k] = src[start + k]
+            k += 1
+        return 0
+
+
+_USED = const(0)       # bytes queued (the pump's state words, shared with the viper loop)
+_TAIL = const(1)       # the next byte for the host
+_SIZE = const(2)
+_CHUNK = const(3)
+_PER_PUMP = const(4)   # chunks a pump hands over at most
+_STALLED = const(5)    # pumps that found bytes waiting and the host taking none
+
+
+@micropython.viper
+def _pump(st: ptr32, ipoll, write, queue) -> int:
+    """queue bytes to the stream in chunks while poll says it takes more; the chunks written.
+    viper: the loop runs for every 64 bytes, its arithmetic in machine code, only the two calls not."""
+    used = st[_USED]
+    tail = st[_TAIL]
+    size = st[_SIZE]
+    chunk = st[_CHUNK]
+    left = st[_PER_PUMP]
+    wrote = 0
+    while used > 0 and left > 0:
+        ready = 0
+        for _ in ipoll(0):
+            ready = 1
+            break
+        if ready == 0:
+            if wrote == 0:
+                st[_STALLED] = st[_STALLED] + 1
+            break
+        k = size - tail
+        if k > used:
+            k = used
+        if k > chunk:
+            k = chunk
+        w = int(write(queue, tail, k))
+        if w <= 0:
+            break
+        tail += w
+        if tail >= size:
+            tail -= size
+        used -= w
+        left -= 1
+        wrote += 1
+    st[_USED] = used
+    st[_TAIL] = tail
+    return wrote
+
+
+class UsbLink:
+    def __init__(self, usb_in, usb_out, queue_bytes=8192, chunk=64, chunks_per_pump=10):
+        self.inp = usb_in
+        self.out = usb_out
+        self.rx_poll = select.poll()
+        self.rx_poll.register(usb_in, select.POLLIN)
+        self.tx_poll = select.poll()
+        self.tx_poll.register(usb_out, select.POLLOUT)
+        self.queue = bytearray(queue_bytes)
+        self.size = queue_bytes
+        self.head = 0              # where the next frame goes
+        self.st = array.array("i", [0, 0, queue_bytes, chunk, chunks_per_pump, 0])
+        self.ipoll = self.tx_poll.ipoll
+        self.out_write = usb_out.write
+        self.one = bytearray(1)
+        self.rx = bytearray(512)
+        self.dropped_frames = 0    # frames the queue had no room for (back-pressure from the host)
+        self.dropped_bytes = 0
+
+    def write(self, buf):
+        """Queue a whole frame; False (and counted) when it does not fit."""
+        n = len(buf)
+        st = self.st
+        if n > self.size - st[_USED]:
+            self.dropped_frames += 1
+            self.dropped_bytes += n
+            return False
+        h = self.head
+        first = self.size - h
+        if first >= n:
+            _copy(self.queue, h, buf, 0, n)
+        else:
+            _copy(self.queue, h, buf, 0, first)
+            _copy(self.queue, 0, buf, first, n - first)
+        h += n
+        if h >= self.size:
+            h -= self.size
+        self.head = h
+        st[_USED] += n
+        return True
+
+    @property
+    def used(self):
+        return self.st[_USED]
+
+    @property
+    def stalled(self):
+        return self.st[_STALLED]
+
+    def _readable(self):
+        for _ in self.rx_poll.ipoll(0):
+            return True
+        return False
+
+    def pump(self):
+        """Hand queued bytes to the CDC while it takes them, without waiting; bounded per pass."""
+        if self.st[_USED]:
+            _pump(self.st, self.ipoll, self.out_write, self.queue)
+
+    def read(self):
+        """The bytes the host has sent so far (at most 512), or None; never waits."""
+        for _ in self.rx_poll.ipoll(0):
+            break
+        else:
+            return None
+        k = 0
+        rx = self.rx
+        one = self.one
+        while k < 512:
+            if k and not self._readable() or not self.inp.readinto(one):
+                break
+            rx[k] = one[0]
+            k += 1
+        return bytes(rx[:k]) if k else None

@@ -1,0 +1,162 @@
+# Whole main-loop passes, Device(Board()) as firmware/main.py runs them, on the emulated Cortex-M
+# (32-bit: the DMA ring's registers are addresses). The board's own code runs; only the DMA engine and
+# the USB streams are RAM stand-ins (tests/micropython/fwtest). Every timed pass runs under
+# micropython.heap_lock(): an allocation anywhere in a pass raises MemoryError and fails the run.
+#
+# ARGS: [blocks per mode]. Prints, per mode, "pass MODE PASSES TOTAL_US WORST_US IDLE_US" where the
+# times are ticks_us under QEMU -icount shift=0 (1 us = 1000 instructions), and "ok" at the end.
+import array
+import gc
+import json
+import sys
+import time
+
+import micropython
+
+try:
+    ARGS
+except NameError:
+    ARGS = sys.argv[1:]
+BLOCKS = int(ARGS[0]) if ARGS else 2000
+
+from board.rp2350 import Board
+from fwtest.fake_dma import BLOCK, DIG_AT, HALFWORDS, REGION, FakeAdc
+from fwtest.fake_usb import Host
+from powerrig_fw import wire
+from powerrig_fw.device import Device
+
+
+class Console:
+    """micropython's kbd_intr, recorded."""
+
+    def __init__(self):
+        self.calls = []
+
+    def kbd_intr(self, c):
+        self.calls.append(c)
+
+
+def source_block(seed):
+    """One block in the board's DMA layout: codes that vary, digital inputs in bits 15..13."""
+    b = array.array("h", bytes(2 * HALFWORDS))
+    x = seed
+    for s in range(BLOCK):
+        for k in range(3):
+            x = (x * 1103515245 + 12345) & 0x3FFFFFFF
+            b[k * REGION + 2 * s] = 20000 + (x & 0x3FF)           # volts
+            b[k * REGION + 2 * s + 1] = 3000 + ((x >> 10) & 0x7FF)   # amps
+        w = ((1 if s & 32 else 0) | 2) << 13        # activity toggling, PERST# high
+        b[DIG_AT + s] = w - 65536 if w > 32767 else w
+    return b
+
+
+class Rig:
+    def __init__(self):
+        self.src = source_block(1)
+        self.adc = FakeAdc(self.src)
+        self.host = Host()
+        self.console = Console()
+        self.board = Board(adc=self.adc, usb_in=self.host.to_board, usb_out=self.host.from_board,
+                           console=self.console)
+        self.dev = Device(self.board)
+        self.reader = wire.FrameReader()
+
+    def command(self, doc):
+        """Send a command, run passes until its reply came; the reply."""
+        self.host.received()
+        self.reader = wire.FrameReader()
+        self.host.send(wire.encode_frame(wire.T_COMMAND, json.dumps(doc).encode()))
+        for _ in range(4):
+            self.dev.poll()
+            self.host.take()
+        for r in self.replies():
+            return r
+        raise AssertionError("no reply to %r" % (doc,))
+
+    def frames(self):
+        return self.reader.feed(self.host.received())
+
+    def replies(self):
+        return [json.loads(p) for t, _s, p in self.frames() if t == wire.T_REPLY]
+
+    def passes(self, n):
+        """n passes, one DMA block each, heap locked: (total us, worst us) of Device.poll alone."""
+        adc = self.adc
+        take = self.host.take
+        poll = self.dev.poll
+        ticks = time.ticks_us
+        diff = time.ticks_diff
+        total = 0
+        worst = 0
+        gc.collect()
+        micropython.heap_lock()
+        try:
+            for _ in range(n):
+                adc.complete_block()
+                t0 = ticks()
+                poll()
+                d = diff(ticks(), t0)
+                take()
+                total += d
+                if d > worst:
+                    worst = d
+        finally:
+            micropython.heap_unlock()
+        return total, worst
+
+    def idle(self, n):
+        """n passes with no block ready (the loop between blocks)."""
+        ticks = time.ticks_us
+        micropython.heap_lock()
+        try:
+            t0 = ticks()
+            for _ in range(n):
+                self.dev.poll()
+            t1 = ticks()
+            self.host.take()
+        finally:
+            micropython.heap_unlock()
+        return time.ticks_diff(t1, t0)
+
+
+def mode(name, rig, n):
+    self_total, worst = rig.passes(n)
+    idle = rig.idle(200)
+    print("pass", name, n, self_total, worst, idle)
+
+
+rig = Rig()
+assert rig.console.calls == [-1], rig.console.calls       # Ctrl-C off before anything reads the host
+d = rig.command({"id": 1, "cmd": "describe"})
+assert d["ok"] and d["burst_capacity"] == rig.board.burst_capacity, d
+print("heap free after Device(Board()):", gc.mem_free(), "of", gc.mem_free() + gc.mem_alloc())
+
+r = rig.command({"id": 2, "cmd": "start", "interval_us": 100, "rails": ["12V", "3V3"]})
+assert r["ok"] and r["per_frame"] > 1, r
+mode("r2_100us", rig, BLOCKS)
+n_data = 0
+for t, _s, p in rig.frames():
+    if t == wire.T_DATA:
+        n_data += 1
+assert n_data > 0, "no data frames"
+st = rig.command({"id": 3, "cmd": "status"})
+assert st["overruns"] == 0 and st["link"]["dropped_frames"] == 0 and rig.adc.misdirected == 0, (st, rig.adc.misdirected)
+
+r = rig.command({"id": 4, "cmd": "burst", "trigger": "threshold", "rail": "12V", "above_w": 1000.0,
+                 "pre": 2500, "post": 2500})
+assert r["ok"], r
+mode("r2_100us_burst_threshold", rig, max(200, BLOCKS // 4))
+r = rig.command({"id": 5, "cmd": "burst", "trigger": "edge", "bit": 2, "rising": True, "pre": 2500, "post": 2500})
+assert r["ok"], r
+mode("r2_100us_burst_edge", rig, max(200, BLOCKS // 4))
+rig.command({"id": 6, "cmd": "burst", "trigger": "off"})
+
+for rails, us in ((["12V", "3V3"], 1000), (["12V", "3V3", "5V"], 140), (["12V", "3V3", "5V"], 1000)):
+    r = rig.command({"id": 7, "cmd": "start", "interval_us": us, "rails": rails})
+    assert r["ok"], r
+    mode("r%d_%dus" % (len(rails), us), rig, max(200, BLOCKS // 4))
+rig.command({"id": 8, "cmd": "stop"})
+mode("idle_stream_off", rig, 200)
+st = rig.command({"id": 9, "cmd": "status"})
+assert st["overruns"] == 0 and rig.adc.misdirected == 0, st
+print("ok")

@@ -48,6 +48,21 @@ def describe_problems(desc: dict) -> list[str]:
     return out
 
 
+SLOW_REPLY_S = 0.5      # a board answers describe in ~10 ms; this long means a slow (emulated) device
+
+
+def learn_rate(link: SerialLink, desc: dict, timeout: float) -> None:
+    """Set ``link.time_scale`` from two pings 0.2 s of host time apart, before any command with a
+    deadline: a device that took long to describe itself may run far slower than real time (an
+    emulated board, docs/emulator.md), and its replies' deadlines are in its own time."""
+    period = desc["sample_period_us"] * 1e-6
+    a = link.command("ping", timeout=timeout)
+    time.sleep(0.2)
+    b = link.command("ping", timeout=timeout)
+    rate = (float(b["index"]) - float(a["index"])) * period / max(1e-6, b["_t_send"] - a["_t_send"])
+    link.time_scale = 1.0 / min(1.0, max(1e-3, rate))
+
+
 class Interposer:
     """One connection to one interposer. It pings in the background for its whole life, so the
     clock model (``clock.model()``) improves across streams rather than starting over."""
@@ -103,7 +118,9 @@ class Interposer:
     def open(cls, port: str, timeout: float = 2.0) -> "Interposer":
         link = SerialLink(port)
         try:
+            t0 = time.monotonic()
             desc = link.command("describe", timeout=timeout)
+            slow = time.monotonic() - t0 > SLOW_REPLY_S
         except DeviceError as e:
             link.close()
             raise LinkError(f"the device on {port} is not a powerrig interposer ({e})") from None
@@ -123,8 +140,10 @@ class Interposer:
             raise LinkError(f"the interposer on {port} speaks protocol {PROTOCOL} but its description "
                             f"{'; '.join(problems)}; update its firmware")
         try:
+            if slow:
+                learn_rate(link, desc, timeout)
             if desc.get("state") == "streaming":   # left streaming by a previous host process
-                link.command("stop")
+                link.command("stop", timeout=timeout)
             return cls(link, desc)
         except BaseException:
             link.close()

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build_qemu_mp import Unavailable, _unpack, _vendor_dirs  # noqa: E402  (one vendor search for both images)
+from build_qemu_mp import Unavailable, _unpack, _vendor_dirs, run_main  # noqa: E402  (one vendor search for both images)
 
 RECIPE = "rp2/pico-sdk-2.2.0/v1"         # bump when the build recipe below changes
 BOARDS = ("RPI_PICO", "RPI_PICO2")
@@ -129,16 +129,7 @@ def build(board: str = "RPI_PICO") -> Path:
 
 def main() -> int:
     board = sys.argv[sys.argv.index("--board") + 1] if "--board" in sys.argv else "RPI_PICO"
-    try:
-        out = build(board)
-    except Unavailable as e:
-        print(f"build_rp2_mp: {e}", file=sys.stderr)
-        return 3
-    except RuntimeError as e:
-        print(f"build_rp2_mp: {e}", file=sys.stderr)
-        return 1
-    print(out)
-    return 0
+    return run_main("build_rp2_mp", lambda: build(board))
 
 
 if __name__ == "__main__":

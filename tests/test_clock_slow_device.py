@@ -86,9 +86,8 @@ def test_pinger_paces_pings_in_device_time(rate):
     finally:
         dev.close()
     assert dev.device_rate == pytest.approx(rate, rel=0.1)
-    # 100 pings per device second: ~100 in 1.2 s at real time; at 5 % speed ~20 in the first 0.2 s
-    # while the rate is unknown, then one per 0.2 s
-    if rate == 1.0:
-        assert link.pings > 40, link.pings
-    else:
+    assert link.time_scale == pytest.approx(1 / rate, rel=0.1)      # replies' deadlines in device time
+    # 100 pings per device second: at 5 % speed ~20 in the first 0.2 s while the rate is unknown, then
+    # one per 0.2 s (at real time up to ~120; a loaded machine only ever sends fewer)
+    if rate < 1.0:
         assert link.pings < 35, link.pings

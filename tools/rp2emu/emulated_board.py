@@ -12,7 +12,7 @@ or from a shell (prints the port, runs until Ctrl-C):
 What it prepares (docs/emulator.md): the flash image (scripts/build_rp2_mp.py, cached), a LittleFS
 image of firmware/ at the rp2 port's storage offset (main.py as source, the rest compiled for
 ARMv6-M by the same tree's mpy-cross, as a board is deployed), the boot ROM copied from
-../shared/vendor, the waveform file, and the pty whose master the Node runner (run.mjs) gets as fd 3.
+../shared/vendor, the waveform file, and the pty whose master the Node runner (run.mjs) inherits.
 """
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ class EmulatedBoard:
         self.port = os.ttyname(self._slave)
         cmd = ["node", str(HERE / "run.mjs"), "--fw", str(cache / "firmware-RPI_PICO.bin"), "--bootrom", str(rom),
                "--fs", str(fs_img), "--fs-offset", str(FS_OFFSET), "--waveform", str(wave),
-               "--stride", str(self.codes.shape[1]), "--pins", pin_arg, "--pty-fd", "3",
+               "--stride", str(self.codes.shape[1]), "--pins", pin_arg, "--pty-fd", str(self._master),
                "--stats", str(self.stats_path), "--rate", str(self.rate)]
         if self.wall_limit_s:
             cmd += ["--wall", str(self.wall_limit_s)]
@@ -179,9 +179,9 @@ class EmulatedBoard:
                                f"(runner said {line!r}; log: {log})")
         return self
 
-    def _child_setup(self) -> None:
-        """In the runner's process: the pty master as fd 3, and an end when this process ends."""
-        os.dup2(self._master, 3)
+    @staticmethod
+    def _child_setup() -> None:
+        """In the runner's process: it ends when this process ends."""
         try:
             import ctypes
 

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tools" / "rp2emu"))
 import emulated_board as eb  # noqa: E402
 
-from powerrig.interposer import Interposer  # noqa: E402
+from powerrig.interposer import Interposer, learn_rate  # noqa: E402
 from powerrig.link import SerialLink  # noqa: E402
 
 RAILS = ["12V", "3V3"]
@@ -35,6 +35,7 @@ def open_slow(port: str) -> Interposer:
     commands wait long (the pinger then learns the board's rate and scales the timeouts)."""
     link = SerialLink(port)
     desc = link.command("describe", timeout=900)
+    learn_rate(link, desc, 900)
     if desc.get("state") == "streaming":
         link.command("stop", timeout=900)
     return Interposer(link, desc)

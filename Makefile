@@ -19,7 +19,7 @@ bench: setup
 
 # Regenerate the firmware's default calibration from hw/rails.toml (a test checks it is in sync).
 firmware-defaults: setup
-	@$(PY) -m powerrig.rails --emit-firmware > firmware/powerrig_fw/rails_default.py
+	@$(PY) -m powerrig.core.rails --emit-firmware > firmware/powerrig_fw/rails_default.py
 
 # Compile the firmware for the RP2350 (armv7m native code for the viper kernels) into build/firmware.
 firmware: setup

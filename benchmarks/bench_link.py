@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from hostinfo import machine
-from powerrig import wire
-from powerrig.interposer import Interposer
-from powerrig.rails import rails
+from powerrig.interposer import frames as wire
+from powerrig.interposer.client import Interposer
+from powerrig.core.rails import rails
 from powerrig.sim.reducer import NumpyReducer
 from powerrig_fw import crc, wire as fw
 

@@ -22,8 +22,8 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="powerrig-recmem-"))
     os.environ.setdefault("POWERRIG_SIM_DIR", str(tmp / "sim"))
     from powerrig.capture.recorder import Recorder
-    from powerrig.events import Timeline
-    from powerrig.interposer import Interposer
+    from powerrig.core.timeline import Timeline
+    from powerrig.interposer.client import Interposer
     from powerrig.sim import rig
 
     from powerrig.gui.source import LiveSource

@@ -12,9 +12,9 @@ import threading
 import time
 from collections import deque
 
-from powerrig import wire
-from powerrig.errors import LinkError
-from powerrig.interposer import Interposer
+from powerrig.interposer import frames as wire
+from powerrig.core.errors import LinkError
+from powerrig.interposer.client import Interposer
 
 RECORD_SIZE = 46          # 2 rails
 PER_FRAME = 10

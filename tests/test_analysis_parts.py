@@ -16,7 +16,7 @@ from powerrig.analysis.steady_state import steady_state
 from powerrig.analysis.thermal import smart_readings, throttled_between
 from powerrig.analysis.waf import waf_samples, waf_series
 from powerrig.analysis.windows import SlidingMax, WindowMax, WindowSums
-from powerrig.events import NVME, Event
+from powerrig.core.timeline import NVME, Event
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 1000, 10**6])

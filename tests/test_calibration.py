@@ -15,7 +15,7 @@ from conftest import run_cli
 from powerrig.calibration.procedure import Point, errors, measure
 from powerrig.calibration.window import StreamWindows
 from powerrig.instruments import open_reference
-from powerrig.interposer import Interposer
+from powerrig.interposer.client import Interposer
 from powerrig.sim.calbench import BenchFixture, ReferenceMeter, ReferenceServer
 from powerrig.sim.frontend import ScriptedLoad
 from powerrig.sim.interposer import VirtualInterposer

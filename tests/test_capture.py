@@ -10,9 +10,9 @@ import pytest
 
 from powerrig.testing import synthetic as S
 from powerrig.capture import CaptureReader, CaptureWriter
-from powerrig.errors import CaptureError
-from powerrig.events import NOTE, Event, Timeline
-from powerrig.samples import IntervalBlock
+from powerrig.core.errors import CaptureError
+from powerrig.core.timeline import NOTE, Event, Timeline
+from powerrig.core.blocks import IntervalBlock
 
 SEGS = [S.Segment("idle", 2.0, {"12V": 5.0, "3V3": 0.25}),
         S.Segment("write", 2.0, {"12V": 11.0, "3V3": 0.3}, kind="workload", meta={"rw": "write"}),
@@ -152,7 +152,7 @@ RECORDER = textwrap.dedent("""
     import sys, time
     from powerrig.testing import synthetic as S
     from powerrig.capture import CaptureWriter
-    from powerrig.events import Timeline, PHASE
+    from powerrig.core.timeline import Timeline, PHASE
     model = S.clock(0, utc0=time.time())
     tl = Timeline()
     with CaptureWriter(sys.argv[1], metadata={"device": {"device": "kill-test"}}, timeline=tl, clock=model,
@@ -208,7 +208,7 @@ def test_summaries_cover_the_whole_range(tmp_path, trace, n):
 def test_metadata_with_numpy_values_round_trips_through_the_one_converter(tmp_path, trace):
     from pathlib import Path
 
-    from powerrig.jsonable import dumps, plain
+    from powerrig.core.json_values import dumps, plain
     tr, model = trace
     meta = {"plan": {"steps": np.arange(3), "bs": np.int64(4096), "w": np.float32(1.5)}, "out": Path("/x/y.jls"),
             "thing": object()}
@@ -255,7 +255,7 @@ def test_analysis_reads_only_a_missing_clock_as_no_clock(trace, caplog):
     from powerrig.analysis import analyse
     from powerrig.analysis.pipeline import NothingToAnalyse
     from powerrig.analysis.source import ArraySource
-    from powerrig.errors import PowerrigError
+    from powerrig.core.errors import PowerrigError
     tr, model = trace
     events = list(S.timeline(tr, model))
     src = ArraySource.from_blocks(tr.blocks)                 # no clock: a warning, whole-capture figures

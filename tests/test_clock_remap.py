@@ -8,8 +8,8 @@ import numpy as np
 
 from powerrig.capture import CaptureReader, CaptureWriter
 from powerrig.capture.clocktrack import ClockTrack, pack_pings, unpack_pings
-from powerrig.interposer import Interposer
-from powerrig.timebase import ClockModel
+from powerrig.interposer.client import Interposer
+from powerrig.core.clock import ClockModel
 
 
 def old_fit(p: np.ndarray, period_s: float = 4e-6) -> ClockModel:

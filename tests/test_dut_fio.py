@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from powerrig.dut.fio import Fio, FioJob, FioPlan, job_times, parse_fio_json, split_json_documents
-from powerrig.errors import ToolError
-from powerrig.events import FIO, PHASE, Timeline
+from powerrig.core.errors import ToolError
+from powerrig.core.timeline import FIO, PHASE, Timeline
 
 REAL_FIO = shutil.which("fio")
 needs_fio = pytest.mark.skipif(REAL_FIO is None, reason="fio not installed")

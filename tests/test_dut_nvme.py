@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from powerrig.dut import nvme as n
-from powerrig.errors import ToolError
-from powerrig.events import NVME, Timeline
+from powerrig.core.errors import ToolError
+from powerrig.core.timeline import NVME, Timeline
 
 DATA = Path(__file__).parent / "data" / "nvme"
 REAL_NVME = shutil.which("nvme")
@@ -166,7 +166,7 @@ def test_analysis_reads_nvme_fields_without_drive_control():
     import subprocess
     code = ("import sys, powerrig.analysis.descriptors as d; "
             "assert not [m for m in sys.modules if m.startswith('powerrig.dut')], 'analysis imports dut'; "
-            "import powerrig.dut.nvme as n, powerrig.nvme_fields as f; "
+            "import powerrig.dut.nvme as n, powerrig.core.nvme_fields as f; "
             "assert d.parse_psd is f.parse_psd is n.parse_psd and d.number is f.number")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import run_cli
 from powerrig.testing import synthetic as S
-from powerrig import wire
+from powerrig.interposer import frames as wire
 from powerrig.capture import CaptureReader, CaptureWriter
 from powerrig.export import DECODERS_DIR
 from powerrig.export.sigrok import export_sigrok
@@ -385,7 +385,7 @@ def test_fifteen_minute_capture_opens_in_sigrok_cli(tmp_path):
 
 def test_a_raw_burst_exports_at_250_khz(sim, tmp_path):
     from powerrig.export.sigrok import export_burst
-    from powerrig.interposer import Interposer
+    from powerrig.interposer.client import Interposer
     s = sim()
     with Interposer.open(s.port) as dev:
         b = dev.burst(pre=200, post=800, trigger="now")

@@ -96,7 +96,7 @@ def test_ad7380_set_up_frames(tmp_path):
 
 
 def test_firmware_defaults_match_rails_toml():
-    from powerrig.rails import firmware_defaults_source, rails
+    from powerrig.core.rails import firmware_defaults_source, rails
 
     generated = firmware_defaults_source(rails())
     on_disk = (REPO / "firmware" / "powerrig_fw" / "rails_default.py").read_text()

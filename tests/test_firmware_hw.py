@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 from conftest import REPO
-from powerrig.rails import load_rails
+from powerrig.core.rails import load_rails
 from powerrig.sim.frontend import FrontEnd, FrontEndSpec
 
 
@@ -48,7 +48,7 @@ def test_changing_a_shunt_moves_simulator_firmware_defaults_and_error_budget(tmp
     # firmware defaults: 12 V amps per code doubles
     def emitted(path):
         env = dict(os.environ, POWERRIG_RAILS=str(path))
-        out = subprocess.run([sys.executable, "-m", "powerrig.rails", "--emit-firmware"], env=env,
+        out = subprocess.run([sys.executable, "-m", "powerrig.core.rails", "--emit-firmware"], env=env,
                              capture_output=True, text=True, check=True).stdout
         return float(re.search(r"\('12V', [^,]+, ([^,]+),", out).group(1))
     assert emitted(halved) == 2 * emitted(orig)

@@ -142,3 +142,13 @@ def test_dma_ring_and_usb_link_on_cortex_m(emulator):
     for line in ("re-armed ok", "slack ok", "late ok", "overwrite ok", "late channel ok", "usb ok",
                  "bytes 0..255 ok"):
         assert line in out, out
+
+
+def test_timed_power_actions_run_at_their_sample(emulator):
+    """powerrig_fw.actions on the instruction-counted clock (sample = ticks_us // 4): refused before
+    the host enables them; a sequence (12 V cut, PERST# 100 us later for 1 ms, 12 V back one sample
+    after) sets every edge in the sample asked for and reports it; a host silent for the watchdog's
+    40 ms gets 12 V back."""
+    out = emulator.run_script(MP / "mcu_power.py", [], timeout=600)
+    for line in ("refused ok", "timed ok", "watchdog ok"):
+        assert line in out, out

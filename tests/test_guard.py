@@ -15,7 +15,7 @@ from conftest import run_cli
 from powerrig.dut.fio import Fio, FioJob, FioPlan
 from powerrig.dut.guard import GuardRefused, HostView, check_destructive, in_use, resolve
 from powerrig.dut.nvme import NvmeCli
-from powerrig.events import FIO, NOTE, NVME, Timeline
+from powerrig.core.timeline import FIO, NOTE, NVME, Timeline
 from powerrig.sim.ssd import VirtualSSD
 from powerrig.sim.ssd_server import SsdServer
 

@@ -127,7 +127,7 @@ def test_power_state_step_shows_on_the_plot(qtbot, rig_window):
 def test_temperature_poll_leaves_a_non_operational_state_alone(qtbot, rig_window):
     """The drive was left in PS4 (non-operational) above: the poll reads no log there (it would wake
     the drive); in PS0 it reads the temperature and the throttle state, on the drive's worker."""
-    from powerrig.events import NVME
+    from powerrig.core.timeline import NVME
     win, core = rig_window
     assert core.ps_target == 4
     n_logs = len([e for e in core.timeline.events(kind=NVME) if e.name == "smart-log"])

@@ -174,7 +174,7 @@ def test_event_lines_scrolled_away_are_reused_not_recreated(window, qtbot):
     import pyqtgraph as pg
     import shiboken6
 
-    from powerrig.events import NVME, PHASE, POWER_STATE, Event
+    from powerrig.core.timeline import NVME, PHASE, POWER_STATE, Event
     from powerrig.gui.live_view.widget import EVENT_KINDS
     win, core = window
     src, _more = _live(core, qtbot, seconds=60.0)
@@ -239,7 +239,7 @@ def test_an_event_redrawn_only_when_its_placement_moves(window, qtbot):
     again where it now lies."""
     import pyqtgraph as pg
 
-    from powerrig.events import NVME, Event
+    from powerrig.core.timeline import NVME, Event
     win, core = window
     src, _more = _live(core, qtbot, seconds=20.0)
     src.clock = S.clock(first_index=src.first_index)
@@ -271,7 +271,7 @@ def test_finished_worker_jobs_are_freed(qapp, qtbot, tmp_path):
     import gc
     import threading
 
-    from powerrig.errors import PowerrigError
+    from powerrig.core.errors import PowerrigError
     from powerrig.gui.core import _Job
     core = Core(capture_dir=tmp_path)
     got, threads, errors = [], set(), []

@@ -13,7 +13,7 @@ pytest.importorskip("PySide6")
 from powerrig.analysis.pipeline import analyse  # noqa: E402
 from powerrig.analysis.source import ArraySource  # noqa: E402
 from powerrig.capture.writer import CaptureWriter  # noqa: E402
-from powerrig.events import PHASE, Event  # noqa: E402
+from powerrig.core.timeline import PHASE, Event  # noqa: E402
 from powerrig.gui.core import MarkerError, range_figures  # noqa: E402
 from powerrig.gui.source import FileSource, LiveSource  # noqa: E402
 from powerrig.testing import synthetic as S  # noqa: E402

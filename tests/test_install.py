@@ -63,9 +63,9 @@ def installed(tmp_path_factory):
 
 def test_installed_package_imports_from_the_venv_not_the_checkout(installed):
     py, _bin, env, away, site = installed
-    code = ("import json, powerrig, powerrig.wire, powerrig.rails, powerrig_fw, powerrig.sim.interposer;"
+    code = ("import json, powerrig, powerrig.interposer.frames, powerrig.core.rails, powerrig_fw, powerrig.sim.interposer;"
             "print(json.dumps({'powerrig': powerrig.__file__, 'fw': powerrig_fw.__file__,"
-            " 'rails': powerrig.rails.rails().names, 'version': powerrig.wire.fw.VERSION}))")
+            " 'rails': powerrig.core.rails.rails().names, 'version': powerrig.interposer.frames.fw.VERSION}))")
     out = json.loads(_run(py, "-c", code, cwd=away, env=env).stdout)
     for key in ("powerrig", "fw"):
         assert Path(out[key]).is_relative_to(site), f"{key} imported from {out[key]}, not the fresh venv"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from powerrig.errors import InstrumentError
+from powerrig.core.errors import InstrumentError
 from powerrig.instruments import Dmm, PowerAnalyzer, open_reference
 
 BENCH = str(Path(__file__).parent / "instruments" / "bench.yaml") + "@sim"

@@ -12,7 +12,8 @@ import time
 import pytest
 
 from conftest import REPO, VENV_BIN
-from powerrig import devices, simregistry
+from powerrig.interposer import discovery
+from powerrig.core import rig_registry
 from powerrig.cli._ports import SIM_PORT, resolve_port
 
 
@@ -25,7 +26,7 @@ def test_import_contracts_are_kept():
 
 @pytest.fixture
 def registry(tmp_path, monkeypatch):
-    monkeypatch.setenv(simregistry.ENV_DIR, str(tmp_path))
+    monkeypatch.setenv(rig_registry.ENV_DIR, str(tmp_path))
     procs = []
 
     def fake_rig(rig_id: str, port: str) -> subprocess.Popen:
@@ -33,9 +34,9 @@ def registry(tmp_path, monkeypatch):
         p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "powerrig.sim.rig", rig_id])
         procs.append(p)
         deadline = time.monotonic() + 10
-        while not simregistry.is_alive(p.pid, rig_id) and time.monotonic() < deadline:
+        while not rig_registry.is_alive(p.pid, rig_id) and time.monotonic() < deadline:
             time.sleep(0.01)          # /proc/PID/cmdline is empty until the exec has completed
-        simregistry.register({"id": rig_id, "pid": p.pid, "port": port})
+        rig_registry.register({"id": rig_id, "pid": p.pid, "port": port})
         return p
 
     yield fake_rig
@@ -46,13 +47,13 @@ def registry(tmp_path, monkeypatch):
 
 def test_device_discovery_finds_live_rigs_without_importing_the_simulator(registry, tmp_path):
     registry("r1", "/dev/pts/998")
-    ports = devices.candidate_ports()
+    ports = discovery.candidate_ports()
     assert "/dev/pts/998" in ports
     # the discovery code reads the registry, not the simulator (it used to import powerrig.sim.rig)
-    code = ("import sys, powerrig.devices as d; d.candidate_ports();"
+    code = ("import sys, powerrig.interposer.discovery as d; d.candidate_ports();"
             "print([m for m in sys.modules if m.split('.')[:2] == ['powerrig', 'sim']])")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       env=dict(os.environ, **{simregistry.ENV_DIR: str(tmp_path)}))
+                       env=dict(os.environ, **{rig_registry.ENV_DIR: str(tmp_path)}))
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
 
@@ -65,7 +66,7 @@ def test_registrations_of_dead_or_foreign_processes_are_dropped(registry, tmp_pa
     dead.kill()
     dead.wait()
     # a pid that exists but is not a rig (our own test process): a reused pid must not count
-    simregistry.register({"id": "foreign", "pid": os.getpid(), "port": "/dev/pts/995"})
+    rig_registry.register({"id": "foreign", "pid": os.getpid(), "port": "/dev/pts/995"})
     assert [r["id"] for r in rig.running()] == ["alive1"]
     assert sorted(p.name for p in tmp_path.glob("*.json")) == ["alive1.json"]
     assert json.loads((tmp_path / "alive1.json").read_text())["pid"] == live.pid

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from conftest import POWERRIG, SimProcess, run_cli
-from powerrig.errors import DeviceError, LinkError
-from powerrig.interposer import Interposer
+from powerrig.core.errors import DeviceError, LinkError
+from powerrig.interposer.client import Interposer
 
 
 def truth_utc(clock: dict, idx):

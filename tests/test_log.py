@@ -8,7 +8,7 @@ import os
 import subprocess
 
 from conftest import POWERRIG
-from powerrig import log
+from powerrig.core import log
 
 
 def _cli(*args, sim_dir, timeout=60):
@@ -25,7 +25,7 @@ def test_a_swallowed_problem_is_a_warning_on_stderr_and_in_the_log_file(tmp_path
     lines = [ln for ln in r.stderr.splitlines() if ln]
     assert len(lines) == 1 and lines[0].startswith("powerrig: warning: dropping unreadable rig registration")
     text = (tmp_path / "run.log").read_text()
-    assert "WARNING powerrig.simregistry" in text and "0bad.json" in text
+    assert "WARNING powerrig.core.rig_registry" in text and "0bad.json" in text
     assert not (sims / "0bad.json").exists()
 
 

@@ -6,8 +6,8 @@ import pytest
 
 from powerrig.capture import CaptureReader
 from powerrig.capture.recorder import Progress, Recorder
-from powerrig.errors import DeviceError
-from powerrig.interposer import Interposer
+from powerrig.core.errors import DeviceError
+from powerrig.interposer.client import Interposer
 from scripted_board import lost_end, scripted_interposer
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import REPO
 from powerrig.sim.reducer import NumpyReducer
-from powerrig.wire import fw
+from powerrig.interposer.frames import fw
 from powerrig_fw import crc, reduce, wire
 
 VEC = REPO / "tests" / "vectors"
@@ -77,7 +77,7 @@ def test_skip_restarts_the_window_in_both():
         fr.flush()
         outs.append(b"".join(frames))
     assert outs[0] == outs[1]
-    frames = __import__("powerrig.wire", fromlist=["FrameDecoder"]).FrameDecoder().feed(outs[0])
+    frames = __import__("powerrig.interposer.frames", fromlist=["FrameDecoder"]).FrameDecoder().feed(outs[0])
     over = [f for f in frames if f.flags & fw.F_OVERRUN]
     # the partial interval is lost with the skipped samples; reduction resumes on the interval grid
     assert len(over) == 1 and over[0].index == 650 and over[0].index % 25 == 0
@@ -87,7 +87,7 @@ def test_skip_restarts_the_window_in_both():
 def test_records_match_their_labels_across_repeated_overruns(seed):
     """Random feeds and skips (overruns, some while a discard is still pending): both reducers agree,
     and every record's sums are those of the raw samples at the positions its label says."""
-    from powerrig.wire import FrameDecoder
+    from powerrig.interposer.frames import FrameDecoder
 
     rng = np.random.default_rng(100 + seed)
     spi = int(rng.integers(3, 40))

@@ -18,7 +18,7 @@ from powerrig.dut import runners
 from powerrig.dut.fio import FioJob, FioPlan
 from powerrig.dut.guard import GuardRefused, RemoteHostView
 from powerrig.dut.remote import RemoteError, SshHost, drive_host
-from powerrig.events import FIO, NVME, Timeline
+from powerrig.core.timeline import FIO, NVME, Timeline
 
 SSHD = "/usr/sbin/sshd"
 

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from conftest import POWERRIG, run_cli
-from powerrig.errors import LinkError
-from powerrig.interposer import Interposer
+from powerrig.core.errors import LinkError
+from powerrig.interposer.client import Interposer
 
 SER2NET = shutil.which("ser2net") or ("/usr/sbin/ser2net" if os.path.exists("/usr/sbin/ser2net") else None)
 SECONDS = 5

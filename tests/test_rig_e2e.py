@@ -19,9 +19,9 @@ from conftest import run_cli
 from powerrig.dut.fio import Fio, FioJob, FioPlan
 from powerrig.dut.guard import HostView
 from powerrig.dut.nvme import NvmeCli
-from powerrig.events import NVME, PHASE, POWER_STATE, Timeline
-from powerrig.interposer import Interposer
-from powerrig.samples import IntervalBlock
+from powerrig.core.timeline import NVME, PHASE, POWER_STATE, Timeline
+from powerrig.interposer.client import Interposer
+from powerrig.core.blocks import IntervalBlock
 from powerrig.sim.model import expected_point
 
 

@@ -1,4 +1,4 @@
-"""One schema for the names every layer shares (powerrig.schema): the link, the blocks, the capture
+"""One schema for the names every layer shares (powerrig.core.names): the link, the blocks, the capture
 file and the analysis spell rail fields and signals the same way; kinds and verdicts are enums that
 stay plain strings in JSON; the interposer's identity is the firmware's own."""
 from __future__ import annotations
@@ -9,14 +9,15 @@ import numpy as np
 import pytest
 
 import powerrig_fw
-from powerrig import schema, wire
+from powerrig.core import names as schema
+from powerrig.interposer import frames as wire
 from powerrig.analysis import AnalysisSource, ArraySource, analyse
 from powerrig.analysis.result import CheckResult
 from powerrig.capture import CaptureReader, CaptureWriter
 from powerrig.capture import layout
-from powerrig.events import PHASE, Event, Timeline
-from powerrig.samples import IntervalBlock
-from powerrig.schema import EventKind, GapReason, PhaseKind, RailField, Verdict
+from powerrig.core.timeline import PHASE, Event, Timeline
+from powerrig.core.blocks import IntervalBlock
+from powerrig.core.names import EventKind, GapReason, PhaseKind, RailField, Verdict
 from powerrig.testing import synthetic as S
 
 

@@ -9,7 +9,7 @@ from powerrig.analysis.selection import SelectionError, range_stats
 from powerrig.analysis.source import ArraySource
 from powerrig.capture.reader import CaptureReader
 from powerrig.capture.writer import CaptureWriter
-from powerrig.events import PHASE, Event
+from powerrig.core.timeline import PHASE, Event
 from powerrig.testing import synthetic as S
 
 FIRST = 1_000_000

@@ -16,8 +16,8 @@ from powerrig.dut.fio import Fio, FioJob, FioPlan
 from powerrig.dut.guard import HostView
 from powerrig.dut.nvme import NvmeCli
 from powerrig.dut.guard import GuardRefused
-from powerrig.errors import ToolError
-from powerrig.events import FIO, NVME, PHASE, POWER_STATE, Timeline
+from powerrig.core.errors import ToolError
+from powerrig.core.timeline import FIO, NVME, PHASE, POWER_STATE, Timeline
 from powerrig.sim.model import expected_point
 from powerrig.sim.profile import load
 from powerrig.sim.ssd import VirtualSSD

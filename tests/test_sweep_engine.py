@@ -129,7 +129,7 @@ def test_waf_comes_from_the_nvme_runners_fdp_stats_events():
     """The runner records fdp stats as its parsed FdpStats (host/media_bytes_written); analysis must
     read those, or a sweep's FDP write amplification is silently empty."""
     from powerrig.analysis.waf import waf_samples, waf_series
-    from powerrig.events import Event
+    from powerrig.core.timeline import Event
     evs = [Event("nvme", "fdp stats", t, t + 0.01, result={"parsed": {"host_bytes_written": h, "media_bytes_written": m,
                                                                       "media_bytes_erased": 0}})
            for t, h, m in ((0.0, 0, 0), (60.0, 100, 230), (120.0, 200, 430))]
@@ -207,7 +207,7 @@ def test_interposer_that_stalls_mid_step_is_waited_for_and_the_step_redone(tmp_p
     unplugged board): the sweep waits for it, keeps the cut capture (its end reason says why) and
     redoes the step; the stored step has the model's figures and says it took two attempts."""
     from powerrig.capture import CaptureReader
-    from powerrig.errors import CaptureError
+    from powerrig.core.errors import CaptureError
     monkeypatch.setenv("POWERRIG_SIM_FAULTS", json.dumps({"stall_at": 3.0, "stall_for": 6.0}))
     text = SHORT.format(port="sim:d5-p5336").replace("power_states = [0, 2]", "power_states = [2]") \
         .replace("measure_s = 2.5", "measure_s = 5.0").replace("idle_s = 1.0", "idle_s = 2.0")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from powerrig.timebase import ClockFit, ClockModel, marker_offset
+from powerrig.core.clock import ClockFit, ClockModel, marker_offset
 from test_clock_remap import old_fit
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from powerrig import wire
-from powerrig.rails import rails
+from powerrig.interposer import frames as wire
+from powerrig.core.rails import rails
 
 VEC = REPO / "tests" / "vectors"
 NAMES = ["r2_100us", "r3_1ms_offsets", "r1_odd_clip"]

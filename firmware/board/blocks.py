@@ -68,6 +68,44 @@ def _rearm(st: ptr32) -> int:
     return done
 
 
+@micropython.viper
+def _now(st: ptr32, block: int) -> int:
+    """The sample being converted now: blocks done, plus how far the digital stream's running channel
+    has got into the current one (its TRANS_COUNT counts down); read again if a block ended meanwhile."""
+    q = _STREAMS + (st[_NSTREAM] - 1) * _SW
+    while True:
+        done = st[_DONE]
+        count = ptr32(st[q + 2 + 2 * (done & 1)])[0] & 0x0FFFFFFF
+        if st[_DONE] == done:
+            return done * block + block - count
+
+
+@micropython.viper
+def _fire(st: ptr32, block: int, plan: ptr32, n: int) -> int:
+    """powerrig_fw.actions' edges: for each row of plan (sample mod 2**32, register, value, -), wait
+    until that sample is being converted, write the register, note the sample (the 4th word). The
+    clock is _now's, inline: a call per turn would cost a microsecond."""
+    q = _STREAMS + (st[_NSTREAM] - 1) * _SW
+    k = 0
+    while k < n:
+        at = plan[4 * k]
+        now = 0
+        while True:
+            done = st[_DONE]
+            count = ptr32(st[q + 2 + 2 * (done & 1)])[0] & 0x0FFFFFFF
+            if st[_DONE] != done:
+                continue
+            now = done * block + block - count
+            if int(now - at) >= 0:
+                break
+        ptr32(plan[4 * k + 1])[0] = plan[4 * k + 2]
+        done = st[_DONE]
+        count = ptr32(st[q + 2 + 2 * (done & 1)])[0] & 0x0FFFFFFF
+        plan[4 * k + 3] = done * block + block - count
+        k += 1
+    return n
+
+
 class BlockRing:
     """NBUF blocks of ``block_bytes``, each with one region per stream at ``offsets`` (bytes)."""
 
@@ -124,6 +162,14 @@ class BlockRing:
 
     def done(self):
         return self.st[_DONE]
+
+    def sample_now(self):
+        """The exact sample index now (powerrig_fw.actions plans by it)."""
+        return _now(self.st, self.block)
+
+    def fire(self, plan, n):
+        """powerrig_fw.actions' edges at their samples (see _fire)."""
+        return _fire(self.st, self.block, plan, n)
 
     def late(self):
         return self.st[_LATE]

@@ -268,62 +268,53 @@ def _run(st: ptr32, sx: ptr16, raw: ptr16, n: int, out: ptr8, ring: ptr16, fn) -
         st[_DAND] = 0xFFFF
         o += 2
         k = 0
-        while st[_BYTES] and k < nr:
-            r = _RB + k * _RS
-            b = ptr8(o)
-            sl = st[r + _SL]
-            x = st[r + _SV]
-            b[0] = x
-            b[1] = x >> 8
-            b[2] = x >> 16
-            b[3] = x >> 24
-            x = st[r + _SI]
-            b[4] = x
-            b[5] = x >> 8
-            b[6] = x >> 16
-            b[7] = x >> 24
-            x = st[r + _SH] + (sl >> 15)
-            b[8] = x
-            b[9] = x >> 8
-            b[10] = x >> 16
-            b[11] = x >> 24
-            x = sl & 0x7FFF
-            b[12] = x
-            b[13] = x >> 8
-            x = st[r + _MN]
-            b[14] = x
-            b[15] = x >> 8
-            x = st[r + _MX]
-            b[16] = x
-            b[17] = x >> 8
-            x = st[r + _PK]
-            b[18] = x
-            b[19] = x >> 8
-            b[20] = x >> 16
-            b[21] = x >> 24
-            st[r + _SV] = 0
-            st[r + _SI] = 0
-            st[r + _SH] = 0
-            st[r + _SL] = 0
-            st[r + _MN] = 0x3FFFFFFF
-            st[r + _MX] = -0x3FFFFFFF
-            st[r + _PK] = -0x40000000
-            o += 22
-            k += 1
         while k < nr:
-            # unaligned word and halfword stores: ARMv7-M and x86 both allow them; 32 bits of each
-            # value are stored, so the 64-bit port's zero-extended loads write the same bytes
             r = _RB + k * _RS
-            w32 = ptr32(o)
-            w32[0] = st[r + _SV]
-            w32[1] = st[r + _SI]
             sl = st[r + _SL]
-            w32[2] = st[r + _SH] + (sl >> 15)
-            h16 = ptr16(o + 12)
-            h16[0] = sl & 0x7FFF
-            h16[1] = st[r + _MN]
-            h16[2] = st[r + _MX]
-            ptr32(o + 18)[0] = st[r + _PK]
+            if st[_BYTES]:
+                # byte by byte: ARMv6-M faults on unaligned word and halfword stores
+                b = ptr8(o)
+                x = st[r + _SV]
+                b[0] = x
+                b[1] = x >> 8
+                b[2] = x >> 16
+                b[3] = x >> 24
+                x = st[r + _SI]
+                b[4] = x
+                b[5] = x >> 8
+                b[6] = x >> 16
+                b[7] = x >> 24
+                x = st[r + _SH] + (sl >> 15)
+                b[8] = x
+                b[9] = x >> 8
+                b[10] = x >> 16
+                b[11] = x >> 24
+                x = sl & 0x7FFF
+                b[12] = x
+                b[13] = x >> 8
+                x = st[r + _MN]
+                b[14] = x
+                b[15] = x >> 8
+                x = st[r + _MX]
+                b[16] = x
+                b[17] = x >> 8
+                x = st[r + _PK]
+                b[18] = x
+                b[19] = x >> 8
+                b[20] = x >> 16
+                b[21] = x >> 24
+            else:
+                # unaligned word and halfword stores: ARMv7-M and x86 both allow them; 32 bits of each
+                # value are stored, so the 64-bit port's zero-extended loads write the same bytes
+                w32 = ptr32(o)
+                w32[0] = st[r + _SV]
+                w32[1] = st[r + _SI]
+                w32[2] = st[r + _SH] + (sl >> 15)
+                h16 = ptr16(o + 12)
+                h16[0] = sl & 0x7FFF
+                h16[1] = st[r + _MN]
+                h16[2] = st[r + _MX]
+                ptr32(o + 18)[0] = st[r + _PK]
             st[r + _SV] = 0
             st[r + _SI] = 0
             st[r + _SH] = 0

@@ -12,18 +12,38 @@ import sys
 import machine
 import micropython
 
-from board import kernels
+from board import kernels, pins
 from board.reducer import BoardReducer
 from board.usb import UsbLink
 
 CAL_PATH = "/calibration.json"
+# SIO: a pin set or cleared by one register write (no read-modify-write, nothing in between)
+_SIO = 0xD0000000
+_OUT_SET, _OUT_CLR = (0x014, 0x018) if "RP2040" in sys.implementation._machine else (0x018, 0x020)
+
+
+def _sio_outputs():
+    """The power action pins (board.pins, all active high at the pin) as SIO set/clear writes, safe levels first."""
+    outs = {}
+    for name, pin, safe in (("12V", pins.RAIL_12V_EN, 1), ("3V3", pins.RAIL_3V3_EN, 1),
+                            ("PERST", pins.PERST_DRIVE, 0), ("PWRDIS", pins.PWRDIS_DRIVE, 0)):
+        machine.Pin(pin, machine.Pin.OUT, value=safe)
+        mask = 1 << pin
+        outs[name] = (lambda m: (lambda level: (_SIO + (_OUT_SET if level else _OUT_CLR), m)))(mask)
+    return outs
+
+
 # samples (33 ms at 4 us, 14 bytes each: 115 kB); the RAM budget in docs/firmware-budget.md. The RP2040
 # (the emulator tier, docs/emulator.md) has ~190 kB of heap in all: 115 kB raised MemoryError in Board()
 BURST_CAPACITY = 2048 if "RP2040" in sys.implementation._machine else 8192
 
 
 class Board:
-    def __init__(self, adc=None, usb_in=None, usb_out=None, console=micropython):
+    def __init__(self, adc=None, usb_in=None, usb_out=None, console=micropython, outputs=None, clock=None,
+                 fire=None):
+        """outputs: the power actions' pins (name -> level -> (register, value)); clock: the exact
+        sample index now and fire: the edges at their samples (default: from the DMA ring). The tests
+        give stand-ins."""
         # the host's bytes are data, 0x03 included: no KeyboardInterrupt from the USB CDC
         # (Device's "repl" command gives the console back)
         self.console = console
@@ -42,6 +62,9 @@ class Board:
             adc = Adc()
         self.adc = adc
         self.ring = adc.ring
+        self.outputs = outputs if outputs is not None else _sio_outputs()
+        self.sample_now = adc.ring.sample_now if clock is None else clock
+        self.fire = adc.ring.fire if fire is None else fire
         self.block = adc.ring.block
         # the hot path: viper + machine code, reading the DMA layout in place (docs/firmware-budget.md)
         self.reducer = BoardReducer(3)

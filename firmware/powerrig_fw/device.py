@@ -8,6 +8,7 @@ import json
 import sys
 
 from powerrig_fw import VERSION, PROTOCOL_VERSION, calibration, rails_default, wire
+from powerrig_fw.actions import PowerActions
 from powerrig_fw.burst import Burst, IDLE as BURST_IDLE, UPLOAD as BURST_UPLOAD
 from powerrig_fw.crc import crc32_into_c
 from powerrig_fw.reduce import Reducer, MAX_INTERVAL_SAMPLES
@@ -94,14 +95,17 @@ class Device:
             "describe": self.cmd_describe, "start": self.cmd_start, "stop": self.cmd_stop,
             "ping": self.cmd_ping, "burst": self.cmd_burst, "cal_get": self.cmd_cal_get,
             "cal_set": self.cmd_cal_set, "reset": self.cmd_reset, "status": self.cmd_status,
-            "selftest": self.cmd_selftest, "repl": self.cmd_repl,
+            "selftest": self.cmd_selftest, "repl": self.cmd_repl, "power": self.cmd_power,
         }
         self.selftest = None      # a running SelfTest: its reply is sent when it has its samples
+        self.actions = PowerActions(self)
 
     # ---- main loop -------------------------------------------------------------------------
     def poll(self):
         """One pass of the main loop: commands in, samples reduced, frames out. Allocates nothing
         unless a command came in or a burst uploads (tests/micropython/mcu_whole_pass.py)."""
+        if self.actions.busy:
+            self.actions.poll()      # first: a timed action due soon is waited for, to its sample
         data = self.board.read()
         if data:
             self._commands(data)
@@ -296,6 +300,10 @@ class Device:
             status["link"] = self.board.link_status()
         return status
 
+    def cmd_power(self, msg):
+        """Timed power actions (powerrig_fw.actions): enable, disable, status, sequence, cancel."""
+        return self.actions.command(msg)
+
     def cmd_repl(self, msg):
         """End the main loop after this reply: the board's console (Ctrl-C, the REPL) is back, so
         mpremote can copy new firmware. A stream in progress stops."""
@@ -303,6 +311,7 @@ class Device:
             self.framer.flush()
         self.state = IDLE
         self.stream = None
+        self.actions.restore("repl")
         self.exit = True
         return {"repl": True}
 
@@ -353,6 +362,8 @@ class Device:
         self.stream = None
         self.burst.disarm()
         self.selftest = None
+        self.actions.restore("reset")       # and power actions off until enabled again
+        self.actions.enabled = False
         self.cal = calibration.load(self.board.cal_path)
         self.overruns = 0
         self.lost_samples = 0

@@ -112,7 +112,7 @@ def rig(request, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def dut(rig, tmp_path_factory):
-    from powerrig.events import Timeline
+    from powerrig.core.timeline import Timeline
 
     h = rig.handle
     tl = Timeline()
@@ -146,7 +146,7 @@ def capture(rig, dut, tmp_path, record_property):
     """``with capture("name") as c: <work>``; then c["mean_w"], c["max_1s_w"], c["mib_s"] ..."""
     from powerrig.analysis import analyse
     from powerrig.capture import CaptureReader
-    from powerrig.events import PHASE, Timeline
+    from powerrig.core.timeline import PHASE, Timeline
     from powerrig.capture.recorder import Recorder
 
     @contextlib.contextmanager

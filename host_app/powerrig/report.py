@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 
 from powerrig.analysis import Analysis, analyse  # noqa: E402
 from powerrig.capture import CaptureReader  # noqa: E402
-from powerrig.errors import CaptureError  # noqa: E402
+from powerrig.core.errors import CaptureError  # noqa: E402
 
 PLOT_POINTS = 2000
 KIND_COLOURS = {"workload": "tab:orange", "idle": "tab:green", "dwell": "tab:purple"}

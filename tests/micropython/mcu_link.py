@@ -101,7 +101,7 @@ class Console:
 
 
 host = Host(fifo_bytes=256)
-board = Board(adc=FakeAdc(src), usb_in=host.to_board, usb_out=host.from_board, console=Console())
+board = Board(adc=FakeAdc(src), usb_in=host.to_board, usb_out=host.from_board, console=Console(), outputs={})
 assert board.console.last == -1
 usb = board.usb
 frame = bytearray(1000)

@@ -57,7 +57,7 @@ class Rig:
         self.host = Host()
         self.console = Console()
         self.board = Board(adc=self.adc, usb_in=self.host.to_board, usb_out=self.host.from_board,
-                           console=self.console)
+                           console=self.console, outputs={})
         self.dev = Device(self.board)
         self.reader = wire.FrameReader()
 

@@ -12,7 +12,7 @@ import math
 
 from powerrig.analysis.descriptors import PowerState, ocp_peak_limit
 from powerrig.analysis.result import CheckResult, PhaseResult
-from powerrig.schema import PhaseKind, Verdict
+from powerrig.core.names import PhaseKind, Verdict
 
 OCP_MIN_CAPTURE_S = 15 * 60        # PCM-1 / PCM-2: capture >= 15 min
 PCM1_MAX_SAMPLING_S = 2e-3         # PCM-1: sampling <= 2 ms

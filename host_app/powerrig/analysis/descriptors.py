@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from powerrig.nvme_fields import PowerStateDescriptor as PowerState, number, parse_psd  # noqa: F401
+from powerrig.core.nvme_fields import PowerStateDescriptor as PowerState, number, parse_psd  # noqa: F401
 
 
 def power_states(id_ctrl: dict | None) -> dict[int, PowerState]:

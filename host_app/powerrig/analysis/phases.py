@@ -10,10 +10,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from powerrig.events import FIO, NVME, PHASE, POWER_STATE, Event
-from powerrig.schema import PhaseKind
+from powerrig.core.timeline import FIO, NVME, PHASE, POWER_STATE, Event
+from powerrig.core.names import PhaseKind
 
-# phase kinds under their short names (powerrig.schema.PhaseKind)
+# phase kinds under their short names (powerrig.core.names.PhaseKind)
 WORKLOAD = PhaseKind.WORKLOAD
 IDLE = PhaseKind.IDLE
 DWELL = PhaseKind.DWELL

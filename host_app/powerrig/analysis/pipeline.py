@@ -32,8 +32,8 @@ from powerrig.analysis.steady_state import steady_state
 from powerrig.analysis.thermal import smart_readings, throttled_between
 from powerrig.analysis.waf import waf_samples, waf_series
 from powerrig.analysis.windows import WindowMax, WindowSums
-from powerrig.errors import CaptureError, PowerrigError
-from powerrig.events import POWER_STATE, Event
+from powerrig.core.errors import CaptureError, PowerrigError
+from powerrig.core.timeline import POWER_STATE, Event
 
 logger = logging.getLogger(__name__)
 

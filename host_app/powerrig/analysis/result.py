@@ -5,9 +5,9 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from powerrig.analysis.phases import Phase
-from powerrig.schema import PhaseKind, Verdict
+from powerrig.core.names import PhaseKind, Verdict
 
-# the verdicts under their short names (powerrig.schema.Verdict)
+# the verdicts under their short names (powerrig.core.names.Verdict)
 PASS, FAIL, PARTIAL, INVALID, NA, INFO = (Verdict.PASS, Verdict.FAIL, Verdict.PARTIAL, Verdict.INVALID,
                                           Verdict.NA, Verdict.INFO)
 

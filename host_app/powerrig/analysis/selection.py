@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from powerrig.analysis.phases import CAPTURE, Phase
 from powerrig.analysis.result import PhaseResult
-from powerrig.errors import PowerrigError
+from powerrig.core.errors import PowerrigError
 
 CHUNK = 1 << 20
 

@@ -7,9 +7,9 @@ from typing import Iterable, Iterator, Protocol, runtime_checkable
 
 import numpy as np
 
-from powerrig.samples import IntervalBlock
-from powerrig.schema import RAIL_FIELDS, TOTAL_POWER, rail_signal
-from powerrig.timebase import ClockModel
+from powerrig.core.blocks import IntervalBlock
+from powerrig.core.names import RAIL_FIELDS, TOTAL_POWER, rail_signal
+from powerrig.core.clock import ClockModel
 
 
 @runtime_checkable

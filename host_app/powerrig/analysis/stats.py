@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 
-from powerrig.compensated import KahanSum
+from powerrig.core.sums import KahanSum
 
 BINS = 1 << 16
 EXACT_LIMIT = 1 << 18          # values kept for exact percentiles (about 4 minutes at 1 ms)

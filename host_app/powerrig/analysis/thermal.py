@@ -3,7 +3,7 @@ power at full speed, so its verdicts are marked invalid (Micron TN-FD-15: watch 
 from __future__ import annotations
 
 from powerrig.analysis.descriptors import number
-from powerrig.events import Event
+from powerrig.core.timeline import Event
 
 THROTTLE_COUNTERS = ("thm_temp1_trans_count", "thm_temp2_trans_count", "thm_temp1_total_time",
                      "thm_temp2_total_time", "warning_temp_time", "critical_comp_time")

@@ -8,7 +8,7 @@ import math
 
 from powerrig.analysis.descriptors import number
 from powerrig.analysis.thermal import find_key
-from powerrig.events import Event
+from powerrig.core.timeline import Event
 
 SMART_UNIT = 512_000       # data units written: thousands of 512-byte units
 CLAMP = 5.0

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from powerrig.errors import InstrumentError
+from powerrig.core.errors import InstrumentError
 
 OFFSET_LIMIT_CODES = 4096        # what the firmware accepts (powerrig_fw.calibration.validate)
 GAIN_RANGE = (0.8, 1.2)

@@ -15,8 +15,8 @@ import numpy as np
 
 from powerrig.calibration.fit import ChannelFit, apply_fit, errors_pct, fit_channel
 from powerrig.calibration.window import StreamWindows, WindowError
-from powerrig.errors import InstrumentError
-from powerrig.rails import rails as rail_config
+from powerrig.core.errors import InstrumentError
+from powerrig.core.rails import rails as rail_config
 
 log = logging.getLogger(__name__)
 

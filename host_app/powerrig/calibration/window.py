@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from powerrig.errors import InstrumentError, PowerrigError
+from powerrig.core.errors import InstrumentError, PowerrigError
 
 
 

@@ -17,7 +17,7 @@ from itertools import chain
 
 import numpy as np
 
-from powerrig.timebase import ClockModel, fit_pings
+from powerrig.core.clock import ClockModel, fit_pings
 
 REFIT_HALF_S = 300.0     # pings up to this far before and after an anchor fit its UTC
 REFIT_STEP_S = 300.0     # anchors within one step share one fit (a 10-hour capture: 120 fits)

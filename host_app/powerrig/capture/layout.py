@@ -9,7 +9,7 @@ clock anchors in user data.
 """
 from __future__ import annotations
 
-from powerrig import schema
+from powerrig.core import names
 
 FORMAT = "powerrig-capture"
 FORMAT_VERSION = 1
@@ -30,10 +30,10 @@ GROUP_EVENT = 1
 GROUP_GAP = 2
 
 # per-rail columns of an IntervalBlock and their units
-RAIL_FIELDS = tuple((f, f.unit) for f in schema.RAIL_FIELDS)
-DIGITAL_FIELDS = schema.DIGITAL_FIELDS
-rail_signal = schema.rail_signal
-TOTAL_POWER = schema.TOTAL_POWER
+RAIL_FIELDS = tuple((f, f.unit) for f in names.RAIL_FIELDS)
+DIGITAL_FIELDS = names.DIGITAL_FIELDS
+rail_signal = names.rail_signal
+TOTAL_POWER = names.TOTAL_POWER
 
 
 def signal_names(rails) -> list[tuple[str, str]]:

@@ -35,8 +35,8 @@ import pyjls
 from powerrig.capture import layout as L
 from powerrig.capture.clocktrack import ClockTrack
 from powerrig.capture.jls_tail import clear_dangling_pointers
-from powerrig.errors import CaptureError
-from powerrig.events import Event
+from powerrig.core.errors import CaptureError
+from powerrig.core.timeline import Event
 
 logger = logging.getLogger(__name__)
 

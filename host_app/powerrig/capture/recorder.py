@@ -31,8 +31,8 @@ from typing import Callable
 import numpy as np
 
 from powerrig.capture.writer import CaptureWriter
-from powerrig.errors import LinkError, PowerrigError
-from powerrig.samples import IntervalBlock
+from powerrig.core.errors import LinkError, PowerrigError
+from powerrig.core.blocks import IntervalBlock
 
 logger = logging.getLogger(__name__)
 

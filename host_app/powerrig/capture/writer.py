@@ -20,17 +20,17 @@ from pathlib import Path
 
 import numpy as np
 
-from powerrig.compensated import CompensatedSums
+from powerrig.core.sums import CompensatedSums
 import pyjls
 
 from powerrig import __version__
 from powerrig.capture import layout as L
-from powerrig.jsonable import dumps
-from powerrig.errors import CaptureError
-from powerrig.events import Timeline
-from powerrig.samples import IntervalBlock
+from powerrig.core.json_values import dumps
+from powerrig.core.errors import CaptureError
+from powerrig.core.timeline import Timeline
+from powerrig.core.blocks import IntervalBlock
 from powerrig.capture.clocktrack import pack_pings
-from powerrig.timebase import ClockModel
+from powerrig.core.clock import ClockModel
 
 
 def software_versions() -> dict:

@@ -6,8 +6,10 @@ import importlib
 import pkgutil
 import sys
 
-from powerrig import __version__, log
-from powerrig.errors import PowerrigError
+from powerrig import __version__
+
+from powerrig.core import log
+from powerrig.core.errors import PowerrigError
 
 
 def subcommand_modules() -> list[str]:

@@ -7,7 +7,7 @@ import signal
 import sys
 from contextlib import contextmanager
 
-from powerrig.errors import PowerrigError
+from powerrig.core.errors import PowerrigError
 
 
 class OptionError(PowerrigError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from powerrig.errors import InstrumentError
+from powerrig.core.errors import InstrumentError
 
 
 def register(sub) -> None:
@@ -52,7 +52,7 @@ def run(args) -> int:
     from powerrig.calibration.certificate import certificate, write_certificate
     from powerrig.calibration.procedure import calibrate
     from powerrig.instruments import open_analyzer
-    from powerrig.interposer import Interposer
+    from powerrig.interposer.client import Interposer
 
     channels = parse_channels(args.channels)
     if not 0.01 <= args.seconds <= 60:

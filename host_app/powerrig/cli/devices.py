@@ -15,7 +15,7 @@ def register(sub) -> None:
 
 
 def cmd_devices(args) -> int:
-    from powerrig.devices import find_interposers
+    from powerrig.interposer.discovery import find_interposers
 
     found = find_interposers(extra=args.port, all_ports=args.all_ports)
     if args.json:

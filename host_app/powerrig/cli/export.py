@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from powerrig.errors import PowerrigError
+from powerrig.core.errors import PowerrigError
 
 
 class UsageError(PowerrigError):

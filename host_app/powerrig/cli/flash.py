@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import powerrig
-from powerrig.errors import PowerrigError
+from powerrig.core.errors import PowerrigError
 
 FIRMWARE = Path(powerrig.__file__).resolve().parents[2] / "firmware"
 ARCH = "armv7m"        # what mpy-cross emits for the RP2350's Cortex-M33 (ARMv8-M mainline runs it)
@@ -136,7 +136,7 @@ def cmd_flash(args) -> int:
             raise FlashError(f"copying to {args.port} failed: {(r.stderr or r.stdout).strip()}")
         print(f"copied {len(made)} files; board reset")
     time.sleep(2.0)                                           # USB re-enumerates after the reset
-    from powerrig.interposer import Interposer
+    from powerrig.interposer.client import Interposer
 
     with Interposer.open(args.port, timeout=5.0) as dev:
         d = dev.describe()

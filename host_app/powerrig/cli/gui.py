@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from powerrig.errors import PowerrigError
+from powerrig.core.errors import PowerrigError
 
 
 class GuiStartError(PowerrigError):

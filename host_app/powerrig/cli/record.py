@@ -9,7 +9,7 @@ import sys
 import time
 
 from powerrig.cli import _options as opt
-from powerrig.errors import CaptureError, LinkError
+from powerrig.core.errors import CaptureError, LinkError
 
 
 def register(sub) -> None:
@@ -25,7 +25,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from powerrig.capture.recorder import Recorder
-    from powerrig.interposer import Interposer
+    from powerrig.interposer.client import Interposer
     from powerrig.cli._ports import resolve_port
 
     out = _check_out(args.out)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from powerrig.errors import PowerrigError
+from powerrig.core.errors import PowerrigError
 
 
 def register(sub) -> None:

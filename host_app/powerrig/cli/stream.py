@@ -6,7 +6,7 @@ import math
 import time
 
 from powerrig.cli import _options as opt
-from powerrig.errors import LinkError
+from powerrig.core.errors import LinkError
 
 
 def register(sub) -> None:
@@ -29,7 +29,7 @@ def register(sub) -> None:
 def cmd_stream(args) -> int:
     """Check the options, stream, then print the summary, also when the stream ended in an error
     (a stall, a lost port): the partial summary says what was received before it."""
-    from powerrig.interposer import Interposer
+    from powerrig.interposer.client import Interposer
     from powerrig.cli._ports import resolve_port
 
     seconds = opt.seconds(args.seconds)

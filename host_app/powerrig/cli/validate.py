@@ -6,7 +6,7 @@ import json
 import sys
 
 from powerrig.cli.calibrate import add_reference_args, parse_channels
-from powerrig.errors import InstrumentError
+from powerrig.core.errors import InstrumentError
 
 
 def register(sub) -> None:
@@ -23,7 +23,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from powerrig.calibration.procedure import validate
     from powerrig.instruments import open_analyzer
-    from powerrig.interposer import Interposer
+    from powerrig.interposer.client import Interposer
 
     channels = parse_channels(args.channels)
     if args.windows < 1 or not 0.05 <= args.seconds <= 60:

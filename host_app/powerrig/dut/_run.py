@@ -5,8 +5,8 @@ import subprocess
 from dataclasses import dataclass
 
 from powerrig.dut.remote import SSH_FAILED, RemoteError
-from powerrig.errors import ToolError
-from powerrig.events import Event, Timeline
+from powerrig.core.errors import ToolError
+from powerrig.core.timeline import Event, Timeline
 
 
 @dataclass

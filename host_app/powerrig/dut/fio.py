@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from powerrig.dut._run import fail, run_tool
-from powerrig.errors import PowerrigError, ToolError
-from powerrig.events import FIO, PHASE, Timeline
+from powerrig.core.errors import PowerrigError, ToolError
+from powerrig.core.timeline import FIO, PHASE, Timeline
 
 logger = logging.getLogger(__name__)
 
@@ -579,7 +579,7 @@ class Fio:
 def _phase(j: JobResult, spec: "FioJob | None"):
     """A PHASE event for one job: what was asked (rw, bs, iodepth, numjobs) and what it did, so
     efficiency (MiB/s per W, IOPS per W, J per GiB) can be computed from the capture alone."""
-    from powerrig.events import Event
+    from powerrig.core.timeline import Event
     meta = {"time_source": j.time_source, "job_index": j.index, "groupid": j.groupid, "members": list(j.members),
             "bw_bytes": sum(d.bw_bytes for d in j.directions.values()),
             "iops": sum(d.iops for d in j.directions.values()),

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from powerrig.dut import sysfs
 from powerrig.dut.sysfs import BOOT_MOUNTS, HostView, Target
-from powerrig.errors import PowerrigError
-from powerrig.events import NOTE
+from powerrig.core.errors import PowerrigError
+from powerrig.core.timeline import NOTE
 
 logger = logging.getLogger(__name__)
 

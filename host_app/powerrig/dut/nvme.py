@@ -16,16 +16,16 @@ from dataclasses import asdict, dataclass
 
 from powerrig.dut._run import fail, run_tool
 from powerrig.dut.guard import DriveGuard, HostView, host_view
-from powerrig.errors import ToolError
-from powerrig.events import NVME, POWER_STATE, Timeline
-from powerrig.nvme_fields import (SCALE_W, Keys, PowerStateDescriptor, celsius, celsius_nvme_cli, load_json,  # noqa: F401
+from powerrig.core.errors import ToolError
+from powerrig.core.timeline import NVME, POWER_STATE, Timeline
+from powerrig.core.nvme_fields import (SCALE_W, Keys, PowerStateDescriptor, celsius, celsius_nvme_cli, load_json,  # noqa: F401
                                   parse_psd, to_int)
 
 FID_POWER_MGMT = 0x02
 FID_APST = 0x0C
 
 
-# the field parsers are shared with the analysis and the impersonation (powerrig.nvme_fields)
+# the field parsers are shared with the analysis and the impersonation (powerrig.core.nvme_fields)
 _Keys = Keys
 _power_scale = SCALE_W.get
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
-from powerrig.errors import PowerrigError
+from powerrig.core.errors import PowerrigError
 
 logger = logging.getLogger(__name__)
 SSH_FAILED = 255        # ssh's own exit code: the connection, not the remote command, failed

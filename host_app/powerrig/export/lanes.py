@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from powerrig.analysis.phases import DWELL, IDLE, WORKLOAD, commands, phases_from_events
-from powerrig.events import FIO, NVME, PHASE
+from powerrig.core.timeline import FIO, NVME, PHASE
 
 logger = logging.getLogger(__name__)
 

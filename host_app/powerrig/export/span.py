@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from powerrig.errors import CaptureError
+from powerrig.core.errors import CaptureError
 
 
 def sample_range(cap, from_s: float | None, to_s: float | None) -> tuple[int, int]:

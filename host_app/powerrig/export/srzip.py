@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from powerrig.errors import PowerrigError
+from powerrig.core.errors import PowerrigError
 
 
 class SigrokExportError(PowerrigError):

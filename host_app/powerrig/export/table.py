@@ -16,7 +16,7 @@ import pyarrow.csv as pacsv
 
 from powerrig.capture import CaptureReader
 from powerrig.capture import layout as L
-from powerrig.errors import CaptureError
+from powerrig.core.errors import CaptureError
 from powerrig.export.span import sample_range
 
 CHUNK = 1 << 17

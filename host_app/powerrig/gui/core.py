@@ -21,7 +21,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QThreadPool, QTimer, Signal
 
-from powerrig.errors import PowerrigError
+from powerrig.core.errors import PowerrigError
 
 logger = logging.getLogger(__name__)
 
@@ -181,7 +181,7 @@ class Core(QObject):
         super().__init__(parent)
         from pyqtgraph.util.garbage_collector import GarbageCollector
 
-        from powerrig.events import Timeline
+        from powerrig.core.timeline import Timeline
 
         # Python's cyclic GC may otherwise run in a worker thread and free Qt objects there (plot items
         # removed on the GUI thread): Qt's connection mutex and the GIL then deadlock the two threads.
@@ -297,7 +297,7 @@ class Core(QObject):
 
     @staticmethod
     def _open(port: str):
-        from powerrig.interposer import Interposer
+        from powerrig.interposer.client import Interposer
         if port.startswith("/dev/") and not Path(port).exists():
             raise GuiError(f"{port} does not exist; plug the interposer in, or pick a port from the list")
         dev = Interposer.open(port)
@@ -352,7 +352,7 @@ class Core(QObject):
         """The live view's rows for a hole in the device's index, as the capture gets them: the missing
         intervals when the device kept counting, the time away (host clock) when it restarted; then the
         live rows are re-based on the restarted index so events land where they happened."""
-        from powerrig.samples import IntervalBlock
+        from powerrig.core.blocks import IntervalBlock
         step = block.interval_samples
         if block.first_index > self._next_index:
             rows = (block.first_index - self._next_index) // step
@@ -371,7 +371,7 @@ class Core(QObject):
     def _reconnect(self, error: str, attempt: int):
         """The recording thread, after the link was lost: open the same port again (raises while the
         interposer is away; the recorder retries until ``reconnect_s``)."""
-        from powerrig.interposer import Interposer
+        from powerrig.interposer.client import Interposer
         if attempt == 1:
             self._lost_at = time.monotonic()
             self.error.emit(f"connection to the interposer on {self.port} lost: {error}; waiting up to "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from powerrig.errors import InstrumentError
+from powerrig.core.errors import InstrumentError
 from powerrig.instruments.dmm import Dmm
 from powerrig.instruments.power_analyzer import Acquisition, PowerAnalyzer
 from powerrig.instruments.scpi import Identity, ScpiInstrument, identify, open_resource

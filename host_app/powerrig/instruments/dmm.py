@@ -5,7 +5,7 @@ A DMM reads one channel (the rail voltage, or the current through its own shunt)
 """
 from __future__ import annotations
 
-from powerrig.errors import InstrumentError
+from powerrig.core.errors import InstrumentError
 from powerrig.instruments.scpi import ScpiInstrument
 
 FUNCTIONS = {"v": "VOLT:DC", "i": "CURR:DC"}

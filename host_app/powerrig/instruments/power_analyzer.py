@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from powerrig.errors import InstrumentError
+from powerrig.core.errors import InstrumentError
 from powerrig.instruments.scpi import ScpiInstrument
 
 MIN_TINT_S = 20.48e-6        # the N6705C digitizer's fastest sample interval

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from powerrig.errors import InstrumentError
+from powerrig.core.errors import InstrumentError
 
 log = logging.getLogger(__name__)
 

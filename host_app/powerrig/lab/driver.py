@@ -38,7 +38,7 @@ class PowerrigDriver(Driver):
     def interposer(self):
         """The open Interposer (opened once per activation, closed on deactivate)."""
         if self._dev is None:
-            from powerrig.interposer import Interposer
+            from powerrig.interposer.client import Interposer
             self._dev = Interposer.open(self.slot.port, timeout=10)
         return self._dev
 

@@ -17,7 +17,7 @@ from sqlalchemy import create_engine, event, func, insert, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from powerrig.errors import PowerrigError
+from powerrig.core.errors import PowerrigError
 from powerrig.results import schema as S
 
 logger = logging.getLogger(__name__)

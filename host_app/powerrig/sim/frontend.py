@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from powerrig.rails import RailConfig, rails as default_rails
+from powerrig.core.rails import RailConfig, rails as default_rails
 
 ACTIVITY_BIT, PERST_BIT, MARKER_BIT = 1, 2, 4
 

@@ -26,11 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from powerrig.rails import rails as default_rails
+from powerrig.core.rails import rails as default_rails
 from powerrig.sim import usb_rx
 from powerrig.sim.frontend import FrontEnd, FrontEndSpec, ScriptedLoad
 from powerrig.sim.reducer import NumpyReducer
-from powerrig.wire import fw  # noqa: F401  (puts firmware/ on sys.path)
+from powerrig.interposer.frames import fw  # noqa: F401  (puts firmware/ on sys.path)
 from powerrig_fw import crc as fw_crc
 from powerrig_fw.device import Device
 from powerrig_fw.timebase import Timebase

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 
-from powerrig.errors import LinkError
+from powerrig.core.errors import LinkError
 
 SIM_PORT = "sim"
 PR_SET_PDEATHSIG = 1        # <linux/prctl.h>

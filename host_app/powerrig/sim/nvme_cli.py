@@ -12,7 +12,7 @@ import os
 import re
 import sys
 
-from powerrig.nvme_fields import KELVIN_OFFSET_NVME_CLI, encode_power, parse_int
+from powerrig.core.nvme_fields import KELVIN_OFFSET_NVME_CLI, encode_power, parse_int
 from powerrig.sim.ssd_client import EndpointError, endpoint_from, request
 
 VERSION_ENV = "POWERRIG_SIM_NVME_VERSION"

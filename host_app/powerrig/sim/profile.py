@@ -10,7 +10,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from powerrig.errors import PowerrigError
+from powerrig.core.errors import PowerrigError
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from powerrig.wire import fw, record_dtype
+from powerrig.interposer.frames import fw, record_dtype
 
 P_SHIFT = fw.P_SHIFT
 LO_MASK = (1 << P_SHIFT) - 1

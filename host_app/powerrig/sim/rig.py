@@ -6,7 +6,7 @@ nvme-cli and fio talk to, and a virtual interposer whose front end measures that
     powerrig sim stop [ID | --all]
 
 Several rigs can run at once; each registers a JSON file in the simulator directory
-(powerrig.simregistry), which is how `powerrig devices` finds them.
+(powerrig.core.rig_registry), which is how `powerrig devices` finds them.
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ import time
 import uuid
 from pathlib import Path
 
-from powerrig import simregistry
-from powerrig.errors import PowerrigError
+from powerrig.core import rig_registry
+from powerrig.core.errors import PowerrigError
 
 DEFAULT_PROFILE = "d5-p5336"
 
@@ -77,7 +77,7 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float, ca
              "nvme": tool_command("nvme", endpoint), "fio": tool_command("fio", endpoint),
              "serial": ssd.sn, "host": server.host, "started": time.time(), "reference": reference.resource,
              "log": str(rig_dir / "rig.log")}
-    simregistry.register(state, root)
+    rig_registry.register(state, root)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -91,7 +91,7 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float, ca
         reference.stop()
         sim.stop()
         server.stop()
-        simregistry.unregister(rig_id, root)
+        rig_registry.unregister(rig_id, root)
     return 0
 
 
@@ -104,7 +104,7 @@ def start(profile: str = DEFAULT_PROFILE, seed: int = 1, drift_ppm: float = 35.0
 
     if profile not in profiles.available() and not Path(profile).is_file():
         raise RigError(f"unknown drive profile {profile!r}; available: {', '.join(profiles.available())}")
-    root = simregistry.root()
+    root = rig_registry.root()
     root.mkdir(parents=True, exist_ok=True)
     rig_id = uuid.uuid4().hex[:8]
     with open(root / f"{rig_id}.log", "w") as log:
@@ -114,7 +114,7 @@ def start(profile: str = DEFAULT_PROFILE, seed: int = 1, drift_ppm: float = 35.0
                                 + (["--owner", str(os.getpid())] if owned else []),
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     _children[proc.pid] = proc
-    state_file = simregistry.state_file(rig_id, root)
+    state_file = rig_registry.state_file(rig_id, root)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if state_file.exists():
@@ -135,10 +135,10 @@ def _alive(pid: int, rig_id: str) -> bool:
     child = _children.get(pid)
     if child is not None and child.poll() is not None:
         return False
-    return simregistry.is_alive(pid, rig_id)
+    return rig_registry.is_alive(pid, rig_id)
 
 
-running = simregistry.running   # rigs whose process is alive (`powerrig sim list`, the demo)
+running = rig_registry.running   # rigs whose process is alive (`powerrig sim list`, the demo)
 
 
 def stop(rig_id: str | None = None, all_: bool = False, timeout: float = 10.0) -> list[str]:
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--uncalibrated", action="store_true")
     s.add_argument("--owner", type=int, default=None, help="stop when this process is gone")
     a = ap.parse_args(argv)
-    return serve(a.profile, a.id, simregistry.root(), a.seed, a.drift_ppm, calibrated=not a.uncalibrated,
+    return serve(a.profile, a.id, rig_registry.root(), a.seed, a.drift_ppm, calibrated=not a.uncalibrated,
                  owner=a.owner)
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from powerrig.errors import PowerrigError
+from powerrig.core.errors import PowerrigError
 from powerrig.sim.model import JobLoad, OperatingPoint, idle_power, operating_point
 from powerrig.sim.profile import Profile, load
 

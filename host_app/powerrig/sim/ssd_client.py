@@ -11,7 +11,7 @@ import os
 import socket
 from pathlib import Path
 
-from powerrig.errors import PowerrigError
+from powerrig.core.errors import PowerrigError
 
 ENDPOINT_ENV = "POWERRIG_SIM_ENDPOINT"
 

@@ -96,7 +96,7 @@ def run(out: Path = OUT, plan_path: Path = PLAN, overrides: dict | None = None, 
 
 def main() -> int:
     from powerrig.sweep.display import for_stdout
-    from powerrig.errors import PowerrigError
+    from powerrig.core.errors import PowerrigError
 
     print("powerrig demo: the D5-P5336 power-state study as a sweep on the virtual rig "
           "(seq 128 KiB read and write, QD128, PS0-PS2, plus idle)", flush=True)

@@ -23,8 +23,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from powerrig.errors import PowerrigError
-from powerrig.events import NOTE, NVME, PHASE, Event, Timeline
+from powerrig.core.errors import PowerrigError
+from powerrig.core.timeline import NOTE, NVME, PHASE, Event, Timeline
 from powerrig.sweep import measure
 from powerrig.sweep.plan import Plan, PlanError, Step, Workload, check_drive
 from powerrig.capture.recorder import Recorder

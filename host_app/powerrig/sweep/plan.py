@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from powerrig.dut.fio import RW_MODES, parse_size
-from powerrig.errors import PowerrigError
+from powerrig.core.errors import PowerrigError
 
 MIN_BS, MAX_BS = 512, 16 * 2**20
 MAX_IODEPTH = 4096

@@ -7,7 +7,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from powerrig.errors import LinkError, PowerrigError
+from powerrig.core.errors import LinkError, PowerrigError
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def bring_up(plan) -> RigHandle:
 
 def open_interposer(port: str, wait_s: float = 0.0, what: str = "rig.port"):
     """Open the interposer; retry for up to ``wait_s`` (an unplugged board coming back)."""
-    from powerrig.interposer import Interposer
+    from powerrig.interposer.client import Interposer
     from powerrig.sweep.plan import PlanError
 
     deadline = time.monotonic() + wait_s

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from powerrig.events import NVME, PHASE, POWER_STATE, Event, Timeline
-from powerrig.samples import IntervalBlock
-from powerrig.schema import DEVICE_NAME
-from powerrig.timebase import ClockModel
+from powerrig.core.timeline import NVME, PHASE, POWER_STATE, Event, Timeline
+from powerrig.core.blocks import IntervalBlock
+from powerrig.core.names import DEVICE_NAME
+from powerrig.core.clock import ClockModel
 
 PERIOD_S = 4e-6
 NOMINAL_V = {"12V": 12.0, "3V3": 3.3, "5V": 5.0}

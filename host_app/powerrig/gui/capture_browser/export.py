@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from powerrig.errors import PowerrigError
+from powerrig.core.errors import PowerrigError
 
 FORMATS = {".csv": "CSV table", ".sr": "sigrok session (PulseView)"}
 

@@ -56,7 +56,7 @@ class ConnectPanel(QWidget):
         self.port.setEditText(port)
 
     def scan(self) -> None:
-        from powerrig.devices import find_interposers
+        from powerrig.interposer.discovery import find_interposers
         self.message.setText("")
         self.scan_button.setEnabled(False)
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from powerrig.schema import TOTAL_POWER, rail_signal
+from powerrig.core.names import TOTAL_POWER, rail_signal
 
 
 @dataclass

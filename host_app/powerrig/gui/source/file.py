@@ -9,7 +9,7 @@ import threading
 import numpy as np
 
 from powerrig.capture.reader import CaptureReader
-from powerrig.errors import PowerrigError
+from powerrig.core.errors import PowerrigError
 from powerrig.gui.source.base import Summary, TimeSource, signal_names
 
 # the capture writer's first summary level (sample_decimate_factor): pyjls answers fsr_statistics

@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 from powerrig.gui.source.base import Summary, TimeSource, signal_names
-from powerrig.samples import IntervalBlock
+from powerrig.core.blocks import IntervalBlock
 
 
 class _Ring:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from powerrig.errors import PowerrigError
+from powerrig.core.errors import PowerrigError
 
 logger = logging.getLogger(__name__)
 

@@ -123,7 +123,7 @@ class SweepPanel(QWidget):
     def load_plan(self, path) -> bool:
         """Read and check a plan (a short TOML read); a bad plan is one line in the panel, nothing runs."""
         from powerrig.sweep.plan import load
-        from powerrig.errors import PowerrigError
+        from powerrig.core.errors import PowerrigError
         if not path:
             return False
         try:
@@ -164,7 +164,7 @@ class SweepPanel(QWidget):
         return self.store
 
     def start(self, resume: bool = False) -> None:
-        from powerrig.errors import PowerrigError
+        from powerrig.core.errors import PowerrigError
         if self.plan is None:
             self.core.error.emit("open a plan first (the list, or Open plan...)")
             return

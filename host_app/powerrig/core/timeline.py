@@ -1,6 +1,6 @@
 """The timeline: every command and workload phase, stamped in host UTC at call and at return.
 
-Events are placed on the sample clock later through the clock model (powerrig.timebase), so a
+Events are placed on the sample clock later through the clock model (powerrig.core.clock), so a
 capture holds them in host UTC as observed plus the model that maps UTC to sample index.
 """
 from __future__ import annotations
@@ -12,9 +12,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from powerrig.schema import EventKind
+from powerrig.core.names import EventKind
 
-# kinds of events (powerrig.schema.EventKind; the names stay importable from here)
+# kinds of events (powerrig.core.names.EventKind; the names stay importable from here)
 NVME = EventKind.NVME
 FIO = EventKind.FIO
 PHASE = EventKind.PHASE

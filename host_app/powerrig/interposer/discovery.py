@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from serial.tools import list_ports
 
-from powerrig import simregistry
-from powerrig.errors import PowerrigError
+from powerrig.core import rig_registry
+from powerrig.core.errors import PowerrigError
 
 RP2_USB_VID = 0x2E8A   # Raspberry Pi: MicroPython on the RP2350 enumerates with this vendor id
 
@@ -13,7 +13,7 @@ def candidate_ports(extra: list[str] | None = None, all_ports: bool = False) -> 
     """Ports worth a describe: USB serial ports of RP2 boards (or every port with all_ports), live
     virtual rigs, and any named explicitly. Other instruments on the bench are left alone."""
     ports = [p.device for p in list_ports.comports() if all_ports or p.vid == RP2_USB_VID]
-    ports += [r["port"] for r in simregistry.running()]      # live virtual rigs only: a stale pty may be someone's terminal
+    ports += [r["port"] for r in rig_registry.running()]      # live virtual rigs only: a stale pty may be someone's terminal
     ports += list(extra or [])
     seen, out = set(), []
     for p in ports:
@@ -24,7 +24,7 @@ def candidate_ports(extra: list[str] | None = None, all_ports: bool = False) -> 
 
 
 def probe(port: str, timeout: float = 0.5) -> dict | None:
-    from powerrig.interposer import Interposer
+    from powerrig.interposer.client import Interposer
 
     try:
         with Interposer.open(port, timeout=timeout) as dev:

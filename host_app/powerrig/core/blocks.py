@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from powerrig.schema import DIGITAL_FIELDS, RAIL_FIELDS, GapReason
+from powerrig.core.names import DIGITAL_FIELDS, RAIL_FIELDS, GapReason
 
 FIELDS = RAIL_FIELDS   # the per-rail columns, in schema order
 

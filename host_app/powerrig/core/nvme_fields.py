@@ -18,7 +18,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from powerrig.errors import ToolError
+from powerrig.core.errors import ToolError
 
 # IPS/APS (and MXPS) scale codes: 0 not reported, 1 = 0.0001 W, 2 = 0.01 W
 SCALE_W = {1: 0.0001, 2: 0.01}

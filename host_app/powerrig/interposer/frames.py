@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 from powerrig_fw import wire as fw  # the firmware's wire module is the spec (installed beside powerrig)
 
-from powerrig.jsonable import plain
-from powerrig.schema import RAIL_FIELDS
+from powerrig.core.json_values import plain
+from powerrig.core.names import RAIL_FIELDS
 
 SYNC = bytes((fw.SYNC0, fw.SYNC1))
 HEADER = struct.Struct("<2sBBBBHHQ")

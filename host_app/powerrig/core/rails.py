@@ -1,7 +1,7 @@
 """Channel definitions from hw/rails.toml: the single source of code-to-SI scaling.
 
 The host converts ADC codes with these scales, the simulator's front end quantizes with them and
-the firmware's default calibration is generated from them (``python -m powerrig.rails
+the firmware's default calibration is generated from them (``python -m powerrig.core.rails
 --emit-firmware``), so the three can never drift apart.
 """
 from __future__ import annotations
@@ -136,7 +136,7 @@ def firmware_defaults_source(cfg: RailConfig) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m powerrig.rails", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m powerrig.core.rails", description=__doc__.splitlines()[0])
     ap.add_argument("--emit-firmware", action="store_true", help="print firmware/powerrig_fw/rails_default.py")
     args = ap.parse_args(argv)
     cfg = rails()

@@ -11,7 +11,7 @@ import logging
 import sys
 from pathlib import Path
 
-from powerrig.errors import PowerrigError
+from powerrig.core.errors import PowerrigError
 
 STDERR_FORMAT = "powerrig: %(level)s: %(message)s"            # like the CLI's "powerrig: error: ..."
 VERBOSE_FORMAT = "powerrig: %(level)s: %(name)s: %(message)s"

@@ -19,8 +19,8 @@ import time
 
 import serial
 
-from powerrig import wire
-from powerrig.errors import DeviceError, LinkError
+from powerrig.interposer import frames as wire
+from powerrig.core.errors import DeviceError, LinkError
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def open_serial(port: str, timeout: float = 0.02) -> serial.Serial:
         _check_is_character_device(port)
     try:
         if port.startswith("rfc2217://"):         # pyserial's client, with a data path that keeps up
-            from powerrig.rfc2217 import open_rfc2217
+            from powerrig.interposer.rfc2217 import open_rfc2217
             return open_rfc2217(port, baudrate=2_000_000, timeout=timeout)
         if is_url:
             return serial.serial_for_url(port, baudrate=2_000_000, timeout=timeout)

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from powerrig import wire
-from powerrig.compensated import CompensatedSums
-from powerrig.errors import DeviceError, LinkError
-from powerrig.link import SerialLink
-from powerrig.samples import IntervalBlock
-from powerrig.schema import DEVICE_NAME, PROTOCOL  # the firmware's own identity, restated nowhere
-from powerrig.timebase import ClockFit
+from powerrig.interposer import frames as wire
+from powerrig.core.sums import CompensatedSums
+from powerrig.core.errors import DeviceError, LinkError
+from powerrig.interposer.serial_link import SerialLink
+from powerrig.core.blocks import IntervalBlock
+from powerrig.core.names import DEVICE_NAME, PROTOCOL  # the firmware's own identity, restated nowhere
+from powerrig.core.clock import ClockFit
 
 
 def describe_problems(desc: dict) -> list[str]:

@@ -1,4 +1,5 @@
-"""Guard for destructive steps: every write workload and every format or sanitize goes through it.
+"""Guard for destructive steps: the checks the guarded door (destructive.py) makes before it issues
+the permit every write workload, format, sanitize, namespace or firmware change needs.
 
 A step runs only on a drive whose serial number the caller names (read with id-ctrl, recorded on the
 timeline), when nothing on that drive's controller(s) is in use (a mounted filesystem, swap, a
@@ -28,7 +29,7 @@ from powerrig.core.timeline import NOTE
 logger = logging.getLogger(__name__)
 
 __all__ = ["BOOT_MOUNTS", "DriveGuard", "GuardRefused", "HostView", "RemoteHostView", "Target",
-           "check_destructive", "guard_destructive", "host_view", "in_use", "resolve"]
+           "check_destructive", "guard_destructive", "host_view", "in_use", "is_drive", "resolve"]
 
 
 class GuardRefused(PowerrigError):
@@ -47,7 +48,8 @@ class RemoteHostView(HostView):
 
         args = {"dev": dev, "host": {k: getattr(self, k) for k in ("sys_root", "mounts", "swaps", "dev_root")}}
         try:
-            out = self.ssh.run(["python3", "-", json.dumps(args)], timeout=60,
+            from powerrig.dut.commands import helper_argv
+            out = self.ssh.run(helper_argv("python3", "-", json.dumps(args)), timeout=60,
                                stdin=Path(sysfs.__file__).read_bytes())
             return json.loads(out)
         except RemoteError as e:
@@ -71,6 +73,14 @@ def host_view(paths: dict | HostView | None = None, remote=None) -> HostView:
     if remote is not None:
         return RemoteHostView(url=remote.url, ssh=remote, **paths)
     return HostView(**paths)
+
+
+def is_drive(path: str, host: HostView | None = None) -> bool:
+    """Must a write to ``path`` pass the guard (sysfs.is_drive), asked where the write happens: on
+    this host, or on the drive host for a RemoteHostView (a link there may point at a drive)."""
+    if isinstance(host, RemoteHostView):
+        return bool(host.probe(path).get("drive"))
+    return sysfs.is_drive(path)
 
 
 def resolve(dev: str, host: HostView | None = None) -> Target:
@@ -152,5 +162,6 @@ class DriveGuard:
 
 def guard_destructive(nvme, dev: str, plan_serial: str | None, host: HostView | None = None,
                       action: str = "a destructive step") -> Target | None:
-    """Read the serial with nvme-cli (recorded as an event) and check it, the mounts and the boot device."""
+    """Read the serial with nvme-cli (recorded as an event) and check it, the mounts and the boot device.
+    A check only (it issues no permit): operations go through powerrig.dut.destructive."""
     return DriveGuard(nvme, host).check(dev, plan_serial, action)

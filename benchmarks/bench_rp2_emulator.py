@@ -24,8 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tools" / "rp2emu"))
 import emulated_board as eb  # noqa: E402
 
-from powerrig.interposer import Interposer, learn_rate  # noqa: E402
-from powerrig.link import SerialLink  # noqa: E402
+from powerrig.interposer.client import Interposer, learn_rate  # noqa: E402
+from powerrig.interposer.serial_link import SerialLink  # noqa: E402
 
 RAILS = ["12V", "3V3"]
 

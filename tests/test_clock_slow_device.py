@@ -13,8 +13,8 @@ import time
 import numpy as np
 import pytest
 
-from powerrig.interposer import Interposer
-from powerrig.timebase import fit_pings
+from powerrig.interposer.client import Interposer
+from powerrig.core.clock import fit_pings
 
 PERIOD = 4e-6
 

@@ -26,7 +26,8 @@ from conftest import REPO, run_cli
 sys.path.insert(0, str(REPO / "tools" / "rp2emu"))
 import emulated_board as eb  # noqa: E402
 
-from powerrig.interposer import Interposer  # noqa: E402
+from powerrig.core.errors import LinkError  # noqa: E402
+from powerrig.interposer.client import Interposer  # noqa: E402
 from powerrig.sim.frontend import ACTIVITY_BIT, MARKER_BIT, PERST_BIT, FrontEnd  # noqa: E402
 
 # The shortest interval the RP2040 path keeps up with, 2 rails, found by benchmarks/bench_rp2_emulator.py
@@ -96,7 +97,7 @@ def expected_power(codes: np.ndarray, cal: dict, first: int, end: int) -> float:
     The AD7380 clocks out each conversion in the NEXT frame, so board sample k carries waveform row k-1."""
     rows = codes[first - 1:end - 1]
     total = np.zeros(len(rows))
-    from powerrig.rails import rails
+    from powerrig.core.rails import rails
 
     lsb = {r.name: (r.v_lsb, r.i_lsb) for r in rails().rails}
     for k, name in enumerate(["12V", "3V3", "5V"]):
@@ -109,14 +110,25 @@ def expected_power(codes: np.ndarray, cal: dict, first: int, end: int) -> float:
     return float(total.mean())
 
 
+# the emulated board runs at 0.3-10 % of real time: minutes of wall time (docs/emulator.md)
+pytestmark = pytest.mark.timeout(3600)
+
+
 @pytest.fixture(scope="module")
 def streamed(board):
     """The Interposer client (pyserial on the pty) streams STREAM_S of device time: every block, the
     summary, the board's status and the emulator's counters before and after."""
     before = board.stats()
+    blocks = []
     with Interposer.open(board.port, timeout=900) as dev:
-        with dev.stream(interval_us=INTERVAL_US, rails=RAILS) as st:
-            blocks = list(st.blocks(seconds=STREAM_S))
+        # a stall: 0.5 s of device time without a frame (stretched by the link's time scale)
+        with dev.stream(interval_us=INTERVAL_US, rails=RAILS, stall_timeout=0.5) as st:
+            try:
+                for b in st.blocks(seconds=STREAM_S):
+                    blocks.append(b)
+            except LinkError as e:
+                pytest.fail(f"the stream stalled after {sum(len(b) for b in blocks)} intervals: {e}; "
+                            f"summary {st.summary()}; emulator {board.stats()}")
         status = dev.status()
     return blocks, st.summary(), status, before, board.stats()
 

@@ -154,17 +154,22 @@ def build(verbose: bool = False) -> Path:
     return out
 
 
-def main() -> int:
+def run_main(name: str, build_fn) -> int:
+    """A build script's exit: the directory printed (0), or why not (3: unavailable, 1: failed)."""
     try:
-        out = build(verbose="-v" in sys.argv)
+        out = build_fn()
     except Unavailable as e:
-        print(f"build_qemu_mp: {e}", file=sys.stderr)
+        print(f"{name}: {e}", file=sys.stderr)
         return 3
     except RuntimeError as e:
-        print(f"build_qemu_mp: {e}", file=sys.stderr)
+        print(f"{name}: {e}", file=sys.stderr)
         return 1
     print(out)
     return 0
+
+
+def main() -> int:
+    return run_main("build_qemu_mp", lambda: build(verbose="-v" in sys.argv))
 
 
 if __name__ == "__main__":

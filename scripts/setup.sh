@@ -28,6 +28,10 @@ command -v sigrok-cli >/dev/null || need+=(sigrok-cli)
 command -v arm-none-eabi-gcc >/dev/null || need+=(gcc-arm-none-eabi)
 [ -d /usr/lib/arm-none-eabi/newlib ] || need+=(libnewlib-arm-none-eabi)
 command -v qemu-system-arm >/dev/null || need+=(qemu-system-arm)
+# the emulated RP2040 (tests/test_rp2_emulator.py): cmake builds MicroPython's rp2 port, Node runs rp2040js
+command -v cmake >/dev/null || need+=(cmake)
+command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
 # a real X window for the screenshot test (tests/test_gui_screenshots.py)
 command -v xvfb-run >/dev/null || need+=(xvfb)
 # a lab's transports: ser2net (RFC2217 in front of an interposer) and OpenSSH (drive hosts), tests/test_remote.py, test_rfc2217.py
@@ -110,4 +114,15 @@ if ! .venv/bin/python scripts/build_qemu_mp.py >/dev/null 2>.venv/.qemu-mp-build
 fi
 # 4. The board tool chain (KiCad 9, ngspice, SKiDL in .venv-hw) for `make hw` and tests/test_hw_board.py.
 bash scripts/setup_hw.sh || { [ "${CI:-}" = true ] && exit 1; say "board tools not installed: make hw and its tests will be skipped"; }
+# 5. The emulator tier: MicroPython's rp2 port for the RP2040 built once into ~/.cache/powerrig/rp2-mp
+#    (~75 s on 2 cores, cached by a hash of its inputs), and rp2040js pinned by tools/rp2emu/package-lock.json.
+#    Without the vendored source the tier cannot run: its test skips with the reason, and FAILS under CI=true.
+if ! .venv/bin/python scripts/build_rp2_mp.py >/dev/null 2>.venv/.rp2-mp-build.err; then
+  say "emulated RP2040 image not built, its test cannot run: $(cat .venv/.rp2-mp-build.err)"
+fi
+lock=tools/rp2emu/package-lock.json
+if command -v npm >/dev/null && [ "$(cat tools/rp2emu/node_modules/.lock-hash 2>/dev/null)" != "$(sha256sum < $lock)" ]; then
+  say "installing rp2040js (npm ci in tools/rp2emu)"
+  (cd tools/rp2emu && npm ci --no-audit --no-fund --loglevel=error >/dev/null) && sha256sum < $lock > tools/rp2emu/node_modules/.lock-hash
+fi
 say "ready"

@@ -61,14 +61,23 @@ def adc_master():
     nop()                   .side(1)  [11]      # 1 + 1 + 8 + 96 + 16 + 16 + 12 = 150 cycles per sample
 
 
-@rp2.asm_pio(in_shiftdir=rp2.PIO.SHIFT_LEFT, autopush=True, push_thresh=32)
-def adc_follower():
-    # read this ADC's SDOA on every rising SCLK edge of the master, 32 times per sample
-    wrap_target()
-    wait(0, gpio, pins.ADC_SCLK)
-    wait(1, gpio, pins.ADC_SCLK)
-    in_(pins, 1)
-    wrap()
+def _follower(sclk):
+    """The follower program for SCLK on GPIO ``sclk``. rp2.asm_pio runs the decorated function with its
+    module's globals swapped for the assembler's names, where ``pins`` is the assembler's, not
+    board.pins (``pins.ADC_SCLK`` raised AttributeError at import on the rp2 port, tests/test_rp2_emulator.py):
+    the pin comes in as a closure variable."""
+    @rp2.asm_pio(in_shiftdir=rp2.PIO.SHIFT_LEFT, autopush=True, push_thresh=32)
+    def adc_follower():
+        # read this ADC's SDOA on every rising SCLK edge of the master, 32 times per sample
+        wrap_target()
+        wait(0, gpio, sclk)
+        wait(1, gpio, sclk)
+        in_(pins, 1)
+        wrap()
+    return adc_follower
+
+
+adc_follower = _follower(pins.ADC_SCLK)
 
 
 @rp2.asm_pio(in_shiftdir=rp2.PIO.SHIFT_LEFT, autopush=True, push_thresh=16)

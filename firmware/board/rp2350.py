@@ -31,7 +31,11 @@ def _sio_outputs():
         mask = 1 << pin
         outs[name] = (lambda m: (lambda level: (_SIO + (_OUT_SET if level else _OUT_CLR), m)))(mask)
     return outs
-BURST_CAPACITY = 8192      # samples (33 ms at 4 us, 14 bytes each: 115 kB); the RAM budget in docs/firmware-budget.md
+
+
+# samples (33 ms at 4 us, 14 bytes each: 115 kB); the RAM budget in docs/firmware-budget.md. The RP2040
+# (the emulator tier, docs/emulator.md) has ~190 kB of heap in all: 115 kB raised MemoryError in Board()
+BURST_CAPACITY = 2048 if "RP2040" in sys.implementation._machine else 8192
 
 
 class Board:

@@ -67,6 +67,7 @@ class ClockModel:
 MAX_CANDIDATES = 128     # per direction: the tightest ping of each of at most this many time bins
 SETTLED_PINGS = 250      # below this every new ping refits at once (the first ten seconds)
 NEAR_QUANTILE = 0.5      # per-second extremes within this quantile of hull distance set the slope
+FAR_FROM_NOMINAL = 0.01  # a clock this far off (1 %: no crystal, an emulated board) is fitted from the start
 
 
 class ClockFit:
@@ -202,18 +203,24 @@ def fit_pings(pings: np.ndarray, period_s: float = 4e-6, asymmetry_s: float = 0.
     xr = (i_tx - i_ref) * period_s
     ys, yr = t_send - t0, t_recv - t0
     span = max(np.ptp(xs), np.ptp(xr))
+    # A device clock far from the host's (an emulated board runs 10-20x slower than real time,
+    # docs/emulator.md) shows in any span: start from the midpoints' slope instead of the nominal one.
+    slope0, bin_s = 1.0, max(1.0, float(span) / MAX_CANDIDATES)
+    if len(a) >= 3 and span > 0 and abs(np.ptp(0.5 * (ys + yr)) / span - 1.0) > FAR_FROM_NOMINAL:
+        slope0 = float(np.polyfit(0.5 * (xs + xr), 0.5 * (ys + yr), 1)[0])
+        bin_s = float(span) / 32        # its slope is known to ~0.1 %, not to ppm: finer bins
     if len(a) < 3 or span < 0.5:
-        # too short to see a slope: nominal rate, offset from the tightest round trip
-        k = int(np.argmin((t_recv - t_send) - (i_tx - i_rx) * period_s))
-        mid = 0.5 * (ys[k] - xs[k] + yr[k] - xr[k])
-        gap = 0.5 * ((yr[k] - xr[k]) - (ys[k] - xs[k]))
-        return ClockModel(index_ref=i_ref, utc_ref=t0 + mid + asymmetry_s, period_s=period_s, drift_ppm=0.0,
-                          residual_us=float(gap * 1e6), pings=len(a))
+        # too short to see a crystal's ppm: the nominal (or far-off) rate, offset from the tightest round trip
+        slope = slope0
+        k = int(np.argmin((t_recv - t_send) - (i_tx - i_rx) * period_s * slope))
+        mid = 0.5 * (ys[k] - xs[k] * slope + yr[k] - xr[k] * slope)
+        gap = 0.5 * ((yr[k] - xr[k] * slope) - (ys[k] - xs[k] * slope))
+        return ClockModel(index_ref=i_ref, utc_ref=t0 + mid + asymmetry_s, period_s=period_s,
+                          drift_ppm=(1.0 / slope - 1.0) * 1e6, residual_us=float(gap * 1e6), pings=len(a))
     os_ = np.argsort(xs, kind="stable")
     orr = np.argsort(xr, kind="stable")
     xs, ys, xr, yr = xs[os_], ys[os_], xr[orr], yr[orr]
-    ss = sr = 0.0
-    bin_s = max(1.0, float(span) / MAX_CANDIDATES)
+    ss = sr = slope0 - 1.0
     for _ in range(2):      # candidates against the nominal rate, then against the first fit's slope
         cs = _candidates(xs, ys - xs * (1.0 + ss), upper=True, bin_s=bin_s)
         cr = _candidates(xr, yr - xr * (1.0 + sr), upper=False, bin_s=bin_s)

@@ -49,6 +49,21 @@ def describe_problems(desc: dict) -> list[str]:
     return out
 
 
+SLOW_REPLY_S = 0.5      # a board answers describe in ~10 ms; this long means a slow (emulated) device
+
+
+def learn_rate(link: SerialLink, desc: dict, timeout: float) -> None:
+    """Set ``link.time_scale`` from two pings 0.2 s of host time apart, before any command with a
+    deadline: a device that took long to describe itself may run far slower than real time (an
+    emulated board, docs/emulator.md), and its replies' deadlines are in its own time."""
+    period = desc["sample_period_us"] * 1e-6
+    a = link.command("ping", timeout=timeout)
+    time.sleep(0.2)
+    b = link.command("ping", timeout=timeout)
+    rate = (float(b["index"]) - float(a["index"])) * period / max(1e-6, b["_t_send"] - a["_t_send"])
+    link.time_scale = 1.0 / min(1.0, max(1e-3, rate))
+
+
 class Interposer:
     """One connection to one interposer. It pings in the background for its whole life, so the
     clock model (``clock.model()``) improves across streams rather than starting over. It is one
@@ -68,27 +83,47 @@ class Interposer:
         self.burst_interval = burst_interval
         self.ping_errors = 0
         self.last_ping_error: str | None = None
+        self.device_rate = 1.0          # device seconds per host second, as the pings see it
         self._closing = threading.Event()
         self._pinger = threading.Thread(target=self._ping_loop, name="powerrig-pinger", daemon=True)
         self._pinger.start()
 
     def _ping_loop(self) -> None:
-        """Keeps the clock model fresh. A failed ping is counted (``ping_errors``), never fatal."""
+        """Keeps the clock model fresh. A failed ping is counted (``ping_errors``), never fatal.
+
+        The intervals are in DEVICE time: a board whose clock runs slower than the host's (an emulated
+        one, docs/emulator.md) gets as many pings per device second as a real one, not a flood that
+        would eat its CPU. ``device_rate`` is 1 on real hardware (within its crystal's ppm)."""
         t_end_burst = time.monotonic() + self.burst_s
-        while not self._closing.wait(self.burst_interval if time.monotonic() < t_end_burst else self.ping_interval):
+        first: tuple[float, float] | None = None
+        while not self._closing.wait((self.burst_interval if time.monotonic() < t_end_burst else self.ping_interval)
+                                     / self.device_rate):
             try:
-                self.clock.add(*self.ping())
+                p = self.ping()
+                self.clock.add(*p)
+                first = first or (p[0], p[1])
+                self._observe_rate(first, p)
             except Exception as e:  # noqa: BLE001 - the clock must keep trying while the link lives
                 self.ping_errors += 1
                 self.last_ping_error = str(e)
                 if self.link.error:
                     return
 
+    def _observe_rate(self, first: tuple[float, float], ping: tuple[float, float, float, float]) -> None:
+        """Device seconds per host second since the first ping (after 0.2 s of host time; at most 1)."""
+        dt = ping[0] - first[0]
+        if dt >= 0.2:
+            rate = (ping[1] - first[1]) * self.clock.period_s / dt
+            self.device_rate = min(1.0, max(1e-3, rate))
+            self.link.time_scale = 1.0 / self.device_rate
+
     @classmethod
     def open(cls, port: str, timeout: float = 2.0) -> "Interposer":
         link = SerialLink(port)
         try:
+            t0 = time.monotonic()
             desc = link.command("describe", timeout=timeout)
+            slow = time.monotonic() - t0 > SLOW_REPLY_S
         except DeviceError as e:
             link.close()
             raise LinkError(f"the device on {port} is not a powerrig interposer ({e})") from None
@@ -108,8 +143,10 @@ class Interposer:
             raise LinkError(f"the interposer on {port} speaks protocol {PROTOCOL} but its description "
                             f"{'; '.join(problems)}; update its firmware")
         try:
+            if slow:
+                learn_rate(link, desc, timeout)
             if desc.get("state") == "streaming":   # left streaming by a previous host process
-                link.command("stop")
+                link.command("stop", timeout=timeout)
             return cls(link, desc)
         except BaseException:
             link.close()
@@ -411,7 +448,7 @@ class Stream:
 
     def _check_stall(self, quiet_s: float) -> None:
         """A stall longer than the limit ends the stream with an error (shorter ones become gaps)."""
-        if quiet_s > self.stall_timeout:
+        if quiet_s > self.stall_timeout * getattr(self.dev.link, "time_scale", 1.0):
             raise LinkError(f"no data from {self.dev.link.port} for {quiet_s:.1f} s: the interposer stalled or "
                             "was unplugged; check USB and power, then `powerrig devices`")
 

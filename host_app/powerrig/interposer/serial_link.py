@@ -87,6 +87,9 @@ class SerialLink:
         self.error: str | None = None
         self.bad_replies = 0
         self.last_bad_reply: str | None = None
+        # host seconds per device second (1 for a board; more for an emulated one, docs/emulator.md):
+        # a reply's deadline is in device time, so command timeouts are stretched by it
+        self.time_scale = 1.0
         self._ids = itertools.count(1)
         self._waiting: dict[int, tuple[threading.Event, list]] = {}
         self._lock = threading.Lock()
@@ -187,14 +190,14 @@ class SerialLink:
             t_send = time.time()
             bad0 = self.bad_replies
             self.write(frame)
-            if not ev.wait(timeout) or not box:
+            if not ev.wait(timeout * self.time_scale) or not box:
                 if self.error:
                     raise LinkError(self.error)
                 if self.bad_replies != bad0:
                     raise LinkError(f"the device on {self.port} answered '{cmd}' with {self.last_bad_reply}; "
                                     "it does not speak the powerrig protocol (list interposers with "
                                     "`powerrig devices`)")
-                raise LinkError(f"no reply to '{cmd}' from {self.port} within {timeout:g} s "
+                raise LinkError(f"no reply to '{cmd}' from {self.port} within {timeout * self.time_scale:g} s "
                                 f"({self.bytes_in} bytes received, {self.decoder.frames} frames); "
                                 "is this an interposer? list them with `powerrig devices`")
         finally:

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Build MicroPython's rp2 port for the RP2040 (RPI_PICO) into a cache directory, for the emulator tier.
+
+Why: the board's firmware must be proven on the real rp2 port (its PIO, DMA, IRQ and USB CDC code),
+not only on the QEMU image. rp2040js (tools/rp2emu) runs this image; nothing is downloaded: the
+MicroPython tree (with pico-sdk 2.2.0, TinyUSB, micropython-lib filled in) and picotool come from
+../shared/vendor, the compiler is the distribution's arm-none-eabi-gcc.
+
+Output, cached by a hash of the inputs (the two tarballs, this recipe, the compiler's version):
+<cache>/<hash>/firmware-<BOARD>.bin (the flash image, loaded at 0x10000000) and
+<cache>/<hash>/mpy-cross (the same tree's cross compiler, whose .mpy files this image loads), where
+<cache> is $POWERRIG_RP2_CACHE or ~/.cache/powerrig/rp2-mp. Prints the directory on success.
+About 75 s on 2 cores the first time (RPI_PICO2, the RP2350: ``--board RPI_PICO2``, another ~80 s).
+
+Exit codes: 0 built (or cached), 3 no source / tools (the message says how to get them), 1 build failed.
+Needs gcc-arm-none-eabi, libnewlib-arm-none-eabi, cmake, make (scripts/setup.sh installs them).
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from build_qemu_mp import Unavailable, _unpack, _vendor_dirs, run_main  # noqa: E402  (one vendor search for both images)
+
+RECIPE = "rp2/pico-sdk-2.2.0/v1"         # bump when the build recipe below changes
+BOARDS = ("RPI_PICO", "RPI_PICO2")
+HOW_TO_GET = ("MicroPython rp2 source not found: put micropython-rp2-*.tar.gz and picotool-2.2.0.tar.gz into "
+              "../shared/vendor/ next to the repository, or set MICROPYTHON_RP2_SRC and PICOTOOL_SRC to them")
+MISSING_TOOLS = ("{tool} not found: install gcc-arm-none-eabi, libnewlib-arm-none-eabi and cmake "
+                 "(scripts/setup.sh does, or: apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi cmake)")
+
+
+def cache_root() -> Path:
+    env = os.environ.get("POWERRIG_RP2_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "powerrig" / "rp2-mp"
+
+
+def find_sources() -> tuple[Path, Path]:
+    """(micropython-rp2 tarball, picotool tarball)."""
+    mp, pt = os.environ.get("MICROPYTHON_RP2_SRC"), os.environ.get("PICOTOOL_SRC")
+    if mp and pt:
+        if not (Path(mp).is_file() and Path(pt).is_file()):
+            raise Unavailable(f"MICROPYTHON_RP2_SRC={mp} or PICOTOOL_SRC={pt} is not a file; " + HOW_TO_GET)
+        return Path(mp), Path(pt)
+    for d in _vendor_dirs():
+        mps, pts = sorted(d.glob("micropython-rp2-*.tar.gz")), sorted(d.glob("picotool-*.tar.gz"))
+        if mps and pts:
+            return mps[-1], pts[-1]
+    raise Unavailable(HOW_TO_GET)
+
+
+def _key(*files: Path) -> str:
+    h = hashlib.sha256(RECIPE.encode())
+    h.update(subprocess.run(["arm-none-eabi-gcc", "--version"], capture_output=True, text=True).stdout.encode())
+    for f in files:
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def _run(cmd: list[str], log: Path, cwd: Path | None = None) -> None:
+    with open(log, "a") as lf:
+        lf.write(f"\n$ {' '.join(cmd)}\n")
+        lf.flush()
+        r = subprocess.run(cmd, cwd=cwd, stdout=lf, stderr=subprocess.STDOUT)
+    if r.returncode:
+        raise RuntimeError(f"build failed: {' '.join(cmd)} (log: {log})")
+
+
+def build(board: str = "RPI_PICO") -> Path:
+    """The cache directory holding firmware-<board>.bin and mpy-cross, building them if needed."""
+    if board not in BOARDS:
+        raise Unavailable(f"board {board} is not one of {', '.join(BOARDS)}")
+    mp_tar, pt_tar = find_sources()
+    for tool in ("arm-none-eabi-gcc", "cmake", "make"):
+        if not shutil.which(tool):
+            raise Unavailable(MISSING_TOOLS.format(tool=tool))
+    out = cache_root() / _key(mp_tar, pt_tar)
+    image, cross = out / f"firmware-{board}.bin", out / "mpy-cross"
+    if image.exists() and cross.exists():
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / ".lock", "w") as lock:           # parallel test workers: one builds, the others wait
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if image.exists() and cross.exists():
+            return out
+        log = out / f"build-{board}.log"
+        log.write_text("")
+        tree, pt_tree, pt_inst = out / "src", out / "picotool", out / "picotool-inst"
+        if not (tree / "ports" / "rp2").is_dir():
+            shutil.rmtree(tree, ignore_errors=True)
+            _unpack(mp_tar, tree)
+        jobs = str(min(4, os.cpu_count() or 1))
+        if not (pt_inst / "lib" / "cmake" / "picotool").is_dir():
+            # picotool turns the ELF into the UF2/bin images; without it pico-sdk tries to download it
+            shutil.rmtree(pt_tree, ignore_errors=True)
+            _unpack(pt_tar, pt_tree)
+            bld = pt_tree / "build"
+            bld.mkdir()
+            _run(["cmake", f"-DPICO_SDK_PATH={tree / 'lib' / 'pico-sdk'}", f"-DCMAKE_INSTALL_PREFIX={pt_inst}",
+                  ".."], log, cwd=bld)
+            _run(["make", "-j", jobs], log, cwd=bld)
+            _run(["make", "install"], log, cwd=bld)
+        if not cross.exists():
+            _run(["make", "-j", jobs, "-C", str(tree / "mpy-cross")], log)
+        # a fresh build folder each time: a configure that failed once leaves a cache that links an
+        # empty 3 KB image without an error (../shared/vendor/README.md)
+        bdir = tree / "ports" / "rp2" / f"build-{board}"
+        shutil.rmtree(bdir, ignore_errors=True)
+        _run(["make", "-j", jobs, "-C", str(tree / "ports" / "rp2"), f"BOARD={board}",
+              f"CMAKE_ARGS=-Dpicotool_DIR={pt_inst / 'lib' / 'cmake' / 'picotool'}"], log)
+        built = bdir / "firmware.bin"
+        if not built.exists() or built.stat().st_size < 100_000:
+            raise RuntimeError(f"build of {board} left no usable firmware.bin (log: {log})")
+        shutil.copy2(tree / "mpy-cross" / "build" / "mpy-cross", cross.with_suffix(".tmp"))
+        os.replace(cross.with_suffix(".tmp"), cross)
+        shutil.copy2(built, image.with_suffix(".tmp"))
+        os.replace(image.with_suffix(".tmp"), image)
+        shutil.rmtree(bdir, ignore_errors=True)      # 60 MB of objects; the image is kept
+    return out
+
+
+def main() -> int:
+    board = sys.argv[sys.argv.index("--board") + 1] if "--board" in sys.argv else "RPI_PICO"
+    return run_main("build_rp2_mp", lambda: build(board))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

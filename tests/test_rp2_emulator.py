@@ -1,0 +1,238 @@
+"""The real rp2 firmware image on an emulated RP2040, streaming to the unmodified host (docs/emulator.md).
+
+MicroPython's rp2 port (built from ../shared/vendor for RPI_PICO) runs in rp2040js with PIO, DMA and
+USB CDC; firmware/ is in its flash filesystem and main.py starts it as on a board. Three emulated
+AD7380s answer the board's own PIO program at the pins from a waveform made by the host simulator's
+front-end model, and the board's USB CDC is a pseudo-terminal that `powerrig stream` opens like
+/dev/ttyACM0. What is checked against the waveform fed in: every frame arrives (none lost, no gap, no
+overrun), the energy of the stream, the digital inputs of every interval, an edge-triggered burst,
+the converters' register set-up over SDI and the PIO's serial timing, and the host's clock fit of a
+device clock that runs ~10x slower than real time.
+
+Inputs: the vendored MicroPython/picotool tarballs and boot ROM, arm-none-eabi-gcc, cmake, Node and
+rp2040js (scripts/setup.sh). Missing ones skip the test with the reason, and FAIL it under CI=true.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import REPO, run_cli
+
+sys.path.insert(0, str(REPO / "tools" / "rp2emu"))
+import emulated_board as eb  # noqa: E402
+
+from powerrig.core.errors import LinkError  # noqa: E402
+from powerrig.interposer.client import Interposer  # noqa: E402
+from powerrig.sim.frontend import ACTIVITY_BIT, MARKER_BIT, PERST_BIT, FrontEnd  # noqa: E402
+
+# The shortest interval the RP2040 path keeps up with, 2 rails, found by benchmarks/bench_rp2_emulator.py
+# (docs/emulator.md has the sweep); the RP2350's budget is QEMU's (docs/firmware-budget.md).
+INTERVAL_US = 10000
+STREAM_S = 2.0
+CLI_S = 0.1
+RAILS = ["12V", "3V3"]
+PERIOD_S = 4e-6
+WAVE_S = 5.0                 # longer than boot + stream + burst: no wrap (the model would repeat it)
+MARKER_HALF_PERIOD_S = 0.04  # the marker input toggles every 40 ms: rising edges every 80 ms
+
+
+class StepLoad:
+    """A drive whose 12 V power steps every 13 ms through four levels with a 20 W spike every 50 ms,
+    a 3.3 V current swinging at 7 Hz, activity on for 100 ms of every 200 ms: any window of the stream
+    has structure, so a sample-index slip between the board and the waveform shows in its energy."""
+
+    nominal_volts = {"12V": 12.0, "3V3": 3.3, "5V": 5.0}
+
+    def rail_currents(self, t):
+        w12 = 3.0 + 2.5 * (np.floor(t / 0.013) % 4) + 15.0 * (np.mod(t, 0.05) < 300e-6)
+        return {"12V": w12 / 12.0, "3V3": 0.10 + 0.05 * np.sin(2 * np.pi * 7 * t), "5V": np.zeros_like(t)}
+
+    def activity(self, t):
+        return np.mod(t, 0.2) < 0.1
+
+
+def waveform() -> tuple[np.ndarray, dict]:
+    """(codes n x 7 int16, the board's calibration): the simulator's front end over the step load,
+    plus a marker input toggling every 40 ms."""
+    fe = FrontEnd(StepLoad(), seed=11)
+    t = np.arange(int(WAVE_S / PERIOD_S)) * PERIOD_S
+    codes, _truth = fe.sample(t)
+    marker = (np.floor(t / MARKER_HALF_PERIOD_S).astype(np.int64) % 2).astype(np.int16) * MARKER_BIT
+    codes[:, -1] |= marker
+    return codes, fe.factory_calibration()
+
+
+def unavailable(reason: str):
+    """A missing input: skipped with the reason, but a failure under CI=true (the tier must run there)."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"emulator tier cannot run under CI: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory):
+    why = eb.node_ready()
+    if why:
+        unavailable(why)
+    try:
+        eb.bootrom()
+        eb.image()
+    except eb.Unavailable as e:
+        unavailable(str(e))
+    codes, cal = waveform()
+    b = eb.EmulatedBoard(codes, tmp_path_factory.mktemp("rp2emu"), calibration=cal)
+    b.start()
+    b.cal = cal
+    yield b
+    b.close()
+
+
+def expected_power(codes: np.ndarray, cal: dict, first: int, end: int) -> float:
+    """Mean total power (W) of RAILS over board samples first..end-1, straight from the waveform's codes.
+    The AD7380 clocks out each conversion in the NEXT frame, so board sample k carries waveform row k-1."""
+    rows = codes[first - 1:end - 1]
+    total = np.zeros(len(rows))
+    from powerrig.core.rails import rails
+
+    lsb = {r.name: (r.v_lsb, r.i_lsb) for r in rails().rails}
+    for k, name in enumerate(["12V", "3V3", "5V"]):
+        if name not in RAILS:
+            continue
+        c = cal["rails"][name]
+        v = (rows[:, 2 * k].astype(np.float64) - c["v_offset"]) * lsb[name][0] * c["v_gain"]
+        i = (rows[:, 2 * k + 1].astype(np.float64) - c["i_offset"]) * lsb[name][1] * c["i_gain"]
+        total += v * i
+    return float(total.mean())
+
+
+# the emulated board runs at 0.3-10 % of real time: minutes of wall time (docs/emulator.md)
+pytestmark = pytest.mark.timeout(3600)
+
+
+def test_rp2_emulator_board_boots_and_sets_up_its_converters(board):
+    """The real rp2 image runs firmware/main.py from its flash filesystem, answers `describe` over the
+    emulated USB CDC on the pty, has set the three AD7380s up over SDI (1-wire, external reference)
+    and clocks them within the datasheet's timing from its PIO."""
+    with Interposer.open(board.port, timeout=900) as dev:
+        d = dev.describe()
+    assert d["board"] == "rp2040-interposer", d
+    got, want = d["calibration"]["rails"]["12V"], board.cal["rails"]["12V"]      # its calibration.json, read from flash
+    assert got == pytest.approx(want, rel=1e-6), (got, want)
+    adc = board.stats()["adc"]
+    assert adc["pio_conversions"] > 1000, adc
+    assert all(r["one_wire"] and r["external_ref"] for r in adc["registers"]), adc["registers"]
+    assert (adc["sclk_during_conversion"], adc["conversion_rate_breaches"], adc["sclk_too_fast"],
+            adc["short_frames"]) == (0, 0, 0, 0), adc
+
+
+@pytest.fixture(scope="module")
+def streamed(board):
+    """The Interposer client (pyserial on the pty) streams STREAM_S of device time: every block, the
+    summary, the board's status and the emulator's counters before and after."""
+    before = board.stats()
+    blocks = []
+    with Interposer.open(board.port, timeout=900) as dev:
+        # a stall: 0.5 s of device time without a frame (stretched by the link's time scale)
+        with dev.stream(interval_us=INTERVAL_US, rails=RAILS, stall_timeout=0.5) as st:
+            try:
+                for b in st.blocks(seconds=STREAM_S):
+                    blocks.append(b)
+            except LinkError as e:
+                pytest.fail(f"the stream stalled after {sum(len(b) for b in blocks)} intervals: {e}; "
+                            f"summary {st.summary()}; emulator {board.stats()}")
+        status = dev.status()
+    return blocks, st.summary(), status, before, board.stats()
+
+
+@pytest.mark.xfail(strict=False, reason="in 2 of 3 runs the board stopped sending anything (data and ping "
+                                        "replies) after 1-1.7 s of streaming with overruns: docs/emulator.md")
+def test_rp2_emulator_accounts_for_every_interval(board, streamed):
+    """Every interval of the run is either received or a counted gap (none lost on the link); the
+    converters were set up over SDI and clocked within their timing."""
+    blocks, s, status, before, after = streamed
+    intervals = int(round(STREAM_S * 1e6 / INTERVAL_US))
+    assert s["samples"] + s["gap_intervals"] == intervals, s
+    assert (s["dropped_frames"], s["crc_errors"], s["bad_headers"], s["malformed_frames"]) == (0, 0, 0, 0), s
+    assert s["samples"] > 0, s
+    # the converters were clocked within their datasheet timing, and set up over SDI
+    adc = after["adc"]
+    assert adc["sclk_during_conversion"] == 0 and adc["conversion_rate_breaches"] == 0, adc
+    assert adc["sclk_too_fast"] == 0 and adc["short_frames"] == 0, adc
+    assert all(r["one_wire"] and r["external_ref"] for r in adc["registers"]), adc["registers"]
+    assert adc["waveform_wraps"] == 0, "the waveform repeated: make WAVE_S longer"
+
+
+@pytest.mark.xfail(strict=True, reason="in the one full run the board's sample index and the converters' "
+                                       "conversion count disagreed (an interval's digital AND 3 where the "
+                                       "waveform has 7): docs/emulator.md, 'What it found'")
+def test_rp2_emulator_received_intervals_carry_the_waveform(board, streamed):
+    """The received intervals carry the energy and the digital inputs of the waveform at their sample indices."""
+    blocks, s, status, before, after = streamed
+    spi = INTERVAL_US // 4
+    rows = [(b.first_index + j * spi, float(np.nansum(b.p[j])), int(b.dig_or[j]), int(b.dig_and[j]))
+            for b in blocks for j in range(len(b)) if b.valid[j]]
+    got = np.array([r[1] for r in rows])
+    want = np.array([expected_power(board.codes, board.cal, k, k + spi) for k, *_ in rows])
+    dig = board.codes[:, -1].astype(np.int64)
+    for k, _p, d_or, d_and in rows:                       # digital inputs: no pipeline delay
+        assert (d_or, d_and) == (int(np.bitwise_or.reduce(dig[k:k + spi])), int(np.bitwise_and.reduce(dig[k:k + spi])))
+    ors = np.array([r[2] for r in rows])
+    assert (ors & PERST_BIT).all() and (ors & ACTIVITY_BIT).any() and (ors & MARKER_BIT).any(), ors
+    err = got.sum() / want.sum() - 1
+    print(f"rp2 emulator: interval {INTERVAL_US} us, {STREAM_S} s emulated, frames {s['frames']}, intervals "
+          f"{s['samples']} received + {s['gap_intervals']} in {s['overruns']} overruns, link lost "
+          f"{s['dropped_frames']}, energy of the received intervals {got.sum() * INTERVAL_US * 1e-6:.6f} J vs "
+          f"{want.sum() * INTERVAL_US * 1e-6:.6f} J fed in ({err * 100:+.4f} %), emulated "
+          f"{after['emu_s'] - before['emu_s']:.2f} s in {after['wall_s'] - before['wall_s']:.0f} s wall; status {status}")
+    assert abs(err) < 1e-3, (got.sum(), want.sum())
+
+
+@pytest.mark.xfail(strict=True, reason="the RP2040 path falls behind its ADC (overruns) on the emulated board: "
+                                       "docs/emulator.md, 'What it found'")
+def test_rp2_emulator_streams_without_losing_an_interval(streamed):
+    """The must-show of issue 24: 0 intervals lost at INTERVAL_US (strict: it turns red once it passes)."""
+    _blocks, s, _status, _before, _after = streamed
+    assert (s["overruns"], s["gap_intervals"]) == (0, 0), s
+
+
+@pytest.mark.xfail(strict=False, reason="in the one full run the CLI's describe, sent after the first client "
+                                        "closed the pty, never reached the board: docs/emulator.md")
+def test_rp2_emulator_powerrig_stream_cli(board, streamed):
+    """`powerrig stream`, the real CLI, on the emulated board's pty: it connects, streams and accounts
+    for every interval (after the client above, so the board is up and idle)."""
+    r = run_cli("stream", "--port", board.port, "--seconds", str(CLI_S), "--interval-us", str(INTERVAL_US),
+                "--rails", ",".join(RAILS), "--json", "--quiet", "--reply-timeout", "120", timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = json.loads(r.stdout)
+    assert s["samples"] + s["gap_intervals"] == int(round(CLI_S * 1e6 / INTERVAL_US)), s
+    assert (s["dropped_frames"], s["crc_errors"]) == (0, 0), s
+
+
+@pytest.mark.xfail(strict=False, reason="not yet seen to pass: the one full run was interrupted before it "
+                                        "(the emulator's speed wandered 0.3-1.2 % of real time on a loaded machine)")
+def test_rp2_emulator_clock_fit_follows_the_slow_device_clock(streamed):
+    """The host fitted the emulated clock as a crystal far off nominal (docs/emulator.md, "Time")."""
+    _blocks, s, _status, before, after = streamed
+    rate = (after["emu_s"] - before["emu_s"]) / (after["wall_s"] - before["wall_s"])
+    fitted = 1.0 + s["clock"]["drift_ppm"] * 1e-6           # device seconds per host second
+    assert rate < 0.9, f"the emulator ran at {rate:.2f}x real time: this check wants a slow device"
+    assert abs(fitted / rate - 1) < 0.5, (fitted, rate)
+
+
+@pytest.mark.xfail(strict=False, reason="not yet seen to pass: it opens the pty again after the CLI "
+                                        "(see test_rp2_emulator_powerrig_stream_cli)")
+def test_rp2_emulator_edge_trigger(board, streamed):
+    """A burst armed on the marker input's rising edge: its post-trigger samples start at an edge of
+    the waveform, and its digital column is the waveform's."""
+    codes = board.codes
+    dig = codes[:, -1].astype(np.int64)
+    with Interposer.open(board.port, timeout=120) as dev:
+        burst = dev.burst(pre=100, post=400, trigger="edge", bit=2, rising=True, timeout=900)
+    edge = burst.first_index + 100                            # the first post-trigger sample
+    assert dig[edge] & MARKER_BIT and not dig[edge - 1] & MARKER_BIT, (edge, dig[edge - 3:edge + 3])
+    assert np.array_equal(burst.codes[:, -1], codes[burst.first_index:burst.first_index + 500, -1])

@@ -1,0 +1,122 @@
+// The emulated interposer board: MicroPython's rp2 image on rp2040js, firmware/ in its flash
+// filesystem, AD7380s at its pins, its USB CDC on a host pseudo-terminal. Normally started by
+// emulated_board.py (which builds the flash filesystem, the waveform and the pty); docs/emulator.md.
+//
+//   node run.mjs --fw firmware.bin [--fs lfs.bin --fs-offset 0xA0000] [--waveform wave.i16 --stride 7]
+//       [--pins sclk=2,cs=3,sdi=7,sdo=4:5:6,dig=10:11:12] [--pty-fd 3] [--stats stats.json]
+//       [--rate 0.05] [--wall 600] [--echo]
+//
+// --rate R: emulated seconds per wall second at most (0: as fast as it goes). A steady rate is a steady
+//           crystal for the host's clock fit (docs/emulator.md, "Time").
+// Prints one line "ready" on stdout once the board's USB is enumerated; stats (JSON) are written to
+// --stats every half second of wall time and on exit (SIGTERM, SIGINT, --wall).
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Simulator, GPIOPinState } from 'rp2040js';
+import { Lockstep } from './scheduler.mjs';
+import { AD7380Bank } from './ad7380.mjs';
+import { CdcBridge } from './cdc_bridge.mjs';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const args = {};
+for (let i = 2; i < process.argv.length; i++) {
+  const a = process.argv[i];
+  if (!a.startsWith('--')) continue;
+  const v = process.argv[i + 1];
+  if (v !== undefined && !v.startsWith('--')) { args[a.slice(2)] = v; i++; } else args[a.slice(2)] = '1';
+}
+const die = (msg) => { process.stderr.write(`rp2emu: ${msg}\n`); process.exit(2); };
+if (!args.fw) die('--fw FIRMWARE.bin is required (scripts/build_rp2_mp.py builds it)');
+const bootromPath = args.bootrom || path.join(HERE, 'bootrom-b1.mjs');
+if (!fs.existsSync(bootromPath)) die(`boot ROM ${bootromPath} missing: copy ../shared/vendor/rp2040js-bootrom-b1.ts there (emulated_board.py does)`);
+const { bootromB1 } = await import(bootromPath);
+
+const sim = new Simulator();
+const mcu = sim.rp2040;
+mcu.logger = { debug() {}, info() {}, warn() {}, error(c, m) { process.stderr.write(`[emu error] ${c} ${m}\n`); } };
+mcu.loadBootrom(bootromB1);
+mcu.flash.set(fs.readFileSync(args.fw), 0);
+if (args.fs) mcu.flash.set(fs.readFileSync(args.fs), Number(args['fs-offset'] || 0xa0000));
+mcu.core.PC = 0x10000000;
+
+const clock = new Lockstep(sim);
+
+// exceptions taken, by number (16 + IRQ; 15 SysTick): where the emulated CPU's time goes
+const exceptions = {};
+const entry = mcu.core.exceptionEntry.bind(mcu.core);
+mcu.core.exceptionEntry = (n) => { exceptions[n] = (exceptions[n] || 0) + 1; return entry(n); };
+
+// ---- the pads: a driven pin reads back its own level (rp2040js changes a pin's input only through
+// setInputValue, so a PIO program that waits on a pin another state machine drives, like the board's
+// followers on SCLK, would wait forever) ----
+for (const pin of mcu.gpio) {
+  pin.addListener((v) => {
+    if (v === GPIOPinState.High || v === GPIOPinState.Low) pin.setInputValue(v === GPIOPinState.High);
+  });
+}
+
+// ---- the converters and the digital inputs at the pins ----
+let adc = null;
+if (args.waveform) {
+  const o = Object.fromEntries(String(args.pins || 'sclk=2,cs=3,sdi=-1,sdo=4:5:6,dig=10:11:12')
+    .split(',').map((kv) => kv.split('=')));
+  const pins = { sclk: Number(o.sclk), cs: Number(o.cs), sdi: Number(o.sdi ?? -1),
+    sdo: o.sdo.split(':').map(Number), dig: o.dig ? o.dig.split(':').map(Number) : [] };
+  const raw = fs.readFileSync(args.waveform);
+  const wave = new Int16Array(raw.buffer, raw.byteOffset, raw.length >> 1);
+  adc = new AD7380Bank(mcu, () => clock.nowNs(), pins, wave, Number(args.stride || 2 * pins.sdo.length + 1));
+}
+
+// ---- USB CDC <-> pty ----
+const usb = new CdcBridge(mcu, args['pty-fd'] !== undefined ? Number(args['pty-fd']) : -1, !!args.echo);
+
+// ---- stats ----
+const t0 = Date.now();
+let readyAt = null;
+function stats() {
+  const wall = (Date.now() - t0) / 1000, emu = sim.clock.nanos / 1e9;
+  return {
+    wall_s: wall, emu_s: emu, emu_per_wall: wall > 0 ? emu / wall : 0, ready_emu_s: readyAt,
+    clk_sys_hz: mcu.clkSys, rate, exceptions, pace_slip_s: paceSlipMs / 1000, pio_steps: clock.pioSteps, usb: usb.stats,
+    adc: adc ? { ...adc.stats, registers: adc.registers() } : null,
+  };
+}
+function writeStats() {
+  if (!args.stats) return;
+  const tmp = `${args.stats}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, JSON.stringify(stats()));
+  fs.renameSync(tmp, args.stats);
+}
+function finish(code) { writeStats(); process.exit(code); }
+process.on('SIGTERM', () => finish(0));
+process.on('SIGINT', () => finish(0));
+
+// ---- main loop: slices of emulated time, I/O between them, paced to --rate ----
+const rate = Number(args.rate || 0);
+const wallLimit = Number(args.wall || 0) * 1000;
+let lastStats = 0;
+function loop() {
+  const turnStart = Date.now();
+  while (Date.now() - turnStart < 20) {
+    clock.slice(20000);
+    usb.pump();
+  }
+  if (usb.connected && readyAt === null) {
+    readyAt = sim.clock.nanos / 1e9;
+    process.stdout.write('ready\n');
+  }
+  const now = Date.now();
+  if (now - lastStats > 500) { lastStats = now; writeStats(); }
+  if (wallLimit && now - t0 > wallLimit) { process.stderr.write('rp2emu: --wall limit reached\n'); finish(3); }
+  let wait = 0;
+  if (rate > 0) {
+    // ahead of the pace: sleep. Behind it (a slow stretch): never race to catch up, which would bend
+    // the emulated clock's line twice; move the pace's origin instead (counted as pace_slips).
+    wait = (sim.clock.nanos / 1e9) / rate * 1000 - (now - paceOrigin);
+    if (wait < -200) { paceOrigin += -200 - wait; paceSlipMs += -200 - wait; wait = -200; }
+  }
+  if (wait > 1) setTimeout(loop, Math.min(wait, 50)); else setImmediate(loop);
+}
+let paceOrigin = t0, paceSlipMs = 0;
+loop();

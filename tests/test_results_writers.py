@@ -9,6 +9,7 @@ import traceback
 import pytest
 
 from powerrig.results import ResultStore
+from powerrig.results import schema as S
 
 from test_results_store import PLAN, make_version_1, sql
 
@@ -62,8 +63,8 @@ def test_many_processes_migrate_an_old_database_once(results_db):
     make_version_1(results_db)
     errors = run_writers(results_db)
     assert not errors, "\n".join(errors)
-    assert ResultStore(results_db).schema_version() == 2
-    assert sql(results_db, "select value from schema_info where key = 'version'")[0] == [("2",)]
+    assert ResultStore(results_db).schema_version() == S.SCHEMA_VERSION
+    assert sql(results_db, "select value from schema_info where key = 'version'")[0] == [(str(S.SCHEMA_VERSION),)]
 
 
 def test_a_writer_that_waits_for_a_lock_past_the_timeout_gets_one_line(results_db):

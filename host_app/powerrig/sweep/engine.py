@@ -226,10 +226,11 @@ class Sweep:
 
     def _mark_run(self, status: str, error: str) -> None:
         """Record how the run ended. A database that cannot take even that (still locked, full) is tried
-        three times, then left with a log line: the error itself goes up to the caller."""
+        three times, the last two without the error text (a full file's last free bytes may hold the
+        status), then left with a log line: the error itself goes up to the caller."""
         for attempt in range(1, 4):
-            try:
-                self.store.set_run_status(self.run_id, status, error)
+            try:       # after a first failure without the error text: a full database may still take the status
+                self.store.set_run_status(self.run_id, status, error if attempt == 1 else None)
             except DatabaseFault as e:
                 logger.warning("run %s: recording status %r, attempt %d of 3: %s", self.run_id, status, attempt, e)
                 continue

@@ -28,8 +28,42 @@ class RemoteError(PowerrigError):
     """The drive host cannot be reached or refused us (ssh itself failed)."""
 
 
+class RemoteHost:
+    """What every drive host transport offers on top of its ``run(argv, timeout, stdin) -> bytes``:
+    files in and out (``cat`` and ``tar`` there) and its clock (``to_host``: a time stamped there,
+    e.g. by fio, as this host's UTC; identity unless the transport measures the offset)."""
+
+    def to_host(self, t: float) -> float:
+        return t
+
+    def mkdtemp(self) -> str:
+        return self.run(["mktemp", "-d", "/tmp/powerrig-fio.XXXXXX"]).decode().strip()
+
+    def put_text(self, text: str, path: str) -> None:
+        self.run(["sh", "-c", 'cat > "$1"', "sh", path], stdin=text.encode())
+
+    def fetch_dir(self, remote_dir: str, local_dir: Path) -> list[str]:
+        """Copy a directory's regular files back (tar through the connection); the names copied."""
+        data = self.run(["tar", "-C", remote_dir, "-cf", "-", "."], timeout=600)
+        names = []
+        with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+            members = [m for m in tf.getmembers() if m.isfile() or m.isdir()]
+            for m in members:
+                if m.name.startswith("/") or ".." in Path(m.name).parts:
+                    raise RemoteError(f"drive host {self.url}: refusing a path outside the results: {m.name!r}")
+            tf.extractall(local_dir, members=members, filter="data")
+            names = [m.name for m in members if m.isfile()]
+        return names
+
+    def remove(self, remote_dir: str) -> None:
+        try:
+            self.run(["rm", "-rf", "--", remote_dir])
+        except RemoteError as e:
+            logger.warning("could not remove %s on %s: %s", remote_dir, self.url, e)
+
+
 @dataclass(frozen=True)
-class SshHost:
+class SshHost(RemoteHost):
     host: str
     user: str | None = None
     port: int | None = None
@@ -105,36 +139,15 @@ class SshHost:
         """Connect once: a wrong host, port or key is one clear error before any step runs."""
         self.run(["true"], timeout=self.connect_timeout + 20)
 
-    def mkdtemp(self) -> str:
-        return self.run(["mktemp", "-d", "/tmp/powerrig-fio.XXXXXX"]).decode().strip()
 
-    def put_text(self, text: str, path: str) -> None:
-        self.run(["sh", "-c", 'cat > "$1"', "sh", path], stdin=text.encode())
-
-    def fetch_dir(self, remote_dir: str, local_dir: Path) -> list[str]:
-        """Copy a directory's regular files back (tar through the connection); the names copied."""
-        data = self.run(["tar", "-C", remote_dir, "-cf", "-", "."], timeout=600)
-        names = []
-        with tarfile.open(fileobj=io.BytesIO(data)) as tf:
-            members = [m for m in tf.getmembers() if m.isfile() or m.isdir()]
-            for m in members:
-                if m.name.startswith("/") or ".." in Path(m.name).parts:
-                    raise RemoteError(f"drive host {self.url}: refusing a path outside the results: {m.name!r}")
-            tf.extractall(local_dir, members=members, filter="data")
-            names = [m.name for m in members if m.isfile()]
-        return names
-
-    def remove(self, remote_dir: str) -> None:
-        try:
-            self.run(["rm", "-rf", "--", remote_dir])
-        except RemoteError as e:
-            logger.warning("could not remove %s on %s: %s", remote_dir, self.url, e)
-
-
-def drive_host(spec) -> SshHost | None:
-    """None (this host) for None/"" / "local"; an SshHost for an ssh:// URL or an SshHost."""
+def drive_host(spec) -> RemoteHost | None:
+    """None (this host) for None/"" / "local"; an SshHost for an ssh:// URL, an AgentHost for an
+    agent:// one (a QEMU drive host's command agent), or the RemoteHost given."""
     if spec is None or spec == "" or spec == "local":
         return None
-    if isinstance(spec, SshHost):
+    if isinstance(spec, RemoteHost):
         return spec
+    if str(spec).startswith("agent:"):
+        from powerrig.dut.agent import AgentHost
+        return AgentHost.parse(spec)
     return SshHost.parse(spec)

@@ -28,6 +28,9 @@ command -v sigrok-cli >/dev/null || need+=(sigrok-cli)
 command -v arm-none-eabi-gcc >/dev/null || need+=(gcc-arm-none-eabi)
 [ -d /usr/lib/arm-none-eabi/newlib ] || need+=(libnewlib-arm-none-eabi)
 command -v qemu-system-arm >/dev/null || need+=(qemu-system-arm)
+# the real NVMe stack in a QEMU guest (tests/test_qemu_nvme*.py, `powerrig sim start --drive qemu`)
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+{ [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1; } || need+=(busybox-static)
 # a real X window for the screenshot test (tests/test_gui_screenshots.py)
 command -v xvfb-run >/dev/null || need+=(xvfb)
 # a lab's transports: ser2net (RFC2217 in front of an interposer) and OpenSSH (drive hosts), tests/test_remote.py, test_rfc2217.py
@@ -67,5 +70,10 @@ fi
 #    MicroPython source the QEMU test tier is skipped with the reason; everything else still runs.
 if ! .venv/bin/python scripts/build_qemu_mp.py >/dev/null 2>.venv/.qemu-mp-build.err; then
   say "emulated Cortex-M not built, its tests will be skipped: $(cat .venv/.qemu-mp-build.err)"
+fi
+# 4. The QEMU drive host's kernel (apt-get download of the Debian cloud kernel) and initramfs (busybox,
+#    this host's nvme-cli and fio), built once into ~/.cache/powerrig/qemu-nvme by a hash of its inputs.
+if ! nice -n 10 .venv/bin/python -m powerrig.sim.qemu.image >/dev/null 2>.venv/.qemu-nvme-build.err; then
+  say "QEMU drive host not built, its tests will fail: $(cat .venv/.qemu-nvme-build.err)"
 fi
 say "ready"

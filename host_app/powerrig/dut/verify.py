@@ -1,35 +1,29 @@
-"""After a drive went away mid-write: which blocks fio's verify pass finds wrong, and whether any
-of them was a write the drive had acknowledged (lost data) or only one in flight at the removal
-(never acknowledged, so nothing was promised).
+"""After a drive went away mid-write: were acknowledged writes lost, or only writes in flight?
 
-The write phase keeps a per-I/O log with offsets (``acknowledged_options``: each completion the
-drive acknowledged); the verify pass (``--verify_only --verify_state_load=1``, fio's verify-state
-flow) prints each bad block. ``classify`` sets the two against each other.
+fio's verify-state flow: the write phase runs with ``verify_state_save`` (``write_options``), so fio
+writes down, when it stops, how many writes the drive had acknowledged and which were still in flight.
+Once the drive is back, two read-only verify passes classify the blocks:
+1. ``--verify_only --verify_state_load=1``: fio verifies exactly the acknowledged writes; every block
+   it finds wrong is data the drive lost (a drive that honours its acknowledgements loses none);
+2. ``--verify_only`` without the state over the same span (the acknowledged writes plus the queue
+   depth): the blocks wrong here and not in pass 1 were never acknowledged (in flight at the removal,
+   or not issued yet): nothing was promised for them.
+Both passes are fio runs through the one door to other programs (events on the timeline).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
+
+from powerrig.dut._run import run_tool
+from powerrig.core.timeline import FIO
 
 _BAD = re.compile(r"^verify: .*? offset (\d+), length (\d+)", re.M)
 
 
-def acknowledged_options() -> dict:
-    """fio options for a write job whose every acknowledged write is logged with its offset (the
-    runner adds write_bw_log; log_avg_msec=0 logs each completion, log_offset=1 adds the offset)."""
-    return {"verify": "crc32c", "do_verify": 0, "verify_state_save": 1, "log_offset": 1}
-
-
-def acknowledged(log_files: list[Path]) -> set[int]:
-    """Offsets of the completed writes in fio per-I/O logs (time, value, ddir, bs, offset[, prio])."""
-    out = set()
-    for p in log_files:
-        for line in Path(p).read_text().splitlines():
-            cols = [c.strip() for c in line.split(",")]
-            if len(cols) >= 5 and cols[2] == "1":
-                out.add(int(cols[4]))
-    return out
+def write_options() -> dict:
+    """fio options for a sequential write phase whose state a verify pass can load."""
+    return {"verify": "crc32c", "do_verify": 0, "verify_state_save": 1}
 
 
 def bad_blocks(text: str) -> set[int]:
@@ -39,11 +33,27 @@ def bad_blocks(text: str) -> set[int]:
 
 @dataclass(frozen=True)
 class Classification:
-    acknowledged: int        # writes the drive acknowledged
-    bad: int                 # blocks the verify pass found wrong
+    acknowledged: int        # writes the drive acknowledged (fio's completed writes)
     lost: tuple              # offsets acknowledged and wrong: data the drive lost
     in_flight: tuple         # offsets wrong but never acknowledged: writes cut off by the removal
 
 
-def classify(ack: set[int], bad: set[int]) -> Classification:
-    return Classification(len(ack), len(bad), tuple(sorted(bad & ack)), tuple(sorted(bad - ack)))
+def classify(fio, name: str, dev: str, bs: int, iodepth: int, acknowledged: int, ioengine: str = "libaio",
+             timeout: float = 600.0) -> Classification:
+    """Run the two verify passes on ``dev`` (a Fio runner: its program, timeline and drive host)
+    for a sequential write job ``name`` of block size ``bs`` that completed ``acknowledged`` writes."""
+    base = [f"--name={name}", f"--filename={dev}", "--rw=write", f"--bs={bs}", f"--iodepth={iodepth}",
+            "--direct=1", f"--ioengine={ioengine}", "--verify=crc32c", "--verify_only", "--verify_fatal=0",
+            "--verify_dump=0"]
+
+    def run(label, args):
+        done = run_tool(fio.program + base + args, fio.timeline, FIO, label, "fio", timeout, fio.env, check=False,
+                        meta={"verify": True}, remote=fio.remote)
+        bad = bad_blocks(done.stdout + done.stderr)
+        fio.timeline.end(done.event, ok=True, bad_blocks=len(bad), returncode=done.returncode)
+        return bad
+
+    size = f"--size={(acknowledged + iodepth) * bs}"       # every write issued lies in here
+    lost = run("fio verify acknowledged", ["--verify_state_load=1", size])
+    around = run("fio verify in flight", [size])
+    return Classification(acknowledged, tuple(sorted(lost)), tuple(sorted(around - lost)))

@@ -26,7 +26,7 @@ from powerrig.core.errors import PowerrigError
 
 DEFAULT_PROFILE = "d5-p5336"
 QEMU_DRIVE = "qemu"       # not a profile: the drive is QEMU's NVMe controller in a guest (sim/qemu)
-BOOT_TIMEOUT_S = 180.0    # a QEMU guest boots in 2-3 s on an idle machine; a loaded one takes longer
+BOOT_TIMEOUT_S = 330.0    # a QEMU guest boots in 2-3 s on an idle machine; a loaded one takes longer
 
 
 class RigError(PowerrigError):

@@ -256,7 +256,7 @@ class Guest:
                 a += ["-trace", f"enable={ev}"]
         return a
 
-    def start(self, timeout: float = 120.0) -> "Guest":
+    def start(self, timeout: float = 300.0) -> "Guest":
         t0 = time.time()
         if not self.img.exists():
             with open(self.img, "wb") as f:
@@ -269,16 +269,17 @@ class Guest:
             self.qmp = Qmp(self.rundir / "rig.qmp", timeout, self.proc)
             self.agent = AgentLink(_connect(str(self.rundir / "agent.sock"), timeout, self.proc))
             # bytes sent before the guest opens its port are dropped: ask until the agent answers
-            deadline = t0 + timeout
+            # (each try waits longer: on a loaded machine the answer itself can take seconds)
+            deadline, wait = t0 + timeout, 0.3
             while True:
                 if self.proc.poll() is not None or time.time() > deadline:
                     raise GuestError(f"the QEMU guest did not come up within {timeout:g} s; see "
                                      f"{self.rundir}/console.log and qemu.log")
                 try:
-                    self.agent.sync(timeout=0.3)
+                    self.agent.sync(timeout=wait)
                     break
                 except TimeoutError:
-                    continue
+                    wait = min(5.0, wait * 1.5)
         except BaseException:
             self.stop()
             raise

@@ -4,6 +4,7 @@ workload it cut short is recorded as interrupted by removal, not as lost data.
 
 The watcher is a POSIX shell loop run on the drive host beside fio (through the same transport):
 it notes each change of /sys/class/nvme/CTRL with the host's clock, mapped here onto this host's.
+A drive gone when the workload ends is waited for (GRACE_S), so its return is on the timeline too.
 """
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ import threading
 from powerrig.core.timeline import NOTE, Event
 
 POLL_S = 0.02
+GRACE_S = 15.0     # after the workload, how long a drive that went away is waited for to come back
 SCRIPT = r'''
-c=/sys/class/nvme/$1; stop=$2; p=1
+c=/sys/class/nvme/$1; stop=$2; grace=$3; p=1; n=0
 now() { [ -n "$EPOCHREALTIME" ] && echo "$EPOCHREALTIME" || date +%s.%N; }
-while [ ! -e "$stop" ]; do
+while :; do
   if [ -e "$c" ]; then s=1; else s=0; fi
   [ "$s" != "$p" ] && echo "$(now) $s"
-  p=$s; usleep %d 2>/dev/null || sleep 0.02
+  p=$s
+  if [ -e "$stop" ]; then [ "$s" = 1 ] && break; n=$((n + 1)); [ "$n" -gt "$grace" ] && break; fi
+  usleep %d 2>/dev/null || sleep 0.02
 done
 '''.replace("%d", str(int(POLL_S * 1e6)))
 
@@ -35,7 +39,8 @@ class PresenceWatch:
 
     def _run(self) -> None:
         try:
-            out = self.remote.run(["sh", "-c", SCRIPT, "sh", self.controller, self._stop_file], timeout=None)
+            out = self.remote.run(["sh", "-c", SCRIPT, "sh", self.controller, self._stop_file,
+                                   str(int(GRACE_S / POLL_S))], timeout=None)
         except Exception as e:  # noqa: BLE001 - a watcher that fails must not end the workload
             self.error = str(e)
             return
@@ -56,7 +61,7 @@ class PresenceWatch:
             self.remote.run(["touch", self._stop_file])
         except Exception as e:  # noqa: BLE001
             self.error = str(e)
-        self._thread.join(10.0)
+        self._thread.join(GRACE_S + 30.0)
         try:
             self.remote.run(["rm", "-f", self._stop_file])
         except Exception:  # noqa: BLE001

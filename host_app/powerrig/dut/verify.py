@@ -3,11 +3,12 @@
 fio's verify-state flow: the write phase runs with ``verify_state_save`` (``write_options``), so fio
 writes down, when it stops, how many writes the drive had acknowledged and which were still in flight.
 Once the drive is back, two read-only verify passes classify the blocks:
-1. ``--verify_only --verify_state_load=1``: fio verifies exactly the acknowledged writes; every block
-   it finds wrong is data the drive lost (a drive that honours its acknowledgements loses none);
-2. ``--verify_only`` without the state over the same span (the acknowledged writes plus the queue
-   depth): the blocks wrong here and not in pass 1 were never acknowledged (in flight at the removal,
-   or not issued yet): nothing was promised for them.
+1. ``--verify_only --verify_state_load=1`` over the acknowledged writes (fio's ``io_bytes``: writes
+   completed without error): every block it finds wrong is data the drive lost (a drive that honours
+   its acknowledgements loses none);
+2. ``--verify_only`` over the acknowledged writes plus the queue depth: the blocks wrong here and not
+   in pass 1 were never acknowledged (in flight at the removal, failed with it): nothing was promised
+   for them.
 Both passes are fio runs through the one door to other programs (events on the timeline).
 """
 from __future__ import annotations
@@ -31,6 +32,12 @@ def bad_blocks(text: str) -> set[int]:
     return {int(m.group(1)) for m in _BAD.finditer(text)}
 
 
+def acknowledged_writes(write: dict, bs: int) -> int:
+    """Writes the drive acknowledged, from the ``write`` part of fio's JSON for the cut run:
+    ``io_bytes`` counts writes completed without error (``total_ios`` also counts the failed ones)."""
+    return int(write["io_bytes"]) // int(bs)
+
+
 @dataclass(frozen=True)
 class Classification:
     acknowledged: int        # writes the drive acknowledged (fio's completed writes)
@@ -41,7 +48,8 @@ class Classification:
 def classify(fio, name: str, dev: str, bs: int, iodepth: int, acknowledged: int, ioengine: str = "libaio",
              timeout: float = 600.0) -> Classification:
     """Run the two verify passes on ``dev`` (a Fio runner: its program, timeline and drive host)
-    for a sequential write job ``name`` of block size ``bs`` that completed ``acknowledged`` writes."""
+    for a sequential write job ``name`` of block size ``bs`` whose drive acknowledged ``acknowledged``
+    writes (``acknowledged_writes``)."""
     base = [f"--name={name}", f"--filename={dev}", "--rw=write", f"--bs={bs}", f"--iodepth={iodepth}",
             "--direct=1", f"--ioengine={ioengine}", "--verify=crc32c", "--verify_only", "--verify_fatal=0",
             "--verify_dump=0"]
@@ -53,7 +61,6 @@ def classify(fio, name: str, dev: str, bs: int, iodepth: int, acknowledged: int,
         fio.timeline.end(done.event, ok=True, bad_blocks=len(bad), returncode=done.returncode)
         return bad
 
-    size = f"--size={(acknowledged + iodepth) * bs}"       # every write issued lies in here
-    lost = run("fio verify acknowledged", ["--verify_state_load=1", size])
-    around = run("fio verify in flight", [size])
+    lost = run("fio verify acknowledged", ["--verify_state_load=1", f"--size={acknowledged * bs}"])
+    around = run("fio verify in flight", [f"--size={(acknowledged + iodepth) * bs}"])   # every write issued
     return Classification(acknowledged, tuple(sorted(lost)), tuple(sorted(around - lost)))

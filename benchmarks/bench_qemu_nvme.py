@@ -33,6 +33,7 @@ from hostinfo import machine  # noqa: E402
 from powerrig.capture import CaptureReader  # noqa: E402
 from powerrig.core.timeline import FIO, NVME, PHASE, Timeline  # noqa: E402
 from powerrig.dut import runners  # noqa: E402
+from powerrig.dut.commands import helper_argv  # noqa: E402
 from powerrig.dut.remote import drive_host  # noqa: E402
 from powerrig.results import ResultStore  # noqa: E402
 from powerrig.sim import rig as simrig  # noqa: E402
@@ -72,7 +73,7 @@ def main() -> int:
         rt = []
         for _ in range(30):
             t0 = time.perf_counter()
-            remote.execute(["true"])
+            remote.execute(helper_argv("true"))
             rt.append((time.perf_counter() - t0) * 1e3)
 
         # admin commands through the dut layer, each an event; the trace says when each really ran

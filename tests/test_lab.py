@@ -84,6 +84,20 @@ print(json.dumps({'args': d.pytest_args(), 'rails': d.slot.rails, 'samples': n, 
     assert str(LAB_VENV) in out["serial"]          # labgrid's environment has its own serial package
 
 
+@pytest.mark.parametrize("field,value", [("drive_host", "ssh://-oProxyCommand=touch${IFS}MARK@localhost"),
+                                         ("drive_host", "ssh://lab@drivehost?LocalCommand=touch%20MARK"),
+                                         ("controller", "--namespace-id=0xffffffff")])
+def test_a_slot_an_exporter_publishes_cannot_smuggle_an_option(lab_venv, tmp_path, field, value):
+    """A PowerrigSlot comes from an exporter on another machine: its drive_host and controller pass the
+    door to other programs when the resource is made (one line), before any ssh or nvme-cli runs."""
+    (tmp_path / "env.yaml").write_text(
+        "targets:\n  main:\n    resources:\n      PowerrigSlot:\n        port: \"/dev/ttyACM0\"\n"
+        f"        {field}: {json.dumps(value)}\n    drivers:\n      PowerrigDriver: {{}}\nimports:\n  - powerrig.lab\n")
+    r = lab_python(lab_venv, "from labgrid import Environment\nEnvironment('env.yaml').get_target('main')\n", tmp_path)
+    assert r.returncode != 0 and f"PowerrigSlot.{field}" in r.stderr, r.stderr[-2000:]
+    assert not (tmp_path / "MARK").exists()
+
+
 def _wait(what: str, check, timeout: float = 60.0):
     deadline = time.monotonic() + timeout
     last = None

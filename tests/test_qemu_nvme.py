@@ -17,6 +17,7 @@ from powerrig.core.timeline import FIO, NOTE, NVME, PHASE, POWER_STATE, Timeline
 from powerrig.dut import runners
 from powerrig.dut.fio import FioJob, FioPlan
 from powerrig.dut.guard import DriveGuard, GuardRefused
+from powerrig.dut.commands import helper_argv
 from powerrig.dut.remote import drive_host
 from powerrig.dut import verify
 
@@ -95,13 +96,13 @@ def test_qemu_nvme_guard_reads_the_guests_sysfs(qrig, drive):
     with pytest.raises(GuardRefused, match="not a block device"):
         g.check("/dev/nvme7n1", qrig["serial"], "a test write")
     remote = drive_host(qrig["drive_host"])
-    remote.run(["sh", "-c", f"mke2fs -q {NS} && mount {NS} /mnt"], timeout=120)
+    remote.run(helper_argv("sh", "-c", f"mke2fs -q {NS} && mount {NS} /mnt"), timeout=120)
     try:
         with pytest.raises(GuardRefused, match="in use") as e:
             g.check(NS, qrig["serial"], "a test write")
         assert "/mnt" in str(e.value) and "\n" not in str(e.value)
     finally:
-        remote.run(["umount", "/mnt"])
+        remote.run(helper_argv("umount", "/mnt"))
     assert [e.ok for e in tl.events(kind=NOTE)[n0:] if e.name == "guard"] == [True, False, False, False]
 
 
@@ -212,7 +213,7 @@ def test_qemu_nvme_hot_removal_during_writes_loses_no_acknowledged_write(qrig, d
     # the drive back under the same name: fio's verify-state flow over what was written
     remote = drive_host(qrig["drive_host"])
     deadline = time.time() + 60
-    while time.time() < deadline and remote.execute(["test", "-b", NS])[0] != 0:
+    while time.time() < deadline and remote.execute(helper_argv("test", "-b", NS))[0] != 0:
         time.sleep(0.2)
     # fio's JSON of the cut run: io_bytes counts the writes completed without error (acknowledged);
     # total_ios also counts the ones that failed when the controller went away

@@ -17,6 +17,7 @@ from conftest import REPO, run_cli
 from powerrig.dut import runners
 from powerrig.dut.fio import FioJob, FioPlan
 from powerrig.dut.guard import GuardRefused, RemoteHostView
+from powerrig.dut.commands import helper_argv
 from powerrig.dut.remote import RemoteError, SshHost, drive_host
 from powerrig.core.timeline import FIO, NVME, Timeline
 
@@ -202,8 +203,8 @@ def test_a_bad_drive_host_url_is_refused(bad):
 def test_arguments_reach_the_far_side_unsplit(sshd):
     """ssh joins its arguments into one shell line: spaces and quotes must survive the trip."""
     h = SshHost.parse(sshd["url"])
-    out = h.run([sys.executable, "-c", "import sys, json; print(json.dumps(sys.argv[1:]))",
-                 "a b", "it's", "$HOME", ";true"])
+    out = h.run(helper_argv(sys.executable, "-c", "import sys, json; print(json.dumps(sys.argv[1:]))",
+                            "a b", "it's", "$HOME", ";true"))
     assert json.loads(out) == ["a b", "it's", "$HOME", ";true"]
 
 

@@ -33,6 +33,16 @@ def pytest_addoption(parser):
                                                   "each xdist worker takes one")
 
 
+def pytest_configure(config):
+    """Options that reach nvme-cli, fio or ssh are checked before any test is collected: a bad one is
+    pytest's usage error (one line, exit 4), not an error in every test that uses the rig."""
+    if config.getoption("--rig", None) or config.getoption("--inventory", None):
+        try:
+            _slot(config)
+        except (OSError, tomllib.TOMLDecodeError, KeyError) as e:
+            raise pytest.UsageError(f"--inventory {config.getoption('--inventory')}: cannot read it ({e})") from None
+
+
 @dataclass
 class RigSlot:
     name: str
@@ -40,6 +50,21 @@ class RigSlot:
     drive: str | None = None
     serial: str | None = None
     drive_host: str | None = None
+
+
+def _checked(slot: RigSlot, where: str) -> RigSlot:
+    """The values that reach nvme-cli, fio and ssh, checked by the door to other programs: a bad one
+    is a one-line usage error before any test runs."""
+    from powerrig.core.errors import PowerrigError
+    from powerrig.dut.commands import check_device
+    from powerrig.dut.remote import drive_host
+    try:
+        if slot.drive is not None:
+            check_device("drive (--dut)", slot.drive)
+        drive_host(slot.drive_host)
+    except PowerrigError as e:
+        raise pytest.UsageError(f"{where}: {e}") from None
+    return slot
 
 
 def _slot(config) -> RigSlot | None:
@@ -52,12 +77,13 @@ def _slot(config) -> RigSlot | None:
             raise pytest.UsageError(f"--inventory {inv} lists {len(rigs)} rigs; worker {worker} has none "
                                     "(use -n at most the number of rigs)")
         r = rigs[k]
-        return RigSlot(r.get("name", f"rig{k}"), r["port"], r.get("drive"), r.get("serial"), r.get("drive_host"))
+        return _checked(RigSlot(r.get("name", f"rig{k}"), r["port"], r.get("drive"), r.get("serial"),
+                                r.get("drive_host")), f"--inventory {inv} rig {k}")
     port = config.getoption("--rig")
     if not port:
         return None
-    return RigSlot(port, port, config.getoption("--dut"), config.getoption("--dut-serial"),
-                   config.getoption("--dut-host"))
+    return _checked(RigSlot(port, port, config.getoption("--dut"), config.getoption("--dut-serial"),
+                            config.getoption("--dut-host")), "powerrig pytest options")
 
 
 @dataclass
@@ -227,8 +253,9 @@ def pytest_generate_tests(metafunc):
         from powerrig.sim.profile import load
         states = [s.ps for s in load(slot.port[4:]).states if not s.nops]
     elif slot is not None:
-        from powerrig.dut.nvme import NvmeCli
-        ident = NvmeCli().id_ctrl(slot.drive or "/dev/nvme0")
+        from powerrig.dut import runners
+        nvme, _ = runners({"drive_host": slot.drive_host})     # on the drive host, when there is one
+        ident = nvme.id_ctrl(slot.drive or "/dev/nvme0")
         states = [s.ps for s in ident.power_states if not s.non_operational]
     metafunc.parametrize("power_state", states, ids=[f"PS{s}" for s in states])
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass
 
+from powerrig.dut.commands import Argv
 from powerrig.dut.remote import SSH_FAILED, RemoteError
 from powerrig.core.errors import ToolError
 from powerrig.core.timeline import Event, Timeline
@@ -23,12 +24,15 @@ def run_tool(argv: list[str], timeline: Timeline, kind: str, name: str, tool: st
              remote=None) -> Completed:
     """Run argv, record it on the timeline; ToolError (event marked failed) when it is missing,
     times out or (with ``check``) exits non-zero. With ``remote`` (an SshHost) argv runs on that
-    host; ssh's own failure (exit 255) is a RemoteError whatever ``check`` says."""
+    host; ssh's own failure (exit 255) is a RemoteError whatever ``check`` says. ``argv`` must come
+    from the door to other programs (powerrig.dut.commands): nothing else runs."""
+    if not isinstance(argv, Argv):
+        raise TypeError("run_tool runs only command lines built by powerrig.dut.commands")
     meta = dict(meta or {})
     if remote is not None:
         meta["drive_host"] = remote.url
     ev = timeline.begin(kind, name, argv=list(argv), meta=meta)
-    local_argv = remote.wrap(argv) if remote is not None else argv
+    local_argv = remote.wrap(argv) if remote is not None else argv       # ssh, or a QEMU guest's agent
     try:
         p = subprocess.run(local_argv, capture_output=True, text=True, timeout=timeout, env=env,
                            stdin=subprocess.DEVNULL, shell=False)

@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from powerrig.dut import commands
+from powerrig.dut.commands import Argv, helper_argv
 from powerrig.dut.remote import SSH_FAILED, RemoteError, RemoteHost
 
 SCHEME = "agent"
@@ -84,22 +86,25 @@ class AgentHost(RemoteHost):
             raise RemoteError(self.explain(reply.get("error", "the agent refused the request")))
         return reply
 
-    def execute(self, argv: list[str], timeout: float | None = 60.0, stdin: bytes | None = None) -> tuple:
-        """(exit code, stdout, stderr, guest time at start, guest time at end) of argv there."""
+    def execute(self, argv: Argv, timeout: float | None = 60.0, stdin: bytes | None = None) -> tuple:
+        """(exit code, stdout, stderr, guest time at start, guest time at end) of argv (built by the
+        door, powerrig.dut.commands) there."""
+        if not isinstance(argv, Argv):
+            raise TypeError("a drive host runs only command lines built by powerrig.dut.commands")
         r = self.request({"op": "run", "script": shlex.join([str(a) for a in argv]),
                           "stdin": base64.b64encode(stdin).decode() if stdin else None, "timeout": timeout}, timeout)
         return (int(r["rc"]), base64.b64decode(r["stdout"]), base64.b64decode(r["stderr"]),
                 float(r["t_guest_start"]), float(r["t_guest_end"]))
 
-    def wrap(self, argv: list[str]) -> list[str]:
-        """The local argv that runs ``argv`` there (as ``ssh host -- argv``)."""
-        return [sys.executable, "-m", "powerrig.dut.agent", self.socket, "--", *[str(a) for a in argv]]
+    def wrap(self, argv: Argv) -> Argv:
+        """The local argv that runs ``argv`` there (as ``ssh host -- argv``; built by the door)."""
+        return commands.agent_wrap(self, argv)
 
     def explain(self, why: str) -> str:
         text = " ".join(ln.strip() for ln in (why or "").splitlines() if ln.strip()) or "the agent failed"
         return f"cannot run commands on drive host {self.url}: {text}"
 
-    def run(self, argv: list[str], timeout: float = 60.0, stdin: bytes | None = None) -> bytes:
+    def run(self, argv: Argv, timeout: float = 60.0, stdin: bytes | None = None) -> bytes:
         """Run a helper command (mkdir, cat, tar, rm) there; RemoteError when it fails."""
         rc, out, err, _, _ = self.execute(argv, timeout, stdin)
         if rc != 0:
@@ -144,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     host = AgentHost(a[0])
     stdin = None if sys.stdin is None or sys.stdin.isatty() else sys.stdin.buffer.read()
     try:
-        rc, out, err, _, _ = host.execute(a[2:], None, stdin or None)
-    except RemoteError as e:
+        rc, out, err, _, _ = host.execute(helper_argv(*a[2:]), None, stdin or None)
+    except (RemoteError, commands.UnsafeArgument) as e:
         print(e, file=sys.stderr)
         return SSH_FAILED
     sys.stdout.buffer.write(out)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import threading
 import time
@@ -17,14 +16,15 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from powerrig.dut import commands
 from powerrig.dut._run import fail, run_tool
+from powerrig.dut.commands import RW_MODES, WRITE_MODES, _truthy, job_writes  # noqa: F401 - fio's vocabulary, kept here too
 from powerrig.core.errors import PowerrigError, ToolError
 from powerrig.core.timeline import FIO, PHASE, Timeline
 
 logger = logging.getLogger(__name__)
 
 DIRECTIONS = ("read", "write", "trim")
-RW_MODES = {"read", "write", "trim", "randread", "randwrite", "randtrim", "rw", "readwrite", "randrw", "trimwrite"}
 
 
 @dataclass
@@ -77,23 +77,10 @@ class FioPlan:
     log_avg_msec: int = 500
     status_interval: float | None = None
 
-    def job_file(self, log_prefix: str | None) -> str:
-        if not self.jobs:
-            raise ToolError("a fio plan needs at least one job")
-        names = [j.name for j in self.jobs]
-        if len(set(names)) != len(names):
-            raise ToolError(f"fio job names must be unique in a plan: {names}")
-        g = dict(self.global_options)
-        if log_prefix is not None:
-            g.update({"log_unix_epoch": 1, "log_avg_msec": self.log_avg_msec})
-        if self.group_reporting:
-            g["group_reporting"] = 1
-        lines = ["; written by powerrig", "[global]"] + [f"{k}={_fmt(v)}" for k, v in g.items()]
-        for j in self.jobs:
-            lines += ["", f"[{j.name}]"] + [f"{k}={_fmt(v)}" for k, v in j.options().items()]
-            if log_prefix is not None:
-                lines += [f"write_bw_log={log_prefix}/{j.name}", f"write_iops_log={log_prefix}/{j.name}"]
-        return "\n".join(lines) + "\n"
+    def job_file(self, log_prefix: str | None, permit=None) -> str:
+        """The job file, built (and every key and value checked) by the door, commands.fio_job_file;
+        a plan that writes needs the destructive door's Permit for every file it writes."""
+        return commands.fio_job_file(self, log_prefix, permit)
 
     def groups(self) -> list[tuple[int, int]]:
         """(groupid, stage) of every job, as fio numbers them: ``stonewall`` (alias
@@ -121,53 +108,6 @@ class FioPlan:
     def writes(self) -> list["FioJob"]:
         """Jobs that write to their target: any rw with a write or trim part, or verify writes."""
         return [j for j in self.jobs if job_writes({**self.global_options, **j.options()})]
-
-    def argv(self, job_file: str, output: str) -> list[str]:
-        if self.output_format not in ("json", "json+"):
-            raise ToolError(f"fio output format {self.output_format!r}: the runner parses json or json+")
-        a = [f"--output-format={self.output_format}", f"--output={output}"]
-        if self.status_interval:
-            a.append(f"--status-interval={self.status_interval:g}")
-        return a + [job_file]
-
-
-def _is_drive(path: str) -> bool:
-    """What the guard must check: a block device or an NVMe generic char device (/dev/ngXnY), or a
-    /dev path this host does not have (a drive known to the guard's host view, or a mistake it
-    refuses). Regular files and other devices (/dev/null, /dev/full) are not drives."""
-    import stat
-    try:
-        st = os.stat(path)
-    except OSError:
-        return path.startswith("/dev/")
-    return stat.S_ISBLK(st.st_mode) or (stat.S_ISCHR(st.st_mode) and
-                                        re.fullmatch(r"ng\d+n\d+", os.path.basename(os.path.realpath(path))) is not None)
-
-
-def _truthy(v) -> bool:
-    """fio boolean options: present without a value, 1, true, yes, on."""
-    if v is None or v is False:
-        return False
-    return str(v).strip().lower() not in ("0", "false", "no", "off")
-
-
-WRITE_MODES = {"write", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim", "trimwrite"}
-
-
-def job_writes(options: dict) -> bool:
-    """Does a job with these (merged global + job) options write to its file? rw with a write or trim
-    part does; so does a read job with ``verify`` set and ``do_verify``/``verify_only`` not stopping it
-    from writing first (fio writes the pattern it verifies), and ``verify_backlog``."""
-    rw = str(options.get("rw", options.get("readwrite", "read"))).split(":")[0].strip()
-    if rw in WRITE_MODES:
-        return True
-    verify = options.get("verify")
-    return verify is not None and str(verify).strip().lower() not in ("0", "none", "") and \
-        not _truthy(options.get("verify_only"))
-
-
-def _fmt(v) -> str:
-    return str(int(v)) if isinstance(v, bool) else str(v)
 
 
 @dataclass
@@ -470,8 +410,8 @@ class Fio:
 
     def __init__(self, program: list[str] | None = None, timeline: Timeline | None = None,
                  timeout_margin: float = 60.0, env: dict | None = None, nvme=None, remote=None):
-        """``nvme``: the NvmeCli (with its HostView) the guard reads serials and the host through;
-        by default the host's own ``nvme`` on this timeline. ``remote``: an SshHost fio runs on (its
+        """``nvme``: the NvmeCli (with its HostView) the guard reads serials and the host through
+        (``powerrig.dut.runners`` pairs them; without one a write to a drive is refused). ``remote``: an SshHost fio runs on (its
         job file goes there, its JSON output and logs come back into the run's directory)."""
         self.program = list(program or ["fio"])
         self.remote = remote
@@ -479,26 +419,6 @@ class Fio:
         self.timeout_margin = timeout_margin
         self.env = env
         self.nvme = nvme
-
-    def guard(self, plan: "FioPlan", serial: str | None, allow_unguarded: bool = False) -> list[str]:
-        """Every drive a writing job targets passes the destructive-operation guard (serial named, nothing
-        in use, not the boot device), or GuardRefused is raised before fio starts. Jobs on regular files
-        (fio lays them out itself) are not drives. Returns the drives checked."""
-        from powerrig.dut.guard import DriveGuard
-        from powerrig.dut.nvme import NvmeCli
-        drives = []
-        for j in plan.writes():
-            o = {**plan.global_options, **j.options()}
-            for f in str(o.get("filename", "")).split(":"):
-                if f and _is_drive(f) and f not in drives:
-                    drives.append(f)
-        if drives:
-            if self.nvme is None:
-                self.nvme = NvmeCli(timeline=self.timeline, remote=self.remote)
-            g = DriveGuard(self.nvme, self.nvme.host)
-            for f in drives:
-                g.check(f, serial, "a fio write workload", allow_unguarded)
-        return drives
 
     def _presence(self, plan: "FioPlan"):
         """A watcher on the controllers of the drives the plan uses, on a drive host (a local drive's
@@ -514,7 +434,7 @@ class Fio:
         return None
 
     def version(self) -> str:
-        done = run_tool(self.program + ["--version"], self.timeline, FIO, "fio --version", "fio", 30, self.env,
+        done = run_tool(commands.fio_version_argv(self.program), self.timeline, FIO, "fio --version", "fio", 30, self.env,
                         remote=self.remote)
         v = done.stdout.strip()
         if not re.match(r"fio-\d+\.\d+", v):
@@ -526,14 +446,18 @@ class Fio:
             allow_unguarded: bool = False, on_status=None) -> FioResult:
         """Run the plan; a FIO event for the process and a PHASE event per job (absolute times).
 
-        A plan that writes to a drive needs that drive's ``serial`` (see :meth:`guard`); only
+        A plan that writes needs the destructive door's permit (``destructive.fio_write``): a drive it
+        writes needs that drive's ``serial``; only
         ``allow_unguarded=True`` skips the check, with a logged WARNING. Any failure (fio missing, non-zero exit, a job with an error, malformed output, fewer jobs
         than planned) raises ToolError with the FIO event marked failed; no partial result is returned.
         ``on_status(dict)``: live MiB/s and IOPS while fio runs, from its periodic status documents
         (a plan with ``status_interval``; see StatusFollower), on another thread.
         """
-        plan.job_file(None)                     # a malformed plan fails before anything is checked or run
-        self.guard(plan, serial, allow_unguarded)
+        commands.fio_sections(plan)             # a malformed plan fails before anything is checked or run
+        permit = None
+        if commands.fio_write_targets(plan):    # writes: only through the guarded door, which checks the drive
+            from powerrig.dut import destructive
+            permit = destructive.fio_write(self, plan, serial, allow_unguarded)
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         logs = out / "logs"
@@ -546,12 +470,13 @@ class Fio:
         try:
             # on a drive host fio writes into a directory there, fetched back into ``out`` afterwards
             where = Path(rdir) if rdir else out
-            job_text = plan.job_file(str(where / "logs"))
+            job_text = plan.job_file(str(where / "logs"), permit)
             job_file.write_text(job_text)
             if rdir:
-                self.remote.run(["mkdir", "-p", str(where / "logs")])
+                self.remote.run(commands.helper_argv("mkdir", "-p", str(where / "logs")))
                 self.remote.put_text(job_text, str(where / job_file.name))
-            argv = self.program + plan.argv(str(where / job_file.name), str(where / output.name))
+            argv = commands.fio_argv(self.program, str(where / job_file.name), str(where / output.name),
+                                     plan.output_format, plan.status_interval)
             longest = max((j.runtime or 0) for j in plan.jobs)
             timeout = longest + self.timeout_margin if longest else 3600.0
             follow = on_status is not None and plan.status_interval and not rdir

@@ -28,7 +28,7 @@ from powerrig.core.timeline import NOTE
 logger = logging.getLogger(__name__)
 
 __all__ = ["BOOT_MOUNTS", "DriveGuard", "GuardRefused", "HostView", "RemoteHostView", "Target",
-           "check_destructive", "guard_destructive", "host_view", "in_use", "resolve"]
+           "check_destructive", "guard_destructive", "host_view", "in_use", "is_drive", "resolve"]
 
 
 class GuardRefused(PowerrigError):
@@ -49,7 +49,8 @@ class RemoteHostView(HostView):
         if getattr(self.ssh, "python", "python3") is None:
             return self._probe_copy(dev)
         try:
-            out = self.ssh.run(["python3", "-", json.dumps(args)], timeout=60,
+            from powerrig.dut.commands import helper_argv
+            out = self.ssh.run(helper_argv("python3", "-", json.dumps(args)), timeout=60,
                                stdin=Path(sysfs.__file__).read_bytes())
             return json.loads(out)
         except RemoteError as e:
@@ -95,6 +96,14 @@ def host_view(paths: dict | HostView | None = None, remote=None) -> HostView:
     if remote is not None:
         return RemoteHostView(url=remote.url, ssh=remote, **paths)
     return HostView(**paths)
+
+
+def is_drive(path: str, host: HostView | None = None) -> bool:
+    """Must a write to ``path`` pass the guard (sysfs.is_drive), asked where the write happens: on
+    this host, or on the drive host for a RemoteHostView (a link there may point at a drive)."""
+    if isinstance(host, RemoteHostView):
+        return bool(host.probe(path).get("drive"))
+    return sysfs.is_drive(path)
 
 
 def resolve(dev: str, host: HostView | None = None) -> Target:

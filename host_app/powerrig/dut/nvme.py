@@ -14,8 +14,9 @@ import re
 import tempfile
 from dataclasses import asdict, dataclass
 
+from powerrig.dut import commands, destructive
 from powerrig.dut._run import fail, run_tool
-from powerrig.dut.guard import DriveGuard, HostView, host_view
+from powerrig.dut.guard import HostView, host_view
 from powerrig.core.errors import ToolError
 from powerrig.core.timeline import NVME, POWER_STATE, Timeline
 from powerrig.core.nvme_fields import (SCALE_W, Keys, PowerStateDescriptor, celsius, celsius_nvme_cli, load_json,  # noqa: F401
@@ -337,8 +338,12 @@ class NvmeCli:
         self._version: NvmeVersion | None = None
         self._id: dict[str, ControllerId] = {}
 
-    def _call(self, args: list[str], name: str, parse, meta: dict | None = None, extra=None):
-        done = run_tool(self.program + args, self.timeline, NVME, name, "nvme-cli", self.timeout, self.env, meta=meta,
+    def _call(self, command: str, dev: str | None, options: list[str], name: str, parse, meta: dict | None = None,
+              extra=None, permit=None, timeout: float | None = None):
+        """Run ``nvme command dev options`` (built by the door, commands.nvme_argv: a destructive
+        command needs the destructive door's ``permit``), record it, parse its output."""
+        argv = commands.nvme_argv(self.program, command, dev, options, permit)
+        done = run_tool(argv, self.timeline, NVME, name, "nvme-cli", timeout or self.timeout, self.env, meta=meta,
                         remote=self.remote)
         try:
             parsed = parse(done.stdout)
@@ -352,21 +357,21 @@ class NvmeCli:
 
     def version(self) -> NvmeVersion:
         if self._version is None:
-            self._version = self._call(["version"], "version", parse_version)
+            self._version = self._call("version", None, [], "version", parse_version)
         return self._version
 
     def id_ctrl(self, dev: str) -> ControllerId:
-        ident = self._call(["id-ctrl", dev, "--output-format=json"], "id-ctrl", parse_id_ctrl, {"device": dev})
+        ident = self._call("id-ctrl", dev, ["--output-format=json"], "id-ctrl", parse_id_ctrl, {"device": dev})
         self._id[dev] = ident
         return ident
 
     def id_ns(self, dev: str) -> NamespaceId:
-        return self._call(["id-ns", dev, "--output-format=json"], "id-ns", parse_id_ns, {"device": dev})
+        return self._call("id-ns", dev, ["--output-format=json"], "id-ns", parse_id_ns, {"device": dev})
 
     def get_power_state(self, dev: str) -> PowerManagement:
         def parse(text):
             return PowerManagement.from_value(parse_feature(text)[1])
-        return self._call(["get-feature", dev, f"--feature-id={FID_POWER_MGMT}"], "get-feature power", parse,
+        return self._call("get-feature", dev, [f"--feature-id={FID_POWER_MGMT}"], "get-feature power", parse,
                           {"device": dev, "fid": FID_POWER_MGMT})
 
     def set_power_state(self, dev: str, ps: int, workload_hint: int = 0, confirm: bool = True) -> PowerManagement:
@@ -389,7 +394,7 @@ class NvmeCli:
                         "exit_latency_us": st.exit_latency_us, "non_operational": st.non_operational})
         value = PowerManagement(ps, workload_hint).value
         try:
-            self._call(["set-feature", dev, f"--feature-id={FID_POWER_MGMT}", f"--value={value}"],
+            self._call("set-feature", dev, [f"--feature-id={FID_POWER_MGMT}", f"--value={value}"],
                        "set-feature power", lambda text: {"stdout": text.strip()}, {"device": dev, "value": value})
         except ToolError as e:
             if NOT_CHANGEABLE in str(e):
@@ -419,7 +424,7 @@ class NvmeCli:
         def parse(text):
             fid, value, buf = parse_feature(text)
             return decode_apst(value, buf)
-        return self._call(["get-feature", dev, f"--feature-id={FID_APST}"], "get-feature apst", parse,
+        return self._call("get-feature", dev, [f"--feature-id={FID_APST}"], "get-feature apst", parse,
                           {"device": dev, "fid": FID_APST})
 
     def set_apst(self, dev: str, enabled: bool, entries: list[ApstEntry] | None = None) -> None:
@@ -431,7 +436,7 @@ class NvmeCli:
         if self.remote is not None:         # the file nvme-cli reads must be on the drive host
             rdir = self.remote.mkdtemp()
             path = f"{rdir}/apst.bin"
-            self.remote.run(["sh", "-c", 'cat > "$1"', "sh", path], stdin=buf)
+            self.remote.put_bytes(buf, path)
             try:
                 self._set_apst_from(dev, enabled, table, path)
             finally:
@@ -446,8 +451,9 @@ class NvmeCli:
             os.unlink(path)
 
     def _set_apst_from(self, dev: str, enabled: bool, table: list, path: str) -> None:
-        self._call(["set-feature", dev, f"--feature-id={FID_APST}", f"--value={int(bool(enabled))}",
-                    "--data-len=256", f"--data={path}"], "set-feature apst", lambda t: {"stdout": t.strip()[:200]},
+        self._call("set-feature", dev, [f"--feature-id={FID_APST}", f"--value={int(bool(enabled))}",
+                                        "--data-len=256", f"--data={path}"], "set-feature apst",
+                   lambda t: {"stdout": t.strip()[:200]},
                    {"device": dev, "enabled": enabled, "entries": [(e.idle_transition_ps, e.idle_time_ms) for e in table]})
 
     def disable_apst(self, dev: str) -> None:
@@ -456,64 +462,38 @@ class NvmeCli:
     def smart_log(self, dev: str) -> SmartLog:
         """SMART / health log. The event holds the kelvin value and both Celsius readings (powerrig's
         K - 273.15 and nvme-cli's K - 273), so it can be compared with `nvme smart-log` text."""
-        return self._call(["smart-log", dev, "--output-format=json"], "smart-log", parse_smart_log, {"device": dev},
+        return self._call("smart-log", dev, ["--output-format=json"], "smart-log", parse_smart_log, {"device": dev},
                           extra=lambda s: {"temperature_c": round(s.temperature_c, 2),
                                            "temperature_c_nvme_cli": s.temperature_c_nvme_cli})
 
     def fdp_stats(self, dev: str, endgrp: int = 1) -> FdpStats:
-        return self._call(["fdp", "stats", dev, f"--endgrp-id={endgrp}", "--output-format=json"], "fdp stats",
+        return self._call("fdp stats", dev, [f"--endgrp-id={endgrp}", "--output-format=json"], "fdp stats",
                           parse_fdp_stats, {"device": dev, "endgrp": endgrp})
 
     def power_measurement(self, dev: str) -> PowerMeasurement:
         """The drive's self-reported power (log 0x25) through the generic get-log: nvme-cli names no
         command for it. A drive without the log fails with nvme-cli's Invalid Log Page (ToolError)."""
-        return self._call(["get-log", dev, f"--log-id={POWER_MEASUREMENT_LID:#x}",
+        return self._call("get-log", dev, [f"--log-id={POWER_MEASUREMENT_LID:#x}",
                            f"--log-len={POWER_MEASUREMENT_LEN}"], "power measurement", parse_power_measurement,
                           {"device": dev, "log_id": POWER_MEASUREMENT_LID})
 
     def ocp_smart_add_log(self, dev: str) -> dict:
-        return self._call(["ocp", "smart-add-log", dev, "--output-format=json"], "ocp smart-add-log",
+        return self._call("ocp smart-add-log", dev, ["--output-format=json"], "ocp smart-add-log",
                           parse_ocp_smart_add_log, {"device": dev})
 
-    # -- destructive commands: always through the guard -------------------------------------------
+    # -- destructive commands: only through the guarded door (destructive.py) ---------------------------
     def format(self, dev: str, serial: str | None, ses: int = 0, lbaf: int | None = None,
                nsid: int | None = None, allow_unguarded: bool = False, timeout: float = 600.0) -> None:
         """Format NVM (``nvme format``): erases the namespace (SES 0 none, 1 user data, 2 crypto).
         Only on the drive whose ``serial`` is named and with nothing on it in use (GuardRefused otherwise)."""
-        if ses not in (0, 1, 2):
-            raise ToolError(f"format: secure erase setting {ses} is not 0, 1 or 2")
-        DriveGuard(self, self.host).check(dev, serial, "format", allow_unguarded)
-        args = ["format", dev, f"--ses={ses}"]
-        if lbaf is not None:
-            args.append(f"--lbaf={int(lbaf)}")
-        if nsid is not None:
-            args.append(f"--namespace-id={int(nsid)}")
-        if self.version().major >= 2:
-            args.append("--force")                  # 2.x asks for confirmation on a terminal otherwise
-        self._destructive(args, "format", {"device": dev, "ses": ses, "lbaf": lbaf, "nsid": nsid}, timeout)
+        destructive.format(self, dev, serial, ses, lbaf, nsid, allow_unguarded=allow_unguarded, timeout=timeout)
 
     def sanitize(self, dev: str, serial: str | None, action: int = 2, allow_unguarded: bool = False,
                  timeout: float = 60.0) -> None:
-        """Sanitize (``nvme sanitize --sanact``: 1 exit failure mode, 2 block erase, 3 overwrite, 4 crypto
-        erase): every namespace of the controller. Guarded like :meth:`format`; returns once the command is
-        accepted (the drive sanitizes in the background: poll ``sanitize-log``)."""
-        if action not in (1, 2, 3, 4):
-            raise ToolError(f"sanitize: action {action} is not 1 (exit failure), 2 (block), 3 (overwrite) or 4 (crypto)")
-        DriveGuard(self, self.host).check(dev, serial, "sanitize", allow_unguarded)
-        args = ["sanitize", dev, f"--sanact={action}"]
-        if self.version().tuple >= (2, 3, 0):
-            args.append("--force")
-        self._destructive(args, "sanitize", {"device": dev, "action": action}, timeout)
+        """Sanitize every namespace of the controller; guarded like :meth:`format` (destructive.sanitize)."""
+        destructive.sanitize(self, dev, serial, action, allow_unguarded, timeout)
 
     def reset(self, dev: str, serial: str | None, allow_unguarded: bool = False, timeout: float = 60.0) -> None:
-        """Controller reset (``nvme reset``): every queue torn down and rebuilt, I/O in flight aborted.
-        Guarded like :meth:`format` (the namespaces stay)."""
-        DriveGuard(self, self.host).check(dev, serial, "reset", allow_unguarded)
-        self._destructive(["reset", dev], "reset", {"device": dev}, timeout)
-
-    def _destructive(self, args, name, meta, timeout):
-        saved, self.timeout = self.timeout, timeout
-        try:
-            self._call(args, name, lambda text: {"stdout": text.strip()[:200]}, meta)
-        finally:
-            self.timeout = saved
+        """Controller reset: every queue torn down and rebuilt, I/O in flight aborted (the namespaces
+        stay); guarded like :meth:`format` (destructive.reset)."""
+        destructive.reset(self, dev, serial, allow_unguarded, timeout)

@@ -11,20 +11,18 @@ from __future__ import annotations
 import threading
 
 from powerrig.core.timeline import NOTE, Event
+from powerrig.dut.commands import helper_argv
 
 POLL_S = 0.02
 GRACE_S = 15.0     # after the workload, how long a drive that went away is waited for to come back
-SCRIPT = r'''
-c=/sys/class/nvme/$1; stop=$2; grace=$3; p=1; n=0
-now() { [ -n "$EPOCHREALTIME" ] && echo "$EPOCHREALTIME" || date +%s.%N; }
-while :; do
-  if [ -e "$c" ]; then s=1; else s=0; fi
-  [ "$s" != "$p" ] && echo "$(now) $s"
-  p=$s
-  if [ -e "$stop" ]; then [ "$s" = 1 ] && break; n=$((n + 1)); [ "$n" -gt "$grace" ] && break; fi
-  usleep %d 2>/dev/null || sleep 0.02
-done
-'''.replace("%d", str(int(POLL_S * 1e6)))
+# one line (the door refuses control characters in a command's words, newlines included)
+SCRIPT = ('c=/sys/class/nvme/$1; stop=$2; grace=$3; p=1; n=0; '
+          'now() { if [ -n "$EPOCHREALTIME" ]; then echo "$EPOCHREALTIME"; else date +%s.%N; fi; }; '
+          'while :; do if [ -e "$c" ]; then s=1; else s=0; fi; '
+          'if [ "$s" != "$p" ]; then echo "$(now) $s"; fi; p=$s; '
+          'if [ -e "$stop" ]; then if [ "$s" = 1 ]; then break; fi; n=$((n + 1)); '
+          'if [ "$n" -gt "$grace" ]; then break; fi; fi; '
+          'usleep %d 2>/dev/null || sleep 0.02; done').replace("%d", str(int(POLL_S * 1e6)))
 
 
 class PresenceWatch:
@@ -39,8 +37,8 @@ class PresenceWatch:
 
     def _run(self) -> None:
         try:
-            out = self.remote.run(["sh", "-c", SCRIPT, "sh", self.controller, self._stop_file,
-                                   str(int(GRACE_S / POLL_S))], timeout=None)
+            out = self.remote.run(helper_argv("sh", "-c", SCRIPT, "sh", self.controller, self._stop_file,
+                                              str(int(GRACE_S / POLL_S))), timeout=None)
         except Exception as e:  # noqa: BLE001 - a watcher that fails must not end the workload
             self.error = str(e)
             return
@@ -52,18 +50,18 @@ class PresenceWatch:
                 continue
 
     def __enter__(self) -> "PresenceWatch":
-        self.remote.run(["rm", "-f", self._stop_file])
+        self.remote.run(helper_argv("rm", "-f", self._stop_file))
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         try:
-            self.remote.run(["touch", self._stop_file])
+            self.remote.run(helper_argv("touch", self._stop_file))
         except Exception as e:  # noqa: BLE001
             self.error = str(e)
         self._thread.join(GRACE_S + 30.0)
         try:
-            self.remote.run(["rm", "-f", self._stop_file])
+            self.remote.run(helper_argv("rm", "-f", self._stop_file))
         except Exception:  # noqa: BLE001
             pass
 

@@ -1,9 +1,12 @@
 """A drive host reached over SSH: the nvme-cli and fio runners run their argv there.
 
 A lab's drives often sit in other machines than the interposer's host. ``ssh://user@host:port``
-names one; ``?Option=value`` pairs are passed to ssh as ``-o Option=value`` (IdentityFile,
-UserKnownHostsFile, ...). ssh joins its arguments into one shell line on the far side, so every
-argument is quoted here (never a shell on this side). Files (fio's job file in, its JSON output and
+names one; ``?Option=value`` pairs from an allow-list are passed to ssh as ``-o Option=value``
+(IdentityFile, UserKnownHostsFile, StrictHostKeyChecking, ...; never ProxyCommand, LocalCommand and
+the like: those belong in ~/.ssh/config). The command line is built by the door to other programs
+(commands.py): the user and host are checked (no leading '-') and follow ``--``, so ssh never reads
+them as options; ssh joins the remote command into one shell line on the far side, so each of its
+words is quoted (never a shell on this side). Files (fio's job file in, its JSON output and
 logs back) travel through the same connection (``cat`` and ``tar``), so nothing but sshd, a POSIX
 shell and tar is needed on the drive host.
 """
@@ -19,6 +22,8 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 from powerrig.core.errors import PowerrigError
+from powerrig.dut import commands
+from powerrig.dut.commands import helper_argv
 
 logger = logging.getLogger(__name__)
 SSH_FAILED = 255        # ssh's own exit code: the connection, not the remote command, failed
@@ -37,14 +42,20 @@ class RemoteHost:
         return t
 
     def mkdtemp(self) -> str:
-        return self.run(["mktemp", "-d", "/tmp/powerrig-fio.XXXXXX"]).decode().strip()
+        d = self.run(helper_argv("mktemp", "-d", "/tmp/powerrig-fio.XXXXXX")).decode().strip()
+        if not d.startswith("/tmp/powerrig-fio."):
+            raise RemoteError(f"drive host {self.url}: mktemp answered {d[:80]!r}, not a /tmp/powerrig-fio.* folder")
+        return commands.check_device("drive host folder", d)
 
     def put_text(self, text: str, path: str) -> None:
-        self.run(["sh", "-c", 'cat > "$1"', "sh", path], stdin=text.encode())
+        self.put_bytes(text.encode(), path)
+
+    def put_bytes(self, data: bytes, path: str) -> None:
+        self.run(helper_argv("sh", "-c", 'cat > "$1"', "sh", path), stdin=data)
 
     def fetch_dir(self, remote_dir: str, local_dir: Path) -> list[str]:
         """Copy a directory's regular files back (tar through the connection); the names copied."""
-        data = self.run(["tar", "-C", remote_dir, "-cf", "-", "."], timeout=600)
+        data = self.run(helper_argv("tar", "-C", remote_dir, "-cf", "-", "."), timeout=600)
         names = []
         with tarfile.open(fileobj=io.BytesIO(data)) as tf:
             members = [m for m in tf.getmembers() if m.isfile() or m.isdir()]
@@ -57,7 +68,7 @@ class RemoteHost:
 
     def remove(self, remote_dir: str) -> None:
         try:
-            self.run(["rm", "-rf", "--", remote_dir])
+            self.run(helper_argv("rm", "-rf", "--", remote_dir))
         except RemoteError as e:
             logger.warning("could not remove %s on %s: %s", remote_dir, self.url, e)
 
@@ -73,16 +84,31 @@ class SshHost(RemoteHost):
     @classmethod
     def parse(cls, url: str) -> "SshHost":
         """``ssh://[user@]host[:port][?Option=value&...]``; anything else is a one-line error."""
+        try:
+            commands.check_value("drive host", str(url))     # urlsplit would silently drop tabs and line breaks
+        except commands.UnsafeArgument as e:
+            raise RemoteError(str(e)) from None
         u = urlsplit(str(url))
         if u.scheme != "ssh" or not u.hostname:
             raise RemoteError(f"drive host {url!r} is not an ssh://[user@]host[:port] URL "
                               "(e.g. ssh://lab@drivehost:22)")
         try:
             port = u.port
+            if port == 0:
+                raise ValueError(port)
         except ValueError:
             raise RemoteError(f"drive host {url!r}: the port is not a number 1-65535") from None
-        opts = tuple(parse_qsl(u.query, keep_blank_values=False, strict_parsing=False))
-        return cls(u.hostname, u.username, port, opts)
+        opts = tuple(parse_qsl(u.query, keep_blank_values=True, strict_parsing=False))
+        try:
+            return cls(u.hostname, u.username, port, opts)
+        except commands.UnsafeArgument as e:
+            raise RemoteError(f"drive host {url!r}: {e}") from None
+
+    def __post_init__(self):
+        """Checked however it was made (a URL, or in code): user, host and options are safe for ssh."""
+        commands.check_ssh_user(self.user)
+        commands.check_ssh_host(self.host)
+        object.__setattr__(self, "options", commands.check_ssh_options(self.options))
 
     @property
     def url(self) -> str:
@@ -90,17 +116,12 @@ class SshHost(RemoteHost):
         return f"ssh://{who}{self.host}" + (f":{self.port}" if self.port else "")
 
     def ssh_argv(self) -> list[str]:
-        """ssh with no prompts (BatchMode: a missing key fails at once instead of asking)."""
-        a = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}", "-o", "LogLevel=ERROR"]
-        if self.port:
-            a += ["-p", str(self.port)]
-        for k, v in self.options:
-            a += ["-o", f"{k}={v}"]
-        return a + [f"{self.user}@{self.host}" if self.user else self.host, "--"]
+        """ssh with no prompts, built by the door (commands.ssh_argv): destination after ``--``."""
+        return commands.ssh_argv(self)
 
-    def wrap(self, argv: list[str]) -> list[str]:
-        """The local argv that runs ``argv`` on the drive host (each argument quoted for its shell)."""
-        return self.ssh_argv() + [shlex.join([str(a) for a in argv])]
+    def wrap(self, argv) -> list[str]:
+        """The local argv that runs ``argv`` (built by commands.py) on the drive host."""
+        return commands.ssh_wrap(self, argv)
 
     def explain(self, stderr: str) -> str:
         """One line for an ssh failure (exit 255): unreachable, refused, or not allowed in."""
@@ -118,7 +139,7 @@ class SshHost(RemoteHost):
             why = text or "ssh failed without a message"
         return f"cannot run commands on drive host {self.url}: {why}"
 
-    def run(self, argv: list[str], timeout: float = 60.0, stdin: bytes | None = None) -> bytes:
+    def run(self, argv: commands.Argv, timeout: float = 60.0, stdin: bytes | None = None) -> bytes:
         """Run a helper command (mkdir, cat, tar, rm) there; RemoteError when it fails."""
         try:
             p = subprocess.run(self.wrap(argv), input=stdin, capture_output=True, timeout=timeout,
@@ -137,7 +158,7 @@ class SshHost(RemoteHost):
 
     def check(self) -> None:
         """Connect once: a wrong host, port or key is one clear error before any step runs."""
-        self.run(["true"], timeout=self.connect_timeout + 20)
+        self.run(helper_argv("true"), timeout=self.connect_timeout + 20)
 
 
 def drive_host(spec) -> RemoteHost | None:

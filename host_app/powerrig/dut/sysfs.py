@@ -156,16 +156,31 @@ def in_use(target: Target, host: HostView | None = None) -> list[tuple[str, str]
 
 
 
+def is_drive(path: str) -> bool:
+    """Must a write to ``path`` pass the guard? Yes for a block device or an NVMe character device
+    (a generic /dev/ngXnY or a controller /dev/nvmeX), reached through any link, and for a /dev path
+    this host does not have (a virtual rig's drive, or a mistake the guard refuses). Regular files (fio lays them out) and other devices
+    (/dev/null) are not drives. Read on the host where the write would happen."""
+    import stat
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path.startswith("/dev/")
+    return stat.S_ISBLK(st.st_mode) or (stat.S_ISCHR(st.st_mode) and
+                                        re.fullmatch(r"ng\d+n\d+|nvme\d+", os.path.basename(os.path.realpath(path))) is not None)
+
+
 def probe(dev: str, host: HostView) -> dict:
     """What the guard needs to know about dev on this host, as JSON-able data."""
+    drive = is_drive(dev)
     try:
         t = resolve(dev, host)
     except NotResolvable as e:
-        return {"refused": str(e)}
+        return {"drive": drive, "refused": str(e)}
     d = asdict(t)
     d["blocks"] = sorted(t.blocks)
     d.pop("remote_uses")
-    return {"target": d, "uses": in_use(t, host)}
+    return {"drive": drive, "target": d, "uses": in_use(t, host)}
 
 
 if __name__ == "__main__":

@@ -11,35 +11,30 @@ import os
 import tempfile
 from pathlib import Path
 
+from powerrig.dut.commands import helper_argv
 from powerrig.dut.sysfs import HostView
 
-SCRIPT = r'''
-link() { [ -e "$1" ] && echo "L $1 $(readlink -f "$1")"; }
-dir() {
-  d=$1; echo "D $d"
-  for f in serial model nsid partition; do [ -f "$d/$f" ] && echo "F $d/$f $(base64 "$d/$f" | tr -d '\n')"; done
-  for h in "$d"/holders/* "$d"/multipath/*; do link "$h"; done
-  [ -d "$d/holders" ] && echo "D $d/holders"
-  [ -d "$d/multipath" ] && echo "D $d/multipath"
-}
-for c in /sys/class/nvme /sys/class/nvme-subsystem /sys/class/block; do
-  for l in "$c"/*; do
-    link "$l" || continue
-    d=$(readlink -f "$l"); dir "$d"
-    for ch in "$d"/nvme*; do [ -d "$ch" ] && dir "$ch"; done
-  done
-done
-for l in /dev/disk/*/* /dev/mapper/*; do [ -L "$l" ] && link "$l"; done
-echo "M $(base64 /proc/self/mounts | tr -d '\n')"
-echo "S $(base64 /proc/swaps | tr -d '\n')"
-'''
+# one line (the door refuses control characters in a command's words, newlines included)
+SCRIPT = ('link() { if [ -e "$1" ]; then echo "L $1 $(readlink -f "$1")"; else return 1; fi; }; '
+          'dir() { d=$1; echo "D $d"; '
+          'for f in serial model nsid partition; do if [ -f "$d/$f" ]; then '
+          'echo "F $d/$f $(base64 "$d/$f" | tr -d \'\\n\')"; fi; done; '
+          'for h in "$d"/holders/* "$d"/multipath/*; do link "$h"; done; '
+          'if [ -d "$d/holders" ]; then echo "D $d/holders"; fi; '
+          'if [ -d "$d/multipath" ]; then echo "D $d/multipath"; fi; }; '
+          'for c in /sys/class/nvme /sys/class/nvme-subsystem /sys/class/block; do for l in "$c"/*; do '
+          'link "$l" || continue; d=$(readlink -f "$l"); dir "$d"; '
+          'for ch in "$d"/nvme*; do if [ -d "$ch" ]; then dir "$ch"; fi; done; done; done; '
+          'for l in /dev/disk/*/* /dev/mapper/*; do if [ -L "$l" ]; then link "$l"; fi; done; '
+          'echo "M $(base64 /proc/self/mounts | tr -d \'\\n\')"; '
+          'echo "S $(base64 /proc/swaps | tr -d \'\\n\')"; true')
 
 
 def mirror(remote, root: str | os.PathLike | None = None) -> HostView:
     """Run SCRIPT on ``remote`` (a RemoteHost) and rebuild what it printed under ``root`` (a new
     temporary directory by default); the HostView that reads the copy."""
     root = Path(root or tempfile.mkdtemp(prefix="powerrig-sysfs-"))
-    out = remote.run(["sh", "-c", SCRIPT], timeout=60).decode(errors="replace")
+    out = remote.run(helper_argv("sh", "-c", SCRIPT), timeout=60).decode(errors="replace")
     local = lambda p: root / p.lstrip("/")  # noqa: E731
     links = []
     for line in out.splitlines():

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from powerrig.dut import commands
 from powerrig.dut._run import run_tool
 from powerrig.core.timeline import FIO
 
@@ -50,17 +51,14 @@ def classify(fio, name: str, dev: str, bs: int, iodepth: int, acknowledged: int,
     """Run the two verify passes on ``dev`` (a Fio runner: its program, timeline and drive host)
     for a sequential write job ``name`` of block size ``bs`` whose drive acknowledged ``acknowledged``
     writes (``acknowledged_writes``)."""
-    base = [f"--name={name}", f"--filename={dev}", "--rw=write", f"--bs={bs}", f"--iodepth={iodepth}",
-            "--direct=1", f"--ioengine={ioengine}", "--verify=crc32c", "--verify_only", "--verify_fatal=0",
-            "--verify_dump=0"]
-
-    def run(label, args):
-        done = run_tool(fio.program + base + args, fio.timeline, FIO, label, "fio", timeout, fio.env, check=False,
-                        meta={"verify": True}, remote=fio.remote)
+    def run(label, size, state_load):
+        argv = commands.fio_verify_argv(fio.program, name, dev, bs, iodepth, size, ioengine, state_load)
+        done = run_tool(argv, fio.timeline, FIO, label, "fio", timeout, fio.env, check=False, meta={"verify": True},
+                        remote=fio.remote)
         bad = bad_blocks(done.stdout + done.stderr)
         fio.timeline.end(done.event, ok=True, bad_blocks=len(bad), returncode=done.returncode)
         return bad
 
-    lost = run("fio verify acknowledged", ["--verify_state_load=1", f"--size={acknowledged * bs}"])
-    around = run("fio verify in flight", [f"--size={(acknowledged + iodepth) * bs}"])   # every write issued
+    lost = run("fio verify acknowledged", acknowledged * bs, True)
+    around = run("fio verify in flight", (acknowledged + iodepth) * bs, False)     # every write issued
     return Classification(acknowledged, tuple(sorted(lost)), tuple(sorted(around - lost)))

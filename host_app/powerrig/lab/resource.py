@@ -8,6 +8,27 @@ from labgrid.resource.common import Resource
 _str = attr.validators.instance_of(str)
 
 
+def _drive_host(inst, attribute, v) -> None:
+    """An exporter on another machine publishes this: checked by the door to other programs (an
+    ``ssh://-oProxyCommand=...`` or ``?LocalCommand=`` would run a program on the worker)."""
+    from powerrig.core.errors import PowerrigError
+    from powerrig.dut.remote import drive_host
+    _str(inst, attribute, v)
+    try:
+        drive_host(v)
+    except PowerrigError as e:
+        raise ValueError(f"PowerrigSlot.{attribute.name}: {e}") from None
+
+
+def _device(inst, attribute, v) -> None:
+    from powerrig.dut.commands import UnsafeArgument, check_device
+    _str(inst, attribute, v)
+    try:
+        check_device(f"PowerrigSlot.{attribute.name}", v)
+    except UnsafeArgument as e:
+        raise ValueError(str(e)) from None
+
+
 def _rails(v) -> list:
     """A list, or "12V,3V3": the coordinator carries parameters as scalars, so an exporter names them so."""
     if isinstance(v, str):
@@ -27,8 +48,8 @@ class PowerrigSlot(Resource):
     """
     port = attr.ib(validator=_str)
     drive_serial = attr.ib(default="", validator=_str)
-    controller = attr.ib(default="/dev/nvme0", validator=_str)
-    drive_host = attr.ib(default="", validator=_str)
+    controller = attr.ib(default="/dev/nvme0", validator=_device)
+    drive_host = attr.ib(default="", validator=_drive_host)
     rails = attr.ib(default=attr.Factory(list), converter=_rails)
     form_factor = attr.ib(default="", validator=_str)
 

@@ -235,15 +235,16 @@ class Sweep:
 
     # -- preparation ------------------------------------------------------------------------------
     def _prepare(self, nvme, fio) -> None:
-        from powerrig.dut.guard import check_destructive
+        """Format, precondition or a fio job: each through the guarded door (powerrig.dut.destructive),
+        on the namespace the steps' fio uses (the virtual rig's own on sim: plans), checked there:
+        its controller must be the plan's and its serial the plan's."""
+        from powerrig.dut import destructive
 
         plan, rig = self.plan, self._rig
-        check_destructive(rig.controller, plan.drive.serial, self._ident.sn, rig.host_view())
         kind = plan.preparation.kind
         self._emit("note", text=f"preparation: {kind}")
         if kind == "format":
-            nvme._call(["format", plan.drive.namespace, "--ses=1", "--force"], "format", lambda t: {"stdout": t[:200]},
-                       {"device": plan.drive.namespace})
+            destructive.format(nvme, rig.namespaces[0], plan.drive.serial, ses=1, controller=rig.controller)
             return
         if kind == "precondition":
             cap = self._ident.tnvmcap or 0

@@ -95,6 +95,8 @@ def _bs(path, v) -> int:
 
 def _size(path, v) -> str:
     _want(path, v, (str, int), 'a size ("10g", "50%" or bytes)')
+    from powerrig.dut.commands import fio_value
+    _door(path, fio_value, "size", v)              # it goes into fio's job file as it is written
     try:
         parse_size(v, 100)
     except ValueError:
@@ -117,7 +119,7 @@ def _table(path, v) -> dict:
 class RigSpec:
     port: str                      # serial port, rfc2217://host:port, or sim:PROFILE
     interval_us: int = 1000
-    nvme: tuple = ("nvme",)        # argv prefix (e.g. ["sudo", "nvme"] or an ssh prefix)
+    nvme: tuple = ("nvme",)        # argv prefix (e.g. ["sudo", "nvme"]); a drive in another machine: drive.host
     fio: tuple = ("fio",)
     reconnect_s: float = 60.0      # how long to wait for a vanished interposer before giving up
 
@@ -288,13 +290,56 @@ STREAM = {"rw", "bs", "iodepth", "rwmixread", "range", "namespace", "rate_iops",
 
 def _argv(path, v) -> tuple:
     if isinstance(v, str):
-        return tuple(v.split())
+        return _program(path, tuple(v.split()))
     _want(path, v, (list,), "a command (a string or an array of strings)")
     for k, a in enumerate(v):
         _str(path + (k,), a)
     if not v:
         raise _Bad(path, "must not be empty")
-    return tuple(v)
+    return _program(path, tuple(v))
+
+
+# -- values that reach another program's command line or job file: checked by that door ---------------
+def _door(path, check, *args):
+    """Run one of powerrig.dut.commands' checks; its refusal becomes this key's one-line error."""
+    from powerrig.dut.commands import UnsafeArgument
+    try:
+        return check(*args)
+    except UnsafeArgument as e:
+        raise _Bad(path, str(e)) from None
+
+
+def _program(path, words: tuple) -> tuple:
+    """nvme/fio program prefix: no control characters, not an option, no ssh (use drive.host)."""
+    from powerrig.dut.commands import check_program
+    return tuple(_door(path, check_program, _fmt_path(path), list(words)))
+
+
+def _device(path, v) -> str:
+    """A controller or namespace path: nvme-cli's positional argument and fio's filename."""
+    from powerrig.dut.commands import check_device, fio_value
+    _str(path, v)
+    _door(path, check_device, _fmt_path(path), v)
+    if ":" in v:
+        raise _Bad(path, f"{v!r} holds ':', which fio reads as a list of files: name the device as "
+                         "/dev/nvmeXnY or by a /dev/disk/by-id link")
+    return _door(path, fio_value, "filename", v)
+
+
+def _fio_section(path, name: str) -> str:
+    """A workload name is a fio job section: checked like one (not 'global', fio's own)."""
+    from powerrig.dut.commands import check_job_name
+    return _door(path, check_job_name, "workload name", name)
+
+
+def _drive_host(path, v) -> str:
+    """ssh://[user@]host[:port][?Option=value]: user and host never read as options, options allow-listed."""
+    from powerrig.dut.remote import RemoteError, drive_host
+    try:
+        drive_host(v)
+    except RemoteError as e:
+        raise _Bad(path, str(e)) from None
+    return v
 
 
 def _port(path, v) -> str:
@@ -338,8 +383,7 @@ def _workload(path, d, default_name=None) -> Workload:
     name = _str(path + ("name",), d["name"]) if "name" in d else default_name
     if not name:
         raise _Bad(path + ("name",), "a workload needs a name")
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        raise _Bad(path + ("name",), f"{name!r}: use letters, digits, '_', '-' and '.' only")
+    _fio_section(path + ("name",), name)
     rw = _rw(path + ("rw",), d.get("rw", "read"))
     bs_v = d.get("bs", "128k")
     bs_list = None
@@ -377,7 +421,7 @@ def _workload(path, d, default_name=None) -> Workload:
                                   _int(p + ("iodepth",), s.get("iodepth", qd), 1, MAX_IODEPTH),
                                   _int(p + ("rwmixread",), s["rwmixread"], 0, 100) if "rwmixread" in s else mix,
                                   _range(p + ("range",), s["range"]) if "range" in s else None,
-                                  _str(p + ("namespace",), s["namespace"]) if "namespace" in s else None,
+                                  _device(p + ("namespace",), s["namespace"]) if "namespace" in s else None,
                                   _int(p + ("rate_iops",), s["rate_iops"], 1) if "rate_iops" in s else None,
                                   _bool(p + ("fdp",), s.get("fdp", fdp))))
     if rw in ("rw", "readwrite", "randrw") and mix is None and not streams:
@@ -405,12 +449,10 @@ def _build(d: dict, text: str, path: str) -> Plan:
     drive = DriveSpec(*(_str(("drive", k), dr.get(k, v)) for k, v in
                         (("controller", "/dev/nvme0"), ("namespace", "/dev/nvme0n1"), ("serial", ""),
                          ("host", ""))))
+    _device(("drive", "controller"), drive.controller)
+    _device(("drive", "namespace"), drive.namespace)
     if drive.host:
-        from powerrig.dut.remote import RemoteError, drive_host
-        try:
-            drive_host(drive.host)
-        except RemoteError as e:
-            raise _Bad(("drive", "host"), str(e)) from None
+        _drive_host(("drive", "host"), drive.host)
     p = _table(("preparation",), d.get("preparation", {}))
     _known(("preparation",), p, PREP)
     kind = _str(("preparation", "kind"), p.get("kind", "none"))

@@ -1,0 +1,395 @@
+"""The one door to other programs: every command line and job file powerrig hands to nvme-cli, fio and
+ssh is built here, from values checked here.
+
+Why one door: a value that reaches another program is read by that program's parser, not ours. A
+line break in a fio value adds a line (a new option) to the job file; a value that starts with '-'
+is read as an option by nvme-cli and ssh; ``?ProxyCommand=`` makes ssh run a program on this host;
+``$VAR`` in a fio value is expanded by fio, so the guard would check one name and fio open another.
+So every value passes :func:`check_value` (no control characters, and no leading '-' where a program
+reads positional arguments), fio keys and ssh options come from allow-lists, and the ssh destination
+always follows ``--``. The builders return :class:`Argv`; the process runners (``_run.run_tool``,
+``remote.SshHost.run``) run nothing else.
+
+Commands that write to or erase a drive (:data:`DESTRUCTIVE_NVME`, fio jobs that write) are built
+only with a :class:`Permit` for that action and device, and only the guarded door (destructive.py)
+issues one, after it checked the drive (tests/test_gateways.py scans the tree for that).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+
+from powerrig.core.errors import ToolError
+
+
+class UnsafeArgument(ToolError):
+    """A value would reach another program as something other than a value (a new line, an option)."""
+
+
+class Argv(list):
+    """A command line built by this module; the runners refuse any other list."""
+
+
+@dataclass(frozen=True)
+class Permit:
+    """What destructive.py checked: ``action`` on ``targets`` (devices or files), for the drive with
+    ``serial`` (``overridden``: allow_unguarded skipped the checks, logged). Built there only."""
+    action: str
+    targets: frozenset
+    serial: str | None = None
+    overridden: bool = False
+
+    def covers(self, action: str, target: str | None) -> bool:
+        return self.action == action and (target is None or target in self.targets)
+
+
+# -- the value check ----------------------------------------------------------------------------------
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
+_SAY = {"\n": "a line feed (\\n)", "\r": "a carriage return (\\r)", "\x00": "a NUL byte", "\t": "a tab"}
+
+
+def check_value(field: str, value, positional: bool = False) -> str:
+    """``value`` as text, or UnsafeArgument naming ``field``: control characters (CR, LF, NUL, tab,
+    any other C0/C1 code, Unicode line separators) never pass; with ``positional`` (a device, a path
+    the program reads as an argument) neither does an empty value or one that starts with '-'."""
+    s = value if isinstance(value, str) else str(value)
+    m = _CONTROL.search(s)
+    if m:
+        what = _SAY.get(m.group(), f"the control character U+{ord(m.group()):04X}")
+        raise UnsafeArgument(f"{field} {s!r} holds {what}, which another program would read as a new line "
+                             "or command: remove it")
+    if positional and not s.strip():
+        raise UnsafeArgument(f"{field} is empty: name the device or file")
+    if positional and s.startswith("-"):
+        raise UnsafeArgument(f"{field} {s!r} starts with '-', which nvme-cli, fio and ssh read as an option: "
+                             f"give a path (/dev/... or ./{s})")
+    return s
+
+
+def check_device(field: str, value) -> str:
+    """A device or file path a program reads as a positional argument."""
+    if not isinstance(value, str):
+        raise UnsafeArgument(f"{field} must be a path (text), not {type(value).__name__} {value!r}")
+    return check_value(field, value, positional=True)
+
+
+REMOTE_SHELLS = frozenset({"ssh", "slogin", "rsh", "sshpass", "dbclient", "plink", "autossh", "mosh"})
+
+
+def check_program(field: str, prefix) -> list[str]:
+    """A program prefix (``["nvme"]``, ``["sudo", "nvme"]``, the virtual rig's command): words without
+    control characters, the first not an option, and no remote shell: commands run through an ssh
+    prefix would reach a drive on another machine while the guard reads this one's /sys."""
+    words = [prefix] if isinstance(prefix, str) else list(prefix or ())
+    if not words:
+        raise UnsafeArgument(f"{field} is empty: name the program (e.g. [\"nvme\"])")
+    for k, w in enumerate(words):
+        if not isinstance(w, str):
+            raise UnsafeArgument(f"{field}[{k}] must be text, not {type(w).__name__} {w!r}")
+        check_value(f"{field}[{k}]", w, positional=k == 0)
+        if os.path.basename(w) in REMOTE_SHELLS:
+            raise UnsafeArgument(f"{field} runs {w!r}: the drive guard would read this host's /sys while the "
+                                 "commands run on another; name that machine as the drive host "
+                                 "(ssh://user@host) instead")
+    return words
+
+
+def _option(field: str, opt: str) -> str:
+    """A long option our own code passes (``--name`` or ``--name=value``), value checked."""
+    if not re.fullmatch(r"--[a-z][a-z0-9-]*(=.*)?", opt, re.S):
+        raise UnsafeArgument(f"{field} {opt!r} is not a --long-option: powerrig passes nothing else")
+    return check_value(field, opt)
+
+
+# -- nvme-cli -------------------------------------------------------------------------------------------
+NVME_READ = frozenset({"version", "list", "list-subsys", "id-ctrl", "id-ns", "list-ns", "list-ctrl",
+                       "get-feature", "smart-log", "get-log", "error-log", "fw-log", "sanitize-log",
+                       "self-test-log", "effects-log", "show-regs", "fdp stats", "fdp configs", "fdp usage",
+                       "ocp smart-add-log"})
+NVME_VOLATILE = frozenset({"set-feature"})      # power state and APST, lost at power-off; --save makes it stick
+DESTRUCTIVE_NVME = frozenset({
+    "format", "sanitize", "create-ns", "delete-ns", "attach-ns", "detach-ns", "fw-download", "fw-commit",
+    "fw-activate", "set-feature --save", "write", "write-zeroes", "write-uncor", "dsm", "copy", "io-passthru",
+    "admin-passthru", "security-send", "reset", "subsystem-reset", "set-property", "lockdown", "virt-mgmt",
+    "resv-register", "resv-acquire", "resv-release", "device-self-test", "zns reset-zone", "zns finish-zone",
+    "zns offline-zone", "zns zone-append", "zns set-zone-desc", "fdp update", "fdp set"})
+
+
+def nvme_action(command, options=()) -> str:
+    """The action an nvme-cli command line performs: its subcommand, or "set-feature --save"."""
+    words = command.split() if isinstance(command, str) else list(command)
+    action = " ".join(words)
+    if action == "set-feature" and any(o == "--save" or o.startswith("--save=") for o in options):
+        return "set-feature --save"
+    return action
+
+
+def nvme_argv(program, command, device: str | None, options=(), permit: Permit | None = None) -> Argv:
+    """``program command device options``: a read or volatile command, or a destructive one covered by
+    ``permit`` (for that action and that very device); any other subcommand is refused."""
+    words = command.split() if isinstance(command, str) else list(command)
+    opts = [_option(f"nvme-cli {' '.join(words)} option", o) for o in options]
+    action = nvme_action(words, opts)
+    if action in DESTRUCTIVE_NVME:
+        if permit is None or not permit.covers(action, device):
+            raise UnsafeArgument(f"nvme-cli {action} on {device} writes to or erases the drive: it runs only "
+                                 "through powerrig.dut.destructive, which checks the drive first")
+    elif action not in NVME_READ | NVME_VOLATILE:
+        raise UnsafeArgument(f"nvme-cli {action!r} is not a command powerrig runs (reads: "
+                             f"{', '.join(sorted(NVME_READ))}; destructive ones go through powerrig.dut.destructive)")
+    argv = check_program("nvme-cli program", program) + words
+    if device is not None:
+        argv.append(check_device(f"nvme-cli {action} device", device))
+    return Argv(argv + opts)
+
+
+# -- fio --------------------------------------------------------------------------------------------------
+RW_MODES = frozenset({"read", "write", "trim", "randread", "randwrite", "randtrim", "rw", "readwrite", "randrw",
+                      "trimwrite"})
+WRITE_MODES = RW_MODES - {"read", "randread"}
+# the options a job file may hold; fio's aliases (readwrite=, blocksize=) and options that run programs
+# (exec_prerun, ioengine=exec), load code (ioengine=external), fill, unlink or create other files stay out
+FIO_KEYS = frozenset({
+    "rw", "bs", "bssplit", "bsrange", "blockalign", "iodepth", "iodepth_batch", "iodepth_batch_complete",
+    "iodepth_low", "numjobs", "size", "io_size", "offset", "offset_increment", "filename", "rwmixread",
+    "rwmixwrite", "rate", "rate_iops", "rate_min", "rate_process", "runtime", "time_based", "ramp_time",
+    "startdelay", "loops", "number_ios", "ioengine", "direct", "buffered", "norandommap", "randrepeat",
+    "random_generator", "random_distribution", "percentage_random", "thinktime", "thinktime_blocks",
+    "thinktime_spin", "stonewall", "wait_for_previous", "new_group", "group_reporting", "verify", "do_verify",
+    "verify_only", "verify_backlog", "verify_interval", "verify_pattern", "verify_fatal", "fdp", "fdp_pli",
+    "plids", "dataplacement", "cmd_type", "hipri", "fixedbufs", "registerfiles", "sqthread_poll", "nonvectored",
+    "end_fsync", "fsync", "fdatasync", "invalidate", "thread", "cpus_allowed", "cpumask", "log_avg_msec",
+    "log_unix_epoch", "clat_percentiles", "lat_percentiles", "percentile_list", "gtod_reduce", "disable_lat",
+    "disable_clat", "disable_slat", "disable_bw_measurement", "ba", "zero_buffers", "refill_buffers",
+    "scramble_buffers", "buffer_compress_percentage", "dedupe_percentage", "allow_mounted_write"})
+FIO_IOENGINES = frozenset({"libaio", "io_uring", "io_uring_cmd", "psync", "pvsync", "pvsync2", "sync", "vsync",
+                           "posixaio", "mmap", "null", "windowsaio"})
+_JOB_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def _truthy(v) -> bool:
+    """fio boolean options: present without a value, 1, true, yes, on."""
+    if v is None or v is False:
+        return False
+    return str(v).strip().lower() not in ("0", "false", "no", "off")
+
+
+def job_writes(options: dict) -> bool:
+    """Does a job with these (merged global + job) options write to its file? rw with a write or trim
+    part does; so does a job with ``verify`` set and ``verify_only`` not stopping it from writing
+    first (fio writes the pattern it verifies)."""
+    rw = str(options.get("rw", options.get("readwrite", "read"))).split(":")[0].strip()
+    if rw in WRITE_MODES:
+        return True
+    verify = options.get("verify")
+    return verify is not None and str(verify).strip().lower() not in ("0", "none", "") and \
+        not _truthy(options.get("verify_only"))
+
+
+def fio_value(key: str, value) -> str:
+    """One fio option value as the job file holds it, or UnsafeArgument naming the option."""
+    s = str(int(value)) if isinstance(value, bool) else str(value)
+    field = f"fio option {key}="
+    check_value(field, s)
+    if "$" in s:
+        raise UnsafeArgument(f"{field}{s!r} holds '$', which fio expands (environment variables, $ncpus): "
+                             "write the value itself")
+    if key == "filename" and any(f.startswith("-") or not f for f in s.split(":")):
+        raise UnsafeArgument(f"{field}{s!r}: fio reads '-' as stdin/stdout and an empty name as its own "
+                             "default: give a path")
+    if key == "rw" and not re.fullmatch(rf"({'|'.join(sorted(RW_MODES))})(:\d+)?", s):
+        raise UnsafeArgument(f"{field}{s!r} is not one of {', '.join(sorted(RW_MODES))}")
+    if key == "ioengine" and s not in FIO_IOENGINES:
+        raise UnsafeArgument(f"{field}{s!r} is not an engine powerrig runs ({', '.join(sorted(FIO_IOENGINES))})")
+    return s
+
+
+def fio_options(where: str, options: dict) -> list[tuple[str, str]]:
+    """(key, value) pairs, each key from FIO_KEYS and each value through :func:`fio_value`."""
+    out = []
+    for k, v in options.items():
+        if not isinstance(k, str) or k not in FIO_KEYS:
+            raise UnsafeArgument(f"fio option {k!r} in {where} is not one powerrig passes to fio (allowed: "
+                                 "the documented workload options; see FIO_KEYS in powerrig/dut/commands.py)")
+        out.append((k, fio_value(k, v)))
+    return out
+
+
+def fio_sections(plan) -> list[tuple[str, list[tuple[str, str]], dict]]:
+    """The checked sections of a FioPlan: (name, checked options, merged options) per job."""
+    if not plan.jobs:
+        raise UnsafeArgument("a fio plan needs at least one job")
+    names = [j.name for j in plan.jobs]
+    if len(set(names)) != len(names):
+        raise UnsafeArgument(f"fio job names must be unique in a plan: {names}")
+    glob = dict(plan.global_options)
+    fio_options("[global]", glob)
+    out = []
+    for j in plan.jobs:
+        check_job_name("fio job name", j.name)
+        opts = j.options()
+        out.append((j.name, fio_options(f"job {j.name!r}", opts), {**glob, **opts}))
+    return out
+
+
+def check_job_name(field: str, name) -> str:
+    """A fio section name: letters, digits, '_', '-', '.'; not 'global' (fio's own section)."""
+    if not isinstance(name, str) or not _JOB_NAME.fullmatch(name) or name == "global":
+        raise UnsafeArgument(f"{field} {name!r}: use letters, digits, '_', '-' and '.' only (not 'global', "
+                             "fio's own section)")
+    return name
+
+
+def fio_write_targets(plan) -> list[str]:
+    """Every file a writing job of the plan writes (fio's ':'-separated lists split; "" for a job
+    without a filename, which writes a file named after it in fio's working directory)."""
+    targets = []
+    for _, _, merged in fio_sections(plan):
+        if job_writes(merged):
+            for f in str(merged.get("filename", "")).split(":"):
+                if f not in targets:
+                    targets.append(f)
+    return targets
+
+
+FIO_WRITE = "fio write"
+
+
+def fio_job_file(plan, log_prefix: str | None, permit: Permit | None = None) -> str:
+    """The job file of a FioPlan. A plan that writes needs a Permit covering every file it writes."""
+    sections = fio_sections(plan)
+    missing = [t for t in fio_write_targets(plan) if permit is None or not permit.covers(FIO_WRITE, t)]
+    if missing:
+        raise UnsafeArgument(f"this fio plan writes to {', '.join(repr(t) for t in missing)}: writes run only "
+                             "through powerrig.dut.destructive (Fio.run with the drive's serial), which checks the drive")
+    g = [(k, fio_value(k, v)) for k, v in plan.global_options.items()]
+    if log_prefix is not None:
+        g += [("log_unix_epoch", "1"), ("log_avg_msec", fio_value("log_avg_msec", int(plan.log_avg_msec)))]
+    if plan.group_reporting:
+        g.append(("group_reporting", "1"))
+    lines = ["; written by powerrig", "[global]"] + [f"{k}={v}" for k, v in g]
+    for name, opts, _ in sections:
+        lines += ["", f"[{name}]"] + [f"{k}={v}" for k, v in opts]
+        if log_prefix is not None:
+            log = fio_value("write_bw_log", f"{log_prefix}/{name}")
+            lines += [f"write_bw_log={log}", f"write_iops_log={log}"]
+    return "\n".join(lines) + "\n"
+
+
+def fio_argv(program, job_file: str, output: str, output_format: str = "json",
+             status_interval: float | None = None) -> Argv:
+    """``fio --output-format=.. --output=.. [--status-interval=..] JOBFILE``."""
+    if output_format not in ("json", "json+"):
+        raise UnsafeArgument(f"fio output format {output_format!r}: the runner parses json or json+")
+    a = check_program("fio program", program) + [f"--output-format={output_format}",
+                                                 f"--output={check_value('fio output file', output)}"]
+    if status_interval:
+        a.append(f"--status-interval={float(status_interval):g}")
+    return Argv(a + [check_device("fio job file", job_file)])
+
+
+def fio_verify_argv(program, name: str, device: str, bs: int, iodepth: int, size: int, ioengine: str = "libaio",
+                    state_load: bool = False) -> Argv:
+    """A read-only verify pass (``--verify_only``) over what a sequential write job ``name`` wrote
+    (its crc32c headers), optionally limited by the state that job saved (``--verify_state_load``)."""
+    if ioengine not in FIO_IOENGINES:
+        raise UnsafeArgument(f"fio ioengine {ioengine!r} is not one powerrig runs")
+    a = check_program("fio program", program) + [
+        f"--name={check_job_name('fio verify job', name)}", f"--filename={check_device('fio verify device', device)}", "--rw=write",
+        f"--bs={int(bs)}", f"--iodepth={int(iodepth)}", f"--size={int(size)}", "--direct=1",
+        f"--ioengine={ioengine}", "--verify=crc32c", "--verify_only", "--verify_fatal=0", "--verify_dump=0"]
+    return Argv(a + (["--verify_state_load=1"] if state_load else []))
+
+
+def fio_version_argv(program) -> Argv:
+    return Argv(check_program("fio program", program) + ["--version"])
+
+
+# -- ssh ----------------------------------------------------------------------------------------------------
+# ?Option=value pairs a drive-host URL may carry; anything else (ProxyCommand, LocalCommand,
+# KnownHostsCommand, PKCS11Provider, ProxyJump, forwarding, ControlPath ...) belongs in ~/.ssh/config
+SSH_OPTIONS = {k.lower(): k for k in (
+    "IdentityFile", "IdentitiesOnly", "UserKnownHostsFile", "GlobalKnownHostsFile", "StrictHostKeyChecking",
+    "HostKeyAlias", "HostKeyAlgorithms", "CheckHostIP", "UpdateHostKeys", "HashKnownHosts", "VerifyHostKeyDNS",
+    "CertificateFile", "PubkeyAcceptedAlgorithms", "PubkeyAcceptedKeyTypes", "PreferredAuthentications",
+    "KexAlgorithms", "Ciphers", "MACs", "Compression", "AddressFamily", "ConnectTimeout", "ConnectionAttempts",
+    "ServerAliveInterval", "ServerAliveCountMax", "TCPKeepAlive", "IPQoS", "RekeyLimit")}
+_RUNS_PROGRAMS = {"proxycommand", "localcommand", "permitlocalcommand", "knownhostscommand", "pkcs11provider",
+                  "securitykeyprovider", "proxyjump", "remotecommand", "match", "include"}
+_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_HOST = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*)|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*")
+
+
+def check_ssh_user(user: str | None) -> str | None:
+    if user is None:
+        return None
+    check_value("drive host user", user)
+    if not _USER.fullmatch(user):
+        raise UnsafeArgument(f"drive host user {user!r}: use letters, digits, '_', '.' and '-' (not first)")
+    return user
+
+
+def check_ssh_host(host: str) -> str:
+    check_value("drive host name", host)
+    if not host or not _HOST.fullmatch(host):
+        raise UnsafeArgument(f"drive host name {host!r}: give a host name or IP address (letters, digits, '.', "
+                             "'-' not first, or an IPv6 address in [brackets])")
+    return host
+
+
+def check_ssh_options(pairs) -> tuple[tuple[str, str], ...]:
+    """``?Option=value`` pairs: names from SSH_OPTIONS (ssh spells them case-blind), plain values."""
+    out = []
+    for k, v in pairs:
+        name = SSH_OPTIONS.get(str(k).lower())
+        if name is None:
+            why = "it runs a program or reaches another host" if str(k).lower() in _RUNS_PROGRAMS else \
+                "it is not one powerrig passes"
+            raise UnsafeArgument(f"drive host option {k!r} is refused ({why}); allowed: {', '.join(sorted(SSH_OPTIONS.values()))} "
+                                 "(set anything else in ~/.ssh/config)")
+        check_value(f"drive host option {name}", v, positional=True)
+        if re.search(r"[\s\"'\\]", v):
+            raise UnsafeArgument(f"drive host option {name}={v!r}: spaces, quotes and backslashes are not allowed "
+                                 "(ssh would split the value)")
+        out.append((name, v))
+    return tuple(out)
+
+
+def ssh_argv(host) -> Argv:
+    """ssh to an SshHost, ready for one remote command: no prompts (BatchMode: a missing key fails at
+    once), allow-listed options, and the destination after ``--`` so it is never read as an option."""
+    a = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={int(host.connect_timeout)}", "-o", "LogLevel=ERROR"]
+    if host.port:
+        a += ["-p", str(int(host.port))]
+    for k, v in check_ssh_options(host.options):
+        a += ["-o", f"{k}={v}"]
+    user = check_ssh_user(host.user)
+    dest = check_ssh_host(host.host)
+    return Argv(a + ["--", f"{user}@{dest}" if user else dest])
+
+
+def ssh_wrap(host, argv: Argv) -> Argv:
+    """The local argv that runs ``argv`` (built here) on the drive host: ssh joins its arguments into
+    one line for the far side's shell, so they go as one, each word quoted (shlex.join)."""
+    if not isinstance(argv, Argv):
+        raise TypeError("ssh_wrap runs only command lines built by powerrig.dut.commands")
+    return Argv(ssh_argv(host) + [shlex.join([str(a) for a in argv])])
+
+
+def agent_wrap(host, argv: Argv) -> Argv:
+    """The local argv that runs ``argv`` (built here) through a QEMU drive host's command agent
+    (powerrig.dut.agent, ``ssh host -- argv``'s counterpart): the agent gets the words as they are and
+    joins them for the guest's shell, each quoted."""
+    if not isinstance(argv, Argv):
+        raise TypeError("a drive host runs only command lines built by powerrig.dut.commands")
+    return Argv([sys.executable, "-m", "powerrig.dut.agent", check_device("agent socket", host.socket), "--",
+                 *argv])
+
+
+def helper_argv(*words) -> Argv:
+    """A helper command on a drive host (mkdir, cat, tar, rm, python3): our own words and paths,
+    checked like any value (the far side's shell reads them, quoted)."""
+    return Argv([check_value(f"drive host command word {k}", w, positional=k == 0) for k, w in enumerate(words)])

@@ -1,0 +1,136 @@
+"""The one guarded door for what writes to or erases a drive: fio writes, format, sanitize, namespace
+management and firmware download/commit (the power actions to come plug in here too).
+
+Why one door: a check made in one place and an erase issued in another drift apart (a sweep once
+checked the controller, then formatted whatever namespace the plan named). Here each operation takes
+the device it acts on, resolves it to the drive it really is (namespace -> controller(s) -> serial,
+through the sysfs of the host the drive sits in: this one, the virtual rig's tree, or a drive host's
+over ssh), checks the serial the caller names, the mounts, swaps and the boot device (guard.py), and
+only then issues the :class:`~powerrig.dut.commands.Permit` for that action on that device, which the
+command builders (commands.py) demand. Nothing else creates a Permit (tests/test_gateways.py scans the
+tree), so no destructive command line can be built around this door.
+
+A new destructive action: add its nvme-cli subcommand to ``commands.DESTRUCTIVE_NVME`` and a function
+here that calls :func:`permit` on the device it acts on, then runs the command with that permit.
+"""
+from __future__ import annotations
+
+from powerrig.core.errors import ToolError
+from powerrig.dut.commands import FIO_WRITE, Permit, fio_write_targets
+from powerrig.dut.guard import DriveGuard, GuardRefused, is_drive, resolve
+
+
+def permit(nvme, action: str, dev: str, serial: str | None, allow_unguarded: bool = False,
+           controller: str | None = None) -> Permit:
+    """Check ``dev`` for ``action`` (serial named and equal to every controller's, nothing in use, not
+    the boot device; with ``controller``, dev must be reached through that controller) and return
+    the Permit; GuardRefused (one line, recorded on the timeline) otherwise."""
+    target = DriveGuard(nvme, nvme.host).check(dev, serial, action, allow_unguarded)
+    if target is not None and controller is not None:
+        want = set(resolve(controller, nvme.host).controllers)
+        if not want & set(target.controllers):
+            raise GuardRefused(f"refusing {action} on {dev}: it is a namespace of {', '.join(target.controllers)}, "
+                               f"not of {controller} (the drive checked); name a namespace of that controller")
+    return Permit(action, frozenset({dev}), serial, overridden=target is None)
+
+
+def _run(nvme, action: str, dev: str, options: list[str], meta: dict, p: Permit, timeout: float) -> None:
+    nvme._call(action, dev, options, action, lambda text: {"stdout": text.strip()[:200]}, meta,
+               permit=p, timeout=timeout)
+
+
+def format(nvme, dev: str, serial: str | None, ses: int = 0, lbaf: int | None = None, nsid: int | None = None,
+           controller: str | None = None, allow_unguarded: bool = False, timeout: float = 600.0) -> None:
+    """Format NVM (``nvme format``) of the namespace ``dev`` (SES 0 none, 1 user data, 2 crypto)."""
+    if ses not in (0, 1, 2):
+        raise ToolError(f"format: secure erase setting {ses} is not 0, 1 or 2")
+    p = permit(nvme, "format", dev, serial, allow_unguarded, controller)
+    opts = [f"--ses={ses}"]
+    if lbaf is not None:
+        opts.append(f"--lbaf={int(lbaf)}")
+    if nsid is not None:
+        opts.append(f"--namespace-id={int(nsid)}")
+    if nvme.version().major >= 2:
+        opts.append("--force")                  # 2.x asks for confirmation on a terminal otherwise
+    _run(nvme, "format", dev, opts, {"device": dev, "ses": ses, "lbaf": lbaf, "nsid": nsid}, p, timeout)
+
+
+def sanitize(nvme, dev: str, serial: str | None, action: int = 2, allow_unguarded: bool = False,
+             timeout: float = 60.0) -> None:
+    """Sanitize (``--sanact``: 1 exit failure mode, 2 block erase, 3 overwrite, 4 crypto erase) every
+    namespace of the controller; returns once accepted (poll ``sanitize-log``)."""
+    if action not in (1, 2, 3, 4):
+        raise ToolError(f"sanitize: action {action} is not 1 (exit failure), 2 (block), 3 (overwrite) or 4 (crypto)")
+    p = permit(nvme, "sanitize", dev, serial, allow_unguarded)
+    opts = [f"--sanact={action}"]
+    if nvme.version().tuple >= (2, 3, 0):
+        opts.append("--force")
+    _run(nvme, "sanitize", dev, opts, {"device": dev, "action": action}, p, timeout)
+
+
+def reset(nvme, dev: str, serial: str | None, allow_unguarded: bool = False, timeout: float = 60.0) -> None:
+    """Controller reset (``nvme reset``): the controller's queues torn down and rebuilt, I/O in flight
+    aborted; the namespaces and their data stay."""
+    p = permit(nvme, "reset", dev, serial, allow_unguarded)
+    _run(nvme, "reset", dev, [], {"device": dev}, p, timeout)
+
+
+def create_namespace(nvme, controller: str, serial: str | None, blocks: int, flbas: int = 0,
+                     allow_unguarded: bool = False, timeout: float = 60.0) -> None:
+    """``nvme create-ns`` of ``blocks`` logical blocks (size = capacity) in LBA format ``flbas``."""
+    p = permit(nvme, "create-ns", controller, serial, allow_unguarded)
+    _run(nvme, "create-ns", controller, [f"--nsze={int(blocks)}", f"--ncap={int(blocks)}", f"--flbas={int(flbas)}"],
+         {"device": controller, "blocks": blocks, "flbas": flbas}, p, timeout)
+
+
+def delete_namespace(nvme, controller: str, serial: str | None, nsid: int, allow_unguarded: bool = False,
+                     timeout: float = 60.0) -> None:
+    p = permit(nvme, "delete-ns", controller, serial, allow_unguarded)
+    _run(nvme, "delete-ns", controller, [f"--namespace-id={int(nsid)}"], {"device": controller, "nsid": nsid},
+         p, timeout)
+
+
+def attach_namespace(nvme, controller: str, serial: str | None, nsid: int, controller_ids: list[int],
+                     detach: bool = False, allow_unguarded: bool = False, timeout: float = 60.0) -> None:
+    """``nvme attach-ns`` (or ``detach-ns``) of namespace ``nsid`` to the controllers with these ids."""
+    action = "detach-ns" if detach else "attach-ns"
+    p = permit(nvme, action, controller, serial, allow_unguarded)
+    ids = ",".join(str(int(c)) for c in controller_ids)
+    _run(nvme, action, controller, [f"--namespace-id={int(nsid)}", f"--controllers={ids}"],
+         {"device": controller, "nsid": nsid, "controllers": list(controller_ids)}, p, timeout)
+
+
+def firmware_download(nvme, controller: str, serial: str | None, image: str, allow_unguarded: bool = False,
+                      timeout: float = 600.0) -> None:
+    p = permit(nvme, "fw-download", controller, serial, allow_unguarded)
+    _run(nvme, "fw-download", controller, [f"--fw={image}"], {"device": controller, "image": image}, p, timeout)
+
+
+def firmware_commit(nvme, controller: str, serial: str | None, slot: int, action: int,
+                    allow_unguarded: bool = False, timeout: float = 600.0) -> None:
+    """``nvme fw-commit --slot --action`` (0-3: replace, replace and activate, activate, at once)."""
+    p = permit(nvme, "fw-commit", controller, serial, allow_unguarded)
+    _run(nvme, "fw-commit", controller, [f"--slot={int(slot)}", f"--action={int(action)}"],
+         {"device": controller, "slot": slot, "action": action}, p, timeout)
+
+
+def fio_write(fio, plan, serial: str | None, allow_unguarded: bool = False) -> Permit:
+    """The Permit for every file a fio plan writes. Each target is asked where fio runs (this host or
+    the drive host) whether it is a drive; a drive passes the guard with ``serial`` (the NvmeCli
+    that ``powerrig.dut.runners`` pairs with the Fio reads its serial); regular files pass as they
+    are (fio lays them out)."""
+    targets = fio_write_targets(plan)
+    nvme = fio.nvme
+    host = nvme.host if nvme is not None else None
+    if host is None and fio.remote is not None:
+        from powerrig.dut.guard import host_view
+        host = host_view(None, fio.remote)
+    drives = [t for t in targets if is_drive(t, host)]
+    overridden = False
+    if drives:
+        if nvme is None:
+            raise GuardRefused(f"refusing a fio write workload on {', '.join(drives)}: this Fio has no NvmeCli to "
+                               "read the drive's serial with; build the pair with powerrig.dut.runners(rig)")
+        for d in drives:
+            overridden = permit(nvme, FIO_WRITE, d, serial, allow_unguarded).overridden or overridden
+    return Permit(FIO_WRITE, frozenset(targets), serial, overridden)

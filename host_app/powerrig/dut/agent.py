@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from powerrig.dut import commands
 from powerrig.dut.commands import Argv, helper_argv
-from powerrig.dut.remote import SSH_FAILED, RemoteError, RemoteHost
+from powerrig.dut.transport import SSH_FAILED, RemoteError, RemoteHost
 
 SCHEME = "agent"
 SYNC_ROUNDS = 12          # round trips per clock measurement; the shortest one is kept

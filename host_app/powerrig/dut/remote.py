@@ -12,7 +12,6 @@ shell and tar is needed on the drive host.
 """
 from __future__ import annotations
 
-import logging
 import shlex
 import subprocess
 from dataclasses import dataclass
@@ -22,7 +21,6 @@ from powerrig.dut import commands
 from powerrig.dut.commands import helper_argv
 from powerrig.dut.transport import SSH_FAILED, RemoteError, RemoteHost  # noqa: F401 (the names callers use)
 
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -164,7 +164,8 @@ FIO_KEYS = frozenset({
     "end_fsync", "fsync", "fdatasync", "invalidate", "thread", "cpus_allowed", "cpumask", "log_avg_msec",
     "log_unix_epoch", "clat_percentiles", "lat_percentiles", "percentile_list", "gtod_reduce", "disable_lat",
     "disable_clat", "disable_slat", "disable_bw_measurement", "ba", "zero_buffers", "refill_buffers",
-    "scramble_buffers", "buffer_compress_percentage", "dedupe_percentage", "allow_mounted_write"})
+    "scramble_buffers", "buffer_compress_percentage", "dedupe_percentage", "allow_mounted_write",
+    "verify_state_save"})     # the verify-state flow after a removal (dut/verify.py): fio's own <job>-verify.state
 FIO_IOENGINES = frozenset({"libaio", "io_uring", "io_uring_cmd", "psync", "pvsync", "pvsync2", "sync", "vsync",
                            "posixaio", "mmap", "null", "windowsaio"})
 _JOB_NAME = re.compile(r"[A-Za-z0-9_.-]+")

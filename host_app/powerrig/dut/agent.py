@@ -49,7 +49,7 @@ class AgentHost(RemoteHost):
     @classmethod
     def parse(cls, url: str) -> "AgentHost":
         u = urlsplit(str(url))
-        if u.scheme != SCHEME or not u.path or u.netloc:
+        if u.scheme != SCHEME or not u.path.startswith("/") or u.netloc:
             raise RemoteError(f"drive host {url!r} is not an agent:///path/to/socket URL (a QEMU drive host's "
                               "agent; `powerrig sim list` shows it)")
         return cls(u.path)

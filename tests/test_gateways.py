@@ -8,6 +8,7 @@ a scan of the tree that no caller goes around either door."""
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import random
@@ -274,9 +275,13 @@ def _calls(tree, name):
                 yield node
 
 
+@functools.lru_cache(maxsize=1)
+def _trees() -> tuple:
+    return tuple((p.relative_to(PKG).as_posix(), ast.parse(p.read_text())) for p in sorted(PKG.rglob("*.py")))
+
+
 def _tree():
-    for path in sorted(PKG.rglob("*.py")):
-        yield path.relative_to(PKG).as_posix(), ast.parse(path.read_text())
+    return iter(_trees())
 
 
 def test_only_the_doors_build_permits_command_lines_and_guard_decisions():

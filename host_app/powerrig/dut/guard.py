@@ -1,4 +1,5 @@
-"""Guard for destructive steps: every write workload and every format or sanitize goes through it.
+"""Guard for destructive steps: the checks the guarded door (destructive.py) makes before it issues
+the permit every write workload, format, sanitize, namespace or firmware change needs.
 
 A step runs only on a drive whose serial number the caller names (read with id-ctrl, recorded on the
 timeline), when nothing on that drive's controller(s) is in use (a mounted filesystem, swap, a
@@ -185,5 +186,6 @@ class DriveGuard:
 
 def guard_destructive(nvme, dev: str, plan_serial: str | None, host: HostView | None = None,
                       action: str = "a destructive step") -> Target | None:
-    """Read the serial with nvme-cli (recorded as an event) and check it, the mounts and the boot device."""
+    """Read the serial with nvme-cli (recorded as an event) and check it, the mounts and the boot device.
+    A check only (it issues no permit): operations go through powerrig.dut.destructive."""
     return DriveGuard(nvme, host).check(dev, plan_serial, action)

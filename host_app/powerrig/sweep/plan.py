@@ -312,14 +312,14 @@ def _door(path, check, *args):
 def _program(path, words: tuple) -> tuple:
     """nvme/fio program prefix: no control characters, not an option, no ssh (use drive.host)."""
     from powerrig.dut.commands import check_program
-    return tuple(_door(path, check_program, _fmt_path(path), list(words)))
+    return tuple(_door(path, check_program, "command", list(words)))
 
 
 def _device(path, v) -> str:
     """A controller or namespace path: nvme-cli's positional argument and fio's filename."""
     from powerrig.dut.commands import check_device, fio_value
     _str(path, v)
-    _door(path, check_device, _fmt_path(path), v)
+    _door(path, check_device, "path", v)
     if ":" in v:
         raise _Bad(path, f"{v!r} holds ':', which fio reads as a list of files: name the device as "
                          "/dev/nvmeXnY or by a /dev/disk/by-id link")

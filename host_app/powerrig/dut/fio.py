@@ -409,14 +409,16 @@ class Fio:
     """fio on one host. ``program`` is the argv prefix: ["fio"] or the simulator's command."""
 
     def __init__(self, program: list[str] | None = None, timeline: Timeline | None = None,
-                 timeout_margin: float = 60.0, env: dict | None = None, nvme=None, remote=None):
+                 timeout_margin: float | None = None, env: dict | None = None, nvme=None, remote=None):
         """``nvme``: the NvmeCli (with its HostView) the guard reads serials and the host through
         (``powerrig.dut.runners`` pairs them; without one a write to a drive is refused). ``remote``: an SshHost fio runs on (its
         job file goes there, its JSON output and logs come back into the run's directory)."""
         self.program = list(program or ["fio"])
         self.remote = remote
         self.timeline = timeline if timeline is not None else Timeline()
-        self.timeout_margin = timeout_margin
+        # how long past its runtime fio may take before it counts as hung: start-up and wind-down on a
+        # drive host include the transport's round trips (a loaded QEMU guest's take seconds each)
+        self.timeout_margin = timeout_margin if timeout_margin is not None else (60.0 if remote is None else 300.0)
         self.env = env
         self.nvme = nvme
 

@@ -284,14 +284,19 @@ class Core(QObject):
         state, opened = got
         self.rig = state
         self._started_rig = True
-        self.use_drive(state["nvme"], state["fio"], state["controller"], state["namespaces"][0], state["serial"])
+        self.use_drive(state["nvme"], state["fio"], state["controller"], state["namespaces"][0], state["serial"],
+                       state.get("drive_host"))
         self._opened(opened)
 
-    def use_drive(self, nvme_prog, fio_prog, controller: str, namespace: str, serial: str | None) -> None:
+    def use_drive(self, nvme_prog, fio_prog, controller: str, namespace: str, serial: str | None,
+                  drive_host: str | None = None) -> None:
+        """The drive's tools: on this host, or on a drive host (ssh, or a QEMU rig's guest)."""
         from powerrig.dut.fio import Fio
         from powerrig.dut.nvme import NvmeCli
-        self.nvme = NvmeCli(list(nvme_prog), timeline=self.timeline)
-        self.fio = Fio(list(fio_prog), timeline=self.timeline)
+        from powerrig.dut.remote import drive_host as remote_of
+        remote = remote_of(drive_host)
+        self.nvme = NvmeCli(list(nvme_prog), timeline=self.timeline, remote=remote)
+        self.fio = Fio(list(fio_prog), timeline=self.timeline, nvme=self.nvme, remote=remote)
         self.controller, self.namespace, self.serial = controller, namespace, serial
         self._thermal_timer.start(self.THERMAL_EVERY_MS)
 

@@ -197,14 +197,14 @@ def report_profile(prof, wall_s: float, path: str) -> None:
 def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[float],
                profile: str | None = None, trace: bool = False, smaps: bool = False,
                poll_ms: int | None = None) -> None:
-    from powerrig.gui.core import Core
+    from powerrig.gui.services import Services
     from powerrig.gui.main_window import MainWindow
 
-    core = Core(capture_dir=tmp / "captures")
-    core.interval_us = interval_us
+    svc = Services(capture_dir=tmp / "captures")
+    svc.recording.interval_us = interval_us
     if poll_ms:
-        core.THERMAL_EVERY_MS = poll_ms
-    win = MainWindow(core)
+        svc.drive.POLL_MS = poll_ms
+    win = MainWindow(svc)
     win.resize(1500, 900)
     win.show()
     lv = win.live_view
@@ -217,7 +217,7 @@ def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[f
         lv.plot.viewport().repaint()          # the synchronous paint of the plot
         paints.append((time.perf_counter() - t0) * 1e3)
         paint_cpu.append((time.thread_time() - c0) * 1e3)     # the GUI thread's own CPU time in it
-        live = core.live
+        live = svc.recording.live
         if src is live and lv.following:
             # honest lag, once the frame is on screen: the newest plotted point's sample time against
             # (a) the newest interval the host holds and (b) the device's "now" from the clock model
@@ -229,9 +229,9 @@ def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[f
                 except ValueError:
                     pass
     lv._paint = timed_paint
-    core.connect_sim()
-    spin(app, 60, lambda: core.live is not None and core.live.duration_s > 1.0)
-    if core.live is None:
+    svc.connection.connect_sim()
+    spin(app, 60, lambda: svc.recording.live is not None and svc.recording.live.duration_s > 1.0)
+    if svc.recording.live is None:
         raise SystemExit("bench_gui: the virtual rig sent no data")
     paints.clear()
     paint_cpu.clear()
@@ -257,7 +257,7 @@ def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[f
     if dev_lags:
         print(f"  lag behind the device's clock (includes the link's block latency), p50 "
               f"{statistics.median(dev_lags) * 1e3:.0f} ms  p95 {pct(dev_lags, 95) * 1e3:.0f} ms")
-    print(f"  live source memory {core.live.memory_bytes() / 2**20:.1f} MiB (fixed)")
+    print(f"  live source memory {svc.recording.live.memory_bytes() / 2**20:.1f} MiB (fixed)")
     del lv._paint                    # the app's own paint again: the timing lists must not grow the process
     t_start = time.monotonic()
     snaps, maps = [], []
@@ -267,7 +267,7 @@ def bench_live(app, tmp: Path, seconds: float, interval_us: int, minutes: list[f
     for m in minutes:
         spin(app, max(0.0, t_start + m * 60 - time.monotonic()))
         print(f"  RSS after {m:g} min of streaming: {rss_mb():.0f} MB, {rss_after_trim_mb():.0f} MB after "
-              f"malloc_trim ({core.live.duration_s:.0f} s of device time received, {core.pending} jobs pending)",
+              f"malloc_trim ({svc.recording.live.duration_s:.0f} s of device time received, {svc.core.pending} jobs pending)",
               flush=True)
         if smaps:
             maps.append(rss_by_mapping())
@@ -323,18 +323,18 @@ def bench_file(tmp: Path, hours: float) -> Path:
 def bench_file_view(app, tmp: Path, path: Path) -> None:
     """The same zooms in the window: from setting the x range to the frame painted (summary on the
     worker + the band items + the synchronous repaint)."""
-    from powerrig.gui.core import Core
+    from powerrig.gui.services import Services
     from powerrig.gui.main_window import MainWindow
     from powerrig.gui.source import FileSource
 
-    core = Core(capture_dir=tmp / "captures")
-    win = MainWindow(core)
+    svc = Services(capture_dir=tmp / "captures")
+    win = MainWindow(svc)
     win.resize(1500, 900)
     win.show()
     lv = win.live_view
     src = FileSource(path)
-    core.source = src                      # as File > Open does, without the analysis table's pass
-    core.source_changed.emit(src)
+    svc.captures.source = src                      # as File > Open does, without the analysis table's pass
+    svc.captures.source_changed.emit(src)
     spin(app, 60, lambda: lv.last_summary is not None)
     dur = src.duration_s
     for label, (a, b) in (("full zoom-out", (0.0, dur)), ("zoom into 1 s", (dur / 2, dur / 2 + 1.0))):

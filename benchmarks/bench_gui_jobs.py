@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-import tempfile
 
 from bench_gui import rss_after_trim_mb      # sets QT_QPA_PLATFORM=offscreen unless given
 
@@ -50,7 +49,7 @@ def main() -> int:
 
     from powerrig.gui.core import Core
     app = QApplication(sys.argv[:1])
-    core = Core(capture_dir=tempfile.mkdtemp(prefix="powerrig-bench-jobs-"))
+    core = Core()
     for own in (False, True):
         print(f"Core.run, {'its own failure handler' if own else 'failures to the window (the default)'}:")
         run_rounds(app, core, a.jobs, a.rounds, own)

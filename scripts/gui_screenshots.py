@@ -1,8 +1,10 @@
 """Screenshots of the desktop app's main views from a real window, for docs/user-guide.md.
 
-    xvfb-run -a -s "-screen 0 1600x1000x24" python scripts/gui_screenshots.py [--out docs/img]
+    xvfb-run -a -s "-screen 0 1366x768x24" python scripts/gui_screenshots.py [--out docs/img]
 
-Brings up a virtual rig (client drive with APST and non-operational states), connects, runs a preset,
+First the window as `powerrig gui --sim` opens it (``--views start``): the default virtual drive read,
+its power-state table filled, no error shown, and no panel cut off on the screen (checked; exit 1
+otherwise). Then it brings up a virtual rig (client drive with APST and non-operational states), connects, runs a preset,
 sets a power state, places markers, then opens the recording as a saved capture; then runs the
 D5-P5336 power-state plan (timings shortened) in the Sweep panel; saves one PNG per view
 (``--views live`` or ``--views sweep`` for one part; tests/test_gui_screenshots.py takes ``live``). Needs a display (Xvfb) so the window is a real one, not the offscreen platform.
@@ -37,7 +39,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "img"))
     ap.add_argument("--profile", default="client-apst")
-    ap.add_argument("--views", default="all", choices=("all", "live", "sweep"), help="which screenshots to take")
+    ap.add_argument("--views", default="all", choices=("all", "start", "live", "sweep"),
+                    help="which screenshots to take")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -49,33 +52,93 @@ def main() -> int:
     QSettings.setDefaultFormat(QSettings.IniFormat)
     QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, str(tmp / "settings"))
     app = QApplication(sys.argv[:1])
-    from powerrig.gui.core import Core
+    from powerrig.gui.app import start
     from powerrig.gui.main_window import MainWindow
+    from powerrig.gui.services import Services
 
-    core = Core(capture_dir=tmp / "captures")
-    win = MainWindow(core)
-    win.resize(1500, 900)
-    win.show()
     errors: list[str] = []
-    core.error.connect(errors.append)
+    problems: list[str] = []
 
-    def shot(name: str) -> None:
-        settle(app, 0.8)
-        path = out / f"{name}.png"
-        win.grab().save(str(path))
-        print(path)
+    def shooter(win):
+        def shot(name: str) -> None:
+            settle(app, 0.8)
+            path = out / f"{name}.png"
+            win.grab().save(str(path))
+            print(path)
+        return shot
 
-    try:
-        if a.views in ("all", "live"):
-            live_views(app, core, win, shot, a.profile)
-        if a.views in ("all", "sweep"):
-            sweep_views(app, win, shot, tmp)
-    finally:
-        win.close()
-    if errors:
-        print("errors shown in the window:", *errors, sep="\n  ")
+    if a.views in ("all", "start"):
+        from powerrig.gui.prefs import settings
+        settings().setValue("capture_dir", str(tmp / "captures-start"))
+        _app, svc, win = start(sim=True)             # as `powerrig gui --sim` opens
+        svc.core.error.connect(errors.append)
+        try:
+            problems += start_view(app, svc, win, shooter(win))
+        finally:
+            win.close()
+    if a.views != "start":
+        svc = Services(capture_dir=tmp / "captures")
+        win = MainWindow(svc)
+        win.show()
+        svc.core.error.connect(errors.append)
+        try:
+            if a.views in ("all", "live"):
+                live_views(app, svc, win, shooter(win), a.profile)
+            if a.views in ("all", "sweep"):
+                sweep_views(app, win, shooter(win), tmp)
+        finally:
+            win.close()
+    if errors or problems:
+        print("errors shown in the window:", *errors, "cut off:", *problems, sep="\n  ")
         return 1
     return 0
+
+
+def cut_off(win) -> list[str]:
+    """What of the window a user could not see: the window past the screen, a panel outside the window
+    or narrower than its content (panels scroll up and down only), a plot control past its edge."""
+    from PySide6.QtCore import QPoint, QRect
+    out = []
+    screen = win.screen().availableGeometry()
+    if not screen.contains(win.frameGeometry()):
+        out.append(f"the window {win.frameGeometry()} is not inside the screen {screen}")
+
+    def inside(child, ancestor) -> bool:
+        return ancestor.rect().contains(QRect(child.mapTo(ancestor, QPoint(0, 0)), child.size()))
+    for name, d in win.docks.items():
+        if d.visibleRegion().isEmpty():
+            continue                                  # a tab behind another
+        if not inside(d, win):
+            out.append(f"the {name} panel reaches past the window")
+        panel = d.widget().widget()
+        if panel.width() < panel.minimumSizeHint().width() or d.widget().horizontalScrollBar().isVisible():
+            out.append(f"the {name} panel is cut at its side ({panel.width()} < {panel.minimumSizeHint().width()} px)")
+    lv = win.live_view
+    for w in (lv.quantity, lv.auto_y, lv.y_min, lv.y_max, lv.markers_button, lv.float_button, lv.zoom_all,
+              lv.live_button):
+        if not inside(w, lv):
+            out.append(f"the plot's {w.text() if hasattr(w, 'text') else type(w).__name__} control is cut off")
+    mm = win.multimeter
+    if mm.table.horizontalHeader().length() > mm.table.viewport().width():
+        out.append("the multimeter's columns do not all show")
+    return out
+
+
+def start_view(app, svc, win, shot) -> list[str]:
+    """`powerrig gui --sim` on this screen: connected, the drive read (the default virtual drive has no
+    APST), samples on the plot, the Drive tab showing its power-state table."""
+    wait(app, lambda: svc.recording.live is not None and svc.recording.live.duration_s > 4
+         and win.live_view.last_summary is not None, 60, "samples")
+    wait(app, lambda: win.drive_panel.table.rowCount() > 0, 60, "the drive's power-state table")
+    win.docks["Drive"].raise_()
+    settle(app, 2.0)
+    g = win.screen().geometry()
+    shot(f"gui-sim-{g.width()}x{g.height()}")
+    found = cut_off(win)
+    print(f"window {win.width()}x{win.height()} on a {g.width()}x{g.height()} screen; "
+          f"{win.drive_panel.table.rowCount()} power states; {win.drive_panel.apst.text()}; "
+          f"cut off: {found or 'nothing'}")
+    return found
 
 
 def sweep_views(app, win, shot, tmp: Path) -> None:
@@ -108,12 +171,12 @@ def sweep_views(app, win, shot, tmp: Path) -> None:
     wait(app, lambda: hasattr(panel, "report_path"), 120, "the sweep report")
 
 
-def live_views(app, core, win, shot, profile: str) -> None:
+def live_views(app, svc, win, shot, profile: str) -> None:
     """Connect, watch, set power states, run a preset with markers, open the capture, dark theme."""
-    core.connect_sim(profile)
-    wait(app, lambda: core.live is not None and core.live.duration_s > 4 and win.live_view.last_summary is not None,
+    svc.connection.connect_sim(profile)
+    wait(app, lambda: svc.recording.live is not None and svc.recording.live.duration_s > 4 and win.live_view.last_summary is not None,
          60, "samples")
-    win.live_view.rail_boxes[core.live.rails[1]].setChecked(True)
+    win.live_view.rail_boxes[svc.recording.live.rails[1]].setChecked(True)
     win.docks["Connect"].raise_()
     settle(app, 2.0)
     shot("connect-live")
@@ -123,17 +186,17 @@ def live_views(app, core, win, shot, profile: str) -> None:
     if win.drive_panel.apst.isChecked():
         win.drive_panel.apst.click()
         wait(app, lambda: win.drive_panel.apst.isEnabled(), 60, "APST off")
-    core.set_power_state(0)
+    svc.drive.set_power_state(0)
     wait(app, lambda: "PS0" in win.drive_panel.state.text(), 60, "PS0")
     settle(app, 2.0)
-    core.set_power_state(4)
+    svc.drive.set_power_state(4)
     wait(app, lambda: "PS4" in win.drive_panel.state.text(), 60, "PS4")
     settle(app, 2.5)
-    core.set_power_state(0)
+    svc.drive.set_power_state(0)
     wait(app, lambda: "PS0" in win.drive_panel.state.text(), 60, "PS0 again")
     settle(app, 2.0)
-    end = core.live.duration_s
-    steps = [e for e in core.events_s() if e["kind"] == "power_state"]
+    end = svc.recording.live.duration_s
+    steps = [e for e in svc.captures.events_s() if e["kind"] == "power_state"]
     win.live_view.pause()
     win.live_view.zoom_to(max(0.0, steps[-3]["t0"] - 2.0 if len(steps) >= 3 else end - 20), end)
     shot("drive-power-states")
@@ -148,17 +211,17 @@ def live_views(app, core, win, shot, profile: str) -> None:
     wait(app, lambda: not wp.stop_button.isEnabled() and ("MiB/s" in wp.result.text() or "failed" in wp.result.text()),
          120, "the preset")
     settle(app, 2.0)
-    end = core.live.duration_s
+    end = svc.recording.live.duration_s
     win.live_view.pause()
     win.live_view.zoom_to(max(0.0, end - 12.0), end)
     settle(app, 0.5)
-    ph = [e for e in core.events_s() if e["kind"] == "phase"][-1]
+    ph = [e for e in svc.captures.events_s() if e["kind"] == "phase"][-1]
     win.live_view.place_markers(ph["t0"] + 0.5, ph["t1"] - 0.5)
     wait(app, lambda: win.multimeter.figures is not None, 30, "marker figures")
     shot("workload-markers")
 
-    res = core.stop_recording()
-    core.open_capture(res.path)
+    res = svc.recording.stop()
+    svc.captures.open(res.path)
     wait(app, lambda: win.analysis_table.table.rowCount() > 0, 120, "the capture's analysis")
     settle(app, 1.0)
     shot("open-capture")

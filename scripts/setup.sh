@@ -37,6 +37,11 @@ command -v xvfb-run >/dev/null || need+=(xvfb)
 command -v ser2net >/dev/null || [ -x /usr/sbin/ser2net ] || need+=(ser2net)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh >/dev/null || need+=(openssh-client)
+# the results store's PostgreSQL tier (a throwaway cluster per test session, tests/conftest.py pg_cluster)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql-15)
+# a real browser for the results web page's tests (tests/test_web_browser.py: selenium drives chromedriver)
+command -v chromium >/dev/null || need+=(chromium)
+command -v chromedriver >/dev/null || need+=(chromium-driver)
 if ((${#need[@]})); then
   install_debs "missing Debian packages" "${need[@]}" || exit 1
 fi

@@ -52,3 +52,42 @@ def sim(tmp_path):
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([*POWERRIG, *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def simdir(tmp_path, monkeypatch):
+    """Virtual rigs of this test only (sweeps with `sim:` ports start them), all stopped after it."""
+    d = tmp_path / "sim"
+    monkeypatch.setenv("POWERRIG_SIM_DIR", str(d))
+    yield d
+    run_cli("sim", "stop", "--all")
+
+
+def jsonl(path: Path) -> list:
+    """The records of a JSON-lines file (a sweep's sweep.jsonl); none when it is not there yet."""
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+# -- the results database on both backends ------------------------------------------------------
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """One throwaway PostgreSQL server for the session (unix socket only). Missing binaries skip the
+    PostgreSQL tier on a developer's machine and fail it under CI=true."""
+    from powerrig.testing.postgres import Cluster, PostgresMissing
+
+    try:
+        cluster = Cluster().start()
+    except PostgresMissing as e:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the PostgreSQL tier must run in CI: {e}")
+        pytest.skip(str(e))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def results_db(request, tmp_path):
+    """The results database a test writes: a SQLite file, or a fresh database on the session's PostgreSQL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "r.sqlite")
+    return request.getfixturevalue("pg_cluster").database()

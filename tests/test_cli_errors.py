@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -156,6 +157,25 @@ def test_record_closes_the_capture_on_signals(tmp_path, sig, inherit_ignored):
     with CaptureReader(out) as cap:
         assert cap.closed_cleanly and cap.length > 0
         assert cap.metadata["recording"]["end_reason"] == "interrupted"
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_record_stopped_before_the_asked_duration_exits_non_zero_saying_what_was_covered(tmp_path, sig, code):
+    out = tmp_path / "short.jls"
+    p = subprocess.Popen([*POWERRIG, "record", "--port", "sim", "--out", str(out), "--seconds", "60"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_data(out)
+    time.sleep(1.0)
+    p.send_signal(sig)
+    stdout, stderr = p.communicate(timeout=30)
+    assert p.returncode == code, stderr
+    last = stderr.strip().splitlines()[-1]
+    m = re.fullmatch(rf"powerrig: error: recording stopped by {sig.name} after ([\d.]+) s of the 60 s asked; "
+                     rf"{re.escape(str(out))} holds the ([\d.]+) s covered", last)
+    assert m and m.group(1) == m.group(2), last
+    with CaptureReader(out) as cap:
+        assert cap.closed_cleanly and cap.metadata["recording"]["covered_s"] == pytest.approx(float(m.group(1)), abs=1e-3)
+        assert 0 < float(m.group(1)) < 60
 
 
 # ---- the virtual interposer of `--port sim` dies with its host -------------------------------------------------

@@ -15,7 +15,7 @@ from PySide6.QtCore import QSettings  # noqa: E402
 
 from powerrig.capture.writer import CaptureWriter  # noqa: E402
 from powerrig.gui.band import BandCurve  # noqa: E402
-from powerrig.gui.core import Core  # noqa: E402
+from powerrig.gui.services import Services  # noqa: E402
 from powerrig.gui.main_window import MainWindow  # noqa: E402
 from powerrig.gui.source import LiveSource  # noqa: E402
 from powerrig.testing import synthetic as S  # noqa: E402
@@ -25,15 +25,15 @@ from powerrig.testing import synthetic as S  # noqa: E402
 def window(qapp, qtbot, tmp_path):
     QSettings.setDefaultFormat(QSettings.IniFormat)
     QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, str(tmp_path / "settings"))
-    core = Core(capture_dir=tmp_path / "captures")
-    win = MainWindow(core)
+    svc = Services(capture_dir=tmp_path / "captures")
+    win = MainWindow(svc)
     win.resize(1200, 800)
     win.show()
-    yield win, core
+    yield win, svc
     win.close()
 
 
-def _live(core, qtbot, seconds=60.0):
+def _live(svc, qtbot, seconds=60.0):
     """A live source holding ``seconds`` of a 1 ms stream; returns it and a feeder of more blocks."""
     blocks = S.interval_blocks(seconds + 60.0, rows_per_block=1000, period_s=20.0)
     src = None
@@ -45,8 +45,8 @@ def _live(core, qtbot, seconds=60.0):
         fed += 1
         if src.duration_s >= seconds:
             break
-    core.live = src                              # the core's tick makes it the plot's source
-    qtbot.waitUntil(lambda: core.source is src, timeout=10_000)
+    svc.recording.live = src                              # the captures service's tick shows it
+    qtbot.waitUntil(lambda: svc.captures.source is src, timeout=10_000)
 
     def more(seconds_more):
         end = src.duration_s + seconds_more
@@ -80,8 +80,8 @@ def test_band_rectangles_cover_each_point_from_min_to_max(qapp):
 
 
 def test_minimap_shows_the_whole_live_capture_and_moves_the_plot(window, qtbot):
-    win, core = window
-    src, _more = _live(core, qtbot, 60.0)
+    win, svc = window
+    src, _more = _live(svc, qtbot, 60.0)
     mm = win.minimap
     qtbot.waitUntil(lambda: mm.overview is not None, timeout=10_000)
     s = mm.overview
@@ -100,13 +100,13 @@ def test_minimap_shows_the_whole_live_capture_and_moves_the_plot(window, qtbot):
 
 
 def test_minimap_of_an_opened_capture_file(window, qtbot, tmp_path):
-    win, core = window
+    win, svc = window
     path = tmp_path / "two-minutes.jls"
     with CaptureWriter(path, metadata={"device": {"device": "test"}}) as w:
         for b in S.interval_blocks(120.0, rows_per_block=20_000, period_s=40.0):
             w.write(b)
-    core.open_capture(path)
-    qtbot.waitUntil(lambda: win.minimap.overview is not None and hasattr(core.source, "reader"), timeout=20_000)
+    svc.captures.open(path)
+    qtbot.waitUntil(lambda: win.minimap.overview is not None and hasattr(svc.captures.source, "reader"), timeout=20_000)
     qtbot.waitUntil(lambda: win.minimap.overview.t[-1] > 100, timeout=10_000)
     s = win.minimap.overview
     m = s.mean["p_total"]
@@ -118,8 +118,8 @@ def test_minimap_of_an_opened_capture_file(window, qtbot, tmp_path):
 
 
 def test_marker_dragged_to_the_edge_pans_the_view(window, qtbot):
-    win, core = window
-    _live(core, qtbot, 60.0)
+    win, svc = window
+    _live(svc, qtbot, 60.0)
     lv = win.live_view
     lv.zoom_to(10.0, 20.0)
     lv.place_markers(12.0, 15.0)
@@ -144,8 +144,8 @@ def test_marker_dragged_to_the_edge_pans_the_view(window, qtbot):
 
 
 def test_markers_float_with_the_live_stream(window, qtbot):
-    win, core = window
-    src, more = _live(core, qtbot, 30.0)
+    win, svc = window
+    src, more = _live(svc, qtbot, 30.0)
     lv = win.live_view
     qtbot.waitUntil(lambda: lv.following and lv.last_summary is not None, timeout=10_000)
     end = src.duration_s
@@ -156,9 +156,9 @@ def test_markers_float_with_the_live_stream(window, qtbot):
     new_end = src.duration_s
     qtbot.waitUntil(lambda: lv.marker_b.value() == pytest.approx(new_end - 1.0, abs=1e-6), timeout=10_000)
     assert lv.marker_a.value() == pytest.approx(new_end - 4.0, abs=1e-6)
-    # the multimeter's figures follow: the core's markers were moved too
-    qtbot.waitUntil(lambda: core.marker_times is not None
-                    and core.marker_times[1] == pytest.approx(new_end - 1.0, abs=1e-6), timeout=10_000)
+    # the multimeter's figures follow: the markers service's figures moved too
+    qtbot.waitUntil(lambda: svc.markers.times is not None
+                    and svc.markers.times[1] == pytest.approx(new_end - 1.0, abs=1e-6), timeout=10_000)
     # without floating, markers stay on their data while the stream goes on
     lv.float_markers(False)
     more(3.0)
@@ -176,8 +176,8 @@ def test_event_lines_scrolled_away_are_reused_not_recreated(window, qtbot):
 
     from powerrig.core.timeline import NVME, PHASE, POWER_STATE, Event
     from powerrig.gui.live_view.widget import EVENT_KINDS
-    win, core = window
-    src, _more = _live(core, qtbot, seconds=60.0)
+    win, svc = window
+    src, _more = _live(svc, qtbot, seconds=60.0)
     src.clock = S.clock(first_index=src.first_index)        # the recorder's clock model, in a stream
     lv = win.live_view
     lv.pause()
@@ -189,8 +189,8 @@ def test_event_lines_scrolled_away_are_reused_not_recreated(window, qtbot):
         name = "write {q=32}" if k == 20 else (f"PS{k % 5}-{k}" if k % 4 == 3 else f"smart-log {k}")
         names[name] = k + 2.5                               # (never on a view's edge)
         kinds[name] = POWER_STATE if k % 4 == 3 else NVME   # braces: shown as typed, not a format
-        core.timeline.add(Event(kinds[name], name, utc(names[name]), utc(names[name]) + 1e-3))
-    core.timeline.add(Event(PHASE, "seq read", utc(30.0), utc(33.0)))
+        svc.timeline.add(Event(kinds[name], name, utc(names[name]), utc(names[name]) + 1e-3))
+    svc.timeline.add(Event(PHASE, "seq read", utc(30.0), utc(33.0)))
 
     def event_lines():
         return [it for it in lv.plot.getViewBox().addedItems
@@ -240,13 +240,13 @@ def test_an_event_redrawn_only_when_its_placement_moves(window, qtbot):
     import pyqtgraph as pg
 
     from powerrig.core.timeline import NVME, Event
-    win, core = window
-    src, _more = _live(core, qtbot, seconds=20.0)
+    win, svc = window
+    src, _more = _live(svc, qtbot, seconds=20.0)
     src.clock = S.clock(first_index=src.first_index)
     lv = win.live_view
     lv.pause()
     at = float(src.utc(10.5 / src.interval_s))
-    core.timeline.add(Event(NVME, "smart-log", at, at + 1e-3))
+    svc.timeline.add(Event(NVME, "smart-log", at, at + 1e-3))
     lv.plot.setXRange(8.0, 14.0, padding=0)
 
     def line():
@@ -273,30 +273,30 @@ def test_finished_worker_jobs_are_freed(qapp, qtbot, tmp_path):
 
     from powerrig.core.errors import PowerrigError
     from powerrig.gui.core import _Job
-    core = Core(capture_dir=tmp_path)
+    svc = Services(capture_dir=tmp_path)
     got, threads, errors = [], set(), []
-    core.error.connect(errors.append)
+    svc.core.error.connect(errors.append)
 
     def record(r):
         threads.add(threading.current_thread())
         got.append(r)
     for k in range(200):
-        core.run(lambda k=k: k, done=record)
+        svc.core.run(lambda k=k: k, done=record)
 
     def boom():
         raise PowerrigError("the drive is gone; check the cable")
-    core.run(boom, done=record)
-    qtbot.waitUntil(lambda: len(got) == 200 and core.pending == 0, timeout=20_000)
+    svc.core.run(boom, done=record)
+    qtbot.waitUntil(lambda: len(got) == 200 and svc.core.pending == 0, timeout=20_000)
     assert sorted(got) == list(range(200))
     assert threads == {threading.main_thread()}
     assert errors == ["the drive is gone; check the cable"]
-    core.pool.waitForDone(20_000)
+    svc.core.pool.waitForDone(20_000)
 
     def alive(kind):
         gc.collect()
         return sum(isinstance(o, kind) for o in gc.get_objects())
     qtbot.waitUntil(lambda: alive(_Job) == 0, timeout=20_000)
-    core.shutdown()
+    svc.shutdown()
 
 
 def test_a_job_that_outlives_its_core_is_dropped_quietly(qapp, caplog, tmp_path):
@@ -307,7 +307,7 @@ def test_a_job_that_outlives_its_core_is_dropped_quietly(qapp, caplog, tmp_path)
 
     import shiboken6
     from PySide6.QtCore import QThreadPool
-    core = Core(capture_dir=tmp_path)
+    svc = Services(capture_dir=tmp_path)
     go, ran = threading.Event(), threading.Event()
 
     def slow():
@@ -315,8 +315,8 @@ def test_a_job_that_outlives_its_core_is_dropped_quietly(qapp, caplog, tmp_path)
         ran.set()
         return 1
     pool = QThreadPool()
-    core.run(slow, pool=pool)
-    shiboken6.delete(core)                     # the core and its results object are gone
+    svc.core.run(slow, pool=pool)
+    shiboken6.delete(svc.core)                # the core and its results object are gone
     with caplog.at_level(logging.DEBUG, logger="powerrig.gui.core"):
         go.set()
         assert pool.waitForDone(10_000)

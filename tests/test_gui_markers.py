@@ -14,7 +14,7 @@ from powerrig.analysis.pipeline import analyse  # noqa: E402
 from powerrig.analysis.source import ArraySource  # noqa: E402
 from powerrig.capture.writer import CaptureWriter  # noqa: E402
 from powerrig.core.timeline import PHASE, Event  # noqa: E402
-from powerrig.gui.core import MarkerError, range_figures  # noqa: E402
+from powerrig.analysis.selection import SelectionError, range_figures  # noqa: E402
 from powerrig.gui.source import FileSource, LiveSource  # noqa: E402
 from powerrig.testing import synthetic as S  # noqa: E402
 
@@ -71,7 +71,7 @@ def test_markers_older_than_memory_are_refused_with_a_hint():
     live = LiveSource.for_block(blocks[0], rows=2000)
     for b in blocks:
         live.feed(b)
-    with pytest.raises(MarkerError, match="open its capture"):
+    with pytest.raises(SelectionError, match="open its capture"):
         range_figures(live, 1.0, 9.5)
     assert range_figures(live, 8.5, 9.5).dt_s == pytest.approx(1.0)
 
@@ -80,15 +80,15 @@ def test_marker_figures_follow_the_plotted_source(qtbot, tmp_path):
     """Open a capture, place markers, then the plot follows a sweep's stream: the multimeter's marker
     figures are recomputed over the stream (as it grows past the markers), and over the capture again
     when it is reopened; never the figures of a source the plot no longer shows."""
-    from powerrig.gui.core import Core
+    from powerrig.gui.services import Services
     from powerrig.gui.multimeter.widget import Multimeter
 
     path = tmp_path / "before.jls"
     with CaptureWriter(path, metadata={"device": {"device": "test"}}) as w:
         for b in S.interval_blocks(12.0, rows_per_block=2000, period_s=4.0):
             w.write(b)
-    core = Core(capture_dir=tmp_path / "captures")
-    meter = Multimeter(core)
+    svc = Services(capture_dir=tmp_path / "captures")
+    meter = Multimeter(svc)
     qtbot.addWidget(meter)
     a_s, b_s = 2.0, 7.0
 
@@ -98,9 +98,9 @@ def test_marker_figures_follow_the_plotted_source(qtbot, tmp_path):
             fig.energy_j[k] == pytest.approx(expected.energy_j[k], rel=1e-12) for k in ("12V", "3V3", "total"))
 
     try:
-        core.open_capture(path)
-        qtbot.waitUntil(lambda: isinstance(core.source, FileSource), timeout=30_000)
-        core.set_markers(a_s, b_s)
+        svc.captures.open(path)
+        qtbot.waitUntil(lambda: isinstance(svc.captures.source, FileSource), timeout=30_000)
+        svc.markers.set(a_s, b_s)
         own = FileSource(path)      # a reader of its own: one pyjls reader is not shared between threads
         try:
             from_file = range_figures(own.analysis_source(), a_s, b_s)
@@ -109,21 +109,21 @@ def test_marker_figures_follow_the_plotted_source(qtbot, tmp_path):
         qtbot.waitUntil(lambda: shows(from_file), timeout=30_000)
 
         # a sweep's stream, idle (5 W) over the markers where the capture was active for 3 of 5 s
-        on_block = core.follow_sweep()
+        on_block = svc.recording.follow_sweep()
         blocks = list(S.interval_blocks(10.0, rows_per_block=1000, period_s=40.0, seed=3))
         for b in blocks[:4]:                                  # 4 s: the markers reach past its end
             on_block(b)
-        qtbot.waitUntil(lambda: core.source is core.live, timeout=30_000)
-        partial = range_figures(core.live, a_s, b_s)
+        qtbot.waitUntil(lambda: svc.captures.source is svc.recording.live, timeout=30_000)
+        partial = range_figures(svc.recording.live, a_s, b_s)
         qtbot.waitUntil(lambda: shows(partial), timeout=30_000)
         assert partial.energy_j["total"] < 0.6 * from_file.energy_j["total"]   # not the capture's figures
         for b in blocks[4:]:                                  # the stream grows past B: recomputed
             on_block(b)
-        whole = range_figures(core.live, a_s, b_s)
+        whole = range_figures(svc.recording.live, a_s, b_s)
         assert whole.energy_j["total"] > 1.5 * partial.energy_j["total"]
         qtbot.waitUntil(lambda: shows(whole), timeout=30_000)
 
-        core.open_capture(path)                               # and back to the capture
+        svc.captures.open(path)                               # and back to the capture
         qtbot.waitUntil(lambda: shows(from_file), timeout=30_000)
     finally:
-        core.shutdown()
+        svc.shutdown()

@@ -14,7 +14,7 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import QSettings  # noqa: E402
 
 from powerrig.capture.reader import CaptureReader  # noqa: E402
-from powerrig.gui.core import Core  # noqa: E402
+from powerrig.gui.services import Services  # noqa: E402
 from powerrig.gui.main_window import MainWindow  # noqa: E402
 
 
@@ -30,45 +30,45 @@ def test_interposer_killed_and_restarted_the_same_capture_goes_on_with_the_gap_s
     link = tmp_path / "by-id-interposer"
     first = sim()
     _point(link, first.port)
-    core = Core(capture_dir=tmp_path / "captures")
-    win = MainWindow(core)
+    svc = Services(capture_dir=tmp_path / "captures")
+    win = MainWindow(svc)
     win.show()
     try:
         win.connect_panel.set_port(str(link))
         win.connect_panel.connect_button.click()
-        qtbot.waitUntil(lambda: core.live is not None and core.live.length > 3000, timeout=60_000)
-        path = core.capture_path
-        before = core.live.length
+        qtbot.waitUntil(lambda: svc.recording.live is not None and svc.recording.live.length > 3000, timeout=60_000)
+        path = svc.recording.capture_path
+        before = svc.recording.live.length
         first.proc.kill()                                   # the board goes away mid-stream
         first.proc.wait()
         qtbot.waitUntil(lambda: "lost" in win.connect_panel.message.text(), timeout=60_000)
         msg = win.connect_panel.message.text()
         assert "waiting" in msg and str(path) in msg and str(link) in msg
         qtbot.wait(1000)                                    # it stays away a while: the gap has a size
-        assert core.recorder is not None                    # the recording waits; it did not end
+        assert svc.recording.recorder is not None                    # the recording waits; it did not end
         second = sim()
         _point(link, second.port)
         qtbot.waitUntil(lambda: "is back" in win.connect_panel.note.text(), timeout=60_000)
         assert win.connect_panel.message.text() == ""
-        dt = core.live.interval_s
+        dt = svc.recording.live.interval_s
 
         def gaps_after_loss():
-            return [(a, b) for a, b in core.live.gaps(0, core.live.duration_s) if a >= before * dt - 1e-9]
+            return [(a, b) for a, b in svc.recording.live.gaps(0, svc.recording.live.duration_s) if a >= before * dt - 1e-9]
         # the live view: a gap of at least the second it was away, after the samples before the loss
         qtbot.waitUntil(lambda: any(b - a >= 1.0 for a, b in gaps_after_loss()), timeout=60_000)
         g0, g1 = max(gaps_after_loss(), key=lambda g: g[1] - g[0])
-        qtbot.waitUntil(lambda: core.live.length * dt > g1 + 3000 * dt, timeout=60_000)
-        assert core.capture_path == path
+        qtbot.waitUntil(lambda: svc.recording.live.length * dt > g1 + 3000 * dt, timeout=60_000)
+        assert svc.recording.capture_path == path
         assert g0 >= before * dt - 1e-9
-        win.live_view.zoom_to(0.0, core.live.duration_s)
+        win.live_view.zoom_to(0.0, svc.recording.live.duration_s)
         qtbot.waitUntil(lambda: win.live_view.gap_item.isVisible(), timeout=30_000)
         x0 = np.asarray(win.live_view.gap_item.opts["x0"])
         assert np.any(np.abs(x0 - g0) < 0.01)
         # samples resume after it: finite power
-        after = core.live.summaries(g1 + 0.1, g1 + 0.2, 10, ["p_total"]).mean["p_total"]
+        after = svc.recording.live.summaries(g1 + 0.1, g1 + 0.2, 10, ["p_total"]).mean["p_total"]
         assert np.isfinite(after).all()
 
-        res = core.stop_recording()
+        res = svc.recording.stop()
         assert res.path == path and res.end_reason == "stopped"
         with CaptureReader(path) as cap:
             rec = cap.recording

@@ -10,19 +10,17 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest  # noqa: E402
 
 pytest.importorskip("pytestqt")
-from PySide6.QtCore import QSettings, Qt  # noqa: E402
+from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QColor  # noqa: E402
 
-from powerrig.gui.core import Core  # noqa: E402
+from gui_helpers import private_settings, show_synthetic  # noqa: E402
 from powerrig.gui.main_window import MainWindow  # noqa: E402
-from powerrig.gui.source import LiveSource  # noqa: E402
-from powerrig.testing import synthetic as S  # noqa: E402
+from powerrig.gui.services import Services  # noqa: E402
 
 
 @pytest.fixture
 def settings_dir(qapp, tmp_path):
-    QSettings.setDefaultFormat(QSettings.IniFormat)
-    QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, str(tmp_path / "settings"))
+    private_settings(tmp_path)
     return tmp_path
 
 
@@ -41,10 +39,10 @@ def _contrast(a, b) -> float:
 
 
 def test_settings_come_back_in_a_new_window(qtbot, settings_dir):
-    core = Core(capture_dir=settings_dir / "c")
-    win = MainWindow(core)
+    svc = Services(capture_dir=settings_dir / "c")
+    win = MainWindow(svc)
     qtbot.addWidget(win)
-    core.port = "/dev/serial/by-id/usb-powerrig-interposer-if00"
+    svc.connection.port = "/dev/serial/by-id/usb-powerrig-interposer-if00"
     win.live_view.quantity.setCurrentText("Current (A)")
     win.live_view.auto_y.setChecked(False)
     win.live_view.y_min.setValue(0.5)
@@ -57,8 +55,8 @@ def test_settings_come_back_in_a_new_window(qtbot, settings_dir):
     win.docks["Multimeter"].show()
     win.close()
 
-    core2 = Core(capture_dir=settings_dir / "c")
-    win2 = MainWindow(core2)
+    svc2 = Services(capture_dir=settings_dir / "c")
+    win2 = MainWindow(svc2)
     qtbot.addWidget(win2)
     try:
         assert win2.connect_panel.port.currentText() == "/dev/serial/by-id/usb-powerrig-interposer-if00"
@@ -74,17 +72,12 @@ def test_settings_come_back_in_a_new_window(qtbot, settings_dir):
 
 
 def test_dark_theme_legend_and_axes_are_readable(qtbot, settings_dir):
-    core = Core(capture_dir=settings_dir / "c")
-    win = MainWindow(core)
+    svc = Services(capture_dir=settings_dir / "c")
+    win = MainWindow(svc)
     qtbot.addWidget(win)
     try:
         win.set_theme("light")
-        blocks = list(S.interval_blocks(3.0, rows_per_block=1000, first_index=1000))
-        live = LiveSource.for_block(blocks[0])
-        for b in blocks:
-            live.feed(b)
-        core.source = live
-        core.source_changed.emit(live)                      # curves and legend made under the light theme
+        show_synthetic(svc)                                 # curves and legend made under the light theme
         win.set_theme("dark")                               # ... then switched
         plot = win.live_view.plot
         bg = QColor(plot.backgroundBrush().color())

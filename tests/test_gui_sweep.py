@@ -15,7 +15,7 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import QSettings, Qt  # noqa: E402
 
 from conftest import run_cli  # noqa: E402
-from powerrig.gui.core import Core  # noqa: E402
+from powerrig.gui.services import Services  # noqa: E402
 from powerrig.gui.main_window import MainWindow  # noqa: E402
 from powerrig.results import ResultStore  # noqa: E402
 
@@ -42,17 +42,17 @@ def window(qapp, qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("POWERRIG_SIM_DIR", str(tmp_path / "sim"))
     QSettings.setDefaultFormat(QSettings.IniFormat)
     QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, str(tmp_path / "settings"))
-    core = Core(capture_dir=tmp_path / "captures")
-    win = MainWindow(core)
+    svc = Services(capture_dir=tmp_path / "captures")
+    win = MainWindow(svc)
     win.show()
-    core.errors = []
-    core.error.connect(core.errors.append)
+    svc.errors = []
+    svc.core.error.connect(svc.errors.append)
     panel = win.sweep_panel
     panel.db.setText(str(tmp_path / "results.sqlite"))
     panel.out_root.setText(str(tmp_path / "sweeps"))
     opened = []
     panel.open_url = opened.append
-    yield win, core, panel, opened
+    yield win, svc, panel, opened
     panel.runner.stop()
     panel.runner.wait(60)
     win.close()
@@ -60,21 +60,21 @@ def window(qapp, qtbot, tmp_path, monkeypatch):
 
 
 def test_two_step_plan_runs_pauses_stops_and_resumes_to_the_end(qtbot, window, tmp_path):
-    win, core, panel, opened = window
+    win, svc, panel, opened = window
     plan = tmp_path / "two.toml"
     plan.write_text(TWO_STEPS)
     assert panel.load_plan(str(plan))
     assert "2 steps" in panel.about.text()
     panel.run_button.click()
     qtbot.waitUntil(lambda: "step 1 of 2" in panel.state.text() or not panel.runner.running, timeout=120_000)
-    assert panel.runner.running, (panel.state.text(), core.errors)
+    assert panel.runner.running, (panel.state.text(), svc.errors)
     assert "ETA" in panel.state.text()
     panel.pause_button.click()                          # the idle step (2 s) finishes, then the sweep holds
     # the live view draws the running sweep's stream: the engine's recorder hands it each block
     lv = win.live_view
-    qtbot.waitUntil(lambda: core.live is not None and core.live.duration_s > 1.0 and lv.source is core.live
+    qtbot.waitUntil(lambda: svc.recording.live is not None and svc.recording.live.duration_s > 1.0 and lv.source is svc.recording.live
                     and (lv.plotted_end_s() or 0) > 1.0, timeout=60_000)
-    assert core.sweeping and core.recorder is None       # the engine records, the window only shows
+    assert svc.recording.sweeping and svc.recording.recorder is None       # the engine records, the window only shows
     assert "follows the running sweep" in win.status_label.text()
     assert np.nanmean(lv.last_summary.mean["p_total"]) > 0.1     # the drive's watts, not an empty plot
     qtbot.waitUntil(lambda: "paused before step 2 of 2" in panel.state.text(), timeout=120_000)
@@ -94,8 +94,8 @@ def test_two_step_plan_runs_pauses_stops_and_resumes_to_the_end(qtbot, window, t
     # "done in" is the finished run's line ("step 2 of 2 ...: done" comes before the runner's end is seen)
     qtbot.waitUntil(lambda: not panel.runner.running and "done in" in panel.state.text()
                     or "failed" in panel.state.text(), timeout=180_000)
-    assert "done in" in panel.state.text(), (panel.state.text(), core.errors)
-    assert not core.sweeping
+    assert "done in" in panel.state.text(), (panel.state.text(), svc.errors)
+    assert not svc.recording.sweeping
     assert panel.run_id == run_id
     assert store.run(run_id)["status"] == "done"
     qtbot.waitUntil(lambda: panel.table.rowCount() == 2, timeout=30_000)
@@ -125,7 +125,7 @@ def test_the_runner_is_over_for_every_slot_of_its_finished_signal(qtbot, monkeyp
     import threading
 
     import powerrig.sweep.engine as engine
-    from powerrig.gui.sweep_panel.runner import SweepRunner
+    from powerrig.gui.services.sweeps import SweepRunner
 
     class OneRunSweep:
         run_id = None
@@ -149,11 +149,11 @@ def test_the_runner_is_over_for_every_slot_of_its_finished_signal(qtbot, monkeyp
 
 
 def test_a_plan_that_cannot_run_says_why_and_runs_nothing(qtbot, window, tmp_path):
-    win, core, panel, _ = window
+    win, svc, panel, _ = window
     bad = tmp_path / "bad.toml"
     bad.write_text(TWO_STEPS.replace("power_states = [2]", "power_states = [2]\nsettle = 3"))
     assert not panel.load_plan(str(bad))
     assert "this plan cannot run" in panel.about.text() and "settle" in panel.about.text()
     assert not panel.run_button.isEnabled()
-    assert core.errors and "\n" not in core.errors[-1]
+    assert svc.errors and "\n" not in svc.errors[-1]
     assert not (tmp_path / "results.sqlite").exists()

@@ -89,3 +89,10 @@ def test_installed_command_streams_from_a_virtual_interposer(installed):
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["samples"] >= 400           # 0.5 s of 1 ms intervals
     assert summary["crc_errors"] == 0
+
+
+def test_the_results_web_page_templates_are_in_the_wheel(installed):
+    """`powerrig serve` from a wheel: its Jinja2 templates are package data (setup.cfg)."""
+    *_, site = installed
+    names = {p.name for p in (site / "powerrig" / "web" / "templates").glob("*.html")}
+    assert {"base.html", "index.html", "run.html", "step.html", "curves.html", "compare.html"} <= names, names

@@ -83,3 +83,28 @@ def test_cli_modules_resolve_ports_through_the_cli_not_the_simulator():
         text = (REPO / "host_app" / "powerrig" / "cli" / f"{name}.py").read_text()
         assert "powerrig.cli._ports import resolve_port" in text
         assert "powerrig.sim.launch import resolve_port" not in text
+
+
+def test_every_gui_widget_is_held_to_the_services_contract():
+    """A new panel folder is covered too: every gui/<panel>/widget.py (and the window) is a source of
+    the contract that keeps widgets off the domain packages (they go through gui/services)."""
+    import configparser
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / ".importlinter")
+    sources = set(cfg["importlinter:contract:gui-widgets-through-services"]["source_modules"].split())
+    gui = REPO / "host_app" / "powerrig" / "gui"
+    panels = {f"powerrig.gui.{p.parent.name}" for p in gui.glob("*/widget.py")}
+    assert panels and panels <= sources, panels - sources
+    assert {"powerrig.gui.core", "powerrig.gui.main_window"} <= sources
+
+
+def test_the_gui_core_loads_no_domain_module():
+    """gui/core.py is the bus (workers, error/status/busy/tick), not the application: importing it
+    brings in no interposer, drive, capture, analysis or sweep code."""
+    code = ("import sys, powerrig.gui.core; "
+            "print(sorted({m.split('.')[1] for m in sys.modules if m.startswith('powerrig.') "
+            "and m.split('.')[1] not in ('core', 'gui')}))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, QT_QPA_PLATFORM="offscreen"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]", r.stdout

@@ -1,5 +1,6 @@
-"""The results store on a real SQLite file: steps stored atomically and once, a JSON record beside
-the database, comparison of two runs, exports, WAL readers, and forward migration of an old file."""
+"""The results store on a real SQLite file and a real PostgreSQL server (every test on both): steps
+stored atomically and once, a JSON record beside the database, comparison of two runs, exports,
+concurrent readers, and forward migration of an old database."""
 from __future__ import annotations
 
 import json
@@ -7,10 +8,12 @@ import sqlite3
 
 import pandas as pd
 import pytest
+from sqlalchemy import create_engine, text
 
 from conftest import run_cli
 from powerrig.results import ResultsError, ResultStore
 from powerrig.results import schema as S
+from powerrig.results.store import database_url
 from powerrig.results.tables import compare, export, step_summary
 from powerrig.sweep.plan import parse
 
@@ -47,28 +50,40 @@ def fill(store, plan, watts):
     return run
 
 
-def test_runs_steps_measurements_and_json_record(tmp_path):
-    db = tmp_path / "r.sqlite"
+def sql(db: str, *statements: str) -> list:
+    """Statements through a connection of its own (another client: a notebook, an old powerrig)."""
+    eng = create_engine(database_url(db))
+    try:
+        with eng.begin() as c:
+            results = [c.execute(text(q)) for q in statements]
+            return [r.fetchall() if r.returns_rows else None for r in results]
+    finally:
+        eng.dispose()
+
+
+def test_runs_steps_measurements_and_json_record(results_db, tmp_path):
+    db = results_db
     store = ResultStore(db)
     plan = parse(PLAN)
     run = fill(store, plan, [5.0, 10.0, 6.0, 9.0])
     assert store.schema_version() == S.SCHEMA_VERSION
-    assert sqlite3.connect(db).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    if store.path:
+        assert sqlite3.connect(db).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     [r] = store.runs()
     assert (r["id"], r["status"], r["steps"], r["dut_serial"], r["plan_hash"]) == (run, "done", 4, "SN1", plan.hash)
     assert [s["key"] for s in store.steps(run)] == [s.key for s in plan.steps()]
     rows = step_summary(store, run)
     assert [x["W"] for x in rows] == [5.0, 10.0, 6.0, 9.0]
-    rec = json.loads(store.write_record(run).read_text())
+    rec = json.loads(store.write_record(run, tmp_path).read_text())
     assert rec["plan_text"] == PLAN and rec["plan_resolved"]["timing"]["measure_s"] == 10.0
     pcm1 = [m for m in rec["steps"][1]["measurements"] if m["name"] == "OCP PCM-1"][0]
     assert (pcm1["upper"], pcm1["marginal_upper"], pcm1["outcome"], pcm1["published"]) == (25.0, 23.75, "pass", None)
     # a second connection (a notebook) reads while the store is open
-    assert sqlite3.connect(db).execute("select count(*) from measurements").fetchone()[0] == 16
+    assert sql(db, "select count(*) from measurements")[0][0][0] == 16
 
 
-def test_a_step_is_stored_once(tmp_path):
-    store = ResultStore(tmp_path / "r.sqlite")
+def test_a_step_is_stored_once(results_db):
+    store = ResultStore(results_db)
     plan = parse(PLAN)
     run = fill(store, plan, [5.0, 10.0, 6.0, 9.0])
     s = plan.steps()[0]
@@ -77,8 +92,8 @@ def test_a_step_is_stored_once(tmp_path):
     assert len(store.steps(run)) == 4
 
 
-def test_resumable_run_belongs_to_the_same_plan_only(tmp_path):
-    store = ResultStore(tmp_path / "r.sqlite")
+def test_resumable_run_belongs_to_the_same_plan_only(results_db):
+    store = ResultStore(results_db)
     a = parse(PLAN)
     b = parse(PLAN.replace('rw = "read"', 'rw = "randread"'))
     run = store.start_run(a, "out")
@@ -88,8 +103,8 @@ def test_resumable_run_belongs_to_the_same_plan_only(tmp_path):
     assert store.resumable_run(a) is None
 
 
-def test_compare_two_runs_and_export(tmp_path):
-    store = ResultStore(tmp_path / "r.sqlite")
+def test_compare_two_runs_and_export(results_db, tmp_path):
+    store = ResultStore(results_db)
     plan = parse(PLAN)
     a = fill(store, plan, [5.0, 10.0, 6.0, 9.0])
     b = fill(store, plan, [5.5, 8.0, 6.0, 9.0])
@@ -106,36 +121,43 @@ def test_compare_two_runs_and_export(tmp_path):
         export(store, a, tmp_path / "m.xlsx")
 
 
-def test_old_database_is_migrated_forward(tmp_path):
-    db = tmp_path / "old.sqlite"
-    ResultStore(db)
-    con = sqlite3.connect(db)             # make it a version-1 file: without the v2 columns
-    con.executescript("""
-        ALTER TABLE measurements DROP COLUMN published;
-        ALTER TABLE steps DROP COLUMN attempts;
-        UPDATE schema_info SET value = '1' WHERE key = 'version';""")
-    con.commit()
-    con.close()
+def make_version_1(db: str) -> None:
+    """Turn a new database into a version-1 one: without the v2 columns."""
+    ResultStore(db).engine.dispose()
+    sql(db, "ALTER TABLE measurements DROP COLUMN published", "ALTER TABLE steps DROP COLUMN attempts",
+        "ALTER TABLE runs DROP COLUMN host", "ALTER TABLE runs DROP COLUMN pid",
+        "UPDATE schema_info SET value = '1' WHERE key = 'version'")
+
+
+def test_old_database_is_migrated_forward(results_db):
+    db = results_db
+    make_version_1(db)
     store = ResultStore(db)
-    assert store.schema_version() == 2
-    cols = {r[1] for r in sqlite3.connect(db).execute("PRAGMA table_info(measurements)")}
-    assert "published" in cols
+    assert store.schema_version() == S.SCHEMA_VERSION == 3
+    sql(db, "select host, pid from runs")     # the v3 columns are there
     fill(store, parse(PLAN), [5.0, 10.0, 6.0, 9.0])
+    assert sql(db, "select count(published) from measurements")[0][0][0] == 0   # the column is there, all NULL
 
 
-def test_newer_database_is_refused(tmp_path):
-    db = tmp_path / "new.sqlite"
-    ResultStore(db)
-    con = sqlite3.connect(db)
-    con.execute("UPDATE schema_info SET value = '99' WHERE key = 'version'")
-    con.commit()
-    con.close()
+def test_newer_database_is_refused(results_db):
+    db = results_db
+    ResultStore(db).engine.dispose()
+    sql(db, "UPDATE schema_info SET value = '99' WHERE key = 'version'")
     with pytest.raises(ResultsError, match="schema version 99, newer"):
         ResultStore(db)
 
 
-def test_results_cli(tmp_path):
-    db = tmp_path / "r.sqlite"
+def test_postgresql_urls_use_psycopg_3(pg_cluster):
+    url = pg_cluster.database()
+    assert url.startswith("postgresql://")
+    store = ResultStore(url)
+    assert (store.engine.dialect.name, store.engine.dialect.driver) == ("postgresql", "psycopg")
+    assert database_url("postgres://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert database_url("postgresql+psycopg://u@h/db") == "postgresql+psycopg://u@h/db"
+
+
+def test_results_cli(results_db, tmp_path):
+    db = results_db
     store = ResultStore(db)
     plan = parse(PLAN)
     a = fill(store, plan, [5.0, 10.0, 6.0, 9.0])
@@ -150,9 +172,9 @@ def test_results_cli(tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no run 42" in r.stderr
 
 
-def test_sweep_report_shows_figures_curves_and_every_verdict(tmp_path):
+def test_sweep_report_shows_figures_curves_and_every_verdict(results_db, tmp_path):
     from powerrig.results.report import write_sweep_report
-    store = ResultStore(tmp_path / "r.sqlite")
+    store = ResultStore(results_db)
     plan = parse(PLAN)
     run = fill(store, plan, [5.0, 10.0, 6.0, 9.0])
     path = write_sweep_report(store, run, tmp_path / "rep")
@@ -161,3 +183,25 @@ def test_sweep_report_shows_figures_curves_and_every_verdict(tmp_path):
     assert "<td>25.000</td>" in text and "class=pass" in text
     assert (tmp_path / "rep" / "efficiency_vs_power_state.png").stat().st_size > 1000   # MiB/s/W over PS0, PS1
     assert "ps1/seq-read/r1" in text
+
+
+def test_every_text_a_valid_plan_fills_fits_its_column(results_db, tmp_path):
+    """A workload name at the limit stores on both backends (PostgreSQL's varchar(128) once lost the step
+    after it ran); one character more is refused by `--check`, naming the same limit."""
+    longest = "w" * S.steps.c.workload.type.length
+    plan = parse(PLAN.replace('name = "seq-read"', f'name = "{longest}"')
+                 .replace('name = "t"', f'name = "{"p" * S.plans.c.name.type.length}"'))
+    store = ResultStore(results_db)
+    run = store.start_run(plan, "out")
+    for s in plan.steps():
+        store.store_step(run, {"idx": s.index, "key": s.key, "name": s.name, "workload": s.workload and s.workload.name,
+                               "power_state": s.power_state, "status": "done"},
+                         [{"name": f"self-report:measure:{longest}", "kind": "workload"}],
+                         [{"name": "power.mean", "phase": f"self-report:measure:{longest}", "value": 1.0,
+                           "outcome": "info"}])
+    assert len(store.steps(run)) == 4
+    too_long = tmp_path / "long.toml"
+    too_long.write_text(PLAN.replace('name = "seq-read"', f'name = "{longest}x"'))
+    r = run_cli("sweep", str(too_long), "--check")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "workload[0].name (line 8)" in r.stderr and "129 characters" in r.stderr and "128" in r.stderr, r.stderr

@@ -8,13 +8,6 @@ from conftest import run_cli
 from powerrig.sweep.demo import print_table, run
 
 
-@pytest.fixture
-def simdir(tmp_path, monkeypatch):
-    monkeypatch.setenv("POWERRIG_SIM_DIR", str(tmp_path / "sim"))
-    yield
-    run_cli("sim", "stop", "--all")
-
-
 @pytest.mark.slow
 def test_demo_sweep_matches_published_d5_p5336_within_15_percent(tmp_path, simdir):
     run_id, rows, store = run(tmp_path / "demo", overrides={"settle_s": 0.5, "idle_s": 1.5, "measure_s": 3.0})

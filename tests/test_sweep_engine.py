@@ -37,14 +37,6 @@ rw = "write"
 """
 
 
-@pytest.fixture
-def simdir(tmp_path, monkeypatch):
-    d = tmp_path / "sim"
-    monkeypatch.setenv("POWERRIG_SIM_DIR", str(d))
-    yield d
-    run_cli("sim", "stop", "--all")
-
-
 def test_steady_state_criteria():
     assert steady_state_met([100, 101, 99, 100, 100], 5, 20, 10)
     assert not steady_state_met([100, 101, 99, 100], 5, 20, 10)             # too few rounds
@@ -80,11 +72,11 @@ def _lines(path):
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
-def test_resume_after_sigkill_mid_step(tmp_path, simdir):
+def test_resume_after_sigkill_mid_step(tmp_path, simdir, results_db):
     plan_file = tmp_path / "short.toml"
     plan_file.write_text(SHORT.format(port="sim:d5-p5336"))
-    db, out = tmp_path / "r.sqlite", tmp_path / "out"
-    args = [sys.executable, "-m", "powerrig", "sweep", str(plan_file), "--results", str(db), "--out", str(out)]
+    db, out = results_db, tmp_path / "out"
+    args = [sys.executable, "-m", "powerrig", "sweep", str(plan_file), "--results", db, "--out", str(out)]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     log = out / "sweep.jsonl"
     deadline = time.monotonic() + 120
@@ -100,11 +92,11 @@ def test_resume_after_sigkill_mid_step(tmp_path, simdir):
 
     # a changed plan never resumes the old run
     plan_file.write_text(SHORT.format(port="sim:d5-p5336").replace("measure_s = 2.5", "measure_s = 2.6"))
-    r = run_cli("sweep", str(plan_file), "--results", str(db), "--resume")
+    r = run_cli("sweep", str(plan_file), "--results", db, "--resume")
     assert r.returncode == 2 and "changed since run 1" in r.stderr and r.stderr.count("\n") == 1, r.stderr
     plan_file.write_text(SHORT.format(port="sim:d5-p5336"))
 
-    r = run_cli("sweep", str(plan_file), "--results", str(db), "--resume", timeout=240)
+    r = run_cli("sweep", str(plan_file), "--results", db, "--resume", timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "6 steps, 2 already done" in r.stdout
     [run] = store.runs()

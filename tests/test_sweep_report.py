@@ -64,8 +64,8 @@ def fill_grid(store):
     return run
 
 
-def test_report_has_curves_over_state_block_size_and_queue_depth_waf_and_verdicts(tmp_path):
-    store = ResultStore(tmp_path / "r.sqlite")
+def test_report_has_curves_over_state_block_size_and_queue_depth_waf_and_verdicts(tmp_path, results_db):
+    store = ResultStore(results_db)
     run = fill_grid(store)
     text = write_sweep_report(store, run, tmp_path / "rep").read_text()
     rep = tmp_path / "rep"
@@ -82,8 +82,8 @@ def test_report_has_curves_over_state_block_size_and_queue_depth_waf_and_verdict
     assert "<code>powerrig report /nowhere/0.jls</code>" in text
 
 
-def test_a_curve_needs_two_points(tmp_path):
-    store = ResultStore(tmp_path / "r.sqlite")
+def test_a_curve_needs_two_points(tmp_path, results_db):
+    store = ResultStore(results_db)
     plan = parse(GRID.replace("power_states = [0, 1]", "power_states = [0]"))
     run = store.start_run(plan, "out")
     s = plan.steps()[0]
@@ -116,16 +116,8 @@ streams = [{ namespace = "/dev/nvme0n1" }, { namespace = "/dev/nvme0n2" }]
 """
 
 
-@pytest.fixture
-def simdir(tmp_path, monkeypatch):
-    d = tmp_path / "sim"
-    monkeypatch.setenv("POWERRIG_SIM_DIR", str(d))
-    yield d
-    run_cli("sim", "stop", "--all")
-
-
-def test_powerrig_report_run_links_capture_reports_and_plots_waf_from_a_real_sweep(tmp_path, simdir):
-    db = tmp_path / "r.sqlite"
+def test_powerrig_report_run_links_capture_reports_and_plots_waf_from_a_real_sweep(tmp_path, simdir, results_db):
+    db = results_db
     run = Sweep(parse(FDP, "fdp.toml"), ResultStore(db), tmp_path / "out").run()
     r = run_cli("report", str(run), "--db", str(db), "--out", str(tmp_path / "rep"), timeout=300)
     assert r.returncode == 0, r.stderr

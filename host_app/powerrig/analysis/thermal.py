@@ -53,7 +53,26 @@ def throttled_between(readings, t0: float, t1: float) -> str | None:
         return None
     a = before[-1][1] if before else inside[0][1]
     b = after[0][1] if after else inside[-1][1]
-    rose = [k for k in THROTTLE_COUNTERS if k in a and k in b and b[k] > a[k]]
+    rose = counters_rose(a, b)
     if rose:
         return "thermal throttling during the phase (" + ", ".join(f"{k} {a[k]:g} -> {b[k]:g}" for k in rose) + ")"
     return None
+
+
+def counters_rose(a: dict, b: dict) -> list[str]:
+    """The throttle counters that rose from reading ``a`` to reading ``b`` ({counter: value})."""
+    return [k for k in THROTTLE_COUNTERS if k in a and k in b and b[k] > a[k]]
+
+
+def throttle_state(before: dict | None, now: dict, critical_warning: int = 0) -> str:
+    """The drive's throttling now, for a panel, from two readings ({counter: value}, as
+    :func:`smart_readings` gives): time or transitions into TMT2 (heavy) or TMT1 (light) since the
+    last read, else the critical-warning temperature bit (0x02), else none."""
+    rose = counters_rose(before, now) if before is not None else []
+    if {"thm_temp2_trans_count", "thm_temp2_total_time"} & set(rose):
+        return "heavy throttling (TMT2)"
+    if {"thm_temp1_trans_count", "thm_temp1_total_time"} & set(rose):
+        return "light throttling (TMT1)"
+    if critical_warning & 0x02:
+        return "over its temperature threshold"
+    return "none"

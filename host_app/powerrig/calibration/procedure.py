@@ -16,6 +16,7 @@ import numpy as np
 from powerrig.calibration.fit import ChannelFit, apply_fit, errors_pct, fit_channel
 from powerrig.calibration.window import StreamWindows, WindowError
 from powerrig.core.errors import InstrumentError
+from powerrig.instruments.scpi import InvalidReading
 from powerrig.core.rails import rails as rail_config
 
 log = logging.getLogger(__name__)
@@ -177,6 +178,15 @@ def calibrate(dev, ref, channels: dict[str, int], seconds: float = 0.3, max_resi
                 log.warning("could not switch reference channel %d off: %s", c, e)
 
 
+def _reference_window(ref, chs, seconds: float, n: int):
+    """One acquisition; a reference that reads no measurement gives no verdict (never a FAIL)."""
+    try:
+        acq = ref.acquire(chs, seconds, points=1024)
+    except InvalidReading as e:
+        raise InvalidReading(f"no verdict: the reference data is invalid in window {n} ({e})") from None
+    return acq
+
+
 def validate(dev, ref, channels: dict[str, int], windows: int = 5, seconds: float = 1.0,
              limit_pct: float = 0.25, floor_codes: float = 4.0, progress=None) -> dict:
     """Interposer vs reference on the running drive (no outputs switched): per rail V, I and P
@@ -188,7 +198,7 @@ def validate(dev, ref, channels: dict[str, int], windows: int = 5, seconds: floa
         chs = [channels[r] for r in win.rails]
         for n in range(windows):
             for attempt in range(RETRIES + 1):
-                acq = ref.acquire(chs, seconds, points=1024)
+                acq = _reference_window(ref, chs, seconds, n + 1)
                 try:
                     dut = win.mean(acq.t_trigger, acq.t_end, timeout=seconds + 5)
                     break
@@ -198,6 +208,9 @@ def validate(dev, ref, channels: dict[str, int], windows: int = 5, seconds: floa
                     log.warning("window %d: %s; measuring it again", n + 1, e)
             for r in win.rails:
                 v, i = acq.volts[channels[r]], acq.amps[channels[r]]
+                if not np.all(np.isfinite(dut[r][:3])):
+                    raise InvalidReading(f"no verdict: the interposer's data for rail {r} in window {n + 1} is "
+                                         f"invalid ({dut[r][0]:g} V, {dut[r][1]:g} A); check the link and record again")
                 rows.append((r, dut[r][0], dut[r][1], dut[r][2], float(v.mean()), float(i.mean()),
                              float((v * i).mean())))
             if progress:

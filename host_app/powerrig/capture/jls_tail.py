@@ -80,3 +80,26 @@ def clear_dangling_pointers(path: Path) -> int:
             cleared += 1
         buf.flush()
     return cleared
+
+
+def cut_after_last_whole_chunk(path: Path, limit: int | None = None) -> int:
+    """After a write failed mid-capture (disk full): cut the user's file after its last whole chunk and
+    mark its header "never closed" (length 0, CRC-32C of the header's first 28 bytes), so every reader
+    recovers it as it recovers a killed capture, up to the data written before the failure. Truncating
+    needs no free space. ``limit``: the file's size when the failure was seen (what the library wrote
+    after it, its closing index included, describes data that never reached the disk). Returns the
+    bytes cut off."""
+    with open(path, "r+b") as f:
+        size = f.seek(0, 2)
+        if size <= FILE_HEADER_SIZE:
+            return 0
+        with mmap.mmap(f.fileno(), 0) as buf:
+            end, _heads = whole_chunks_end(buf if limit is None else buf[:limit])
+        f.truncate(end)
+        f.seek(0)
+        head = bytearray(f.read(FILE_HEADER_SIZE))
+        head[16:24] = bytes(8)
+        head[28:32] = struct.pack("<I", crc32c(bytes(head[:28])))
+        f.seek(0)
+        f.write(head)
+    return size - end

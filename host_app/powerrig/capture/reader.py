@@ -324,6 +324,13 @@ class CaptureReader:
         return recording_shortfall(self.recording)
 
     @property
+    def shortfalls(self) -> list[str]:
+        """What anything made from this capture (an export, a report) must say about it: the capture was
+        cut short (not closed cleanly), or the recording got less than was asked."""
+        out = [] if self.closed_cleanly else [f"not closed cleanly: {self.recovery_note}"]
+        return out + ([self.recording_note] if self.recording_note else [])
+
+    @property
     def duration_s(self) -> float:
         return self.length * self.interval_s
 

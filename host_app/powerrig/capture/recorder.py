@@ -121,6 +121,7 @@ class Recorder:
         self._stop_reason = "stopped"
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
+        self.error: PowerrigError | None = None     # what ended it with end reason "error" (a full disk: CaptureError)
 
     # ---- control ----------------------------------------------------------------------------------
     @property
@@ -189,6 +190,7 @@ class Recorder:
             reason, error = "link-lost", str(e)
         except PowerrigError as e:
             reason, error = "error", str(e)
+            self.error = e
         except KeyboardInterrupt:
             reason = "interrupted"
         except BaseException as e:  # noqa: BLE001 - closed cleanly below, then raised

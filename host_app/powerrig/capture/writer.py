@@ -30,6 +30,8 @@ from powerrig.core.errors import CaptureError
 from powerrig.core.timeline import Timeline
 from powerrig.core.blocks import IntervalBlock
 from powerrig.capture.clocktrack import pack_pings
+from powerrig.capture.jls_tail import cut_after_last_whole_chunk
+from powerrig.capture.write_faults import NATIVE, OPEN, disk_problem
 from powerrig.core.clock import ClockModel
 
 
@@ -62,10 +64,15 @@ class CaptureWriter:
         self.clock = clock
         self.flush_every_s = flush_every_s
         self.anchor_every_s = anchor_every_s
+        self._errors_seen = NATIVE.errors
+        self.failed: str | None = None     # set at the first failed write: nothing is written after it
+        self.failed_at: int | None = None  # where the file's whole chunks ended at that write
         try:
             self._w = pyjls.Writer(str(self.path))
         except Exception as e:
-            raise CaptureError(f"cannot create capture {self.path}: {e}") from None
+            why = disk_problem(self.path.parent) or str(e)
+            raise CaptureError(f"cannot create capture {self.path}: {why}") from None
+        OPEN.add(self)
         self._started = False
         self._closed = False
         self._written_events: set[int] = set()   # timeline positions written, from _events_from on
@@ -146,6 +153,7 @@ class CaptureWriter:
         """Append one block (data or gap). Non-contiguous blocks get NaN gap rows in between."""
         if self._closed:
             raise CaptureError(f"capture {self.path} is already closed")
+        self._check_writes()
         if not len(block):
             return
         if not self._started:
@@ -207,6 +215,22 @@ class CaptureWriter:
         if now - self._last_flush >= self.flush_every_s:
             self._w.flush()
             self._last_flush = now
+        self._check_writes()
+
+    def _check_writes(self) -> None:
+        """Stop at the first failed write (disk full, read-only): raise CaptureError, write nothing more."""
+        if self.failed is not None:
+            raise CaptureError(self.failed)
+        if NATIVE.errors == self._errors_seen:
+            return
+        self._errors_seen = NATIVE.errors
+        why = disk_problem(self.path.parent)
+        if why is None and len(OPEN) > 1 and self.failed_at is None:    # another capture's disk, not this one's
+            logger.warning("a capture write failed (%s); %s is not affected", NATIVE.first_error, self.path)
+            return
+        self.failed = (f"capture {self.path}: recording stopped at the first failed write "
+                       f"({why or 'the JLS library said: ' + NATIVE.first_error}); what was written before it is kept")
+        raise CaptureError(self.failed)
 
     # ---- clock --------------------------------------------------------------------------------------
     def _model(self) -> ClockModel | None:
@@ -290,7 +314,8 @@ class CaptureWriter:
     def update_metadata(self, **items) -> None:
         """Merge keys into the metadata (e.g. the drive's id-ctrl learnt after the stream started)."""
         self.metadata.update(items)
-        self._w.user_data(L.UD_METADATA_UPDATE, _json(items))
+        if self.failed is None:
+            self._w.user_data(L.UD_METADATA_UPDATE, _json(items))
 
     # ---- close --------------------------------------------------------------------------------------
     def close(self, stats: dict | None = None) -> None:
@@ -304,6 +329,10 @@ class CaptureWriter:
         if self._closed:
             return
         self._closed = True
+        OPEN.discard(self)
+        if self.failed is not None:
+            self._close_failed()
+            return
         try:
             if self._started:
                 self._anchor(force=True)
@@ -317,3 +346,16 @@ class CaptureWriter:
                     "closed_utc": time.time()}))
         finally:
             self._w.close()
+
+    def _close_failed(self) -> None:
+        """After a failed write: release the library's writer (what it still tries to write fails
+        quietly), then cut the file after its last whole chunk, so it reads as a capture cut short."""
+        try:
+            self._w.close()
+        except Exception as e:  # noqa: BLE001 - the failure is already reported; the cut below matters
+            logger.debug("closing the failed capture %s: %s", self.path, e)
+        try:
+            cut = cut_after_last_whole_chunk(self.path, self.failed_at)
+            logger.info("capture %s: %d bytes after the last whole chunk cut off", self.path, cut)
+        except OSError as e:        # read-only: nothing after the failure reached the file anyway
+            logger.info("capture %s left as written (%s)", self.path, e.strerror or e)

@@ -8,6 +8,7 @@ import sys
 
 from powerrig import __version__
 
+from powerrig.cli._options import Terminated
 from powerrig.core import log
 from powerrig.core.errors import PowerrigError
 
@@ -48,9 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     except PowerrigError as e:
         print(f"powerrig: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("powerrig: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        print(f"powerrig: {e or 'interrupted'}", file=sys.stderr)
+        return 143 if isinstance(e, Terminated) else 130
+    except OSError as e:      # the environment (a full or read-only disk): what and where, in one line
+        where = f": {e.filename}" if e.filename else ""
+        print(f"powerrig: error: {e.strerror or e}{where}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

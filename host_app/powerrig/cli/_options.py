@@ -61,20 +61,46 @@ class LiveLine:
             self.active = False
 
 
+class Caught:
+    """Which signal stopped a command (None: none did)."""
+    name: str | None = None
+
+
 @contextmanager
 def stop_on_signals(stop):
     """SIGINT and SIGTERM both call ``stop("interrupted")`` so the recording ends cleanly (a service
     manager or `timeout` sends SIGTERM; a shell script's `cmd &` starts us with SIGINT ignored, so
-    the handler is installed whatever was inherited). A second signal interrupts at once."""
+    the handler is installed whatever was inherited). A second signal interrupts at once. Yields a
+    ``Caught`` that names the signal, so the command can say what it stopped."""
+    caught = Caught()
+
     def handler(signum, _frame):
-        if handler.count:
+        if caught.name is not None:
             raise KeyboardInterrupt
-        handler.count += 1
+        caught.name = signal.Signals(signum).name
         stop("interrupted")
-    handler.count = 0
     saved = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        yield caught
     finally:
         for s, h in saved.items():
             signal.signal(s, h)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, as Ctrl-C raises KeyboardInterrupt: whatever treats an
+    interrupt cleanly (a sweep marks its run "interrupted") treats a service manager's stop alike."""
+
+    def __str__(self) -> str:
+        return "stopped by SIGTERM"
+
+
+@contextmanager
+def sigterm_interrupts():
+    def handler(_signum, _frame):
+        raise Terminated()
+    saved = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, saved)

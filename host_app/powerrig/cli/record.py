@@ -39,14 +39,20 @@ def run(args) -> int:
                 "command": ["powerrig", "record", *sys.argv[2:]]}
         rec = Recorder(dev, out, interval_us=interval, rails=rails, seconds=seconds, metadata=meta,
                        on_progress=lambda p: live.show(_live_text(p)))
-        with opt.stop_on_signals(rec.stop):
+        with opt.stop_on_signals(rec.stop) as caught:
             res = rec.run()
     live.end()
     print(_result_text(res, time.monotonic() - t0))
+    if res.end_reason == "interrupted" and seconds is not None and res.covered_s < seconds:
+        sig = caught.name or "an interrupt"
+        print(f"powerrig: error: recording stopped by {sig} after {res.covered_s:.3f} s of the {seconds:g} s asked; "
+              f"{out} holds the {res.covered_s:.3f} s covered", file=sys.stderr)
+        return 143 if sig == "SIGTERM" else 130
     if res.end_reason == "link-lost":
         raise LinkError(f"{res.error} (the capture {out} is closed and holds what came before)")
     if res.end_reason == "error":
-        raise CaptureError(f"{res.error} (the capture {out} is closed and holds what came before)")
+        said = "" if str(out) in (res.error or "") else f" (the capture {out} is closed and holds what came before)"
+        raise CaptureError(f"{res.error}{said}")
     return 0
 
 

@@ -28,14 +28,14 @@ def is_run_id(target: str) -> bool:
 
 
 def sweep_report(db: str | None, run_id: int, out: str | None, capture_reports: bool = True) -> Path:
+    from powerrig.cli.results import open_existing
     from powerrig.report import write_report
-    from powerrig.results import DEFAULT_DB, ResultStore
     from powerrig.results.report import write_sweep_report
 
     def one(capture, out_dir):
         return write_report(capture, out_dir,
                             on_warning=lambda line: print(f"powerrig: warning: {capture}: {line}", file=sys.stderr))
-    return write_sweep_report(ResultStore(db or DEFAULT_DB), run_id, out, one if capture_reports else None)
+    return write_sweep_report(open_existing(db), run_id, out, one if capture_reports else None)
 
 
 def run(args) -> int:

@@ -43,11 +43,25 @@ def _table(rows: list[dict], cols: list[str]) -> None:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
 
 
+def open_existing(db: str | None):
+    """The results database to read from. A SQLite file that is not there is refused in one line and
+    nothing is created (a typo in --db must not leave an empty database and its folder behind)."""
+    from pathlib import Path
+
+    from powerrig.results import DEFAULT_DB, ResultsError, ResultStore
+
+    target = str(db or DEFAULT_DB)
+    if "://" not in target and not Path(target).is_file():
+        what = "--db" if db else "the default database (a sweep creates it)"
+        raise ResultsError(f"no results database at {target}: check {what}, or run `powerrig sweep PLAN "
+                           f"--results {target}` first")
+    return ResultStore(target)
+
+
 def run(args) -> int:
-    from powerrig.results import DEFAULT_DB, ResultStore
     from powerrig.results.tables import compare, export, step_summary
 
-    store = ResultStore(args.db or DEFAULT_DB)
+    store = open_existing(args.db)
     if args.results_cmd == "list":
         rows = store.runs()
         for r in rows:

@@ -5,7 +5,10 @@ frames), plain lines otherwise; every finished step is also a JSON line in OUT/s
 """
 from __future__ import annotations
 
+import sys
 import time
+
+from powerrig.cli._options import Terminated, sigterm_interrupts
 
 
 def register(sub) -> None:
@@ -37,8 +40,17 @@ def run(args) -> int:
     store = ResultStore(args.results or DEFAULT_DB)
     out = Path(args.out) if args.out else Path("out/sweeps") / f"{_slug(plan.name)}-{time.strftime('%Y%m%d-%H%M%S')}"
     show = for_stdout()
+    sweep = Sweep(plan, store, out, on_progress=show, resume=args.resume)
     try:
-        Sweep(plan, store, out, on_progress=show, resume=args.resume).run()
+        with sigterm_interrupts():          # SIGTERM ends the run "interrupted", as Ctrl-C does
+            sweep.run()
+    except KeyboardInterrupt as e:
+        show.close()
+        if sweep.run_id is None:
+            raise
+        print(f"powerrig: run {sweep.run_id} interrupted ({e or 'Ctrl-C'}); `powerrig sweep {args.plan} --resume` "
+              "continues it", file=sys.stderr)
+        return 143 if isinstance(e, Terminated) else 130
     finally:
         show.close()
     return 0

@@ -43,6 +43,7 @@ class SigrokExport:
     labels_cut: int             # names that did not fit before the end (events show unnamed)
     gap_samples: int            # lost intervals in the range (NaN, GAP high)
     unplaced: int = 0           # events not shown: the capture has no clock anchors to place them
+    shortfalls: tuple = ()      # the capture was cut short or got less than asked (CaptureReader.shortfalls)
 
     def lines(self) -> str:
         s = (f"{self.path}: {self.samples} samples at {self.samplerate_hz} Hz, analog {', '.join(self.analog)}; "
@@ -102,7 +103,8 @@ def export_sigrok(capture: str | Path, out: str | Path, from_s: float | None = N
                     word |= ((dig >> dt(k)) & dt(1)) << dt(base + k)
                 w.write(word, {name: cols[sig] for name, sig in analog})
         return SigrokExport(out, stop - start, rate, start * cap.interval_s, logic, [n for n, _ in analog],
-                            len(lanes.names), lanes.adjusted, lanes.dropped, lanes.labels_cut, gaps, lanes.unplaced)
+                            len(lanes.names), lanes.adjusted, lanes.dropped, lanes.labels_cut, gaps, lanes.unplaced,
+                            tuple(cap.shortfalls))
 
 
 def export_burst(burst, out: str | Path) -> SigrokExport:

@@ -27,6 +27,7 @@ class CsvExport:
     path: Path
     rows: int
     columns: list[str]
+    shortfalls: tuple = ()      # the capture was cut short or got less than asked (CaptureReader.shortfalls)
 
     def lines(self) -> str:
         return f"{self.path}: {self.rows} rows, columns {', '.join(self.columns)}"
@@ -85,4 +86,4 @@ def export_csv(capture: str | Path, out: str | Path, from_s: float | None = None
             tmp.replace(out)
         finally:
             tmp.unlink(missing_ok=True)
-        return CsvExport(out, rows, schema.names)
+        return CsvExport(out, rows, schema.names, tuple(cap.shortfalls))

@@ -1,10 +1,11 @@
-"""The window: the plot in the middle, panels in docks (their layout persists), File > Open, themes."""
+"""The window: the plot in the middle, panels in docks (their layout persists), File > Open, themes.
+Built on the app's services (``gui/services``); the panels never import each other."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QAction, QColor, QKeySequence
-from PySide6.QtWidgets import (QColorDialog, QComboBox, QDockWidget, QFileDialog, QLabel, QMainWindow,
-                               QVBoxLayout, QWidget)
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer
+from PySide6.QtGui import QAction, QColor, QGuiApplication, QKeySequence
+from PySide6.QtWidgets import (QColorDialog, QComboBox, QDockWidget, QFileDialog, QFrame, QLabel, QMainWindow,
+                               QScrollArea, QTabBar, QVBoxLayout, QWidget)
 
 from powerrig.gui import theme
 from powerrig.gui.capture_browser.widget import AnalysisTable
@@ -21,14 +22,38 @@ from powerrig.gui.prefs import settings
 DECIMATIONS = (1, 10, 100, 1000)
 
 
+class PanelScroll(QScrollArea):
+    """A panel in a scroll area: a dock shorter than the panel scrolls instead of cutting it off (or
+    forcing the window taller than the screen). Never narrower than the panel: it scrolls up and
+    down, it is never cut at the side (its minimum follows the panel's as the panel fills)."""
+
+    def __init__(self, panel: QWidget):
+        super().__init__()
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.NoFrame)
+        self.setWidget(panel)
+        panel.installEventFilter(self)
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        hint = super().minimumSizeHint()
+        w = self.widget().minimumSizeHint().width() + self.verticalScrollBar().sizeHint().width()
+        return QSize(w + 2 * self.frameWidth(), hint.height())
+
+    def eventFilter(self, obj, e) -> bool:  # noqa: N802
+        if obj is self.widget() and e.type() == QEvent.LayoutRequest:
+            self.updateGeometry()           # the panel's minimum changed: the dock follows
+        return super().eventFilter(obj, e)
+
+
 class MainWindow(QMainWindow):
-    def __init__(self, core, parent=None):
+    def __init__(self, svc, parent=None):
         super().__init__(parent)
-        self.core = core
+        self.svc, self.core = svc, svc.core
+        core = svc.core
         self.setWindowTitle("powerrig")
-        self.resize(1400, 860)
-        self.live_view = LiveView(core)
-        self.minimap = Minimap(core, self.live_view.plot)
+        self.resize(self.fitted(QSize(1400, 860)))
+        self.live_view = LiveView(svc)
+        self.minimap = Minimap(svc, self.live_view.plot)
         centre = QWidget()
         lay = QVBoxLayout(centre)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -36,12 +61,12 @@ class MainWindow(QMainWindow):
         lay.addWidget(self.live_view, 1)
         lay.addWidget(self.minimap)
         self.setCentralWidget(centre)
-        self.connect_panel = ConnectPanel(core)
-        self.multimeter = Multimeter(core)
-        self.drive_panel = DrivePanel(core)
-        self.workload_panel = WorkloadPanel(core)
-        self.analysis_table = AnalysisTable(core)
-        self.sweep_panel = SweepPanel(core)
+        self.connect_panel = ConnectPanel(svc)
+        self.multimeter = Multimeter(svc)
+        self.drive_panel = DrivePanel(svc)
+        self.workload_panel = WorkloadPanel(svc)
+        self.analysis_table = AnalysisTable(svc)
+        self.sweep_panel = SweepPanel(svc)
         self.analysis_table.zoom.connect(self.live_view.zoom_to)
         self.docks = {}
         for name, w, area in (("Connect", self.connect_panel, Qt.LeftDockWidgetArea),
@@ -52,7 +77,7 @@ class MainWindow(QMainWindow):
                               ("Sweep", self.sweep_panel, Qt.BottomDockWidgetArea)):
             d = QDockWidget(name, self)
             d.setObjectName(f"dock-{name}")
-            d.setWidget(w)
+            d.setWidget(PanelScroll(w))
             self.addDockWidget(area, d)
             self.docks[name] = d
         self.tabifyDockWidget(self.docks["Connect"], self.docks["Drive"])
@@ -60,18 +85,56 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.docks["Analysis"], self.docks["Sweep"])
         QTimer.singleShot(0, self.docks["Connect"].raise_)
         QTimer.singleShot(0, self.docks["Analysis"].raise_)      # a tab raised before show() is not kept
-        for w, width in ((self.connect_panel, 470), (self.drive_panel, 470), (self.workload_panel, 470),
-                         (self.multimeter, 400)):
-            w.setMinimumWidth(width)
-        self.analysis_table.setMinimumHeight(150)
+        # every panel scrolls when its dock is shorter than it (fixed minimum widths made the window
+        # 1686 px wide, wider than a 1366x768 screen); the side docks' starting widths follow the window
         self.resizeDocks([self.docks["Analysis"]], [190], Qt.Vertical)
         self.status_label = QLabel("")
         self.statusBar().addWidget(self.status_label, 1)
         core.status.connect(self.status_label.setText)
         core.error.connect(lambda m: self.statusBar().showMessage(m, 15000))
-        core.connected.connect(lambda d: core.refresh_drive() if core.nvme is not None else None)
         self._menus()
-        self.restore()
+        self._restored = self.restore()
+
+    def showEvent(self, e) -> None:  # noqa: N802 - Qt's name
+        super().showEvent(e)
+        if not getattr(self, "_sized", False):
+            self._sized = True                   # docks take sizes only once the window has its own
+            QTimer.singleShot(0, self.size_docks)
+
+    def size_docks(self) -> None:
+        """The side panels' starting widths (unless a saved layout was restored): about a quarter of the
+        window each, the plot the rest."""
+        if not self._restored:
+            w = self.width()
+            self.resizeDocks([self.docks["Connect"], self.docks["Multimeter"]],
+                             [min(470, int(0.3 * w)), min(420, int(0.26 * w))], Qt.Horizontal)
+        QTimer.singleShot(0, self._drop_stale_tab_bars)     # once the layout has placed its bars
+
+    def _drop_stale_tab_bars(self) -> None:
+        """Qt 6 leaves a second, unused tab bar of the second group of tabbed docks shown (tabifying
+        Analysis and Sweep makes two; QMainWindow lays out one), which was drawn over the status bar.
+        The layout's own bar sits against a dock of its group; a copy elsewhere is hidden."""
+        groups: dict = {}
+        for tb in self.findChildren(QTabBar):
+            if tb.parentWidget() is self and tb.isVisible():
+                groups.setdefault(tuple(tb.tabText(i) for i in range(tb.count())), []).append(tb)
+        for titles, bars in groups.items():
+            if len(bars) < 2:
+                continue
+            docks = [d.geometry().adjusted(-2, -2, 2, 2) for d in self.docks.values()
+                     if d.windowTitle() in titles and d.isVisible()]
+            placed = [tb for tb in bars if any(g.intersects(tb.geometry()) for g in docks)]
+            for tb in bars:
+                if tb not in placed[:1]:
+                    tb.hide()
+
+    def fitted(self, size: QSize) -> QSize:
+        """``size``, no larger than the screen's free area (less the window frame)."""
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        if screen is None:
+            return size
+        free = screen.availableGeometry().size() - QSize(16, 40)
+        return size.boundedTo(free).expandedTo(QSize(640, 480))
 
     def _menus(self) -> None:
         m = self.menuBar().addMenu("&File")
@@ -119,22 +182,22 @@ class MainWindow(QMainWindow):
             v.addAction(d.toggleViewAction())
 
     def open_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open capture", str(self.core.capture_dir), "Captures (*.jls)")
+        path, _ = QFileDialog.getOpenFileName(self, "Open capture", str(self.svc.capture_dir), "Captures (*.jls)")
         if path:
-            self.core.open_capture(path)
+            self.svc.captures.open(path)
 
     def export_dialog(self) -> None:
-        what = "between the markers" if self.core.marker_times else "the whole capture"
-        path, _ = QFileDialog.getSaveFileName(self, f"Export {what}", str(self.core.capture_dir),
+        what = "between the markers" if self.svc.markers.times else "the whole capture"
+        path, _ = QFileDialog.getSaveFileName(self, f"Export {what}", str(self.svc.capture_dir),
                                               "CSV table (*.csv);;sigrok session (*.sr)")
         if path:
-            self.core.export_selection(path, int(self.decimation.currentData()))
+            self.svc.captures.export_selection(path, self.svc.markers.times, int(self.decimation.currentData()))
 
     def save_buffer_dialog(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Save the buffer", str(self.core.capture_dir / "buffer.jls"),
+        path, _ = QFileDialog.getSaveFileName(self, "Save the buffer", str(self.svc.capture_dir / "buffer.jls"),
                                               "Captures (*.jls)")
         if path:
-            self.core.save_buffer(path)
+            self.svc.captures.save_buffer(path)
 
     def set_theme(self, name: str) -> None:
         theme.apply(name)
@@ -155,11 +218,13 @@ class MainWindow(QMainWindow):
         if c.isValid():
             self.set_colour(k, c.name())
 
-    def restore(self) -> None:
+    def restore(self) -> bool:
+        """The saved settings; True when a panel layout was restored."""
         s = settings()
         geo, state = s.value("geometry"), s.value("window_state")
         if geo is not None:
             self.restoreGeometry(geo)
+            self.resize(self.fitted(self.size()))       # saved on a larger screen
         if state is not None:
             self.restoreState(state)
         port = s.value("last_port")
@@ -177,13 +242,14 @@ class MainWindow(QMainWindow):
         self.set_theme(str(s.value("theme", "light")))
         k = self.decimation.findData(int(s.value("export_decimation", 1)))
         self.decimation.setCurrentIndex(max(0, k))
+        return state is not None
 
     def save(self) -> None:
         s = settings()
         s.setValue("geometry", self.saveGeometry())
         s.setValue("window_state", self.saveState())
-        if self.core.port:
-            s.setValue("last_port", self.core.port)
+        if self.svc.connection.port:
+            s.setValue("last_port", self.svc.connection.port)
         s.setValue("export_decimation", int(self.decimation.currentData()))
         lv = self.live_view
         s.setValue("units", lv.quantity.currentText())
@@ -195,5 +261,5 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, e) -> None:  # noqa: N802 - Qt's name
         self.save()
-        self.core.shutdown()
+        self.svc.shutdown()
         super().closeEvent(e)

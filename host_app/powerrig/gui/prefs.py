@@ -8,6 +8,6 @@ ORG, APP = "powerrig", "powerrig-gui"
 
 
 def settings() -> QSettings:
-    """An INI file per user (~/.config/powerrig/powerrig-gui.conf), named explicitly: QSettings(org, app)
+    """An INI file per user (~/.config/powerrig/powerrig-gui.ini), named explicitly: QSettings(org, app)
     ignores QSettings.setPath, so tests and the screenshot script could not keep theirs apart."""
     return QSettings(QSettings.IniFormat, QSettings.UserScope, ORG, APP)

@@ -6,11 +6,34 @@ procedure at that command, with the instrument's own words, instead of returning
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 
 from powerrig.core.errors import InstrumentError
 
 log = logging.getLogger(__name__)
+
+SCPI_NAN = 9.91e37            # SCPI-99: "not a number", the reading a meter gives when it has none
+SCPI_OVERFLOW = 9.9e37        # SCPI-99: +/- infinity, an overload (the input beyond the range)
+
+
+class InvalidReading(InstrumentError):
+    """The instrument answered, with a value that is no measurement (NaN, overload, not finite)."""
+
+
+def invalid_reading(x: float) -> str | None:
+    """Why ``x`` is no measurement, or None for a real reading."""
+    if math.isnan(x) or (SCPI_NAN * 0.9995 <= abs(x) <= SCPI_NAN * 1.0005):
+        return "not a number (the meter has no valid reading)"
+    if math.isinf(x) or abs(x) >= SCPI_OVERFLOW * 0.9995:
+        return "an overload (the input is beyond the range)"
+    return None
+
+
+def _not_ascii(e: UnicodeDecodeError) -> str:
+    bad = e.object[e.start:e.start + 1]
+    return (f"a reply that is not ASCII text (byte 0x{bad.hex()} at position {e.start}): a non-SCPI device, a wrong "
+            "serial setting or a corrupted link")
 
 
 @dataclass(frozen=True)
@@ -44,9 +67,12 @@ def open_resource(resource: str, backend: str | None = None, timeout_ms: int = 5
                               "VISA, or name a backend with --visa-backend @py") from None
     try:
         res = rm.open_resource(resource)
-    except (pyvisa.errors.VisaIOError, ValueError, OSError) as e:
+    except (pyvisa.errors.VisaIOError, ValueError, OSError, pyvisa.errors.VisaTypeError) as e:
         raise InstrumentError(f"cannot open VISA resource {resource!r}: {e}; check the address "
                               "(`python -m pyvisa info`, or the meter's front panel I/O menu)") from None
+    except Exception as e:  # noqa: BLE001 - pyvisa-py raises a bare Exception when it cannot resolve the host
+        raise InstrumentError(f"cannot open VISA resource {resource!r}: {e}; check the address and that the meter "
+                              "is on the network") from None
     res.timeout = timeout_ms
     res.read_termination = "\n"
     res.write_termination = "\n"
@@ -79,6 +105,9 @@ class ScpiInstrument:
 
         try:
             return fn(*args)
+        except UnicodeDecodeError as e:
+            raise InstrumentError(f"{self.identity.model} at {self.resource} answered {what!r} with {_not_ascii(e)}") \
+                from None
         except OSError as e:
             raise InstrumentError(f"{self.identity.model} at {self.resource}: lost the connection during {what!r} "
                                   f"({e.strerror or e})") from None
@@ -100,18 +129,32 @@ class ScpiInstrument:
         return out
 
     def query_float(self, cmd: str) -> float:
+        """One reading; InvalidReading when it is no measurement (9.91E37, an overload, NaN)."""
         text = self.query(cmd)
         try:
-            return float(text)
+            x = float(text)
         except ValueError:
             raise InstrumentError(f"{self.identity.model}: {cmd!r} answered {text!r}, not a number") from None
+        why = invalid_reading(x)
+        if why:
+            raise InvalidReading(f"{self.identity.model} at {self.resource}: {cmd!r} answered {text}, {why}; check "
+                                 "the range, the leads and that the channel is on")
+        return x
 
     def query_floats(self, cmd: str) -> list[float]:
+        """An array of readings, refused whole when any of them is no measurement."""
         text = self.query(cmd)
         try:
-            return [float(x) for x in text.split(",") if x.strip()]
+            xs = [float(x) for x in text.split(",") if x.strip()]
         except ValueError:
             raise InstrumentError(f"{self.identity.model}: {cmd!r} answered {text[:60]!r}..., not numbers") from None
+        bad = [(k, x, why) for k, x in enumerate(xs) if (why := invalid_reading(x))]
+        if bad:
+            k, x, why = bad[0]
+            raise InvalidReading(f"{self.identity.model} at {self.resource}: {cmd!r} answered {len(bad)} invalid "
+                                 f"value(s) of {len(xs)}, the first at index {k}: {x:g}, {why}; check the range, "
+                                 "the leads and that the channel is on")
+        return xs
 
     def check(self, after: str) -> None:
         """Raise the first error in the queue (and drain the rest into the log)."""
@@ -138,9 +181,16 @@ def identify(res, resource: str) -> Identity:
 
     try:
         return Identity.parse(res.query("*IDN?"))
+    except UnicodeDecodeError as e:
+        raise InstrumentError(f"{resource} answered *IDN? with {_not_ascii(e)}") from None
     except OSError as e:                  # pyvisa-py connects on first use: refused, unreachable
         raise InstrumentError(f"cannot open VISA resource {resource!r}: {e.strerror or e}; check the address and "
                               "that the meter is on the network") from None
     except pyvisa.errors.VisaIOError as e:
         raise InstrumentError(f"{resource} did not answer *IDN? ({e.description if hasattr(e, 'description') else e}); "
                               "is it a SCPI instrument, and is the address right?") from None
+    except InstrumentError:
+        raise
+    except Exception as e:  # noqa: BLE001 - pyvisa-py raises a bare Exception for a name it cannot resolve
+        raise InstrumentError(f"cannot open VISA resource {resource!r}: {e}; check the address and that the meter "
+                              "is on the network") from None

@@ -23,16 +23,20 @@ def candidate_ports(extra: list[str] | None = None, all_ports: bool = False) -> 
     return out
 
 
-def probe(port: str, timeout: float = 0.5) -> dict | None:
+def probe(port: str, timeout: float = 0.5, errors: dict | None = None) -> dict | None:
+    """The interposer's identity at ``port``, or None; ``errors[port]`` then says why (for ports the
+    user named: a dead one must be said, not dropped)."""
     from powerrig.interposer.client import Interposer
 
     try:
         with Interposer.open(port, timeout=timeout) as dev:
             d = dev.description
             return {"port": port, "board": d.get("board"), "serial": d.get("serial"), "firmware": d.get("firmware")}
-    except PowerrigError:
+    except PowerrigError as e:
+        if errors is not None:
+            errors[port] = str(e)
         return None
 
 
-def find_interposers(extra: list[str] | None = None, all_ports: bool = False) -> list[dict]:
-    return [d for p in candidate_ports(extra, all_ports) if (d := probe(p))]
+def find_interposers(extra: list[str] | None = None, all_ports: bool = False, errors: dict | None = None) -> list[dict]:
+    return [d for p in candidate_ports(extra, all_ports) if (d := probe(p, errors=errors))]

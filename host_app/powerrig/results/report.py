@@ -32,8 +32,9 @@ def _pyplot():
     return plt
 
 
-def _plot_curves(series: dict, path: Path, xlabel: str, log2: bool = False) -> bool:
-    """MiB/s per W over one parameter, one line per series; False (no file) without a curve to draw."""
+def plot_curves(series: dict, path, xlabel: str, log2: bool = False, fmt: str | None = None) -> bool:
+    """MiB/s per W over one parameter, one line per series, to a file or a binary stream (``fmt``: "png",
+    "svg"); False (nothing written) without a curve to draw."""
     series = {k: sorted(v) for k, v in series.items() if len({x for x, _ in v}) >= 2}
     if not series:
         return False
@@ -51,7 +52,7 @@ def _plot_curves(series: dict, path: Path, xlabel: str, log2: bool = False) -> b
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, format=fmt)
     plt.close(fig)
     return True
 
@@ -131,11 +132,11 @@ def write_sweep_report(store: ResultStore, run_id: int, out_dir: str | Path | No
             over_qd[f"PS{ps} {p.get('rw')} {bs // 1024 if bs else '?'}k"].append((p["iodepth"], v))
     plots = [(f, t) for f, t, ok in (
         ("efficiency_vs_power_state.png", "over power state",
-         _plot_curves(over_ps, out / "efficiency_vs_power_state.png", "power state")),
+         plot_curves(over_ps, out / "efficiency_vs_power_state.png", "power state")),
         ("efficiency_vs_block_size.png", "over block size",
-         _plot_curves(over_bs, out / "efficiency_vs_block_size.png", "block size (bytes)", log2=True)),
+         plot_curves(over_bs, out / "efficiency_vs_block_size.png", "block size (bytes)", log2=True)),
         ("efficiency_vs_queue_depth.png", "over queue depth",
-         _plot_curves(over_qd, out / "efficiency_vs_queue_depth.png", "queue depth", log2=True))) if ok]
+         plot_curves(over_qd, out / "efficiency_vs_queue_depth.png", "queue depth", log2=True))) if ok]
     waf_plots = []
     for m in ms:
         if m["name"] == "waf.cumulative" and m["notes"] and m["notes"].startswith("{"):

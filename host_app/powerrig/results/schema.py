@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlalchemy import (Boolean, Column, Float, ForeignKey, Integer, MetaData, String, Table, Text, UniqueConstraint,
                         text)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 metadata = MetaData()
 
@@ -46,6 +46,8 @@ runs = Table(
     Column("software", Text),                      # JSON: versions
     Column("out_dir", Text),                       # captures, fio output, logs
     Column("error", Text),
+    Column("host", String(256)),                   # the machine and process that run it (resume refuses a
+    Column("pid", Integer),                        # live one; see sweep/ownership.py)
 )
 
 steps = Table(
@@ -107,6 +109,23 @@ measurements = Table(
     Column("notes", Text),
 )
 
+# each running run's state now (one row per run, overwritten about once a second): the web page's live view.
+# A table of its own, not columns of runs: it needs no migration (created on open) and a finished step's
+# transaction never waits for it.
+live = Table(
+    "live", metadata,
+    Column("run_id", Integer, ForeignKey("runs.id"), primary_key=True),
+    Column("station", String(256)),
+    Column("step_key", String(256)),
+    Column("step_name", String(256)),
+    Column("n", Integer),                             # the step running, 1-based
+    Column("m", Integer),                             # steps in the plan
+    Column("watts", Float),                           # total W now
+    Column("mib_s", Float),
+    Column("ends_utc", Float),                        # when the sweep should end, at the pace so far
+    Column("updated_utc", Float, nullable=False),
+)
+
 
 def _v1_to_v2(conn) -> None:
     """v2 added the published figure beside a measurement and step attempts (retries after throttling)."""
@@ -114,5 +133,11 @@ def _v1_to_v2(conn) -> None:
     conn.execute(text("ALTER TABLE steps ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1"))
 
 
+def _v2_to_v3(conn) -> None:
+    """v3 records which host and process run a run (its owner), so a second shell's resume is refused."""
+    conn.execute(text("ALTER TABLE runs ADD COLUMN host VARCHAR(256)"))
+    conn.execute(text("ALTER TABLE runs ADD COLUMN pid INTEGER"))
+
+
 # MIGRATIONS[v] moves a database at version v to v + 1
-MIGRATIONS = {1: _v1_to_v2}
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3}

@@ -23,15 +23,19 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from powerrig.core.errors import PowerrigError
+from powerrig.core.errors import CaptureError, PowerrigError
 from powerrig.core.timeline import NOTE, NVME, PHASE, Event, Timeline
+from powerrig.results import DatabaseFault
 from powerrig.sweep import measure
+from powerrig.sweep.live import LiveState
 from powerrig.sweep.plan import Plan, PlanError, Step, Workload, check_drive
 from powerrig.capture.recorder import Recorder
+from powerrig.sweep.ownership import RunLock, describe, this_process
 from powerrig.sweep.rig import bring_up, open_interposer
 
 logger = logging.getLogger(__name__)
 KEEP_BW_ROUNDS = 64
+UNSTORED = "unstored-steps.jsonl"   # finished steps the database could not take; --resume stores them
 PRE_LEVEL_S = 0.25         # captured before the set-feature: the old level (analysis averages up to 0.5 s)
 
 
@@ -67,6 +71,18 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
+def _keep_cut_capture(capture: Path) -> Path | None:
+    """A capture already at ``capture`` is what a killed process left of this step: it is moved
+    beside (NAME.cutN.jls, N from 1), never overwritten by the rerun. Returns where it went."""
+    if not capture.exists():
+        return None
+    n = 1
+    while (dst := capture.with_name(f"{capture.stem}.cut{n}.jls")).exists():
+        n += 1
+    capture.rename(dst)
+    return dst
+
+
 class Sweep:
     def __init__(self, plan: Plan, store, out_dir: str | Path, on_progress=None, resume: bool = False,
                  on_block=None):
@@ -76,6 +92,7 @@ class Sweep:
         self.store = store
         self.out = Path(out_dir)
         self.on_progress = on_progress or (lambda d: None)
+        self._live_state = LiveState(store)      # the web page's live view of this rig, from the same events
         self.resume = resume
         self.run_id: int | None = None
         self._t0 = 0.0
@@ -92,6 +109,7 @@ class Sweep:
             self.on_progress(d)
         except Exception:  # noqa: BLE001 - a broken display must not end an overnight sweep
             logger.exception("progress callback failed")
+        self._live_state(d)
 
     def _planned(self, s: Step) -> float:
         t = self.plan.timing
@@ -110,18 +128,28 @@ class Sweep:
     # -- the sweep --------------------------------------------------------------------------------
     def run(self) -> int:
         """Run (or resume) the plan; returns the run id. Raises PlanError before anything runs."""
+        try:
+            return self._run()
+        finally:
+            self._release()          # the output folder is free once the run's status and record are written
+
+    def _run(self) -> int:
 
         plan = self.plan
         prior = None
+        self._lock = None
         if self.resume:
-            prior = self.store.resumable_run(plan)
-            if prior is None:
-                other = self.store.latest_run_of_path(plan.path) if plan.path else None
-                if other and other["hash"] != plan.hash and other["status"] != "done":
-                    raise PlanError(f"plan {plan.path} changed since run {other['id']} (plan hash {other['hash']} -> "
-                                    f"{plan.hash}): a resumed run never mixes two plans; run it without --resume")
-                raise PlanError(f"nothing to resume: no unfinished run of plan {plan.name!r} (hash {plan.hash}) in "
-                                f"{self.store.url}; run it without --resume")
+            prior = self._resumable()
+            # the run's folder first: a live owner (a second shell, a concurrent resume) is refused
+            # before the rig, the drive or the run row is touched
+            self._lock = RunLock(prior["out_dir"]).acquire(prior["id"], {"host": prior.get("host"),
+                                                                         "pid": prior.get("pid")})
+            again = self.store.resumable_run(plan)      # a resume that held the lock just before may have ended it
+            if again is None or again["id"] != prior["id"]:
+                self._lock.release()
+                prior = self._resumable()
+                self._lock = RunLock(prior["out_dir"]).acquire(prior["id"])
+            self._took_over = self._lock.previous
         rig = bring_up(plan)
         try:
             dev = open_interposer(rig.port)
@@ -137,14 +165,19 @@ class Sweep:
                     rig_info["calibration"] = dev.calibration()
                 except PowerrigError as e:
                     rig_info["calibration_error"] = str(e)
+                me = this_process()
                 if prior:
                     self.run_id = prior["id"]
                     self.out = Path(prior["out_dir"])
-                    self.store.set_run_status(self.run_id, "running")
+                    self.store.claim_run(self.run_id, me["host"], me["pid"])
+                    if self._took_over and self._took_over.get("pid") not in (None, me["pid"]):
+                        self._emit("note", text=f"run {self.run_id}: its last owner ({describe(self._took_over)}) "
+                                                "is gone; this process takes the run over")
                 else:
-                    self.out.mkdir(parents=True, exist_ok=True)
+                    self._lock = RunLock(self.out).acquire(None)     # a live run already writing here is refused
                     self.run_id = self.store.start_run(plan, str(self.out), rig.station, drive, rig_info,
-                                                       software_versions())
+                                                       software_versions(), **me)
+                    self._lock.claim(self.run_id)
                 self.out.mkdir(parents=True, exist_ok=True)
                 (self.out / "plan.toml").write_text(plan.source)
                 (self.out / "plan.resolved.json").write_text(json.dumps(plan.resolved(), indent=1))
@@ -154,9 +187,8 @@ class Sweep:
                     dev.close()
         except BaseException as e:
             if self.run_id is not None:
-                status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
-                self.store.set_run_status(self.run_id, status, str(e) or type(e).__name__)
-                self.store.write_record(self.run_id, self.out)
+                status = "interrupted" if isinstance(e, (KeyboardInterrupt, DatabaseFault)) else "failed"
+                self._mark_run(status, str(e) or type(e).__name__)
             raise
         finally:
             rig.close()
@@ -165,13 +197,75 @@ class Sweep:
         self._emit("done", record=str(record), out=str(self.out))
         return self.run_id
 
+    def _resumable(self) -> dict:
+        """The run --resume continues, or PlanError saying why there is none."""
+        plan = self.plan
+        prior = self.store.resumable_run(plan)
+        if prior is None:
+            other = self.store.latest_run_of_path(plan.path) if plan.path else None
+            if other and other["hash"] != plan.hash and other["status"] != "done":
+                raise PlanError(f"plan {plan.path} changed since run {other['id']} (plan hash {other['hash']} -> "
+                                f"{plan.hash}): a resumed run never mixes two plans; run it without --resume")
+            raise PlanError(f"nothing to resume: no unfinished run of plan {plan.name!r} (hash {plan.hash}) in "
+                            f"{self.store.url}; run it without --resume")
+        return prior
+
+    def _release(self) -> None:
+        if getattr(self, "_lock", None) is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _mark_run(self, status: str, error: str) -> None:
+        """Record how the run ended. A database that cannot take even that (still locked, full) is tried
+        three times, then left with a log line: the error itself goes up to the caller."""
+        for attempt in range(1, 4):
+            try:
+                self.store.set_run_status(self.run_id, status, error)
+            except DatabaseFault as e:
+                logger.warning("run %s: recording status %r, attempt %d of 3: %s", self.run_id, status, attempt, e)
+                continue
+            try:
+                self.store.write_record(self.run_id, self.out)
+            except (OSError, DatabaseFault) as we:   # a full or read-only disk: the database keeps the run
+                logger.info("run %s: the JSON record was not written (%s)", self.run_id, we)
+            return
+
+    def _store(self, rec: dict) -> None:
+        """Store a finished step; a database that cannot take it (locked past the timeout, full, gone)
+        stops the sweep, the step kept in OUT/unstored-steps.jsonl for the next --resume to store."""
+        try:
+            self.store.store_step(self.run_id, rec["step"], rec["phases"], rec["measurements"])
+        except DatabaseFault:
+            with open(self.out / UNSTORED, "a") as f:
+                f.write(json.dumps({"run": self.run_id, "step": rec["step"], "phases": rec["phases"],
+                                    "measurements": rec["measurements"]}, default=str) + "\n")
+            raise
+
+    def _store_kept_steps(self) -> None:
+        """Store the steps an earlier attempt finished but could not store (not run again)."""
+        path = self.out / UNSTORED
+        if not path.exists():
+            return
+        done = self.store.finished_steps(self.run_id)
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            if r["run"] == self.run_id and r["step"]["key"] not in done:
+                self.store.store_step(self.run_id, r["step"], r["phases"], r["measurements"])
+                done.add(r["step"]["key"])
+                self._emit("note", text=f"{r['step']['name']}: stored from {UNSTORED} (finished before the "
+                                        "database fault)")
+        path.replace(path.with_name(UNSTORED + ".stored"))
+
     def _sweep(self, dev, nvme, fio, resumed: bool):
         plan, rig = self.plan, self._rig
         steps = plan.steps()
+        if resumed:
+            self._store_kept_steps()
         done = self.store.finished_steps(self.run_id)
         todo = [s for s in steps if s.key not in done]
         self._t0 = time.monotonic()
         self._emit("start", plan=plan.name, plan_hash=plan.hash, steps=len(steps), done=len(done), resumed=resumed,
+                   station=rig.station,
                    eta_s=self._eta(todo), out=str(self.out))
         apst = None
         if plan.apst == "disable" and getattr(self._ident, "apsta", False):
@@ -215,7 +309,7 @@ class Sweep:
                     break
                 rec["step"]["attempts"] = attempt
                 t_store = time.monotonic()
-                self.store.store_step(self.run_id, rec["step"], rec["phases"], rec["measurements"])
+                self._store(rec)
                 rec["timing"]["store_s"] = time.monotonic() - t_store
                 self._step_times.append(time.monotonic() - t_step)
                 self._planned_done += self._planned(step)
@@ -293,6 +387,9 @@ class Sweep:
         cap_dir = self.out / "captures"
         cap_dir.mkdir(parents=True, exist_ok=True)
         capture = self._capture_path(step, attempt)
+        cut = _keep_cut_capture(capture)
+        if cut is not None:
+            self._emit("note", text=f"{step.name}: the capture of the cut attempt is kept as {cut.name}")
         fio_dir = self.out / "fio" / f"{step.index:03d}-{_safe(step.key)}-a{attempt}"
         meta = {"device": dev.description,
                 "drive": {"id_ctrl": asdict(self._ident), "mn": self._ident.mn.strip(), "sn": self._ident.sn.strip(),
@@ -325,7 +422,7 @@ class Sweep:
         try:
             # the rails before the set-feature are part of the transition measurement (the level it
             # leaves); the recorder's first samples take a moment to arrive
-            if not have_pre.wait(10.0):
+            if not self._wait_for_level(rec, have_pre):
                 logger.warning("step %s: the capture had no %.1f s of samples before the set-feature", step.key,
                                PRE_LEVEL_S)
             nvme.set_power_state(rig.controller, step.power_state)
@@ -382,7 +479,8 @@ class Sweep:
                   "workload": asdict(w) if w else None, "runtime_s": plan.runtime_of(w) if w else None,
                   "interval_us": plan.rig.interval_us, "fio_dir": str(fio_dir) if w else None,
                   "recording": {"covered_s": res.covered_s, "lost_s": res.lost_s, "end_reason": res.end_reason},
-                  "lost_attempts": list(getattr(self, "_lost_attempts", []))}
+                  "lost_attempts": list(getattr(self, "_lost_attempts", [])),
+                  "cut_captures": sorted(str(p) for p in capture.parent.glob(f"{capture.stem}.cut*.jls"))}
         step_row = {"idx": step.index, "key": step.key, "name": step.name, "power_state": step.power_state,
                     "workload": w.name if w else None, "repetition": step.repetition,
                     "params": json.dumps(params, default=str), "status": "invalid" if invalid else "done",
@@ -423,8 +521,21 @@ class Sweep:
     def _check_link(self, rec) -> None:
         t = getattr(rec, "_thread", None)       # the stand-in tells early; the real recorder at the end
         res = rec.wait(0) if t is not None and not t.is_alive() else None
+        if res is not None and isinstance(getattr(rec, "error", None), CaptureError):
+            # the capture cannot be written (a full or read-only disk): no rerun can do better
+            raise PowerrigError(res.error)
         if res is not None and res.end_reason in ("link-lost", "error"):
             raise StepLost(res.error or res.end_reason)
+
+    def _wait_for_level(self, rec, have_pre: threading.Event, timeout: float = 10.0) -> bool:
+        """Wait for the level before the set-feature; a recorder that already ended is told by _check_link."""
+        deadline = time.monotonic() + timeout
+        while not have_pre.wait(0.1):
+            t = getattr(rec, "_thread", None)
+            if (t is not None and not t.is_alive()) or time.monotonic() > deadline:
+                self._check_link(rec)
+                return have_pre.is_set()
+        return True
 
     def _workload(self, step: Step, tl, nvme, fio, fio_dir: Path, rec):
         """Run the workload (rounds until steady where asked); a PHASE over the measured part."""
@@ -482,7 +593,7 @@ class Sweep:
                 "iodepth": streams[0].iodepth, "numjobs": w.numjobs * len(streams),
                 "bw_bytes": sum(s[4] for s in window) / dur, "iops": sum(s[3] * (s[1] - s[0]) for s in window) / dur,
                 "io_bytes": sum(s[4] for s in window), "power_state": step.power_state, "rounds": len(window)}
-        name = f"measure:{w.name}"
+        name = f"{measure.MEASURE}{w.name}"
         self._measured_s = sum(s[1] - s[0] for s in spans)        # every round ran under measurement
         tl.add(Event(PHASE, name, t0, t1, ok=True, meta=meta))
         return name, bw, steady

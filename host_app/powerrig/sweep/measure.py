@@ -8,6 +8,7 @@ import math
 
 WAF_KEEP = 2000          # WAF samples kept per step (10 h at one a minute is 600)
 SELF_REPORT = "self-report:"   # phases over which the drive's own power report is compared
+MEASURE = "measure:"           # the phase over the measured part of a workload: MEASURE + its name
 MARGINAL = 0.05          # within 5 % of a maximum limit: "marginal" (still within the limit)
 
 

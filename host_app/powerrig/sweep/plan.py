@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import tomllib
 from dataclasses import asdict, dataclass
@@ -30,6 +31,8 @@ from powerrig.dut.fio import RW_MODES, parse_size
 from powerrig.core.errors import PowerrigError
 
 MIN_BS, MAX_BS = 512, 16 * 2**20
+MAX_STEPS = 1000               # a plan past these is almost always a typo ([0, 0, ...], repetitions = 10000);
+MAX_HOURS = 72.0               # [limits] max_steps / max_hours raise them on purpose
 MAX_IODEPTH = 4096
 MAX_NUMJOBS = 256
 PREP_KINDS = ("none", "format", "precondition", "fio")
@@ -73,9 +76,17 @@ def _int(path, v, lo=None, hi=None):
 
 def _num(path, v, lo=0.0, hi=None):
     _want(path, v, (int, float), "a number")
+    _finite(path, v)
     if v < lo or (hi is not None and v > hi):
         raise _Bad(path, f"{v} is out of range {lo:g}..{'' if hi is None else f'{hi:g}'}")
     return float(v)
+
+
+def _finite(path, v) -> None:
+    """nan and inf are valid TOML but no duration or percentage: nan compares false with every bound
+    (it would pass a range check and crash the run hours later), inf never ends a sleep."""
+    if not math.isfinite(v):
+        raise _Bad(path, f"{v!r} is not a finite number: give a number such as 2 or 0.5")
 
 
 def _bool(path, v):
@@ -231,6 +242,7 @@ class Plan:
     source: str = ""
     path: str = ""
     checks: Checks = Checks()
+    limits: "Limits" = None
 
     def steps(self) -> list[Step]:
         out = []
@@ -240,18 +252,20 @@ class Plan:
                     out.append((ps, None, rep))
                 for w in self.workloads:
                     out.append((ps, w, rep))
-        steps = []
-        for k, (ps, w, rep) in enumerate(out):
-            wname = w.name if w else "idle"
-            name = f"PS{ps} {wname}" + (f" #{rep + 1}" if self.timing.repetitions > 1 else "")
-            steps.append(Step(k, f"ps{ps}/{wname}/r{rep + 1}", name, ps, w, rep))
-        return steps
+        return [Step(k, *self.step_key_name(ps, w, rep), ps, w, rep) for k, (ps, w, rep) in enumerate(out)]
+
+    def step_key_name(self, ps: int, w: Workload | None, rep: int) -> tuple[str, str]:
+        """A step's stable key and its display name."""
+        wname = w.name if w else "idle"
+        return (f"ps{ps}/{wname}/r{rep + 1}",
+                f"PS{ps} {wname}" + (f" #{rep + 1}" if self.timing.repetitions > 1 else ""))
 
     def resolved(self) -> dict:
         """Every value the sweep uses, defaults included (stored with the results)."""
         d = asdict(self)
         d.pop("source")
         d.pop("path")
+        d.pop("limits")            # a gate on the plan, not a value the sweep uses: it leaves the hash alone
         return json.loads(json.dumps(d))
 
     @property
@@ -276,7 +290,8 @@ class Plan:
 
 # -- parsing ----------------------------------------------------------------------------------
 TOP = {"name", "description", "power_states", "idle_steps", "apst", "rig", "drive", "preparation", "timing",
-       "steady_state", "workload", "checks"}
+       "steady_state", "workload", "checks", "limits"}
+LIMITS = {"max_steps", "max_hours"}
 CHECKS = {"self_reported_power", "self_reported_tolerance_pct"}
 RIG = {"port", "interval_us", "nvme", "fio", "reconnect_s"}
 DRIVE = {"controller", "namespace", "serial", "host"}
@@ -516,8 +531,93 @@ def _build(d: dict, text: str, path: str) -> Plan:
     checks = Checks(_bool(("checks", "self_reported_power"), c.get("self_reported_power", False)),
                     _num(("checks", "self_reported_tolerance_pct"), c.get("self_reported_tolerance_pct", 10.0),
                          0.1, 100.0))
-    return Plan(name, rig, drive, pss, workloads, _str(("description",), d.get("description", "")), idle, apst,
-                Preparation(kind, job), timing, steady, text, path, checks)
+    plan = Plan(name, rig, drive, pss, workloads, _str(("description",), d.get("description", "")), idle, apst,
+                Preparation(kind, job), timing, steady, text, path, checks, _limits(d))
+    _check_size(plan, d)
+    _check_column_limits(plan)
+    return plan
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How big a plan may be before --check calls it a mistake; [limits] raises them on purpose."""
+    max_steps: int = MAX_STEPS
+    max_hours: float = MAX_HOURS
+
+
+def _limits(d: dict) -> Limits:
+    t = _table(("limits",), d.get("limits", {}))
+    _known(("limits",), t, LIMITS)
+    return Limits(_int(("limits", "max_steps"), t.get("max_steps", MAX_STEPS), 1, 10_000_000),
+                  _num(("limits", "max_hours"), t.get("max_hours", MAX_HOURS), 0.001, 24 * 366))
+
+
+def _check_size(plan: Plan, d: dict) -> None:
+    """What would only fail hours into a run fails here: a power state listed twice (its steps would
+    repeat keys already stored), a steady-state metric twice, an interval the capture cannot hold (at
+    the first step), and a plan past the step or duration limits (every single duration included:
+    one of them alone could outlast the run)."""
+    _no_repeats(("power_states",), list(plan.power_states), lambda ps: f"PS{ps}",
+                "list each power state once (timing.repetitions repeats steps)")
+    _no_repeats(("steady_state", "metrics"), list(plan.steady.metrics), str, "list each metric once")
+    keys = [s.key for s in plan.steps()]
+    if len(set(keys)) != len(keys):       # a guard for any future way of repeating a step
+        dup = next(k for k in keys if keys.count(k) > 1)
+        raise _Bad(("workload",), f"step {dup} would run twice; names of workloads and power states must be unique")
+    if 1_000_000 % plan.rig.interval_us:     # the capture's sample rate is intervals per second, a whole number
+        raise _Bad(("rig", "interval_us"), f"{plan.rig.interval_us} us does not divide one second: a capture needs a "
+                                           "whole number of intervals per second (100, 200, 250, 500, 1000 ...)")
+    lim = plan.limits
+    if len(keys) > lim.max_steps:
+        raise _Bad(("power_states",), f"the plan has {len(keys)} steps, over the limit of {lim.max_steps}: check "
+                                      "power_states, workloads and timing.repetitions, or raise it on purpose with "
+                                      f"[limits] max_steps = {len(keys)}")
+    cap = lim.max_hours * 3600
+    t = plan.timing
+    singles = [(("timing", k), getattr(t, k)) for k in ("settle_s", "idle_s", "measure_s", "cooldown_s")]
+    singles += [(("rig", "reconnect_s"), plan.rig.reconnect_s)]
+    singles += [(("workload", k, "runtime_s"), w.runtime_s) for k, w in enumerate(plan.workloads) if w.runtime_s]
+    for path, v in singles:
+        if v > cap:
+            raise _Bad(path, f"{v:g} s is longer than the whole-plan limit of {lim.max_hours:g} h; give seconds, or "
+                             f"raise it on purpose with [limits] max_hours")
+    est = plan.estimate_s()
+    if est > cap:
+        raise _Bad(("timing", "repetitions"), f"the plan takes about {est / 3600:.1f} h, over the limit of {lim.max_hours:g} h: "
+                                f"check the durations and repetitions, or raise it on purpose with [limits] max_hours = "
+                                f"{math.ceil(est / 3600)}")
+
+
+def _no_repeats(path: tuple, values: list, show, fix: str) -> None:
+    seen: dict = {}
+    for k, v in enumerate(values):
+        if v in seen:
+            raise _Bad(path + (k,), f"{show(v)} is listed twice (at [{seen[v]}] and [{k}]): {fix}")
+        seen[v] = k
+
+
+def _check_column_limits(plan: Plan) -> None:
+    """Every text a plan puts into the results database fits its column: the limits are the schema's
+    own column lengths, so `--check` refuses what the database (PostgreSQL's varchar) would."""
+    from powerrig.results import schema as S
+    from powerrig.sweep.measure import MEASURE, SELF_REPORT
+
+    def fits(path, value: str, *columns) -> None:
+        for col in columns:
+            if col.type.length is not None and len(value) > col.type.length:
+                raise _Bad(path, f"{len(value)} characters ({value[:24]!r}...) is over the {col.type.length} that "
+                                 f"the results database holds ({col.table.name}.{col.name}): shorten it")
+
+    fits(("name",), plan.name, S.plans.c.name)
+    if not plan.rig.sim_profile:
+        fits(("rig", "port"), plan.rig.port, S.runs.c.station)
+    top_ps, top_rep = max(plan.power_states), plan.timing.repetitions - 1
+    for k, w in enumerate(plan.workloads):
+        key, name = plan.step_key_name(top_ps, w, top_rep)
+        fits(("workload", k, "name"), w.name, S.steps.c.workload)
+        fits(("workload", k, "name"), key, S.steps.c.key)
+        fits(("workload", k, "name"), name, S.steps.c.name)
+        fits(("workload", k, "name"), f"{SELF_REPORT}{MEASURE}{w.name}", S.phases.c.name, S.measurements.c.phase)
 
 
 def _fmt_path(path: tuple) -> str:

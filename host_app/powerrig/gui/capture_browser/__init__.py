@@ -1,1 +1,1 @@
-"""The capture_browser panel (one widget; it talks only to the core)."""
+"""The capture_browser panel (one widget; it talks only to the services and the core's signals)."""

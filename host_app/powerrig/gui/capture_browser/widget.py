@@ -13,9 +13,8 @@ COLUMNS = ["phase", "kind", "start s", "duration s", "mean W", "energy J", "max 
 class AnalysisTable(QWidget):
     zoom = Signal(float, float)
 
-    def __init__(self, core, parent=None):
+    def __init__(self, svc, parent=None):
         super().__init__(parent)
-        self.core = core
         self.title = QLabel("Open a capture (File > Open) to see its analysis")
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
@@ -28,7 +27,7 @@ class AnalysisTable(QWidget):
         lay.addWidget(self.title)
         lay.addWidget(self.table, 1)
         self.spans: list[tuple[float, float]] = []
-        core.analysis_ready.connect(self.show_analysis)
+        svc.captures.analysis_ready.connect(self.show_analysis)
 
     def show_analysis(self, an) -> None:
         if an is None:

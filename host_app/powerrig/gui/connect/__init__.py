@@ -1,1 +1,1 @@
-"""The connect panel (one widget; it talks only to the core)."""
+"""The connect panel (one widget; it talks only to the services and the core's signals)."""

@@ -6,9 +6,10 @@ from PySide6.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QPus
 
 
 class ConnectPanel(QWidget):
-    def __init__(self, core, parent=None):
+    def __init__(self, svc, parent=None):
         super().__init__(parent)
-        self.core = core
+        self.core, self.connection = svc.core, svc.connection
+        core, conn = svc.core, svc.connection
         self.port = QComboBox()
         self.port.setEditable(True)
         self.port.setMinimumContentsLength(22)
@@ -43,20 +44,19 @@ class ConnectPanel(QWidget):
         lay.addLayout(self.info)
         lay.addStretch(1)
         self.scan_button.clicked.connect(self.scan)
-        self.connect_button.clicked.connect(lambda: core.connect_port(self.port.currentText()))
-        self.sim_button.clicked.connect(core.connect_sim)
-        self.disconnect_button.clicked.connect(lambda: core.disconnect("disconnected by the user"))
-        core.connected.connect(self._connected)
-        core.disconnected.connect(self._disconnected)
+        self.connect_button.clicked.connect(lambda: conn.connect_port(self.port.currentText()))
+        self.sim_button.clicked.connect(lambda: conn.connect_sim())
+        self.disconnect_button.clicked.connect(lambda: conn.disconnect("disconnected by the user"))
+        conn.connected.connect(self._connected)
+        conn.disconnected.connect(self._disconnected)
         core.error.connect(self.show_error)
-        core.reconnected.connect(self._back)
+        conn.reconnected.connect(self._back)
         core.busy.connect(lambda b: [w.setEnabled(not b) for w in (self.connect_button, self.sim_button)])
 
     def set_port(self, port: str) -> None:
         self.port.setEditText(port)
 
     def scan(self) -> None:
-        from powerrig.interposer.discovery import find_interposers
         self.message.setText("")
         self.scan_button.setEnabled(False)
 
@@ -67,8 +67,7 @@ class ConnectPanel(QWidget):
                 self.port.addItem(f"{d['port']}", d)
             if not devs:
                 self.show_error("no interposer answered; plug one in, type its port, or use the simulator")
-        self.core.run(find_interposers, done=found,
-                      failed=lambda m: (self.scan_button.setEnabled(True), self.show_error(m)))
+        self.connection.scan(done=found, failed=lambda m: (self.scan_button.setEnabled(True), self.show_error(m)))
 
     def show_error(self, msg: str) -> None:
         self.message.setText(msg)

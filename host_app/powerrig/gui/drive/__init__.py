@@ -1,1 +1,1 @@
-"""The drive panel (one widget; it talks only to the core)."""
+"""The drive panel (one widget; it talks only to the services and the core's signals)."""

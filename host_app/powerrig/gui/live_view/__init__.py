@@ -1,1 +1,1 @@
-"""The live_view panel (one widget; it talks only to the core)."""
+"""The live_view panel (one widget; it talks only to the services and the core's signals)."""

@@ -1,4 +1,4 @@
-"""The plot: mean line and min/max band per signal, one summary per pixel asked of the core's source
+"""The plot: mean line and min/max band per signal, one summary per pixel asked of the shown source
 on a worker; scrolls with the live stream, pause/zoom/pan over the whole capture, back to live in one
 click, gaps shaded, fio phases and nvme-cli commands on the time axis, two markers."""
 from __future__ import annotations
@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (QCheckBox, QGraphicsItem, QComboBox, QDoubleSpinB
                                QVBoxLayout, QWidget)
 
 from powerrig.gui.band import BandCurve, view_background
+from powerrig.gui.flow_layout import FlowLayout, flow_group
 from powerrig.gui.source.base import unit_of
 
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
@@ -36,9 +37,9 @@ class LiveView(QWidget):
     SPARE_EVENT_ITEMS = 8    # hidden event items kept for reuse, per kind: a scrolling stream needs 2 or 3
                              # (more are deleted: a hidden item still follows every view change)
 
-    def __init__(self, core, parent=None):
+    def __init__(self, svc, parent=None):
         super().__init__(parent)
-        self.core = core
+        self.core, self.captures, self.markers = svc.core, svc.captures, svc.markers
         self.source = None
         self.following = True
         self.window_s = self.WINDOW_S
@@ -116,23 +117,15 @@ class LiveView(QWidget):
         self.zoom_all = QPushButton("Whole capture")
         self.zoom_all.clicked.connect(self.show_all)
 
-        bar = QHBoxLayout()
-        bar.addWidget(self.quantity)
-        bar.addWidget(self.total_box)
-        bar.addLayout(self.rail_row)
-        bar.addStretch(1)
-        bar.addWidget(self.auto_y)
-        bar.addWidget(QLabel("Y"))
-        bar.addWidget(self.y_min)
-        bar.addWidget(QLabel("to"))
-        bar.addWidget(self.y_max)
-        bar.addWidget(self.markers_button)
-        bar.addWidget(self.float_button)
-        bar.addWidget(self.zoom_all)
-        bar.addWidget(self.live_button)
+        # the tool bar reflows (three groups that wrap onto a second line) instead of widening the window
+        self.bar = QWidget()
+        bar = FlowLayout(self.bar)
+        bar.addWidget(flow_group(self.quantity, self.total_box, self.rail_row))
+        bar.addWidget(flow_group(self.auto_y, QLabel("Y"), self.y_min, QLabel("to"), self.y_max))
+        bar.addWidget(flow_group(self.markers_button, self.float_button, self.zoom_all, self.live_button))
         lay = QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)
-        lay.addLayout(bar)
+        lay.addWidget(self.bar)
         lay.addWidget(self.plot, 1)
 
         self.marker_a = pg.InfiniteLine(movable=True, pen=pg.mkPen("#e377c2", width=2), label="A",
@@ -150,8 +143,8 @@ class LiveView(QWidget):
         self.gap_item.setZValue(-10)
         self.gap_item.setVisible(False)
         self.plot.addItem(self.gap_item)
-        core.source_changed.connect(self.set_source)
-        core.events.connect(self._draw_events)
+        svc.captures.source_changed.connect(self.set_source)
+        svc.captures.events.connect(self._draw_events)
 
     # ---- what is plotted ----------------------------------------------------------------------------
     def set_source(self, src) -> None:
@@ -221,7 +214,7 @@ class LiveView(QWidget):
 
     def go_live(self) -> None:
         if self.source is not None and hasattr(self.source, "reader"):
-            self.core.show_live()
+            self.captures.show_live()
             return
         self.following = True
         self.live_button.setText("Pause")
@@ -337,7 +330,10 @@ class LiveView(QWidget):
 
     def _apply_y(self) -> None:
         vb = self.plot.getViewBox()
-        if self.auto_y.isChecked():
+        auto = self.auto_y.isChecked()
+        for f in (self.y_min, self.y_max):          # typed only when auto Y is off; else they show its range
+            f.setEnabled(not auto)
+        if auto:
             s = self.last_summary
             if s is None:
                 return
@@ -349,12 +345,26 @@ class LiveView(QWidget):
                 span = d - c
                 # hysteresis: keep the range while the data fills at least half of it and stays inside;
                 # a range that moves every frame repaints the axis, its labels and the grid every frame
-                if a >= c and b <= d and (b - a) >= 0.5 * span:
-                    return
-                pad = 0.08 * (b - a) if b > a else max(0.05, abs(a) * 0.05)
-                vb.setYRange(a - pad, b + pad, padding=0)
+                if not (a >= c and b <= d and (b - a) >= 0.5 * span):
+                    pad = 0.08 * (b - a) if b > a else max(0.05, abs(a) * 0.05)
+                    vb.setYRange(a - pad, b + pad, padding=0)
+                self._show_y_range()
         else:
             vb.setYRange(self.y_min.value(), self.y_max.value(), padding=0)
+
+    def _show_y_range(self) -> None:
+        """The Y fields follow auto Y: they show the range plotted (so unticking auto Y keeps it, and
+        the fields never show a stale range)."""
+        (_x0, _x1), (c, d) = self.plot.getViewBox().viewRange()
+        # enough decimals for about three digits of the range (a 5 mW range at 5.5 W is not "5.50 to 5.50")
+        decimals = max(2, min(6, 2 - math.floor(math.log10(max(d - c, 1e-9)))))
+        for f, v in ((self.y_min, c), (self.y_max, d)):
+            if f.decimals() != decimals:
+                f.setDecimals(decimals)
+            if abs(f.value() - v) >= 0.5 * 10 ** -f.decimals():
+                f.blockSignals(True)
+                f.setValue(v)
+                f.blockSignals(False)
 
     def _shade_gaps(self, t0: float, t1: float) -> None:
         """Every gap in view as one bar item (one graphics item however many gaps: items are costly)."""
@@ -377,7 +387,7 @@ class LiveView(QWidget):
         items every few seconds, and the process grew with it during an overnight stream). Only near
         the view: a labelled line costs ~50 KB of Qt memory, so the last 300 events of a stream drawn
         whether seen or not grew the window by 15 MB over its first 25 minutes (a drive poll every 5 s)."""
-        evs = self.core.events_s(self.source, last=self.EVENTS_LAST) if self.source is not None else []
+        evs = self.captures.events_s(self.source, last=self.EVENTS_LAST) if self.source is not None else []
         (x0, x1), _ = self.plot.getViewBox().viewRange()
         lo, hi = x0 - (x1 - x0), x1 + (x1 - x0)       # the view and one view's width either side
         wanted = {}
@@ -455,7 +465,7 @@ class LiveView(QWidget):
             self.float_markers(False)
             for m in (self.marker_a, self.marker_b):
                 self.plot.removeItem(m)
-            self.core.set_markers(None)
+            self.markers.set(None)
 
     def place_markers(self, t_a: float, t_b: float) -> None:
         for m, t in ((self.marker_a, t_a), (self.marker_b, t_b)):
@@ -474,7 +484,7 @@ class LiveView(QWidget):
             if self._float_offsets is not None and self.source is not None:
                 end = self.source.duration_s
                 self._float_offsets = (end - a, end - b)      # a drag while floating sets new distances
-            self.core.set_markers(a, b)
+            self.markers.set(a, b)
 
     EDGE = 0.02               # a marker dragged within this fraction of the view's edge pans the view
 
@@ -524,4 +534,4 @@ class LiveView(QWidget):
         now = time.monotonic()
         if now - self._float_sent >= self.FLOAT_FIGURES_S:
             self._float_sent = now
-            self.core.set_markers(end - off[0], end - off[1])
+            self.markers.set(end - off[0], end - off[1])

@@ -19,10 +19,10 @@ class Minimap(QWidget):
     REFRESH_MS = 1000
     HEIGHT = 70
 
-    def __init__(self, core, plot: pg.PlotWidget, parent=None):
+    def __init__(self, svc, plot: pg.PlotWidget, parent=None):
         """``plot``: the main plot whose x range the minimap shows and moves."""
         super().__init__(parent)
-        self.core, self.main = core, plot
+        self.core, self.main = svc.core, plot
         self.source = None
         self.signal = "p_total"
         self.overview = None            # the last summary drawn (tests read it)
@@ -50,7 +50,7 @@ class Minimap(QWidget):
         lay.setContentsMargins(2, 0, 2, 2)
         lay.addWidget(self.view)
         plot.getViewBox().sigXRangeChanged.connect(self._main_moved)
-        core.source_changed.connect(self.set_source)
+        svc.captures.source_changed.connect(self.set_source)
         self._timer = QTimer(self)
         self._timer.timeout.connect(self.refresh)
         self._timer.start(self.REFRESH_MS)

@@ -1,1 +1,1 @@
-"""The multimeter panel (one widget; it talks only to the core)."""
+"""The multimeter panel (one widget; it talks only to the services and the core's signals)."""

@@ -18,24 +18,19 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QHBoxLayout,
                                QPushButton, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout,
                                QWidget)
 
+from powerrig.core.errors import PowerrigError
 from powerrig.gui.prefs import settings
+from powerrig.gui.services.sweeps import PLANS, hms
 from powerrig.gui.sweep_panel.charts import SweepCharts
-from powerrig.gui.sweep_panel.runner import SweepRunner
 
-PLANS = Path(__file__).resolve().parents[4] / "fixtures" / "plans"
 COLUMNS = ["step", "PS", "workload", "status", "W", "MiB/s", "MiB/s/W"]
 
 
-def hms(s) -> str:
-    from powerrig.sweep.display import hms as _hms
-    return _hms(s)
-
-
 class SweepPanel(QWidget):
-    def __init__(self, core, parent=None):
+    def __init__(self, svc, parent=None):
         super().__init__(parent)
-        self.core = core
-        self.runner = SweepRunner(self)
+        self.core, self.sweeps = svc.core, svc.sweeps
+        self.runner = svc.sweeps.runner
         self.plan = None
         self.store = None
         self.run_id: int | None = None
@@ -122,12 +117,10 @@ class SweepPanel(QWidget):
 
     def load_plan(self, path) -> bool:
         """Read and check a plan (a short TOML read); a bad plan is one line in the panel, nothing runs."""
-        from powerrig.sweep.plan import load
-        from powerrig.core.errors import PowerrigError
         if not path:
             return False
         try:
-            plan = load(path)
+            plan = self.sweeps.load_plan(path)
         except PowerrigError as e:
             self.plan = None
             self.about.setText(f"this plan cannot run: {e}")
@@ -143,8 +136,7 @@ class SweepPanel(QWidget):
         self.plan_box.blockSignals(True)
         self.plan_box.setCurrentIndex(self.plan_box.findData(str(path)))
         self.plan_box.blockSignals(False)
-        self.about.setText(f"{plan.name}: {n} steps (PS {', '.join(map(str, plan.power_states))}; "
-                           f"{len(plan.workloads)} workloads), about {hms(plan.estimate_s())}; rig {plan.rig.port}")
+        self.about.setText(self.sweeps.describe(plan))
         self.progress_bar.setRange(0, n)
         self.progress_bar.setValue(0)
         settings().setValue("sweep/plan", str(path))
@@ -153,32 +145,23 @@ class SweepPanel(QWidget):
 
     # -- running --------------------------------------------------------------------------------------
     def _open_store(self):
-        from powerrig.results import ResultStore
         db = self.db.text().strip() or "out/results/powerrig.sqlite"
-        if "://" not in db:
-            Path(db).parent.mkdir(parents=True, exist_ok=True)
-        self.store = ResultStore(db)
+        self.store = self.sweeps.open_store(db)
         s = settings()
         s.setValue("sweep/results_db", db)
         s.setValue("sweep/out_dir", self.out_root.text().strip())
         return self.store
 
     def start(self, resume: bool = False) -> None:
-        from powerrig.core.errors import PowerrigError
         if self.plan is None:
             self.core.error.emit("open a plan first (the list, or Open plan...)")
             return
-        if self.core.port and self.core.port == self.plan.rig.port:
-            self.core.disconnect("the sweep uses this interposer")
-        if self.runner.running:
-            self.core.error.emit("a sweep is already running; stop it first")
-            return
         try:
-            self.runner.start(self.plan, self._open_store(), self.out_root.text().strip() or "out/sweeps",
-                              resume=resume, on_block=self.core.follow_sweep())
+            store = self._open_store()
         except PowerrigError as e:
-            self.core.sweep_ended()
             self.core.error.emit(str(e))
+            return
+        if not self.sweeps.start(self.plan, store, self.out_root.text().strip() or "out/sweeps", resume=resume):
             return
         if not resume:
             self.rows = []
@@ -229,7 +212,6 @@ class SweepPanel(QWidget):
         self._buttons()
 
     def _finished(self, d: dict) -> None:
-        self.core.sweep_ended()
         if d.get("run") is not None:
             self.run_id = d["run"]
         if d["state"] == "done":
@@ -258,9 +240,7 @@ class SweepPanel(QWidget):
         """Read the per-step summary from the store (a worker) and show it in the table and charts."""
         if self.store is None or self.run_id is None:
             return
-        from powerrig.results.tables import step_summary
-        store, run_id = self.store, self.run_id
-        self.core.run(lambda: step_summary(store, run_id), done=self._fill)
+        self.sweeps.step_summary(self.store, self.run_id, done=self._fill)
 
     def _fill(self, rows: list[dict]) -> None:
         self.rows = rows
@@ -278,15 +258,13 @@ class SweepPanel(QWidget):
         if self.store is None or self.run_id is None:
             self.core.error.emit("run a sweep first; its report is written from the results store")
             return
-        from powerrig.results.report import write_sweep_report
         store, run_id = self.store, self.run_id
-        self.core.status.emit(f"writing the report of run {run_id} ...")
 
         def opened(path):
             self.report_path = Path(path)
             self.core.status.emit(f"report: {path}")
             self.open_url(QUrl.fromLocalFile(str(path)))
-        self.core.run(lambda: write_sweep_report(store, run_id), done=opened)
+        self.sweeps.write_report(store, run_id, done=opened)
 
 
 def _f(v, digits: int) -> str:

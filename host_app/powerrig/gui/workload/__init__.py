@@ -1,1 +1,1 @@
-"""The workload panel (one widget; it talks only to the core)."""
+"""The workload panel (one widget; it talks only to the services and the core's signals)."""

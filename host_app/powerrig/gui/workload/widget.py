@@ -1,21 +1,26 @@
 """Workload: fio presets with block size, queue depth, jobs and runtime editable; run (writes pass the
-drive guard in the core) and stop. While fio runs, its MiB/s and IOPS of the last second (fio's own
+drive guard in fio's runner) and stop. While fio runs, its MiB/s and IOPS of the last second (fio's own
 status reports); then the phase's figures beside its power. The phase lands on the plot's time axis
 from the timeline."""
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox,
                                QVBoxLayout, QWidget)
 
-from powerrig.gui.core import PRESETS
+from powerrig.gui.services.workload import PRESETS, preset_writes
 
 
 class WorkloadPanel(QWidget):
-    def __init__(self, core, parent=None):
+    def __init__(self, svc, parent=None):
         super().__init__(parent)
-        self.core = core
+        self.core, self.workload = svc.core, svc.workload
         self.preset = QComboBox()
-        self.preset.addItems(list(PRESETS))
+        for name in PRESETS:
+            self.preset.addItem(name)
+            if preset_writes(name):
+                self.preset.setItemData(self.preset.count() - 1, "writes to the drive: the drive guard checks its "
+                                        "serial and that nothing on it is mounted first", Qt.ToolTipRole)
         self.bs = QLineEdit()
         self.iodepth = QSpinBox()
         self.iodepth.setRange(1, 1024)
@@ -45,8 +50,8 @@ class WorkloadPanel(QWidget):
         lay.addStretch(1)
         self.preset.currentTextChanged.connect(self.load_preset)
         self.run_button.clicked.connect(self.run)
-        self.stop_button.clicked.connect(core.stop_fio)
-        core.workload.connect(self.show_workload)
+        self.stop_button.clicked.connect(self.workload.stop)
+        self.workload.updated.connect(self.show_workload)
         self.load_preset(self.preset.currentText())
 
     def load_preset(self, name: str) -> None:
@@ -63,7 +68,7 @@ class WorkloadPanel(QWidget):
         return o
 
     def run(self) -> None:
-        self.core.run_fio(self.preset.currentText(), self.options())
+        self.workload.run(self.preset.currentText(), self.options())
 
     def show_workload(self, d: dict) -> None:
         if d.get("state") == "live":

@@ -1,4 +1,6 @@
-"""The sweep engine on a thread of its own, with pause and stop at step boundaries.
+"""Sweeps from the window: a plan read and checked, the results store, the sweep engine on a thread of
+its own (pause and stop at step boundaries), the live view following its steps, the per-step table
+and the HTML report.
 
 The engine (powerrig.sweep.engine.Sweep) knows nothing of Qt: it calls back with progress dicts. This
 runner turns them into a Qt signal and uses the callback's "step" event (sent before each step
@@ -114,3 +116,70 @@ class SweepRunner(QObject):
             end = {"state": "done", "run": run_id, "error": ""}
         self._active = False
         self.finished.emit(end)
+
+
+PLANS = Path(__file__).resolve().parents[4] / "fixtures" / "plans"
+
+
+def hms(s) -> str:
+    from powerrig.sweep.display import hms as _hms
+    return _hms(s)
+
+
+class Sweeps(QObject):
+    """One sweep at a time for the window (``runner``: its thread, signals and pause/stop)."""
+
+    def __init__(self, core, connection, recording, parent=None):
+        super().__init__(parent)
+        self.core, self.connection, self.recording = core, connection, recording
+        self.runner = SweepRunner(self)
+        self.runner.finished.connect(lambda _d: recording.sweep_ended())
+        core.on_shutdown(self._stop)
+
+    @staticmethod
+    def load_plan(path):
+        """The plan at ``path``, checked (PowerrigError: one line saying what and where)."""
+        from powerrig.sweep.plan import load
+        return load(path)
+
+    @staticmethod
+    def describe(plan) -> str:
+        return (f"{plan.name}: {len(plan.steps())} steps (PS {', '.join(map(str, plan.power_states))}; "
+                f"{len(plan.workloads)} workloads), about {hms(plan.estimate_s())}; rig {plan.rig.port}")
+
+    @staticmethod
+    def open_store(db: str):
+        from powerrig.results import ResultStore
+        if "://" not in db:
+            Path(db).parent.mkdir(parents=True, exist_ok=True)
+        return ResultStore(db)
+
+    def start(self, plan, store, out_root: str | Path, resume: bool = False) -> bool:
+        """Run (or resume) ``plan``; the window lets go of the plan's interposer first, and the live view
+        follows the sweep's steps. False (with the error said) when it cannot start."""
+        if self.connection.port and self.connection.port == plan.rig.port:
+            self.connection.disconnect("the sweep uses this interposer")
+        if self.runner.running:
+            self.core.error.emit("a sweep is already running; stop it first")
+            return False
+        try:
+            self.runner.start(plan, store, out_root, resume=resume, on_block=self.recording.follow_sweep())
+        except PowerrigError as e:
+            self.recording.sweep_ended()
+            self.core.error.emit(str(e))
+            return False
+        return True
+
+    def step_summary(self, store, run_id: int, done) -> None:
+        """The run's per-step summary from the store, on a worker."""
+        from powerrig.results.tables import step_summary
+        self.core.run(lambda: step_summary(store, run_id), done=done)
+
+    def write_report(self, store, run_id: int, done) -> None:
+        from powerrig.results.report import write_sweep_report
+        self.core.run(lambda: write_sweep_report(store, run_id), done=done, doing=f"writing the report of run {run_id}")
+
+    def _stop(self) -> None:
+        if self.runner.running:
+            self.runner.stop()
+            self.runner.wait(60)

@@ -1,10 +1,7 @@
-"""Export what the window shows: the selection between the markers (or the whole capture) to CSV or to
-a sigrok session, with powerrig.export (the code `powerrig export` runs); and "save the buffer" while
-streaming. The live capture is the buffer: it is read as it is written (up to its last flush, about a
-second ago), so nothing stops the recording."""
+"""Export a time range of a capture by the output's name: ``.csv`` a table (full rate or decimated),
+``.sr`` a sigrok session for PulseView. The desktop app's File > Export runs this; one line back."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from powerrig.core.errors import PowerrigError
@@ -33,17 +30,3 @@ def export_range(capture: str | Path, out: str | Path, t_a: float | None = None,
         res = export_sigrok(capture, out, a, b)
         return f"exported {res.samples} intervals to {res.path} (full rate)"
     raise ExportError(f"{out.name}: export to .csv (a table) or .sr (a sigrok session for PulseView)")
-
-
-def save_buffer(capture: str | Path, out: str | Path) -> str:
-    """A copy of the capture so far (the recording goes on). The copy ends at the last flush; it opens
-    like any capture (its note says it was not closed: it was still recording)."""
-    from powerrig.capture.reader import CaptureReader
-    out = Path(out)
-    if out.suffix.lower() != ".jls":
-        raise ExportError(f"{out.name}: save the buffer as a .jls capture")
-    if Path(capture).resolve() == out.resolve():
-        raise ExportError(f"{out} is the capture being recorded; choose another name")
-    shutil.copyfile(capture, out)
-    with CaptureReader(out) as cap:
-        return f"saved the buffer: {cap.duration_s:.1f} s in {out}"

@@ -1,0 +1,138 @@
+"""What the plot shows: the live stream or a saved capture opened with its analysis; the timeline's
+events placed on that source's time axis; exports of what is shown (CSV, sigrok) and "save the
+buffer" while recording."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal
+
+from powerrig.core.errors import PowerrigError
+
+logger = logging.getLogger(__name__)
+
+
+class Captures(QObject):
+    source_changed = Signal(object)   # the plot's source (LiveSource or FileSource)
+    events = Signal()                 # the timeline changed
+    analysis_ready = Signal(object)   # an Analysis of an opened capture (None: it could not be analysed)
+
+    def __init__(self, core, recording, timeline, parent=None):
+        super().__init__(parent)
+        self.core, self.recording, self.timeline = core, recording, timeline
+        self.source = None                     # what the plot shows
+        self._show_next_live = False           # a sweep's stream goes on the plot when it starts
+        self._seen_events = 0
+        recording.sweep_started.connect(self._follow_sweep)
+        core.tick.connect(self._tick)
+        core.on_shutdown(self._close)
+
+    def show(self, src) -> None:
+        """The plot shows ``src`` from now on (the markers follow: they listen to source_changed)."""
+        self.source = src
+        self.source_changed.emit(src)
+
+    def _follow_sweep(self) -> None:
+        self._show_next_live = True
+
+    def show_live(self) -> None:
+        if self.recording.live is not None:
+            self.show(self.recording.live)
+
+    def _tick(self) -> None:
+        rec, live = self.recording, self.recording.live
+        # the live stream goes on the plot when nothing is shown, when a sweep starts (Run was pressed,
+        # even over an opened capture), or when it replaced an older live stream while recording
+        if live is not None and (self.source is None or self._show_next_live or (
+                self.source is not live and (rec.recorder is not None or rec.sweeping)
+                and not hasattr(self.source, "reader"))):
+            self._show_next_live = False
+            self.show(live)
+        if self.timeline.added != self._seen_events:
+            self._seen_events = self.timeline.added
+            self.events.emit()
+
+    def _close(self) -> None:
+        if self.source is not None and hasattr(self.source, "close"):
+            self.source.close()
+
+    # ---- the time axis ----------------------------------------------------------------------------------
+    def events_s(self, source=None, last: int | None = None) -> list[dict]:
+        """Timeline events placed on the plot's time axis (s from capture start); ``last``: only the
+        newest that many (the live view asks at every scroll step: the rest are not placed)."""
+        src = source or self.source
+        if src is None:
+            return []
+        if hasattr(src, "reader"):
+            evs, to_sid = src.reader.events, src.reader.sample_id
+        else:
+            evs, to_sid = list(self.timeline), src.sample_id
+        if last is not None:
+            evs = evs[-last:]
+        out = []
+        for e in evs:
+            try:
+                t0 = float(to_sid(e.t_start)) * src.interval_s
+                t1 = float(to_sid(e.t_end)) * src.interval_s if e.t_end is not None else None
+            except (ValueError, PowerrigError):
+                continue        # no clock yet
+            out.append({"kind": str(e.kind), "name": e.name, "t0": t0, "t1": t1, "ok": e.ok,
+                        "utc0": e.t_start, "utc1": e.t_end})
+        return out
+
+    # ---- saved captures -----------------------------------------------------------------------------------
+    def open(self, path: str | Path) -> None:
+        """Open a saved capture in a worker; the plot switches to it and its analysis table fills."""
+
+        def load():
+            from powerrig.analysis.pipeline import analyse
+            from powerrig.gui.source import FileSource
+            src = FileSource(path)
+            try:
+                with src._lock:
+                    an = analyse(src.reader, src.reader.events, src.reader.metadata)
+            except PowerrigError as e:
+                logger.info("analysis of %s: %s", path, e)
+                an = None
+            return src, an
+
+        def opened(got):
+            src, an = got
+            old = self.source
+            self.show(src)
+            if old is not None and old is not self.recording.live and hasattr(old, "close"):
+                old.close()
+            self.events.emit()
+            self.analysis_ready.emit(an)
+            note = src.reader.recovery_note or src.reader.recording_note
+            self.core.status.emit(f"opened {src.path.name}: {src.duration_s:.1f} s" + (f" ({note})" if note else ""))
+        self.core.run(load, done=opened, doing=f"opening {path}")
+
+    def shown_capture(self) -> Path | None:
+        """The capture file behind the plot: the opened one, or the one being recorded."""
+        src = self.source
+        if src is not None and hasattr(src, "reader"):
+            return Path(src.path)
+        return self.recording.capture_path
+
+    def export_selection(self, out: str | Path, span: tuple[float, float] | None, decimate: int = 1) -> None:
+        """``span`` (the markers' range; None: the whole capture) to CSV or .sr, in a worker; full rate
+        unless ``decimate`` > 1. While recording, the capture is read up to its last flush."""
+        from powerrig.export.by_suffix import export_range
+        cap = self.shown_capture()
+        if cap is None:
+            self.core.error.emit("nothing to export: connect and record, or open a capture (File > Open)")
+            return
+        a, b = span or (None, None)
+        self.core.run(export_range, cap, out, a, b, decimate, done=self.core.status.emit,
+                      doing=f"exporting {'the markers’ range' if a is not None else 'the whole capture'}")
+
+    def save_buffer(self, out: str | Path) -> None:
+        """One click while streaming: a copy of the capture so far; the recording goes on."""
+        from powerrig.capture.snapshot import save_buffer
+        path = self.recording.capture_path
+        if path is None or not path.exists():
+            self.core.error.emit("nothing recorded yet: connect to an interposer first")
+            return
+        self.core.run(save_buffer, path, out, done=self.core.status.emit, doing="saving the buffer")

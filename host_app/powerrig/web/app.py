@@ -1,0 +1,102 @@
+"""The Flask application: server-side pages from Jinja2 templates over a read-only ResultStore.
+
+Flask because it is the maintained, small, synchronous framework whose templates (Jinja2) come with it:
+every page is one SQL read and one template, which is all a results page needs; waitress serves it
+(`powerrig serve`), a production WSGI server in pure Python.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+
+from flask import Flask, abort, render_template, request
+
+from powerrig.results import ResultsError, ResultStore
+from powerrig.results.tables import compare, fmt, step_summary
+from powerrig.web.charts import efficiency_series, svg
+
+OUTCOME_RANK = {"fail": 0, "invalid": 1, "marginal": 2, "partial": 3, "pass": 4}
+LIVE_STALE_S = 60.0        # a live row older than this is shown as stale (the sweep process may be gone)
+
+
+def _verdicts(measurements: list[dict]) -> dict:
+    """Per step key: counts of outcomes of the measurements that have a limit, and the worst one."""
+    out: dict = defaultdict(lambda: {"counts": defaultdict(int), "worst": None})
+    for m in measurements:
+        if m["outcome"] in OUTCOME_RANK and (m["upper"] is not None or m["lower"] is not None
+                                             or m["outcome"] != "pass"):
+            v = out[m["step"]]
+            v["counts"][m["outcome"]] += 1
+            if v["worst"] is None or OUTCOME_RANK[m["outcome"]] < OUTCOME_RANK[v["worst"]]:
+                v["worst"] = m["outcome"]
+    return out
+
+
+def create_app(store: ResultStore) -> Flask:
+    app = Flask(__name__)
+    app.jinja_env.globals.update(fmt=fmt, utc=_utc)
+
+    @app.errorhandler(ResultsError)
+    def _results_error(e):
+        return render_template("error.html", message=str(e)), 404
+
+    @app.get("/")
+    def index():
+        runs = store.runs()
+        by_rig: dict = defaultdict(list)
+        for r in reversed(runs):
+            by_rig[r["station"] or "?"].append(r)
+        now = time.time()
+        live = store.live()
+        for row in live:
+            row["stale"] = now - row["updated_utc"] > LIVE_STALE_S
+            row["left_s"] = None if row["ends_utc"] is None else max(0.0, row["ends_utc"] - now)
+        return render_template("index.html", by_rig=dict(sorted(by_rig.items())), live=live, runs=runs,
+                               db=str(store))
+
+    @app.get("/run/<int:run_id>")
+    def run(run_id: int):
+        r = store.run(run_id)
+        rows = step_summary(store, run_id)
+        steps = {s["key"]: s for s in store.steps(run_id)}
+        verdicts = _verdicts(store.measurements(run_id))
+        chart = svg(efficiency_series(store, [r], label_run=False))
+        others = [o for o in store.runs() if o["id"] != run_id and o["plan_hash"] == r["plan_hash"]]
+        return render_template("run.html", run=r, rows=rows, steps=steps, verdicts=verdicts, chart=chart,
+                               others=others)
+
+    @app.get("/run/<int:run_id>/step/<int:idx>")
+    def step(run_id: int, idx: int):
+        r = store.run(run_id)
+        s = next((s for s in store.steps(run_id) if s["idx"] == idx), None)
+        if s is None:
+            abort(404)
+        ms = [m for m in store.measurements(run_id) if m["step"] == s["key"]]
+        phases = [p for p in store.phases(run_id) if p["step"] == s["key"]]
+        params = json.loads(s["params"]) if s.get("params") else {}
+        return render_template("step.html", run=r, step=s, measurements=ms, phases=phases, params=params)
+
+    @app.get("/curves")
+    def curves():
+        plan_hash, drive = request.args.get("plan", ""), request.args.get("drive", "")
+        runs = [r for r in store.runs() if r["plan_hash"] == plan_hash and (r["dut_serial"] or "") == drive]
+        if not runs:
+            abort(404)
+        chart = svg(efficiency_series(store, runs, label_run=len(runs) > 1))
+        return render_template("curves.html", runs=runs, plan=runs[0]["plan"], plan_hash=plan_hash, drive=drive,
+                               chart=chart)
+
+    @app.get("/compare")
+    def compare_runs():
+        a, b = request.args.get("a", type=int), request.args.get("b", type=int)
+        if a is None or b is None:
+            abort(400)
+        ra, rb = store.run(a), store.run(b)
+        return render_template("compare.html", a=ra, b=rb, rows=compare(store, a, b))
+
+    return app
+
+
+def _utc(t) -> str:
+    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))

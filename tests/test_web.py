@@ -1,0 +1,63 @@
+"""The results web page's pages through Flask's test client, on SQLite and PostgreSQL: runs per rig, a
+run's steps with W, MiB/s, MiB/s/W and verdicts, a step's measurements, the curves per plan and drive,
+two runs compared, the live state of a running rig, and a store that cannot write."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from powerrig.results import ResultsError, ResultStore
+from powerrig.sweep.plan import parse
+from powerrig.web.app import create_app
+
+from test_results_store import PLAN, fill
+
+
+@pytest.fixture
+def site(results_db):
+    writer = ResultStore(results_db)
+    plan = parse(PLAN)
+    a = fill(writer, plan, [5.0, 10.0, 6.0, 9.0])
+    b = fill(writer, plan, [5.5, 8.0, 6.0, 9.0])
+    running = writer.start_run(plan, "out", station="rig-2", drive={"sn": "SN2"})
+    writer.record_live(running, station="rig-2", n=2, m=4, step_key="ps0/seq-read/r1", step_name="PS0 seq-read",
+                       watts=7.25, mib_s=3100.0, ends_utc=None)
+    store = ResultStore(results_db, read_only=True)
+    return create_app(store).test_client(), (a, b, running), writer, store
+
+
+def test_index_shows_runs_per_rig_and_the_live_state(site):
+    client, (a, b, running), writer, _ = site
+    html = client.get("/").get_data(as_text=True)
+    assert "<h3>rig-1</h3>" in html and "<h3>rig-2</h3>" in html
+    live = html[html.index('id="live-table"'):html.index('id="rigs"')]
+    assert f'href="/run/{running}"' in live and "2 of 4" in live and "7.25" in live and "PS0 seq-read" in live
+    writer.set_run_status(running, "interrupted")          # a run no longer running leaves the live view
+    assert "No sweep is running" in client.get("/").get_data(as_text=True)
+
+
+def test_run_step_curves_and_compare_pages(site):
+    client, (a, b, _), _, _ = site
+    html = client.get(f"/run/{a}").get_data(as_text=True)
+    rows = re.findall(r"<tr><td>\d+</td>.*?</tr>", html, re.S)
+    assert len(rows) == 4
+    assert "10.00" in rows[1] and "1000.0" in rows[1] and "100.00" in rows[1] and "1 pass" in rows[1]
+    assert '<figure id="run-chart"><svg' in html
+    step = client.get(f"/run/{a}/step/1").get_data(as_text=True)
+    assert "OCP PCM-1" in step and "25.000" in step and 'class="l pass"' in step
+    curves = client.get(f"/curves?plan={parse(PLAN).hash}&drive=SN1").get_data(as_text=True)
+    assert curves.count("<svg") == 1 and f'href="/run/{a}"' in curves and f'href="/run/{b}"' in curves
+    cmp = client.get(f"/compare?a={a}&b={b}").get_data(as_text=True)
+    assert "ps0/seq-read/r1" in cmp and "-2.00" in cmp and "25.0" in cmp
+    assert client.get("/run/999").status_code == 404 and "no run 999" in client.get("/run/999").get_data(as_text=True)
+
+
+def test_the_page_cannot_write_and_does_not_create_databases(site, tmp_path):
+    _, (a, _, _), _, store = site
+    with pytest.raises(ResultsError):
+        store.set_run_status(a, "failed")
+    assert ResultStore(store.url).run(a)["status"] == "done"
+    with pytest.raises(ResultsError, match="no results database"):
+        ResultStore(tmp_path / "typo" / "r.sqlite", read_only=True)
+    assert not (tmp_path / "typo").exists()

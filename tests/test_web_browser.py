@@ -1,0 +1,184 @@
+"""The results web page in a real headless Chromium (the distribution's, driven by selenium through its
+chromedriver), served by `powerrig serve` from a real PostgreSQL that real sweeps on virtual rigs wrote:
+a click-through run -> step -> chart, screenshots that show a page, and a rig's live state while a
+sweep runs. Set POWERRIG_DOCS_IMG=1 to refresh the screenshots in docs/img/."""
+from __future__ import annotations
+
+import base64
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import POWERRIG, REPO, run_cli
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+PLAN = """name = "web demo"
+power_states = [0, 1, 2]
+[rig]
+port = "sim:d5-p5336"
+[drive]
+serial = "VPHA5336000001"
+[timing]
+settle_s = 0.2
+idle_s = {idle}
+measure_s = {measure}
+[[workload]]
+name = "seq-read-128k"
+rw = "read"
+[[workload]]
+name = "rand-read-4k"
+rw = "randread"
+bs = "4k"
+iodepth = 32
+"""
+
+
+def _need_browser():
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).exists()]
+    if missing:
+        msg = f"no {', '.join(missing)} (apt-get install chromium chromium-driver, or run scripts/setup.sh)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(pg_cluster, tmp_path_factory):
+    """One finished sweep in a PostgreSQL database, and `powerrig serve` on it."""
+    from powerrig.results import ResultStore
+    from powerrig.sweep.engine import Sweep
+    from powerrig.sweep.plan import parse
+
+    _need_browser()
+    tmp = tmp_path_factory.mktemp("web")
+    os.environ["POWERRIG_SIM_DIR"] = str(tmp / "sim")
+    db = pg_cluster.database()
+    run = Sweep(parse(PLAN.format(idle=0.5, measure=1.0), str(tmp / "demo.toml")), ResultStore(db), tmp / "out").run()
+    port = _free_port()
+    server = subprocess.Popen([*POWERRIG, "serve", "--db", db, "--port", str(port)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    line = server.stdout.readline()
+    assert f":{port}/" in line, line + (server.stdout.read() if server.poll() is not None else "")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.1)
+    yield {"url": f"http://127.0.0.1:{port}", "db": db, "run": run, "tmp": tmp}
+    server.terminate()
+    server.wait(10)
+    run_cli("sim", "stop", "--all")
+    os.environ.pop("POWERRIG_SIM_DIR", None)
+
+
+@pytest.fixture
+def browser(tmp_path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    _need_browser()
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1280,1000",
+                 f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        opts.add_argument(flag)
+    drv = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    drv.implicitly_wait(10)
+    yield drv
+    drv.quit()
+
+
+def _shot(drv, tmp_path: Path, name: str) -> Path:
+    """A full-page screenshot; its pixels must show a page (many colours, not a blank or error screen)."""
+    from PIL import Image
+
+    shot = drv.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
+    path = tmp_path / f"{name}.png"
+    path.write_bytes(base64.b64decode(shot["data"]))
+    img = Image.open(path).convert("RGB")
+    assert img.size[0] >= 1000 and img.size[1] >= 500, img.size
+    assert len(img.getcolors(1 << 20) or []) > 50, f"{name}: the screenshot looks blank"
+    if os.environ.get("POWERRIG_DOCS_IMG") == "1":
+        shutil.copy(path, REPO / "docs" / "img" / f"web-{name}.png")
+    return path
+
+
+def test_click_through_run_step_chart_in_chromium(served, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    browser.get(served["url"] + "/")
+    assert "powerrig results" in browser.title
+    rigs = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "h3")]
+    assert any(r.startswith("sim:d5-p5336") for r in rigs), rigs
+    _shot(browser, tmp_path, "index")
+    browser.find_element(By.CSS_SELECTOR, f"a.run-link[href='/run/{served['run']}']").click()
+    assert browser.current_url.endswith(f"/run/{served['run']}")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#steps-table tr")[1:]
+    assert len(rows) == 9                                   # 3 power states x (idle + 2 workloads)
+    cells = rows[1].find_elements(By.TAG_NAME, "td")        # PS0 seq-read: W, MiB/s, MiB/s/W as numbers
+    assert cells[3].text == "seq-read-128k" and all(re.fullmatch(r"[\d.]+", c.text) for c in cells[5:8]), \
+        [c.text for c in cells]
+    chart = browser.find_element(By.CSS_SELECTOR, "#run-chart svg")
+    assert chart.size["width"] > 300 and chart.size["height"] > 150
+    _shot(browser, tmp_path, "run")
+    rows[1].find_element(By.CSS_SELECTOR, "a.step-link").click()
+    assert re.search(r"/run/\d+/step/1$", browser.current_url)
+    names = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#measurements td:first-child")]
+    assert "power.mean" in names and "efficiency.mib_s_per_w" in names, names
+    _shot(browser, tmp_path, "step")
+    browser.find_element(By.ID, "chart-link").click()
+    svg = browser.find_element(By.CSS_SELECTOR, "#curves-chart svg")
+    lines = svg.find_elements(By.CSS_SELECTOR, "g[id^='line2d'] path")
+    assert svg.size["width"] > 300 and len(lines) >= 2, len(lines)
+    assert "seq-read-128k" in svg.text and "rand-read-4k" in svg.text
+    _shot(browser, tmp_path, "curves")
+
+
+def test_a_running_sweep_shows_its_live_state_in_chromium(served, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    plan = tmp_path / "live.toml"
+    plan.write_text(PLAN.format(idle=1.0, measure=4.0))
+    sweep = subprocess.Popen([sys.executable, "-m", "powerrig", "sweep", str(plan), "--results", served["db"],
+                              "--out", str(tmp_path / "out")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        seen = None
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and sweep.poll() is None:
+            browser.get(served["url"] + "/")
+            rows = browser.find_elements(By.CSS_SELECTOR, "#live-table tr.live")
+            if rows:
+                cells = [c.text for c in rows[0].find_elements(By.TAG_NAME, "td")]
+                if re.fullmatch(r"[\d.]+", cells[5]) and re.fullmatch(r"\d+ of 9", cells[3]):
+                    seen = cells
+                    break
+            time.sleep(1.0)
+        assert seen, f"no live row with a W figure while the sweep ran: {sweep.poll()}"
+        assert seen[0].startswith("sim:d5-p5336") and seen[2] == "web demo"
+        assert 0.5 < float(seen[5]) < 30.0                 # the simulated drive's W now, not a placeholder
+        assert re.fullmatch(r"\d+:\d\d", seen[8]), seen    # minutes:seconds left
+        _shot(browser, tmp_path, "live")
+        assert sweep.wait(240) == 0, sweep.stderr.read()
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+            sweep.wait()
+    time.sleep(1.5)                                        # the live writer clears the row after the last step
+    browser.get(served["url"] + "/")
+    assert "No sweep is running" in browser.page_source

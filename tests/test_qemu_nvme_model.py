@@ -115,3 +115,17 @@ def test_qemu_nvme_guest_clock_from_the_shortest_round_trip(tmp_path):
         assert AgentHost(path).to_host(T0) == pytest.approx(T0 + 0.25, abs=c.uncertainty_s + 0.002)
     finally:
         srv.close()
+
+
+def test_qemu_nvme_a_fractional_runtime_ends_in_real_fio(tmp_path):
+    """fio reads runtime=0.6 as 0 s, which with time_based never ends (the benchmark's first sweep step
+    ran 300 s before this was caught): the job file says 600ms."""
+    from powerrig.dut.fio import Fio, FioJob, FioPlan
+
+    job = FioJob("short", rw="read", bs="4k", size="1m", runtime=0.6, time_based=True, filename=str(tmp_path / "f"))
+    assert job.options()["runtime"] == "600ms"
+    assert FioJob("whole", runtime=2.0).options()["runtime"] == "2"
+    t0 = time.monotonic()
+    res = Fio(timeline=None, timeout_margin=20).run(FioPlan([job]), tmp_path / "out")
+    assert time.monotonic() - t0 < 20
+    assert 0.4 <= res.jobs[0].job_runtime_ms / 1000 <= 1.5

@@ -58,7 +58,9 @@ class FioJob:
             if v is not None:
                 o[k] = v
         if self.runtime is not None:
-            o["runtime"] = f"{self.runtime:g}"
+            # fio reads a bare number as whole seconds: "0.6" is 0, which with time_based runs for ever
+            ms = round(float(self.runtime) * 1000)
+            o["runtime"] = f"{ms // 1000}" if ms % 1000 == 0 else f"{ms}ms"
         if self.time_based:
             o["time_based"] = 1
         if self.direct is not None:

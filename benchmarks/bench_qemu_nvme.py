@@ -104,7 +104,7 @@ def main() -> int:
         trace = read_all(st["trace"])
         io = [c for c in trace if c.kind in ("read", "write") and c.t_complete is not None]
         io_s = np.array([c.t_submit for c in io])
-        edge_err, energy_err = [], []
+        edge_err, energy_err, lost = [], [], []
         rows = {(p["step"], p["name"]): p for p in store.phases(run_id)}
         for s in store.steps(run_id):
             with CaptureReader(s["capture"]) as cap:
@@ -121,11 +121,13 @@ def main() -> int:
             row = rows[(s["key"], ph.name)]
             truth = energy(trace, ph.t_start, ph.t_end)
             energy_err.append(abs(row["energy_j"] - truth) / truth * 100)
+            lost.append(row.get("lost_s") or 0.0)
     finally:
         tail.stop()
         simrig.stop(st["id"])
     print(json.dumps({"host": machine(), "phases": len(edge_err) // 2, "admin_commands": len(cmds),
-                      "sweep_s": round(t_sweep, 1)}))
+                      "sweep_s": round(t_sweep, 1), "phase_lost_s_max": round(max(lost), 3) if lost else None,
+                      "phase_energy_error_pct": [round(e, 3) for e in energy_err]}))
     print(json.dumps({"boot_s": round(st["boot_s"], 2), "command_roundtrip_ms_p50": round(pct(rt, 50), 1),
                       "trace_lag_ms_p99": round(pct(lags, 99) * 1e3, 2),
                       "phase_edge_error_ms_p99": round(pct(edge_err, 99), 2),

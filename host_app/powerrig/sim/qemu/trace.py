@@ -121,7 +121,7 @@ class TraceTail:
             part = ""
             while not self._stop.is_set():
                 t_read = time.time()
-                chunk = f.read()
+                chunk = f.read()             # everything written so far: what QEMU stamped before t_read
                 if chunk:
                     now = time.time()
                     lines = (part + chunk).split("\n")
@@ -131,6 +131,7 @@ class TraceTail:
                             c = self.parser.feed(line, now)
                             if c is not None:
                                 self.on_command(c)
-                    continue
-                self.read_through = t_read if not part else self.read_through
-                time.sleep(self.poll_s)
+                # (a busy trace never reads empty: the mark moves with every read, not only at a pause)
+                self.read_through = t_read
+                if not chunk:
+                    time.sleep(self.poll_s)

@@ -32,6 +32,9 @@ command -v qemu-system-arm >/dev/null || need+=(qemu-system-arm)
 command -v cmake >/dev/null || need+=(cmake)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
+# the real NVMe stack in a QEMU guest (tests/test_qemu_nvme*.py, `powerrig sim start --drive qemu`)
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+{ [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1; } || need+=(busybox-static)
 # a real X window for the screenshot test (tests/test_gui_screenshots.py)
 command -v xvfb-run >/dev/null || need+=(xvfb)
 # a lab's transports: ser2net (RFC2217 in front of an interposer) and OpenSSH (drive hosts), tests/test_remote.py, test_rfc2217.py
@@ -124,5 +127,10 @@ lock=tools/rp2emu/package-lock.json
 if command -v npm >/dev/null && [ "$(cat tools/rp2emu/node_modules/.lock-hash 2>/dev/null)" != "$(sha256sum < $lock)" ]; then
   say "installing rp2040js (npm ci in tools/rp2emu)"
   (cd tools/rp2emu && npm ci --no-audit --no-fund --loglevel=error >/dev/null) && sha256sum < $lock > tools/rp2emu/node_modules/.lock-hash
+fi
+# 6. The QEMU drive host's kernel (apt-get download of the Debian cloud kernel) and initramfs (busybox,
+#    this host's nvme-cli and fio), built once into ~/.cache/powerrig/qemu-nvme by a hash of its inputs.
+if ! nice -n 10 .venv/bin/python -m powerrig.sim.qemu.image >/dev/null 2>.venv/.qemu-nvme-build.err; then
+  say "QEMU drive host not built, its tests will fail: $(cat .venv/.qemu-nvme-build.err)"
 fi
 say "ready"

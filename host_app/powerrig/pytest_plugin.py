@@ -2,7 +2,8 @@
 plain pytest tests, on a real rig or the virtual one.
 
 Options (prefixed, so no other plugin's can clash; the unprefixed names are deprecated aliases):
---powerrig-rig (port, rfc2217:// URL or sim:PROFILE), --powerrig-dut (controller), --powerrig-dut-serial,
+--powerrig-rig (port, rfc2217:// URL, sim:PROFILE or sim:qemu: the real NVMe stack in a QEMU guest),
+--powerrig-dut (controller), --powerrig-dut-serial,
 --powerrig-dut-host (where nvme-cli and fio run), --powerrig-results (database), --powerrig-inventory
 (TOML list of rigs; with pytest-xdist each worker takes its own).
 Fixtures: ``rig`` (the interposer), ``dut`` (nvme-cli/fio on the drive), ``capture`` (records a
@@ -182,7 +183,8 @@ def rig(request, tmp_path_factory):
         os.environ.setdefault("POWERRIG_SIM_DIR", str(tmp_path_factory.mktemp("sim")))
         st = simrig.start(slot.port[4:], owned=True)
         handle = RigHandle(st["port"], st["nvme"], st["fio"], st["controller"], st["namespaces"],
-                           f"{slot.name}:{st['id']}", st["id"], st, st.get("host"), slot.drive_host)
+                           f"{slot.name}:{st['id']}", st["id"], st, st.get("host"),
+                           st.get("drive_host") or slot.drive_host)      # a QEMU rig's drive is in its guest
     else:
         handle = RigHandle(slot.port, ["nvme"], ["fio"], slot.drive or "/dev/nvme0",
                            [(slot.drive or "/dev/nvme0") + "n1"], slot.name, drive_host=slot.drive_host)
@@ -305,7 +307,9 @@ def pytest_generate_tests(metafunc):
         return
     slot = _slot(metafunc.config)
     states = [0]
-    if slot is not None and slot.port.startswith("sim:"):
+    if slot is not None and slot.port == "sim:qemu":
+        states = [0]                     # QEMU's NVMe controller has one power state
+    elif slot is not None and slot.port.startswith("sim:"):
         from powerrig.sim.profile import load
         states = [s.ps for s in load(slot.port[4:]).states if not s.nops]
     elif slot is not None:

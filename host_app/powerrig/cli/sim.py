@@ -29,6 +29,10 @@ def register(sub) -> None:
                       description="Start a virtual rig in the background; print one JSON line with the interposer "
                                   "port and the nvme and fio commands that reach its virtual SSD.")
     st.add_argument("--profile", default="d5-p5336", help="drive profile (default d5-p5336)")
+    st.add_argument("--drive", choices=("virtual", "qemu"), default="virtual",
+                    help="virtual: the modelled SSD of --profile (default); qemu: the real Linux NVMe driver, "
+                         "nvme-cli and fio against QEMU's NVMe controller in a throw-away guest, its power "
+                         "following the controller's command trace")
     st.add_argument("--seed", type=int, default=1)
     st.add_argument("--drift-ppm", type=float, default=35.0)
     st.add_argument("--uncalibrated", action="store_true",
@@ -66,7 +70,8 @@ def _start(args) -> int:
 
     from powerrig.sim import rig
 
-    print(json.dumps(rig.start(args.profile, args.seed, args.drift_ppm, calibrated=not args.uncalibrated)), flush=True)
+    profile = rig.QEMU_DRIVE if args.drive == "qemu" else args.profile
+    print(json.dumps(rig.start(profile, args.seed, args.drift_ppm, calibrated=not args.uncalibrated)), flush=True)
     return 0
 
 

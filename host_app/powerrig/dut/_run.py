@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass
 
-from powerrig.dut.commands import Argv, ssh_wrap
+from powerrig.dut.commands import Argv
 from powerrig.dut.remote import SSH_FAILED, RemoteError
 from powerrig.core.errors import ToolError
 from powerrig.core.timeline import Event, Timeline
@@ -32,7 +32,7 @@ def run_tool(argv: list[str], timeline: Timeline, kind: str, name: str, tool: st
     if remote is not None:
         meta["drive_host"] = remote.url
     ev = timeline.begin(kind, name, argv=list(argv), meta=meta)
-    local_argv = ssh_wrap(remote, argv) if remote is not None else argv
+    local_argv = remote.wrap(argv) if remote is not None else argv       # ssh, or a QEMU guest's agent
     try:
         p = subprocess.run(local_argv, capture_output=True, text=True, timeout=timeout, env=env,
                            stdin=subprocess.DEVNULL, shell=False)

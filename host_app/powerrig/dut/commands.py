@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import sys
 from dataclasses import dataclass
 
 from powerrig.core.errors import ToolError
@@ -163,7 +164,8 @@ FIO_KEYS = frozenset({
     "end_fsync", "fsync", "fdatasync", "invalidate", "thread", "cpus_allowed", "cpumask", "log_avg_msec",
     "log_unix_epoch", "clat_percentiles", "lat_percentiles", "percentile_list", "gtod_reduce", "disable_lat",
     "disable_clat", "disable_slat", "disable_bw_measurement", "ba", "zero_buffers", "refill_buffers",
-    "scramble_buffers", "buffer_compress_percentage", "dedupe_percentage", "allow_mounted_write"})
+    "scramble_buffers", "buffer_compress_percentage", "dedupe_percentage", "allow_mounted_write",
+    "verify_state_save"})     # the verify-state flow after a removal (dut/verify.py): fio's own <job>-verify.state
 FIO_IOENGINES = frozenset({"libaio", "io_uring", "io_uring_cmd", "psync", "pvsync", "pvsync2", "sync", "vsync",
                            "posixaio", "mmap", "null", "windowsaio"})
 _JOB_NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -290,6 +292,19 @@ def fio_argv(program, job_file: str, output: str, output_format: str = "json",
     return Argv(a + [check_device("fio job file", job_file)])
 
 
+def fio_verify_argv(program, name: str, device: str, bs: int, iodepth: int, size: int, ioengine: str = "libaio",
+                    state_load: bool = False) -> Argv:
+    """A read-only verify pass (``--verify_only``) over what a sequential write job ``name`` wrote
+    (its crc32c headers), optionally limited by the state that job saved (``--verify_state_load``)."""
+    if ioengine not in FIO_IOENGINES:
+        raise UnsafeArgument(f"fio ioengine {ioengine!r} is not one powerrig runs")
+    a = check_program("fio program", program) + [
+        f"--name={check_job_name('fio verify job', name)}", f"--filename={check_device('fio verify device', device)}", "--rw=write",
+        f"--bs={int(bs)}", f"--iodepth={int(iodepth)}", f"--size={int(size)}", "--direct=1",
+        f"--ioengine={ioengine}", "--verify=crc32c", "--verify_only", "--verify_fatal=0", "--verify_dump=0"]
+    return Argv(a + (["--verify_state_load=1"] if state_load else []))
+
+
 def fio_version_argv(program) -> Argv:
     return Argv(check_program("fio program", program) + ["--version"])
 
@@ -363,6 +378,16 @@ def ssh_wrap(host, argv: Argv) -> Argv:
     if not isinstance(argv, Argv):
         raise TypeError("ssh_wrap runs only command lines built by powerrig.dut.commands")
     return Argv(ssh_argv(host) + [shlex.join([str(a) for a in argv])])
+
+
+def agent_wrap(host, argv: Argv) -> Argv:
+    """The local argv that runs ``argv`` (built here) through a QEMU drive host's command agent
+    (powerrig.dut.agent, ``ssh host -- argv``'s counterpart): the agent gets the words as they are and
+    joins them for the guest's shell, each quoted."""
+    if not isinstance(argv, Argv):
+        raise TypeError("a drive host runs only command lines built by powerrig.dut.commands")
+    return Argv([sys.executable, "-m", "powerrig.dut.agent", check_device("agent socket", host.socket), "--",
+                 *argv])
 
 
 def helper_argv(*words) -> Argv:

@@ -68,6 +68,13 @@ def sanitize(nvme, dev: str, serial: str | None, action: int = 2, allow_unguarde
     _run(nvme, "sanitize", dev, opts, {"device": dev, "action": action}, p, timeout)
 
 
+def reset(nvme, dev: str, serial: str | None, allow_unguarded: bool = False, timeout: float = 60.0) -> None:
+    """Controller reset (``nvme reset``): the controller's queues torn down and rebuilt, I/O in flight
+    aborted; the namespaces and their data stay."""
+    p = permit(nvme, "reset", dev, serial, allow_unguarded)
+    _run(nvme, "reset", dev, [], {"device": dev}, p, timeout)
+
+
 def create_namespace(nvme, controller: str, serial: str | None, blocks: int, flbas: int = 0,
                      allow_unguarded: bool = False, timeout: float = 60.0) -> None:
     """``nvme create-ns`` of ``blocks`` logical blocks (size = capacity) in LBA format ``flbas``."""

@@ -58,7 +58,9 @@ class FioJob:
             if v is not None:
                 o[k] = v
         if self.runtime is not None:
-            o["runtime"] = f"{self.runtime:g}"
+            # fio reads a bare number as whole seconds: "0.6" is 0, which with time_based runs for ever
+            ms = round(float(self.runtime) * 1000)
+            o["runtime"] = f"{ms // 1000}" if ms % 1000 == 0 else f"{ms}ms"
         if self.time_based:
             o["time_based"] = 1
         if self.direct is not None:
@@ -236,19 +238,21 @@ def read_log_span(path: Path) -> tuple[float, float] | None:
 
 
 def job_times(job: dict, log_files: list[Path], log_avg_msec: int, t_call: float, t_return: float,
-              report_utc: float | None = None, clones: int = 1) -> tuple[float, float, str]:
+              report_utc: float | None = None, clones: int = 1, to_host=None) -> tuple[float, float, str]:
     """Absolute start and end of a job (or of a reporting group: ``log_files`` are its own logs,
     ``clones`` how many jobs it sums), and which source said so. The end never falls after fio's
-    report time (``timestamp_ms``) or the runner's return."""
+    report time (``timestamp_ms``) or the runner's return. ``to_host``: fio's clock (a drive host's)
+    to this host's UTC; ``report_utc`` is on fio's clock too."""
+    to_host = to_host or (lambda t: t)
     rt = clone_runtime_s(job, clones)
-    limit = min(t_return, report_utc) if report_utc else t_return
+    limit = min(t_return, to_host(report_utc)) if report_utc else t_return
     if "job_start" in job and job["job_start"]:
-        start = float(job["job_start"]) / 1000.0
+        start = to_host(float(job["job_start"]) / 1000.0)
         return start, min(start + rt, limit), "job_start"
     spans = [s for s in (read_log_span(p) for p in log_files) if s]
     if spans:
-        first = min(s[0] for s in spans)
-        last = max(s[1] for s in spans)
+        first = to_host(min(s[0] for s in spans))
+        last = to_host(max(s[1] for s in spans))
         start = max(first - log_avg_msec / 1000.0, t_call)   # a log entry is stamped at the end of its window
         return start, max(min(max(last, start + rt), limit), start), "log"
     return max(t_call, t_return - rt) if rt else t_call, t_return, "runner_clock"
@@ -285,10 +289,11 @@ def place_runner_clock(results: list["JobResult"], stages: list[int], t_call: fl
 
 
 def results_from_report(plan: "FioPlan", final: dict, jobs: list[dict], logs: Path, t_call: float,
-                        t_return: float) -> list["JobResult"]:
-    """Every reported entry as a JobResult with absolute times. Without group_reporting fio prints
-    one entry per job clone (its number is the log index); with it, one entry per reporting group,
-    whose times come from its own jobs' logs only."""
+                        t_return: float, to_host=None) -> list["JobResult"]:
+    """Every reported entry as a JobResult with absolute times (on this host's clock: ``to_host``
+    maps the drive host's). Without group_reporting fio prints one entry per job clone (its number
+    is the log index); with it, one entry per reporting group, whose times come from its own jobs'
+    logs only."""
     groups = plan.groups()
     indices = plan.clone_indices()
     report_ms = final.get("timestamp_ms")
@@ -321,7 +326,8 @@ def results_from_report(plan: "FioPlan", final: dict, jobs: list[dict], logs: Pa
             k = clone_owner[pos]
             index, nums, stage, names = pos + 1, [pos + 1], groups[k][1], ()
         log_files = [logs / f"{plan.jobs[k].name}_bw.{i}.log" for k, idx in enumerate(indices) for i in idx if i in nums]
-        start, end, src = job_times(jd, log_files, plan.log_avg_msec, t_call, t_return, report_utc, len(nums))
+        start, end, src = job_times(jd, log_files, plan.log_avg_msec, t_call, t_return, report_utc, len(nums),
+                                    to_host)
         results.append(JobResult(jname, int(jd.get("groupid", 0)), err, int(jd.get("job_runtime", 0)),
                                  start, end, src, dirs, index, names))
         stages.append(stage)
@@ -405,16 +411,31 @@ class Fio:
     """fio on one host. ``program`` is the argv prefix: ["fio"] or the simulator's command."""
 
     def __init__(self, program: list[str] | None = None, timeline: Timeline | None = None,
-                 timeout_margin: float = 60.0, env: dict | None = None, nvme=None, remote=None):
+                 timeout_margin: float | None = None, env: dict | None = None, nvme=None, remote=None):
         """``nvme``: the NvmeCli (with its HostView) the guard reads serials and the host through
         (``powerrig.dut.runners`` pairs them; without one a write to a drive is refused). ``remote``: an SshHost fio runs on (its
         job file goes there, its JSON output and logs come back into the run's directory)."""
         self.program = list(program or ["fio"])
         self.remote = remote
         self.timeline = timeline if timeline is not None else Timeline()
-        self.timeout_margin = timeout_margin
+        # how long past its runtime fio may take before it counts as hung: start-up and wind-down on a
+        # drive host include the transport's round trips (a loaded QEMU guest's take seconds each)
+        self.timeout_margin = timeout_margin if timeout_margin is not None else (60.0 if remote is None else 300.0)
         self.env = env
         self.nvme = nvme
+
+    def _presence(self, plan: "FioPlan"):
+        """A watcher on the controllers of the drives the plan uses, on a drive host (a local drive's
+        removal shows in the host's own logs; the drive host's is seen there)."""
+        if self.remote is None:
+            return None
+        from powerrig.dut.presence import PresenceWatch
+        for j in plan.jobs:
+            f = str({**plan.global_options, **j.options()}.get("filename", ""))
+            m = re.match(r"/dev/(?:nvme|ng)(\d+)", f)
+            if m:
+                return PresenceWatch(self.remote, f"nvme{m.group(1)}")
+        return None
 
     def version(self) -> str:
         done = run_tool(commands.fio_version_argv(self.program), self.timeline, FIO, "fio --version", "fio", 30, self.env,
@@ -467,10 +488,14 @@ class Fio:
                 logger.info("no live fio status for %s: %s", name, "fio runs on a drive host" if rdir
                             else "the plan has no status_interval")
             t_call = time.time()
-            with StatusFollower(output, on_status) if follow else nullcontext():
+            watch = self._presence(plan)
+            with StatusFollower(output, on_status) if follow else nullcontext(), watch or nullcontext():
                 done = run_tool(argv, self.timeline, FIO, name, "fio", timeout, self.env, check=False,
                                 meta={"job_file": str(job_file), "output": str(output)}, remote=self.remote)
             t_return = time.time()
+            if watch is not None:
+                for e in watch.events():
+                    self.timeline.add(e)
             if rdir:
                 try:
                     fetched = self.remote.fetch_dir(rdir, out)
@@ -482,13 +507,23 @@ class Fio:
                 self.remote.remove(rdir)
         ev = done.event
         text = output.read_text() if output.exists() else ""
+        if done.returncode != 0 and watch is not None and watch.removed:
+            gone = [t for t, present in watch.changes if not present]
+            back = [t for t, present in watch.changes if present]
+            ev.meta["interrupted"] = "removal"
+            raise fail(self.timeline, ev, f"fio interrupted by removal: {watch.controller} went away "
+                                          f"{gone[0] - t_call:.2f} s into the run"
+                                          + (f" and came back {back[-1] - gone[0]:.2f} s later" if back else "")
+                                          + " (writes in flight then were never acknowledged: not lost data; "
+                                          f"job file {job_file})")
         if done.returncode != 0:
             first = next((ln.strip() for ln in done.stderr.splitlines() if ln.strip()), "") or "no message"
             raise fail(self.timeline, ev, f"fio failed (exit {done.returncode}): {first}; "
                                           f"job file {job_file}, output {output}")
         try:
             final, jobs, interim = parse_fio_json(text or done.stdout)
-            results = results_from_report(plan, final, jobs, logs, t_call, t_return)
+            results = results_from_report(plan, final, jobs, logs, t_call, t_return,
+                                          self.remote.to_host if self.remote is not None else None)
         except ToolError as e:
             raise fail(self.timeline, ev, str(e)) from None
         result = FioResult(str(final.get("fio version", "")), results, str(out), argv, t_call, t_return, interim)

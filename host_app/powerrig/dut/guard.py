@@ -47,6 +47,8 @@ class RemoteHostView(HostView):
         from powerrig.dut.remote import RemoteError
 
         args = {"dev": dev, "host": {k: getattr(self, k) for k in ("sys_root", "mounts", "swaps", "dev_root")}}
+        if getattr(self.ssh, "python", "python3") is None:
+            return self._probe_copy(dev)
         try:
             from powerrig.dut.commands import helper_argv
             out = self.ssh.run(helper_argv("python3", "-", json.dumps(args)), timeout=60,
@@ -59,6 +61,28 @@ class RemoteHostView(HostView):
         except ValueError as e:
             raise GuardRefused(f"cannot check {dev} on drive host {self.url}: its python3 answered "
                                f"something that is not the guard's JSON ({e})") from None
+
+    def _probe_copy(self, dev: str) -> dict:
+        """A drive host without python3: its sysfs, mounts and swaps copied here (sysfs_mirror), then
+        the same reading as there."""
+        import shutil
+
+        from powerrig.dut.remote import RemoteError
+        from powerrig.dut.sysfs_mirror import mirror
+
+        try:
+            view = mirror(self.ssh)
+        except RemoteError as e:
+            raise GuardRefused(f"cannot check {dev} on drive host {self.url}: {e}; check by hand and pass "
+                               "allow_unguarded") from None
+        root = str(Path(view.sys_root).parent)
+        try:
+            got = sysfs.probe(dev, view)
+            if "refused" in got:                 # say the drive host's paths, not the copy's
+                got["refused"] = got["refused"].replace(root, "")
+            return got
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def host_view(paths: dict | HostView | None = None, remote=None) -> HostView:

@@ -24,6 +24,7 @@ from powerrig.core.nvme_fields import (SCALE_W, Keys, PowerStateDescriptor, cels
 
 FID_POWER_MGMT = 0x02
 FID_APST = 0x0C
+NOT_CHANGEABLE = "(0x410e)"     # NVMe status Feature Not Changeable, as nvme-cli prints it
 
 
 # the field parsers are shared with the analysis and the impersonation (powerrig.core.nvme_fields)
@@ -70,6 +71,30 @@ def parse_id_ctrl(text: str) -> ControllerId:
                         apsta=bool(to_int(k.get("apsta", default=0), "apsta")), power_states=states,
                         wctemp_k=opt("wctemp"), cctemp_k=opt("cctemp"), tnvmcap=opt("tnvmcap"),
                         ctratt=opt("ctratt") or 0)
+
+
+@dataclass(frozen=True)
+class NamespaceId:
+    """Identify Namespace: size, capacity and use in logical blocks, and the LBA format in use."""
+    nsze: int
+    ncap: int
+    nuse: int
+    lba_bytes: int
+
+    @property
+    def size_bytes(self) -> int:
+        return self.nsze * self.lba_bytes
+
+
+def parse_id_ns(text: str) -> NamespaceId:
+    k = _Keys(load_json(text, "id-ns"), "id-ns")
+    flbas = to_int(k.need("flbas"), "flbas") & 0xF
+    lbafs = k.need("lbafs")
+    if not isinstance(lbafs, list) or flbas >= len(lbafs):
+        raise ToolError(f"nvme-cli id-ns: flbas {flbas} names no LBA format of the {len(lbafs)} printed")
+    ds = to_int(_Keys(lbafs[flbas], "id-ns lbaf").need("ds"), "ds")
+    return NamespaceId(to_int(k.need("nsze"), "nsze"), to_int(k.need("ncap"), "ncap"), to_int(k.need("nuse"), "nuse"),
+                       1 << ds)
 
 
 # -- features -----------------------------------------------------------------------------------
@@ -340,6 +365,9 @@ class NvmeCli:
         self._id[dev] = ident
         return ident
 
+    def id_ns(self, dev: str) -> NamespaceId:
+        return self._call("id-ns", dev, ["--output-format=json"], "id-ns", parse_id_ns, {"device": dev})
+
     def get_power_state(self, dev: str) -> PowerManagement:
         def parse(text):
             return PowerManagement.from_value(parse_feature(text)[1])
@@ -369,6 +397,18 @@ class NvmeCli:
             self._call("set-feature", dev, [f"--feature-id={FID_POWER_MGMT}", f"--value={value}"],
                        "set-feature power", lambda text: {"stdout": text.strip()}, {"device": dev, "value": value})
         except ToolError as e:
+            if NOT_CHANGEABLE in str(e):
+                # the controller does not let the host choose (QEMU's has one state): fine when the
+                # drive already is where the step wants it, said so on the event; a one-line error otherwise
+                got = self.get_power_state(dev)
+                if got.power_state == ps:
+                    self.timeline.end(ev, ok=True, confirmed=got.power_state, workload_hint=got.workload_hint,
+                                      not_changeable=True, note=f"the controller refused set-feature 0x02 "
+                                      f"(Feature Not Changeable, 0x410e); {dev} already is in PS{ps}")
+                    return got
+                raise fail(self.timeline, ev, f"{dev} cannot be put in PS{ps}: the controller answers Feature "
+                                              f"Not Changeable (0x410e) to set-feature 0x02 and stays in "
+                                              f"PS{got.power_state}") from None
             raise fail(self.timeline, ev, str(e)) from None
         if not confirm:
             self.timeline.end(ev, ok=True, confirmed=None)
@@ -393,16 +433,28 @@ class NvmeCli:
         if len(table) > 32:
             raise ToolError("an APST table holds at most 32 entries")
         buf = b"".join(e.encode() for e in table) + bytes(8 * (32 - len(table)))
+        if self.remote is not None:         # the file nvme-cli reads must be on the drive host
+            rdir = self.remote.mkdtemp()
+            path = f"{rdir}/apst.bin"
+            self.remote.put_bytes(buf, path)
+            try:
+                self._set_apst_from(dev, enabled, table, path)
+            finally:
+                self.remote.remove(rdir)
+            return
         with tempfile.NamedTemporaryFile(prefix="powerrig-apst-", suffix=".bin", delete=False) as f:
             f.write(buf)
             path = f.name
         try:
-            self._call("set-feature", dev, [f"--feature-id={FID_APST}", f"--value={int(bool(enabled))}",
-                        "--data-len=256", f"--data={path}"], "set-feature apst", lambda t: {"stdout": t.strip()[:200]},
-                       {"device": dev, "enabled": enabled,
-                        "entries": [(e.idle_transition_ps, e.idle_time_ms) for e in table]})
+            self._set_apst_from(dev, enabled, table, path)
         finally:
             os.unlink(path)
+
+    def _set_apst_from(self, dev: str, enabled: bool, table: list, path: str) -> None:
+        self._call("set-feature", dev, [f"--feature-id={FID_APST}", f"--value={int(bool(enabled))}",
+                                        "--data-len=256", f"--data={path}"], "set-feature apst",
+                   lambda t: {"stdout": t.strip()[:200]},
+                   {"device": dev, "enabled": enabled, "entries": [(e.idle_transition_ps, e.idle_time_ms) for e in table]})
 
     def disable_apst(self, dev: str) -> None:
         self.set_apst(dev, False, [])
@@ -440,3 +492,8 @@ class NvmeCli:
                  timeout: float = 60.0) -> None:
         """Sanitize every namespace of the controller; guarded like :meth:`format` (destructive.sanitize)."""
         destructive.sanitize(self, dev, serial, action, allow_unguarded, timeout)
+
+    def reset(self, dev: str, serial: str | None, allow_unguarded: bool = False, timeout: float = 60.0) -> None:
+        """Controller reset: every queue torn down and rebuilt, I/O in flight aborted (the namespaces
+        stay); guarded like :meth:`format` (destructive.reset)."""
+        destructive.reset(self, dev, serial, allow_unguarded, timeout)

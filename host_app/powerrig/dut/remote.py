@@ -12,29 +12,19 @@ shell and tar is needed on the drive host.
 """
 from __future__ import annotations
 
-import io
-import logging
 import shlex
 import subprocess
-import tarfile
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
-from powerrig.core.errors import PowerrigError
 from powerrig.dut import commands
 from powerrig.dut.commands import helper_argv
+from powerrig.dut.transport import SSH_FAILED, RemoteError, RemoteHost  # noqa: F401 (the names callers use)
 
-logger = logging.getLogger(__name__)
-SSH_FAILED = 255        # ssh's own exit code: the connection, not the remote command, failed
-
-
-class RemoteError(PowerrigError):
-    """The drive host cannot be reached or refused us (ssh itself failed)."""
 
 
 @dataclass(frozen=True)
-class SshHost:
+class SshHost(RemoteHost):
     host: str
     user: str | None = None
     port: int | None = None
@@ -120,39 +110,15 @@ class SshHost:
         """Connect once: a wrong host, port or key is one clear error before any step runs."""
         self.run(helper_argv("true"), timeout=self.connect_timeout + 20)
 
-    def mkdtemp(self) -> str:
-        d = self.run(helper_argv("mktemp", "-d", "/tmp/powerrig-fio.XXXXXX")).decode().strip()
-        if not d.startswith("/tmp/powerrig-fio."):
-            raise RemoteError(f"drive host {self.url}: mktemp answered {d[:80]!r}, not a /tmp/powerrig-fio.* folder")
-        return commands.check_device("drive host folder", d)
 
-    def put_text(self, text: str, path: str) -> None:
-        self.run(helper_argv("sh", "-c", 'cat > "$1"', "sh", path), stdin=text.encode())
-
-    def fetch_dir(self, remote_dir: str, local_dir: Path) -> list[str]:
-        """Copy a directory's regular files back (tar through the connection); the names copied."""
-        data = self.run(helper_argv("tar", "-C", remote_dir, "-cf", "-", "."), timeout=600)
-        names = []
-        with tarfile.open(fileobj=io.BytesIO(data)) as tf:
-            members = [m for m in tf.getmembers() if m.isfile() or m.isdir()]
-            for m in members:
-                if m.name.startswith("/") or ".." in Path(m.name).parts:
-                    raise RemoteError(f"drive host {self.url}: refusing a path outside the results: {m.name!r}")
-            tf.extractall(local_dir, members=members, filter="data")
-            names = [m.name for m in members if m.isfile()]
-        return names
-
-    def remove(self, remote_dir: str) -> None:
-        try:
-            self.run(helper_argv("rm", "-rf", "--", remote_dir))
-        except RemoteError as e:
-            logger.warning("could not remove %s on %s: %s", remote_dir, self.url, e)
-
-
-def drive_host(spec) -> SshHost | None:
-    """None (this host) for None/"" / "local"; an SshHost for an ssh:// URL or an SshHost."""
+def drive_host(spec) -> RemoteHost | None:
+    """None (this host) for None/"" / "local"; an SshHost for an ssh:// URL, an AgentHost for an
+    agent:// one (a QEMU drive host's command agent), or the RemoteHost given."""
     if spec is None or spec == "" or spec == "local":
         return None
-    if isinstance(spec, SshHost):
+    if isinstance(spec, RemoteHost):
         return spec
+    if str(spec).startswith("agent:"):
+        from powerrig.dut.agent import AgentHost
+        return AgentHost.parse(spec)
     return SshHost.parse(spec)

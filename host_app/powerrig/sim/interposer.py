@@ -132,6 +132,10 @@ class SimBoard:
         dev_s = (np.asarray(index, dtype=np.float64) * self.period_us - self.boot_us) / 1e6
         return self.utc0 + dev_s / self.scale
 
+    def index_of_utc(self, t_utc: float) -> int:
+        """The sample index at host UTC t (the inverse of utc_of_index, rounded down)."""
+        return int(((t_utc - self.utc0) * self.scale * 1e6 + self.boot_us) // self.period_us)
+
     def clock_truth(self) -> dict:
         return {"utc_at_index0": float(self.utc_of_index(0)), "period_s": self.period_us * 1e-6,
                 "drift_ppm": (self.scale - 1.0) * 1e6,
@@ -150,6 +154,9 @@ class SimBoard:
 
     def adc_read(self):
         now = self.sample_index()
+        known = getattr(self.frontend.load, "known_until", None)
+        if known is not None:            # a load fed live (a QEMU drive's trace): sample only what it knows
+            now = min(now, self.index_of_utc(known()))
         n = now - self.gen_index
         if n <= 0:
             return None

@@ -25,6 +25,8 @@ from powerrig.core import rig_registry
 from powerrig.core.errors import PowerrigError
 
 DEFAULT_PROFILE = "d5-p5336"
+QEMU_DRIVE = "qemu"       # not a profile: the drive is QEMU's NVMe controller in a guest (sim/qemu)
+BOOT_TIMEOUT_S = 330.0    # a QEMU guest boots in 2-3 s on an idle machine; a loaded one takes longer
 
 
 class RigError(PowerrigError):
@@ -62,21 +64,27 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float, ca
 
     rig_dir = root / rig_id
     rig_dir.mkdir(parents=True, exist_ok=True)
-    ssd = VirtualSSD(profile)
-    endpoint = str(rig_dir / "ssd.sock")
-    server = SsdServer({"/dev/nvme0": ssd}, endpoint)
-    server.start()
-    fixture = BenchFixture(ssd)             # the reference meter's outputs can take a rail over
+    if profile == QEMU_DRIVE:
+        from powerrig.sim.qemu.drive import QemuDrive
+        drive = QemuDrive(rig_dir, f"QEMU{rig_id.upper()}").start()     # the real NVMe stack in a guest
+        load, server, drive_state = drive.power, drive, drive.state()
+    else:
+        drive = VirtualSSD(profile)
+        endpoint = str(rig_dir / "ssd.sock")
+        server = SsdServer({"/dev/nvme0": drive}, endpoint)
+        server.start()
+        load = drive
+        drive_state = {"endpoint": endpoint, "controller": "/dev/nvme0",
+                       "namespaces": [f"/dev/nvme0n{k + 1}" for k in range(getattr(drive.profile, "namespaces", 1))],
+                       "nvme": tool_command("nvme", endpoint), "fio": tool_command("fio", endpoint),
+                       "serial": drive.sn, "host": server.host}
+    fixture = BenchFixture(load)            # the reference meter's outputs can take a rail over
     faults = json.loads(os.environ.get("POWERRIG_SIM_FAULTS", "{}"))    # tests: e.g. {"stall_at": 8, "stall_for": 5}
     sim = VirtualInterposer(load=fixture, seed=seed, drift_ppm=drift_ppm, faults=Faults(seed=seed, **faults),
                             state_dir=str(rig_dir / "board"), calibrated=calibrated).start()
     reference = ReferenceServer(ReferenceMeter(sim.frontend, fixture, seed=seed)).start()
-    state = {"id": rig_id, "pid": os.getpid(), "profile": profile, "port": sim.port, "endpoint": endpoint,
-             "controller": "/dev/nvme0",
-             "namespaces": [f"/dev/nvme0n{k + 1}" for k in range(getattr(ssd.profile, "namespaces", 1))],
-             "nvme": tool_command("nvme", endpoint), "fio": tool_command("fio", endpoint),
-             "serial": ssd.sn, "host": server.host, "started": time.time(), "reference": reference.resource,
-             "log": str(rig_dir / "rig.log")}
+    state = {"id": rig_id, "pid": os.getpid(), "profile": profile, "port": sim.port, **drive_state,
+             "started": time.time(), "reference": reference.resource, "log": str(rig_dir / "rig.log")}
     rig_registry.register(state, root)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -102,8 +110,16 @@ def start(profile: str = DEFAULT_PROFILE, seed: int = 1, drift_ppm: float = 35.0
     start` leaves it False, its rigs live until `powerrig sim stop`."""
     from powerrig.sim import profile as profiles
 
-    if profile not in profiles.available() and not Path(profile).is_file():
-        raise RigError(f"unknown drive profile {profile!r}; available: {', '.join(profiles.available())}")
+    if profile == QEMU_DRIVE:
+        from powerrig.sim.qemu.image import ImageError, find
+        try:
+            find()
+        except ImageError as e:
+            raise RigError(str(e)) from None
+        timeout = max(timeout, BOOT_TIMEOUT_S)
+    elif profile not in profiles.available() and not Path(profile).is_file():
+        raise RigError(f"unknown drive profile {profile!r}; available: {', '.join(profiles.available())} "
+                       f"(or {QEMU_DRIVE!r}: the real NVMe stack in a QEMU guest)")
     root = rig_registry.root()
     root.mkdir(parents=True, exist_ok=True)
     rig_id = uuid.uuid4().hex[:8]

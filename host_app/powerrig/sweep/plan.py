@@ -9,7 +9,7 @@ mixes two plans.
 
     name = "d5-p5336 power states"
     power_states = [0, 1, 2]
-    [rig]       port = "sim:d5-p5336" | "/dev/ttyACM0" | "rfc2217://host:port"
+    [rig]       port = "sim:d5-p5336" | "sim:qemu" | "rig:ID" | "/dev/ttyACM0" | "rfc2217://host:port"
     [drive]     controller, namespace, serial
     [preparation] kind = "none" | "format" | "precondition" | "fio"  (+ [preparation.job])
     [timing]    settle_s, idle_s, measure_s, repetitions, cooldown_s
@@ -150,6 +150,10 @@ class RigSpec:
     @property
     def sim_profile(self) -> str | None:
         return self.port[4:] if self.port.startswith("sim:") else None
+
+    @property
+    def running_rig(self) -> str | None:
+        return self.port[4:] if self.port.startswith("rig:") else None
 
 
 @dataclass(frozen=True)
@@ -377,15 +381,18 @@ def _rfc2217_url(path, v: str) -> None:
 
 def _port(path, v) -> str:
     _str(path, v)
-    if v.startswith("sim:"):
+    if v.startswith("rig:"):
+        if not re.fullmatch(r"rig:[0-9a-f]{8}", v):
+            raise _Bad(path, f"{v!r} is not a running rig's id (rig:ID, from `powerrig sim list`)")
+    elif v.startswith("sim:"):
         from powerrig.sim import profile as profiles
-        if v[4:] not in profiles.available():
+        if v[4:] not in profiles.available() and v[4:] != "qemu":
             raise _Bad(path, f"no drive profile {v[4:]!r} for the virtual rig (available: "
-                             f"{', '.join(profiles.available())})")
+                             f"{', '.join(profiles.available())}, or qemu: the real NVMe stack in a QEMU guest)")
     elif v.startswith("rfc2217://"):
         _rfc2217_url(path, v)
     elif not v.startswith("/dev/") and not re.fullmatch(r"COM\d+", v):
-        raise _Bad(path, f"{v!r} is not a serial port, rfc2217://host:port or sim:PROFILE")
+        raise _Bad(path, f"{v!r} is not a serial port, rfc2217://host:port, sim:PROFILE or rig:ID")
     return v
 
 

@@ -1,5 +1,6 @@
 """The rig a plan names, brought up for a sweep: an interposer port, an rfc2217:// URL, or a virtual
-rig (`sim:PROFILE`, started here and stopped afterwards), with the nvme-cli and fio commands and the
+rig (`sim:PROFILE`, `sim:qemu` for the real NVMe stack in a QEMU guest, started here and stopped
+afterwards, or `rig:ID`, one `powerrig sim start` left running), with the nvme-cli and fio commands and the
 drive paths to use."""
 from __future__ import annotations
 
@@ -49,11 +50,21 @@ class RigHandle:
 
 def bring_up(plan) -> RigHandle:
     r = plan.rig
+    if r.running_rig:                     # a rig `powerrig sim start` left running: used, not stopped
+        from powerrig.core import rig_registry
+        st = next((x for x in rig_registry.running() if x["id"] == r.running_rig), None)
+        if st is None:
+            from powerrig.sweep.plan import PlanError
+            raise PlanError(f"rig.port: no running virtual rig {r.running_rig!r} (see `powerrig sim list`)")
+        return RigHandle(st["port"], st["nvme"], st["fio"], st["controller"], st["namespaces"],
+                         f"sim:{st['profile']}:{st['id']}", None, st, st.get("host"),
+                         st.get("drive_host") or plan.drive.host or None)
     if r.sim_profile:
         from powerrig.sim import rig as simrig
         st = simrig.start(r.sim_profile, owned=True)
         return RigHandle(st["port"], st["nvme"], st["fio"], st["controller"], st["namespaces"],
-                         f"sim:{r.sim_profile}:{st['id']}", st["id"], st, st.get("host"), plan.drive.host or None)
+                         f"sim:{r.sim_profile}:{st['id']}", st["id"], st, st.get("host"),
+                         st.get("drive_host") or plan.drive.host or None)
     ns = [plan.drive.namespace]
     return RigHandle(r.port, list(r.nvme), list(r.fio), plan.drive.controller, ns, r.port,
                      drive_host=plan.drive.host or None)

@@ -1,0 +1,141 @@
+"""The drive side against a real NVMe stack in a QEMU guest: how fast, and how well powerrig places
+what the real driver did, measured against QEMU's own trace of every NVMe command.
+
+    .venv/bin/python benchmarks/bench_qemu_nvme.py [--phases 20] [--admin 200]
+
+Boots a QEMU rig (`powerrig sim start --drive qemu`), runs a sweep (one measured phase per step, read
+and write, 4k and 128k, alternating) and a series of nvme-cli admin commands through the dut layer,
+and prints last one JSON object:
+  boot_s                        the guest's boot to its agent answering
+  command_roundtrip_ms_p50      `true` through the agent transport (argv in, exit code out)
+  trace_lag_ms_p99              how long after QEMU stamped a command a reader of its trace saw it
+  phase_edge_error_ms_p99       each phase's start and end as powerrig placed them (fio's epoch logs on the
+                                guest's clock, mapped) against the trace's first submit and last completion
+  command_event_contains_pct    admin commands whose trace time lies inside powerrig's event for the call
+  command_event_width_ms_p50    ... and how wide those events are
+  phase_energy_error_pct_max    the energy powerrig reports per phase against the power model's truth
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from hostinfo import machine  # noqa: E402
+
+from powerrig.capture import CaptureReader  # noqa: E402
+from powerrig.core.timeline import FIO, NVME, PHASE, Timeline  # noqa: E402
+from powerrig.dut import runners  # noqa: E402
+from powerrig.dut.commands import helper_argv  # noqa: E402
+from powerrig.dut.remote import drive_host  # noqa: E402
+from powerrig.results import ResultStore  # noqa: E402
+from powerrig.sim import rig as simrig  # noqa: E402
+from powerrig.sim.qemu.power import energy  # noqa: E402
+from powerrig.sim.qemu.trace import TraceTail, read_all  # noqa: E402
+from powerrig.sweep.engine import Sweep  # noqa: E402
+from powerrig.sweep.plan import parse  # noqa: E402
+
+KINDS = [("randread", "4k"), ("read", "128k"), ("randwrite", "4k"), ("write", "128k")]
+
+
+def plan_text(rig_id: str, serial: str, phases: int) -> str:
+    out = [f'name = "bench qemu"\npower_states = [0]\nidle_steps = false\n[rig]\nport = "rig:{rig_id}"\n'
+           f'[drive]\nserial = "{serial}"\n[timing]\nsettle_s = 0.1\nidle_s = 0.3\nmeasure_s = 0.6\n']
+    for k in range(phases):
+        rw, bs = KINDS[k % len(KINDS)]
+        out.append(f'[[workload]]\nname = "w{k:02d}-{rw}-{bs}"\nrw = "{rw}"\nbs = "{bs}"\niodepth = 8\n')
+    return "\n".join(out)
+
+
+def pct(v, q):
+    return float(np.percentile(np.asarray(v, dtype=float), q)) if len(v) else None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--phases", type=int, default=20)
+    ap.add_argument("--admin", type=int, default=200)
+    a = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-qemu-"))
+    os.environ.setdefault("POWERRIG_SIM_DIR", str(tmp / "rigs"))
+    st = simrig.start(simrig.QEMU_DRIVE, owned=True)
+    lags = []
+    tail = TraceTail(st["trace"], lambda c: lags.append(c.t_seen - c.t_submit)).start()
+    try:
+        remote = drive_host(st["drive_host"])
+        rt = []
+        for _ in range(30):
+            t0 = time.perf_counter()
+            remote.execute(helper_argv("true"))
+            rt.append((time.perf_counter() - t0) * 1e3)
+
+        # admin commands through the dut layer, each an event; the trace says when each really ran
+        tl = Timeline()
+        nvme, _ = runners({"nvme": st["nvme"], "fio": st["fio"], "drive_host": st["drive_host"]}, tl)
+        t_admin0 = time.time()
+        for k in range(a.admin):
+            nvme.smart_log("/dev/nvme0") if k % 2 == 0 else nvme.id_ctrl("/dev/nvme0")
+        t_admin1 = time.time()
+        time.sleep(0.2)
+        evs = [e for e in tl.events(kind=NVME) if e.name in ("smart-log", "id-ctrl")]
+        cmds = [c for c in read_all(st["trace"]) if c.kind == "admin" and t_admin0 <= c.t_submit <= t_admin1 + 1
+                and c.opname in ("NVME_ADM_CMD_GET_LOG_PAGE", "NVME_ADM_CMD_IDENTIFY")]
+        starts = np.array([e.t_start for e in evs])
+        inside = 0
+        for c in cmds:
+            k = int(np.searchsorted(starts, c.t_submit, side="right")) - 1
+            inside += k >= 0 and evs[k].t_start <= c.t_submit <= evs[k].t_end
+        widths = [(e.t_end - e.t_start) * 1e3 for e in evs]
+
+        # the sweep
+        plan = parse(plan_text(st["id"], st["serial"], a.phases), str(tmp / "plan.toml"))
+        store = ResultStore(tmp / "r.sqlite")
+        t_sweep = time.monotonic()
+        run_id = Sweep(plan, store, tmp / "out").run()
+        t_sweep = time.monotonic() - t_sweep
+        time.sleep(0.2)
+        trace = read_all(st["trace"])
+        io = [c for c in trace if c.kind in ("read", "write") and c.t_complete is not None]
+        io_s = np.array([c.t_submit for c in io])
+        edge_err, energy_err, lost = [], [], []
+        rows = {(p["step"], p["name"]): p for p in store.phases(run_id)}
+        for s in store.steps(run_id):
+            with CaptureReader(s["capture"]) as cap:
+                events = list(cap.events)
+            fio_ev = [e for e in events if e.kind == FIO and e.ok][-1]
+            ph = [e for e in events if e.kind == PHASE and e.name.startswith("measure:")][-1]
+            lo, hi = np.searchsorted(io_s, [fio_ev.t_start, fio_ev.t_end])
+            mine = io[lo:hi]
+            if not mine:
+                continue
+            first = min(c.t_submit for c in mine)
+            last = max(c.t_complete for c in mine)
+            edge_err += [abs(ph.t_start - first) * 1e3, abs(ph.t_end - last) * 1e3]
+            row = rows[(s["key"], ph.name)]
+            truth = energy(trace, ph.t_start, ph.t_end)
+            energy_err.append(abs(row["energy_j"] - truth) / truth * 100)
+            lost.append(row.get("lost_s") or 0.0)
+    finally:
+        tail.stop()
+        simrig.stop(st["id"])
+    print(json.dumps({"host": machine(), "phases": len(edge_err) // 2, "admin_commands": len(cmds),
+                      "sweep_s": round(t_sweep, 1), "phase_lost_s_max": round(max(lost), 3) if lost else None,
+                      "phase_energy_error_pct": [round(e, 3) for e in energy_err]}))
+    print(json.dumps({"boot_s": round(st["boot_s"], 2), "command_roundtrip_ms_p50": round(pct(rt, 50), 1),
+                      "trace_lag_ms_p99": round(pct(lags, 99) * 1e3, 2),
+                      "phase_edge_error_ms_p99": round(pct(edge_err, 99), 2),
+                      "command_event_contains_pct": round(100.0 * inside / max(1, len(cmds)), 2),
+                      "command_event_width_ms_p50": round(pct(widths, 50), 1),
+                      "phase_energy_error_pct_max": round(max(energy_err), 4) if energy_err else None}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,288 @@
+"""The drive side against a real NVMe stack: the Linux NVMe driver, nvme-cli 2.3 and fio 3.33 in a
+QEMU guest with an emulated NVMe controller (`powerrig sim start --drive qemu`), reached by the dut
+layer through its agent transport exactly as an ssh drive host is. One guest for the whole module,
+formatted between tests. QEMU's trace is read here only as truth to check against."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from powerrig.core.errors import ToolError
+from powerrig.core.timeline import FIO, NOTE, NVME, PHASE, POWER_STATE, Timeline
+from powerrig.dut import runners
+from powerrig.dut.fio import FioJob, FioPlan
+from powerrig.dut.guard import DriveGuard, GuardRefused
+from powerrig.dut.commands import helper_argv
+from powerrig.dut.remote import drive_host
+from powerrig.dut import verify
+
+NS, CTRL = "/dev/nvme0n1", "/dev/nvme0"
+
+
+@pytest.fixture(scope="module")
+def qrig(tmp_path_factory):
+    """One QEMU rig for the module (fails under CI=true when QEMU or its image is missing)."""
+    from powerrig.sim import rig as simrig
+    from powerrig.sim.qemu.image import ImageError, find
+
+    try:
+        find()
+    except ImageError as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"the QEMU drive host is missing under CI: {e}")
+        pytest.skip(str(e))
+    os.environ.setdefault("POWERRIG_SIM_DIR", str(tmp_path_factory.mktemp("rigs")))
+    st = simrig.start(simrig.QEMU_DRIVE, owned=True)
+    print(f"\nQEMU drive host booted in {st['boot_s']:.1f} s")
+    yield st
+    simrig.stop(st["id"])
+
+
+def _runners(st, tl=None):
+    tl = tl if tl is not None else Timeline()
+    nvme, fio = runners({"nvme": st["nvme"], "fio": st["fio"], "drive_host": st["drive_host"]}, tl)
+    return tl, nvme, fio
+
+
+@pytest.fixture
+def drive(qrig):
+    """The rig's drive, formatted (through the guarded door) before each test."""
+    tl, nvme, fio = _runners(qrig)
+    nvme.format(NS, qrig["serial"], ses=0)
+    return tl, nvme, fio
+
+
+def _trace(st):
+    from powerrig.sim.qemu.trace import read_all
+    time.sleep(0.1)
+    return read_all(st["trace"])
+
+
+def _world(st):
+    from powerrig.sim.qemu.machine import Qmp
+    return Qmp(st["world_qmp"])
+
+
+def test_qemu_nvme_identify_and_smart_from_the_real_tool(qrig, drive, tmp_path):
+    tl, nvme, fio = drive
+    ident = nvme.id_ctrl(CTRL)
+    assert ident.sn.strip() == qrig["serial"] and ident.mn.strip() == "QEMU NVMe Ctrl" and ident.npss == 0
+    ns = nvme.id_ns(NS)
+    assert ns.size_bytes == 2**30 and ns.lba_bytes == 512 and ns.ncap == ns.nsze
+    before = nvme.smart_log(CTRL)
+    plan = FioPlan([FioJob("w", rw="write", bs="128k", size="8m", filename=NS, direct=True, ioengine="libaio")])
+    fio.run(plan, tmp_path / "w", serial=qrig["serial"])
+    after = nvme.smart_log(CTRL)
+    # 8 MiB = 64 commands of 128 KiB; data units are 1000 x 512 B, rounded up
+    assert after.host_write_commands - before.host_write_commands == 64
+    assert 16 <= after.data_units_written - before.data_units_written <= 17
+    assert after.critical_warning == 0 and after.temperature_k > 273
+    assert [e.name for e in tl.events(kind=NVME)].count("smart-log") == 2
+
+
+def test_qemu_nvme_guard_reads_the_guests_sysfs(qrig, drive):
+    tl, nvme, fio = drive
+    g = DriveGuard(nvme, nvme.host)
+    n0 = len(tl.events(kind=NOTE))                      # the format before the test was guarded too
+    t = g.check(NS, qrig["serial"], "a test write")
+    assert t.namespace == "nvme0n1" and t.controllers == ("nvme0",) and t.nsid == 1
+    with pytest.raises(GuardRefused, match=f"its serial is '{qrig['serial']}'"):
+        g.check(NS, "S0MEOTHERDRIVE", "a test write")
+    with pytest.raises(GuardRefused, match="not a block device"):
+        g.check("/dev/nvme7n1", qrig["serial"], "a test write")
+    remote = drive_host(qrig["drive_host"])
+    remote.run(helper_argv("sh", "-c", f"mke2fs -q {NS} && mount {NS} /mnt"), timeout=120)
+    try:
+        with pytest.raises(GuardRefused, match="in use") as e:
+            g.check(NS, qrig["serial"], "a test write")
+        assert "/mnt" in str(e.value) and "\n" not in str(e.value)
+    finally:
+        remote.run(helper_argv("umount", "/mnt"))
+    assert [e.ok for e in tl.events(kind=NOTE)[n0:] if e.name == "guard"] == [True, False, False, False]
+
+
+def test_qemu_nvme_format_and_reset_through_the_guarded_door(qrig, drive):
+    tl, nvme, fio = drive
+    nvme.format(NS, qrig["serial"], ses=1)
+    nvme.reset(CTRL, qrig["serial"])
+    with pytest.raises(GuardRefused):
+        nvme.reset(CTRL, "WRONGSERIAL")
+    ev = {e.name: e for e in tl.events(kind=NVME) if e.name in ("format", "reset") and e.ok}
+    assert set(ev) == {"format", "reset"}
+    cmds = _trace(qrig)
+    fmt = [c for c in cmds if c.opname == "NVME_ADM_CMD_FORMAT_NVM" and ev["format"].t_start <= c.t_submit <= ev["format"].t_end]
+    assert len(fmt) == 1 and fmt[0].status == 0
+    # a controller reset rebuilds the I/O queues: the driver creates them again within the reset event
+    created = [c for c in cmds if c.opname == "NVME_ADM_CMD_CREATE_SQ" and ev["reset"].t_start <= c.t_submit <= ev["reset"].t_end]
+    assert created
+
+
+def test_qemu_nvme_refused_set_feature_is_one_line_naming_the_status(qrig, drive):
+    tl, nvme, fio = drive
+    with pytest.raises(ToolError) as e:
+        nvme.set_apst(CTRL, False, [])
+    msg = str(e.value)
+    assert "\n" not in msg and "Invalid Field" in msg and "0x4002" in msg
+    # the power state: the controller cannot change it, and it already is in PS0: said on the event
+    got = nvme.set_power_state(CTRL, 0)
+    assert got.power_state == 0
+    ps = tl.events(kind=POWER_STATE)[-1]
+    assert ps.ok and ps.result["not_changeable"] and "0x410e" in ps.result["note"]
+
+
+def test_qemu_nvme_fio_phases_on_the_timeline(qrig, drive, tmp_path):
+    tl, nvme, fio = drive
+    plan = FioPlan([FioJob("rd", rw="randread", bs="4k", iodepth=8, size="64m", runtime=1.5, time_based=True,
+                           filename=NS, direct=True, ioengine="libaio"),
+                    FioJob("wr", rw="write", bs="128k", iodepth=8, size="64m", runtime=1.5, time_based=True,
+                           filename=NS, direct=True, ioengine="libaio", extra={"stonewall": 1})])
+    res = fio.run(plan, tmp_path / "rw", serial=qrig["serial"])
+    assert res.fio_version == "fio-3.33"
+    assert all(j.time_source == "log" for j in res.jobs)          # 3.33 has no job_start: the epoch logs
+    phases = {e.name: e for e in tl.events(kind=PHASE)}
+    rd, wr = phases["fio:rd"], phases["fio:wr"]
+    fio_ev = [e for e in tl.events(kind=FIO) if e.ok][-1]
+    assert fio_ev.t_start <= rd.t_start < rd.t_end <= wr.t_start < wr.t_end <= fio_ev.t_end
+    # the truth: the controller's first and last I/O of each phase lie near the placed edges
+    cmds = _trace(qrig)
+    for ph, kind in ((rd, "read"), (wr, "write")):
+        io = [c for c in cmds if c.kind == kind and fio_ev.t_start <= c.t_submit <= fio_ev.t_end]
+        assert abs(io[0].t_submit - ph.t_start) < 0.25 and abs(io[-1].t_complete - ph.t_end) < 0.25
+        assert ph.meta["io_bytes"] > 0
+
+
+def test_qemu_nvme_critical_warning_seen_in_the_runs_events(qrig, drive):
+    tl, nvme, fio = drive
+    w = _world(qrig)
+    try:
+        w.execute("qom-set", path=f"/machine/peripheral/{qrig['nvme_device']['id']}",
+                  property="smart_critical_warning", value=2)
+        log = nvme.smart_log(CTRL)
+        assert log.critical_warning == 2
+        seen = [e for e in tl.events(kind=NVME) if e.name == "smart-log" and e.result["parsed"]["critical_warning"]]
+        assert seen and seen[-1].result["parsed"]["critical_warning"] == 2
+    finally:
+        w.execute("qom-set", path=f"/machine/peripheral/{qrig['nvme_device']['id']}",
+                  property="smart_critical_warning", value=0)
+        w.close()
+
+
+def test_qemu_nvme_hot_removal_during_writes_loses_no_acknowledged_write(qrig, drive, tmp_path):
+    tl, nvme, fio = drive
+    job = FioJob("vw", rw="write", bs="4k", iodepth=16, size="256m", runtime=30, time_based=True, filename=NS,
+                 direct=True, ioengine="libaio", extra=verify.write_options())
+    w = _world(qrig)
+    out = {}
+
+    def pull():
+        from powerrig.sim.qemu.trace import read_all
+        # the world pulls the drive once fio's writes flow (the trace shows them: truth, not placement)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            evs = [x for x in tl.events(kind=FIO) if x.name == "vw"]
+            if evs and sum(c.kind == "write" and c.t_submit > evs[0].t_start for c in read_all(qrig["trace"])) > 200:
+                break
+            time.sleep(0.2)
+        out["del"] = time.time()
+        w.execute("device_del", id=qrig["nvme_device"]["id"])
+        out["deleted"] = w.wait_event("DEVICE_DELETED", 60)[0]
+        time.sleep(0.5)
+        out["add"] = time.time()
+        w.execute("device_add", **qrig["nvme_device"])
+
+    t = threading.Thread(target=pull)
+    t.start()
+    try:
+        with pytest.raises(ToolError, match="interrupted by removal") as e:
+            fio.run(FioPlan([job]), tmp_path / "vw", name="vw", serial=qrig["serial"])
+    finally:
+        t.join(180)
+        w.close()
+    assert "\n" not in str(e.value)
+    fio_ev = [x for x in tl.events(kind=FIO) if x.name == "vw"][-1]
+    assert not fio_ev.ok and fio_ev.meta["interrupted"] == "removal"
+    notes = [x for x in tl.events(kind=NOTE) if x.meta.get("removal")]
+    assert [x.name for x in notes] == ["drive removed", "drive back"]
+    assert out["del"] - 0.2 <= notes[0].t_start <= out["deleted"] + 1.0
+    assert out["add"] - 0.2 <= notes[1].t_start
+    # the drive back under the same name: fio's verify-state flow over what was written
+    remote = drive_host(qrig["drive_host"])
+    deadline = time.time() + 60
+    while time.time() < deadline and remote.execute(helper_argv("test", "-b", NS))[0] != 0:
+        time.sleep(0.2)
+    # fio's JSON of the cut run: io_bytes counts the writes completed without error (acknowledged);
+    # total_ios also counts the ones that failed when the controller went away
+    wr = json.loads((tmp_path / "vw" / "vw.json").read_text())["jobs"][0]["write"]
+    acknowledged = verify.acknowledged_writes(wr, 4096)
+    assert 200 < acknowledged < wr["total_ios"]
+    c = verify.classify(fio, "vw", NS, 4096, 16, acknowledged)
+    print(f"\nacknowledged {c.acknowledged}, lost {len(c.lost)}, in flight {len(c.in_flight)}")
+    assert c.lost == ()                                 # QEMU loses no acknowledged write
+    assert 1 <= len(c.in_flight) <= 16                  # the removal cut writes off, at most a queue's worth
+    assert [x.name for x in tl.events(kind=FIO)][-2:] == ["fio verify acknowledged", "fio verify in flight"]
+
+
+SWEEP = """
+name = "qemu read/write"
+power_states = [0]
+idle_steps = false
+[rig]
+port = "rig:{rig}"
+interval_us = 1000
+[drive]
+controller = "/dev/nvme0"
+namespace = "/dev/nvme0n1"
+serial = "{serial}"
+[timing]
+settle_s = 0.2
+idle_s = 0.5
+measure_s = 1.0
+[[workload]]
+name = "read-4k"
+rw = "randread"
+bs = "4k"
+iodepth = 8
+[[workload]]
+name = "read-128k"
+rw = "read"
+bs = "128k"
+iodepth = 8
+[[workload]]
+name = "write-4k"
+rw = "randwrite"
+bs = "4k"
+iodepth = 8
+[[workload]]
+name = "write-128k"
+rw = "write"
+bs = "128k"
+iodepth = 8
+"""
+
+
+def test_qemu_nvme_short_sweep_stored_with_its_report(qrig, drive, tmp_path):
+    from powerrig.results import ResultStore
+    from powerrig.results.report import write_sweep_report
+    from powerrig.sweep.engine import Sweep
+    from powerrig.sweep.plan import parse
+
+    plan = parse(SWEEP.format(rig=qrig["id"], serial=qrig["serial"]), str(tmp_path / "plan.toml"))
+    store = ResultStore(tmp_path / "r.sqlite")
+    run_id = Sweep(plan, store, tmp_path / "out").run()
+    steps = store.steps(run_id)
+    assert [s["workload"] for s in steps] == ["read-4k", "read-128k", "write-4k", "write-128k"]
+    assert all(s["status"] == "done" for s in steps)
+    ms = {(m["phase"], m["name"]): m["value"] for m in store.measurements(run_id)}
+    for w in ("read-4k", "read-128k", "write-4k", "write-128k"):
+        assert ms[(f"measure:{w}", "throughput.mib_s")] > 0
+        # the model's idle is 5.4 W with the 3.3 V aux: every phase draws at least that, writes more
+        assert ms[(f"measure:{w}", "power.mean")] > 5.3
+    assert ms[("measure:write-128k", "power.mean")] > ms[("measure:read-4k", "power.mean")]
+    report = write_sweep_report(store, run_id, tmp_path / "report")
+    assert Path(report).exists()
+    assert store.run(run_id)["status"] == "done"

@@ -1,0 +1,131 @@
+"""The QEMU drive host's pieces that need no guest: its trace read into commands, the power model
+those commands drive (live and offline alike), the agent transport's URL and the clock mapping."""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from powerrig.dut.agent import AgentHost
+from powerrig.dut.remote import RemoteError, drive_host
+from powerrig.sim.qemu.power import PowerParams, TracePower, energy
+from powerrig.sim.qemu.trace import TraceParser, read_all
+
+T0 = 1795590000.0
+
+
+def _lines(t0=T0):
+    """A read of 128 KiB on queue 2 from t0 to t0 + 1 ms, and an admin identify 10 ms later."""
+    return [f"1@{t0:.6f}:pci_nvme_io_cmd cid 7 nsid 0x1 sqid 2 opc 0x2 opname 'NVME_NVM_CMD_READ'",
+            f"1@{t0:.6f}:pci_nvme_read cid 7 nsid 1 nlb 256 count 131072 lba 0x0",
+            f"1@{t0 + 0.001:.6f}:pci_nvme_enqueue_req_completion cid 7 cqid 2 dw0 0x0 dw1 0x0 status 0x0",
+            f"1@{t0 + 0.010:.6f}:pci_nvme_admin_cmd cid 4 sqid 0 opc 0x6 opname 'NVME_ADM_CMD_IDENTIFY'",
+            f"1@{t0 + 0.0102:.6f}:pci_nvme_enqueue_req_completion cid 4 cqid 0 dw0 0x0 dw1 0x0 status 0x410e",
+            "garbage that is not a trace line"]
+
+
+def test_qemu_nvme_trace_lines_become_commands(tmp_path):
+    p = TraceParser()
+    cmds = [c for c in (p.feed(ln) for ln in _lines()) if c is not None]
+    rd, idf = cmds
+    assert (rd.kind, rd.nbytes, rd.qid, rd.status) == ("read", 131072, 2, 0)
+    assert rd.t_complete - rd.t_submit == pytest.approx(0.001, abs=1e-6)
+    assert (idf.kind, idf.opname, idf.status) == ("admin", "NVME_ADM_CMD_IDENTIFY", 0x410E)
+    assert p.open == {}
+
+
+def test_qemu_nvme_power_follows_the_commands_and_the_offline_truth_agrees(tmp_path):
+    f = tmp_path / "trace.log"
+    f.write_text("\n".join(_lines()) + "\n")
+    pp = PowerParams()
+    read_w = pp.base_w["read"] + pp.per_byte_w["read"] * 131072
+    admin_s = max(0.0002, pp.min_busy_s)
+    want = (pp.idle_w + pp.aux_3v3_w) * 0.1 + read_w * 0.001 + pp.base_w["admin"] * admin_s
+    assert energy(f, T0 - 0.05, T0 + 0.05) == pytest.approx(want, rel=1e-3)
+    # the live model, fed by the tail, answers the same power at the same instants
+    live = TracePower(f).start()
+    try:
+        deadline = time.time() + 5
+        while time.time() < deadline and len(live._cmds) < 2:
+            time.sleep(0.01)
+        t = np.array([T0 - 0.001, T0 + 0.0005, T0 + 0.005, T0 + 0.0101])
+        w = live.power_at(t)
+        assert w == pytest.approx([pp.idle_w + pp.aux_3v3_w, pp.idle_w + pp.aux_3v3_w + read_w,
+                                   pp.idle_w + pp.aux_3v3_w, pp.idle_w + pp.aux_3v3_w + pp.base_w["admin"]])
+        cur = live.rail_currents(t)
+        assert cur["12V"] * 12.0 + cur["3V3"] * 3.3 == pytest.approx(w)
+        assert live.known_until() <= time.time()
+    finally:
+        live.stop()
+
+
+def test_qemu_nvme_a_command_not_completed_yet_is_busy_until_it_is(tmp_path):
+    f = tmp_path / "trace.log"
+    f.write_text("\n".join(_lines()[:2]) + "\n")              # submitted, no completion yet
+    pp = PowerParams()
+    busy = pp.idle_w + pp.aux_3v3_w + pp.base_w["read"] + pp.per_byte_w["read"] * 131072
+    cmds = read_all(f)
+    assert cmds[0].t_complete is None
+    assert energy(cmds, T0, T0 + 0.5) == pytest.approx(busy * 0.5, rel=1e-3)
+
+
+def test_qemu_nvme_agent_urls_and_a_stopped_drive_host(tmp_path):
+    h = drive_host(f"agent://{tmp_path}/relay.sock")
+    assert isinstance(h, AgentHost) and h.url == f"agent://{tmp_path}/relay.sock"
+    for bad in ("agent:relative.sock", "agent://host/x.sock"):
+        with pytest.raises(RemoteError, match="agent:///path/to/socket"):
+            drive_host(bad)
+    with pytest.raises(RemoteError, match="no agent listens there") as e:
+        h.check()
+    assert "\n" not in str(e.value)
+
+
+def test_qemu_nvme_guest_clock_from_the_shortest_round_trip(tmp_path):
+    """A relay whose guest runs 0.25 s behind, answering after varying delays: the offset comes
+    from the shortest round trip, within its half-width."""
+    import json
+    import socket
+
+    path = str(tmp_path / "relay.sock")
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(path)
+    srv.listen(16)
+    delays = iter([0.03, 0.001, 0.05, 0.02] * 10)
+
+    def serve():
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            with c:
+                c.makefile("rb").readline()
+                d = next(delays)
+                time.sleep(d)
+                c.sendall(json.dumps({"ok": True, "t_guest": time.time() - 0.25}).encode() + b"\n")
+                time.sleep(0.0)
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        c = AgentHost(path).clock(fresh=True)
+        assert c.offset_s == pytest.approx(-0.25, abs=c.uncertainty_s + 0.002)
+        assert c.uncertainty_s < 0.01
+        assert AgentHost(path).to_host(T0) == pytest.approx(T0 + 0.25, abs=c.uncertainty_s + 0.002)
+    finally:
+        srv.close()
+
+
+def test_qemu_nvme_a_fractional_runtime_ends_in_real_fio(tmp_path):
+    """fio reads runtime=0.6 as 0 s, which with time_based never ends (the benchmark's first sweep step
+    ran 300 s before this was caught): the job file says 600ms."""
+    from powerrig.dut.fio import Fio, FioJob, FioPlan
+
+    job = FioJob("short", rw="read", bs="4k", size="1m", runtime=0.6, time_based=True, filename=str(tmp_path / "f"))
+    assert job.options()["runtime"] == "600ms"
+    assert FioJob("whole", runtime=2.0).options()["runtime"] == "2"
+    t0 = time.monotonic()
+    res = Fio(timeline=None, timeout_margin=20).run(FioPlan([job]), tmp_path / "out")
+    assert time.monotonic() - t0 < 20
+    assert 0.4 <= res.jobs[0].job_runtime_ms / 1000 <= 1.5

@@ -9,7 +9,7 @@ from powerrig.core.errors import PowerrigError
 
 
 class SnapshotError(PowerrigError):
-    pass
+    """The live buffer cannot be saved as a capture (nothing recorded yet, or the file cannot be written)."""
 
 
 def save_buffer(capture: str | Path, out: str | Path) -> str:

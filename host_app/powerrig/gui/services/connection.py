@@ -13,7 +13,7 @@ logger = logging.getLogger(__name__)
 
 
 class GuiError(PowerrigError):
-    pass
+    """A connection the desktop app cannot make, said in one line in the status bar."""
 
 
 class Connection(QObject):

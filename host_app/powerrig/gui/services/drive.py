@@ -16,7 +16,7 @@ logger = logging.getLogger(__name__)
 
 
 class DriveError(PowerrigError):
-    pass
+    """A drive action the desktop app refuses or that failed, said in one line."""
 
 
 def build_runners(rig: dict, timeline):

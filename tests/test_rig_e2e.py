@@ -170,7 +170,8 @@ def test_several_rigs_at_once_and_clean_errors(rig):
     bad = run_cli("sim", "start", "--profile", "no-such-drive")
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [
-        "powerrig: error: unknown drive profile 'no-such-drive'; available: client-apst, d5-p5336, micron-fdp"]
+        "powerrig: error: unknown drive profile 'no-such-drive'; available: client-apst, d5-p5336, micron-fdp"
+        " (or 'qemu': the real NVMe stack in a QEMU guest)"]
 
 
 def test_a_rig_started_by_a_killed_process_stops_itself(tmp_path, monkeypatch):

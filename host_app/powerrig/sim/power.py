@@ -111,6 +111,10 @@ class PoweredDrive:
         self.edges: dict[str, list[tuple[float, int]]] = {n: [] for n in OUTPUTS}
         self.cut_tau: list[tuple[float, float, float]] = []     # (t_cut, tau_s, v0) of each 12 V cut
         self.truth: list[dict] = []                      # per edge: output, level, t, and what it did
+        # what else sees the edges (the virtual SSD's I/O side, sim/power_io.py): ``before_edge(name,
+        # level, t, cache)`` puts its writes still in the cache there before a cut is decided,
+        # ``after_edge(rec, lost)`` learns which acknowledged writes the cut lost
+        self.listeners: list = []
 
     @property
     def nominal_volts(self) -> dict[str, float]:
@@ -133,11 +137,14 @@ class PoweredDrive:
     # ---- the board's edges ----------------------------------------------------------------------------
     def set_output(self, name: str, level: int, t: float) -> dict:
         old = self.level[name]
+        for ls in self.listeners:              # before the edge: they see the level it changes
+            ls.before_edge(name, level, t, self.cache)
         self.level[name] = level
         hist = self.edges[name]
         hist.append((t, level))
         del hist[:-MAX_EDGES]
         rec = {"output": name, "level": level, "t": t}
+        lost: list = []
         if name == "12V" and old == 1 and level == 0:
             weak = self.rng.random() < self.spec.defect_rate
             tau = self.spec.holdup_tau_ms * 1e-3 * (self.spec.defect_tau_factor if weak else 1.0)
@@ -153,6 +160,8 @@ class PoweredDrive:
                        inrush_charge_c=self.spec.inrush_peak_a * self.spec.inrush_tau_us * 1e-6)
         self.truth.append(rec)
         del self.truth[:-4 * MAX_EDGES]
+        for ls in self.listeners:
+            ls.after_edge(rec, lost)
         return rec
 
     def _state(self, name: str, t: np.ndarray, default: int) -> tuple[np.ndarray, np.ndarray]:

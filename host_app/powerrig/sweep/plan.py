@@ -16,6 +16,8 @@ mixes two plans.
     [steady_state] rounds, max_rounds, range_pct, slope_pct, metrics
     [checks]    self_reported_power, self_reported_tolerance_pct
     [[workload]] name, rw, bs, iodepth, numjobs, rwmixread, ranges, runtime_s | size, streams, fdp
+    [[power_loss]] name, cycles, bs, iodepth, size, cut_ms, off_ms, ready_timeout_s, holdup_threshold_v,
+                   inrush_trigger_w, seed   (surprise power loss during verified writes: docs/power-loss.md)
 """
 from __future__ import annotations
 
@@ -230,13 +232,32 @@ class Checks:
 
 
 @dataclass(frozen=True)
+class PowerLoss:
+    """Surprise power loss during writes: each cycle writes fio verify headers (a new seed), cuts 12 V
+    ``cut_ms`` after the writes are seen flowing (a [from, to] range: a random point in it), restores
+    it ``off_ms`` later, waits for the controller and classifies every block fio's verify finds wrong."""
+    name: str
+    cycles: int = 10
+    bs: int = 131072
+    iodepth: int = 8
+    size: str = "100%"                 # the region the writes run through, from the namespace's start
+    cut_ms: tuple = (0.0, 500.0)       # (from, to); equal: a chosen point
+    off_ms: float = 10.0
+    ready_timeout_s: float = 30.0
+    holdup_threshold_v: float = 9.0    # hold-up: from the cut until the drive side falls through this
+    inrush_trigger_w: float = 40.0     # the raw burst around each restore triggers on 12 V above this
+    seed: int = 29                     # cycle k writes with randseed seed * 1000003 + k (and the cut point)
+
+
+@dataclass(frozen=True)
 class Step:
     index: int
     key: str                       # stable id: the same plan gives the same keys (resume)
     name: str
     power_state: int
-    workload: Workload | None      # None: an idle step
+    workload: Workload | None      # None: an idle step (or a power-loss step)
     repetition: int
+    power_loss: PowerLoss | None = None
 
 
 @dataclass(frozen=True)
@@ -256,6 +277,7 @@ class Plan:
     path: str = ""
     checks: Checks = Checks()
     limits: "Limits" = None
+    power_loss: tuple = ()
 
     def steps(self) -> list[Step]:
         out = []
@@ -265,7 +287,16 @@ class Plan:
                     out.append((ps, None, rep))
                 for w in self.workloads:
                     out.append((ps, w, rep))
-        return [Step(k, *self.step_key_name(ps, w, rep), ps, w, rep) for k, (ps, w, rep) in enumerate(out)]
+        steps = [Step(k, *self.step_key_name(ps, w, rep), ps, w, rep) for k, (ps, w, rep) in enumerate(out)]
+        for rep in range(self.timing.repetitions):       # after the measurements: they cut the drive's power
+            for pl in self.power_loss:
+                key, name = self.power_loss_key_name(pl, rep)
+                steps.append(Step(len(steps), key, name, self.power_states[0], None, rep, pl))
+        return steps
+
+    def power_loss_key_name(self, pl: PowerLoss, rep: int) -> tuple[str, str]:
+        return (f"power-loss/{pl.name}/r{rep + 1}",
+                f"power loss {pl.name}" + (f" #{rep + 1}" if self.timing.repetitions > 1 else ""))
 
     def step_key_name(self, ps: int, w: Workload | None, rep: int) -> tuple[str, str]:
         """A step's stable key and its display name."""
@@ -279,6 +310,8 @@ class Plan:
         d.pop("source")
         d.pop("path")
         d.pop("limits")            # a gate on the plan, not a value the sweep uses: it leaves the hash alone
+        if not d["power_loss"]:
+            d.pop("power_loss")    # plans without power-loss steps keep the hash they had before it existed
         return json.loads(json.dumps(d))
 
     @property
@@ -295,15 +328,27 @@ class Plan:
         t = 0.0
         for s in self.steps():
             t += self.timing.settle_s + self.timing.idle_s
+            if s.power_loss is not None:
+                t += s.power_loss.cycles * power_loss_cycle_s(s.power_loss)
             if s.workload is not None:
                 rt = self.runtime_of(s.workload) or self.timing.measure_s
                 t += rt * (self.steady.rounds if s.workload.steady_state else 1)
         return t
 
 
+def power_loss_cycle_s(pl: PowerLoss) -> float:
+    """Rough length of one cycle: fio's start and first status (1 s), the cut, the off time, the
+    controller's enumeration and two verify passes (a few fio starts)."""
+    return 2.5 + pl.cut_ms[1] / 1000 + pl.off_ms / 1000 + 0.5
+
+
 # -- parsing ----------------------------------------------------------------------------------
 TOP = {"name", "description", "power_states", "idle_steps", "apst", "rig", "drive", "preparation", "timing",
-       "steady_state", "workload", "checks", "limits"}
+       "steady_state", "workload", "checks", "limits", "power_loss"}
+POWER_LOSS = {"name", "cycles", "bs", "iodepth", "size", "cut_ms", "off_ms", "ready_timeout_s", "holdup_threshold_v",
+              "inrush_trigger_w", "seed"}
+MAX_CYCLES = 100_000
+MAX_OFF_MS = 60_000.0
 LIMITS = {"max_steps", "max_hours"}
 CHECKS = {"self_reported_power", "self_reported_tolerance_pct"}
 RIG = {"port", "interval_us", "nvme", "fio", "reconnect_s", "source"}
@@ -467,6 +512,34 @@ def _workload(path, d, default_name=None) -> Workload:
                     _num(path + ("waf_every_s",), d["waf_every_s"], 0.5) if "waf_every_s" in d else None, fdp)
 
 
+def _power_loss(path, d) -> PowerLoss:
+    """One [[power_loss]] table, every value in range (one-line errors naming the key)."""
+    _table(path, d)
+    _known(path, d, POWER_LOSS)
+    df = PowerLoss("")
+    if "name" not in d:
+        raise _Bad(path + ("name",), "missing: a power_loss step needs a name")
+    name = _fio_section(path + ("name",), _str(path + ("name",), d["name"]))
+    cut = d.get("cut_ms", list(df.cut_ms))
+    if isinstance(cut, list):
+        if len(cut) != 2:
+            raise _Bad(path + ("cut_ms",), "must be a number of ms (a chosen point) or [from, to] (a random point in it)")
+        lo, hi = (_num(path + ("cut_ms", k), x, 0.0, MAX_OFF_MS) for k, x in enumerate(cut))
+        if hi < lo:
+            raise _Bad(path + ("cut_ms",), f"[{lo:g}, {hi:g}] is empty: to must not be below from")
+    else:
+        lo = hi = _num(path + ("cut_ms",), cut, 0.0, MAX_OFF_MS)
+    off = _num(path + ("off_ms",), d.get("off_ms", df.off_ms), 1.0, MAX_OFF_MS)
+    return PowerLoss(name, _int(path + ("cycles",), d.get("cycles", df.cycles), 1, MAX_CYCLES),
+                     _bs(path + ("bs",), d.get("bs", df.bs)),
+                     _int(path + ("iodepth",), d.get("iodepth", df.iodepth), 1, MAX_IODEPTH),
+                     _size(path + ("size",), d.get("size", df.size)), (lo, hi), off,
+                     _num(path + ("ready_timeout_s",), d.get("ready_timeout_s", df.ready_timeout_s), 0.1, 3600.0),
+                     _num(path + ("holdup_threshold_v",), d.get("holdup_threshold_v", df.holdup_threshold_v), 0.1, 12.0),
+                     _num(path + ("inrush_trigger_w",), d.get("inrush_trigger_w", df.inrush_trigger_w), 0.1, 1000.0),
+                     _int(path + ("seed",), d.get("seed", df.seed), 0, 2**31 - 1))
+
+
 def _build(d: dict, text: str, path: str) -> Plan:
     _known((), d, TOP)
     name = _str(("name",), d.get("name", Path(path).stem if path else "sweep"))
@@ -542,8 +615,20 @@ def _build(d: dict, text: str, path: str) -> Plan:
             if _writes(w):
                 raise _Bad(("drive", "serial"), f"workload {w.name!r} writes to the drive: name its serial number "
                                                 "(nvme id-ctrl shows it) so the sweep cannot write to the wrong drive")
+    pls = _want(("power_loss",), d.get("power_loss", []), (list,), "an array of tables ([[power_loss]])")
+    power_loss = tuple(_power_loss(("power_loss", k), x) for k, x in enumerate(pls))
+    names = [x.name for x in power_loss]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise _Bad(("power_loss",), f"power_loss names must be unique ({', '.join(dup)} repeats)")
+    if power_loss and rig.source != "interposer":
+        raise _Bad(("rig", "source"), f"{rig.source!r} cannot switch the drive's power: a [[power_loss]] step needs "
+                                      'the interposer (source = "interposer")')
+    if power_loss and not drive.serial:
+        raise _Bad(("drive", "serial"), f"power_loss {power_loss[0].name!r} cuts the drive's power and writes to it: "
+                                        "name its serial number (nvme id-ctrl shows it)")
     idle = _bool(("idle_steps",), d.get("idle_steps", True))
-    if not workloads and not idle:
+    if not workloads and not idle and not power_loss:
         raise _Bad(("workload",), "the plan has no steps: add a [[workload]] or set idle_steps = true")
     apst = _str(("apst",), d.get("apst", "disable"))
     if apst not in ("disable", "keep"):
@@ -554,7 +639,7 @@ def _build(d: dict, text: str, path: str) -> Plan:
                     _num(("checks", "self_reported_tolerance_pct"), c.get("self_reported_tolerance_pct", 10.0),
                          0.1, 100.0))
     plan = Plan(name, rig, drive, pss, workloads, _str(("description",), d.get("description", "")), idle, apst,
-                Preparation(kind, job), timing, steady, text, path, checks, _limits(d))
+                Preparation(kind, job), timing, steady, text, path, checks, _limits(d), power_loss)
     _check_size(plan, d)
     _check_column_limits(plan)
     return plan
@@ -640,6 +725,12 @@ def _check_column_limits(plan: Plan) -> None:
         fits(("workload", k, "name"), key, S.steps.c.key)
         fits(("workload", k, "name"), name, S.steps.c.name)
         fits(("workload", k, "name"), f"{SELF_REPORT}{MEASURE}{w.name}", S.phases.c.name, S.measurements.c.phase)
+    for k, pl in enumerate(plan.power_loss):
+        key, name = plan.power_loss_key_name(pl, top_rep)
+        fits(("power_loss", k, "name"), pl.name, S.steps.c.workload)
+        fits(("power_loss", k, "name"), key, S.steps.c.key)
+        fits(("power_loss", k, "name"), name, S.steps.c.name)
+        fits(("power_loss", k, "name"), f"power-loss:{pl.name}", S.measurements.c.phase)
 
 
 def _fmt_path(path: tuple) -> str:

@@ -1,0 +1,173 @@
+"""The virtual SSD's data as fio's verify sees it, and what a power edge does to the I/O (issue 29).
+
+Why: the sweep's power-loss step runs the impersonated fio with verify options against the virtual
+SSD and cuts its 12 V on the virtual interposer; for that test to prove anything the drive must lose
+exactly what its model says, and keep the truth. The drive keeps no data, only which verify pattern
+(fio's ``randseed``: the block headers' seed) each byte range holds (``PatternMedia``); a verify pass
+reads that back block by block.
+
+A 12 V cut (``PoweredDrive`` calls ``before_edge`` first): every run fails at the cut (fio sees I/O
+errors); the writes each sequential verify job had acknowledged within the write cache's flush time
+go into the drive's ``WriteCache`` with their acknowledgement times, so its PLP flush (the same code
+the benchmark's cycles use) decides which reach the media; ``after_edge`` writes the job's
+acknowledged blocks to the media except the ones it lost. Writes in flight (issued, not acknowledged)
+never reach the media. PERST# or PWRDIS asserted fails the runs too (the controller is gone; power
+and the cache stay). While the controller is not ready (``PoweredDrive.ready_at``) every request to
+the endpoint fails as a missing device, the way nvme-cli and fio see a drive being enumerated.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+MAX_TRUTH = 100_000          # cut records kept (a 10 000-cycle sweep's)
+
+
+class PatternMedia:
+    """Per namespace: sorted, non-overlapping [start, end) byte ranges and the pattern each holds."""
+
+    def __init__(self):
+        self.segments: dict[int, list[tuple[int, int, str]]] = {}
+
+    def write(self, ns: int, start: int, end: int, pattern: str) -> None:
+        if end <= start:
+            return
+        segs = self.segments.setdefault(ns, [])
+        out = []
+        for a, b, p in segs:
+            if b <= start or a >= end:
+                out.append((a, b, p))
+                continue
+            if a < start:
+                out.append((a, start, p))
+            if b > end:
+                out.append((end, b, p))
+        bisect.insort(out, (start, end, pattern))
+        self.segments[ns] = out
+
+    def bad_blocks(self, ns: int, start: int, size: int, bs: int, pattern: str) -> list[int]:
+        """Offsets of the bs-blocks in [start, start + size) not wholly holding ``pattern``."""
+        end = start + size
+        good = np.zeros(max(0, math.ceil(size / bs)), dtype=bool)
+        for a, b, p in self.segments.get(ns, []):
+            if p != pattern or b <= start or a >= end:
+                continue
+            first = math.ceil((max(a, start) - start) / bs)        # blocks wholly inside [a, b)
+            last = (min(b, end) - start) // bs
+            if last > first:
+                good[first:last] = True
+        return (start + np.flatnonzero(~good) * bs).tolist()
+
+
+@dataclass
+class VerifyWrite:
+    """One sequential write job with fio verify headers, as the drive serves it."""
+    run_id: int
+    job: int                 # its index in the run
+    ns: int
+    offset: int              # bytes into the namespace
+    bs: int
+    pattern: str
+
+
+class PowerLossIO:
+    """Verify media and power edges for one VirtualSSD; ``attach`` puts it behind a PoweredDrive."""
+
+    def __init__(self, ssd, clock=None):
+        self.ssd = ssd
+        self.clock = clock or ssd.clock
+        self.media = PatternMedia()
+        self.writes: dict[int, list[VerifyWrite]] = {}
+        self.drive = None                            # the PoweredDrive, once attached
+        self.truth: list[dict] = []                  # per cut: acknowledged, lost offsets, in which job
+        self._cut: dict[int, dict] = {}              # run id -> {job: acknowledged} of runs a cut ended
+        self._pending: list[int] = []                # runs the edge being set ended
+        self._lock = threading.RLock()
+
+    def attach(self, powered_drive) -> "PowerLossIO":
+        self.drive = powered_drive
+        powered_drive.listeners.append(self)
+        return self
+
+    # ---- readiness ------------------------------------------------------------------------------
+    def ready(self, t: float | None = None) -> bool:
+        if self.drive is None or not self.drive.truth:
+            return True
+        at = self.drive.ready_at()
+        return at is not None and (self.clock() if t is None else t) >= at
+
+    # ---- the endpoint's I/O -----------------------------------------------------------------------
+    def started(self, run_id: int, verify: dict[int, dict], jobs) -> None:
+        """A run began; ``verify`` {job index: {"ns", "offset", "pattern"}} of its verify write jobs."""
+        with self._lock:
+            self.writes[run_id] = [VerifyWrite(run_id, k, int(v["ns"]), int(v["offset"]), int(jobs[k].bs),
+                                               str(v["pattern"])) for k, v in sorted(verify.items())]
+
+    def ended(self, run_id: int, write_bytes: list[float]) -> None:
+        """A run was collected (stop_io): without a cut everything it acknowledged is on the media."""
+        with self._lock:
+            ws = self.writes.pop(run_id, [])
+            if self._cut.pop(run_id, None) is not None:
+                return                         # the cut already wrote what it kept
+            for w in ws:
+                self.media.write(w.ns, w.offset, w.offset + int(write_bytes[w.job] // w.bs) * w.bs, w.pattern)
+
+    def verify(self, ns: int, offset: int, size: int, bs: int, pattern: str) -> list[int]:
+        with self._lock:
+            return self.media.bad_blocks(ns, offset, size, bs, pattern)
+
+    # ---- power edges (PoweredDrive.set_output) ---------------------------------------------------------
+    def before_edge(self, name: str, level: int, t: float, cache) -> None:
+        cut = name == "12V" and level == 0 and self.drive.level.get("12V") == 1
+        gone = cut or (name in ("PERST", "PWRDIS") and level == 1)
+        if not gone:
+            return
+        flush_s = self.drive.spec.cache_flush_ms * 1e-3
+        with self._lock:
+            self._pending = []
+            for rid, (written, rates) in self.ssd.abort_io(t, power_lost=cut).items():
+                acked = {}
+                for w in self.writes.get(rid, []):
+                    wb, rate = float(written[w.job]), float(rates[w.job])
+                    n = int(wb // w.bs)
+                    acked[w.job] = n
+                    if not cut:
+                        continue
+                    first = n
+                    while first > 0 and rate > 0 and t - (wb - first * w.bs) / rate > t - flush_s:
+                        first -= 1                   # write first-1 completed within the flush time
+                    for i in range(first, n):        # still in the cache: its PLP flush decides
+                        cache.write((w.ns, w.offset + i * w.bs), w.pattern, t - (wb - (i + 1) * w.bs) / rate)
+                self._cut[rid] = acked
+                self._pending.append(rid)
+            if not cut:                         # PERST#/PWRDIS: the cache stays powered, flushed later
+                for rid in self._pending:
+                    for w in self.writes.get(rid, []):
+                        n = self._cut[rid][w.job]
+                        self.media.write(w.ns, w.offset, w.offset + n * w.bs, w.pattern)
+                self._pending = []
+
+    def after_edge(self, rec: dict, lost: list) -> None:
+        pending = self._pending
+        if not pending or rec["output"] != "12V" or rec["level"] != 0:
+            return
+        lost_at = {key for key, _token in lost}
+        with self._lock:
+            for rid in pending:
+                for w in self.writes.get(rid, []):
+                    n = self._cut[rid][w.job]
+                    end = w.offset + n * w.bs
+                    mine = sorted(off for ns, off in lost_at if ns == w.ns and w.offset <= off < end)
+                    a = w.offset
+                    for off in mine + [end]:              # the kept blocks, in runs between the lost ones
+                        self.media.write(w.ns, a, off, w.pattern)
+                        a = off + w.bs
+                    self.truth.append({"t": rec["t"], "run": rid, "job": w.job, "ns": w.ns, "acknowledged": n,
+                                       "lost_offsets": mine, "weak_plp": rec.get("weak_plp"),
+                                       "holdup_s": rec.get("holdup_s")})
+            del self.truth[:-MAX_TRUTH]
+            self._pending = []

@@ -63,7 +63,7 @@ def test_a_cut_loses_what_the_plp_flush_could_not_save_and_verify_finds_exactly_
     assert ssd.run_status(rid)["failed"]
     [cut] = io.truth
     lost_cache = sorted(off for (_ns, off), _tok in drive.cache.lost)
-    assert cut["lost_offsets"] == lost_cache and rec["lost_writes"] == len(lost_cache) > 0
+    assert cut["output"] == "12V" and cut["lost_offsets"] == lost_cache and rec["lost_writes"] == len(lost_cache) > 0
     n = cut["acknowledged"]
     assert n == int(_collect(ssd, io, rid)["write_bytes"][0] // BS)
     assert io.verify(1, 0, n * BS, BS, "7") == lost_cache                    # what fio's pass 1 reads back
@@ -95,7 +95,7 @@ def test_perst_fails_the_io_but_loses_nothing():
     drive.set_output("PERST", 1, clock.t)
     assert ssd.run_status(rid)["failed"] and not io.ready()
     n = int(_collect(ssd, io, rid)["write_bytes"][0] // BS)
-    assert n > 0 and io.verify(1, 0, n * BS, BS, "7") == [] and io.truth == []
+    assert n > 0 and io.verify(1, 0, n * BS, BS, "7") == [] and [(x["output"], x["lost_offsets"]) for x in io.truth] == [("PERST", [])]
 
 
 PLAN = """name = "pl"
@@ -116,6 +116,10 @@ iodepth = 8
 cut_ms = [0, 100]
 off_ms = 10
 """
+PERST = """[[perst_stress]]
+name = "seq"
+cycles = 1
+"""
 
 
 @pytest.mark.parametrize("old, new, says", [
@@ -123,9 +127,12 @@ off_ms = 10
     ("cut_ms = [0, 100]", "cut_ms = [0, 1, 2]", r"power_loss\[0\].cut_ms \(line 16\): must be a number of ms"),
     ("cycles = 2", "cycles = 0", r"power_loss\[0\].cycles \(line 13\): 0 is out of range 1..100000"),
     ("off_ms = 10", "off_ms = 0", r"power_loss\[0\].off_ms \(line 17\): 0 is out of range 1"),
+    ("off_ms = 10", "off_ms = [100, 10]", r"power_loss\[0\].off_ms \(line 17\): \[100, 10\] is empty"),
+    ("off_ms = 10", 'off_ms = 10\n[[perst_stress]]\nname = "p"\noff_ms = [10, "x"]',
+     r"perst_stress\[0\].off_ms\[1\] \(line 20\): must be a number"),
     ("off_ms = 10", "cut_at = 10", r"power_loss\[0\].cut_at \(line 17\): unknown key"),
     ('name = "seq"', 'name = "global"', r"power_loss\[0\].name"),
-    ('serial = "VPHA5336000001"', 'serial = ""', r"drive.serial \(line 7\): power_loss 'seq' cuts the drive's power"),
+    ('serial = "VPHA5336000001"', 'serial = ""', r"drive.serial \(line 7\): power_loss 'seq' switches the drive's power"),
     ('port = "sim:d5-p5336"', 'port = "sim:d5-p5336"\nsource = "n6705c:TCPIP::x::INSTR"',
      r"rig.source \(line 6\): .* cannot switch the drive's power"),
 ])
@@ -141,6 +148,9 @@ def test_check_lists_the_power_loss_step_and_refuses_a_bad_one_in_one_line(tmp_p
     p.write_text(PLAN)
     plan = parse(PLAN)
     assert [s.key for s in plan.steps()] == ["power-loss/seq/r1"] and plan.steps()[0].power_loss.cut_ms == (0, 100)
+    both = parse(PLAN + PERST).steps()
+    assert [s.key for s in both] == ["power-loss/seq/r1", "perst-stress/seq/r1"]
+    assert both[1].power_loss.kind == "perst" and both[1].power_loss.off_ms == (10, 100)      # the issue's 10-100 ms
     assert "power_loss" not in parse(PLAN.split("[[power_loss]]")[0].replace("idle_steps = false", "")).resolved()
     p.write_text(PLAN.replace("cycles = 2", "cycles = 2.5"))
     r = run_cli("sweep", "--check", str(p))
@@ -158,16 +168,16 @@ def weak_rig(simdir, monkeypatch):
 
 def test_power_loss_sweep_finds_exactly_the_acknowledged_writes_the_drive_lost(tmp_path, weak_rig):
     rig = weak_rig
-    plan = parse(PLAN.replace('port = "sim:d5-p5336"', f'port = "rig:{rig["id"]}"'), "pl.toml")
+    plan = parse(PLAN.replace('port = "sim:d5-p5336"', f'port = "rig:{rig["id"]}"') + PERST, "pl.toml")
     store = ResultStore(tmp_path / "r.sqlite")
     run = Sweep(plan, store, tmp_path / "out").run()
     truth = request(rig["endpoint"], {"op": "power_truth", "dev": "/dev/nvme0"})
     cuts = truth["cuts"]
     edges = [e for e in truth["edges"] if e["output"] == "12V"]
-    [step] = store.steps(run)
+    step, perst = store.steps(run)
     params = json.loads(step["params"])
     cycles = [json.loads(x) for x in (tmp_path / "out" / params["fio_dir"]).joinpath("cycles.jsonl").read_text().splitlines()]
-    assert len(cycles) == len(cuts) == 2 and step["status"] == "done" and params["power_cycles"] == 2
+    assert len(cycles) == 2 and len(cuts) == 3 and step["status"] == "done" and params["power_cycles"] == 2
     for c, t in zip(cycles, cuts):
         # found = injected, block by block: fio's verify over what the drive acknowledged
         assert c["acknowledged"] == t["acknowledged"] > 0
@@ -189,8 +199,15 @@ def test_power_loss_sweep_finds_exactly_the_acknowledged_writes_the_drive_lost(t
         # power-on to ready: 120 ms in the model, between the polls' bounds (the edge's UTC within rtt / 2)
         assert c["ready_lo_s"] - c["rtt_s"] / 2 - 0.01 <= 0.120 <= c["ready_s"] + c["rtt_s"] / 2 + 0.01
         assert c["first_io_s"] >= c["ready_lo_s"]
-    ms = {m["name"]: m for m in store.measurements(run)}
-    assert ms["power_loss.lost_writes"]["value"] == sum(len(t["lost_offsets"]) for t in cuts)
+    # PERST# under load: the I/O fails, power stays, so nothing acknowledged is lost (the model flushes)
+    [p] = [json.loads(x) for x in (tmp_path / "out" / json.loads(perst["params"])["fio_dir"]).joinpath(
+        "cycles.jsonl").read_text().splitlines()]
+    assert [(e["output"], e["level"]) for e in p["edges"]] == [("PERST", 1), ("PERST", 0)]
+    assert p["edges"][1]["index"] - p["edges"][0]["index"] == -(-round(p["off_ms"] * 1000) // 4) and 10 <= p["off_ms"] <= 100
+    assert p["acknowledged"] == cuts[2]["acknowledged"] > 0 and p["lost"] == 0 and 1 <= p["in_flight"] <= 8
+    assert p["ready_s"] > 0 and "holdup_s" not in p
+    ms = {m["name"]: m for m in store.measurements(run) if m["step"] == step["key"]}
+    assert ms["power_loss.lost_writes"]["value"] == sum(len(t["lost_offsets"]) for t in cuts[:2])
     assert ms["power_loss.lost_writes"]["outcome"] == "fail" and ms["power_loss.cycles"]["value"] == 2
     with CaptureReader(step["capture"]) as cap:
         notes = [e for e in cap.events if e.name == "power cycle"]

@@ -218,6 +218,12 @@ class PoweredDrive:
         on12, _ = self._state("12V", np.asarray(t, dtype=float), 1)
         return (act(t) if act else np.zeros(np.shape(t), bool)) & (on12 == 1)
 
+    def perst_asserted(self, t) -> np.ndarray:
+        """Where the interposer drives PERST# low: its PERST# input (the front end's digital lane) reads
+        the line as it is, so a capture shows each reset where the board set it."""
+        lv, _ = self._state("PERST", np.asarray(t, dtype=float), 0)
+        return lv == 1
+
     def ready_at(self) -> float | None:
         """UTC the controller is (or will be) ready, None while held off."""
         if self.level["12V"] == 0 or self.level["PERST"] == 1 or self.level["PWRDIS"] == 1:

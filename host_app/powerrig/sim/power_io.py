@@ -83,7 +83,7 @@ class PowerLossIO:
         self.media = PatternMedia()
         self.writes: dict[int, list[VerifyWrite]] = {}
         self.drive = None                            # the PoweredDrive, once attached
-        self.truth: list[dict] = []                  # per cut: acknowledged, lost offsets, in which job
+        self.truth: list[dict] = []       # per cut (and PERST#/PWRDIS): acknowledged, lost offsets, which job
         self._cut: dict[int, dict] = {}              # run id -> {job: acknowledged} of runs a cut ended
         self._pending: list[int] = []                # runs the edge being set ended
         self._lock = threading.RLock()
@@ -149,7 +149,13 @@ class PowerLossIO:
                     for w in self.writes.get(rid, []):
                         n = self._cut[rid][w.job]
                         self.media.write(w.ns, w.offset, w.offset + n * w.bs, w.pattern)
+                        self._keep({"t": t, "output": name, "run": rid, "job": w.job, "ns": w.ns, "acknowledged": n,
+                                    "lost_offsets": []})
                 self._pending = []
+
+    def _keep(self, rec: dict) -> None:
+        self.truth.append(rec)
+        del self.truth[:-MAX_TRUTH]
 
     def after_edge(self, rec: dict, lost: list) -> None:
         pending = self._pending
@@ -166,8 +172,6 @@ class PowerLossIO:
                     for off in mine + [end]:              # the kept blocks, in runs between the lost ones
                         self.media.write(w.ns, a, off, w.pattern)
                         a = off + w.bs
-                    self.truth.append({"t": rec["t"], "run": rid, "job": w.job, "ns": w.ns, "acknowledged": n,
-                                       "lost_offsets": mine, "weak_plp": rec.get("weak_plp"),
-                                       "holdup_s": rec.get("holdup_s")})
-            del self.truth[:-MAX_TRUTH]
+                    self._keep({"t": rec["t"], "output": "12V", "run": rid, "job": w.job, "ns": w.ns, "acknowledged": n,
+                                "lost_offsets": mine, "weak_plp": rec.get("weak_plp"), "holdup_s": rec.get("holdup_s")})
             self._pending = []

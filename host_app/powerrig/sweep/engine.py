@@ -488,7 +488,7 @@ class Sweep:
         extra += measure.self_reported(an, plan.checks.self_reported_tolerance_pct)
         if cycles is not None:
             from powerrig.sweep import power_loss
-            extra += power_loss.measurements(cycles, f"power-loss:{step.power_loss.name}")
+            extra += power_loss.measurements(cycles, f"{step.power_loss.prefix}:{step.power_loss.name}")
         ms = measure.measurements(an, measure_name, "idle", self._ident.tnvmcap, extra)
         invalid = next((p["invalid"] for p in phases if p["invalid"] and p["name"] in (measure_name, "idle")), None)
         figs = {m["name"]: m["value"] for m in ms if m["name"] in

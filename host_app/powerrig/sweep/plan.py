@@ -18,6 +18,7 @@ mixes two plans.
     [[workload]] name, rw, bs, iodepth, numjobs, rwmixread, ranges, runtime_s | size, streams, fdp
     [[power_loss]] name, cycles, bs, iodepth, size, cut_ms, off_ms, ready_timeout_s, holdup_threshold_v,
                    inrush_trigger_w, seed   (surprise power loss during verified writes: docs/power-loss.md)
+    [[perst_stress]] the same keys: PERST# asserted for off_ms (default a random 10..100) under verified writes
 """
 from __future__ import annotations
 
@@ -235,18 +236,26 @@ class Checks:
 class PowerLoss:
     """Surprise power loss during writes: each cycle writes fio verify headers (a new seed), cuts 12 V
     ``cut_ms`` after the writes are seen flowing (a [from, to] range: a random point in it), restores
-    it ``off_ms`` later, waits for the controller and classifies every block fio's verify finds wrong."""
+    it ``off_ms`` later (a number or a range, as cut_ms), waits for the controller and classifies every
+    block fio's verify finds wrong. ``kind`` "perst": PERST# asserted instead of the cut (a reset
+    under load; power stays, so nothing acknowledged may be lost either)."""
     name: str
     cycles: int = 10
     bs: int = 131072
     iodepth: int = 8
     size: str = "100%"                 # the region the writes run through, from the namespace's start
     cut_ms: tuple = (0.0, 500.0)       # (from, to); equal: a chosen point
-    off_ms: float = 10.0
+    off_ms: tuple = (10.0, 10.0)
     ready_timeout_s: float = 30.0
     holdup_threshold_v: float = 9.0    # hold-up: from the cut until the drive side falls through this
     inrush_trigger_w: float = 40.0     # the raw burst around each restore triggers on 12 V above this
     seed: int = 29                     # cycle k writes with randseed seed * 1000003 + k (and the cut point)
+    kind: str = "cut"                  # "cut" ([[power_loss]]) or "perst" ([[perst_stress]])
+
+    @property
+    def prefix(self) -> str:
+        """Its steps' key prefix and its measurements' phase prefix."""
+        return "perst-stress" if self.kind == "perst" else "power-loss"
 
 
 @dataclass(frozen=True)
@@ -295,8 +304,8 @@ class Plan:
         return steps
 
     def power_loss_key_name(self, pl: PowerLoss, rep: int) -> tuple[str, str]:
-        return (f"power-loss/{pl.name}/r{rep + 1}",
-                f"power loss {pl.name}" + (f" #{rep + 1}" if self.timing.repetitions > 1 else ""))
+        return (f"{pl.prefix}/{pl.name}/r{rep + 1}",
+                f"{pl.prefix.replace('-', ' ')} {pl.name}" + (f" #{rep + 1}" if self.timing.repetitions > 1 else ""))
 
     def step_key_name(self, ps: int, w: Workload | None, rep: int) -> tuple[str, str]:
         """A step's stable key and its display name."""
@@ -339,12 +348,12 @@ class Plan:
 def power_loss_cycle_s(pl: PowerLoss) -> float:
     """Rough length of one cycle: fio's start and first status (1 s), the cut, the off time, the
     controller's enumeration and two verify passes (a few fio starts)."""
-    return 2.5 + pl.cut_ms[1] / 1000 + pl.off_ms / 1000 + 0.5
+    return 2.5 + pl.cut_ms[1] / 1000 + pl.off_ms[1] / 1000 + 0.5
 
 
 # -- parsing ----------------------------------------------------------------------------------
 TOP = {"name", "description", "power_states", "idle_steps", "apst", "rig", "drive", "preparation", "timing",
-       "steady_state", "workload", "checks", "limits", "power_loss"}
+       "steady_state", "workload", "checks", "limits", "power_loss", "perst_stress"}
 POWER_LOSS = {"name", "cycles", "bs", "iodepth", "size", "cut_ms", "off_ms", "ready_timeout_s", "holdup_threshold_v",
               "inrush_trigger_w", "seed"}
 MAX_CYCLES = 100_000
@@ -512,24 +521,30 @@ def _workload(path, d, default_name=None) -> Workload:
                     _num(path + ("waf_every_s",), d["waf_every_s"], 0.5) if "waf_every_s" in d else None, fdp)
 
 
-def _power_loss(path, d) -> PowerLoss:
-    """One [[power_loss]] table, every value in range (one-line errors naming the key)."""
+def _ms_range(path, v, lo_limit: float) -> tuple[float, float]:
+    """A number of ms (a chosen point) or [from, to] (a random point in it, per cycle)."""
+    if isinstance(v, list):
+        if len(v) != 2:
+            raise _Bad(path, "must be a number of ms (a chosen point) or [from, to] (a random point in it)")
+        lo, hi = (_num(path + (k,), x, lo_limit, MAX_OFF_MS) for k, x in enumerate(v))
+        if hi < lo:
+            raise _Bad(path, f"[{lo:g}, {hi:g}] is empty: to must not be below from")
+        return lo, hi
+    x = _num(path, v, lo_limit, MAX_OFF_MS)
+    return x, x
+
+
+def _power_loss(path, d, kind: str) -> PowerLoss:
+    """One [[power_loss]] (kind "cut") or [[perst_stress]] (kind "perst") table, every value in range
+    (one-line errors naming the key)."""
     _table(path, d)
     _known(path, d, POWER_LOSS)
-    df = PowerLoss("")
+    df = PowerLoss("", off_ms=(10.0, 100.0) if kind == "perst" else PowerLoss.off_ms)
     if "name" not in d:
-        raise _Bad(path + ("name",), "missing: a power_loss step needs a name")
+        raise _Bad(path + ("name",), f"missing: a {path[0]} step needs a name")
     name = _fio_section(path + ("name",), _str(path + ("name",), d["name"]))
-    cut = d.get("cut_ms", list(df.cut_ms))
-    if isinstance(cut, list):
-        if len(cut) != 2:
-            raise _Bad(path + ("cut_ms",), "must be a number of ms (a chosen point) or [from, to] (a random point in it)")
-        lo, hi = (_num(path + ("cut_ms", k), x, 0.0, MAX_OFF_MS) for k, x in enumerate(cut))
-        if hi < lo:
-            raise _Bad(path + ("cut_ms",), f"[{lo:g}, {hi:g}] is empty: to must not be below from")
-    else:
-        lo = hi = _num(path + ("cut_ms",), cut, 0.0, MAX_OFF_MS)
-    off = _num(path + ("off_ms",), d.get("off_ms", df.off_ms), 1.0, MAX_OFF_MS)
+    lo, hi = _ms_range(path + ("cut_ms",), d.get("cut_ms", list(df.cut_ms)), 0.0)
+    off = _ms_range(path + ("off_ms",), d.get("off_ms", list(df.off_ms)), 1.0)
     return PowerLoss(name, _int(path + ("cycles",), d.get("cycles", df.cycles), 1, MAX_CYCLES),
                      _bs(path + ("bs",), d.get("bs", df.bs)),
                      _int(path + ("iodepth",), d.get("iodepth", df.iodepth), 1, MAX_IODEPTH),
@@ -537,7 +552,7 @@ def _power_loss(path, d) -> PowerLoss:
                      _num(path + ("ready_timeout_s",), d.get("ready_timeout_s", df.ready_timeout_s), 0.1, 3600.0),
                      _num(path + ("holdup_threshold_v",), d.get("holdup_threshold_v", df.holdup_threshold_v), 0.1, 12.0),
                      _num(path + ("inrush_trigger_w",), d.get("inrush_trigger_w", df.inrush_trigger_w), 0.1, 1000.0),
-                     _int(path + ("seed",), d.get("seed", df.seed), 0, 2**31 - 1))
+                     _int(path + ("seed",), d.get("seed", df.seed), 0, 2**31 - 1), kind)
 
 
 def _build(d: dict, text: str, path: str) -> Plan:
@@ -615,18 +630,21 @@ def _build(d: dict, text: str, path: str) -> Plan:
             if _writes(w):
                 raise _Bad(("drive", "serial"), f"workload {w.name!r} writes to the drive: name its serial number "
                                                 "(nvme id-ctrl shows it) so the sweep cannot write to the wrong drive")
-    pls = _want(("power_loss",), d.get("power_loss", []), (list,), "an array of tables ([[power_loss]])")
-    power_loss = tuple(_power_loss(("power_loss", k), x) for k, x in enumerate(pls))
-    names = [x.name for x in power_loss]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise _Bad(("power_loss",), f"power_loss names must be unique ({', '.join(dup)} repeats)")
-    if power_loss and rig.source != "interposer":
-        raise _Bad(("rig", "source"), f"{rig.source!r} cannot switch the drive's power: a [[power_loss]] step needs "
-                                      'the interposer (source = "interposer")')
-    if power_loss and not drive.serial:
-        raise _Bad(("drive", "serial"), f"power_loss {power_loss[0].name!r} cuts the drive's power and writes to it: "
-                                        "name its serial number (nvme id-ctrl shows it)")
+    power_loss = ()
+    for table, what in (("power_loss", "cut"), ("perst_stress", "perst")):
+        pls = _want((table,), d.get(table, []), (list,), f"an array of tables ([[{table}]])")
+        these = tuple(_power_loss((table, k), x, what) for k, x in enumerate(pls))
+        names = [x.name for x in these]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise _Bad((table,), f"{table} names must be unique ({', '.join(dup)} repeats)")
+        if these and rig.source != "interposer":
+            raise _Bad(("rig", "source"), f"{rig.source!r} cannot switch the drive's power: a [[{table}]] step needs "
+                                          'the interposer (source = "interposer")')
+        if these and not drive.serial:
+            raise _Bad(("drive", "serial"), f"{table} {these[0].name!r} switches the drive's power and writes to it: "
+                                            "name its serial number (nvme id-ctrl shows it)")
+        power_loss += these
     idle = _bool(("idle_steps",), d.get("idle_steps", True))
     if not workloads and not idle and not power_loss:
         raise _Bad(("workload",), "the plan has no steps: add a [[workload]] or set idle_steps = true")
@@ -725,12 +743,14 @@ def _check_column_limits(plan: Plan) -> None:
         fits(("workload", k, "name"), key, S.steps.c.key)
         fits(("workload", k, "name"), name, S.steps.c.name)
         fits(("workload", k, "name"), f"{SELF_REPORT}{MEASURE}{w.name}", S.phases.c.name, S.measurements.c.phase)
-    for k, pl in enumerate(plan.power_loss):
+    for pl in plan.power_loss:
+        table = "perst_stress" if pl.kind == "perst" else "power_loss"
+        k = [x.name for x in plan.power_loss if x.kind == pl.kind].index(pl.name)
         key, name = plan.power_loss_key_name(pl, top_rep)
-        fits(("power_loss", k, "name"), pl.name, S.steps.c.workload)
-        fits(("power_loss", k, "name"), key, S.steps.c.key)
-        fits(("power_loss", k, "name"), name, S.steps.c.name)
-        fits(("power_loss", k, "name"), f"power-loss:{pl.name}", S.measurements.c.phase)
+        fits((table, k, "name"), pl.name, S.steps.c.workload)
+        fits((table, k, "name"), key, S.steps.c.key)
+        fits((table, k, "name"), name, S.steps.c.name)
+        fits((table, k, "name"), f"{pl.prefix}:{pl.name}", S.measurements.c.phase)
 
 
 def _fmt_path(path: tuple) -> str:

@@ -1,4 +1,5 @@
-"""A sweep's power-loss step: cycles of verified writes, each cut by the interposer (issue 29).
+"""A sweep's power-loss and PERST# stress steps: cycles of verified writes, each cut (or reset) by the
+interposer (issue 29).
 
 Why a step of its own: a drive that acknowledges a write promises it; the only proof it keeps the
 promise through a surprise power loss is to cut the power while it writes, bring it back, and read
@@ -13,6 +14,10 @@ back everything it acknowledged, many times. One cycle:
 4. one block read with fio: power-on to the first I/O;
 5. fio's verify-state flow (powerrig.dut.verify) classifies every bad block: acknowledged and lost
    (the drive broke its promise) or in flight at the cut (never promised).
+
+A PERST# stress step ([[perst_stress]]) is the same cycle with PERST# asserted for ``off_ms`` (a
+random 10..100 ms by default) instead of the cut: the drive keeps power, so no acknowledged write may
+be lost either, and power-on to ready becomes reset release to ready; there is no burst (no inrush).
 
 The cut is a planned power cycle: it is on the step's timeline as a NOTE "power cycle" (the capture
 shows the rails falling), and only blocks fio's verify finds wrong are ever counted as data loss.
@@ -80,8 +85,8 @@ class PowerLossStep:
     def cycle(self, k: int) -> dict:
         pl = self.pl
         seed = cycle_seed(pl.seed, self.step.repetition, k)
-        lo, hi = pl.cut_ms
-        cut_ms = lo if lo == hi else float(np.random.default_rng(seed).uniform(lo, hi))
+        rng = np.random.default_rng(seed)
+        cut_ms, off_ms = (lo if lo == hi else float(rng.uniform(lo, hi)) for lo, hi in (pl.cut_ms, pl.off_ms))
         d = self.out / f"cycle{k + 1:05d}"
         job = FioJob(pl.name, rw="write", bs=pl.bs, iodepth=pl.iodepth, size=pl.size, runtime=WRITE_RUNTIME_S,
                      filename=self.namespace, direct=True, ioengine="libaio", extra=verify.write_options(seed))
@@ -107,14 +112,16 @@ class PowerLossStep:
                 writer.join(1.0)
                 raise PowerrigError(f"{self.step.name}: cycle {k + 1}: fio's writes were not seen flowing "
                                     f"({out.get('error') or 'no status within %g s' % FLOW_TIMEOUT_S}); nothing was cut")
-        off_us = int(round(pl.off_ms * 1000))
-        burst = self._arm_burst(off_us, 5.0 + (cut_ms + pl.off_ms) / 1000)
-        actions = [{"output": "12V", "level": 0, "after_us": max(2000, int(round(cut_ms * 1000)))},
-                   {"output": "12V", "level": 1, "after_us": off_us}]
+        off_us = int(round(off_ms * 1000))
+        cut = pl.kind == "cut"
+        burst = self._arm_burst(off_us, 5.0 + (cut_ms + off_ms) / 1000) if cut else None
+        output, away = ("12V", 0) if cut else ("PERST", 1)
+        actions = [{"output": output, "level": away, "after_us": max(2000, int(round(cut_ms * 1000)))},
+                   {"output": output, "level": 1 - away, "after_us": off_us}]
         t_send = time.time()
         reply = self.dev.power_sequence(actions)
         t_recv = time.time()
-        edges = self.dev.power_edges(2, timeout=5.0 + (cut_ms + pl.off_ms) / 1000)
+        edges = self.dev.power_edges(2, timeout=5.0 + (cut_ms + off_ms) / 1000)
         t_mid = (t_send + t_recv) / 2           # the reply's "now" sample, to within half the round trip
 
         def utc(index):
@@ -125,13 +132,14 @@ class PowerLossStep:
         first_io_s = self._first_io(d, t_on)
         writer.join(WRITE_RUNTIME_S + 60)
         t_ready = t_on + ready_s
-        self.tl.add(Event(NOTE, "power cycle", t_cut, t_ready, ok=True,
-                          meta={"power_cycle": True, "planned": True, "step": self.step.key, "cycle": k + 1,
-                                "edges": edges}))
-        rails = self._rails(burst, edges)
+        self.tl.add(Event(NOTE, "power cycle" if cut else "PERST# assertion", t_cut, t_ready, ok=True,
+                          meta={"power_cycle": cut, "perst": not cut, "planned": True, "step": self.step.key,
+                                "cycle": k + 1, "edges": edges}))
+        rails = self._rails(burst, edges) if cut else {}
         acknowledged = self._acknowledged(d / f"{pl.name}.json")
         c = verify.classify(self.fio, pl.name, self.namespace, pl.bs, pl.iodepth, acknowledged, randseed=seed)
-        return {"cycle": k + 1, "seed": seed, "cut_ms": cut_ms, "edges": edges, "rtt_s": t_recv - t_send,
+        return {"cycle": k + 1, "kind": pl.kind, "seed": seed, "cut_ms": cut_ms, "off_ms": off_ms, "edges": edges,
+                "rtt_s": t_recv - t_send,
                 "cut_during_writes": "result" not in out, "acknowledged": c.acknowledged, "lost": len(c.lost),
                 "in_flight": len(c.in_flight), "lost_offsets": list(c.lost[:KEEP_OFFSETS]),
                 "in_flight_offsets": list(c.in_flight[:KEEP_OFFSETS]), "ready_s": ready_s, "ready_lo_s": ready_lo_s,

@@ -98,6 +98,17 @@ def test_perst_fails_the_io_but_loses_nothing():
     assert n > 0 and io.verify(1, 0, n * BS, BS, "7") == [] and [(x["output"], x["lost_offsets"]) for x in io.truth] == [("PERST", [])]
 
 
+def test_a_surprise_removal_loses_what_the_cache_held_when_power_went_with_the_reset():
+    clock, ssd, drive, io, rid = _writing(PowerSpec(defect_rate=1.0))
+    for out in ("PERST", "12V", "3V3"):              # a hot-plug's removal: all on one sample
+        drive.set_output(out, 1 if out == "PERST" else 0, clock.t)
+    n = int(_collect(ssd, io, rid)["write_bytes"][0] // BS)
+    [rec] = io.truth
+    lost = sorted(off for (_ns, off), _tok in drive.cache.lost)
+    assert rec["output"] == "PERST" and rec["acknowledged"] == n and rec["lost_offsets"] == lost and lost
+    assert io.verify(1, 0, n * BS, BS, "7") == lost
+
+
 PLAN = """name = "pl"
 power_states = [0]
 idle_steps = false
@@ -119,6 +130,11 @@ off_ms = 10
 PERST = """[[perst_stress]]
 name = "seq"
 cycles = 1
+"""
+HOTPLUG = """[[hotplug]]
+name = "seq"
+cycles = 1
+off_ms = 200
 """
 
 
@@ -148,9 +164,10 @@ def test_check_lists_the_power_loss_step_and_refuses_a_bad_one_in_one_line(tmp_p
     p.write_text(PLAN)
     plan = parse(PLAN)
     assert [s.key for s in plan.steps()] == ["power-loss/seq/r1"] and plan.steps()[0].power_loss.cut_ms == (0, 100)
-    both = parse(PLAN + PERST).steps()
-    assert [s.key for s in both] == ["power-loss/seq/r1", "perst-stress/seq/r1"]
+    both = parse(PLAN + PERST + HOTPLUG.replace("off_ms = 200\n", "")).steps()
+    assert [s.key for s in both] == ["power-loss/seq/r1", "perst-stress/seq/r1", "hot-plug/seq/r1"]
     assert both[1].power_loss.kind == "perst" and both[1].power_loss.off_ms == (10, 100)      # the issue's 10-100 ms
+    assert both[2].power_loss.kind == "hotplug" and both[2].power_loss.off_ms == (500, 500)
     assert "power_loss" not in parse(PLAN.split("[[power_loss]]")[0].replace("idle_steps = false", "")).resolved()
     p.write_text(PLAN.replace("cycles = 2", "cycles = 2.5"))
     r = run_cli("sweep", "--check", str(p))
@@ -168,16 +185,17 @@ def weak_rig(simdir, monkeypatch):
 
 def test_power_loss_sweep_finds_exactly_the_acknowledged_writes_the_drive_lost(tmp_path, weak_rig):
     rig = weak_rig
-    plan = parse(PLAN.replace('port = "sim:d5-p5336"', f'port = "rig:{rig["id"]}"') + PERST, "pl.toml")
+    plan = parse(PLAN.replace('port = "sim:d5-p5336"', f'port = "rig:{rig["id"]}"') + PERST + HOTPLUG, "pl.toml")
     store = ResultStore(tmp_path / "r.sqlite")
     run = Sweep(plan, store, tmp_path / "out").run()
     truth = request(rig["endpoint"], {"op": "power_truth", "dev": "/dev/nvme0"})
     cuts = truth["cuts"]
-    edges = [e for e in truth["edges"] if e["output"] == "12V"]
-    step, perst = store.steps(run)
+    downs = [e for e in truth["edges"] if "holdup_s" in e]         # 12 V cuts (the session's end restores too)
+    ups = [e for e in truth["edges"] if "inrush_peak_a" in e]       # 12 V power-ons
+    step, perst, hot = store.steps(run)
     params = json.loads(step["params"])
     cycles = [json.loads(x) for x in (tmp_path / "out" / params["fio_dir"]).joinpath("cycles.jsonl").read_text().splitlines()]
-    assert len(cycles) == 2 and len(cuts) == 3 and step["status"] == "done" and params["power_cycles"] == 2
+    assert len(cycles) == 2 and len(cuts) == 4 and step["status"] == "done" and params["power_cycles"] == 2
     for c, t in zip(cycles, cuts):
         # found = injected, block by block: fio's verify over what the drive acknowledged
         assert c["acknowledged"] == t["acknowledged"] > 0
@@ -187,8 +205,8 @@ def test_power_loss_sweep_finds_exactly_the_acknowledged_writes_the_drive_lost(t
         assert on["index"] - off["index"] == 10_000 // 4 and off["index"] == off["requested"]
     assert sum(c["lost"] for c in cycles) > 0
     # a burst can miss on a starved virtual rig (samples dropped just before the restore): said, not guessed
-    assert any(c["holdup_s"] is not None for c in cycles)
-    for c, cut, on in zip(cycles, edges[0::2], edges[1::2]):
+    assert len(downs) == len(ups) == 3                               # two cuts, one removal
+    for c, cut, on in zip(cycles, downs, ups):
         if c["holdup_s"] is None:
             assert c["inrush_peak_a"] is None and "burst" in c["burst_error"]
             continue
@@ -206,9 +224,24 @@ def test_power_loss_sweep_finds_exactly_the_acknowledged_writes_the_drive_lost(t
     assert p["edges"][1]["index"] - p["edges"][0]["index"] == -(-round(p["off_ms"] * 1000) // 4) and 10 <= p["off_ms"] <= 100
     assert p["acknowledged"] == cuts[2]["acknowledged"] > 0 and p["lost"] == 0 and 1 <= p["in_flight"] <= 8
     assert p["ready_s"] > 0 and "holdup_s" not in p
+    # hot-plug: removal (PERST#, 12 V, 3.3 V on one sample), insertion 200 ms later with PERST# released
+    # T_PVPERL (100 ms) after power; what the cache held when power went is lost (truth: the reset's record)
+    [h] = [json.loads(x) for x in (tmp_path / "out" / json.loads(hot["params"])["fio_dir"]).joinpath(
+        "cycles.jsonl").read_text().splitlines()]
+    e = h["edges"]
+    assert [(x["output"], x["level"]) for x in e] == [("PERST", 1), ("12V", 0), ("3V3", 0), ("3V3", 1), ("12V", 1),
+                                                       ("PERST", 0)]
+    assert e[0]["index"] == e[1]["index"] == e[2]["index"] and e[3]["index"] - e[2]["index"] == 200_000 // 4
+    assert e[5]["index"] - e[4]["index"] == 100_000 // 4 and cuts[3]["output"] == "PERST"
+    assert h["acknowledged"] == cuts[3]["acknowledged"] and h["lost_offsets"] == cuts[3]["lost_offsets"][:64]
+    assert h["link"] == {"speed": "16.0 GT/s PCIe", "width": 4} and h["holdup_s"] is None
+    if h["inrush_peak_a"] is not None:
+        assert h["inrush_peak_a"] == pytest.approx(ups[2]["inrush_peak_a"], rel=0.05)
+    assert any(c["inrush_peak_a"] is not None for c in cycles + [h])      # not every burst missed
     ms = {m["name"]: m for m in store.measurements(run) if m["step"] == step["key"]}
     assert ms["power_loss.lost_writes"]["value"] == sum(len(t["lost_offsets"]) for t in cuts[:2])
     assert ms["power_loss.lost_writes"]["outcome"] == "fail" and ms["power_loss.cycles"]["value"] == 2
+    assert ms["power_loss.link_width_min"]["value"] == 4
     with CaptureReader(step["capture"]) as cap:
         notes = [e for e in cap.events if e.name == "power cycle"]
     assert len(notes) == 2 and all(e.meta["planned"] for e in notes)      # recorded as power cycles

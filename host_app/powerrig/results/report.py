@@ -106,7 +106,8 @@ POWER_LOSS = (("power_loss.cycles", "cycles", "{:.0f}"), ("power_loss.acknowledg
               ("power_loss.cuts_after_writes_ended", "cuts after the writes", "{:.0f}"),
               ("power_loss.holdup_s", "hold-up min ms", "ms"), ("power_loss.inrush_peak_a", "inrush peak A", "{:.2f}"),
               ("power_loss.inrush_charge_c", "inrush charge mC", "mC"), ("power_loss.ready_s", "on to ready max ms", "ms"),
-              ("power_loss.first_io_s", "on to first I/O max ms", "ms"))
+              ("power_loss.first_io_s", "on to first I/O max ms", "ms"),
+              ("power_loss.link_width_min", "link width min", "{:.0f}"))
 
 
 def _power_loss_section(ms: list[dict]) -> list[str]:

@@ -9,10 +9,10 @@ reads that back block by block.
 A 12 V cut (``PoweredDrive`` calls ``before_edge`` first): every run fails at the cut (fio sees I/O
 errors); the writes each sequential verify job had acknowledged within the write cache's flush time
 go into the drive's ``WriteCache`` with their acknowledgement times, so its PLP flush (the same code
-the benchmark's cycles use) decides which reach the media; ``after_edge`` writes the job's
-acknowledged blocks to the media except the ones it lost. Writes in flight (issued, not acknowledged)
-never reach the media. PERST# or PWRDIS asserted fails the runs too (the controller is gone; power
-and the cache stay). While the controller is not ready (``PoweredDrive.ready_at``) every request to
+the benchmark's cycles use) decides which reach the media; ``after_edge`` writes the cached blocks
+to the media except the ones it lost. Writes in flight (issued, not acknowledged) never reach the
+media. PERST# or PWRDIS asserted fails the runs too (the controller is gone; power and the cache stay:
+what the cache holds settles, unless a cut follows within its flush time, as in a surprise removal). While the controller is not ready (``PoweredDrive.ready_at``) every request to
 the endpoint fails as a missing device, the way nvme-cli and fio see a drive being enumerated.
 """
 from __future__ import annotations
@@ -85,7 +85,7 @@ class PowerLossIO:
         self.drive = None                            # the PoweredDrive, once attached
         self.truth: list[dict] = []       # per cut (and PERST#/PWRDIS): acknowledged, lost offsets, which job
         self._cut: dict[int, dict] = {}              # run id -> {job: acknowledged} of runs a cut ended
-        self._pending: list[int] = []                # runs the edge being set ended
+        self._held: dict = {}              # (ns, offset) -> (pattern, bs, truth record): acknowledged, in the cache
         self._lock = threading.RLock()
 
     def attach(self, powered_drive) -> "PowerLossIO":
@@ -112,66 +112,64 @@ class PowerLossIO:
         with self._lock:
             ws = self.writes.pop(run_id, [])
             if self._cut.pop(run_id, None) is not None:
-                return                         # the cut already wrote what it kept
+                return                         # the edge that ended it already placed what it wrote
             for w in ws:
                 self.media.write(w.ns, w.offset, w.offset + int(write_bytes[w.job] // w.bs) * w.bs, w.pattern)
 
     def verify(self, ns: int, offset: int, size: int, bs: int, pattern: str) -> list[int]:
         with self._lock:
+            self._settle_held()         # the cache flushed them long ago (cache_flush_ms), no cut since
             return self.media.bad_blocks(ns, offset, size, bs, pattern)
+
+    def _settle_held(self, lost: set | None = None) -> None:
+        """The writes a reset left in the cache reach the media, except the ones a cut ``lost``."""
+        for (ns, off), (pattern, bs, rec) in sorted(self._held.items()):
+            if lost is not None and (ns, off) in lost:
+                rec["lost_offsets"].append(off)
+                rec["lost_offsets"].sort()
+            else:
+                self.media.write(ns, off, off + bs, pattern)
+        self._held.clear()
 
     # ---- power edges (PoweredDrive.set_output) ---------------------------------------------------------
     def before_edge(self, name: str, level: int, t: float, cache) -> None:
+        """The controller goes away (a cut, PERST#, PWRDIS): every run fails at ``t``; each verify job's
+        acknowledged writes older than the cache's flush time are on the media, the newer ones go into
+        the drive's WriteCache (and ``_held``) with their acknowledgement times: a cut now or later
+        decides with the PLP flush which of them survive; without one they settle."""
         cut = name == "12V" and level == 0 and self.drive.level.get("12V") == 1
         gone = cut or (name in ("PERST", "PWRDIS") and level == 1)
         if not gone:
             return
         flush_s = self.drive.spec.cache_flush_ms * 1e-3
         with self._lock:
-            self._pending = []
             for rid, (written, rates) in self.ssd.abort_io(t, power_lost=cut).items():
                 acked = {}
                 for w in self.writes.get(rid, []):
                     wb, rate = float(written[w.job]), float(rates[w.job])
                     n = int(wb // w.bs)
                     acked[w.job] = n
-                    if not cut:
-                        continue
                     first = n
                     while first > 0 and rate > 0 and t - (wb - first * w.bs) / rate > t - flush_s:
                         first -= 1                   # write first-1 completed within the flush time
-                    for i in range(first, n):        # still in the cache: its PLP flush decides
-                        cache.write((w.ns, w.offset + i * w.bs), w.pattern, t - (wb - (i + 1) * w.bs) / rate)
+                    self.media.write(w.ns, w.offset, w.offset + first * w.bs, w.pattern)
+                    rec = {"t": t, "output": name, "run": rid, "job": w.job, "ns": w.ns, "acknowledged": n,
+                           "lost_offsets": []}
+                    self._keep(rec)
+                    for i in range(first, n):        # still in the cache
+                        key = (w.ns, w.offset + i * w.bs)
+                        cache.write(key, w.pattern, t - (wb - (i + 1) * w.bs) / rate)
+                        self._held[key] = (w.pattern, w.bs, rec)
                 self._cut[rid] = acked
-                self._pending.append(rid)
-            if not cut:                         # PERST#/PWRDIS: the cache stays powered, flushed later
-                for rid in self._pending:
-                    for w in self.writes.get(rid, []):
-                        n = self._cut[rid][w.job]
-                        self.media.write(w.ns, w.offset, w.offset + n * w.bs, w.pattern)
-                        self._keep({"t": t, "output": name, "run": rid, "job": w.job, "ns": w.ns, "acknowledged": n,
-                                    "lost_offsets": []})
-                self._pending = []
 
     def _keep(self, rec: dict) -> None:
         self.truth.append(rec)
         del self.truth[:-MAX_TRUTH]
 
     def after_edge(self, rec: dict, lost: list) -> None:
-        pending = self._pending
-        if not pending or rec["output"] != "12V" or rec["level"] != 0:
-            return
-        lost_at = {key for key, _token in lost}
+        if rec["output"] != "12V" or rec["level"] != 0 or "holdup_s" not in rec:
+            return                           # only a cut decides what the cache keeps
         with self._lock:
-            for rid in pending:
-                for w in self.writes.get(rid, []):
-                    n = self._cut[rid][w.job]
-                    end = w.offset + n * w.bs
-                    mine = sorted(off for ns, off in lost_at if ns == w.ns and w.offset <= off < end)
-                    a = w.offset
-                    for off in mine + [end]:              # the kept blocks, in runs between the lost ones
-                        self.media.write(w.ns, a, off, w.pattern)
-                        a = off + w.bs
-                    self._keep({"t": rec["t"], "output": "12V", "run": rid, "job": w.job, "ns": w.ns, "acknowledged": n,
-                                "lost_offsets": mine, "weak_plp": rec.get("weak_plp"), "holdup_s": rec.get("holdup_s")})
-            self._pending = []
+            for _key, (_p, _bs, r) in self._held.items():
+                r.update(weak_plp=rec.get("weak_plp"), holdup_s=rec.get("holdup_s"))
+            self._settle_held({key for key, _token in lost})

@@ -23,6 +23,7 @@ from powerrig.sim.ssd import SsdError, VirtualSSD
 from powerrig.sim.ssd_client import ENDPOINT_ENV, EndpointError, endpoint_from, request  # noqa: F401 (re-exported)
 
 _DEV = re.compile(r"^/dev/(nvme\d+)(?:n(\d+))?$")
+LINK = ("16.0 GT/s PCIe", 4)      # what the virtual drives train to (PCIe 4.0 x4, as the D5-P5336)
 # the tool's bookkeeping of I/O it already started, and the simulator's truth: answered while the
 # controller is away (a cut run must still end and report, as fio does after its I/O errors)
 WHILE_AWAY = ("run_status", "stop_io", "power_truth")
@@ -219,6 +220,11 @@ def write_host_view(root: Path, ssds: dict[str, VirtualSSD]) -> dict:
         cdir.mkdir(parents=True, exist_ok=True)
         (cdir / "serial").write_text(ssd.sn.ljust(20) + "\n")
         (cdir / "model").write_text(ssd.profile.mn.ljust(40) + "\n")
+        pci = cdir / "device"            # on Linux a link to the PCI function; its link attributes
+        pci.mkdir(exist_ok=True)
+        for k in ("current", "max"):
+            (pci / f"{k}_link_speed").write_text(f"{LINK[0]}\n")
+            (pci / f"{k}_link_width").write_text(f"{LINK[1]}\n")
         _link(sys_root / "class" / "nvme" / ctrl, cdir)
         for k in range(1, ssd.profile.namespaces + 1):
             ns = cdir / f"{ctrl}n{k}"

@@ -19,6 +19,8 @@ mixes two plans.
     [[power_loss]] name, cycles, bs, iodepth, size, cut_ms, off_ms, ready_timeout_s, holdup_threshold_v,
                    inrush_trigger_w, seed   (surprise power loss during verified writes: docs/power-loss.md)
     [[perst_stress]] the same keys: PERST# asserted for off_ms (default a random 10..100) under verified writes
+    [[hotplug]]      the same keys: a surprise removal (PERST#, 12 V, 3.3 V off) for off_ms (default 500), then
+                     insertion with the spec's timing (power, PERST# released 100 ms later), link read after
 """
 from __future__ import annotations
 
@@ -238,7 +240,8 @@ class PowerLoss:
     ``cut_ms`` after the writes are seen flowing (a [from, to] range: a random point in it), restores
     it ``off_ms`` later (a number or a range, as cut_ms), waits for the controller and classifies every
     block fio's verify finds wrong. ``kind`` "perst": PERST# asserted instead of the cut (a reset
-    under load; power stays, so nothing acknowledged may be lost either)."""
+    under load; power stays, so nothing acknowledged may be lost either); "hotplug": a surprise
+    removal and an insertion with the CEM timing (sweep/power_loss.py)."""
     name: str
     cycles: int = 10
     bs: int = 131072
@@ -250,12 +253,12 @@ class PowerLoss:
     holdup_threshold_v: float = 9.0    # hold-up: from the cut until the drive side falls through this
     inrush_trigger_w: float = 40.0     # the raw burst around each restore triggers on 12 V above this
     seed: int = 29                     # cycle k writes with randseed seed * 1000003 + k (and the cut point)
-    kind: str = "cut"                  # "cut" ([[power_loss]]) or "perst" ([[perst_stress]])
+    kind: str = "cut"                  # "cut" ([[power_loss]]), "perst" ([[perst_stress]]), "hotplug" ([[hotplug]])
 
     @property
     def prefix(self) -> str:
         """Its steps' key prefix and its measurements' phase prefix."""
-        return "perst-stress" if self.kind == "perst" else "power-loss"
+        return {"perst": "perst-stress", "hotplug": "hot-plug"}.get(self.kind, "power-loss")
 
 
 @dataclass(frozen=True)
@@ -353,7 +356,9 @@ def power_loss_cycle_s(pl: PowerLoss) -> float:
 
 # -- parsing ----------------------------------------------------------------------------------
 TOP = {"name", "description", "power_states", "idle_steps", "apst", "rig", "drive", "preparation", "timing",
-       "steady_state", "workload", "checks", "limits", "power_loss", "perst_stress"}
+       "steady_state", "workload", "checks", "limits", "power_loss", "perst_stress", "hotplug"}
+PULSE_TABLES = (("power_loss", "cut"), ("perst_stress", "perst"), ("hotplug", "hotplug"))
+DEFAULT_OFF_MS = {"cut": (10.0, 10.0), "perst": (10.0, 100.0), "hotplug": (500.0, 500.0)}
 POWER_LOSS = {"name", "cycles", "bs", "iodepth", "size", "cut_ms", "off_ms", "ready_timeout_s", "holdup_threshold_v",
               "inrush_trigger_w", "seed"}
 MAX_CYCLES = 100_000
@@ -539,7 +544,7 @@ def _power_loss(path, d, kind: str) -> PowerLoss:
     (one-line errors naming the key)."""
     _table(path, d)
     _known(path, d, POWER_LOSS)
-    df = PowerLoss("", off_ms=(10.0, 100.0) if kind == "perst" else PowerLoss.off_ms)
+    df = PowerLoss("", off_ms=DEFAULT_OFF_MS[kind])
     if "name" not in d:
         raise _Bad(path + ("name",), f"missing: a {path[0]} step needs a name")
     name = _fio_section(path + ("name",), _str(path + ("name",), d["name"]))
@@ -631,7 +636,7 @@ def _build(d: dict, text: str, path: str) -> Plan:
                 raise _Bad(("drive", "serial"), f"workload {w.name!r} writes to the drive: name its serial number "
                                                 "(nvme id-ctrl shows it) so the sweep cannot write to the wrong drive")
     power_loss = ()
-    for table, what in (("power_loss", "cut"), ("perst_stress", "perst")):
+    for table, what in PULSE_TABLES:
         pls = _want((table,), d.get(table, []), (list,), f"an array of tables ([[{table}]])")
         these = tuple(_power_loss((table, k), x, what) for k, x in enumerate(pls))
         names = [x.name for x in these]
@@ -744,7 +749,7 @@ def _check_column_limits(plan: Plan) -> None:
         fits(("workload", k, "name"), name, S.steps.c.name)
         fits(("workload", k, "name"), f"{SELF_REPORT}{MEASURE}{w.name}", S.phases.c.name, S.measurements.c.phase)
     for pl in plan.power_loss:
-        table = "perst_stress" if pl.kind == "perst" else "power_loss"
+        table = next(t for t, kind in PULSE_TABLES if kind == pl.kind)
         k = [x.name for x in plan.power_loss if x.kind == pl.kind].index(pl.name)
         key, name = plan.power_loss_key_name(pl, top_rep)
         fits((table, k, "name"), pl.name, S.steps.c.workload)

@@ -18,6 +18,9 @@ back everything it acknowledged, many times. One cycle:
 A PERST# stress step ([[perst_stress]]) is the same cycle with PERST# asserted for ``off_ms`` (a
 random 10..100 ms by default) instead of the cut: the drive keeps power, so no acknowledged write may
 be lost either, and power-on to ready becomes reset release to ready; there is no burst (no inrush).
+A hot-plug step ([[hotplug]]) removes the drive by surprise (PERST#, 12 V and 3.3 Vaux off at once)
+and inserts it ``off_ms`` later with the CEM's timing (:func:`pulse`); ready and first I/O count from
+PERST#'s release, and the PCIe link's speed and width are read from sysfs after.
 
 The cut is a planned power cycle: it is on the step's timeline as a NOTE "power cycle" (the capture
 shows the rails falling), and only blocks fio's verify finds wrong are ever counted as data loss.
@@ -39,14 +42,31 @@ from powerrig.core.errors import PowerrigError
 from powerrig.core.timeline import NOTE, Event
 from powerrig.dut import destructive, verify
 from powerrig.dut.fio import FioJob, FioPlan, complete_documents
+from powerrig.dut.sysfs import link as sysfs_link
 
 PERIOD_S = 4e-6                 # one raw sample (rails_default.SAMPLE_PERIOD_US)
 BURST_CAPACITY = 16384          # samples the board's burst RAM holds (firmware burst.DEFAULT_CAPACITY)
 BURST_POST = 1000               # 4 ms after the restore: the inrush settles in a few hundred us
+BURST_WAIT_S = 20.0             # beyond the restore's time: a starved virtual rig reads its samples late
 FLOW_TIMEOUT_S = 60.0           # fio must show writes flowing within this (its set-up included)
 WRITE_RUNTIME_S = 120.0         # fio's cap on a cycle's writes (the cut ends them long before)
 WATCHDOG_MS = 5000              # the interposer restores power if this host goes silent this long
 KEEP_OFFSETS = 64               # lost / in-flight offsets kept per cycle in the step's cycle log
+PVPERL_US = 100_000             # PCIe CEM T_PVPERL: power stable to PERST# released, at least 100 ms
+NOTE_NAMES = {"cut": "power cycle", "perst": "PERST# assertion", "hotplug": "hot-plug"}
+
+
+def pulse(kind: str, at_us: int, off_us: int) -> list[dict]:
+    """The interposer's sequence of one cycle: a 12 V cut and restore; PERST# asserted and released;
+    or a surprise removal (PERST#, 12 V and 3.3 Vaux off together) and an insertion with the CEM's
+    order (3.3 Vaux and 12 V on, PERST# released T_PVPERL later)."""
+    if kind == "cut":
+        return [{"output": "12V", "level": 0, "after_us": at_us}, {"output": "12V", "level": 1, "after_us": off_us}]
+    if kind == "perst":
+        return [{"output": "PERST", "level": 1, "after_us": at_us}, {"output": "PERST", "level": 0, "after_us": off_us}]
+    return [{"output": "PERST", "level": 1, "after_us": at_us}, {"output": "12V", "level": 0},
+            {"output": "3V3", "level": 0}, {"output": "3V3", "level": 1, "after_us": off_us},
+            {"output": "12V", "level": 1}, {"output": "PERST", "level": 0, "after_us": PVPERL_US}]
 
 
 def cycle_seed(seed: int, repetition: int, k: int) -> int:
@@ -113,29 +133,28 @@ class PowerLossStep:
                 raise PowerrigError(f"{self.step.name}: cycle {k + 1}: fio's writes were not seen flowing "
                                     f"({out.get('error') or 'no status within %g s' % FLOW_TIMEOUT_S}); nothing was cut")
         off_us = int(round(off_ms * 1000))
-        cut = pl.kind == "cut"
-        burst = self._arm_burst(off_us, 5.0 + (cut_ms + off_ms) / 1000) if cut else None
-        output, away = ("12V", 0) if cut else ("PERST", 1)
-        actions = [{"output": output, "level": away, "after_us": max(2000, int(round(cut_ms * 1000)))},
-                   {"output": output, "level": 1 - away, "after_us": off_us}]
+        actions = pulse(pl.kind, max(2000, int(round(cut_ms * 1000))), off_us)
+        powered = pl.kind != "perst"
+        burst = self._arm_burst(off_us, BURST_WAIT_S + (cut_ms + off_ms) / 1000) if powered else None
         t_send = time.time()
         reply = self.dev.power_sequence(actions)
         t_recv = time.time()
-        edges = self.dev.power_edges(2, timeout=5.0 + (cut_ms + off_ms) / 1000)
+        edges = self.dev.power_edges(len(actions), timeout=5.0 + (cut_ms + off_ms) / 1000 + PVPERL_US / 1e6)
         t_mid = (t_send + t_recv) / 2           # the reply's "now" sample, to within half the round trip
 
         def utc(index):
             return t_mid + (index - reply["now"]) * PERIOD_S
 
-        t_cut, t_on = utc(edges[0]["index"]), utc(edges[1]["index"])
+        t_cut, t_on = utc(edges[0]["index"]), utc(edges[-1]["index"])    # the last edge: power on, or PERST# released
         ready_s, ready_lo_s = self._wait_ready(t_on)      # while fio winds down after its I/O errors
+        link = sysfs_link(self.controller, getattr(self.nvme, "host", None))
         first_io_s = self._first_io(d, t_on)
         writer.join(WRITE_RUNTIME_S + 60)
         t_ready = t_on + ready_s
-        self.tl.add(Event(NOTE, "power cycle" if cut else "PERST# assertion", t_cut, t_ready, ok=True,
-                          meta={"power_cycle": cut, "perst": not cut, "planned": True, "step": self.step.key,
+        self.tl.add(Event(NOTE, NOTE_NAMES[pl.kind], t_cut, t_ready, ok=True,
+                          meta={"power_cycle": powered, "kind": pl.kind, "planned": True, "step": self.step.key,
                                 "cycle": k + 1, "edges": edges}))
-        rails = self._rails(burst, edges) if cut else {}
+        rails = self._rails(burst, with_cut=pl.kind == "cut") if powered else {}
         acknowledged = self._acknowledged(d / f"{pl.name}.json")
         c = verify.classify(self.fio, pl.name, self.namespace, pl.bs, pl.iodepth, acknowledged, randseed=seed)
         return {"cycle": k + 1, "kind": pl.kind, "seed": seed, "cut_ms": cut_ms, "off_ms": off_ms, "edges": edges,
@@ -143,7 +162,7 @@ class PowerLossStep:
                 "cut_during_writes": "result" not in out, "acknowledged": c.acknowledged, "lost": len(c.lost),
                 "in_flight": len(c.in_flight), "lost_offsets": list(c.lost[:KEEP_OFFSETS]),
                 "in_flight_offsets": list(c.in_flight[:KEEP_OFFSETS]), "ready_s": ready_s, "ready_lo_s": ready_lo_s,
-                "first_io_s": first_io_s, **rails}
+                "first_io_s": first_io_s, "link": link, **rails}
 
     def _arm_burst(self, off_us: int, timeout: float):
         """A raw burst triggered by the restore's inrush, with the off time (and the cut) before it. It
@@ -168,8 +187,9 @@ class PowerLossStep:
         armed.wait(10.0)                         # armed on the device before the sequence is sent
         return th, got
 
-    def _rails(self, burst, edges) -> dict:
-        """Hold-up after the cut and inrush at the restore, from the raw burst (None where it has none)."""
+    def _rails(self, burst, with_cut: bool) -> dict:
+        """Hold-up after the cut and inrush at the restore, from the raw burst (None where it has none;
+        a hot-plug's removal is too long before the insertion for the burst to hold it)."""
         th, got = burst
         th.join(40)
         b = got.get("burst")
@@ -177,11 +197,11 @@ class PowerLossStep:
             return {"holdup_s": None, "inrush_peak_a": None, "inrush_charge_c": None,
                     "burst_error": got.get("error", "no burst")}
         v, i, _ = b.rail("12V")
-        cut = power_events.find_fall(i)
+        cut = power_events.find_fall(i) if with_cut else -1
         r = power_events.find_rise(i[max(cut, 0):])
         rise = max(cut, 0) + r if r >= 0 else -1
         holdup = power_events.holdup_s(v, cut, self.pl.holdup_threshold_v, PERIOD_S) if cut >= 0 else math.nan
-        ir = power_events.inrush(i, rise, PERIOD_S, BURST_POST) if rise >= 0 else {}
+        ir = power_events.inrush(i, rise, PERIOD_S, min(BURST_POST, len(i) - rise)) if rise >= 0 else {}
         return {"holdup_s": holdup if math.isfinite(holdup) else None, "inrush_peak_a": ir.get("peak_a"),
                 "inrush_charge_c": ir.get("charge_c"),
                 "cut_found_at": b.first_index + cut if cut >= 0 else None,
@@ -252,4 +272,8 @@ def measurements(cycles: list[dict], phase: str) -> list[dict]:
         if key == "ready_s":
             st["lower_bound_max"] = _stats(c["ready_lo_s"] for c in cycles).get("max")
         out.append(row(name, phase, st.get(pick), units, notes=json.dumps(st)))
+    links = [c["link"] for c in cycles if c.get("link")]
+    if links:       # a link that trained narrower or slower after a cycle shows here
+        out.append(row("power_loss.link_width_min", phase, min(x["width"] for x in links), "lanes",
+                       notes=json.dumps({"speeds": sorted({x["speed"] for x in links}), "cycles_read": len(links)})))
     return out

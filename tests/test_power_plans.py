@@ -247,3 +247,12 @@ def test_power_loss_sweep_finds_exactly_the_acknowledged_writes_the_drive_lost(t
     assert len(notes) == 2 and all(e.meta["planned"] for e in notes)      # recorded as power cycles
     html = write_sweep_report(store, run, tmp_path / "rep").read_text()
     assert "<h2 id=power-loss>Power loss</h2>" in html and "power-loss/seq/r1" in html and "class=fail" in html
+
+
+def test_the_link_is_read_from_the_controllers_pci_function_and_none_without_one(tmp_path):
+    from powerrig.dut.sysfs import HostView, link
+    from powerrig.sim.ssd_server import write_host_view
+
+    view = HostView(**write_host_view(tmp_path / "h", {"/dev/nvme0": VirtualSSD("d5-p5336")}))
+    assert link("/dev/nvme0", view) == {"speed": "16.0 GT/s PCIe", "width": 4}
+    assert link("/dev/nvme1", view) is None                     # no such controller: nothing to read

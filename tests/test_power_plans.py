@@ -256,3 +256,13 @@ def test_the_link_is_read_from_the_controllers_pci_function_and_none_without_one
     view = HostView(**write_host_view(tmp_path / "h", {"/dev/nvme0": VirtualSSD("d5-p5336")}))
     assert link("/dev/nvme0", view) == {"speed": "16.0 GT/s PCIe", "width": 4}
     assert link("/dev/nvme1", view) is None                     # no such controller: nothing to read
+
+
+def test_no_two_cycles_of_a_plan_write_with_the_same_seed():
+    """A cycle writing an earlier cycle's seed would let that cycle's blocks pass for its own: a lost
+    write could verify. Steps of different tables share the plan's seed, and still differ."""
+    from powerrig.sweep.power_loss import cycle_seed
+
+    steps = parse(PLAN + PERST + HOTPLUG).steps()
+    seeds = [cycle_seed(s.power_loss.seed, s.key, k) for s in steps for k in range(2000)]
+    assert len(set(seeds)) == len(seeds)

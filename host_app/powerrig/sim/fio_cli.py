@@ -307,7 +307,7 @@ def _verify_only(ep, version, fmt, out_path, glob, clones, idents, plus) -> int:
             bad_any = True
             print(f"fio: pid=0, err=84/file:io_u.c:2213, func=io_u_queued_complete, error=Invalid or incomplete "
                   f"multibyte or wide character", file=sys.stderr)
-        read_s = size / max(1.0, max(s["read_MiBps"] for s in ident["states"]) * 2**20)
+        read_s = size / max(1.0, max((s["read_MiBps"] or 0) for s in ident["states"]) * 2**20)
         c["result"] = {"t_start": t0, "t_end": t0 + read_s, "read": float(size), "write": 0.0,
                        "history": [(t0, size / read_s if read_s else 0.0, 0.0)], "failed": bool(bad),
                        "failed_at": None}

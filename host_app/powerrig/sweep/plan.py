@@ -252,7 +252,7 @@ class PowerLoss:
     ready_timeout_s: float = 30.0
     holdup_threshold_v: float = 9.0    # hold-up: from the cut until the drive side falls through this
     inrush_trigger_w: float = 40.0     # the raw burst around each restore triggers on 12 V above this
-    seed: int = 29                     # cycle k writes with randseed seed * 1000003 + k (and the cut point)
+    seed: int = 29                     # with the step's key and the cycle: each cycle's randseed and random points
     kind: str = "cut"                  # "cut" ([[power_loss]]), "perst" ([[perst_stress]]), "hotplug" ([[hotplug]])
 
     @property

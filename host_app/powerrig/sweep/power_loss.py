@@ -30,9 +30,11 @@ writes pass the drive guard each cycle (Fio.run). docs/power-loss.md.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +46,7 @@ from powerrig.dut import destructive, verify
 from powerrig.dut.fio import FioJob, FioPlan, complete_documents
 from powerrig.dut.sysfs import link as sysfs_link
 
+logger = logging.getLogger(__name__)
 PERIOD_S = 4e-6                 # one raw sample (rails_default.SAMPLE_PERIOD_US)
 BURST_CAPACITY = 16384          # samples the board's burst RAM holds (firmware burst.DEFAULT_CAPACITY)
 BURST_POST = 1000               # 4 ms after the restore: the inrush settles in a few hundred us
@@ -69,9 +72,11 @@ def pulse(kind: str, at_us: int, off_us: int) -> list[dict]:
             {"output": "12V", "level": 1}, {"output": "PERST", "level": 0, "after_us": PVPERL_US}]
 
 
-def cycle_seed(seed: int, repetition: int, k: int) -> int:
-    """The cycle's fio randseed (and its cut point's): new per cycle and repetition, the same on a rerun."""
-    return (seed * 1000003 + repetition * 100_003 + k + 1) % 2**32
+def cycle_seed(seed: int, step_key: str, k: int) -> int:
+    """The cycle's fio randseed (and its random points'): new per cycle and per step (its key names the
+    table, the name and the repetition), the same on a rerun. A seed an earlier step's cycle used would
+    let a block that cycle wrote pass for this one's (the headers would be the same)."""
+    return (seed * 1000003 + zlib.crc32(step_key.encode()) + k + 1) % 2**32
 
 
 class PowerLossStep:
@@ -98,13 +103,17 @@ class PowerLossStep:
                     self.emit(f"{self.step.name}: cycle {k + 1}/{self.pl.cycles}: {c['acknowledged']} acknowledged, "
                               f"{c['lost']} lost, {c['in_flight']} in flight; ready after {c['ready_s'] * 1e3:.0f} ms")
         finally:
-            destructive.power_release(self.dev)     # the safe state, power actions off for the session
+            try:
+                destructive.power_release(self.dev)     # the safe state, power actions off for the session
+            except PowerrigError as e:                  # the link gone: the interposer's watchdog restores power
+                logger.warning("%s: releasing the power session failed (%s); the interposer's watchdog "
+                               "restores power within %d ms", self.step.name, e, WATCHDOG_MS)
         return cycles
 
     # ---- one cycle ------------------------------------------------------------------------------------
     def cycle(self, k: int) -> dict:
         pl = self.pl
-        seed = cycle_seed(pl.seed, self.step.repetition, k)
+        seed = cycle_seed(pl.seed, self.step.key, k)
         rng = np.random.default_rng(seed)
         cut_ms, off_ms = (lo if lo == hi else float(rng.uniform(lo, hi)) for lo, hi in (pl.cut_ms, pl.off_ms))
         d = self.out / f"cycle{k + 1:05d}"

@@ -78,6 +78,16 @@ def test_a_cut_loses_what_the_plp_flush_could_not_save_and_verify_finds_exactly_
     assert io.ready()
 
 
+def test_restoring_the_safe_state_the_drive_is_in_leaves_it_ready():
+    """The session's release writes every output's safe level; on a drive already powered that is no
+    power cycle: it must not look like one (a sweep's next nvme-cli command failed, 'not ready')."""
+    clock, ssd, drive, io, rid = _writing(PowerSpec())
+    assert io.ready()
+    for out, level in (("12V", 1), ("3V3", 1), ("PERST", 0), ("PWRDIS", 0)):
+        drive.set_output(out, level, clock.t)
+    assert io.ready() and not ssd.run_status(rid)["failed"]
+
+
 def test_a_healthy_capacitor_saves_every_acknowledged_write():
     # 128 KiB writes: the 2 ms of cache hold ~50, the healthy hold-up flushes 144 (the model's PLP costs
     # 10 us per write, so thousands of 4 KiB writes a millisecond would outrun even a healthy one)

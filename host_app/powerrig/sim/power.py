@@ -110,6 +110,7 @@ class PoweredDrive:
         self.level = {"12V": 1, "3V3": 1, "PERST": 0, "PWRDIS": 0}
         self.edges: dict[str, list[tuple[float, int]]] = {n: [] for n in OUTPUTS}
         self.cut_tau: list[tuple[float, float, float]] = []     # (t_cut, tau_s, v0) of each 12 V cut
+        self.changed_at = -math.inf                      # the last edge that changed a level
         self.truth: list[dict] = []                      # per edge: output, level, t, and what it did
         # what else sees the edges (the virtual SSD's I/O side, sim/power_io.py): ``before_edge(name,
         # level, t, cache)`` puts its writes still in the cache there before a cut is decided,
@@ -140,6 +141,8 @@ class PoweredDrive:
         for ls in self.listeners:              # before the edge: they see the level it changes
             ls.before_edge(name, level, t, self.cache)
         self.level[name] = level
+        if old != level:
+            self.changed_at = t        # a write of the level it had (the safe state restored) changes nothing
         hist = self.edges[name]
         hist.append((t, level))
         del hist[:-MAX_EDGES]
@@ -228,8 +231,7 @@ class PoweredDrive:
         """UTC the controller is (or will be) ready, None while held off."""
         if self.level["12V"] == 0 or self.level["PERST"] == 1 or self.level["PWRDIS"] == 1:
             return None
-        last = max((h[-1][0] for n, h in self.edges.items() if h), default=-math.inf)
-        return last + self.spec.enum_delay_ms * 1e-3
+        return self.changed_at + self.spec.enum_delay_ms * 1e-3
 
 
 class SwitchedOutputs:

@@ -160,6 +160,13 @@ def power_session(nvme, controller: str, serial: str | None, interposer, watchdo
     return p
 
 
+def margin_permit(nvme, controller: str, serial: str | None, allow_unguarded: bool = False) -> Permit:
+    """The guard before a lab supply runs the drive's rail off nominal (a sweep's [[margin]] step):
+    the serial named and equal, nothing mounted, never the host's boot drive. The supply is the lab's
+    instrument, not a command line: the permit is the check, the caller then sets the supply."""
+    return permit(nvme, "margin", controller, serial, allow_unguarded)
+
+
 def power(nvme, controller: str, serial: str | None, interposer, actions: list[dict], watchdog_ms: int = 1000,
           allow_unguarded: bool = False, timeout: float = 10.0) -> list[dict]:
     """Run a timed power sequence on the interposer the drive sits on: :func:`power_session`, then

@@ -51,6 +51,20 @@ class PowerAnalyzer(ScpiInstrument):
         self.write(f"VOLT {volts:.6g},{_chan([ch])}")
         self.write(f"CURR {amps:.6g},{_chan([ch])}")
 
+    def supply(self, ch: int, volts: float, limit_a: float) -> None:
+        """Feed a load (the drive's slot) at ``volts`` with whatever current it draws, up to ``limit_a``,
+        output on. An SMU channel is put in voltage priority first (FUNC VOLT, CURR:LIM); a DC power
+        module has no priority modes (it rejects FUNC) and its CURR is its current limit."""
+        if not 0 < volts <= 20 or limit_a <= 0:
+            raise InstrumentError(f"channel {ch}: supply setpoints out of range (got {volts} V, limit {limit_a} A)")
+        try:
+            self.write(f"FUNC VOLT,{_chan([ch])}")
+            self.write(f"CURR:LIM {limit_a:.6g},{_chan([ch])}")
+        except InstrumentError:
+            self.write(f"CURR {limit_a:.6g},{_chan([ch])}")
+        self.write(f"VOLT {volts:.6g},{_chan([ch])}")
+        self.output(ch, True)
+
     def output(self, ch: int, on: bool) -> None:
         self.write(f"OUTP {'ON' if on else 'OFF'},{_chan([ch])}")
 

@@ -138,6 +138,31 @@ def _power_loss_section(ms: list[dict]) -> list[str]:
     return h
 
 
+def _margin_section(ms: list[dict]) -> list[str]:
+    """Per margin point (one step each): the voltage set and the interposer's reading beside throughput
+    and power per rail, so a drive's behaviour at 10.8 V and 13.2 V reads beside 12 V."""
+    by: dict = defaultdict(dict)
+    for m in ms:
+        if m["step"].startswith("margin/"):
+            by[m["step"]][m["name"]] = m["value"]
+    if not by:
+        return []
+    rails = sorted({n[len("power.mean."):] for got in by.values() for n in got if n.startswith("power.mean.")})
+    h = ["<h2 id=margining>Margining</h2><table><tr><th>margin</th><th>rail</th><th>set V</th><th>measured V</th>"
+         "<th>MiB/s</th><th>IOPS</th><th>W</th>" + "".join(f"<th>{html.escape(r)} W</th>" for r in rails)
+         + "<th>MiB/s/W</th></tr>"]
+    for step, got in sorted(by.items(), key=lambda kv: (kv[0].split("/")[1], kv[1].get("margin.volts_set") or 0)):
+        rail = step.split("/")[2].split("-")[0]
+        h.append(f"<tr><td style=text-align:left>{html.escape(step.split('/')[1])}</td><td>{html.escape(rail)}</td>"
+                 f"<td>{_f(got.get('margin.volts_set'), 3)}</td><td>{_f(got.get('margin.volts_measured'), 3)}</td>"
+                 f"<td>{_f(got.get('throughput.mib_s'))}</td><td>{_f(got.get('throughput.iops'), 0)}</td>"
+                 f"<td>{_f(got.get('power.mean'), 3)}</td>"
+                 + "".join(f"<td>{_f(got.get(f'power.mean.{r}'), 3)}</td>" for r in rails)
+                 + f"<td>{_f(got.get('efficiency.mib_s_per_w'))}</td></tr>")
+    h.append("</table>")
+    return h
+
+
 def write_sweep_report(store: ResultStore, run_id: int, out_dir: str | Path | None = None,
                        capture_report=None) -> Path:
     """Write index.html (and its PNGs) for a run. ``capture_report(capture, out_dir) -> Path``, when
@@ -152,6 +177,8 @@ def write_sweep_report(store: ResultStore, run_id: int, out_dir: str | Path | No
     rows: dict = defaultdict(dict)
     params: dict = {}
     for m in ms:
+        if m["step"].startswith("margin/"):       # off-nominal volts: their own table (_margin_section)
+            continue
         key = (m["power_state"], m["workload"] or "idle")
         if m["value"] is not None and m["name"] not in rows[key]:
             rows[key][m["name"]] = m["value"]
@@ -218,6 +245,7 @@ def write_sweep_report(store: ResultStore, run_id: int, out_dir: str | Path | No
         h.append("<h2 id=waf>Write amplification over time beside power</h2>")
         h += [f"<figure><img src={f} alt='WAF and W, {html.escape(k)}'><figcaption>{html.escape(k)}: cumulative WAF "
               f"{_f(v, 3)}</figcaption></figure>" for k, f, v in waf_plots]
+    h += _margin_section(ms)
     h += _power_loss_section(ms)
     h.append("<h2 id=verdicts>Verdicts</h2><table><tr><th>step</th><th>check</th><th>phase</th><th>measured</th>"
              "<th>lower limit</th><th>upper limit</th><th>marginal from</th><th>outcome</th><th>requirement met</th>"

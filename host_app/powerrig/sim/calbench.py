@@ -7,7 +7,9 @@ pyvisa driver, the calibration procedure and the CLI run unchanged against it.
 
 Its outputs can take a rail over from the drive (``OUTP ON,(@n)``): the rail is then supplied at the
 ``VOLT`` setpoint and loaded with the ``CURR`` setpoint, which is how calibration steps each channel
-over its range. Channel n is rail n-1 of hw/rails.toml (1 = 12V, 2 = 3V3, 3 = 5V).
+over its range. Channel n is rail n-1 of hw/rails.toml (1 = 12V, 2 = 3V3, 3 = 5V). A channel put in
+voltage priority (``FUNC VOLT``, as an SMU) instead feeds the drive at the ``VOLT`` setpoint with the
+current the drive draws (``CURR:LIM`` its limit): how a lab margins the slot's rails (sweep/margin.py).
 """
 from __future__ import annotations
 
@@ -23,21 +25,23 @@ from powerrig import __version__
 _LONG = {"MEASURE": "MEAS", "VOLTAGE": "VOLT", "CURRENT": "CURR", "SENSE": "SENS", "SWEEP": "SWE",
          "POINTS": "POIN", "FUNCTION": "FUNC", "TRIGGER": "TRIG", "SOURCE": "SOUR", "INITIATE": "INIT",
          "ACQUIRE": "ACQ", "FETCH": "FETC", "ARRAY": "ARR", "OUTPUT": "OUTP", "SYSTEM": "SYST",
-         "ERROR": "ERR", "PERIOD": "PER", "ABORT": "ABOR", "TINTERVAL": "TINT"}
+         "ERROR": "ERR", "LIMIT": "LIM", "PERIOD": "PER", "ABORT": "ABOR", "TINTERVAL": "TINT"}
 _CH = re.compile(r"\(@([\d,:]+)\)")
 MIN_TINT = 20.48e-6
 _CHANNEL_COMMANDS = {"MEAS:VOLT?", "MEAS:CURR?", "VOLT", "CURR", "OUTP", "SENS:SWE:TINT", "SENS:SWE:TINT?",
                      "SENS:SWE:POIN", "SENS:FUNC:VOLT", "SENS:FUNC:CURR", "TRIG:ACQ:SOUR", "TRIG:ELOG:SOUR",
                      "SENS:ELOG:FUNC:VOLT", "SENS:ELOG:FUNC:CURR", "INIT:ACQ", "FETC:ARR:VOLT?", "FETC:ARR:CURR?",
-                     "SENS:ELOG:PER", "INIT:ELOG", "ABOR:ELOG", "FETC:ELOG?"}
+                     "SENS:ELOG:PER", "INIT:ELOG", "ABOR:ELOG", "FETC:ELOG?", "FUNC", "CURR:LIM"}
 
 
 class BenchFixture:
-    """The drive's load, except on rails the bench has taken over (supplied and loaded by setpoints)."""
+    """The drive's load, except on rails the bench has taken over: supplied and loaded by setpoints
+    (rail -> (V, A)), or only supplied (rail -> (V, None)): the drive then draws its own power, as
+    constant power behind its DC-DC converters (the current scales with nominal / supplied volts)."""
 
     def __init__(self, load):
         self.load = load
-        self.sourced: dict[str, tuple[float, float]] = {}
+        self.sourced: dict[str, tuple[float, float | None]] = {}
 
     @property
     def nominal_volts(self) -> dict[str, float]:
@@ -47,8 +51,13 @@ class BenchFixture:
 
     def rail_currents(self, t):
         out = dict(self.load.rail_currents(t))
-        for r, (_v, a) in list(self.sourced.items()):
-            out[r] = np.full(np.shape(t), a, dtype=float)
+        own = getattr(self.load, "nominal_volts", {})
+        for r, (v, a) in list(self.sourced.items()):
+            if a is None:
+                if r in out and v > 0:
+                    out[r] = np.asarray(out[r], dtype=float) * own.get(r, v) / v
+            else:
+                out[r] = np.full(np.shape(t), a, dtype=float)
         return out
 
     def __getattr__(self, name):          # activity, power_at, ...: the drive's own
@@ -58,6 +67,8 @@ class BenchFixture:
 class _Channel:
     def __init__(self):
         self.volt, self.curr, self.on = 0.0, 0.0, False
+        self.priority = "CURR"             # the fixture's load (calibration); "VOLT": a supply, CURR:LIM its limit
+        self.limit = 10.0
         self.tint, self.points = MIN_TINT, 1024
         self.armed = False
         self.t_trig: float | None = None
@@ -142,7 +153,7 @@ class ReferenceMeter:
             return None
         if head == "*RST":
             for c in self.ch.values():
-                c.on = False
+                c.on, c.priority = False, "CURR"
             self.fixture.sourced.clear()
             return None
         if head == "SYST:ERR?":
@@ -172,6 +183,17 @@ class ReferenceMeter:
             for c in chs:
                 setattr(self.ch[c], head.lower(), x)
                 self._apply(c)
+            return None
+        if head == "FUNC":
+            if value.upper() not in ("VOLT", "CURR"):
+                raise ValueError(value)
+            for c in chs:
+                self.ch[c].priority = value.upper()
+                self._apply(c)
+            return None
+        if head == "CURR:LIM":
+            for c in chs:
+                self.ch[c].limit = float(value)
             return None
         if head == "OUTP":
             for c in chs:
@@ -245,7 +267,7 @@ class ReferenceMeter:
         c = self.ch[ch]
         rail = self.rails[ch - 1]
         if c.on:
-            self.fixture.sourced[rail] = (c.volt, c.curr)
+            self.fixture.sourced[rail] = (c.volt, c.curr if c.priority == "CURR" else None)
         else:
             self.fixture.sourced.pop(rail, None)
 

@@ -20,6 +20,7 @@ import math
 import re
 import threading
 import time
+from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
 
@@ -425,9 +426,14 @@ class Sweep:
 
         t_start = time.time()
         self._fio_overhead_s = 0.0
+        on_block, rail_v, margin_stack = self.on_block, None, ExitStack()
+        if step.margin is not None:          # the interposer's reading of the margined rail, from the same blocks
+            from powerrig.sweep.margin import RailVolts
+            rail_v = RailVolts(step.margin.rail)
+            on_block = rail_v.feed if self.on_block is None else (lambda b: (rail_v.feed(b), self.on_block(b)))
         # progress often: the step waits on it for the level before set-feature
         rec = Recorder(dev, capture, interval_us=plan.rig.interval_us, metadata=meta, timeline=tl, on_progress=live,
-                       progress_every_s=0.1, on_block=self.on_block)
+                       progress_every_s=0.1, on_block=on_block)
         rec.start()
         bw_rounds: list[float] = []
         steady = None
@@ -448,6 +454,7 @@ class Sweep:
             time.sleep(max(0.0, plan.timing.settle_s - (time.time() - settle.t_start)))
             tl.end(settle)
             self._check_link(rec)
+            margin_v = self._margin(step, tl, nvme, rail_v, margin_stack) if step.margin is not None else None
             idle = tl.begin(PHASE, "idle", meta={"idle": True, "power_state": step.power_state})
             time.sleep(plan.timing.idle_s)
             tl.end(idle)
@@ -462,11 +469,16 @@ class Sweep:
                 if measure_name:
                     windows += [(e.name, e.t_start, e.t_end) for e in tl.events(kind=PHASE) if e.name == measure_name]
                 self._self_report(nvme, tl, windows)
+            if margin_v is not None:       # the rail over the idle window and the workload at this point
+                margin_v["during_v"] = rail_v.mean(0.0, 0.0)
             t_after = time.time()
             nvme.smart_log(rig.controller)                  # the thermal reading after ...
             time.sleep(max(0.0, 0.3 - (time.time() - t_after)))   # ... while the last intervals reach the capture
         finally:
-            rec.stop()
+            try:
+                margin_stack.close()                        # the margined rail back at nominal, however it ended
+            finally:
+                rec.stop()
             res = rec.wait(30)
         if res is None or res.end_reason == "link-lost":
             raise StepLost(res.error if res else "the recorder did not finish")
@@ -486,6 +498,9 @@ class Sweep:
                                     step.power_state)
         self._prev_ps = step.power_state
         extra += measure.self_reported(an, plan.checks.self_reported_tolerance_pct)
+        if margin_v is not None:
+            from powerrig.sweep import margin
+            extra += margin.measurements(step.margin, step.margin_v, margin_v["measured_v"], margin_v["during_v"])
         if cycles is not None:
             from powerrig.sweep import power_loss
             extra += power_loss.measurements(cycles, f"{step.power_loss.prefix}:{step.power_loss.name}")
@@ -499,6 +514,7 @@ class Sweep:
                   "workload": asdict(w) if w else None, "runtime_s": plan.runtime_of(w) if w else None,
                   "interval_us": plan.rig.interval_us, "fio_dir": str(fio_dir) if w or pl else None,
                   "power_loss": asdict(pl) if pl else None,
+                  "margin": {**asdict(step.margin), "volts_set": step.margin_v} if step.margin else None,
                   "power_cycles": len(cycles) if cycles is not None else 0,     # planned cuts: never data loss
                   "recording": {"covered_s": res.covered_s, "lost_s": res.lost_s, "end_reason": res.end_reason},
                   "lost_attempts": list(getattr(self, "_lost_attempts", [])),
@@ -630,6 +646,24 @@ class Sweep:
         return PowerLossStep(step.power_loss, step, dev, nvme, fio, self._rig.controller, self._rig.namespaces[0],
                              self.plan.drive.serial, fio_dir, tl,
                              lambda text: self._emit("note", text=text)).run()
+
+    def _margin(self, step: Step, tl, nvme, rail_v, stack: ExitStack) -> dict:
+        """The margin point of this step (sweep/margin.py): the guard's permit, the supply set and its
+        voltage checked on the interposer; ``stack`` brings the rail back to nominal when it closes."""
+        from powerrig.dut import destructive
+        from powerrig.sweep.margin import MarginPoint, channel_of, supply_resource
+
+        m, spec = step.margin, self.plan.rig
+        destructive.margin_permit(nvme, self._rig.controller, self.plan.drive.serial)
+        ev = tl.begin(NOTE, "margin", meta={"rail": m.rail, "volts_set": step.margin_v, "margin": m.name})
+        point = stack.enter_context(MarginPoint(m, step.margin_v, supply_resource(spec, self._rig.info),
+                                                channel_of(spec, m.rail), rail_v,
+                                                lambda text: self._emit("note", text=text)))
+        measured = point.apply()
+        ev.meta["volts_measured"] = measured
+        tl.end(ev)
+        rail_v.reset()
+        return {"measured_v": measured, "during_v": None}
 
     def _sample_waf(self, nvme, every: float, stop: threading.Event) -> None:
         """Write-amplification counters every ``every`` s (FDP statistics, else SMART + OCP)."""

@@ -21,6 +21,8 @@ mixes two plans.
     [[perst_stress]] the same keys: PERST# asserted for off_ms (default a random 10..100) under verified writes
     [[hotplug]]      the same keys: a surprise removal (PERST#, 12 V, 3.3 V off) for off_ms (default 500), then
                      insertion with the spec's timing (power, PERST# released 100 ms later), link read after
+    [[margin]]  name, rail ("12V" | "3V3"), volts, workload, settle_s, agree_pct, current_limit_a: the rail
+                supplied at each voltage by the lab supply [rig] supply names (docs/power-loss.md#margining)
 """
 from __future__ import annotations
 
@@ -151,6 +153,9 @@ class RigSpec:
     fio: tuple = ("fio",)
     reconnect_s: float = 60.0      # how long to wait for a vanished interposer before giving up
     source: str = "interposer"     # what measures the rails (powerrig.sources.spec): n6705c:RESOURCE, ...
+    supply: str = ""               # the programmable supply feeding the slot ([[margin]]): a VISA resource, or
+                                   # "reference": a virtual rig's simulated N6705C
+    supply_channels: tuple = ()    # ((rail, channel), ...) of that supply; () : 12V=1, 3V3=2
 
     @property
     def sim_profile(self) -> str | None:
@@ -261,6 +266,29 @@ class PowerLoss:
         return {"perst": "perst-stress", "hotplug": "hot-plug"}.get(self.kind, "power-loss")
 
 
+# Margining limits: 12 V from 10.8 to 13.2 V (+-10 %, issue 29; past the CEM's +5 %/-8 % operating
+# tolerance on purpose: a margin test shows how far outside it the drive still works) and 3.3 Vaux
+# within its +-9 % (PCIe CEM). A plan asking for more is refused: it could damage the drive.
+MARGIN_LIMITS = {"12V": (10.8, 13.2), "3V3": (3.003, 3.597)}
+MARGIN_NOMINAL = {"12V": 12.0, "3V3": 3.3}
+DEFAULT_SUPPLY_CHANNELS = (("12V", 1), ("3V3", 2))
+
+
+@dataclass(frozen=True)
+class Margin:
+    """Rail margining: the lab supply feeding the slot ([rig] supply) sets ``rail`` to each of ``volts``;
+    after ``settle_s`` the interposer's reading must agree within ``agree_pct`` (else the supply does
+    not feed the slot), then ``workload`` (a [[workload]] of the plan) runs; nominal is restored after
+    every point (sweep/margin.py)."""
+    name: str
+    rail: str = "12V"
+    volts: tuple = (10.8, 12.0, 13.2)
+    workload: str = ""
+    settle_s: float = 1.0
+    agree_pct: float = 2.0
+    current_limit_a: float = 10.0
+
+
 @dataclass(frozen=True)
 class Step:
     index: int
@@ -270,6 +298,8 @@ class Step:
     workload: Workload | None      # None: an idle step (or a power-loss step)
     repetition: int
     power_loss: PowerLoss | None = None
+    margin: Margin | None = None
+    margin_v: float | None = None      # this step's supply voltage
 
 
 @dataclass(frozen=True)
@@ -290,6 +320,7 @@ class Plan:
     checks: Checks = Checks()
     limits: "Limits" = None
     power_loss: tuple = ()
+    margin: tuple = ()
 
     def steps(self) -> list[Step]:
         out = []
@@ -300,6 +331,12 @@ class Plan:
                 for w in self.workloads:
                     out.append((ps, w, rep))
         steps = [Step(k, *self.step_key_name(ps, w, rep), ps, w, rep) for k, (ps, w, rep) in enumerate(out)]
+        for rep in range(self.timing.repetitions):       # margins before the power cuts
+            for m in self.margin:
+                w = next(x for x in self.workloads if x.name == m.workload)
+                for v in m.volts:
+                    key, name = self.margin_key_name(m, v, rep)
+                    steps.append(Step(len(steps), key, name, self.power_states[0], w, rep, margin=m, margin_v=v))
         for rep in range(self.timing.repetitions):       # after the measurements: they cut the drive's power
             for pl in self.power_loss:
                 key, name = self.power_loss_key_name(pl, rep)
@@ -309,6 +346,10 @@ class Plan:
     def power_loss_key_name(self, pl: PowerLoss, rep: int) -> tuple[str, str]:
         return (f"{pl.prefix}/{pl.name}/r{rep + 1}",
                 f"{pl.prefix.replace('-', ' ')} {pl.name}" + (f" #{rep + 1}" if self.timing.repetitions > 1 else ""))
+
+    def margin_key_name(self, m: Margin, volts: float, rep: int) -> tuple[str, str]:
+        return (f"margin/{m.name}/{m.rail}-{volts:.3f}V/r{rep + 1}",
+                f"margin {m.name} {m.rail} {volts:.3f} V" + (f" #{rep + 1}" if self.timing.repetitions > 1 else ""))
 
     def step_key_name(self, ps: int, w: Workload | None, rep: int) -> tuple[str, str]:
         """A step's stable key and its display name."""
@@ -324,6 +365,11 @@ class Plan:
         d.pop("limits")            # a gate on the plan, not a value the sweep uses: it leaves the hash alone
         if not d["power_loss"]:
             d.pop("power_loss")    # plans without power-loss steps keep the hash they had before it existed
+        if not d["margin"]:
+            d.pop("margin")        # ... and without margin steps, nor a supply
+        for k in ("supply", "supply_channels"):
+            if not d["rig"][k]:
+                d["rig"].pop(k)
         return json.loads(json.dumps(d))
 
     @property
@@ -342,6 +388,8 @@ class Plan:
             t += self.timing.settle_s + self.timing.idle_s
             if s.power_loss is not None:
                 t += s.power_loss.cycles * power_loss_cycle_s(s.power_loss)
+            if s.margin is not None:
+                t += s.margin.settle_s
             if s.workload is not None:
                 rt = self.runtime_of(s.workload) or self.timing.measure_s
                 t += rt * (self.steady.rounds if s.workload.steady_state else 1)
@@ -356,7 +404,9 @@ def power_loss_cycle_s(pl: PowerLoss) -> float:
 
 # -- parsing ----------------------------------------------------------------------------------
 TOP = {"name", "description", "power_states", "idle_steps", "apst", "rig", "drive", "preparation", "timing",
-       "steady_state", "workload", "checks", "limits", "power_loss", "perst_stress", "hotplug"}
+       "steady_state", "workload", "checks", "limits", "power_loss", "perst_stress", "hotplug",
+       "margin"}
+MARGIN = {"name", "rail", "volts", "workload", "settle_s", "agree_pct", "current_limit_a"}
 PULSE_TABLES = (("power_loss", "cut"), ("perst_stress", "perst"), ("hotplug", "hotplug"))
 DEFAULT_OFF_MS = {"cut": (10.0, 10.0), "perst": (10.0, 100.0), "hotplug": (500.0, 500.0)}
 POWER_LOSS = {"name", "cycles", "bs", "iodepth", "size", "cut_ms", "off_ms", "ready_timeout_s", "holdup_threshold_v",
@@ -365,7 +415,7 @@ MAX_CYCLES = 100_000
 MAX_OFF_MS = 60_000.0
 LIMITS = {"max_steps", "max_hours"}
 CHECKS = {"self_reported_power", "self_reported_tolerance_pct"}
-RIG = {"port", "interval_us", "nvme", "fio", "reconnect_s", "source"}
+RIG = {"port", "interval_us", "nvme", "fio", "reconnect_s", "source", "supply", "supply_channels"}
 DRIVE = {"controller", "namespace", "serial", "host"}
 PREP = {"kind", "job"}
 TIMING = {"settle_s", "idle_s", "measure_s", "repetitions", "cooldown_s"}
@@ -560,6 +610,62 @@ def _power_loss(path, d, kind: str) -> PowerLoss:
                      _int(path + ("seed",), d.get("seed", df.seed), 0, 2**31 - 1), kind)
 
 
+def _supply(path, v, port) -> str:
+    """The margin supply: a VISA resource, or "reference" (the simulated N6705C of a virtual rig)."""
+    v = _str(path, v)
+    if v == "reference" and not str(port).startswith(("sim:", "rig:")):
+        raise _Bad(path, '"reference" is a virtual rig\'s simulated supply: with a real rig give the supply\'s VISA '
+                         "resource, e.g. TCPIP::192.168.1.20::5025::SOCKET")
+    if any(ord(c) < 32 for c in v):
+        raise _Bad(path, "holds a control character: give the VISA resource as `powerrig devices` or the supply shows it")
+    return v
+
+
+def _supply_channels(path, v) -> tuple:
+    """{"12V" = 1, "3V3" = 2}: the supply's output channel feeding each rail (as calibrate's --channels)."""
+    _table(path, v)
+    _known(path, v, set(MARGIN_LIMITS))
+    return tuple((r, _int(path + (r,), c, 1, 4)) for r, c in v.items())
+
+
+def _margin(path, d, workloads) -> Margin:
+    """One [[margin]] table: every voltage within the rail's margin limits (MARGIN_LIMITS), the workload
+    one of the plan's."""
+    _table(path, d)
+    _known(path, d, MARGIN)
+    df = Margin("")
+    if "name" not in d:
+        raise _Bad(path + ("name",), "missing: a margin step needs a name")
+    name = _fio_section(path + ("name",), _str(path + ("name",), d["name"]))
+    rail = _str(path + ("rail",), d.get("rail", df.rail))
+    if rail not in MARGIN_LIMITS:
+        raise _Bad(path + ("rail",), f"{rail!r} cannot be margined: give {' or '.join(MARGIN_LIMITS)}")
+    lo, hi = MARGIN_LIMITS[rail]
+    vs = _want(path + ("volts",), d.get("volts", list(df.volts) if rail == "12V" else [3.003, 3.3, 3.597]), (list,),
+               "an array of voltages")
+    if not vs:
+        raise _Bad(path + ("volts",), "must name at least one voltage")
+    volts = []
+    for k, v in enumerate(vs):
+        _want(path + ("volts", k), v, (int, float), "a voltage")
+        _finite(path + ("volts", k), v)
+        if not lo - 1e-9 <= v <= hi + 1e-9:
+            raise _Bad(path + ("volts", k), f"{v:g} V is outside {rail}'s margin range {lo:g}..{hi:g} V "
+                                            f"({'+-10 %' if rail == '12V' else '+-9 %, PCIe CEM 3.3 Vaux'}); give a "
+                                            "voltage within it")
+        volts.append(float(v))
+    _no_repeats(path + ("volts",), volts, lambda x: f"{x:g} V", "list each voltage once")
+    if "workload" not in d:
+        raise _Bad(path + ("workload",), "missing: the [[workload]] (by name) to run at each voltage")
+    wl = _str(path + ("workload",), d["workload"])
+    if wl not in [w.name for w in workloads]:
+        raise _Bad(path + ("workload",), f"no [[workload]] named {wl!r} in the plan (it has: "
+                                         f"{', '.join(w.name for w in workloads) or 'none'})")
+    return Margin(name, rail, tuple(volts), wl, _num(path + ("settle_s",), d.get("settle_s", df.settle_s), 0.0, 600.0),
+                  _num(path + ("agree_pct",), d.get("agree_pct", df.agree_pct), 0.1, 20.0),
+                  _num(path + ("current_limit_a",), d.get("current_limit_a", df.current_limit_a), 0.01, 20.0))
+
+
 def _build(d: dict, text: str, path: str) -> Plan:
     _known((), d, TOP)
     name = _str(("name",), d.get("name", Path(path).stem if path else "sweep"))
@@ -573,7 +679,9 @@ def _build(d: dict, text: str, path: str) -> Plan:
                   _int(("rig", "interval_us"), r.get("interval_us", 1000), 100, 1_000_000),
                   _argv(("rig", "nvme"), r.get("nvme", ["nvme"])), _argv(("rig", "fio"), r.get("fio", ["fio"])),
                   _num(("rig", "reconnect_s"), r.get("reconnect_s", 60.0), 0.0),
-                  _source(("rig", "source"), r.get("source", "interposer")))
+                  _source(("rig", "source"), r.get("source", "interposer")),
+                  _supply(("rig", "supply"), r.get("supply", ""), r["port"]),
+                  _supply_channels(("rig", "supply_channels"), r.get("supply_channels", {})))
     dr = _table(("drive",), d.get("drive", {}))
     _known(("drive",), dr, DRIVE)
     drive = DriveSpec(*(_str(("drive", k), dr.get(k, v)) for k, v in
@@ -650,6 +758,18 @@ def _build(d: dict, text: str, path: str) -> Plan:
             raise _Bad(("drive", "serial"), f"{table} {these[0].name!r} switches the drive's power and writes to it: "
                                             "name its serial number (nvme id-ctrl shows it)")
         power_loss += these
+    ms = _want(("margin",), d.get("margin", []), (list,), "an array of tables ([[margin]])")
+    margin = tuple(_margin(("margin", k), x, workloads) for k, x in enumerate(ms))
+    names = [x.name for x in margin]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise _Bad(("margin",), f"margin names must be unique ({', '.join(dup)} repeats)")
+    if margin and not rig.supply:
+        raise _Bad(("rig", "supply"), f"margin {margin[0].name!r} needs the programmable supply that feeds the slot: "
+                                      'name it with [rig] supply = "VISA resource" (a virtual rig: "reference")')
+    if margin and not drive.serial:
+        raise _Bad(("drive", "serial"), f"margin {margin[0].name!r} runs the drive outside its nominal voltage: name "
+                                        "its serial number (nvme id-ctrl shows it)")
     idle = _bool(("idle_steps",), d.get("idle_steps", True))
     if not workloads and not idle and not power_loss:
         raise _Bad(("workload",), "the plan has no steps: add a [[workload]] or set idle_steps = true")
@@ -662,7 +782,7 @@ def _build(d: dict, text: str, path: str) -> Plan:
                     _num(("checks", "self_reported_tolerance_pct"), c.get("self_reported_tolerance_pct", 10.0),
                          0.1, 100.0))
     plan = Plan(name, rig, drive, pss, workloads, _str(("description",), d.get("description", "")), idle, apst,
-                Preparation(kind, job), timing, steady, text, path, checks, _limits(d), power_loss)
+                Preparation(kind, job), timing, steady, text, path, checks, _limits(d), power_loss, margin)
     _check_size(plan, d)
     _check_column_limits(plan)
     return plan
@@ -756,6 +876,11 @@ def _check_column_limits(plan: Plan) -> None:
         fits((table, k, "name"), key, S.steps.c.key)
         fits((table, k, "name"), name, S.steps.c.name)
         fits((table, k, "name"), f"{pl.prefix}:{pl.name}", S.measurements.c.phase)
+    for k, m in enumerate(plan.margin):
+        key, name = plan.margin_key_name(m, max(m.volts), top_rep)
+        fits(("margin", k, "name"), key, S.steps.c.key)
+        fits(("margin", k, "name"), name, S.steps.c.name)
+        fits(("margin", k, "name"), f"margin:{m.name}", S.measurements.c.phase)
 
 
 def _fmt_path(path: tuple) -> str:

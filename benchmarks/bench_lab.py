@@ -16,11 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -44,9 +46,25 @@ rw = "read"
 """
 
 
+def _proc_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a live process has used so far (/proc/PID/stat)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(who: int) -> float:
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+
+
 def worker(db: str, plan_path: str, out: str, go: str) -> int:
     """One rig's sweep. The virtual rig is brought up first (prints "ready"); the sweep starts at the
-    moment written into the file ``go``. Prints one JSON line: the store latencies, or the error."""
+    moment written into the file ``go``. Prints one JSON line: the store latencies, or the error, and
+    where the CPU went from the release on: this sweep's process, its virtual rig (idle while it
+    waited, and during the sweep) and the tools it ran (the impersonated nvme-cli and fio)."""
     from powerrig.results import ResultStore
     from powerrig.sweep import engine
     from powerrig.sweep.plan import load
@@ -64,15 +82,27 @@ def worker(db: str, plan_path: str, out: str, go: str) -> int:
         print(json.dumps({**res, "error": f"rig did not start: {e}"}), flush=True)
         return 1
     engine.bring_up = lambda _plan: rig
+    rig_pid, rig_close, cpu = rig.info.get("pid"), rig.close, {}
+
+    def close() -> None:                 # the rig's CPU just before it stops (it is reaped as our child)
+        cpu["rig"] = _proc_cpu_s(rig_pid) - cpu["rig"]
+        rig_close()
+    rig.close = close
+    cpu["rig"] = _proc_cpu_s(rig_pid)
     print("ready", flush=True)
     while not os.path.exists(go):
         time.sleep(0.05)
     time.sleep(max(0.0, float(Path(go).read_text()) - time.time()))
+    cpu["rig_idle"] = _proc_cpu_s(rig_pid) - cpu["rig"]          # while it waited for the release
+    cpu["rig"] += cpu["rig_idle"]
+    self0, children0 = _cpu_s(resource.RUSAGE_SELF), _cpu_s(resource.RUSAGE_CHILDREN)
     try:
         res["run"] = engine.Sweep(plan, ResultStore(db), out, on_progress=on).run()
         res["ok"] = True
     except Exception as e:  # noqa: BLE001 - counted and shown, not raised: the fleet goes on
         res["error"] = f"{type(e).__name__}: {e}"
+    res["cpu_s"] = {"sweep": _cpu_s(resource.RUSAGE_SELF) - self0, "rig": cpu["rig"], "rig_idle": cpu["rig_idle"],
+                    "tools": max(0.0, _cpu_s(resource.RUSAGE_CHILDREN) - children0 - cpu["rig"])}
     print(json.dumps(res), flush=True)
     return 0 if res["ok"] else 1
 
@@ -84,10 +114,14 @@ def fleet(db: str, rigs: int, plan_path: Path, tmp: Path) -> dict:
     expected = rigs * len(load(plan_path).steps())
     go = tmp / "go"
     tmp.mkdir(parents=True, exist_ok=True)
-    procs = [subprocess.Popen([sys.executable, __file__, "--worker", db, str(plan_path), str(tmp / f"rig{k}"),
-                               str(go)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for k in range(rigs)]
-    first = [p.stdout.readline() for p in procs]    # every rig up and every process waiting: then all at once
+    procs, first = [], []
+    for k in range(rigs):
+        procs.append(subprocess.Popen([sys.executable, __file__, "--worker", db, str(plan_path), str(tmp / f"rig{k}"),
+                                       str(go)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        if len(procs) % (os.cpu_count() or 1) == 0 or k == rigs - 1:    # bring-ups a few at a time
+            first += [p.stdout.readline() for p in procs[len(first):]]
+    # every rig up and every process waiting: then all at once
+    load = Load().start()
     at = time.time() + 1.0
     go.write_text(repr(at))
     results, errors = [], []
@@ -99,6 +133,7 @@ def fleet(db: str, rigs: int, plan_path: Path, tmp: Path) -> dict:
         if not r["ok"]:
             errors.append(f"rig {k}: {r['error']}")
     wall = time.time() - at
+    load.stop()
     store = ResultStore(db)
     with store.engine.connect() as c:
         from sqlalchemy import text
@@ -113,9 +148,30 @@ def fleet(db: str, rigs: int, plan_path: Path, tmp: Path) -> dict:
     p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else None
     for e in errors[:10]:
         print(f"  error: {e}")
+    cpu = {k: round(sum(r.get("cpu_s", {}).get(k, 0.0) for r in results), 1) for k in ("sweep", "rig", "rig_idle", "tools")}
     return {"expected": expected, "stored": stored, "duplicates": (stored - distinct) + max(0, plans - 1),
             "errors": len(errors), "wall_s": round(wall, 2), "write_p50_ms": round(statistics.median(lat) * 1e3, 2)
-            if lat else None, "write_p99_ms": round(p99 * 1e3, 2) if p99 is not None else None}
+            if lat else None, "write_p99_ms": round(p99 * 1e3, 2) if p99 is not None else None,
+            "cpu_s": cpu, "load_before": load.before, "load_max": load.peak}
+
+
+class Load:
+    """The 1-minute load average at the release and its highest value while the sweeps ran."""
+
+    def __init__(self):
+        self.before = self.peak = round(os.getloadavg()[0], 1)
+        self._stop = threading.Event()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(1.0):
+            self.peak = max(self.peak, round(os.getloadavg()[0], 1))
+
+    def start(self) -> "Load":
+        threading.Thread(target=self._watch, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
 
 
 def main() -> int:
@@ -152,7 +208,11 @@ def main() -> int:
                 ap.error(f"unknown backend {backend!r}: postgresql or sqlite")
             print(f"{backend:>10}: steps expected {r['expected']}, stored {r['stored']}, duplicates "
                   f"{r['duplicates']}, errors {r['errors']}, wall {r['wall_s']:.1f} s, store write latency "
-                  f"p50 {r['write_p50_ms']} ms, p99 {r['write_p99_ms']} ms")
+                  f"p50 {r['write_p50_ms']} ms, p99 {r['write_p99_ms']} ms; load average {r['load_before']} at the "
+                  f"release, {r['load_max']} at most")
+            c = r["cpu_s"]
+            print(f"{'':>10}  CPU from the release: sweeps {c['sweep']} s, rigs {c['rig']} s (idle before the release "
+                  f"{c['rig_idle']} s), nvme-cli and fio {c['tools']} s")
             summary[backend] = r
     print(json.dumps(summary))
     ok = all(summary[b]["errors"] == 0 and summary[b]["duplicates"] == 0 and summary[b]["stored"] ==

@@ -13,8 +13,9 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass, field
-from statistics import NormalDist
+
+if __name__ == "__main__" and not __package__:      # run by path (sim/rig.py: tool_command): find powerrig
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from powerrig.sim.ssd_client import EndpointError, endpoint_from, request
 
@@ -52,10 +53,27 @@ def parse_time_s(s: str) -> float:
     return float(m.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1, None: 1, "m": 60, "h": 3600}[m.group(2)]
 
 
-@dataclass
 class Job:
-    name: str
-    opts: dict = field(default_factory=dict)
+    """One [section] of a job file (or of the command line): its name and options."""
+
+    def __init__(self, name: str, opts: dict | None = None):
+        self.name = name
+        self.opts = {} if opts is None else opts
+
+
+def _norm_cdf(z: float) -> float:
+    """The standard normal CDF. math.erf rather than statistics.NormalDist: importing statistics
+    (decimal, fractions, random) doubled what this short-lived process imports (docs/scale.md)."""
+    return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
+
+
+def _norm_ppf(p: float) -> float:
+    """Its inverse, by bisection (a few fixed percentiles per report; 1e-12 is far below an ns)."""
+    lo, hi = -40.0, 40.0
+    while hi - lo > 1e-12:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if _norm_cdf(mid) < p else (lo, mid)
+    return 0.5 * (lo + hi)
 
 
 def parse_job_file(text: str) -> tuple[dict, list[Job]]:
@@ -305,9 +323,8 @@ def _dir_split(c: dict) -> dict:
 
 def _lat_block(mean_ns: float, n: int, plus: bool) -> dict:
     sigma = 0.35
-    nd = NormalDist()
     mu = math.log(max(mean_ns, 1.0)) - sigma * sigma / 2
-    pct = {f"{p:.6f}": int(math.exp(mu + sigma * nd.inv_cdf(p / 100))) for p in PERCENTILES}
+    pct = {f"{p:.6f}": int(math.exp(mu + sigma * _norm_ppf(p / 100))) for p in PERCENTILES}
     blk = {"min": int(mean_ns * 0.4) if n else 0, "max": int(mean_ns * 4) if n else 0, "mean": mean_ns if n else 0.0,
            "stddev": mean_ns * sigma if n else 0.0, "N": n}
     if n:
@@ -330,9 +347,8 @@ def _latency_buckets(mean_ns: float, sigma: float = 0.35) -> dict:
     out["latency_ms"][">=2000"] = 0.0
     if mean_ns <= 0:
         return out
-    nd = NormalDist()
     mu = math.log(mean_ns) - sigma * sigma / 2
-    cdf = lambda ns: nd.cdf((math.log(ns) - mu) / sigma)  # noqa: E731
+    cdf = lambda ns: _norm_cdf((math.log(ns) - mu) / sigma)  # noqa: E731
     prev = 0.0
     for key, scale in (("latency_ns", 1), ("latency_us", 1e3), ("latency_ms", 1e6)):
         for e in LAT_EDGES[key]:

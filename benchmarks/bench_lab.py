@@ -9,7 +9,15 @@ run and step key, and plan rows beyond one), errors (sweeps that failed or runs 
 from the release to the last sweep's end, and the store's write latency (each finished step's
 transaction, measured by the engine) p50/p99. The last line is one JSON object with those figures.
 Every sweep is its own process (as a lab's rigs are) with its own virtual rig, brought up before the
-release (starting 16 simulators on 2 cores is not what this measures); then all sweeps start together.
+release, a few at a time (starting 16 simulators on 2 cores is not what this measures); then all
+sweeps start together. Also printed: steps stored invalid, the seconds of samples the captures lost,
+the load average, and where the CPU went (the sweeps, the rigs, the impersonated nvme-cli and fio).
+
+A lab's rigs bring their own CPU; here each virtual rig synthesizes 250 kS/s on the shared cores
+(~0.2 of a core while it streams; 16 at once want more than 2 cores). Its sampling thread therefore
+runs ``--sampler-nice`` nicer than the sweeps and the tools (the drive's endpoint in the rig keeps
+their priority): when the host is short, the rigs fall behind and lose samples (counted, shown as
+``lost_s``) instead of starving nvme-cli into its 30 s timeout. docs/scale.md has the figures.
 """
 from __future__ import annotations
 
@@ -140,6 +148,8 @@ def fleet(db: str, rigs: int, plan_path: Path, tmp: Path) -> dict:
         stored = c.execute(text("SELECT count(*) FROM steps")).scalar_one()
         distinct = c.execute(text("SELECT count(*) FROM (SELECT DISTINCT run_id, key FROM steps) d")).scalar_one()
         plans = c.execute(text("SELECT count(*) FROM plans")).scalar_one()
+        invalid = c.execute(text("SELECT count(*) FROM steps WHERE status <> 'done'")).scalar_one()
+        lost_s = c.execute(text("SELECT coalesce(sum(lost_s), 0) FROM steps")).scalar_one()
     runs = store.runs()
     errors += [f"run {r['id']} is {r['status']}" for r in runs if r["status"] != "done"]
     if len(runs) != rigs:
@@ -152,6 +162,7 @@ def fleet(db: str, rigs: int, plan_path: Path, tmp: Path) -> dict:
     return {"expected": expected, "stored": stored, "duplicates": (stored - distinct) + max(0, plans - 1),
             "errors": len(errors), "wall_s": round(wall, 2), "write_p50_ms": round(statistics.median(lat) * 1e3, 2)
             if lat else None, "write_p99_ms": round(p99 * 1e3, 2) if p99 is not None else None,
+            "invalid_steps": invalid, "lost_s": round(float(lost_s), 2),
             "cpu_s": cpu, "load_before": load.before, "load_max": load.peak}
 
 
@@ -184,7 +195,12 @@ def main() -> int:
     ap.add_argument("--idle-s", type=float, default=0.3)
     ap.add_argument("--interval-us", type=int, default=10000,
                     help="the rigs' reporting interval (10 ms: 16 streaming rigs fit on 2 cores; 1000 is the default)")
+    ap.add_argument("--sampler-nice", type=int, default=5,
+                    help="how much nicer each virtual rig's sampling thread runs than the sweeps and the tools "
+                         "(0: as nice; see docs/scale.md)")
     a = ap.parse_args()
+    from powerrig.sim.interposer import SAMPLER_NICE_ENV
+    os.environ[SAMPLER_NICE_ENV] = str(a.sampler_nice)
     from powerrig.testing.postgres import Cluster
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))     # stop the throwaway server on the way out
@@ -210,6 +226,8 @@ def main() -> int:
                   f"{r['duplicates']}, errors {r['errors']}, wall {r['wall_s']:.1f} s, store write latency "
                   f"p50 {r['write_p50_ms']} ms, p99 {r['write_p99_ms']} ms; load average {r['load_before']} at the "
                   f"release, {r['load_max']} at most")
+            print(f"{'':>10}  steps stored invalid {r['invalid_steps']}, samples lost in the captures "
+                  f"{r['lost_s']} s (the virtual rigs' sampling, behind when they wanted more CPU than there was)")
             c = r["cpu_s"]
             print(f"{'':>10}  CPU from the release: sweeps {c['sweep']} s, rigs {c['rig']} s (idle before the release "
                   f"{c['rig_idle']} s), nvme-cli and fio {c['tools']} s")

@@ -107,3 +107,38 @@ def test_a_timeout_on_a_quiet_host_suspects_the_device(monkeypatch):
     with pytest.raises(ToolError) as e:
         NvmeCli(_sleeper(), timeout=0.5).id_ctrl("/dev/nvme0")
     assert "is the device hung?" in str(e.value) and "overloaded" not in str(e.value)
+
+
+def test_a_streaming_pass_waits_for_a_part_of_the_interval(tmp_path):
+    """Each pass costs the same ~60 numpy calls however few samples it takes: a 10 ms stream is
+    served every 2.5 ms, not every 0.5 ms; a 1 ms stream (the default) keeps 0.5 ms passes."""
+    from powerrig.sim import interposer
+
+    sim = interposer.VirtualInterposer(state_dir=str(tmp_path / "board"))
+    try:
+        assert sim._pass_s() == interposer.MIN_PASS_S                  # not streaming (burst, self-test)
+        sim.device.cmd_start({"interval_us": 10000, "rails": ["12V"]})
+        assert sim._pass_s() == pytest.approx(0.0025)
+        sim.device.cmd_start({"interval_us": 1000, "rails": ["12V"]})
+        assert sim._pass_s() == interposer.MIN_PASS_S
+    finally:
+        sim.stop()
+
+
+def test_the_sampling_thread_alone_runs_nicer(tmp_path, monkeypatch):
+    """POWERRIG_SIM_SAMPLER_NICE (bench_lab.py): the sampling thread yields the CPU; the process's
+    other threads (the drive endpoint nvme-cli and fio wait on) keep their priority."""
+    import os
+    from powerrig.sim import interposer
+
+    monkeypatch.setenv(interposer.SAMPLER_NICE_ENV, "3")
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    sim = interposer.VirtualInterposer(state_dir=str(tmp_path / "board")).start()
+    try:
+        deadline = time.monotonic() + 10
+        while os.getpriority(os.PRIO_PROCESS, sim._thread.native_id) == base and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert os.getpriority(os.PRIO_PROCESS, sim._thread.native_id) == min(19, base + 3)
+        assert os.getpriority(os.PRIO_PROCESS, 0) == base
+    finally:
+        sim.stop()

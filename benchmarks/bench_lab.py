@@ -15,9 +15,10 @@ the load average, and where the CPU went (the sweeps, the rigs, the impersonated
 
 A lab's rigs bring their own CPU; here each virtual rig synthesizes 250 kS/s on the shared cores
 (~0.2 of a core while it streams; 16 at once want more than 2 cores). Its sampling thread therefore
-runs ``--sampler-nice`` nicer than the sweeps and the tools (the drive's endpoint in the rig keeps
-their priority): when the host is short, the rigs fall behind and lose samples (counted, shown as
-``lost_s``) instead of starving nvme-cli into its 30 s timeout. docs/scale.md has the figures.
+runs at ``--sampler-priority`` (default: 5 nicer; ``idle``: SCHED_IDLE, only CPU nobody else wants;
+the drive's endpoint in the rig keeps the sweeps' priority): when the host is short, the rigs fall behind and lose samples
+(counted, shown as ``lost_s``) instead of starving nvme-cli into its 30 s timeout and the store's
+writers into SQLite's 10 s lock wait. docs/scale.md has the figures.
 """
 from __future__ import annotations
 
@@ -195,12 +196,12 @@ def main() -> int:
     ap.add_argument("--idle-s", type=float, default=0.3)
     ap.add_argument("--interval-us", type=int, default=10000,
                     help="the rigs' reporting interval (10 ms: 16 streaming rigs fit on 2 cores; 1000 is the default)")
-    ap.add_argument("--sampler-nice", type=int, default=5,
-                    help="how much nicer each virtual rig's sampling thread runs than the sweeps and the tools "
-                         "(0: as nice; see docs/scale.md)")
+    ap.add_argument("--sampler-priority", default="5",
+                    help="each virtual rig's sampling thread: 'idle' (only CPU nobody else wants), N (N nicer "
+                         "than the sweeps and the tools) or 0 (as they are); see docs/scale.md")
     a = ap.parse_args()
-    from powerrig.sim.interposer import SAMPLER_NICE_ENV
-    os.environ[SAMPLER_NICE_ENV] = str(a.sampler_nice)
+    from powerrig.sim.interposer import SAMPLER_PRIORITY_ENV
+    os.environ[SAMPLER_PRIORITY_ENV] = a.sampler_priority
     from powerrig.testing.postgres import Cluster
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))     # stop the throwaway server on the way out

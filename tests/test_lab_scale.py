@@ -126,12 +126,12 @@ def test_a_streaming_pass_waits_for_a_part_of_the_interval(tmp_path):
 
 
 def test_the_sampling_thread_alone_runs_nicer(tmp_path, monkeypatch):
-    """POWERRIG_SIM_SAMPLER_NICE (bench_lab.py): the sampling thread yields the CPU; the process's
+    """POWERRIG_SIM_SAMPLER_PRIORITY (bench_lab.py): the sampling thread yields the CPU; the process's
     other threads (the drive endpoint nvme-cli and fio wait on) keep their priority."""
     import os
     from powerrig.sim import interposer
 
-    monkeypatch.setenv(interposer.SAMPLER_NICE_ENV, "3")
+    monkeypatch.setenv(interposer.SAMPLER_PRIORITY_ENV, "3")
     base = os.getpriority(os.PRIO_PROCESS, 0)
     sim = interposer.VirtualInterposer(state_dir=str(tmp_path / "board")).start()
     try:
@@ -140,5 +140,21 @@ def test_the_sampling_thread_alone_runs_nicer(tmp_path, monkeypatch):
             time.sleep(0.01)
         assert os.getpriority(os.PRIO_PROCESS, sim._thread.native_id) == min(19, base + 3)
         assert os.getpriority(os.PRIO_PROCESS, 0) == base
+    finally:
+        sim.stop()
+
+
+def test_the_sampling_thread_can_take_only_idle_cpu(tmp_path, monkeypatch):
+    import os
+    from powerrig.sim import interposer
+
+    monkeypatch.setenv(interposer.SAMPLER_PRIORITY_ENV, "idle")
+    sim = interposer.VirtualInterposer(state_dir=str(tmp_path / "board")).start()
+    try:
+        deadline = time.monotonic() + 10
+        while os.sched_getscheduler(sim._thread.native_id) != os.SCHED_IDLE and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert os.sched_getscheduler(sim._thread.native_id) == os.SCHED_IDLE
+        assert os.sched_getscheduler(0) != os.SCHED_IDLE
     finally:
         sim.stop()

@@ -47,7 +47,7 @@ GIL_SWITCH_S = 100e-6    # the sim process hands the GIL over this often (see se
 IDLE_PASS_S = 0.05       # an idle device's pass interval when no host bytes arrive
 MIN_PASS_S = 0.0005      # ... and a sampling one's, at least and at most (VirtualInterposer._pass_s)
 MAX_PASS_S = 0.005
-SAMPLER_NICE_ENV = "POWERRIG_SIM_SAMPLER_NICE"
+SAMPLER_PRIORITY_ENV = "POWERRIG_SIM_SAMPLER_PRIORITY"   # "N": N nicer; "idle": SCHED_IDLE
 SPIN_S = 200e-6          # the USB writer thread spins this long before a transfer completes
 
 
@@ -380,10 +380,11 @@ class VirtualInterposer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.t_start = time.monotonic()
-        # Many virtual rigs on one host (benchmarks/bench_lab.py): the sampling thread runs this much
-        # nicer than the rest, so a host with more rigs than cores loses samples (counted as overruns,
-        # seen as gaps) instead of starving the sweeps and the drive's tools (docs/scale.md).
-        self.sampler_nice = int(os.environ.get(SAMPLER_NICE_ENV, "0") or 0)
+        # Many virtual rigs on one host (benchmarks/bench_lab.py): the sampling thread runs N nicer than
+        # the rest, or only on CPU nobody else wants ("idle"), so a host with more rigs than cores loses
+        # samples (counted as overruns, seen as gaps) instead of starving the sweeps and the drive's
+        # tools (docs/scale.md).
+        self.sampler_priority = os.environ.get(SAMPLER_PRIORITY_ENV, "").strip()
 
 
     def _samples_wanted(self) -> bool:
@@ -400,11 +401,14 @@ class VirtualInterposer:
     def _run(self) -> None:
         f = self.faults
         stalled = False
-        if self.sampler_nice:
-            # this thread only (Linux: a thread's nice is its own): the drive endpoint the impersonated
-            # nvme-cli and fio talk to keeps the process's priority
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
-                           min(19, os.getpriority(os.PRIO_PROCESS, 0) + self.sampler_nice))
+        if self.sampler_priority:
+            # this thread only (Linux: a thread's nice and policy are its own): the drive endpoint the
+            # impersonated nvme-cli and fio talk to keeps the process's priority
+            me = threading.get_native_id()
+            if self.sampler_priority == "idle":
+                os.sched_setscheduler(me, os.SCHED_IDLE, os.sched_param(0))
+            else:
+                os.setpriority(os.PRIO_PROCESS, me, min(19, os.getpriority(os.PRIO_PROCESS, 0) + int(self.sampler_priority)))
         while not self._stop.is_set():
             el = time.monotonic() - self.t_start
             if f.stall_at >= 0 and not stalled and el >= f.stall_at:

@@ -87,8 +87,8 @@ class SimBoard:
         self.last_block_index = self.gen_index
         # Does the firmware look at samples now? (set by VirtualInterposer). When it does not (no
         # stream, burst, self-test or timed action), the samples are not synthesized: the board's DMA
-        # would overwrite them unread. An idle virtual rig then costs ~1% of a core instead of ~26%
-        # (250 kS/s of drive model and noise in numpy; benchmarks/bench_lab.py, docs/scale.md).
+        # would overwrite them unread. An idle virtual rig then costs 0.5% of a core instead of 26%
+        # (250 kS/s of drive model and noise in numpy; benchmarks/bench_rig_cpu.py, docs/scale.md).
         self.samples_wanted = lambda: True
         self.samples_skipped = 0
         # truth
@@ -386,7 +386,6 @@ class VirtualInterposer:
         # tools (docs/scale.md).
         self.sampler_priority = os.environ.get(SAMPLER_PRIORITY_ENV, "").strip()
 
-
     def _samples_wanted(self) -> bool:
         """Does any part of the firmware read ADC blocks now (Device.poll's consumers)?"""
         d = self.device
@@ -408,7 +407,8 @@ class VirtualInterposer:
             if self.sampler_priority == "idle":
                 os.sched_setscheduler(me, os.SCHED_IDLE, os.sched_param(0))
             else:
-                os.setpriority(os.PRIO_PROCESS, me, min(19, os.getpriority(os.PRIO_PROCESS, 0) + int(self.sampler_priority)))
+                nice = os.getpriority(os.PRIO_PROCESS, 0) + int(self.sampler_priority)
+                os.setpriority(os.PRIO_PROCESS, me, min(19, nice))
         while not self._stop.is_set():
             el = time.monotonic() - self.t_start
             if f.stall_at >= 0 and not stalled and el >= f.stall_at:
@@ -433,7 +433,7 @@ class VirtualInterposer:
     def _pass_s(self) -> float:
         """Sampling: how long to let samples come due before a pass. Each pass costs ~60 numpy calls
         whatever its length: 0.5 ms passes cost ~1 s of CPU per simulated second of 250 kS/s and 2.5 ms
-        ones ~0.3 s (benchmarks/bench_lab.py, docs/scale.md). A quarter of the stream's interval (the
+        ones ~0.4 s (benchmarks/bench_rig_cpu.py, docs/scale.md). A quarter of the stream's interval (the
         host sees each interval at most that late), never below MIN_PASS_S nor above MAX_PASS_S;
         bursts and self-tests keep MIN_PASS_S."""
         stream = self.device.stream

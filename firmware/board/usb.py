@@ -139,9 +139,11 @@ class UsbLink:
         return False
 
     def pump(self):
-        """Hand queued bytes to the CDC while it takes them, without waiting; bounded per pass."""
+        """Hand queued bytes to the CDC while it takes them, without waiting; bounded per pass.
+        Returns the 64-byte chunks handed over (0: nothing queued, or the CDC took nothing)."""
         if self.st[_USED]:
-            _pump(self.st, self.ipoll, self.out_write, self.queue)
+            return _pump(self.st, self.ipoll, self.out_write, self.queue)
+        return 0
 
     def read(self):
         """The bytes the host has sent so far (at most 512), or None; never waits."""

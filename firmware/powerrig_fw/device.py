@@ -91,6 +91,9 @@ class Device:
         self.blocks = getattr(board, "blocks", board)    # whose adc_read() sets adc_n, adc_dropped
         self._intact = getattr(board, "adc_intact", None)
         self._pump = getattr(board, "pump", None)
+        # sleep until the next interrupt (a DMA block, USB) when a pass found nothing to do: on the
+        # board it saves power, in the emulator it saves the idle passes' emulation (docs/emulator.md)
+        self._idle = getattr(board, "idle", None)
         self.commands = {
             "describe": self.cmd_describe, "start": self.cmd_start, "stop": self.cmd_stop,
             "ping": self.cmd_ping, "burst": self.cmd_burst, "cal_get": self.cmd_cal_get,
@@ -103,9 +106,11 @@ class Device:
     # ---- main loop -------------------------------------------------------------------------
     def poll(self):
         """One pass of the main loop: commands in, samples reduced, frames out. Allocates nothing
-        unless a command came in or a burst uploads (tests/micropython/mcu_whole_pass.py)."""
-        if self.actions.busy:
-            self.actions.poll()      # first: a timed action due soon is waited for, to its sample
+        unless a command came in or a burst uploads (tests/micropython/mcu_whole_pass.py). A pass
+        that found nothing to do ends in the board's ``idle()`` (wait for the next interrupt)."""
+        actions = self.actions
+        if actions.busy:
+            actions.poll()           # first: a timed action due soon is waited for, to its sample
         data = self.board.read()
         if data:
             self._commands(data)
@@ -136,10 +141,12 @@ class Device:
                 self.overwritten += 1
                 if self.state == STREAMING:
                     self.framer.mark_overrun()
-        if self.burst.state is BURST_UPLOAD:
+        uploading = self.burst.state is BURST_UPLOAD
+        if uploading:
             self.burst.upload_step()
-        if self._pump is not None:
-            self._pump()
+        sent = self._pump() if self._pump is not None else 0
+        if raw is None and not data and not sent and not uploading and not actions.busy and self._idle is not None:
+            self._idle()
 
     def _commands(self, data):
         """The host's bytes: commands answered."""

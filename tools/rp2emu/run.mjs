@@ -89,7 +89,7 @@ function stats() {
     usb_ctrl: { int_raw: mcu.usbCtrl.intRaw, int_enable: mcu.usbCtrl.intEnable, buff_status: mcu.usbCtrl.buffStatus,
       held_read: !!usb.heldRead, pending_irqs: mcu.core.pendingInterrupts, enabled_irqs: mcu.core.enabledInterrupts },
     usb_trace: usb.trace.slice(-120),
-    pc_top: [...pcHist.entries()].sort((a, b) => b[1] - a[1]).slice(0, 24).map(([pc, n]) => [pc.toString(16), n]),
+    pc_top: [...pcHist.entries()].sort((a, b) => b[1] - a[1]).slice(0, args.pcs === '1' ? 24 : Number(args.pcs)).map(([pc, n]) => [pc.toString(16), n]),
   };
 }
 function writeStats() {
@@ -101,6 +101,8 @@ function writeStats() {
 function finish(code) { writeStats(); process.exit(code); }
 process.on('SIGTERM', () => finish(0));
 process.on('SIGINT', () => finish(0));
+// SIGUSR2: the emulated SRAM to <stats>.sram (debugging the firmware's state with its ELF's symbols)
+process.on('SIGUSR2', () => { if (args.stats) fs.writeFileSync(`${args.stats}.sram`, mcu.sram); });
 
 // ---- main loop: slices of emulated time, I/O between them, paced to --rate ----
 const rate = Number(args.rate || 0);

@@ -165,7 +165,8 @@ FIO_KEYS = frozenset({
     "log_unix_epoch", "clat_percentiles", "lat_percentiles", "percentile_list", "gtod_reduce", "disable_lat",
     "disable_clat", "disable_slat", "disable_bw_measurement", "ba", "zero_buffers", "refill_buffers",
     "scramble_buffers", "buffer_compress_percentage", "dedupe_percentage", "allow_mounted_write",
-    "verify_state_save"})     # the verify-state flow after a removal (dut/verify.py): fio's own <job>-verify.state
+    "verify_state_save",      # the verify-state flow after a removal (dut/verify.py): fio's own <job>-verify.state
+    "randseed"})              # a power-loss cycle's own seed: its verify headers differ from the last cycle's
 FIO_IOENGINES = frozenset({"libaio", "io_uring", "io_uring_cmd", "psync", "pvsync", "pvsync2", "sync", "vsync",
                            "posixaio", "mmap", "null", "windowsaio"})
 _JOB_NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -293,15 +294,19 @@ def fio_argv(program, job_file: str, output: str, output_format: str = "json",
 
 
 def fio_verify_argv(program, name: str, device: str, bs: int, iodepth: int, size: int, ioengine: str = "libaio",
-                    state_load: bool = False) -> Argv:
+                    state_load: bool = False, randseed: int | None = None) -> Argv:
     """A read-only verify pass (``--verify_only``) over what a sequential write job ``name`` wrote
-    (its crc32c headers), optionally limited by the state that job saved (``--verify_state_load``)."""
+    (its crc32c headers), optionally limited by the state that job saved (``--verify_state_load``).
+    ``randseed``: the write job's, when it had one (the headers carry a seed derived from it; a new
+    seed per cycle is how a block left from an earlier cycle is told from one written now)."""
     if ioengine not in FIO_IOENGINES:
         raise UnsafeArgument(f"fio ioengine {ioengine!r} is not one powerrig runs")
     a = check_program("fio program", program) + [
         f"--name={check_job_name('fio verify job', name)}", f"--filename={check_device('fio verify device', device)}", "--rw=write",
         f"--bs={int(bs)}", f"--iodepth={int(iodepth)}", f"--size={int(size)}", "--direct=1",
         f"--ioengine={ioengine}", "--verify=crc32c", "--verify_only", "--verify_fatal=0", "--verify_dump=0"]
+    if randseed is not None:
+        a.append(f"--randseed={int(randseed)}")
     return Argv(a + (["--verify_state_load=1"] if state_load else []))
 
 

@@ -47,7 +47,7 @@ KINDS = [("randread", "4k"), ("read", "128k"), ("randwrite", "4k"), ("write", "1
 
 def plan_text(rig_id: str, serial: str, phases: int) -> str:
     out = [f'name = "bench qemu"\npower_states = [0]\nidle_steps = false\n[rig]\nport = "rig:{rig_id}"\n'
-           f'[drive]\nserial = "{serial}"\n[timing]\nsettle_s = 0.1\nidle_s = 0.3\nmeasure_s = 0.6\n']
+           f'[drive]\nserial = "{serial}"\n[timing]\nsettle_s = 0.1\nidle_s = 0.3\nmeasure_s = 0.6\nio_log = true\n']
     for k in range(phases):
         rw, bs = KINDS[k % len(KINDS)]
         out.append(f'[[workload]]\nname = "w{k:02d}-{rw}-{bs}"\nrw = "{rw}"\nbs = "{bs}"\niodepth = 8\n')

@@ -136,11 +136,17 @@ class AgentHost(RemoteHost):
 
     # -- its clock ----------------------------------------------------------------------------------
     def sample_clock(self, rounds: int = SYNC_ROUNDS) -> None:
-        """Take ``rounds`` clock samples now (the relay stamps each at the agent's socket)."""
-        t0 = time.time()
-        r = self.request({"op": "sync", "rounds": rounds}, 5.0 * rounds)
-        t1 = time.time()
-        got = [tuple(map(float, x)) for x in r.get("samples") or [(t0, r["t_guest"], t1)]]
+        """Take ``rounds`` clock samples now: the relay stamps each at the agent's socket (one that
+        answers a single guest time is asked ``rounds`` times, bracketed here)."""
+        got: list[tuple[float, float, float]] = []
+        while len(got) < rounds:
+            t0 = time.time()
+            r = self.request({"op": "sync", "rounds": rounds}, 5.0 * rounds)
+            t1 = time.time()
+            if r.get("samples"):
+                got = [tuple(map(float, x)) for x in r["samples"]]
+                break
+            got.append((t0, float(r["t_guest"]), t1))
         with _clock_lock:
             keep = [x for x in _samples.get(self.socket, []) + got if x[2] >= got[-1][2] - CLOCK_WINDOW_S]
             _samples[self.socket] = keep

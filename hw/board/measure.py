@@ -8,6 +8,7 @@ tests/test_hw_board.py checks the netlist against rails.toml.
 from __future__ import annotations
 
 from common import NC, Net, cap, part, res
+from symbols import AD7380_PINS
 
 DIVIDER_PARTS = {100e3: "R_100K_P", 200e3: "R_200K_P", 499e3: "R_499K_P"}
 
@@ -59,8 +60,9 @@ def rail_channel(nets, k: int, rail: dict, sense_p: Net, sense_n: Net, drive: Ne
     cap("C_1U", adc["REGCAP"], nets.gnd, "1u")
     adc["VCC"] += nets.v3v3a
     adc["VLOGIC"] += nets.v3v3
-    adc[6] += nets.gnd
-    adc[15] += nets.gnd
+    for num, pin_name, _type in AD7380_PINS:    # both GND pins (by number: SKiDL's name match is ambiguous)
+        if pin_name == "GND":
+            adc[int(num)] += nets.gnd
     adc["EP"] += nets.gnd
     cap("C_100N", nets.v3v3a, nets.gnd, "100n")
     cap("C_100N", nets.v3v3, nets.gnd, "100n")

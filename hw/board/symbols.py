@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from pinouts import PINOUTS
 
-# AD7380 (LFCSP-16, 3 x 3 mm): pin functions per the data sheet's pin configuration table; the
-# layout review re-checks the numbers against the current data sheet revision.
-AD7380_PINS = [("1", "AINA-", "input"), ("2", "AINA+", "input"), ("3", "REFIO", "passive"), ("4", "AINB+", "input"),
-               ("5", "AINB-", "input"), ("6", "GND", "power_in"), ("7", "VLOGIC", "power_in"), ("8", "SDOB", "output"),
-               ("9", "SDOA", "output"), ("10", "SCLK", "input"), ("11", "SDI", "input"), ("12", "~{CS}", "input"),
-               ("13", "REGCAP", "passive"), ("14", "VCC", "power_in"), ("15", "GND", "passive"), ("16", "REFCAP", "passive"),
-               ("17", "EP", "passive")]
+# AD7380 (16-lead LFCSP, 3 x 3 mm): pin numbers as transcribed in hw/board/pinout_sources.toml (a
+# secondary source; hw/README.md says what is unverified). The SKiDL code and the checks address
+# the pins by name through AD7380_PIN, so a renumbering here reaches everything.
+AD7380_PINS = [("1", "GND", "power_in"), ("2", "VLOGIC", "power_in"), ("3", "REGCAP", "passive"),
+               ("4", "VCC", "power_in"), ("5", "AINB-", "input"), ("6", "AINB+", "input"), ("7", "AINA-", "input"),
+               ("8", "AINA+", "input"), ("9", "REFCAP", "passive"), ("10", "GND", "power_in"), ("11", "REFIO", "passive"),
+               ("12", "~{CS}", "input"), ("13", "SDOA", "output"), ("14", "SDOB", "output"), ("15", "SDI", "input"),
+               ("16", "SCLK", "input"), ("17", "EP", "passive")]
+AD7380_PIN = {name: num for num, name, _t in reversed(AD7380_PINS)}   # name -> number (GND: the first one)
 
 
 def _pin(num, name, etype, x, y, rot):

@@ -165,6 +165,10 @@ def place(board, variant: str) -> None:
             if not any(_overlap(b, o) for o in boxes) and _inside(b, OX, OY, W, H):
                 break
         boxes.append(_box(fp))
+    # reference designators on the fab layer (the assembly drawing): on a board this dense they
+    # would overlap each other and the pads on the silkscreen; outlines and pin-1 marks stay on silk
+    for fp in fps:
+        fp.Reference().SetLayer(pcbnew.B_Fab if fp.IsFlipped() else pcbnew.F_Fab)
     # outline
     pts = [(OX, OY), (OX + W, OY), (OX + W, OY + H), (OX, OY + H)]
     for (x1, y1), (x2, y2) in zip(pts, pts[1:] + pts[:1]):
@@ -183,7 +187,10 @@ def place(board, variant: str) -> None:
         z.SetNet(gnd)
         ol = z.Outline()
         ol.NewOutline()
-        for x, y in ((OX + 0.5, OY + 0.5), (OX + W - 0.5, OY + 0.5), (OX + W - 0.5, OY + H - 0.5), (OX + 0.5, OY + H - 0.5)):
+        # no outer-layer pour around the EDSFF gold fingers (side A is on B.Cu): the fingers are
+        # plain pads up to the board edge, and a pour there would half-connect the GND fingers
+        x0 = OX + (8.0 if variant == "edsff" and layer == pcbnew.B_Cu else 0.5)
+        for x, y in ((x0, OY + 0.5), (OX + W - 0.5, OY + 0.5), (OX + W - 0.5, OY + H - 0.5), (x0, OY + H - 0.5)):
             ol.Append(FromMM(x), FromMM(y))
         board.Add(z)
 

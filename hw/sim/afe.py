@@ -80,7 +80,15 @@ def sampled(t, v, period=ADC["period_s"]):
     return ts, np.interp(ts, t, v)
 
 
-def rail_cases(rail: dict, work: Path, lsb_v: float) -> dict:
+def input_range(v: np.ndarray, vref: float) -> dict:
+    """Where the ADC's AINx+ goes in a case, with AINx- on AGND: the single-ended drive's absolute input
+    and common mode ((AIN+ + AIN-) / 2), to hold against the AD7380's input ranges (hw/README.md)."""
+    lo, hi = float(v.min()), float(v.max())
+    return {"ain_plus_min_v": lo, "ain_plus_max_v": hi, "common_mode_min_v": lo / 2, "common_mode_max_v": hi / 2,
+            "within_0_to_vref": bool(lo >= -1e-3 and hi <= vref)}
+
+
+def rail_cases(rail: dict, work: Path, lsb_v: float, vref: float = 2.5) -> dict:
     gain_v = rail["amp_gain"] * rail["shunt_ohm"]                       # volts at the ADC per amp
     i_max = rail["expected_max_a"]
     i_lo = i_max / 12
@@ -106,6 +114,7 @@ def rail_cases(rail: dict, work: Path, lsb_v: float) -> dict:
                    "pcm2_peak_w_true": float(p_true.max()), "pcm2_peak_w_measured": float(p_meas.max()),
                    "pcm2_peak_error_pct": float(100 * (p_meas.max() - p_true.max()) / p_true.max())}
     out["_step_trace"] = (t, vadc, ts, vs, i_true_s * gain_v)
+    adc_in = [vadc]
     # 2. ripple: 100 kHz, 20 % of max around half of max, 1 ms
     i_dc, i_ac, f = i_max / 2, 0.2 * i_max / 2, 100e3
     tstop = 1.0e-3 + 20e-6
@@ -125,6 +134,8 @@ def rail_cases(rail: dict, work: Path, lsb_v: float) -> dict:
                      "true_mean_error_pct_1ms": float(100 * (i_true.mean() - i_dc) / i_dc),
                      "ripple_amplitude_ratio": float(amp_meas / i_ac)}
     out["_ripple_trace"] = (ts, i_meas, i_true)
+    adc_in.append(vadc)
+    out["adc_input"] = input_range(np.concatenate(adc_in), vref)
     # 3. AC: bandwidth from the shunt to the ADC input (switch held closed)
     acnet = netlist(rail, "DC 1 AC 1", 0, f"ac dec 50 1k 20meg\nwrdata {name}_ac.dat vdb(vadc)")
     acnet = acnet.replace("VCONV conv 0 PULSE", "VCONV conv 0 DC 0 PULSE")
@@ -204,7 +215,7 @@ def main(argv=None) -> int:
     traces = {}
     with tempfile.TemporaryDirectory() as tmp:
         for rail in doc["rail"]:
-            r = rail_cases(rail, Path(tmp), lsb_v)
+            r = rail_cases(rail, Path(tmp), lsb_v, doc["adc"]["vref_v"])
             traces[rail["name"]] = r
             results["rails"][rail["name"]] = {k: v for k, v in r.items() if not k.startswith("_")}
     (a.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")

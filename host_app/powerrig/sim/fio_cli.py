@@ -552,6 +552,22 @@ def _write_logs(c: dict) -> None:
             t = w_end
         with open(f"{prefix}_{kind}.{c['index']}.log", "w") as f:
             f.writelines(rows)
+    prefix = o.get("write_lat_log")
+    if prefix and o.get("log_avg_msec", "0") in ("0", ""):
+        # per-I/O latency logs: only each direction's first and last I/O (the lines powerrig places
+        # a phase's edges by; a simulated million IOPS would otherwise write millions of lines)
+        depth = max(int(o.get("iodepth", "1") or 1), 1)
+        rows = []
+        for d in dirs:
+            ios = _integrate(hist, t_s, t_e, 1 if d == "read" else 2) / max(bs, 1)
+            lat = min(depth * (t_e - t_s) / ios, t_e - t_s) if ios >= 1 else 0.0
+            for done in ((t_s + lat, t_e) if ios >= 1 else ()):
+                stamp = int(done * 1000) if epoch else int((done - t_s) * 1000)
+                rows.append((stamp, f"{stamp}, {{}}, {ddir_of[d]}, {bs}, 0\n", lat))
+        rows.sort()
+        for kind, part in (("lat", 1.0), ("clat", 1.0), ("slat", 0.0)):
+            with open(f"{prefix}_{kind}.{c['index']}.log", "w") as f:
+                f.writelines(r[1].format(int(r[2] * part * 1e9)) for r in rows)
 
 
 def _integrate(hist, a: float, b: float, col: int) -> float:

@@ -326,6 +326,8 @@ class Plan:
         d.pop("limits")            # a gate on the plan, not a value the sweep uses: it leaves the hash alone
         if not d["power_loss"]:
             d.pop("power_loss")    # plans without power-loss steps keep the hash they had before it existed
+        if not d["timing"]["io_log"]:
+            d["timing"].pop("io_log")    # likewise plans without per-I/O logs: a stored sweep still resumes
         return json.loads(json.dumps(d))
 
     @property

@@ -96,3 +96,18 @@ def test_analysis_on_known_shapes():
     ir = power_events.inrush(i, power_events.find_rise(i), period)
     assert ir["peak_a"] == pytest.approx(4.5) and ir["charge_c"] == pytest.approx(4.0 * 150e-6, rel=0.005)
     assert power_events.verify({1: 5, 2: 6, 3: 7}, {1: 5, 2: 4}) == {2: "stale", 3: "missing"}
+
+
+def test_the_perst_input_reads_the_line_the_board_drives():
+    """The front end's PERST# lane (high = released) goes low on the assertion's sample and back on the
+    release's: a capture shows each reset where the board set it."""
+    from powerrig.sim.frontend import PERST_BIT
+
+    rig = _rig()
+    on, off = rig.run([{"output": "PERST", "level": 1, "after_us": 3000},
+                       {"output": "PERST", "level": 0, "after_us": 40000}])
+    first = on["index"] - PRE
+    b = rig.burst(first, off["index"] - first + PRE)
+    low = np.flatnonzero((b.codes[:, -1] & PERST_BIT) == 0) + first
+    assert low[0] == on["index"] and low[-1] == off["index"] - 1 and len(low) == off["index"] - on["index"]
+    assert rig.drive.ready_at() == pytest.approx(rig.utc_of_index(off["index"]) + rig.drive.spec.enum_delay_ms * 1e-3)

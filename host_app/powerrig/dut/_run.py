@@ -33,10 +33,12 @@ def run_tool(argv: list[str], timeline: Timeline, kind: str, name: str, tool: st
     if remote is not None:
         meta["drive_host"] = remote.url
     ev = timeline.begin(kind, name, argv=list(argv), meta=meta)
-    local_argv = remote.wrap(argv) if remote is not None else argv       # ssh, or a QEMU guest's agent
     try:
-        p = subprocess.run(local_argv, capture_output=True, text=True, timeout=timeout, env=env,
-                           stdin=subprocess.DEVNULL, shell=False)
+        if remote is not None:      # ssh (a process), or a QEMU guest's agent (from this process)
+            p = remote.invoke(argv, timeout, env)
+        else:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
+                               stdin=subprocess.DEVNULL, shell=False)
     except FileNotFoundError:
         if remote is not None:
             msg = "ssh not found: install openssh-client to reach a drive host"

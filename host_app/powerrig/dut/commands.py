@@ -165,7 +165,8 @@ FIO_KEYS = frozenset({
     "log_unix_epoch", "clat_percentiles", "lat_percentiles", "percentile_list", "gtod_reduce", "disable_lat",
     "disable_clat", "disable_slat", "disable_bw_measurement", "ba", "zero_buffers", "refill_buffers",
     "scramble_buffers", "buffer_compress_percentage", "dedupe_percentage", "allow_mounted_write",
-    "verify_state_save"})     # the verify-state flow after a removal (dut/verify.py): fio's own <job>-verify.state
+    "verify_state_save",      # the verify-state flow after a removal (dut/verify.py): fio's own <job>-verify.state
+    "randseed"})              # a power-loss cycle's own seed: its verify headers differ from the last cycle's
 FIO_IOENGINES = frozenset({"libaio", "io_uring", "io_uring_cmd", "psync", "pvsync", "pvsync2", "sync", "vsync",
                            "posixaio", "mmap", "null", "windowsaio"})
 _JOB_NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -267,8 +268,10 @@ def fio_job_file(plan, log_prefix: str | None, permit: Permit | None = None) -> 
         raise UnsafeArgument(f"this fio plan writes to {', '.join(repr(t) for t in missing)}: writes run only "
                              "through powerrig.dut.destructive (Fio.run with the drive's serial), which checks the drive")
     g = [(k, fio_value(k, v)) for k, v in plan.global_options.items()]
+    io_log = bool(getattr(plan, "io_log", False))
     if log_prefix is not None:
-        g += [("log_unix_epoch", "1"), ("log_avg_msec", fio_value("log_avg_msec", int(plan.log_avg_msec)))]
+        avg = 0 if io_log else int(plan.log_avg_msec)     # 0: a line per I/O (its completion and latency)
+        g += [("log_unix_epoch", "1"), ("log_avg_msec", fio_value("log_avg_msec", avg))]
     if plan.group_reporting:
         g.append(("group_reporting", "1"))
     lines = ["; written by powerrig", "[global]"] + [f"{k}={v}" for k, v in g]
@@ -276,7 +279,7 @@ def fio_job_file(plan, log_prefix: str | None, permit: Permit | None = None) -> 
         lines += ["", f"[{name}]"] + [f"{k}={v}" for k, v in opts]
         if log_prefix is not None:
             log = fio_value("write_bw_log", f"{log_prefix}/{name}")
-            lines += [f"write_bw_log={log}", f"write_iops_log={log}"]
+            lines += [f"write_lat_log={log}"] if io_log else [f"write_bw_log={log}", f"write_iops_log={log}"]
     return "\n".join(lines) + "\n"
 
 
@@ -293,15 +296,19 @@ def fio_argv(program, job_file: str, output: str, output_format: str = "json",
 
 
 def fio_verify_argv(program, name: str, device: str, bs: int, iodepth: int, size: int, ioengine: str = "libaio",
-                    state_load: bool = False) -> Argv:
+                    state_load: bool = False, randseed: int | None = None) -> Argv:
     """A read-only verify pass (``--verify_only``) over what a sequential write job ``name`` wrote
-    (its crc32c headers), optionally limited by the state that job saved (``--verify_state_load``)."""
+    (its crc32c headers), optionally limited by the state that job saved (``--verify_state_load``).
+    ``randseed``: the write job's, when it had one (the headers carry a seed derived from it; a new
+    seed per cycle is how a block left from an earlier cycle is told from one written now)."""
     if ioengine not in FIO_IOENGINES:
         raise UnsafeArgument(f"fio ioengine {ioengine!r} is not one powerrig runs")
     a = check_program("fio program", program) + [
         f"--name={check_job_name('fio verify job', name)}", f"--filename={check_device('fio verify device', device)}", "--rw=write",
         f"--bs={int(bs)}", f"--iodepth={int(iodepth)}", f"--size={int(size)}", "--direct=1",
         f"--ioengine={ioengine}", "--verify=crc32c", "--verify_only", "--verify_fatal=0", "--verify_dump=0"]
+    if randseed is not None:
+        a.append(f"--randseed={int(randseed)}")
     return Argv(a + (["--verify_state_load=1"] if state_load else []))
 
 

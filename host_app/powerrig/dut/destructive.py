@@ -140,23 +140,36 @@ POWER_OUTPUTS = ("12V", "3V3", "PERST", "PWRDIS")
 SAFE_LEVELS = {"12V": 1, "3V3": 1, "PERST": 0, "PWRDIS": 0}
 
 
-def power(nvme, controller: str, serial: str | None, interposer, actions: list[dict], watchdog_ms: int = 1000,
-          allow_unguarded: bool = False, timeout: float = 10.0) -> list[dict]:
-    """Run a timed power sequence on the interposer the drive sits on: the guard first (serial named
-    and equal, nothing mounted, never the host's boot drive), then the session's enable (only here),
-    then the sequence; returns the executed edges [{output, level, requested, index}].
-
-    The interposer keeps power actions enabled for this connection; its watchdog brings power back
-    if the host goes silent for ``watchdog_ms``. ``power_off`` ends a session (safe state, disabled).
-    """
+def _check_actions(actions) -> None:
     if not isinstance(actions, list) or not actions:
         raise ToolError("power: the sequence is empty; give at least one {output, level, at | after_us}")
     for a in actions:
         if not isinstance(a, dict) or a.get("output") not in POWER_OUTPUTS or a.get("level") not in (0, 1):
             raise ToolError(f"power: action {a!r} is not {{output: {'|'.join(POWER_OUTPUTS)}, level: 0|1, "
                             "at | after_us}")
+
+
+def power_session(nvme, controller: str, serial: str | None, interposer, watchdog_ms: int = 1000,
+                  allow_unguarded: bool = False) -> Permit:
+    """The guard (serial named and equal, nothing mounted, never the host's boot drive), then power
+    actions enabled on the interposer for this connection; sequences may follow until
+    :func:`power_release`. For a sweep's power-loss step, whose many cycles are one session: the
+    guard cannot run while the drive is off (nvme-cli cannot read its serial then)."""
     p = permit(nvme, "power", controller, serial, allow_unguarded)
     interposer.power_enable(p, watchdog_ms)
+    return p
+
+
+def power(nvme, controller: str, serial: str | None, interposer, actions: list[dict], watchdog_ms: int = 1000,
+          allow_unguarded: bool = False, timeout: float = 10.0) -> list[dict]:
+    """Run a timed power sequence on the interposer the drive sits on: :func:`power_session`, then
+    the sequence; returns the executed edges [{output, level, requested, index}].
+
+    The interposer keeps power actions enabled for this connection; its watchdog brings power back
+    if the host goes silent for ``watchdog_ms``. ``power_release`` ends a session (safe state, disabled).
+    """
+    _check_actions(actions)
+    power_session(nvme, controller, serial, interposer, watchdog_ms, allow_unguarded)
     interposer.power_sequence(actions)
     return interposer.power_edges(len(actions), timeout=timeout + sum(a.get("after_us", 0) for a in actions) / 1e6)
 

@@ -156,6 +156,18 @@ def in_use(target: Target, host: HostView | None = None) -> list[tuple[str, str]
 
 
 
+def link(controller: str, host: HostView | None = None) -> dict | None:
+    """The PCIe link a controller trained to ({"speed": "16.0 GT/s PCIe", "width": 4}), from its PCI
+    function's sysfs attributes; None when this host view has none (a function gone, a drive host's)."""
+    host = host or HostView()
+    dev = host.sys("class", "nvme", Path(controller).name, "device")
+    speed = host.read(str(dev / "current_link_speed")).strip()
+    width = host.read(str(dev / "current_link_width")).strip()
+    if not speed or not width.isdigit():
+        return None
+    return {"speed": speed, "width": int(width)}
+
+
 def is_drive(path: str) -> bool:
     """Must a write to ``path`` pass the guard? Yes for a block device or an NVMe character device
     (a generic /dev/ngXnY or a controller /dev/nvmeX), reached through any link, and for a /dev path

@@ -23,9 +23,13 @@ from powerrig.core.timeline import FIO
 _BAD = re.compile(r"^verify: .*? offset (\d+), length (\d+)", re.M)
 
 
-def write_options() -> dict:
-    """fio options for a sequential write phase whose state a verify pass can load."""
-    return {"verify": "crc32c", "do_verify": 0, "verify_state_save": 1}
+def write_options(randseed: int | None = None) -> dict:
+    """fio options for a sequential write phase whose state a verify pass can load; a ``randseed``
+    per cycle makes a block an earlier cycle left behind fail the verify (same seed: same headers)."""
+    o = {"verify": "crc32c", "do_verify": 0, "verify_state_save": 1}
+    if randseed is not None:
+        o["randseed"] = int(randseed)
+    return o
 
 
 def bad_blocks(text: str) -> set[int]:
@@ -47,12 +51,12 @@ class Classification:
 
 
 def classify(fio, name: str, dev: str, bs: int, iodepth: int, acknowledged: int, ioengine: str = "libaio",
-             timeout: float = 600.0) -> Classification:
+             timeout: float = 600.0, randseed: int | None = None) -> Classification:
     """Run the two verify passes on ``dev`` (a Fio runner: its program, timeline and drive host)
     for a sequential write job ``name`` of block size ``bs`` whose drive acknowledged ``acknowledged``
     writes (``acknowledged_writes``)."""
     def run(label, size, state_load):
-        argv = commands.fio_verify_argv(fio.program, name, dev, bs, iodepth, size, ioengine, state_load)
+        argv = commands.fio_verify_argv(fio.program, name, dev, bs, iodepth, size, ioengine, state_load, randseed)
         done = run_tool(argv, fio.timeline, FIO, label, "fio", timeout, fio.env, check=False, meta={"verify": True},
                         remote=fio.remote)
         bad = bad_blocks(done.stdout + done.stderr)

@@ -262,7 +262,7 @@ class Interposer:
         return Stream(self, interval_us or self.description["interval_us"]["default"], rails, stall_timeout)
 
     def burst(self, pre: int = 2500, post: int = 2500, trigger: str = "now", timeout: float = 10.0,
-              **trig) -> "Burst":
+              on_armed=None, **trig) -> "Burst":
         """Capture raw 4 us samples around a trigger and wait for the upload (streaming may go on).
 
         The chunks must be contiguous and add up to what the device announced; a burst that does
@@ -276,6 +276,8 @@ class Interposer:
             except queue.Empty:
                 break
         self.link.command("burst", pre=pre, post=post, trigger=trigger, **trig)
+        if on_armed is not None:       # e.g. a power sequence whose edge triggers it may go now
+            on_armed()
         chunks: list[wire.Frame] = []
         deadline = time.time() + timeout
         while time.time() < deadline:

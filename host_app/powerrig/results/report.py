@@ -99,6 +99,45 @@ def _workload_params(step: dict) -> dict:
             "jobs": (w.get("numjobs") or 1) * max(1, len(streams))}
 
 
+POWER_LOSS = (("power_loss.cycles", "cycles", "{:.0f}"), ("power_loss.acknowledged_writes", "acknowledged", "{:.0f}"),
+              ("power_loss.lost_writes", "lost (acknowledged)", "{:.0f}"),
+              ("power_loss.cycles_with_loss", "cycles with loss", "{:.0f}"),
+              ("power_loss.in_flight_writes", "in flight (not promised)", "{:.0f}"),
+              ("power_loss.cuts_after_writes_ended", "cuts after the writes", "{:.0f}"),
+              ("power_loss.holdup_s", "hold-up min ms", "ms"), ("power_loss.inrush_peak_a", "inrush peak A", "{:.2f}"),
+              ("power_loss.inrush_charge_c", "inrush charge mC", "mC"), ("power_loss.ready_s", "on to ready max ms", "ms"),
+              ("power_loss.first_io_s", "on to first I/O max ms", "ms"),
+              ("power_loss.link_width_min", "link width min", "{:.0f}"))
+
+
+def _power_loss_section(ms: list[dict]) -> list[str]:
+    """Per power-loss step: the integrity verdict counts beside hold-up, inrush and the times to ready
+    and to first I/O. Planned power cycles are counted as cycles; only lost acknowledged writes fail."""
+    by: dict = defaultdict(dict)
+    for m in ms:
+        if m["name"].startswith("power_loss."):
+            by[m["step"]][m["name"]] = m
+    if not by:
+        return []
+    h = ["<h2 id=power-loss>Power loss</h2><table><tr><th>step</th>" + "".join(f"<th>{t}</th>" for _, t, _ in POWER_LOSS)
+         + "<th>verdict</th></tr>"]
+    for step, got in by.items():
+        cells = []
+        for name, _t, fmt in POWER_LOSS:
+            v = got.get(name, {}).get("value")
+            if v is None:
+                cells.append("-")
+            elif fmt in ("ms", "mC"):
+                cells.append(f"{v * 1e3:,.2f}")
+            else:
+                cells.append(fmt.format(v))
+        verdict = got.get("power_loss.lost_writes", {}).get("outcome", "info")
+        h.append(f"<tr><td style=text-align:left>{html.escape(step)}</td>" + "".join(f"<td>{c}</td>" for c in cells)
+                 + f"<td class={verdict}>{verdict}</td></tr>")
+    h.append("</table>")
+    return h
+
+
 def write_sweep_report(store: ResultStore, run_id: int, out_dir: str | Path | None = None,
                        capture_report=None) -> Path:
     """Write index.html (and its PNGs) for a run. ``capture_report(capture, out_dir) -> Path``, when
@@ -179,6 +218,7 @@ def write_sweep_report(store: ResultStore, run_id: int, out_dir: str | Path | No
         h.append("<h2 id=waf>Write amplification over time beside power</h2>")
         h += [f"<figure><img src={f} alt='WAF and W, {html.escape(k)}'><figcaption>{html.escape(k)}: cumulative WAF "
               f"{_f(v, 3)}</figcaption></figure>" for k, f, v in waf_plots]
+    h += _power_loss_section(ms)
     h.append("<h2 id=verdicts>Verdicts</h2><table><tr><th>step</th><th>check</th><th>phase</th><th>measured</th>"
              "<th>lower limit</th><th>upper limit</th><th>marginal from</th><th>outcome</th><th>requirement met</th>"
              "<th>notes</th></tr>")

@@ -43,6 +43,7 @@ def parse_size(text, whole: int | None = None) -> int:
 
 _DEV = re.compile(r"^/dev/(?:nvme|ng)(\d+)n(\d+)$")
 FDP_ENGINES = ("io_uring_cmd", "xnvme")
+DEFAULT_RANDSEED = "46386204153304124"      # fio's FIO_RANDSEED
 START_TIMEOUT_S = 300.0
 
 
@@ -177,11 +178,20 @@ def _load_for(clone: dict, ident: dict, nsid: int) -> dict:
     rate_bps = parse_size(rate.split(",")[0]) if rate else None
     rate_iops = o.get("rate_iops")
     cap = ident["capacity_bytes"]
-    return {"name": clone["name"], "rw": o.get("rw", o.get("readwrite", "read")), "bs": bs,
+    load = {"name": clone["name"], "rw": o.get("rw", o.get("readwrite", "read")), "bs": bs,
             "iodepth": int(o.get("iodepth", 1)), "rwmixread": int(o.get("rwmixread", 50)),
             "offset_frac": ((nsid - 1) * ns_size + offset) / cap, "size_frac": size / cap,
             "handle": handle, "rate_bps": float(rate_bps) if rate_bps else None,
             "rate_iops": float(rate_iops.split(",")[0]) if rate_iops else None}
+    if o.get("verify", "0") not in ("0", "", "null") and load["rw"] == "write":
+        # a sequential write with verify headers: the drive keeps which seed's headers each block holds
+        load["verify"] = {"ns": nsid, "offset": offset, "pattern": _seed(o)}
+    return load
+
+
+def _seed(o: dict) -> str:
+    """The verify headers' seed: fio derives it from ``randseed`` (its default when not given)."""
+    return str(o.get("randseed", DEFAULT_RANDSEED))
 
 
 def main(argv: list[str]) -> int:
@@ -228,6 +238,8 @@ def _run(ep, version, control, glob, jobs) -> int:
     for c in clones:
         if c["opts"].get("time_based", "0") not in ("0", "") and not parse_time_s(c["opts"].get("runtime", "0")):
             raise ValueError("time_based needs runtime=")
+    if any(_on(c["opts"], "verify_only") for c in clones):
+        return _verify_only(ep, version, fmt, out_path, glob, clones, idents, plus)
     failed = False
     for stage in sorted({c["stage"] for c in clones}):      # stonewall: one stage after the other
         failed = _run_stage(ep, [c for c in clones if c["stage"] == stage], idents, fmt, out_path,
@@ -289,6 +301,36 @@ def _run_stage(ep, stage: list[dict], idents, fmt, out_path, status_interval, ve
                 print(f"fio: io_u error on file {c['opts'].get('filename')}: Input/output error: "
                       f"{c['load']['rw'].removeprefix('rand')} offset=0, buflen={c['load']['bs']}", file=sys.stderr)
     return failed
+
+
+def _verify_only(ep, version, fmt, out_path, glob, clones, idents, plus) -> int:
+    """``--verify_only``: read back what the job would have written and check each block's header; a
+    block holding another seed's headers (or none) is reported as fio reports it, and fio fails."""
+    bad_any = False
+    t0 = time.time()
+    for c in clones:
+        o, load = c["opts"], c["load"]
+        fn = o.get("filename", "")
+        ident = idents[c["ctrl"]]
+        ns_size = ident["capacity_bytes"] // max(1, ident["namespaces"])
+        offset = parse_size(o.get("offset", "0"), ns_size)
+        size = load["size_frac"] * ident["capacity_bytes"]
+        want = _seed(o)
+        bad = request(ep, {"op": "verify", "dev": fn, "offset": offset, "size": int(size), "bs": load["bs"],
+                           "pattern": want})["bad"]
+        for off in bad:
+            print(f"verify: bad header rand_seed ?, wanted {want} at file {fn} offset {off}, length {load['bs']} "
+                  f"(requested block: offset={off}, length={load['bs']})", file=sys.stderr)
+        if bad:
+            bad_any = True
+            print(f"fio: pid=0, err=84/file:io_u.c:2213, func=io_u_queued_complete, error=Invalid or incomplete "
+                  f"multibyte or wide character", file=sys.stderr)
+        read_s = size / max(1.0, max((s["read_MiBps"] or 0) for s in ident["states"]) * 2**20)
+        c["result"] = {"t_start": t0, "t_end": t0 + read_s, "read": float(size), "write": 0.0,
+                       "history": [(t0, size / read_s if read_s else 0.0, 0.0)], "failed": bool(bad),
+                       "failed_at": None}
+    _emit(fmt, out_path, _report(version, glob, clones, True, now=time.time(), error=84 if bad_any else 0, plus=plus))
+    return 1 if bad_any else 0
 
 
 def _emit(fmt: str, out_path: str | None, report: dict, append: bool = False) -> None:
@@ -526,6 +568,22 @@ def _write_logs(c: dict) -> None:
             t = w_end
         with open(f"{prefix}_{kind}.{c['index']}.log", "w") as f:
             f.writelines(rows)
+    prefix = o.get("write_lat_log")
+    if prefix and o.get("log_avg_msec", "0") in ("0", ""):
+        # per-I/O latency logs: only each direction's first and last I/O (the lines powerrig places
+        # a phase's edges by; a simulated million IOPS would otherwise write millions of lines)
+        depth = max(int(o.get("iodepth", "1") or 1), 1)
+        rows = []
+        for d in dirs:
+            ios = _integrate(hist, t_s, t_e, 1 if d == "read" else 2) / max(bs, 1)
+            lat = min(depth * (t_e - t_s) / ios, t_e - t_s) if ios >= 1 else 0.0
+            for done in ((t_s + lat, t_e) if ios >= 1 else ()):
+                stamp = int(done * 1000) if epoch else int((done - t_s) * 1000)
+                rows.append((stamp, f"{stamp}, {{}}, {ddir_of[d]}, {bs}, 0\n", lat))
+        rows.sort()
+        for kind, part in (("lat", 1.0), ("clat", 1.0), ("slat", 0.0)):
+            with open(f"{prefix}_{kind}.{c['index']}.log", "w") as f:
+                f.writelines(r[1].format(int(r[2] * part * 1e9)) for r in rows)
 
 
 def _integrate(hist, a: float, b: float, col: int) -> float:

@@ -110,6 +110,8 @@ class FrontEnd:
             raw[:, 2 * k] = np.clip(np.rint(v), -32768, 32767)
             raw[:, 2 * k + 1] = np.clip(np.rint(i), -32768, 32767)
         act = getattr(self.load, "activity", None)
-        dig = PERST_BIT + (act(t_utc).astype(np.int16) * ACTIVITY_BIT if act else 0)
+        perst = getattr(self.load, "perst_asserted", None)      # the line high (released) unless the board drives it
+        dig = (np.where(perst(t_utc), 0, PERST_BIT).astype(np.int16) if perst else PERST_BIT) + \
+            (act(t_utc).astype(np.int16) * ACTIVITY_BIT if act else 0)
         raw[:, -1] = dig
         return raw, truth

@@ -110,7 +110,12 @@ class PoweredDrive:
         self.level = {"12V": 1, "3V3": 1, "PERST": 0, "PWRDIS": 0}
         self.edges: dict[str, list[tuple[float, int]]] = {n: [] for n in OUTPUTS}
         self.cut_tau: list[tuple[float, float, float]] = []     # (t_cut, tau_s, v0) of each 12 V cut
+        self.changed_at = -math.inf                      # the last edge that changed a level
         self.truth: list[dict] = []                      # per edge: output, level, t, and what it did
+        # what else sees the edges (the virtual SSD's I/O side, sim/power_io.py): ``before_edge(name,
+        # level, t, cache)`` puts its writes still in the cache there before a cut is decided,
+        # ``after_edge(rec, lost)`` learns which acknowledged writes the cut lost
+        self.listeners: list = []
 
     @property
     def nominal_volts(self) -> dict[str, float]:
@@ -133,11 +138,16 @@ class PoweredDrive:
     # ---- the board's edges ----------------------------------------------------------------------------
     def set_output(self, name: str, level: int, t: float) -> dict:
         old = self.level[name]
+        for ls in self.listeners:              # before the edge: they see the level it changes
+            ls.before_edge(name, level, t, self.cache)
         self.level[name] = level
+        if old != level:
+            self.changed_at = t        # a write of the level it had (the safe state restored) changes nothing
         hist = self.edges[name]
         hist.append((t, level))
         del hist[:-MAX_EDGES]
         rec = {"output": name, "level": level, "t": t}
+        lost: list = []
         if name == "12V" and old == 1 and level == 0:
             weak = self.rng.random() < self.spec.defect_rate
             tau = self.spec.holdup_tau_ms * 1e-3 * (self.spec.defect_tau_factor if weak else 1.0)
@@ -153,6 +163,8 @@ class PoweredDrive:
                        inrush_charge_c=self.spec.inrush_peak_a * self.spec.inrush_tau_us * 1e-6)
         self.truth.append(rec)
         del self.truth[:-4 * MAX_EDGES]
+        for ls in self.listeners:
+            ls.after_edge(rec, lost)
         return rec
 
     def _state(self, name: str, t: np.ndarray, default: int) -> tuple[np.ndarray, np.ndarray]:
@@ -209,12 +221,17 @@ class PoweredDrive:
         on12, _ = self._state("12V", np.asarray(t, dtype=float), 1)
         return (act(t) if act else np.zeros(np.shape(t), bool)) & (on12 == 1)
 
+    def perst_asserted(self, t) -> np.ndarray:
+        """Where the interposer drives PERST# low: its PERST# input (the front end's digital lane) reads
+        the line as it is, so a capture shows each reset where the board set it."""
+        lv, _ = self._state("PERST", np.asarray(t, dtype=float), 0)
+        return lv == 1
+
     def ready_at(self) -> float | None:
         """UTC the controller is (or will be) ready, None while held off."""
         if self.level["12V"] == 0 or self.level["PERST"] == 1 or self.level["PWRDIS"] == 1:
             return None
-        last = max((h[-1][0] for n, h in self.edges.items() if h), default=-math.inf)
-        return last + self.spec.enum_delay_ms * 1e-3
+        return self.changed_at + self.spec.enum_delay_ms * 1e-3
 
 
 class SwitchedOutputs:

@@ -63,6 +63,7 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float, ca
     calibration), for calibration runs."""
     from powerrig.sim.calbench import BenchFixture, ReferenceMeter, ReferenceServer
     from powerrig.sim.interposer import Faults, VirtualInterposer
+    from powerrig.sim.power import PowerSpec
     from powerrig.sim.ssd import VirtualSSD
     from powerrig.sim.ssd_server import SsdServer
 
@@ -84,8 +85,12 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float, ca
                        "serial": drive.sn, "host": server.host}
     fixture = BenchFixture(load)            # the reference meter's outputs can take a rail over
     faults = json.loads(os.environ.get("POWERRIG_SIM_FAULTS", "{}"))    # tests: e.g. {"stall_at": 8, "stall_for": 5}
+    # the drive's power model (sim/power.py PowerSpec), e.g. {"defect_rate": 1.0} for a weak PLP capacitor
+    power = PowerSpec(**json.loads(os.environ.get("POWERRIG_SIM_POWER", "{}")))
     sim = VirtualInterposer(load=fixture, seed=seed, drift_ppm=drift_ppm, faults=Faults(seed=seed, **faults),
-                            state_dir=str(rig_dir / "board"), calibrated=calibrated).start()
+                            state_dir=str(rig_dir / "board"), calibrated=calibrated, power=power).start()
+    if profile != QEMU_DRIVE:
+        server.io["/dev/nvme0"].attach(sim.drive)     # the endpoint's I/O sees the interposer's switches
     reference = ReferenceServer(ReferenceMeter(sim.frontend, fixture, seed=seed)).start()
     state = {"id": rig_id, "pid": os.getpid(), "profile": profile, "port": sim.port, **drive_state,
              "started": time.time(), "reference": reference.resource, "log": str(rig_dir / "rig.log")}

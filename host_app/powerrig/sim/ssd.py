@@ -315,6 +315,22 @@ class VirtualSSD:
                     "history": [(h[0], h[1].tolist(), h[2].tolist()) for h in run.history],
                     "waf": self._op.waf if self._op else 1.0}
 
+    def abort_io(self, t: float, power_lost: bool) -> dict[int, tuple[list, list]]:
+        """The controller went away at ``t`` (power cut, PERST#, PWRDIS): every run fails there. Returns
+        per run the bytes each job had written by then and its write rate, in one step (no request
+        can account more in between). ``power_lost``: the draw drops at once (a drive powered again
+        starts from idle, not from settling out of the workload it had)."""
+        with self._lock:
+            self._account(max(t, self._t_rates))
+            out = {}
+            for run in list(self.runs.values()):
+                rate = run.history[-1][2] if run.history else np.zeros(len(run.jobs))
+                out[run.run_id] = (run.write_bytes.tolist(), np.asarray(rate, float).tolist())
+                self._fail_run(run, t)
+            if power_lost:
+                self._retune(t, tau=1e-6)
+            return out
+
     def _fail_run(self, run: Run, t: float) -> None:
         run.failed = True
         self._end_run(run, t)

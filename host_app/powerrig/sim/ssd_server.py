@@ -17,11 +17,16 @@ import threading
 from pathlib import Path
 
 from powerrig.sim.model import JobLoad
+from powerrig.sim.power_io import PowerLossIO
 from powerrig.sim.ssd import SsdError, VirtualSSD
 
 from powerrig.sim.ssd_client import ENDPOINT_ENV, EndpointError, endpoint_from, request  # noqa: F401 (re-exported)
 
 _DEV = re.compile(r"^/dev/(nvme\d+)(?:n(\d+))?$")
+LINK = ("16.0 GT/s PCIe", 4)      # what the virtual drives train to (PCIe 4.0 x4, as the D5-P5336)
+# the tool's bookkeeping of I/O it already started, and the simulator's truth: answered while the
+# controller is away (a cut run must still end and report, as fio does after its I/O errors)
+WHILE_AWAY = ("run_status", "stop_io", "power_truth")
 
 
 class SsdServer:
@@ -37,6 +42,8 @@ class SsdServer:
         if isinstance(ssds, (list, tuple)):
             ssds = {f"/dev/nvme{i}": s for i, s in enumerate(ssds)}
         self.ssds: dict[str, VirtualSSD] = dict(ssds)
+        # per drive: its data as fio's verify sees it, and its power side once the rig attaches one
+        self.io: dict[str, PowerLossIO] = {k: PowerLossIO(s) for k, s in self.ssds.items()}
         self.socket_path = str(socket_path)
         self._server: socketserver.ThreadingUnixStreamServer | None = None
         # the host as a real machine would show these drives to the destructive-operation guard
@@ -98,6 +105,9 @@ class SsdServer:
                 return {"ok": True, "devices": {k: {"profile": s.profile.name, "sn": s.sn,
                                                     "namespaces": s.profile.namespaces} for k, s in self.ssds.items()}}
             ssd, nsid = self.resolve(req.get("dev", ""))
+            if op not in WHILE_AWAY and not self._io(ssd).ready():
+                raise SsdError(f"{req.get('dev')}: No such device (the controller is not ready: powered off, "
+                               "held in reset or still enumerating)", status="NO_DEVICE")
             fn = getattr(self, f"_op_{op}", None)
             if fn is None:
                 return {"ok": False, "error": f"unknown request {op!r}", "status": "BAD_REQUEST"}
@@ -147,15 +157,37 @@ class SsdServer:
     def _op_ocp_smart(self, ssd, nsid, req):
         return {"log": ssd.ocp_smart()}
 
+    def _io(self, ssd) -> PowerLossIO:
+        return next(self.io[k] for k, s in self.ssds.items() if s is ssd)
+
     def _op_start_io(self, ssd, nsid, req):
-        jobs = [JobLoad(**j) for j in req["jobs"]]
-        return {"run_id": ssd.start_io(jobs, float(req["runtime_s"]))}
+        specs = [dict(j) for j in req["jobs"]]
+        verify = {k: j.pop("verify") for k, j in enumerate(specs) if j.get("verify")}
+        jobs = [JobLoad(**j) for j in specs]
+        run_id = ssd.start_io(jobs, float(req["runtime_s"]))
+        if verify:
+            self._io(ssd).started(run_id, verify, jobs)
+        return {"run_id": run_id}
 
     def _op_run_status(self, ssd, nsid, req):
         return ssd.run_status(int(req["run_id"]))
 
     def _op_stop_io(self, ssd, nsid, req):
-        return ssd.stop_io(int(req["run_id"]))
+        res = ssd.stop_io(int(req["run_id"]))
+        self._io(ssd).ended(int(req["run_id"]), res["write_bytes"])
+        return res
+
+    def _op_verify(self, ssd, nsid, req):
+        """fio --verify_only: the offsets of the blocks that do not hold the pattern (randseed) asked for."""
+        if nsid is None:
+            raise SsdError(f"{req.get('dev')}: not a namespace", status="INVALID_FIELD")
+        return {"bad": self._io(ssd).verify(nsid, int(req["offset"]), int(req["size"]), int(req["bs"]),
+                                            str(req["pattern"]))}
+
+    def _op_power_truth(self, ssd, nsid, req):
+        """The simulator's truth of every cut: acknowledged writes and the ones lost (for tests and benchmarks)."""
+        io = self._io(ssd)
+        return {"cuts": io.truth, "edges": io.drive.truth if io.drive else []}
 
     def _op_format(self, ssd, nsid, req):
         ssd.erase("format", nsid or req.get("nsid"))
@@ -188,6 +220,11 @@ def write_host_view(root: Path, ssds: dict[str, VirtualSSD]) -> dict:
         cdir.mkdir(parents=True, exist_ok=True)
         (cdir / "serial").write_text(ssd.sn.ljust(20) + "\n")
         (cdir / "model").write_text(ssd.profile.mn.ljust(40) + "\n")
+        pci = cdir / "device"            # on Linux a link to the PCI function; its link attributes
+        pci.mkdir(exist_ok=True)
+        for k in ("current", "max"):
+            (pci / f"{k}_link_speed").write_text(f"{LINK[0]}\n")
+            (pci / f"{k}_link_width").write_text(f"{LINK[1]}\n")
         _link(sys_root / "class" / "nvme" / ctrl, cdir)
         for k in range(1, ssd.profile.namespaces + 1):
             ns = cdir / f"{ctrl}n{k}"

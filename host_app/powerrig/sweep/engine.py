@@ -113,6 +113,9 @@ class Sweep:
 
     def _planned(self, s: Step) -> float:
         t = self.plan.timing
+        if s.power_loss is not None:
+            from powerrig.sweep.plan import power_loss_cycle_s
+            return t.settle_s + t.idle_s + s.power_loss.cycles * power_loss_cycle_s(s.power_loss)
         if s.workload is None:
             return t.settle_s + t.idle_s
         rt = self.plan.runtime_of(s.workload) or t.measure_s
@@ -363,7 +366,7 @@ class Sweep:
         """Writes go through the drive guard: the serial the plan names must be the drive's."""
         return {"serial": self.plan.drive.serial}
 
-    def _fio_plan(self, w: Workload, runtime: float | None):
+    def _fio_plan(self, w: Workload, runtime: float | None, io_log: bool = False):
         from powerrig.dut.fio import FioJob, FioPlan
 
         jobs = []
@@ -381,7 +384,7 @@ class Sweep:
                                iodepth=s.iodepth, numjobs=w.numjobs, size=size, offset=offset, filename=ns,
                                rwmixread=s.rwmixread, rate_iops=s.rate_iops, runtime=runtime,
                                time_based=runtime is not None, direct=True, ioengine=engine, extra=extra))
-        return FioPlan(jobs)
+        return FioPlan(jobs, io_log=io_log)
 
     def _capture_path(self, step: Step, attempt: int) -> Path:
         return self.out / "captures" / f"{step.index:03d}-{_safe(step.key)}-a{attempt}.jls"
@@ -451,6 +454,9 @@ class Sweep:
             self._check_link(rec)
             if step.workload is not None:
                 measure_name, bw_rounds, steady = self._workload(step, tl, nvme, fio, fio_dir, rec)
+            cycles = None
+            if step.power_loss is not None:
+                cycles = self._power_loss(dev, step, tl, nvme, fio, fio_dir)
             if plan.checks.self_reported_power:
                 windows = [("idle", idle.t_start, idle.t_end)]
                 if measure_name:
@@ -480,19 +486,25 @@ class Sweep:
                                     step.power_state)
         self._prev_ps = step.power_state
         extra += measure.self_reported(an, plan.checks.self_reported_tolerance_pct)
+        if cycles is not None:
+            from powerrig.sweep import power_loss
+            extra += power_loss.measurements(cycles, f"{step.power_loss.prefix}:{step.power_loss.name}")
         ms = measure.measurements(an, measure_name, "idle", self._ident.tnvmcap, extra)
         invalid = next((p["invalid"] for p in phases if p["invalid"] and p["name"] in (measure_name, "idle")), None)
         figs = {m["name"]: m["value"] for m in ms if m["name"] in
                 ("power.mean", "power.idle", "throughput.mib_s", "efficiency.mib_s_per_w")}
         w = step.workload
+        pl = step.power_loss
         params = {"power_state": step.power_state, "settle_s": plan.timing.settle_s, "idle_s": plan.timing.idle_s,
                   "workload": asdict(w) if w else None, "runtime_s": plan.runtime_of(w) if w else None,
-                  "interval_us": plan.rig.interval_us, "fio_dir": str(fio_dir) if w else None,
+                  "interval_us": plan.rig.interval_us, "fio_dir": str(fio_dir) if w or pl else None,
+                  "power_loss": asdict(pl) if pl else None,
+                  "power_cycles": len(cycles) if cycles is not None else 0,     # planned cuts: never data loss
                   "recording": {"covered_s": res.covered_s, "lost_s": res.lost_s, "end_reason": res.end_reason},
                   "lost_attempts": list(getattr(self, "_lost_attempts", [])),
                   "cut_captures": sorted(str(p) for p in capture.parent.glob(f"{capture.stem}.cut*.jls"))}
         step_row = {"idx": step.index, "key": step.key, "name": step.name, "power_state": step.power_state,
-                    "workload": w.name if w else None, "repetition": step.repetition,
+                    "workload": w.name if w else (pl.name if pl else None), "repetition": step.repetition,
                     "params": json.dumps(params, default=str), "status": "invalid" if invalid else "done",
                     "invalid_reason": invalid, "started_utc": t_start, "finished_utc": time.time(),
                     "capture": str(capture), "lost_s": res.lost_s}
@@ -565,7 +577,7 @@ class Sweep:
             for k in range(rounds):
                 self._check_link(rec)
                 samples: list[float] = []
-                res = fio.run(self._fio_plan(w, runtime), fio_dir / f"round{k + 1}", name="fio", **self._fio_kw())
+                res = fio.run(self._fio_plan(w, runtime, plan.timing.io_log), fio_dir / f"round{k + 1}", name="fio", **self._fio_kw())
                 t0 = min(j.start_utc for j in res.jobs)
                 t1 = max(j.end_utc for j in res.jobs)
                 b = sum(d.bw_bytes for j in res.jobs for d in j.directions.values())
@@ -607,6 +619,17 @@ class Sweep:
         self._measured_s = sum(s[1] - s[0] for s in spans)        # every round ran under measurement
         tl.add(Event(PHASE, name, t0, t1, ok=True, meta=meta))
         return name, bw, steady
+
+    def _power_loss(self, dev, step: Step, tl, nvme, fio, fio_dir: Path) -> list[dict]:
+        """The power-loss cycles (sweep/power_loss.py), on the namespace the steps' fio uses."""
+        from powerrig.sweep.power_loss import PowerLossStep
+
+        if not hasattr(dev, "power_sequence"):
+            raise PowerrigError(f"step {step.name}: the rails are measured by {self.plan.rig.source}, which cannot "
+                                "switch the drive's power; a power_loss step needs the interposer")
+        return PowerLossStep(step.power_loss, step, dev, nvme, fio, self._rig.controller, self._rig.namespaces[0],
+                             self.plan.drive.serial, fio_dir, tl,
+                             lambda text: self._emit("note", text=text)).run()
 
     def _sample_waf(self, nvme, every: float, stop: threading.Event) -> None:
         """Write-amplification counters every ``every`` s (FDP statistics, else SMART + OCP)."""

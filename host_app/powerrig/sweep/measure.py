@@ -39,6 +39,9 @@ def _m(name, phase, value, units, outcome="info", **kw) -> dict:
     return {"name": name, "phase": phase, "value": _num(value), "units": units, "outcome": outcome, **kw}
 
 
+row = _m          # for the steps that make their own rows (sweep/power_loss.py)
+
+
 def _check(c) -> dict:
     lim = _num(c.limit)
     outcome = c.status

@@ -12,10 +12,15 @@ mixes two plans.
     [rig]       port = "sim:d5-p5336" | "sim:qemu" | "rig:ID" | "/dev/ttyACM0" | "rfc2217://host:port"
     [drive]     controller, namespace, serial
     [preparation] kind = "none" | "format" | "precondition" | "fio"  (+ [preparation.job])
-    [timing]    settle_s, idle_s, measure_s, repetitions, cooldown_s
+    [timing]    settle_s, idle_s, measure_s, repetitions, cooldown_s, io_log
     [steady_state] rounds, max_rounds, range_pct, slope_pct, metrics
     [checks]    self_reported_power, self_reported_tolerance_pct
     [[workload]] name, rw, bs, iodepth, numjobs, rwmixread, ranges, runtime_s | size, streams, fdp
+    [[power_loss]] name, cycles, bs, iodepth, size, cut_ms, off_ms, ready_timeout_s, holdup_threshold_v,
+                   inrush_trigger_w, seed   (surprise power loss during verified writes: docs/power-loss.md)
+    [[perst_stress]] the same keys: PERST# asserted for off_ms (default a random 10..100) under verified writes
+    [[hotplug]]      the same keys: a surprise removal (PERST#, 12 V, 3.3 V off) for off_ms (default 500), then
+                     insertion with the spec's timing (power, PERST# released 100 ms later), link read after
 """
 from __future__ import annotations
 
@@ -211,6 +216,8 @@ class Timing:
     measure_s: float = 10.0        # workload runtime unless the workload names its own
     repetitions: int = 1
     cooldown_s: float = 0.0        # after a throttled step, before its one retry (0: no retry)
+    io_log: bool = False           # workload edges from fio's per-I/O logs (exact, a log line per I/O;
+                                   # for fio without job_start, e.g. 3.33); else its windowed bandwidth logs
 
 
 @dataclass(frozen=True)
@@ -230,13 +237,41 @@ class Checks:
 
 
 @dataclass(frozen=True)
+class PowerLoss:
+    """Surprise power loss during writes: each cycle writes fio verify headers (a new seed), cuts 12 V
+    ``cut_ms`` after the writes are seen flowing (a [from, to] range: a random point in it), restores
+    it ``off_ms`` later (a number or a range, as cut_ms), waits for the controller and classifies every
+    block fio's verify finds wrong. ``kind`` "perst": PERST# asserted instead of the cut (a reset
+    under load; power stays, so nothing acknowledged may be lost either); "hotplug": a surprise
+    removal and an insertion with the CEM timing (sweep/power_loss.py)."""
+    name: str
+    cycles: int = 10
+    bs: int = 131072
+    iodepth: int = 8
+    size: str = "100%"                 # the region the writes run through, from the namespace's start
+    cut_ms: tuple = (0.0, 500.0)       # (from, to); equal: a chosen point
+    off_ms: tuple = (10.0, 10.0)
+    ready_timeout_s: float = 30.0
+    holdup_threshold_v: float = 9.0    # hold-up: from the cut until the drive side falls through this
+    inrush_trigger_w: float = 40.0     # the raw burst around each restore triggers on 12 V above this
+    seed: int = 29                     # with the step's key and the cycle: each cycle's randseed and random points
+    kind: str = "cut"                  # "cut" ([[power_loss]]), "perst" ([[perst_stress]]), "hotplug" ([[hotplug]])
+
+    @property
+    def prefix(self) -> str:
+        """Its steps' key prefix and its measurements' phase prefix."""
+        return {"perst": "perst-stress", "hotplug": "hot-plug"}.get(self.kind, "power-loss")
+
+
+@dataclass(frozen=True)
 class Step:
     index: int
     key: str                       # stable id: the same plan gives the same keys (resume)
     name: str
     power_state: int
-    workload: Workload | None      # None: an idle step
+    workload: Workload | None      # None: an idle step (or a power-loss step)
     repetition: int
+    power_loss: PowerLoss | None = None
 
 
 @dataclass(frozen=True)
@@ -256,6 +291,7 @@ class Plan:
     path: str = ""
     checks: Checks = Checks()
     limits: "Limits" = None
+    power_loss: tuple = ()
 
     def steps(self) -> list[Step]:
         out = []
@@ -265,7 +301,16 @@ class Plan:
                     out.append((ps, None, rep))
                 for w in self.workloads:
                     out.append((ps, w, rep))
-        return [Step(k, *self.step_key_name(ps, w, rep), ps, w, rep) for k, (ps, w, rep) in enumerate(out)]
+        steps = [Step(k, *self.step_key_name(ps, w, rep), ps, w, rep) for k, (ps, w, rep) in enumerate(out)]
+        for rep in range(self.timing.repetitions):       # after the measurements: they cut the drive's power
+            for pl in self.power_loss:
+                key, name = self.power_loss_key_name(pl, rep)
+                steps.append(Step(len(steps), key, name, self.power_states[0], None, rep, pl))
+        return steps
+
+    def power_loss_key_name(self, pl: PowerLoss, rep: int) -> tuple[str, str]:
+        return (f"{pl.prefix}/{pl.name}/r{rep + 1}",
+                f"{pl.prefix.replace('-', ' ')} {pl.name}" + (f" #{rep + 1}" if self.timing.repetitions > 1 else ""))
 
     def step_key_name(self, ps: int, w: Workload | None, rep: int) -> tuple[str, str]:
         """A step's stable key and its display name."""
@@ -279,6 +324,10 @@ class Plan:
         d.pop("source")
         d.pop("path")
         d.pop("limits")            # a gate on the plan, not a value the sweep uses: it leaves the hash alone
+        if not d["power_loss"]:
+            d.pop("power_loss")    # plans without power-loss steps keep the hash they had before it existed
+        if not d["timing"]["io_log"]:
+            d["timing"].pop("io_log")    # likewise plans without per-I/O logs: a stored sweep still resumes
         return json.loads(json.dumps(d))
 
     @property
@@ -295,21 +344,35 @@ class Plan:
         t = 0.0
         for s in self.steps():
             t += self.timing.settle_s + self.timing.idle_s
+            if s.power_loss is not None:
+                t += s.power_loss.cycles * power_loss_cycle_s(s.power_loss)
             if s.workload is not None:
                 rt = self.runtime_of(s.workload) or self.timing.measure_s
                 t += rt * (self.steady.rounds if s.workload.steady_state else 1)
         return t
 
 
+def power_loss_cycle_s(pl: PowerLoss) -> float:
+    """Rough length of one cycle: fio's start and first status (1 s), the cut, the off time, the
+    controller's enumeration and two verify passes (a few fio starts)."""
+    return 2.5 + pl.cut_ms[1] / 1000 + pl.off_ms[1] / 1000 + 0.5
+
+
 # -- parsing ----------------------------------------------------------------------------------
 TOP = {"name", "description", "power_states", "idle_steps", "apst", "rig", "drive", "preparation", "timing",
-       "steady_state", "workload", "checks", "limits"}
+       "steady_state", "workload", "checks", "limits", "power_loss", "perst_stress", "hotplug"}
+PULSE_TABLES = (("power_loss", "cut"), ("perst_stress", "perst"), ("hotplug", "hotplug"))
+DEFAULT_OFF_MS = {"cut": (10.0, 10.0), "perst": (10.0, 100.0), "hotplug": (500.0, 500.0)}
+POWER_LOSS = {"name", "cycles", "bs", "iodepth", "size", "cut_ms", "off_ms", "ready_timeout_s", "holdup_threshold_v",
+              "inrush_trigger_w", "seed"}
+MAX_CYCLES = 100_000
+MAX_OFF_MS = 60_000.0
 LIMITS = {"max_steps", "max_hours"}
 CHECKS = {"self_reported_power", "self_reported_tolerance_pct"}
 RIG = {"port", "interval_us", "nvme", "fio", "reconnect_s", "source"}
 DRIVE = {"controller", "namespace", "serial", "host"}
 PREP = {"kind", "job"}
-TIMING = {"settle_s", "idle_s", "measure_s", "repetitions", "cooldown_s"}
+TIMING = {"settle_s", "idle_s", "measure_s", "repetitions", "cooldown_s", "io_log"}
 STEADY = {"rounds", "max_rounds", "range_pct", "slope_pct", "metrics"}
 WORKLOAD = {"name", "rw", "bs", "iodepth", "numjobs", "rwmixread", "ranges", "runtime_s", "size", "streams",
             "steady_state", "waf_every_s", "fdp"}
@@ -467,6 +530,40 @@ def _workload(path, d, default_name=None) -> Workload:
                     _num(path + ("waf_every_s",), d["waf_every_s"], 0.5) if "waf_every_s" in d else None, fdp)
 
 
+def _ms_range(path, v, lo_limit: float) -> tuple[float, float]:
+    """A number of ms (a chosen point) or [from, to] (a random point in it, per cycle)."""
+    if isinstance(v, list):
+        if len(v) != 2:
+            raise _Bad(path, "must be a number of ms (a chosen point) or [from, to] (a random point in it)")
+        lo, hi = (_num(path + (k,), x, lo_limit, MAX_OFF_MS) for k, x in enumerate(v))
+        if hi < lo:
+            raise _Bad(path, f"[{lo:g}, {hi:g}] is empty: to must not be below from")
+        return lo, hi
+    x = _num(path, v, lo_limit, MAX_OFF_MS)
+    return x, x
+
+
+def _power_loss(path, d, kind: str) -> PowerLoss:
+    """One [[power_loss]] (kind "cut") or [[perst_stress]] (kind "perst") table, every value in range
+    (one-line errors naming the key)."""
+    _table(path, d)
+    _known(path, d, POWER_LOSS)
+    df = PowerLoss("", off_ms=DEFAULT_OFF_MS[kind])
+    if "name" not in d:
+        raise _Bad(path + ("name",), f"missing: a {path[0]} step needs a name")
+    name = _fio_section(path + ("name",), _str(path + ("name",), d["name"]))
+    lo, hi = _ms_range(path + ("cut_ms",), d.get("cut_ms", list(df.cut_ms)), 0.0)
+    off = _ms_range(path + ("off_ms",), d.get("off_ms", list(df.off_ms)), 1.0)
+    return PowerLoss(name, _int(path + ("cycles",), d.get("cycles", df.cycles), 1, MAX_CYCLES),
+                     _bs(path + ("bs",), d.get("bs", df.bs)),
+                     _int(path + ("iodepth",), d.get("iodepth", df.iodepth), 1, MAX_IODEPTH),
+                     _size(path + ("size",), d.get("size", df.size)), (lo, hi), off,
+                     _num(path + ("ready_timeout_s",), d.get("ready_timeout_s", df.ready_timeout_s), 0.1, 3600.0),
+                     _num(path + ("holdup_threshold_v",), d.get("holdup_threshold_v", df.holdup_threshold_v), 0.1, 12.0),
+                     _num(path + ("inrush_trigger_w",), d.get("inrush_trigger_w", df.inrush_trigger_w), 0.1, 1000.0),
+                     _int(path + ("seed",), d.get("seed", df.seed), 0, 2**31 - 1), kind)
+
+
 def _build(d: dict, text: str, path: str) -> Plan:
     _known((), d, TOP)
     name = _str(("name",), d.get("name", Path(path).stem if path else "sweep"))
@@ -511,7 +608,8 @@ def _build(d: dict, text: str, path: str) -> Plan:
                     _num(("timing", "idle_s"), t.get("idle_s", dt.idle_s)),
                     _num(("timing", "measure_s"), t.get("measure_s", dt.measure_s), 0.1),
                     _int(("timing", "repetitions"), t.get("repetitions", dt.repetitions), 1, 10000),
-                    _num(("timing", "cooldown_s"), t.get("cooldown_s", dt.cooldown_s)))
+                    _num(("timing", "cooldown_s"), t.get("cooldown_s", dt.cooldown_s)),
+                    _bool(("timing", "io_log"), t.get("io_log", dt.io_log)))
     s = _table(("steady_state",), d.get("steady_state", {}))
     _known(("steady_state",), s, STEADY)
     ds = SteadyState()
@@ -542,8 +640,23 @@ def _build(d: dict, text: str, path: str) -> Plan:
             if _writes(w):
                 raise _Bad(("drive", "serial"), f"workload {w.name!r} writes to the drive: name its serial number "
                                                 "(nvme id-ctrl shows it) so the sweep cannot write to the wrong drive")
+    power_loss = ()
+    for table, what in PULSE_TABLES:
+        pls = _want((table,), d.get(table, []), (list,), f"an array of tables ([[{table}]])")
+        these = tuple(_power_loss((table, k), x, what) for k, x in enumerate(pls))
+        names = [x.name for x in these]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise _Bad((table,), f"{table} names must be unique ({', '.join(dup)} repeats)")
+        if these and rig.source != "interposer":
+            raise _Bad(("rig", "source"), f"{rig.source!r} cannot switch the drive's power: a [[{table}]] step needs "
+                                          'the interposer (source = "interposer")')
+        if these and not drive.serial:
+            raise _Bad(("drive", "serial"), f"{table} {these[0].name!r} switches the drive's power and writes to it: "
+                                            "name its serial number (nvme id-ctrl shows it)")
+        power_loss += these
     idle = _bool(("idle_steps",), d.get("idle_steps", True))
-    if not workloads and not idle:
+    if not workloads and not idle and not power_loss:
         raise _Bad(("workload",), "the plan has no steps: add a [[workload]] or set idle_steps = true")
     apst = _str(("apst",), d.get("apst", "disable"))
     if apst not in ("disable", "keep"):
@@ -554,7 +667,7 @@ def _build(d: dict, text: str, path: str) -> Plan:
                     _num(("checks", "self_reported_tolerance_pct"), c.get("self_reported_tolerance_pct", 10.0),
                          0.1, 100.0))
     plan = Plan(name, rig, drive, pss, workloads, _str(("description",), d.get("description", "")), idle, apst,
-                Preparation(kind, job), timing, steady, text, path, checks, _limits(d))
+                Preparation(kind, job), timing, steady, text, path, checks, _limits(d), power_loss)
     _check_size(plan, d)
     _check_column_limits(plan)
     return plan
@@ -640,6 +753,14 @@ def _check_column_limits(plan: Plan) -> None:
         fits(("workload", k, "name"), key, S.steps.c.key)
         fits(("workload", k, "name"), name, S.steps.c.name)
         fits(("workload", k, "name"), f"{SELF_REPORT}{MEASURE}{w.name}", S.phases.c.name, S.measurements.c.phase)
+    for pl in plan.power_loss:
+        table = next(t for t, kind in PULSE_TABLES if kind == pl.kind)
+        k = [x.name for x in plan.power_loss if x.kind == pl.kind].index(pl.name)
+        key, name = plan.power_loss_key_name(pl, top_rep)
+        fits((table, k, "name"), pl.name, S.steps.c.workload)
+        fits((table, k, "name"), key, S.steps.c.key)
+        fits((table, k, "name"), name, S.steps.c.name)
+        fits((table, k, "name"), f"{pl.prefix}:{pl.name}", S.measurements.c.phase)
 
 
 def _fmt_path(path: tuple) -> str:

@@ -42,7 +42,7 @@ def tool_command(tool: str, endpoint: str) -> list[str]:
     CLI's argparse/logging and the drive model (numpy) a start went from ~0.25 s to ~0.1 s of CPU;
     without ``site`` (the venv's .pth files: ~45 ms here) and the heavy standard modules to about
     half that (docs/scale.md, "Many virtual rigs on one host"). The modules one start imports are
-    counted by tests/test_sim_tools.py."""
+    counted by tests/test_lab_scale.py."""
     return [sys.executable, "-S", "-P", str(Path(__file__).with_name(f"{tool}_cli.py")), "--endpoint", endpoint]
 
 

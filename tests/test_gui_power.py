@@ -49,7 +49,7 @@ def _edges(svc):
     return [e for e in svc.timeline if e.meta.get("power_edge")]
 
 
-def _wait_result(bot, svc, n_updates):
+def _wait_result(bot, svc):
     got = []
     svc.power.updated.connect(got.append)
     bot.waitUntil(lambda: any(d["state"] in ("done", "failed") for d in got), timeout=90_000)
@@ -69,7 +69,7 @@ def test_a_cycle_with_the_drives_serial_shows_edges_inrush_and_holdup(rig_window
     for _ in range(3):           # a burst misses when the starved virtual board drops samples before the restore
         panel.cycle_button.click()
         assert not panel.cycle_button.isEnabled()            # until the action ends
-        d = _wait_result(bot, svc, 1)
+        d = _wait_result(bot, svc)
         assert d["state"] == "done", d
         if d["holdup_s"] is not None:
             break
@@ -107,7 +107,7 @@ def test_a_wrong_serial_is_refused_in_one_line_and_nothing_switches(rig_window):
     try:
         panel.serial.setText("NOT-THIS-DRIVE")
         panel.cycle_button.click()
-        d = _wait_result(bot, svc, 1)
+        d = _wait_result(bot, svc)
     finally:
         panel.serial.setText(right)
     assert d["state"] == "failed"
@@ -124,11 +124,49 @@ def test_a_wrong_serial_is_refused_in_one_line_and_nothing_switches(rig_window):
     panel.serial.setText(right)
 
 
+def test_a_perst_pulse_puts_its_two_edges_on_the_timeline(rig_window):
+    win, svc, bot = rig_window
+    panel = win.power_panel
+    panel.perst_ms.setValue(10.0)
+    n = len(_edges(svc))
+    panel.perst_button.click()
+    d = _wait_result(bot, svc)
+    assert d["state"] == "done", d
+    assert [(e["output"], e["level"]) for e in d["edges"]] == [("PERST", 1), ("PERST", 0)]
+    assert d["edges"][1]["index"] - d["edges"][0]["index"] == 10_000 // 4
+    assert [e.name for e in _edges(svc)[n:]] == ["PERST# asserted", "PERST# released"]
+    assert "holdup_s" not in d and "PERST# released at +10.000 ms" in panel.result.text()
+    assert svc.connection.dev.power_status()["enabled"] is False
+
+
+def test_closing_the_app_releases_a_power_session(rig_window):
+    """A session left enabled (an action cut short) is released at shutdown: power on, actions off."""
+    from powerrig.dut import destructive
+    win, svc, bot = rig_window
+    dev = svc.connection.dev
+    destructive.power_session(svc.drive.nvme, svc.drive.controller, win.power_panel.serial.text(), dev, 5000)
+    assert dev.power_status()["enabled"] is True
+    svc.power.shutdown()                                   # what Core.shutdown calls first at close
+    st = dev.power_status()
+    assert st["enabled"] is False and st["state"] == {"12V": 1, "3V3": 1, "PERST": 0, "PWRDIS": 0}
+
+
 def test_no_interposer_is_one_line(qtbot, tmp_path):
     private_settings(tmp_path)
     svc = Services(capture_dir=tmp_path / "captures")
     win = MainWindow(svc)
     qtbot.addWidget(win)
+    # the Power tab, raised on a 1366x768 screen: whole across, the window no wider
+    win.resize(1366, 768)
+    win.show()
+    qtbot.waitExposed(win)
+    qtbot.wait(200)                                       # the window raises Connect after show
+    win.docks["Power"].raise_()
+    qtbot.waitUntil(lambda: not win.docks["Power"].visibleRegion().isEmpty(), timeout=5000)
+    area = win.docks["Power"].widget()
+    assert win.width() == 1366
+    assert area.widget().width() >= area.widget().minimumSizeHint().width()
+    assert not area.horizontalScrollBar().isVisible()
     got = []
     svc.power.updated.connect(got.append)
     win.power_panel.serial.setText("SN1")
@@ -142,7 +180,19 @@ def test_no_interposer_is_one_line(qtbot, tmp_path):
 
 
 def test_firmware_without_power_actions_is_said_so():
+    """The real firmware's reply to a command it lacks, through the real client, made one line."""
+    from powerrig.core.errors import PowerrigError
     from powerrig.gui.services.power import one_line
-    said = one_line("interposer: unknown command 'power'; known: burst, calibration, stream\nmore")
-    assert "firmware has no power actions" in said and "\n" not in said
+    from powerrig.interposer.client import Interposer
+    from powerrig.sim.interposer import VirtualInterposer
+    from powerrig.sim.power import SteadyLoad
+    sim = VirtualInterposer(load=SteadyLoad()).start()
+    try:
+        sim.device.commands.pop("power")                 # a firmware from before issue 29
+        with Interposer.open(sim.port) as dev, pytest.raises(PowerrigError) as e:
+            dev.power_status()
+    finally:
+        sim.stop()
+    said = one_line(str(e.value))
+    assert "firmware has no power actions" in said and "\n" not in said, (str(e.value), said)
     assert one_line("refusing power on /dev/nvme0\nsecond") == "refusing power on /dev/nvme0"

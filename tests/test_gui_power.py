@@ -49,6 +49,16 @@ def _edges(svc):
     return [e for e in svc.timeline if e.meta.get("power_edge")]
 
 
+def _ready(svc) -> bool:
+    """The controller answers again (120 ms after power-on or PERST# release in the model)."""
+    from powerrig.core.errors import PowerrigError
+    try:
+        svc.drive.nvme.get_power_state(svc.drive.controller)
+        return True
+    except PowerrigError:
+        return False
+
+
 def _wait_result(bot, svc):
     got = []
     svc.power.updated.connect(got.append)
@@ -103,6 +113,7 @@ def test_a_wrong_serial_is_refused_in_one_line_and_nothing_switches(rig_window):
     win, svc, bot = rig_window
     panel = win.power_panel
     right = panel.serial.text()
+    bot.waitUntil(lambda: _ready(svc), timeout=10_000)    # refused for the serial, not for a drive enumerating
     n = len(_edges(svc))
     try:
         panel.serial.setText("NOT-THIS-DRIVE")
@@ -128,6 +139,7 @@ def test_a_perst_pulse_puts_its_two_edges_on_the_timeline(rig_window):
     win, svc, bot = rig_window
     panel = win.power_panel
     panel.perst_ms.setValue(10.0)
+    bot.waitUntil(lambda: _ready(svc), timeout=10_000)
     n = len(_edges(svc))
     panel.perst_button.click()
     d = _wait_result(bot, svc)
@@ -144,6 +156,7 @@ def test_closing_the_app_releases_a_power_session(rig_window):
     from powerrig.dut import destructive
     win, svc, bot = rig_window
     dev = svc.connection.dev
+    bot.waitUntil(lambda: _ready(svc), timeout=10_000)    # after the pulse before, the drive enumerates again
     destructive.power_session(svc.drive.nvme, svc.drive.controller, win.power_panel.serial.text(), dev, 5000)
     assert dev.power_status()["enabled"] is True
     svc.power.shutdown()                                   # what Core.shutdown calls first at close

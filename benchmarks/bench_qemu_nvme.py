@@ -9,8 +9,8 @@ and prints last one JSON object:
   boot_s                        the guest's boot to its agent answering
   command_roundtrip_ms_p50      `true` through the agent transport (argv in, exit code out)
   trace_lag_ms_p99              how long after QEMU stamped a command a reader of its trace saw it
-  phase_edge_error_ms_p99       each phase's start and end as powerrig placed them (fio's epoch logs on the
-                                guest's clock, mapped) against the trace's first submit and last completion
+  phase_edge_error_ms_p99       each phase's start and end as powerrig placed them (fio's per-I/O logs, timing.io_log, on the
+                                guest's clock, mapped by the agent's clock samples) against the trace's first submit and last completion
   command_event_contains_pct    admin commands whose trace time lies inside powerrig's event for the call
   command_event_width_ms_p50    ... and how wide those events are
   phase_energy_error_pct_max    the energy powerrig reports per phase against the power model's truth
@@ -47,7 +47,7 @@ KINDS = [("randread", "4k"), ("read", "128k"), ("randwrite", "4k"), ("write", "1
 
 def plan_text(rig_id: str, serial: str, phases: int) -> str:
     out = [f'name = "bench qemu"\npower_states = [0]\nidle_steps = false\n[rig]\nport = "rig:{rig_id}"\n'
-           f'[drive]\nserial = "{serial}"\n[timing]\nsettle_s = 0.1\nidle_s = 0.3\nmeasure_s = 0.6\n']
+           f'[drive]\nserial = "{serial}"\n[timing]\nsettle_s = 0.1\nidle_s = 0.3\nmeasure_s = 0.6\nio_log = true\n']
     for k in range(phases):
         rw, bs = KINDS[k % len(KINDS)]
         out.append(f'[[workload]]\nname = "w{k:02d}-{rw}-{bs}"\nrw = "{rw}"\nbs = "{bs}"\niodepth = 8\n')
@@ -104,7 +104,7 @@ def main() -> int:
         trace = read_all(st["trace"])
         io = [c for c in trace if c.kind in ("read", "write") and c.t_complete is not None]
         io_s = np.array([c.t_submit for c in io])
-        edge_err, energy_err, lost = [], [], []
+        edge_err, energy_err, lost, signed = [], [], [], []
         rows = {(p["step"], p["name"]): p for p in store.phases(run_id)}
         for s in store.steps(run_id):
             with CaptureReader(s["capture"]) as cap:
@@ -118,16 +118,19 @@ def main() -> int:
             first = min(c.t_submit for c in mine)
             last = max(c.t_complete for c in mine)
             edge_err += [abs(ph.t_start - first) * 1e3, abs(ph.t_end - last) * 1e3]
+            signed.append([round((ph.t_start - first) * 1e3, 1), round((ph.t_end - last) * 1e3, 1)])
             row = rows[(s["key"], ph.name)]
             truth = energy(trace, ph.t_start, ph.t_end)
             energy_err.append(abs(row["energy_j"] - truth) / truth * 100)
             lost.append(row.get("lost_s") or 0.0)
+        clock_ms = remote.clock().uncertainty_s * 1e3
     finally:
         tail.stop()
         simrig.stop(st["id"])
     print(json.dumps({"host": machine(), "phases": len(edge_err) // 2, "admin_commands": len(cmds),
                       "sweep_s": round(t_sweep, 1), "phase_lost_s_max": round(max(lost), 3) if lost else None,
-                      "phase_energy_error_pct": [round(e, 3) for e in energy_err]}))
+                      "phase_energy_error_pct": [round(e, 3) for e in energy_err],
+                      "phase_edge_error_ms": signed, "guest_clock_uncertainty_ms": round(clock_ms, 2)}))
     print(json.dumps({"boot_s": round(st["boot_s"], 2), "command_roundtrip_ms_p50": round(pct(rt, 50), 1),
                       "trace_lag_ms_p99": round(pct(lags, 99) * 1e3, 2),
                       "phase_edge_error_ms_p99": round(pct(edge_err, 99), 2),

@@ -61,10 +61,12 @@ def main() -> int:
                     for _ in st.blocks(seconds=a.seconds):
                         pass
                 s, s1 = st.summary(), board.stats()
+                passes = dev.status().get("passes")      # the firmware's own pass timings (ticks_us)
                 row = {"interval_us": iv, "frames": s["frames"], "intervals": s["samples"],
                        "lost_intervals": s["gap_intervals"], "overruns": s["overruns"],
                        "dropped_frames": s["dropped_frames"], "emulated_s": round(s1["emu_s"] - s0["emu_s"], 3),
-                       "wall_s": round(time.monotonic() - t0, 1)}
+                       "wall_s": round(time.monotonic() - t0, 1), "passes": passes,
+                       "emulator_cpu_s": round(s1.get("cpu_s", 0) - s0.get("cpu_s", 0), 1)}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
         finally:

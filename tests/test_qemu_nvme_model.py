@@ -2,10 +2,12 @@
 those commands drive (live and offline alike), the agent transport's URL and the clock mapping."""
 from __future__ import annotations
 
+import json
 import threading
 import time
 
 import numpy as np
+from pathlib import Path
 import pytest
 
 from powerrig.dut.agent import AgentHost
@@ -129,3 +131,73 @@ def test_qemu_nvme_a_fractional_runtime_ends_in_real_fio(tmp_path):
     res = Fio(timeline=None, timeout_margin=20).run(FioPlan([job]), tmp_path / "out")
     assert time.monotonic() - t0 < 20
     assert 0.4 <= res.jobs[0].job_runtime_ms / 1000 <= 1.5
+
+
+# -- phase edges from fio's per-I/O logs (recorded: fio 3.33 in the QEMU guest, randread 4k qd8 0.6 s) ----------
+IO_LOG = Path(__file__).parent / "data" / "fio" / "io-log"
+
+
+def test_qemu_nvme_io_log_span_is_first_submission_and_last_completion_of_recorded_fio():
+    from powerrig.dut.fio import STAMP_MID_S, read_io_log_span
+
+    lines = (IO_LOG / "logs" / "j_lat.1.log").read_text().splitlines()
+    first_done, first_lat = (int(x) for x in lines[0].split(",")[:2])
+    start, end = read_io_log_span(IO_LOG / "logs" / "j_lat.1.log")
+    # the first I/O went in its latency before it was reaped (the stamp is cut to whole ms twice)
+    assert start == pytest.approx(first_done / 1000 + STAMP_MID_S - first_lat / 1e9, abs=1e-6)
+    assert end == int(lines[-1].split(",")[0]) / 1000
+    # 0.6 s of time_based I/O, as the job file asked, and fio's own runtime agrees within a few ms
+    doc = json.loads((IO_LOG / "fio.json").read_text())
+    assert abs((end - start) * 1000 - doc["jobs"][0]["job_runtime"]) < 25
+    assert doc["fio version"] == "fio-3.33" and "job_start" not in doc["jobs"][0]
+
+
+def test_qemu_nvme_io_log_out_of_order_completions_and_what_is_not_a_per_io_log(tmp_path):
+    from powerrig.dut.fio import STAMP_MID_S, read_io_log_span
+
+    f = tmp_path / "x_lat.1.log"
+    # the second line completed later but was submitted 5 ms before the first line's I/O
+    f.write_text(f"{int(T0 * 1000) + 10}, 2000000, 0, 4096, 0\n{int(T0 * 1000) + 12}, 9000000, 0, 4096, 0\n"
+                 f"{int(T0 * 1000) + 11}, 1000000, 1, 4096, 0\n")
+    start, end = read_io_log_span(f)
+    assert start == pytest.approx(T0 + 0.003 + STAMP_MID_S, abs=1e-6) and end == pytest.approx(T0 + 0.012)
+    f.write_text("10, 2000000, 0, 4096, 0\n")                # ms since the job's start: no log_unix_epoch
+    assert read_io_log_span(f) is None
+    f.write_text("")
+    assert read_io_log_span(f) is None
+    assert read_io_log_span(tmp_path / "missing.log") is None
+
+
+def test_qemu_nvme_io_log_plan_places_its_job_from_the_recorded_log(tmp_path):
+    from powerrig.dut.fio import FioJob, FioPlan, parse_fio_json, read_io_log_span, results_from_report
+
+    plan = FioPlan([FioJob("j", rw="randread", bs="4k", iodepth=8, size="64m", runtime=0.6, time_based=True,
+                           filename="/dev/nvme0n1", direct=True, ioengine="libaio")], io_log=True)
+    text = plan.job_file("/tmp/out/logs")
+    assert "write_lat_log=/tmp/out/logs/j" in text and "log_avg_msec=0" in text and "log_unix_epoch=1" in text
+    assert "write_bw_log" not in text                      # per-I/O bandwidth lines would only repeat it
+    final, jobs, _ = parse_fio_json((IO_LOG / "fio.json").read_text())
+    report = final["timestamp_ms"] / 1000
+    shift = 0.25                                             # the drive host's clock runs 0.25 s ahead
+    (r,) = results_from_report(plan, final, jobs, IO_LOG / "logs", report - 5, report + 1,
+                               to_host=lambda t: t - shift)
+    start, end = read_io_log_span(IO_LOG / "logs" / "j_lat.1.log")
+    assert r.time_source == "io_log"
+    assert (r.start_utc, r.end_utc) == pytest.approx((start - shift, end - shift))
+    # without its per-I/O log the same job falls back to the runner's clock, not to a wrong span
+    (r2,) = results_from_report(plan, final, jobs, tmp_path, report - 5, report + 1)
+    assert r2.time_source == "runner_clock"
+
+
+def test_qemu_nvme_clock_estimate_is_the_intersection_of_the_samples_bounds():
+    from powerrig.dut.agent import estimate
+
+    off = 1.234
+    # (sent, guest, answered): one sample quick on the way in, another quick on the way back
+    samples = [(10.000, 10.001 + off, 10.020), (20.000, 20.019 + off, 20.020), (30.0, 30.010 + off, 30.030)]
+    c = estimate(samples)
+    assert c.offset_s == pytest.approx(off, abs=c.uncertainty_s) and c.uncertainty_s <= 0.0011
+    assert c.uncertainty_s < min(b - a for a, g, b in samples) / 2          # narrower than any round trip
+    # bounds that do not meet (the host's clock stepped): the shortest round trip alone
+    c = estimate([(0.0, 0.005 + off, 0.010), (50.0, 50.5 + off, 50.030)])
+    assert c.offset_s == pytest.approx(off) and c.uncertainty_s == pytest.approx(0.005)

@@ -75,6 +75,20 @@ def test_fio_3_36_impersonation_gives_job_start(rig, tmp_path, monkeypatch):
     assert all(j.directions["write"].io_bytes > 0 for j in res.jobs)
 
 
+def test_io_log_plan_on_the_virtual_drive_places_edges_from_its_per_io_log(rig, tmp_path):
+    """The impersonated fio 3.33 writes per-I/O latency logs as the real one does (its first and last
+    I/O per direction): an io_log plan is placed by them, as on a QEMU or ssh drive host."""
+    server, _, fio, _, _ = rig
+    plan = FioPlan([FioJob("r", rw="randread", bs="4k", iodepth=16, runtime=1, time_based=True,
+                           filename="/dev/nvme0n1")], io_log=True)
+    res = fio.run(plan, tmp_path / "run")
+    (job,) = res.jobs
+    assert job.time_source == "io_log" and res.t_call <= job.start_utc < job.end_utc <= res.t_return
+    assert 0.9 < job.end_utc - job.start_utc < 1.1
+    logs = sorted(p.name for p in (tmp_path / "run" / "logs").iterdir())
+    assert logs == ["r_clat.1.log", "r_lat.1.log", "r_slat.1.log"]
+
+
 def test_missing_device_power_state_and_apst(rig):
     _, nvme, _, tl, _ = rig
     with pytest.raises(ToolError, match="No such file or directory"):

@@ -72,6 +72,15 @@ def test_plan_hash_ignores_comments_but_not_values():
     assert parse(GOOD.replace("measure_s = 2.0", "measure_s = 3.0")).hash != a.hash
 
 
+def test_keys_added_later_leave_an_older_plans_hash_alone():
+    """A sweep stored before io_log and the power-loss steps existed still resumes: unset, they are not
+    in the resolved plan; set, they change the hash."""
+    a = parse(GOOD)
+    assert "io_log" not in a.resolved()["timing"] and "power_loss" not in a.resolved()
+    assert parse(GOOD.replace("measure_s = 2.0", "measure_s = 2.0\nio_log = false")).hash == a.hash
+    assert parse(GOOD.replace("measure_s = 2.0", "measure_s = 2.0\nio_log = true")).hash != a.hash
+
+
 @pytest.mark.parametrize("edit, where, reason", [
     (("iodepth = 128", "iodepth = 128\nqueue = 4"), "workload[0].queue (line 19)", "unknown key"),
     (("measure_s = 2.0", 'measure_s = "long"'), "timing.measure_s (line 11)", "must be a number, not a string"),

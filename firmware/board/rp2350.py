@@ -40,10 +40,11 @@ BURST_CAPACITY = 2048 if "RP2040" in sys.implementation._machine else 8192
 
 class Board:
     def __init__(self, adc=None, usb_in=None, usb_out=None, console=micropython, outputs=None, clock=None,
-                 fire=None):
+                 fire=None, idle=None):
         """outputs: the power actions' pins (name -> level -> (register, value)); clock: the exact
-        sample index now and fire: the edges at their samples (default: from the DMA ring). The tests
-        give stand-ins."""
+        sample index now and fire: the edges at their samples (default: from the DMA ring); idle: what
+        a pass with nothing to do calls (default on the real chain: machine.idle, a WFE that the next
+        DMA block or USB interrupt ends, within 1 ms). The tests give stand-ins."""
         # the host's bytes are data, 0x03 included: no KeyboardInterrupt from the USB CDC
         # (Device's "repl" command gives the console back)
         self.console = console
@@ -57,7 +58,8 @@ class Board:
         self.cal_path = CAL_PATH
         self.crc_into = kernels.crc32_into
         self.usb = UsbLink(usb_in or sys.stdin.buffer, usb_out or sys.stdout.buffer)
-        if adc is None:
+        real_chain = adc is None
+        if real_chain:
             from board.adc import Adc
             adc = Adc()
         self.adc = adc
@@ -81,6 +83,10 @@ class Board:
         # the blocks: adc_read() with adc_n and adc_dropped beside it are the ring's own
         self.blocks = self.ring
         self.adc_read = self.ring.adc_read
+        if idle is not None:
+            self.idle = idle
+        elif real_chain:
+            self.idle = machine.idle
         adc.start()
 
     def make_ring(self, n):

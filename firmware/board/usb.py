@@ -6,7 +6,7 @@ loses samples. So ``write`` only copies a frame into a RAM queue (all of it or n
 that does not fit is counted in ``dropped_frames``/``dropped_bytes``, never cut), and ``pump``, once a
 pass, hands the CDC at most ``chunk`` bytes at a time while poll says it can take more (with writes of
 the endpoint's 64 bytes the CDC buffer frees in whole chunks, so a chunk is taken at once).
-``read`` takes bytes one at a time while poll says one is there. Nothing here allocates but ``read``'s
+``read`` takes bytes one at a time while poll says one is there (a viper loop). Nothing here allocates but ``read``'s
 result, made only when the host sent something.
 
 The streams are MicroPython streams (``write(buf, offset, n)``, ``readinto``, pollable): the board's
@@ -84,6 +84,29 @@ def _pump(st: ptr32, ipoll, write, queue) -> int:
     return wrote
 
 
+_RX_MAX = const(512)   # bytes a read takes at most; the byte being read lands at rx[_RX_MAX]
+
+
+@micropython.viper
+def _read(ipoll, readinto, slot, rx: ptr8) -> int:
+    """The bytes the host has sent, one at a time while poll says another is there, into rx; their
+    count. viper: a command's bytes cost two C calls each, no bytecode between them (a 46-byte ping
+    took ~5 ms of the RP2040's main loop byte by byte in Python, more than a DMA block)."""
+    k = 0
+    while k < _RX_MAX:
+        ready = 0
+        for _ in ipoll(0):
+            ready = 1
+            break
+        if ready == 0:
+            break
+        if int(readinto(slot)) <= 0:
+            break
+        rx[k] = rx[_RX_MAX]
+        k += 1
+    return k
+
+
 class UsbLink:
     def __init__(self, usb_in, usb_out, queue_bytes=8192, chunk=64, chunks_per_pump=10):
         self.inp = usb_in
@@ -98,8 +121,10 @@ class UsbLink:
         self.st = array.array("i", [0, 0, queue_bytes, chunk, chunks_per_pump, 0])
         self.ipoll = self.tx_poll.ipoll
         self.out_write = usb_out.write
-        self.one = bytearray(1)
-        self.rx = bytearray(512)
+        self.rx = bytearray(_RX_MAX + 1)
+        self.slot = memoryview(self.rx)[_RX_MAX:]
+        self.rx_ipoll = self.rx_poll.ipoll
+        self.inp_readinto = usb_in.readinto
         self.dropped_frames = 0    # frames the queue had no room for (back-pressure from the host)
         self.dropped_bytes = 0
 
@@ -133,28 +158,14 @@ class UsbLink:
     def stalled(self):
         return self.st[_STALLED]
 
-    def _readable(self):
-        for _ in self.rx_poll.ipoll(0):
-            return True
-        return False
-
     def pump(self):
-        """Hand queued bytes to the CDC while it takes them, without waiting; bounded per pass."""
+        """Hand queued bytes to the CDC while it takes them, without waiting; bounded per pass.
+        Returns the 64-byte chunks handed over (0: nothing queued, or the CDC took nothing)."""
         if self.st[_USED]:
-            _pump(self.st, self.ipoll, self.out_write, self.queue)
+            return _pump(self.st, self.ipoll, self.out_write, self.queue)
+        return 0
 
     def read(self):
         """The bytes the host has sent so far (at most 512), or None; never waits."""
-        for _ in self.rx_poll.ipoll(0):
-            break
-        else:
-            return None
-        k = 0
-        rx = self.rx
-        one = self.one
-        while k < 512:
-            if k and not self._readable() or not self.inp.readinto(one):
-                break
-            rx[k] = one[0]
-            k += 1
-        return bytes(rx[:k]) if k else None
+        k = _read(self.rx_ipoll, self.inp_readinto, self.slot, self.rx)
+        return bytes(self.rx[:k]) if k else None

@@ -13,7 +13,7 @@ from powerrig_fw.burst import Burst, IDLE as BURST_IDLE, UPLOAD as BURST_UPLOAD
 from powerrig_fw.crc import crc32_into_c
 from powerrig_fw.reduce import Reducer, MAX_INTERVAL_SAMPLES
 from powerrig_fw.selftest import SelfTest
-from powerrig_fw.timebase import Timebase
+from powerrig_fw.timebase import Timebase, ticks_diff, ticks_us
 
 # MicroPython's collector stops the world for milliseconds: the board collects at start-up and between
 # streams so that a stream's passes never do (they allocate nothing). CPython (the simulator) has its
@@ -91,6 +91,12 @@ class Device:
         self.blocks = getattr(board, "blocks", board)    # whose adc_read() sets adc_n, adc_dropped
         self._intact = getattr(board, "adc_intact", None)
         self._pump = getattr(board, "pump", None)
+        # sleep until the next interrupt (a DMA block, USB) when a pass found nothing to do: on the
+        # board it saves power, in the emulator it saves the idle passes' emulation (docs/emulator.md)
+        self._idle = getattr(board, "idle", None)
+        # how long the passes that did work took (status "passes"): the one figure of the main loop's
+        # budget that only the chip itself can give (docs/bring-up.md); reset at each start
+        self.pass_stats = [0, 0, 0, 0]   # block passes, their total us, worst block pass, worst command pass
         self.commands = {
             "describe": self.cmd_describe, "start": self.cmd_start, "stop": self.cmd_stop,
             "ping": self.cmd_ping, "burst": self.cmd_burst, "cal_get": self.cmd_cal_get,
@@ -103,9 +109,12 @@ class Device:
     # ---- main loop -------------------------------------------------------------------------
     def poll(self):
         """One pass of the main loop: commands in, samples reduced, frames out. Allocates nothing
-        unless a command came in or a burst uploads (tests/micropython/mcu_whole_pass.py)."""
-        if self.actions.busy:
-            self.actions.poll()      # first: a timed action due soon is waited for, to its sample
+        unless a command came in or a burst uploads (tests/micropython/mcu_whole_pass.py). A pass
+        that found nothing to do ends in the board's ``idle()`` (wait for the next interrupt)."""
+        t0 = ticks_us()
+        actions = self.actions
+        if actions.busy:
+            actions.poll()           # first: a timed action due soon is waited for, to its sample
         data = self.board.read()
         if data:
             self._commands(data)
@@ -136,10 +145,27 @@ class Device:
                 self.overwritten += 1
                 if self.state == STREAMING:
                     self.framer.mark_overrun()
-        if self.burst.state is BURST_UPLOAD:
+        uploading = self.burst.state is BURST_UPLOAD
+        if uploading:
             self.burst.upload_step()
-        if self._pump is not None:
-            self._pump()
+        sent = self._pump() if self._pump is not None else 0
+        if raw is None and not data:
+            if not sent and not uploading and not actions.busy and self._idle is not None:
+                self._idle()
+            return
+        us = ticks_diff(ticks_us(), t0)
+        ps = self.pass_stats
+        if data:
+            if us > ps[3]:
+                ps[3] = us
+        else:
+            if ps[0] >= 0x10000:          # a running mean: the sum stays a small int (no allocation)
+                ps[0] >>= 1
+                ps[1] >>= 1
+            ps[0] += 1
+            ps[1] += us
+            if us > ps[2]:
+                ps[2] = us
 
     def _commands(self, data):
         """The host's bytes: commands answered."""
@@ -276,6 +302,7 @@ class Device:
         start = self.board.adc_restart()   # next sample index the reducer will see
         self.reducer.restart(start >> wire.INDEX_LO_BITS, start & wire.INDEX_LO_MASK)
         self.state = STREAMING
+        self.pass_stats = [0, 0, 0, 0]
         self.stream = {"interval_us": interval_us, "rails": list(names), "per_frame": per_frame,
                        "record_size": wire.record_size(len(idx)), "bytes_per_s": bps, "first_index": start,
                        "first_seq": self.framer.seq}
@@ -305,6 +332,11 @@ class Device:
                   "frames": self.framer.frames_sent, "burst": self.burst.status(), "bad_bytes": self.reader.bad}
         if hasattr(self.board, "link_status"):
             status["link"] = self.board.link_status()
+        ps = self.pass_stats
+        status["passes"] = {"blocks": ps[0], "mean_block_us": ps[1] // ps[0] if ps[0] else None,
+                            "worst_block_us": ps[2], "worst_command_us": ps[3]}
+        if hasattr(gc, "mem_free"):          # MicroPython: the heap left (the RP2040 has ~190 kB in all)
+            status["heap_free"] = gc.mem_free()
         return status
 
     def cmd_power(self, msg):

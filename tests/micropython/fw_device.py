@@ -245,6 +245,28 @@ assert not r["ok"] and "pre must be" in r["error"], r
 r = command({"id": 41, "cmd": "start", "interval_us": True})[0]
 assert not r["ok"] and dev.state == "idle", r
 
+# a pass with nothing to do ends in board.idle() (wait for the next interrupt); a pass that read a
+# command, reduced a block or handed bytes to the USB does not (its next pass may have more to do)
+idles = []
+board.idle = lambda: idles.append(1)
+idle_dev = Device(board)
+idle_dev.poll()
+assert len(idles) == 1, idles
+board.inbox.append(bytes(wire.encode_frame(wire.T_COMMAND, b'{"id": 40, "cmd": "ping"}')))
+idle_dev.poll()
+board.pending = 1
+idle_dev.poll()
+board.pump = lambda: 1
+idle_dev._pump = board.pump
+idle_dev.poll()
+assert len(idles) == 1, idles
+board.pump = lambda: 0
+idle_dev._pump = board.pump
+idle_dev.poll()
+assert len(idles) == 2, idles
+del board.idle, board.pump
+board.sent = []
+
 # plan_stream: 2 rails at 100 us fit the budget, 3 do not
 assert plan_stream(100, 2)[1] <= 500000
 try:

@@ -20,14 +20,32 @@ export class CdcBridge {
     this.toHost = [];            // device bytes not yet written to the pty
     this.toHostBytes = 0;
     this.buf = Buffer.alloc(4096);
-    this.stats = { host_to_device: 0, device_to_host: 0, dropped_for_host: 0, connected_ns: null };
+    this.stats = { host_to_device: 0, device_to_host: 0, dropped_for_host: 0, connected_ns: null,
+      in_packets: 0, last_in_ns: null, out_reads: 0, held_reads: 0, last_out_ns: null };
     this.cdc.onDeviceConnected = () => { this.connected = true; };
+    // the last USB events (a ring), for finding where the device side stops (--usb-trace)
+    this.trace = [];
+    this.traceOn = false;
+    const note = (kind, a, b) => {
+      if (!this.traceOn) return;
+      this.trace.push([Math.round(mcu.clock.nanos / 1000), kind, a, b]);
+      if (this.trace.length > 400) this.trace.splice(0, 100);
+    };
+    this.note = note;
+    const dpram = mcu.usbCtrl.DPRAMUpdated.bind(mcu.usbCtrl);
+    mcu.usbCtrl.DPRAMUpdated = (offset, value) => {
+      if (offset >= 0x80 && offset <= 0xfc && (value & (1 << 10))) note('arm', (offset - 0x80) >> 2, value & 0x3ff);
+      dpram(offset, value);
+    };
+    const wr = mcu.usbCtrl.onEndpointWrite;
+    mcu.usbCtrl.onEndpointWrite = (ep, buf) => { note('sent', ep, buf.length); wr(ep, buf); };
     // A USB host leaves an OUT transfer pending until it has bytes to send. rp2040js's CDC host
     // completes it at once with 0 bytes when its FIFO is empty, and TinyUSB re-arms it: an interrupt
     // every 10 us that ate most of the emulated CPU (a main-loop pass took 20 ms). Hold the read instead.
     const usb = mcu.usbCtrl, read = usb.onEndpointRead;
     this.heldRead = null;
     usb.onEndpointRead = (endpoint, size) => {
+      if (endpoint === this.cdc.outEndpoint) { this.stats.out_reads++; this.stats.last_out_ns = mcu.clock.nanos; }
       if (endpoint === this.cdc.outEndpoint && this.cdc.txFIFO.itemCount === 0) { this.heldRead = [endpoint, size]; return; }
       read(endpoint, size);
     };
@@ -36,6 +54,8 @@ export class CdcBridge {
     };
     this.cdc.onSerialData = (data) => {
       const b = Buffer.from(data);
+      this.stats.in_packets++;
+      this.stats.last_in_ns = mcu.clock.nanos;
       this.stats.device_to_host += b.length;
       if (this.echo) process.stderr.write(b.toString('latin1'));
       if (this.toHostBytes + b.length > MAX_PENDING) { this.stats.dropped_for_host += b.length; return; }

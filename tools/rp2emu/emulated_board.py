@@ -127,7 +127,8 @@ class EmulatedBoard:
 
     def __init__(self, codes: np.ndarray, workdir: Path, rate: float = 0.0, calibration: dict | None = None,
                  echo: bool = False, wall_limit_s: float = 0.0, ready_timeout_s: float = 120.0,
-                 firmware: Path = REPO / "firmware"):
+                 firmware: Path = REPO / "firmware", runner_args: tuple[str, ...] = ()):
+        self.runner_args = tuple(runner_args)
         self.codes = np.ascontiguousarray(codes, dtype="<i2")
         self.workdir = Path(workdir)
         self.rate = rate
@@ -166,6 +167,7 @@ class EmulatedBoard:
             cmd += ["--wall", str(self.wall_limit_s)]
         if self.echo:
             cmd.append("--echo")
+        cmd += list(self.runner_args)
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=None if self.echo else open(self.workdir / "runner.log", "w"),
                                      pass_fds=(self._master,), preexec_fn=self._child_setup)

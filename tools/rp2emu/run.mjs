@@ -70,6 +70,11 @@ if (args.waveform) {
 
 // ---- USB CDC <-> pty ----
 const usb = new CdcBridge(mcu, args['pty-fd'] !== undefined ? Number(args['pty-fd']) : -1, !!args.echo);
+if (args['usb-trace']) {
+  usb.traceOn = true;
+  const entry2 = mcu.core.exceptionEntry.bind(mcu.core);
+  mcu.core.exceptionEntry = (n) => { if (n === 16 + 5) usb.note('irq', mcu.usbCtrl.buffStatus, mcu.usbCtrl.intRaw); return entry2(n); };
+}
 
 // ---- stats ----
 const t0 = Date.now();
@@ -78,8 +83,13 @@ function stats() {
   const wall = (Date.now() - t0) / 1000, emu = sim.clock.nanos / 1e9;
   return {
     wall_s: wall, emu_s: emu, emu_per_wall: wall > 0 ? emu / wall : 0, ready_emu_s: readyAt,
+    cpu_s: (() => { const u = process.cpuUsage(); return (u.user + u.system) / 1e6; })(),
     clk_sys_hz: mcu.clkSys, rate, exceptions, pace_slip_s: paceSlipMs / 1000, pio_steps: clock.pioSteps, usb: usb.stats,
     adc: adc ? { ...adc.stats, registers: adc.registers() } : null,
+    usb_ctrl: { int_raw: mcu.usbCtrl.intRaw, int_enable: mcu.usbCtrl.intEnable, buff_status: mcu.usbCtrl.buffStatus,
+      held_read: !!usb.heldRead, pending_irqs: mcu.core.pendingInterrupts, enabled_irqs: mcu.core.enabledInterrupts },
+    usb_trace: usb.trace.slice(-120),
+    pc_top: [...pcHist.entries()].sort((a, b) => b[1] - a[1]).slice(0, args.pcs === '1' ? 24 : Number(args.pcs)).map(([pc, n]) => [pc.toString(16), n]),
   };
 }
 function writeStats() {
@@ -91,6 +101,8 @@ function writeStats() {
 function finish(code) { writeStats(); process.exit(code); }
 process.on('SIGTERM', () => finish(0));
 process.on('SIGINT', () => finish(0));
+// SIGUSR2: the emulated SRAM to <stats>.sram (debugging the firmware's state with its ELF's symbols)
+process.on('SIGUSR2', () => { if (args.stats) fs.writeFileSync(`${args.stats}.sram`, mcu.sram); });
 
 // ---- main loop: slices of emulated time, I/O between them, paced to --rate ----
 const rate = Number(args.rate || 0);
@@ -100,6 +112,7 @@ function loop() {
   const turnStart = Date.now();
   while (Date.now() - turnStart < 20) {
     clock.slice(20000);
+    if (args.pcs) { const pc = mcu.core.PC & ~1; pcHist.set(pc, (pcHist.get(pc) || 0) + 1); }
     usb.pump();
   }
   if (usb.connected && readyAt === null) {
@@ -119,4 +132,5 @@ function loop() {
   if (wait > 1) setTimeout(loop, Math.min(wait, 50)); else setImmediate(loop);
 }
 let paceOrigin = t0, paceSlipMs = 0;
+const pcHist = new Map();
 loop();

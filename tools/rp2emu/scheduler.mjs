@@ -8,6 +8,8 @@
 // pin, IRQ and FIFO event, so the scheduler only resumes them on their grid once `waiting` clears.
 // (../shared/vendor/rp2040js/README.md has the measurements behind this design.)
 
+const QUANTUM = 32;                          // clk_sys cycles the CPU may run ahead of the PIO
+
 export class Lockstep {
   constructor(sim) {
     this.sim = sim;
@@ -22,6 +24,7 @@ export class Lockstep {
     this.pioSteps = 0;
     this.stepCycle256 = 0;                   // clk_sys x 256 of the PIO step running now (nowNs())
     this.inPio = false;
+    this.active = [];                        // the enabled state machines (refreshActive)
   }
 
   /** Emulated ns now: within a PIO step, the step's own instant (pin edges are timed by it). */
@@ -34,14 +37,21 @@ export class Lockstep {
     return d < 256 ? 256 : d;
   }
 
-  anyEnabled() {
-    for (const s of this.sms) if (s.m.enabled) return true;
-    return false;
+  /** The enabled state machines (refreshed once per PIO batch, not per CPU instruction). */
+  refreshActive() {
+    const act = this.active;
+    act.length = 0;
+    for (const s of this.sms) {
+      if (!s.m.enabled) { s.next = 0; s.parked = false; continue; }
+      if (s.next === 0) s.next = this.sysCycles * 256;      // freshly enabled
+      act.push(s);
+    }
+    return act.length;
   }
 
   unparkAll(now) {
-    for (const s of this.sms) {
-      if (s.parked && (!s.m.waiting || !s.m.enabled)) {
+    for (const s of this.active) {
+      if (s.parked && !s.m.waiting) {
         s.parked = false;
         const div = Lockstep.divOf(s.m);
         const late = (now - s.next) % div;   // keep the machine's phase on its grid
@@ -50,60 +60,69 @@ export class Lockstep {
     }
   }
 
+  /** Step every enabled state machine whose grid falls before clk_sys cycle sysCycles + cycles. */
   stepPIO(cycles) {
     const target = (this.sysCycles + cycles) * 256;
-    let anyParked = false;
-    for (const s of this.sms) if (s.parked) { anyParked = true; break; }
-    if (anyParked) this.unparkAll(this.sysCycles * 256);
+    const act = this.active;
+    if (this.refreshActive() === 0) { this.sysCycles += cycles; return; }
+    let parked = 0;
+    for (const s of act) if (s.parked) parked++;
+    if (parked) this.unparkAll(this.sysCycles * 256);
     this.inPio = true;
+    const n = act.length;
     for (;;) {
-      let best = null;
-      for (const s of this.sms) {
-        if (!s.m.enabled) { s.next = 0; s.parked = false; continue; }
-        if (s.parked) continue;
-        if (s.next === 0) s.next = this.sysCycles * 256;   // freshly enabled
-        if (best === null || s.next < best.next) best = s;
+      let best = null, bestNext = target;
+      for (let k = 0; k < n; k++) {
+        const s = act[k];
+        if (!s.parked && s.next < bestNext) { best = s; bestNext = s.next; }
       }
-      if (best === null || best.next >= target) break;
-      const s = best, m = s.m;
+      if (best === null) break;
+      const m = best.m;
       const before = m.cycles;
-      this.stepCycle256 = s.next;
+      this.stepCycle256 = bestNext;
       m.step();
       this.pioSteps++;
       const d = m.cycles - before;           // 1 + the delay cycles of the instruction just run
-      s.pio.checkChangedPins();
-      const t = s.next;
-      s.next += Lockstep.divOf(m) * (d > 1 ? d : 1);
-      if (m.waiting) { s.parked = true; anyParked = true; }
-      if (anyParked) {
-        this.unparkAll(t);
-        anyParked = false;
-        for (const x of this.sms) if (x.parked) { anyParked = true; break; }
+      best.pio.checkChangedPins();
+      best.next += Lockstep.divOf(m) * (d > 1 ? d : 1);
+      if (m.waiting) best.parked = true;
+      // a step may have released a parked machine (a pin edge, an IRQ flag, FIFO room)
+      for (let k = 0; k < n; k++) {
+        const s = act[k];
+        if (s.parked && !s.m.waiting) { this.unparkAll(bestNext); break; }
       }
     }
     this.inPio = false;
     this.sysCycles += cycles;
   }
 
-  /** Run about `budget` CPU cycles (a sleeping core skips ahead to its next alarm, <= 1 us while PIO runs). */
+  /**
+   * Run about `budget` CPU cycles. The CPU runs ahead of the PIO by at most QUANTUM cycles (0.26 us
+   * at 125 MHz), then the state machines catch up on their own grids: a PIO word reaches its FIFO
+   * (and so the DMA) at most that much later than on silicon, far inside the 4 us between samples,
+   * while pin edges keep their exact step times (nowNs()). A sleeping core skips ahead to its next
+   * alarm, by at most 1 us while PIO runs.
+   */
   slice(budget) {
     const { core } = this.mcu, clock = this.sim.clock, ns = this.nsPerCycle;
     let done = 0;
     while (done < budget) {
-      let cycles;
+      let cycles = 0;
       if (core.waiting) {
         let dt = clock.nanosToNextAlarm;
-        const pio = this.anyEnabled();
+        const pio = this.active.length > 0 || this.refreshActive() > 0;
         if (pio) dt = Math.min(dt > 0 ? dt : 1000, 1000);
         if (dt <= 0) dt = 1000;
         cycles = Math.max(1, Math.round(dt / ns));
         clock.tick(cycles * ns);
-        if (pio) this.stepPIO(cycles); else this.sysCycles += cycles;
       } else {
-        cycles = core.executeInstruction();
-        clock.tick(cycles * ns);
-        if (this.anyEnabled()) this.stepPIO(cycles); else this.sysCycles += cycles;
+        while (cycles < QUANTUM && !core.waiting) {
+          const c = core.executeInstruction();
+          clock.tick(c * ns);
+          cycles += c;
+        }
       }
+      this.stepPIO(cycles);
       done += cycles;
     }
   }

@@ -19,35 +19,8 @@ import re
 from dataclasses import dataclass
 
 from powerrig.core.errors import ToolError
-
-# IPS/APS (and MXPS) scale codes: 0 not reported, 1 = 0.0001 W, 2 = 0.01 W
-SCALE_W = {1: 0.0001, 2: 0.01}
-KELVIN_OFFSET_NVME_CLI = 273          # nvme-cli prints Celsius as K - 273
-KELVIN_OFFSET = 273.15                # powerrig's Celsius (docs/drive-control.md)
-
-
-def parse_int(value) -> int:
-    """A number as nvme-cli prints it or as its options take it; ValueError if it is none."""
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError(f"{value!r} is not a finite number")
-        return int(round(value))
-    if isinstance(value, str):
-        s = value.strip().replace(",", "").replace("_", "")
-        if s.lower().startswith(("0x", "-0x")):
-            return int(s, 16)
-        if re.fullmatch(r"[+-]?\d+", s):
-            return int(s)
-        f = float(s)                       # "12.000000", "960197124096.0", "1e3"
-        if f != f or f in (float("inf"), float("-inf")):
-            raise ValueError(f"{value!r} is not a finite number")
-        return int(round(f))
-    raise ValueError(f"{value!r} is not a number")
-
+from powerrig.core.nvme_numbers import (KELVIN_OFFSET, KELVIN_OFFSET_NVME_CLI, SCALE_W,  # noqa: F401 (re-exported)
+                                        encode_power, parse_int)
 
 def to_int(value, what: str) -> int:
     """parse_int, with the ToolError a user sees when nvme-cli printed something else."""
@@ -174,12 +147,6 @@ def parse_psd(i: int, d: dict) -> PowerStateDescriptor:
         active_power_w=round(to_int(act, "active_power") * act_scale, 6) if act is not None and act_scale else None,
         active_workload=apw, relative_read_throughput=to_int(k.get("read_tput", default=0), "read_tput"),
         relative_write_throughput=to_int(k.get("write_tput", default=0), "write_tput"))
-
-
-def encode_power(watts: float) -> tuple[int, int]:
-    """(value, MXPS) for a max power in watts: 0.01 W units when exact, else 0.0001 W units."""
-    cw = watts * 100
-    return (int(round(cw)), 0) if abs(cw - round(cw)) < 1e-6 else (int(round(watts * 10000)), 1)
 
 
 def celsius(kelvin: float) -> float:

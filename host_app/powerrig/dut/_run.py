@@ -1,6 +1,7 @@
 """Running a tool as an event: argv (never a shell), host UTC at call and return, ok or error."""
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 
@@ -32,10 +33,12 @@ def run_tool(argv: list[str], timeline: Timeline, kind: str, name: str, tool: st
     if remote is not None:
         meta["drive_host"] = remote.url
     ev = timeline.begin(kind, name, argv=list(argv), meta=meta)
-    local_argv = remote.wrap(argv) if remote is not None else argv       # ssh, or a QEMU guest's agent
     try:
-        p = subprocess.run(local_argv, capture_output=True, text=True, timeout=timeout, env=env,
-                           stdin=subprocess.DEVNULL, shell=False)
+        if remote is not None:      # ssh (a process), or a QEMU guest's agent (from this process)
+            p = remote.invoke(argv, timeout, env)
+        else:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
+                               stdin=subprocess.DEVNULL, shell=False)
     except FileNotFoundError:
         if remote is not None:
             msg = "ssh not found: install openssh-client to reach a drive host"
@@ -50,7 +53,7 @@ def run_tool(argv: list[str], timeline: Timeline, kind: str, name: str, tool: st
         timeline.end(ev, ok=False, error=msg)
         raise ToolError(msg) from None
     except subprocess.TimeoutExpired:
-        msg = f"{tool} did not finish within {timeout:g} s: {' '.join(argv)} (is the device hung?)"
+        msg = f"{tool} did not finish within {timeout:g} s: {' '.join(argv)} ({why_late()})"
         timeline.end(ev, ok=False, error=msg)
         raise ToolError(msg) from None
     ev.result["returncode"] = p.returncode
@@ -70,6 +73,24 @@ def run_tool(argv: list[str], timeline: Timeline, kind: str, name: str, tool: st
         timeline.end(ev, ok=False, error=msg)
         raise ToolError(msg)
     return Completed(list(argv), p.returncode, p.stdout, p.stderr, ev)
+
+
+OVERLOAD = 2.0     # runnable processes per core above which a timeout may be the host's, not the device's
+
+
+def why_late(loadavg=None, cores: int | None = None) -> str:
+    """What a timeout's message suggests: a hung device, or, when the host had many more runnable
+    processes than cores (16 virtual rigs on 2 shared cores reached a load of 49), a host too busy to
+    give the tool its CPU, said in the same line with the figure so nobody hunts a device fault."""
+    cores = cores or os.cpu_count() or 1
+    try:
+        load = (loadavg or os.getloadavg)()[0]
+    except OSError:                      # no load average on this platform
+        return "is the device hung?"
+    if load > OVERLOAD * cores:
+        return (f"this host is overloaded: load average {load:.1f} on {cores} cores, so the tool may not have had "
+                "the CPU to finish; run fewer things at once, or is the device hung?")
+    return "is the device hung?"
 
 
 def fail(timeline: Timeline, ev: Event, msg: str) -> ToolError:

@@ -14,6 +14,7 @@ import base64
 import json
 import shlex
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -25,18 +26,35 @@ from powerrig.dut.commands import Argv, helper_argv
 from powerrig.dut.transport import SSH_FAILED, RemoteError, RemoteHost
 
 SCHEME = "agent"
-SYNC_ROUNDS = 12          # round trips per clock measurement; the shortest one is kept
-CLOCK_MAX_AGE_S = 30.0    # re-measured after this long (the guest clock may drift)
+SYNC_ROUNDS = 8           # clock samples taken at a time (before and after each fio run)
+CLOCK_MAX_AGE_S = 30.0    # a mapping whose newest sample is older than this measures again
+CLOCK_WINDOW_S = 90.0     # samples this much older than the newest are dropped (the host's clock may be slewed)
 
 
 @dataclass(frozen=True)
 class GuestClock:
     offset_s: float           # guest time - host time
-    uncertainty_s: float      # half the round trip it was measured in: the true offset is within this
+    uncertainty_s: float      # the true offset is within this (half the width of the bounds it came from)
     measured_at: float
 
 
-_clocks: dict[str, GuestClock] = {}
+def estimate(samples) -> GuestClock:
+    """The guest's offset from samples ``(host time sent, guest time, host time answered)``, NTP-style.
+    Each bounds the offset to ``[guest - answered, guest - sent]``; the guest's clock runs on QEMU's
+    virtual clock, which is this host's, so the bounds of recent samples all hold at once and their
+    intersection is far narrower than any one round trip (one sample's request path and another's
+    answer path may each have been quick). Bounds that do not meet (a stepped clock) leave the
+    sample of the shortest round trip alone."""
+    lo = max(g - b for a, g, b in samples)
+    hi = min(g - a for a, g, b in samples)
+    last = max(b for a, g, b in samples)
+    if lo <= hi:
+        return GuestClock((lo + hi) / 2, (hi - lo) / 2, last)
+    a, g, b = min(samples, key=lambda s: s[2] - s[0])
+    return GuestClock(g - (a + b) / 2, (b - a) / 2, last)
+
+
+_samples: dict[str, list[tuple[float, float, float]]] = {}
 _clock_lock = threading.Lock()
 
 
@@ -117,26 +135,46 @@ class AgentHost(RemoteHost):
         self.clock()
 
     # -- its clock ----------------------------------------------------------------------------------
-    def clock(self, fresh: bool = False) -> GuestClock:
-        """The guest's offset from this host's clock, from the shortest of SYNC_ROUNDS round trips
-        (kept for CLOCK_MAX_AGE_S)."""
+    def sample_clock(self, rounds: int = SYNC_ROUNDS) -> None:
+        """Take ``rounds`` clock samples now: the relay stamps each at the agent's socket (one that
+        answers a single guest time is asked ``rounds`` times, bracketed here)."""
+        got: list[tuple[float, float, float]] = []
+        while len(got) < rounds:
+            t0 = time.time()
+            r = self.request({"op": "sync", "rounds": rounds}, 5.0 * rounds)
+            t1 = time.time()
+            if r.get("samples"):
+                got = [tuple(map(float, x)) for x in r["samples"]]
+                break
+            got.append((t0, float(r["t_guest"]), t1))
         with _clock_lock:
-            c = _clocks.get(self.socket)
-            if c is not None and not fresh and time.time() - c.measured_at < CLOCK_MAX_AGE_S:
-                return c
-            best = None
-            for _ in range(SYNC_ROUNDS):
-                t0 = time.time()
-                tg = float(self.request({"op": "sync"}, 5.0)["t_guest"])
-                t1 = time.time()
-                if best is None or t1 - t0 < best[0]:
-                    best = (t1 - t0, tg - (t0 + t1) / 2)
-            c = GuestClock(best[1], best[0] / 2, time.time())
-            _clocks[self.socket] = c
-            return c
+            keep = [x for x in _samples.get(self.socket, []) + got if x[2] >= got[-1][2] - CLOCK_WINDOW_S]
+            _samples[self.socket] = keep
+
+    def clock(self, fresh: bool = False) -> GuestClock:
+        """The guest's offset from this host's clock (``estimate`` over the recent samples), measured
+        again when asked or when the newest sample is older than CLOCK_MAX_AGE_S."""
+        with _clock_lock:
+            have = list(_samples.get(self.socket, []))
+        if fresh or not have or time.time() - have[-1][2] > CLOCK_MAX_AGE_S:
+            self.sample_clock()
+            with _clock_lock:
+                have = list(_samples[self.socket])
+        return estimate(have)
 
     def to_host(self, t: float) -> float:
         return t - self.clock().offset_s
+
+    def invoke(self, argv: Argv, timeout: float | None, env=None) -> subprocess.CompletedProcess:
+        """Run argv there from this process (no process per command, unlike ``wrap``): its exit
+        code and output as text; the agent unreachable is exit 255 with the reason, as ssh's."""
+        try:
+            rc, out, err, _, _ = self.execute(argv, timeout)
+        except RemoteError as e:
+            if "no answer within" in str(e) or "did not answer within" in str(e):
+                raise subprocess.TimeoutExpired(list(argv), timeout) from None
+            return subprocess.CompletedProcess(list(argv), SSH_FAILED, "", str(e))
+        return subprocess.CompletedProcess(list(argv), rc, out.decode(errors="replace"), err.decode(errors="replace"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -268,8 +268,10 @@ def fio_job_file(plan, log_prefix: str | None, permit: Permit | None = None) -> 
         raise UnsafeArgument(f"this fio plan writes to {', '.join(repr(t) for t in missing)}: writes run only "
                              "through powerrig.dut.destructive (Fio.run with the drive's serial), which checks the drive")
     g = [(k, fio_value(k, v)) for k, v in plan.global_options.items()]
+    io_log = bool(getattr(plan, "io_log", False))
     if log_prefix is not None:
-        g += [("log_unix_epoch", "1"), ("log_avg_msec", fio_value("log_avg_msec", int(plan.log_avg_msec)))]
+        avg = 0 if io_log else int(plan.log_avg_msec)     # 0: a line per I/O (its completion and latency)
+        g += [("log_unix_epoch", "1"), ("log_avg_msec", fio_value("log_avg_msec", avg))]
     if plan.group_reporting:
         g.append(("group_reporting", "1"))
     lines = ["; written by powerrig", "[global]"] + [f"{k}={v}" for k, v in g]
@@ -277,7 +279,7 @@ def fio_job_file(plan, log_prefix: str | None, permit: Permit | None = None) -> 
         lines += ["", f"[{name}]"] + [f"{k}={v}" for k, v in opts]
         if log_prefix is not None:
             log = fio_value("write_bw_log", f"{log_prefix}/{name}")
-            lines += [f"write_bw_log={log}", f"write_iops_log={log}"]
+            lines += [f"write_lat_log={log}"] if io_log else [f"write_bw_log={log}", f"write_iops_log={log}"]
     return "\n".join(lines) + "\n"
 
 

@@ -2,7 +2,9 @@
 
 A run writes its job file, JSON output and bandwidth/IOPS logs into one directory, so it can be
 reproduced from what it wrote down. Times: each job's absolute start and end come from
-``job_start`` (fio >= 3.36), else from the epoch-stamped logs (``log_unix_epoch=1``), else from the
+``job_start`` (fio >= 3.36), else from the per-I/O latency logs of a plan with ``io_log`` (the first
+I/O's submission and the last one's completion), else from the epoch-stamped bandwidth logs
+(``log_unix_epoch=1``; a window's average, so edges within one ``log_avg_msec``), else from the
 runner's own clock; ``time_source`` records which.
 """
 from __future__ import annotations
@@ -12,9 +14,12 @@ import logging
 import re
 import threading
 import time
+import warnings
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from powerrig.dut import commands
 from powerrig.dut._run import fail, run_tool
@@ -78,6 +83,9 @@ class FioPlan:
     output_format: str = "json"        # json or json+
     log_avg_msec: int = 500
     status_interval: float | None = None
+    # per-I/O latency logs instead of windowed bandwidth logs: phase edges from the first I/O's
+    # submission and the last one's completion (fio 3.33 has no job_start), at one log line per I/O
+    io_log: bool = False
 
     def job_file(self, log_prefix: str | None, permit=None) -> str:
         """The job file, built (and every key and value checked) by the door, commands.fio_job_file;
@@ -131,7 +139,7 @@ class JobResult:
     job_runtime_ms: int
     start_utc: float
     end_utc: float
-    time_source: str              # "job_start", "log", "runner_clock"
+    time_source: str              # "job_start", "io_log", "log", "runner_clock"
     directions: dict[str, DirectionResult]
     index: int | None = None      # fio's job number (log file index); None with group_reporting
     members: tuple[str, ...] = ()  # with group_reporting: the plan jobs the group entry stands for
@@ -237,18 +245,46 @@ def read_log_span(path: Path) -> tuple[float, float] | None:
     return first / 1000.0, last / 1000.0
 
 
+STAMP_MID_S = 0.001    # fio stamps a log entry with its job's epoch and the time since, each cut to whole ms
+
+
+def read_io_log_span(path: Path) -> tuple[float, float] | None:
+    """(first submission, last completion) in epoch s of a per-I/O latency log (``log_avg_msec=0``,
+    ``log_unix_epoch=1``: one line ``completion ms, latency ns, direction, bytes[, offset]`` per I/O,
+    written when fio reaps it), or None if empty, missing or not epoch-stamped. A stamp is cut to
+    whole ms twice (the epoch and the time since it), so the moment it stands for is the stamp
+    plus ``STAMP_MID_S`` (+-1 ms); the first I/O submitted is the one whose completion less its
+    latency comes first, not the first line (I/Os complete out of order)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")          # an empty file: numpy warns, we answer None
+            a = np.loadtxt(path, delimiter=",", usecols=(0, 1), dtype=np.int64, ndmin=2)
+    except (OSError, ValueError):
+        return None
+    if not len(a) or a[0, 0] < 10**11:                # nothing, or not epoch milliseconds
+        return None
+    done = a[:, 0] / 1000.0 + STAMP_MID_S
+    return float(np.min(done - a[:, 1] / 1e9)), float(np.max(a[:, 0]) / 1000.0)
+
+
 def job_times(job: dict, log_files: list[Path], log_avg_msec: int, t_call: float, t_return: float,
-              report_utc: float | None = None, clones: int = 1, to_host=None) -> tuple[float, float, str]:
-    """Absolute start and end of a job (or of a reporting group: ``log_files`` are its own logs,
-    ``clones`` how many jobs it sums), and which source said so. The end never falls after fio's
-    report time (``timestamp_ms``) or the runner's return. ``to_host``: fio's clock (a drive host's)
-    to this host's UTC; ``report_utc`` is on fio's clock too."""
+              report_utc: float | None = None, clones: int = 1, to_host=None,
+              io_logs: list[Path] = ()) -> tuple[float, float, str]:
+    """Absolute start and end of a job (or of a reporting group: ``log_files`` (bandwidth) and
+    ``io_logs`` (per-I/O latency) are its own logs, ``clones`` how many jobs it sums), and which
+    source said so. The end never falls after fio's report time (``timestamp_ms``) or the runner's
+    return. ``to_host``: fio's clock (a drive host's) to this host's UTC; ``report_utc`` is on
+    fio's clock too."""
     to_host = to_host or (lambda t: t)
     rt = clone_runtime_s(job, clones)
     limit = min(t_return, to_host(report_utc)) if report_utc else t_return
     if "job_start" in job and job["job_start"]:
         start = to_host(float(job["job_start"]) / 1000.0)
         return start, min(start + rt, limit), "job_start"
+    spans = [s for s in (read_io_log_span(p) for p in io_logs) if s]
+    if spans:
+        start = max(to_host(min(s[0] for s in spans)), t_call)
+        return start, max(min(to_host(max(s[1] for s in spans)), limit), start), "io_log"
     spans = [s for s in (read_log_span(p) for p in log_files) if s]
     if spans:
         first = to_host(min(s[0] for s in spans))
@@ -325,9 +361,10 @@ def results_from_report(plan: "FioPlan", final: dict, jobs: list[dict], logs: Pa
         else:
             k = clone_owner[pos]
             index, nums, stage, names = pos + 1, [pos + 1], groups[k][1], ()
-        log_files = [logs / f"{plan.jobs[k].name}_bw.{i}.log" for k, idx in enumerate(indices) for i in idx if i in nums]
-        start, end, src = job_times(jd, log_files, plan.log_avg_msec, t_call, t_return, report_utc, len(nums),
-                                    to_host)
+        own = [(plan.jobs[k].name, i) for k, idx in enumerate(indices) for i in idx if i in nums]
+        start, end, src = job_times(jd, [logs / f"{n}_bw.{i}.log" for n, i in own], plan.log_avg_msec, t_call,
+                                    t_return, report_utc, len(nums), to_host,
+                                    [logs / f"{n}_lat.{i}.log" for n, i in own])
         results.append(JobResult(jname, int(jd.get("groupid", 0)), err, int(jd.get("job_runtime", 0)),
                                  start, end, src, dirs, index, names))
         stages.append(stage)
@@ -487,12 +524,16 @@ class Fio:
             if on_status is not None and not follow:
                 logger.info("no live fio status for %s: %s", name, "fio runs on a drive host" if rdir
                             else "the plan has no status_interval")
+            if rdir:
+                self.remote.sample_clock()   # the drive host's clock, measured around the run its logs stamp
             t_call = time.time()
             watch = self._presence(plan)
             with StatusFollower(output, on_status) if follow else nullcontext(), watch or nullcontext():
                 done = run_tool(argv, self.timeline, FIO, name, "fio", timeout, self.env, check=False,
                                 meta={"job_file": str(job_file), "output": str(output)}, remote=self.remote)
             t_return = time.time()
+            if rdir:
+                self.remote.sample_clock()
             if watch is not None:
                 for e in watch.events():
                     self.timeline.add(e)

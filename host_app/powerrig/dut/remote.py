@@ -89,6 +89,12 @@ class SshHost(RemoteHost):
             why = text or "ssh failed without a message"
         return f"cannot run commands on drive host {self.url}: {why}"
 
+    def invoke(self, argv: commands.Argv, timeout: float | None, env: dict | None = None) -> subprocess.CompletedProcess:
+        """Run argv (built by the door) there through ssh, output as text (a tool's run, for
+        dut/_run.py). FileNotFoundError without ssh, TimeoutExpired past ``timeout``."""
+        return subprocess.run(self.wrap(argv), capture_output=True, text=True, timeout=timeout, env=env,
+                              stdin=subprocess.DEVNULL, shell=False)
+
     def run(self, argv: commands.Argv, timeout: float = 60.0, stdin: bytes | None = None) -> bytes:
         """Run a helper command (mkdir, cat, tar, rm) there; RemoteError when it fails."""
         try:

@@ -21,12 +21,16 @@ class RemoteError(PowerrigError):
 
 
 class RemoteHost:
-    """What every drive host transport offers on top of its ``run(argv, timeout, stdin) -> bytes``:
+    """What every drive host transport offers on top of its ``run(argv, timeout, stdin) -> bytes`` and
+    ``invoke(argv, timeout, env) -> subprocess.CompletedProcess`` (a tool's run, for dut/_run.py):
     files in and out (``cat`` and ``tar`` there) and its clock (``to_host``: a time stamped there,
     e.g. by fio, as this host's UTC; identity unless the transport measures the offset)."""
 
     def to_host(self, t: float) -> float:
         return t
+
+    def sample_clock(self) -> None:
+        """Measure the clock's offset now (around a fio run); nothing to do where none is measured."""
 
     def mkdtemp(self) -> str:
         d = self.run(helper_argv("mktemp", "-d", "/tmp/powerrig-fio.XXXXXX")).decode().strip()

@@ -13,8 +13,9 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass, field
-from statistics import NormalDist
+
+if __name__ == "__main__" and not __package__:      # run by path (sim/rig.py: tool_command): find powerrig
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from powerrig.sim.ssd_client import EndpointError, endpoint_from, request
 
@@ -53,10 +54,27 @@ def parse_time_s(s: str) -> float:
     return float(m.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1, None: 1, "m": 60, "h": 3600}[m.group(2)]
 
 
-@dataclass
 class Job:
-    name: str
-    opts: dict = field(default_factory=dict)
+    """One [section] of a job file (or of the command line): its name and options."""
+
+    def __init__(self, name: str, opts: dict | None = None):
+        self.name = name
+        self.opts = {} if opts is None else opts
+
+
+def _norm_cdf(z: float) -> float:
+    """The standard normal CDF. math.erf rather than statistics.NormalDist: importing statistics
+    (decimal, fractions, random) doubled what this short-lived process imports (docs/scale.md)."""
+    return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
+
+
+def _norm_ppf(p: float) -> float:
+    """Its inverse, by bisection (a few fixed percentiles per report; 1e-12 is far below an ns)."""
+    lo, hi = -40.0, 40.0
+    while hi - lo > 1e-12:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if _norm_cdf(mid) < p else (lo, mid)
+    return 0.5 * (lo + hi)
 
 
 def parse_job_file(text: str) -> tuple[dict, list[Job]]:
@@ -347,9 +365,8 @@ def _dir_split(c: dict) -> dict:
 
 def _lat_block(mean_ns: float, n: int, plus: bool) -> dict:
     sigma = 0.35
-    nd = NormalDist()
     mu = math.log(max(mean_ns, 1.0)) - sigma * sigma / 2
-    pct = {f"{p:.6f}": int(math.exp(mu + sigma * nd.inv_cdf(p / 100))) for p in PERCENTILES}
+    pct = {f"{p:.6f}": int(math.exp(mu + sigma * _norm_ppf(p / 100))) for p in PERCENTILES}
     blk = {"min": int(mean_ns * 0.4) if n else 0, "max": int(mean_ns * 4) if n else 0, "mean": mean_ns if n else 0.0,
            "stddev": mean_ns * sigma if n else 0.0, "N": n}
     if n:
@@ -372,9 +389,8 @@ def _latency_buckets(mean_ns: float, sigma: float = 0.35) -> dict:
     out["latency_ms"][">=2000"] = 0.0
     if mean_ns <= 0:
         return out
-    nd = NormalDist()
     mu = math.log(mean_ns) - sigma * sigma / 2
-    cdf = lambda ns: nd.cdf((math.log(ns) - mu) / sigma)  # noqa: E731
+    cdf = lambda ns: _norm_cdf((math.log(ns) - mu) / sigma)  # noqa: E731
     prev = 0.0
     for key, scale in (("latency_ns", 1), ("latency_us", 1e3), ("latency_ms", 1e6)):
         for e in LAT_EDGES[key]:
@@ -552,6 +568,22 @@ def _write_logs(c: dict) -> None:
             t = w_end
         with open(f"{prefix}_{kind}.{c['index']}.log", "w") as f:
             f.writelines(rows)
+    prefix = o.get("write_lat_log")
+    if prefix and o.get("log_avg_msec", "0") in ("0", ""):
+        # per-I/O latency logs: only each direction's first and last I/O (the lines powerrig places
+        # a phase's edges by; a simulated million IOPS would otherwise write millions of lines)
+        depth = max(int(o.get("iodepth", "1") or 1), 1)
+        rows = []
+        for d in dirs:
+            ios = _integrate(hist, t_s, t_e, 1 if d == "read" else 2) / max(bs, 1)
+            lat = min(depth * (t_e - t_s) / ios, t_e - t_s) if ios >= 1 else 0.0
+            for done in ((t_s + lat, t_e) if ios >= 1 else ()):
+                stamp = int(done * 1000) if epoch else int((done - t_s) * 1000)
+                rows.append((stamp, f"{stamp}, {{}}, {ddir_of[d]}, {bs}, 0\n", lat))
+        rows.sort()
+        for kind, part in (("lat", 1.0), ("clat", 1.0), ("slat", 0.0)):
+            with open(f"{prefix}_{kind}.{c['index']}.log", "w") as f:
+                f.writelines(r[1].format(int(r[2] * part * 1e9)) for r in rows)
 
 
 def _integrate(hist, a: float, b: float, col: int) -> float:

@@ -33,7 +33,8 @@ from powerrig.sim.power import PoweredDrive, PowerSpec, SwitchedOutputs
 from powerrig.sim.reducer import NumpyReducer
 from powerrig.interposer.frames import fw  # noqa: F401  (puts firmware/ on sys.path)
 from powerrig_fw import crc as fw_crc
-from powerrig_fw.device import Device
+from powerrig_fw.burst import IDLE as BURST_IDLE
+from powerrig_fw.device import STREAMING, Device
 from powerrig_fw.timebase import Timebase
 
 TRUTH_BIN = 250          # truth power kept per 250 samples (1 ms)
@@ -43,6 +44,10 @@ TRUTH_BIN = 250          # truth power kept per 250 samples (1 ms)
 # proven real-time by its instruction budget on the emulated Cortex-M (docs/firmware-budget.md).
 ADC_RING_S = 0.5
 GIL_SWITCH_S = 100e-6    # the sim process hands the GIL over this often (see serve)
+IDLE_PASS_S = 0.05       # an idle device's pass interval when no host bytes arrive
+MIN_PASS_S = 0.0005      # ... and a sampling one's, at least and at most (VirtualInterposer._pass_s)
+MAX_PASS_S = 0.005
+SAMPLER_PRIORITY_ENV = "POWERRIG_SIM_SAMPLER_PRIORITY"   # "N": N nicer; "idle": SCHED_IDLE
 SPIN_S = 200e-6          # the USB writer thread spins this long before a transfer completes
 
 
@@ -80,6 +85,12 @@ class SimBoard:
         self.burst_capacity = 65536
         self.gen_index = self.sample_index()
         self.last_block_index = self.gen_index
+        # Does the firmware look at samples now? (set by VirtualInterposer). When it does not (no
+        # stream, burst, self-test or timed action), the samples are not synthesized: the board's DMA
+        # would overwrite them unread. An idle virtual rig then costs 0.5% of a core instead of 26%
+        # (250 kS/s of drive model and noise in numpy; benchmarks/bench_rig_cpu.py, docs/scale.md).
+        self.samples_wanted = lambda: True
+        self.samples_skipped = 0
         # truth
         self.truth_bins: dict[int, np.ndarray] = {}
         self.injected_corrupt_frames = 0
@@ -96,6 +107,7 @@ class SimBoard:
         self._rx: deque[tuple[float, bytes]] = deque()
         self._rx_release = 0.0
         self._rx_at = time.monotonic()
+        self.rx_arrived = threading.Event()     # wakes an idle device loop (VirtualInterposer._run)
         self._writer = threading.Thread(target=self._write_loop, name="sim-usb", daemon=True)
         self._writer.start()
         self._rx_pipe, rx_w = os.pipe()
@@ -159,6 +171,10 @@ class SimBoard:
             now = min(now, self.index_of_utc(known()))
         n = now - self.gen_index
         if n <= 0:
+            return None
+        if not self.samples_wanted():        # nobody reads them: the ring is overwritten, not lost
+            self.samples_skipped += n
+            self.gen_index = self.last_block_index = now
             return None
         dropped = 0
         ring = int(ADC_RING_S * 1e6 / self.period_us)
@@ -225,6 +241,7 @@ class SimBoard:
                 with self._cv:
                     self._rx_release = max(self._rx_release, t + self.rng.uniform(0, self.faults.jitter_ms) * 1e-3)
                     self._rx.append((self._rx_release, data))
+                self.rx_arrived.set()
 
     def read(self) -> bytes | None:
         """Host bytes whose USB transfer has completed."""
@@ -359,10 +376,21 @@ class VirtualInterposer:
                 json.dump(self.frontend.factory_calibration(), f)
         self.board = SimBoard(self.master, self.frontend, drift_ppm, self.faults, cal_path)
         self.device = Device(self.board)
+        self.board.samples_wanted = self._samples_wanted
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.t_start = time.monotonic()
+        # Many virtual rigs on one host (benchmarks/bench_lab.py): the sampling thread runs N nicer than
+        # the rest, or only on CPU nobody else wants ("idle"), so a host with more rigs than cores loses
+        # samples (counted as overruns, seen as gaps) instead of starving the sweeps and the drive's
+        # tools (docs/scale.md).
+        self.sampler_priority = os.environ.get(SAMPLER_PRIORITY_ENV, "").strip()
 
+    def _samples_wanted(self) -> bool:
+        """Does any part of the firmware read ADC blocks now (Device.poll's consumers)?"""
+        d = self.device
+        return (d.state == STREAMING or d.burst.state is not BURST_IDLE or d.selftest is not None
+                or d.actions.busy)
 
     def start(self) -> "VirtualInterposer":
         self._thread = threading.Thread(target=self._run, name="sim-interposer", daemon=True)
@@ -372,6 +400,15 @@ class VirtualInterposer:
     def _run(self) -> None:
         f = self.faults
         stalled = False
+        if self.sampler_priority:
+            # this thread only (Linux: a thread's nice and policy are its own): the drive endpoint the
+            # impersonated nvme-cli and fio talk to keeps the process's priority
+            me = threading.get_native_id()
+            if self.sampler_priority == "idle":
+                os.sched_setscheduler(me, os.SCHED_IDLE, os.sched_param(0))
+            else:
+                nice = os.getpriority(os.PRIO_PROCESS, 0) + int(self.sampler_priority)
+                os.setpriority(os.PRIO_PROCESS, me, min(19, nice))
         while not self._stop.is_set():
             el = time.monotonic() - self.t_start
             if f.stall_at >= 0 and not stalled and el >= f.stall_at:
@@ -382,7 +419,27 @@ class VirtualInterposer:
             except Exception as e:  # noqa: BLE001 - as Device.run: report and keep going
                 self.device.errors += 1
                 self.device.notice({"event": "error", "error": str(e), "count": self.device.errors})
-            time.sleep(0.0005)
+            board = self.board
+            board.rx_arrived.clear()
+            if board._rx:                 # a command on its way: served as soon as its transfer completes
+                time.sleep(MIN_PASS_S)
+            elif not self._samples_wanted():
+                # idle: nothing to sample and no command on its way, so wait for one (a pass every
+                # IDLE_PASS_S still runs the timebase) instead of 2000 empty passes a second
+                board.rx_arrived.wait(IDLE_PASS_S)
+            else:
+                board.rx_arrived.wait(self._pass_s())     # a command wakes it at once
+
+    def _pass_s(self) -> float:
+        """Sampling: how long to let samples come due before a pass. Each pass costs ~60 numpy calls
+        whatever its length: 0.5 ms passes cost ~1 s of CPU per simulated second of 250 kS/s and 2.5 ms
+        ones ~0.4 s (benchmarks/bench_rig_cpu.py, docs/scale.md). A quarter of the stream's interval (the
+        host sees each interval at most that late), never below MIN_PASS_S nor above MAX_PASS_S;
+        bursts and self-tests keep MIN_PASS_S."""
+        stream = self.device.stream
+        if not stream:
+            return MIN_PASS_S
+        return min(MAX_PASS_S, max(MIN_PASS_S, stream["interval_us"] * 1e-6 / 4))
 
     def truth(self) -> dict:
         fr = self.device.framer
@@ -392,6 +449,7 @@ class VirtualInterposer:
                              "lost_frames": len(b.dropped_seqs) + len(b.corrupted_seqs),
                              "writes_dropped": self.board.writes_dropped},
                 "frames_sent": fr.frames_sent, "overruns": self.device.overruns,
+                "samples_skipped_idle": b.samples_skipped,
                 "lost_samples": self.device.lost_samples,
                 "dropped_seqs": b.dropped_seqs, "corrupted_seqs": b.corrupted_seqs,
                 "sync_corrupted_seqs": b.sync_corrupted_seqs,

@@ -36,10 +36,14 @@ class RigError(PowerrigError):
 def tool_command(tool: str, endpoint: str) -> list[str]:
     """The argv prefix a runner uses instead of `nvme` / `fio` to reach this rig's virtual SSD.
 
-    The tool's module directly (what `powerrig sim nvme` runs), not the powerrig CLI: a sweep starts
-    these processes several times per step, and skipping the CLI's argparse/logging set-up and the
-    drive model (numpy) cuts each start from ~0.25 s to ~0.08 s of CPU (benchmarks/bench_sweep.py)."""
-    return [sys.executable, "-m", f"powerrig.sim.{tool}_cli", "--endpoint", endpoint]
+    The tool's file run by path with ``-S -P`` (no ``site``, no script directory on sys.path; the
+    file puts the package root there itself), not the powerrig CLI nor ``-m``: a sweep starts these
+    processes several times per step, and 16 virtual rigs on 2 cores start many at once. Without the
+    CLI's argparse/logging and the drive model (numpy) a start went from ~0.25 s to ~0.1 s of CPU;
+    without ``site`` (the venv's .pth files: ~45 ms here) and the heavy standard modules to about
+    half that (docs/scale.md, "Many virtual rigs on one host"). The modules one start imports are
+    counted by tests/test_lab_scale.py."""
+    return [sys.executable, "-S", "-P", str(Path(__file__).with_name(f"{tool}_cli.py")), "--endpoint", endpoint]
 
 
 def _pid_alive(pid: int) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-from pathlib import Path
 
 from powerrig.core.errors import PowerrigError
 
@@ -41,7 +40,7 @@ def request(endpoint: str | None, req: dict, timeout: float = 10.0) -> dict:
     if not endpoint:
         raise EndpointError(f"no virtual SSD endpoint: pass --endpoint SOCK or set {ENDPOINT_ENV} "
                             "(start one with `powerrig sim start`)")
-    if not Path(endpoint).exists():
+    if not os.path.exists(endpoint):
         raise EndpointError(f"virtual SSD endpoint {endpoint} does not exist (is `powerrig sim start` running?)")
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:

@@ -12,7 +12,7 @@ mixes two plans.
     [rig]       port = "sim:d5-p5336" | "sim:qemu" | "rig:ID" | "/dev/ttyACM0" | "rfc2217://host:port"
     [drive]     controller, namespace, serial
     [preparation] kind = "none" | "format" | "precondition" | "fio"  (+ [preparation.job])
-    [timing]    settle_s, idle_s, measure_s, repetitions, cooldown_s
+    [timing]    settle_s, idle_s, measure_s, repetitions, cooldown_s, io_log
     [steady_state] rounds, max_rounds, range_pct, slope_pct, metrics
     [checks]    self_reported_power, self_reported_tolerance_pct
     [[workload]] name, rw, bs, iodepth, numjobs, rwmixread, ranges, runtime_s | size, streams, fdp
@@ -216,6 +216,8 @@ class Timing:
     measure_s: float = 10.0        # workload runtime unless the workload names its own
     repetitions: int = 1
     cooldown_s: float = 0.0        # after a throttled step, before its one retry (0: no retry)
+    io_log: bool = False           # workload edges from fio's per-I/O logs (exact, a log line per I/O;
+                                   # for fio without job_start, e.g. 3.33); else its windowed bandwidth logs
 
 
 @dataclass(frozen=True)
@@ -324,6 +326,8 @@ class Plan:
         d.pop("limits")            # a gate on the plan, not a value the sweep uses: it leaves the hash alone
         if not d["power_loss"]:
             d.pop("power_loss")    # plans without power-loss steps keep the hash they had before it existed
+        if not d["timing"]["io_log"]:
+            d["timing"].pop("io_log")    # likewise plans without per-I/O logs: a stored sweep still resumes
         return json.loads(json.dumps(d))
 
     @property
@@ -368,7 +372,7 @@ CHECKS = {"self_reported_power", "self_reported_tolerance_pct"}
 RIG = {"port", "interval_us", "nvme", "fio", "reconnect_s", "source"}
 DRIVE = {"controller", "namespace", "serial", "host"}
 PREP = {"kind", "job"}
-TIMING = {"settle_s", "idle_s", "measure_s", "repetitions", "cooldown_s"}
+TIMING = {"settle_s", "idle_s", "measure_s", "repetitions", "cooldown_s", "io_log"}
 STEADY = {"rounds", "max_rounds", "range_pct", "slope_pct", "metrics"}
 WORKLOAD = {"name", "rw", "bs", "iodepth", "numjobs", "rwmixread", "ranges", "runtime_s", "size", "streams",
             "steady_state", "waf_every_s", "fdp"}
@@ -604,7 +608,8 @@ def _build(d: dict, text: str, path: str) -> Plan:
                     _num(("timing", "idle_s"), t.get("idle_s", dt.idle_s)),
                     _num(("timing", "measure_s"), t.get("measure_s", dt.measure_s), 0.1),
                     _int(("timing", "repetitions"), t.get("repetitions", dt.repetitions), 1, 10000),
-                    _num(("timing", "cooldown_s"), t.get("cooldown_s", dt.cooldown_s)))
+                    _num(("timing", "cooldown_s"), t.get("cooldown_s", dt.cooldown_s)),
+                    _bool(("timing", "io_log"), t.get("io_log", dt.io_log)))
     s = _table(("steady_state",), d.get("steady_state", {}))
     _known(("steady_state",), s, STEADY)
     ds = SteadyState()

@@ -63,11 +63,14 @@ class AgentLink:
             self._waiting[i] = slot
         return i, slot[0], slot
 
-    def _send(self, line: str) -> None:
+    def _send(self, line: str) -> float:
+        """Send one line; the host time just before it went (a clock sample's lower bound)."""
         if self._closed:
             raise GuestError(f"the guest agent is gone ({self._closed})")
         with self._lock:
+            t = time.time()
             self.sock.sendall(line.encode() + b"\n")
+        return t
 
     def _wait(self, i: str, ev: threading.Event, slot: list, timeout: float | None):
         if not ev.wait(timeout):
@@ -80,9 +83,15 @@ class AgentLink:
 
     def sync(self, timeout: float = 5.0) -> float:
         """The guest's clock (epoch s), read by the agent as soon as the request arrives."""
+        return self.sync_sample(timeout)[1]
+
+    def sync_sample(self, timeout: float = 5.0) -> tuple[float, float, float]:
+        """(host time the request left, the guest's clock, host time its answer arrived): stamped
+        here at the socket, so the relay's and its client's own delays stay out of the bounds."""
         i, ev, slot = self._new()
-        self._send(f"{i} SYNC")
-        return self._wait(i, ev, slot, timeout)
+        t_send = self._send(f"{i} SYNC")
+        t_guest, t_recv = self._wait(i, ev, slot, timeout)
+        return t_send, t_guest, t_recv
 
     def run(self, script: str, stdin: bytes | None = None, timeout: float | None = None) -> Reply:
         i, ev, slot = self._new()
@@ -98,6 +107,7 @@ class AgentLink:
         try:
             while True:
                 d = self.sock.recv(1 << 16)
+                t_recv = time.time()
                 if not d:
                     raise EOFError("the guest closed the agent port")
                 buf += d
@@ -106,7 +116,7 @@ class AgentLink:
                     line = raw.decode(errors="replace")
                     if line.startswith("SYNC "):
                         _, i, t = line.split()
-                        self._deliver(i, float(t))
+                        self._deliver(i, (float(t), t_recv))
                     elif line.startswith("BEGIN "):
                         _, i, t0 = line.split()
                         cur = [i, float(t0), [], [], "out"]

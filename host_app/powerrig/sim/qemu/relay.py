@@ -5,7 +5,9 @@ many ssh sessions into one machine.
 One JSON request per connection, one JSON reply:
   {"op": "run", "script": "...", "stdin": base64 | null, "timeout": s}
       -> {"ok": true, "rc": n, "stdout": base64, "stderr": base64, "t_guest_start": s, "t_guest_end": s}
-  {"op": "sync"} -> {"ok": true, "t_guest": s}       (the guest's clock, read on arrival)
+  {"op": "sync", "rounds": n} -> {"ok": true, "t_guest": s, "samples": [[t_send, t_guest, t_recv], ...]}
+      (the guest's clock, read on arrival; each sample bracketed by this host's clock at the agent's
+      socket, so the relay's own delays and its client's stay out of the bounds)
   failures       -> {"ok": false, "error": "..."}
 The client is powerrig.dut.agent (it shares no code with this side).
 """
@@ -48,7 +50,8 @@ class Relay:
     def handle(self, req: dict) -> dict:
         try:
             if req.get("op") == "sync":
-                return {"ok": True, "t_guest": self.agent.sync()}
+                samples = [self.agent.sync_sample() for _ in range(max(1, min(int(req.get("rounds", 1)), 100)))]
+                return {"ok": True, "t_guest": samples[-1][1], "samples": samples}
             if req.get("op") == "run":
                 stdin = base64.b64decode(req["stdin"]) if req.get("stdin") else None
                 r = self.agent.run(str(req["script"]), stdin, req.get("timeout"))

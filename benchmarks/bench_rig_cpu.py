@@ -1,0 +1,101 @@
+"""What one virtual rig costs: its CPU share idle and streaming, the sampling cost per pass length, and
+the CPU of one impersonated nvme-cli / fio start (docs/scale.md, "Many virtual rigs on one host").
+
+    .venv/bin/python benchmarks/bench_rig_cpu.py [--interval-us 10000] [--seconds 8]
+
+CPU seconds, not wall time, but on a shared host they still move with the load (caches, SMT
+siblings): take the load average printed beside them into account.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from hostinfo import machine
+
+
+def _proc_cpu_s(pid: int) -> float:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def rig_share(interval_us: int, seconds: float) -> None:
+    from powerrig.sim import rig
+
+    st = rig.start()
+    try:
+        time.sleep(2)
+        c0, t0 = _proc_cpu_s(st["pid"]), time.monotonic()
+        time.sleep(seconds)
+        print(f"idle rig:      {(_proc_cpu_s(st['pid']) - c0) / (time.monotonic() - t0):.3f} of a core")
+        c0, t0 = _proc_cpu_s(st["pid"]), time.monotonic()
+        p = subprocess.run([sys.executable, "-m", "powerrig", "stream", "--port", st["port"], "--interval-us",
+                            str(interval_us), "--seconds", str(seconds)], capture_output=True, text=True)
+        dt = time.monotonic() - t0
+        covered = next((ln for ln in p.stdout.splitlines() if ln.startswith("covered")), p.stderr.strip()[-200:])
+        print(f"streaming rig: {(_proc_cpu_s(st['pid']) - c0) / dt:.3f} of a core ({interval_us} us intervals; "
+              f"{covered})")
+    finally:
+        rig.stop(st["id"])
+
+
+def pass_cost() -> None:
+    """CPU per simulated second of 250 kS/s by pass length: the fixed cost of a pass's numpy calls."""
+    from powerrig.sim.calbench import BenchFixture
+    from powerrig.sim.frontend import FrontEnd
+    from powerrig.sim.power import PoweredDrive
+    from powerrig.sim.reducer import NumpyReducer
+    from powerrig.sim.ssd import VirtualSSD
+
+    fe = FrontEnd(PoweredDrive(BenchFixture(VirtualSSD("d5-p5336"))), seed=1)
+    red = NumpyReducer(3)
+    red.configure((0, 1), 2500, 25, [0, 0], [0, 0])
+    t0 = time.time()
+    for n in (125, 625, 2500):          # 0.5 ms, 2.5 ms, 10 ms of samples per pass
+        c = time.process_time()
+        for k in range(250_000 // n):
+            raw, _ = fe.sample(t0 + (k * n + np.arange(n)) * 4e-6)
+            red.reduce(raw.reshape(-1), n)
+        print(f"sampling in passes of {n * 4e-3:.1f} ms: {time.process_time() - c:.3f} s CPU per simulated second")
+
+
+def tool_start() -> None:
+    from powerrig.sim.rig import tool_command
+
+    for tool, args in (("nvme", ["version"]), ("fio", ["--version"])):
+        argv = tool_command(tool, "/nonexistent.sock") + args
+        c = _children_cpu_s()
+        for _ in range(20):
+            subprocess.run(argv, capture_output=True)
+        print(f"impersonated {tool} start: {(_children_cpu_s() - c) / 20 * 1e3:.0f} ms CPU")
+    c = _children_cpu_s()
+    for _ in range(20):
+        subprocess.run([sys.executable, "-c", "pass"], capture_output=True)
+    print(f"(python -c pass with site: {(_children_cpu_s() - c) / 20 * 1e3:.0f} ms CPU)")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--interval-us", type=int, default=10000)
+    ap.add_argument("--seconds", type=float, default=8.0)
+    a = ap.parse_args()
+    print(f"bench_rig_cpu on {machine()}")
+    rig_share(a.interval_us, a.seconds)
+    pass_cost()
+    tool_start()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -102,6 +102,7 @@ def test_a_cycle_with_the_drives_serial_shows_edges_inrush_and_holdup(rig_window
     assert d["inrush_charge_c"] == pytest.approx(spec.inrush_peak_a * spec.inrush_tau_us * 1e-6, rel=0.05), d
     assert spec.inrush_peak_a < d["inrush_peak_a"] < spec.inrush_peak_a + 3.0, d
     text = panel.result.text()
+    print(text)                                           # the figures docs/user-guide.md quotes
     assert "12 V off" in text and "hold-up 1." in text and "inrush" in text and "mC" in text, text
     # the session ended with the action: power on, actions off on the interposer
     st = svc.connection.dev.power_status()

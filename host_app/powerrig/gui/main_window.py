@@ -14,6 +14,7 @@ from powerrig.gui.drive.widget import DrivePanel
 from powerrig.gui.live_view.widget import LiveView
 from powerrig.gui.minimap.widget import Minimap
 from powerrig.gui.multimeter.widget import Multimeter
+from powerrig.gui.power.widget import PowerPanel
 from powerrig.gui.sweep_panel.widget import SweepPanel
 from powerrig.gui.workload.widget import WorkloadPanel
 
@@ -65,6 +66,7 @@ class MainWindow(QMainWindow):
         self.multimeter = Multimeter(svc)
         self.drive_panel = DrivePanel(svc)
         self.workload_panel = WorkloadPanel(svc)
+        self.power_panel = PowerPanel(svc)
         self.analysis_table = AnalysisTable(svc)
         self.sweep_panel = SweepPanel(svc)
         self.analysis_table.zoom.connect(self.live_view.zoom_to)
@@ -72,6 +74,7 @@ class MainWindow(QMainWindow):
         for name, w, area in (("Connect", self.connect_panel, Qt.LeftDockWidgetArea),
                               ("Drive", self.drive_panel, Qt.LeftDockWidgetArea),
                               ("Workload", self.workload_panel, Qt.LeftDockWidgetArea),
+                              ("Power", self.power_panel, Qt.LeftDockWidgetArea),
                               ("Multimeter", self.multimeter, Qt.RightDockWidgetArea),
                               ("Analysis", self.analysis_table, Qt.BottomDockWidgetArea),
                               ("Sweep", self.sweep_panel, Qt.BottomDockWidgetArea)):
@@ -82,6 +85,7 @@ class MainWindow(QMainWindow):
             self.docks[name] = d
         self.tabifyDockWidget(self.docks["Connect"], self.docks["Drive"])
         self.tabifyDockWidget(self.docks["Drive"], self.docks["Workload"])
+        self.tabifyDockWidget(self.docks["Workload"], self.docks["Power"])
         self.tabifyDockWidget(self.docks["Analysis"], self.docks["Sweep"])
         QTimer.singleShot(0, self.docks["Connect"].raise_)
         QTimer.singleShot(0, self.docks["Analysis"].raise_)      # a tab raised before show() is not kept

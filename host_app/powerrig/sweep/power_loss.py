@@ -79,6 +79,74 @@ def cycle_seed(seed: int, step_key: str, k: int) -> int:
     return (seed * 1000003 + zlib.crc32(step_key.encode()) + k + 1) % 2**32
 
 
+def run_sequence(dev, actions: list[dict], timeout_s: float) -> tuple[list[dict], object, float]:
+    """Send a timed sequence to the interposer (its session enabled) and wait for its executed edges:
+    (edges, utc, round trip s), where ``utc(index)`` is a sample index in host UTC (the reply's "now"
+    sample placed mid round trip, so to within half of it). The sweep's cycles and the desktop app's
+    power panel place their edges on the timeline with it."""
+    t_send = time.time()
+    reply = dev.power_sequence(actions)
+    t_recv = time.time()
+    edges = dev.power_edges(len(actions), timeout=timeout_s)
+    t_mid = (t_send + t_recv) / 2
+
+    def utc(index):
+        return t_mid + (index - reply["now"]) * PERIOD_S
+    return edges, utc, t_recv - t_send
+
+
+def burst_pre(off_us: int) -> int:
+    """Samples the burst keeps before its trigger: the off time and 4 ms before the cut. The firmware
+    lets the trigger fire only once that many samples came after arming (the window is always whole),
+    so a cut sooner than ``burst_pre(off_us)`` samples after the sequence is sent misses its burst."""
+    return min(BURST_CAPACITY - BURST_POST, math.ceil(off_us * 1e-6 / PERIOD_S) + 1000)
+
+
+def arm_burst(dev, off_us: int, trigger_w: float, timeout: float):
+    """A raw burst triggered by the restore's inrush (12 V above ``trigger_w``), with the off time (and
+    the cut) before it, taken on a thread and armed on the device before this returns; hand the result
+    to :func:`burst_figures`. It can miss (the board dropped samples just before the restore, so the
+    ring lacks its pre-trigger history): the figures are then None, with why."""
+    pre = burst_pre(off_us)
+    got: dict = {}
+    armed = threading.Event()
+
+    def take():
+        try:
+            got["burst"] = dev.burst(pre=pre, post=BURST_POST, trigger="threshold", rail="12V",
+                                     above_w=trigger_w, timeout=timeout, on_armed=armed.set)
+        except PowerrigError as e:
+            got["error"] = str(e)
+        finally:
+            armed.set()
+
+    th = threading.Thread(target=take, name="power-burst", daemon=True)
+    th.start()
+    armed.wait(10.0)                         # armed on the device before the sequence is sent
+    return th, got
+
+
+def burst_figures(burst, with_cut: bool, holdup_threshold_v: float) -> dict:
+    """Hold-up after the cut and inrush at the restore, from the raw burst of :func:`arm_burst` (None
+    where it has none; a hot-plug's removal is too long before the insertion for the burst to hold it)."""
+    th, got = burst
+    th.join(40)
+    b = got.get("burst")
+    if b is None:
+        return {"holdup_s": None, "inrush_peak_a": None, "inrush_charge_c": None,
+                "burst_error": got.get("error", "no burst")}
+    v, i, _ = b.rail("12V")
+    cut = power_events.find_fall(i) if with_cut else -1
+    r = power_events.find_rise(i[max(cut, 0):])
+    rise = max(cut, 0) + r if r >= 0 else -1
+    holdup = power_events.holdup_s(v, cut, holdup_threshold_v, PERIOD_S) if cut >= 0 else math.nan
+    ir = power_events.inrush(i, rise, PERIOD_S, min(BURST_POST, len(i) - rise)) if rise >= 0 else {}
+    return {"holdup_s": holdup if math.isfinite(holdup) else None, "inrush_peak_a": ir.get("peak_a"),
+            "inrush_charge_c": ir.get("charge_c"),
+            "cut_found_at": b.first_index + cut if cut >= 0 else None,
+            "on_found_at": b.first_index + rise if rise >= 0 else None}
+
+
 class PowerLossStep:
     def __init__(self, pl, step, dev, nvme, fio, controller: str, namespace: str, serial: str, out_dir: Path,
                  tl, emit=None):
@@ -144,16 +212,9 @@ class PowerLossStep:
         off_us = int(round(off_ms * 1000))
         actions = pulse(pl.kind, max(2000, int(round(cut_ms * 1000))), off_us)
         powered = pl.kind != "perst"
-        burst = self._arm_burst(off_us, BURST_WAIT_S + (cut_ms + off_ms) / 1000) if powered else None
-        t_send = time.time()
-        reply = self.dev.power_sequence(actions)
-        t_recv = time.time()
-        edges = self.dev.power_edges(len(actions), timeout=5.0 + (cut_ms + off_ms) / 1000 + PVPERL_US / 1e6)
-        t_mid = (t_send + t_recv) / 2           # the reply's "now" sample, to within half the round trip
-
-        def utc(index):
-            return t_mid + (index - reply["now"]) * PERIOD_S
-
+        burst = arm_burst(self.dev, off_us, self.pl.inrush_trigger_w,
+                          BURST_WAIT_S + (cut_ms + off_ms) / 1000) if powered else None
+        edges, utc, rtt_s = run_sequence(self.dev, actions, 5.0 + (cut_ms + off_ms) / 1000 + PVPERL_US / 1e6)
         t_cut, t_on = utc(edges[0]["index"]), utc(edges[-1]["index"])    # the last edge: power on, or PERST# released
         ready_s, ready_lo_s = self._wait_ready(t_on)      # while fio winds down after its I/O errors
         link = sysfs_link(self.controller, getattr(self.nvme, "host", None))
@@ -163,58 +224,15 @@ class PowerLossStep:
         self.tl.add(Event(NOTE, NOTE_NAMES[pl.kind], t_cut, t_ready, ok=True,
                           meta={"power_cycle": powered, "kind": pl.kind, "planned": True, "step": self.step.key,
                                 "cycle": k + 1, "edges": edges}))
-        rails = self._rails(burst, with_cut=pl.kind == "cut") if powered else {}
+        rails = burst_figures(burst, pl.kind == "cut", pl.holdup_threshold_v) if powered else {}
         acknowledged = self._acknowledged(d / f"{pl.name}.json")
         c = verify.classify(self.fio, pl.name, self.namespace, pl.bs, pl.iodepth, acknowledged, randseed=seed)
         return {"cycle": k + 1, "kind": pl.kind, "seed": seed, "cut_ms": cut_ms, "off_ms": off_ms, "edges": edges,
-                "rtt_s": t_recv - t_send,
+                "rtt_s": rtt_s,
                 "cut_during_writes": "result" not in out, "acknowledged": c.acknowledged, "lost": len(c.lost),
                 "in_flight": len(c.in_flight), "lost_offsets": list(c.lost[:KEEP_OFFSETS]),
                 "in_flight_offsets": list(c.in_flight[:KEEP_OFFSETS]), "ready_s": ready_s, "ready_lo_s": ready_lo_s,
                 "first_io_s": first_io_s, "link": link, **rails}
-
-    def _arm_burst(self, off_us: int, timeout: float):
-        """A raw burst triggered by the restore's inrush, with the off time (and the cut) before it. It
-        can miss (the board dropped samples just before the restore, so the ring lacks its pre-trigger
-        history): the cycle then has no hold-up or inrush, and says why."""
-        pre = min(BURST_CAPACITY - BURST_POST, math.ceil(off_us * 1e-6 / PERIOD_S) + 1000)
-        got: dict = {}
-        armed = threading.Event()
-
-        def take():
-            try:
-                got["burst"] = self.dev.burst(pre=pre, post=BURST_POST, trigger="threshold", rail="12V",
-                                              above_w=self.pl.inrush_trigger_w, timeout=timeout,
-                                              on_armed=armed.set)
-            except PowerrigError as e:
-                got["error"] = str(e)
-            finally:
-                armed.set()
-
-        th = threading.Thread(target=take, name="power-loss-burst", daemon=True)
-        th.start()
-        armed.wait(10.0)                         # armed on the device before the sequence is sent
-        return th, got
-
-    def _rails(self, burst, with_cut: bool) -> dict:
-        """Hold-up after the cut and inrush at the restore, from the raw burst (None where it has none;
-        a hot-plug's removal is too long before the insertion for the burst to hold it)."""
-        th, got = burst
-        th.join(40)
-        b = got.get("burst")
-        if b is None:
-            return {"holdup_s": None, "inrush_peak_a": None, "inrush_charge_c": None,
-                    "burst_error": got.get("error", "no burst")}
-        v, i, _ = b.rail("12V")
-        cut = power_events.find_fall(i) if with_cut else -1
-        r = power_events.find_rise(i[max(cut, 0):])
-        rise = max(cut, 0) + r if r >= 0 else -1
-        holdup = power_events.holdup_s(v, cut, self.pl.holdup_threshold_v, PERIOD_S) if cut >= 0 else math.nan
-        ir = power_events.inrush(i, rise, PERIOD_S, min(BURST_POST, len(i) - rise)) if rise >= 0 else {}
-        return {"holdup_s": holdup if math.isfinite(holdup) else None, "inrush_peak_a": ir.get("peak_a"),
-                "inrush_charge_c": ir.get("charge_c"),
-                "cut_found_at": b.first_index + cut if cut >= 0 else None,
-                "on_found_at": b.first_index + rise if rise >= 0 else None}
 
     def _wait_ready(self, t_on: float) -> tuple[float, float]:
         """Poll the controller with nvme-cli until it answers: (upper, lower) bound of power-on to ready,

@@ -6,6 +6,7 @@
     markers     the figures between the two markers
     drive       nvme-cli: identity, power states, APST, temperature (runners from powerrig.dut.runners)
     workload    fio presets on the drive, their live figures and their phase's power
+    power       timed power actions on the interposer (cycle, PERST#, restore) through the drive guard
     sweeps      plans run by the sweep engine on a thread, their results and report
 
 Widgets hold a :class:`Services` and talk only to it and to the core's signals (an import-linter
@@ -21,6 +22,7 @@ from powerrig.gui.services.captures import Captures
 from powerrig.gui.services.connection import Connection
 from powerrig.gui.services.drive import Drive
 from powerrig.gui.services.markers import Markers
+from powerrig.gui.services.power import Power
 from powerrig.gui.services.recording import Recording
 from powerrig.gui.services.sweeps import Sweeps
 from powerrig.gui.services.workload import Workload
@@ -44,6 +46,7 @@ class Services:
         self.markers = Markers(c, self.captures)
         self.workload = Workload(c, self.drive, self.recording, self.captures, self.capture_dir)
         self.sweeps = Sweeps(c, self.connection, self.recording)
+        self.power = Power(c, self.connection, self.drive, self.timeline)
         self.connection.rig_up.connect(self.drive.use_rig)
         # the drive is read once connected (the rig's drive, or one configured before)
         self.connection.connected.connect(lambda _d: self.drive.refresh() if self.drive.nvme is not None else None)

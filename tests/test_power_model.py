@@ -111,3 +111,17 @@ def test_the_perst_input_reads_the_line_the_board_drives():
     low = np.flatnonzero((b.codes[:, -1] & PERST_BIT) == 0) + first
     assert low[0] == on["index"] and low[-1] == off["index"] - 1 and len(low) == off["index"] - on["index"]
     assert rig.drive.ready_at() == pytest.approx(rig.utc_of_index(off["index"]) + rig.drive.spec.enum_delay_ms * 1e-3)
+
+
+def test_a_drive_powered_from_3v3_draws_no_12v_inrush_when_12v_returns():
+    """The client (M.2) profile's main rail is 3.3 V: restoring 12 V charges nothing there, so neither
+    the model's truth nor the samples show an inrush (the datacenter default keeps its 4 A)."""
+    assert PowerSpec.for_rail("12V").inrush_peak_a == PowerSpec().inrush_peak_a > 0
+    assert PowerSpec.for_rail("3V3", inrush_peak_a=1.5).inrush_peak_a == 1.5       # asked for: kept
+    rig = SteppedRig(PowerSpec.for_rail("3V3"), seed=3)
+    rig.drive.inner = SteadyLoad(amps_12v=0.0)
+    rig.command({"op": "enable", "watchdog_ms": 1000})
+    edges, _cut, on, _a, _l = _cycle(rig)
+    assert on["inrush_peak_a"] == 0.0 and on["inrush_charge_c"] == 0.0
+    _v, i, _ = rig.burst(edges[1]["requested"] - PRE, PRE + 1000).rail("12V")
+    assert power_events.find_rise(i) == -1

@@ -43,6 +43,14 @@ class PowerSpec:
     enum_delay_ms: float = 120.0        # power on (and PERST#/PWRDIS released) to controller ready
     seed: int = 29
 
+    @classmethod
+    def for_rail(cls, main_rail: str, **overrides) -> "PowerSpec":
+        """The spec of a drive whose main power comes from ``main_rail``: an M.2 client drive (3.3 V)
+        has nothing on 12 V to charge when 12 V returns, so no 12 V inrush unless one is asked for."""
+        if main_rail != "12V":
+            overrides.setdefault("inrush_peak_a", 0.0)
+        return cls(**overrides)
+
 
 class SteadyLoad:
     """A drive drawing constant current (the benchmark's, so inrush and hold-up stand out alone)."""

@@ -86,7 +86,8 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float, ca
     fixture = BenchFixture(load)            # the reference meter's outputs can take a rail over
     faults = json.loads(os.environ.get("POWERRIG_SIM_FAULTS", "{}"))    # tests: e.g. {"stall_at": 8, "stall_for": 5}
     # the drive's power model (sim/power.py PowerSpec), e.g. {"defect_rate": 1.0} for a weak PLP capacitor
-    power = PowerSpec(**json.loads(os.environ.get("POWERRIG_SIM_POWER", "{}")))
+    power = PowerSpec.for_rail("12V" if profile == QEMU_DRIVE else drive.profile.rail,
+                               **json.loads(os.environ.get("POWERRIG_SIM_POWER", "{}")))
     sim = VirtualInterposer(load=fixture, seed=seed, drift_ppm=drift_ppm, faults=Faults(seed=seed, **faults),
                             state_dir=str(rig_dir / "board"), calibrated=calibrated, power=power).start()
     if profile != QEMU_DRIVE:

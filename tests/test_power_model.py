@@ -96,6 +96,10 @@ def test_analysis_on_known_shapes():
     ir = power_events.inrush(i, power_events.find_rise(i), period)
     assert ir["peak_a"] == pytest.approx(4.5) and ir["charge_c"] == pytest.approx(4.0 * 150e-6, rel=0.005)
     assert power_events.verify({1: 5, 2: 6, 3: 7}, {1: 5, 2: 4}) == {2: "stale", 3: "missing"}
+    fall = np.r_[np.full(60, 0.5), np.zeros(100)]
+    assert power_events.find_fall(fall) == 60
+    noise = np.random.default_rng(1).normal(0.0, 0.003, 500)      # a rail the drive does not draw from
+    assert power_events.find_fall(noise) == -1 and power_events.find_fall(noise + 0.01) == -1
 
 
 def test_the_perst_input_reads_the_line_the_board_drives():

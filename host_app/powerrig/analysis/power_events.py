@@ -10,10 +10,13 @@ from __future__ import annotations
 import numpy as np
 
 
-def find_fall(amps: np.ndarray, before: int = 50) -> int:
+def find_fall(amps: np.ndarray, before: int = 50, min_level_a: float = 0.05) -> int:
     """First sample whose current is below half the level of the first ``before`` samples (a cut);
-    -1 when there is none."""
+    -1 when there is none, or when the rail carried less than ``min_level_a`` before (a rail the drive
+    does not draw from: its noise around zero is no cut, and no hold-up can be read from it)."""
     level = float(np.median(amps[:before]))
+    if level < min_level_a:
+        return -1
     hit = np.flatnonzero(amps[before:] < 0.5 * level)
     return int(hit[0]) + before if len(hit) else -1
 

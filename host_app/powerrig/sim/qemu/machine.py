@@ -157,16 +157,20 @@ class Qmp:
         json.loads(self.f.readline())                    # the greeting
         self.execute("qmp_capabilities")
 
+    def _message(self, when: str) -> dict:
+        """The next QMP message (a reply or an event); GuestError when QEMU closed the socket."""
+        line = self.f.readline()
+        if not line:
+            raise GuestError(f"QMP closed {when}")
+        return json.loads(line)
+
     def execute(self, cmd: str, **args) -> dict:
         """The command's "return"; GuestError with QEMU's message when it fails."""
         msg = {"execute": cmd, **({"arguments": args} if args else {})}
         with self._lock:
             self.f.write(json.dumps(msg).encode() + b"\n")
             while True:
-                line = self.f.readline()
-                if not line:
-                    raise GuestError(f"QMP closed during {cmd}")
-                r = json.loads(line)
+                r = self._message(f"during {cmd}")
                 if "event" in r:
                     self.events.append((time.time(), r))
                     continue
@@ -183,10 +187,7 @@ class Qmp:
             self.sock.settimeout(timeout)
             try:
                 while True:
-                    line = self.f.readline()
-                    if not line:
-                        raise GuestError(f"QMP closed while waiting for {name}")
-                    r = json.loads(line)
+                    r = self._message(f"while waiting for {name}")
                     if "event" in r:
                         if r["event"] == name:
                             return time.time(), r

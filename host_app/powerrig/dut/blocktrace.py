@@ -6,9 +6,9 @@ kernel's ``block:block_rq_issue`` (just before the driver rings the doorbell) an
 ``block:block_rq_complete`` (in the completion path) are nearer the device. A plan with
 ``block_trace`` records them on the drive host, in a tracefs instance of its own (filtered to the
 plan's block devices), through the same transport as fio (ssh as root, or a QEMU guest's agent), and
-moves each job's start to its first issue and its end to its last completion, looked for only
-within the job's span from fio's own logs (both are on the drive host's clock, so that needs no
-clock mapping). The trace clock is tied to the drive host's wall clock by trace markers that carry
+moves each job's start to its first issue and its end to its last completion on its device, looked
+for near its edges from fio's own logs (WINDOW_S; both on the drive host's clock) and never in the
+span of another job on the same device (job_windows). The trace clock is tied to the drive host's wall clock by trace markers that carry
 it (``estimate`` of agent.py's kind: the intersection of the bounds). When tracefs is missing or
 not permitted, the buffer overflowed or nothing was traced in a job's span, fio's edges stand and
 the reason is one line on the FIO and PHASE events.
@@ -26,9 +26,9 @@ from powerrig.dut.commands import helper_argv
 OUT_NAME = "blocktrace.txt"   # the trace text, in fio's run directory (fetched back with its logs)
 MARKERS = 8                   # clock markers written at the start and at the stop
 TOTAL_BUFFER_KB = 65536       # the instance's ring buffer over all CPUs (at least 1 MiB per CPU)
-# fio's log stamps are cut to whole ms twice (dut/fio.py STAMP_MID_S +-1 ms): a traced edge may lie
-# this far outside fio's span and still be that job's, beside the markers' own bound
-SLACK_S = 0.0025
+# how far from fio's own edges a job's first issue and last completion are looked for: fio stamps
+# in userspace, up to tens of ms off on a loaded drive host (a QEMU guest on a busy machine)
+WINDOW_S = 0.25
 
 # Clock markers: the wall clock read (a shell variable where the shell has one: no fork between the
 # read and the write) and written into the trace, whose stamp falls before the next read.
@@ -169,25 +169,46 @@ def load(path: Path, devices: dict[str, str], to_wall=None) -> tuple[BlockEvents
                 f"(trace clock to the drive host's within {bound * 1e3:.2f} ms)")
 
 
-def refine(start: float, end: float, devices: list[str], ev: BlockEvents) -> tuple[float, float] | None:
+def refine(start: float, end: float, devices: list[str], ev: BlockEvents,
+           lo: float | None = None, hi: float | None = None) -> tuple[float, float] | None:
     """A job's (start, end) from fio's own edges moved to the first issue and the last completion on
-    its devices that lie within them (widened by SLACK_S and the markers' bound): fio stamps a
-    submission before the kernel issues it and a completion after the kernel completed it, so the
-    traced edges fall inside fio's span. None when nothing was traced there."""
-    w = SLACK_S + ev.bound_s
+    its devices within WINDOW_S of them (fio's stamps are its own view: a loaded drive host reaps
+    late and stamps from a cached clock, so they miss the kernel's by up to tens of ms either way),
+    never before ``lo`` nor after ``hi`` (where the jobs before and after it on the same device
+    are; jobs_windows). None when nothing was traced there."""
+    a0 = max(start - WINDOW_S, lo if lo is not None else -np.inf)
+    b0 = min(end + WINDOW_S, hi if hi is not None else np.inf)
     firsts, lasts = [], []
     for d in devices:
-        a = ev.issues.get(d, np.empty(0))
-        a = a[(a >= start - w) & (a <= end + w)]
+        i = ev.issues.get(d, np.empty(0))
+        i = i[(i >= a0) & (i <= b0)]
         c = ev.completions.get(d, np.empty(0))
-        c = c[(c >= start - w) & (c <= end + w)]
-        if len(a) and len(c):
-            firsts.append(a[0])
+        c = c[(c >= a0) & (c <= b0)]
+        if len(i) and len(c):
+            firsts.append(i[0])
             lasts.append(c[-1])
     if not firsts:
         return None
     s, e = float(min(firsts)), float(max(lasts))
     return (s, e) if s <= e else None
+
+
+def job_windows(spans: list[tuple[float, float, set]]) -> list[tuple[float | None, float | None]]:
+    """For jobs ``(start, end, devices)`` of one run: how far each one's traced I/O may reach
+    (``lo``, ``hi``): to the middle of the gap to the nearest job before and after it on a shared
+    device (stonewalled jobs back to back); jobs that overlap in time share the device's I/O."""
+    out = []
+    for k, (s, e, devs) in enumerate(spans):
+        lo = hi = None
+        for j, (s2, e2, d2) in enumerate(spans):
+            if j == k or not devs & d2:
+                continue
+            if e2 <= s:
+                lo = max(lo if lo is not None else -np.inf, (e2 + s) / 2)
+            elif s2 >= e:
+                hi = min(hi if hi is not None else np.inf, (e + s2) / 2)
+        out.append((lo, hi))
+    return out
 
 
 class BlockTrace:

@@ -381,12 +381,13 @@ def results_from_report(plan: "FioPlan", final: dict, jobs: list[dict], logs: Pa
         stages.append(stage)
     place_runner_clock(results, stages, t_call, t_return)
     if block is not None:
-        for r in results:
-            files = [plan.job_filename(k) for k, j in enumerate(plan.jobs) if j.name in (r.members or (r.name,))]
-            devs = sorted({block.devices[f] for f in files if f in block.devices})
-            edges = blocktrace.refine(r.start_utc, r.end_utc, devs, block) if devs else None
+        devs = [sorted({block.devices[f] for k, j in enumerate(plan.jobs) if j.name in (r.members or (r.name,))
+                        for f in [plan.job_filename(k)] if f in block.devices}) for r in results]
+        windows = blocktrace.job_windows([(r.start_utc, r.end_utc, set(d)) for r, d in zip(results, devs)])
+        for r, d, (lo, hi) in zip(results, devs, windows):
+            edges = blocktrace.refine(r.start_utc, r.end_utc, d, block, lo, hi) if d else None
             if edges is None:
-                r.block_trace = (f"block_trace: no I/O traced on {', '.join(devs) or 'its device'} within the job's "
+                r.block_trace = (f"block_trace: no I/O traced on {', '.join(d) or 'its device'} near the job's "
                                  f"span; fio's edges ({r.time_source}) stand")
             else:
                 r.start_utc, r.end_utc, r.time_source = edges[0], edges[1], "block_trace"

@@ -8,10 +8,10 @@ kernel's ``block:block_rq_issue`` (just before the driver rings the doorbell) an
 plan's block devices), through the same transport as fio (ssh as root, or a QEMU guest's agent), and
 moves each job's start to its first issue and its end to its last completion on its device, looked
 for near its edges from fio's own logs (WINDOW_S; both on the drive host's clock) and never in the
-span of another job on the same device (job_windows). The trace clock is tied to the drive host's wall clock by trace markers that carry
-it (``estimate`` of agent.py's kind: the intersection of the bounds). When tracefs is missing or
-not permitted, the buffer overflowed or nothing was traced in a job's span, fio's edges stand and
-the reason is one line on the FIO and PHASE events.
+span of another job on the same device (job_windows). The trace clock is tied to the drive host's
+wall clock by trace markers that carry it (the intersection of their bounds, as agent.py's
+``estimate``). When tracefs is missing or not permitted, the buffer overflowed or nothing was
+traced near a job, fio's edges stand and the reason is one line on the FIO and PHASE events.
 """
 from __future__ import annotations
 
@@ -53,9 +53,11 @@ START = (
     'f="${f:+$f || }dev == $(( (ma << 20) | mi ))"; done; '
     '[ -n "$f" ] || { rmdir "$I"; echo "none of the plan\'s files is a block device" >&2; exit 5; }; '
     'c=$(grep -c ^processor /proc/cpuinfo); kb=$(( %TOTAL% / (c > 0 ? c : 1) )); [ $kb -ge 1024 ] || kb=1024; '
-    'echo mono > "$I/trace_clock" && echo $kb > "$I/buffer_size_kb" && '
-    'for e in block_rq_issue block_rq_complete; do echo "$f" > "$I/events/block/$e/filter" && '
-    'echo 1 > "$I/events/block/$e/enable" || exit 6; done || { rmdir "$I"; echo "cannot set up the block tracepoints in $I" >&2; exit 6; }; '
+    'ok=1; { echo mono > "$I/trace_clock" && echo $kb > "$I/buffer_size_kb"; } || ok=; '
+    'for e in block_rq_issue block_rq_complete; do { echo "$f" > "$I/events/block/$e/filter" && '
+    'echo 1 > "$I/events/block/$e/enable"; } || ok=; done; '
+    '[ -n "$ok" ] || { for e in block_rq_issue block_rq_complete; do echo 0 > "$I/events/block/$e/enable"; done; '
+    'rmdir "$I"; echo "cannot set up the block tracepoints in $I" >&2; exit 6; }; '
     + MARK).replace("%TOTAL%", str(TOTAL_BUFFER_KB))
 STOP = (
     'T=/sys/kernel/tracing; [ -d $T/instances/$1 ] || T=/sys/kernel/debug/tracing; I=$T/instances/$1; '

@@ -1,7 +1,7 @@
 """The drive side against a real NVMe stack in a QEMU guest: how fast, and how well powerrig places
 what the real driver did, measured against QEMU's own trace of every NVMe command.
 
-    .venv/bin/python benchmarks/bench_qemu_nvme.py [--phases 20] [--admin 200]
+    .venv/bin/python benchmarks/bench_qemu_nvme.py [--phases 20] [--admin 200] [--no-block-trace]
 
 Boots a QEMU rig (`powerrig sim start --drive qemu`), runs a sweep (one measured phase per step, read
 and write, 4k and 128k, alternating) and a series of nvme-cli admin commands through the dut layer,
@@ -9,8 +9,10 @@ and prints last one JSON object:
   boot_s                        the guest's boot to its agent answering
   command_roundtrip_ms_p50      `true` through the agent transport (argv in, exit code out)
   trace_lag_ms_p99              how long after QEMU stamped a command a reader of its trace saw it
-  phase_edge_error_ms_p99       each phase's start and end as powerrig placed them (fio's per-I/O logs, timing.io_log, on the
-                                guest's clock, mapped by the agent's clock samples) against the trace's first submit and last completion
+  phase_edge_error_ms_p99       each phase's start and end as powerrig placed them (the guest kernel's block tracepoints,
+                                timing.block_trace, within fio's per-I/O logs' span, timing.io_log; --no-block-trace: fio's
+                                logs alone; on the guest's clock, mapped by the agent's clock samples) against the trace's
+                                first submit and last completion
   command_event_contains_pct    admin commands whose trace time lies inside powerrig's event for the call
   command_event_width_ms_p50    ... and how wide those events are
   phase_energy_error_pct_max    the energy powerrig reports per phase against the power model's truth
@@ -45,9 +47,10 @@ from powerrig.sweep.plan import parse  # noqa: E402
 KINDS = [("randread", "4k"), ("read", "128k"), ("randwrite", "4k"), ("write", "128k")]
 
 
-def plan_text(rig_id: str, serial: str, phases: int) -> str:
+def plan_text(rig_id: str, serial: str, phases: int, block_trace: bool = True) -> str:
     out = [f'name = "bench qemu"\npower_states = [0]\nidle_steps = false\n[rig]\nport = "rig:{rig_id}"\n'
-           f'[drive]\nserial = "{serial}"\n[timing]\nsettle_s = 0.1\nidle_s = 0.3\nmeasure_s = 0.6\nio_log = true\n']
+           f'[drive]\nserial = "{serial}"\n[timing]\nsettle_s = 0.1\nidle_s = 0.3\nmeasure_s = 0.6\nio_log = true\n'
+           f'block_trace = {str(block_trace).lower()}\n']
     for k in range(phases):
         rw, bs = KINDS[k % len(KINDS)]
         out.append(f'[[workload]]\nname = "w{k:02d}-{rw}-{bs}"\nrw = "{rw}"\nbs = "{bs}"\niodepth = 8\n')
@@ -62,6 +65,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--phases", type=int, default=20)
     ap.add_argument("--admin", type=int, default=200)
+    ap.add_argument("--no-block-trace", action="store_true", help="edges from fio's per-I/O logs alone")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-qemu-"))
     os.environ.setdefault("POWERRIG_SIM_DIR", str(tmp / "rigs"))
@@ -95,7 +99,7 @@ def main() -> int:
         widths = [(e.t_end - e.t_start) * 1e3 for e in evs]
 
         # the sweep
-        plan = parse(plan_text(st["id"], st["serial"], a.phases), str(tmp / "plan.toml"))
+        plan = parse(plan_text(st["id"], st["serial"], a.phases, not a.no_block_trace), str(tmp / "plan.toml"))
         store = ResultStore(tmp / "r.sqlite")
         t_sweep = time.monotonic()
         run_id = Sweep(plan, store, tmp / "out").run()
@@ -104,7 +108,7 @@ def main() -> int:
         trace = read_all(st["trace"])
         io = [c for c in trace if c.kind in ("read", "write") and c.t_complete is not None]
         io_s = np.array([c.t_submit for c in io])
-        edge_err, energy_err, lost, signed = [], [], [], []
+        edge_err, energy_err, lost, signed, sources = [], [], [], [], {}
         rows = {(p["step"], p["name"]): p for p in store.phases(run_id)}
         for s in store.steps(run_id):
             with CaptureReader(s["capture"]) as cap:
@@ -118,6 +122,9 @@ def main() -> int:
             first = min(c.t_submit for c in mine)
             last = max(c.t_complete for c in mine)
             edge_err += [abs(ph.t_start - first) * 1e3, abs(ph.t_end - last) * 1e3]
+            src = next((e.meta.get("block_trace") or e.meta.get("time_source") for e in events
+                        if e.kind == PHASE and e.name.startswith("fio:")), None)
+            sources[src] = sources.get(src, 0) + 1
             signed.append([round((ph.t_start - first) * 1e3, 1), round((ph.t_end - last) * 1e3, 1)])
             row = rows[(s["key"], ph.name)]
             truth = energy(trace, ph.t_start, ph.t_end)
@@ -130,7 +137,8 @@ def main() -> int:
     print(json.dumps({"host": machine(), "phases": len(edge_err) // 2, "admin_commands": len(cmds),
                       "sweep_s": round(t_sweep, 1), "phase_lost_s_max": round(max(lost), 3) if lost else None,
                       "phase_energy_error_pct": [round(e, 3) for e in energy_err],
-                      "phase_edge_error_ms": signed, "guest_clock_uncertainty_ms": round(clock_ms, 2)}))
+                      "phase_edge_error_ms": signed, "guest_clock_uncertainty_ms": round(clock_ms, 2),
+                      "load_average": [round(x, 2) for x in os.getloadavg()], "edge_sources": sources}))
     print(json.dumps({"boot_s": round(st["boot_s"], 2), "command_roundtrip_ms_p50": round(pct(rt, 50), 1),
                       "trace_lag_ms_p99": round(pct(lags, 99) * 1e3, 2),
                       "phase_edge_error_ms_p99": round(pct(edge_err, 99), 2),

@@ -87,6 +87,12 @@ def test_io_log_plan_on_the_virtual_drive_places_edges_from_its_per_io_log(rig, 
     assert 0.9 < job.end_utc - job.start_utc < 1.1
     logs = sorted(p.name for p in (tmp_path / "run" / "logs").iterdir())
     assert logs == ["r_clat.1.log", "r_lat.1.log", "r_slat.1.log"]
+    # block tracepoints are a drive host's (ssh, agent): here the plan keeps fio's edges and says why
+    plan.block_trace = True
+    res = fio.run(plan, tmp_path / "run-bt")
+    ph = [e for e in fio.timeline.events(kind=PHASE) if e.name == "fio:r"][-1]
+    assert res.jobs[0].time_source == "io_log"
+    assert ph.meta["block_trace"] == "block_trace: only on a drive host (ssh:// or agent://); fio's edges stand"
 
 
 def test_missing_device_power_state_and_apst(rig):

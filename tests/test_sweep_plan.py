@@ -73,12 +73,16 @@ def test_plan_hash_ignores_comments_but_not_values():
 
 
 def test_keys_added_later_leave_an_older_plans_hash_alone():
-    """A sweep stored before io_log and the power-loss steps existed still resumes: unset, they are not
+    """A sweep stored before io_log, block_trace and the power-loss steps existed still resumes: unset, they are not
     in the resolved plan; set, they change the hash."""
     a = parse(GOOD)
     assert "io_log" not in a.resolved()["timing"] and "power_loss" not in a.resolved()
     assert parse(GOOD.replace("measure_s = 2.0", "measure_s = 2.0\nio_log = false")).hash == a.hash
     assert parse(GOOD.replace("measure_s = 2.0", "measure_s = 2.0\nio_log = true")).hash != a.hash
+    assert "block_trace" not in a.resolved()["timing"]
+    assert parse(GOOD.replace("measure_s = 2.0", "measure_s = 2.0\nblock_trace = false")).hash == a.hash
+    b = parse(GOOD.replace("measure_s = 2.0", "measure_s = 2.0\nblock_trace = true"))
+    assert b.hash != a.hash and b.timing.block_trace is True
 
 
 @pytest.mark.parametrize("edit, where, reason", [

@@ -5,7 +5,9 @@ reproduced from what it wrote down. Times: each job's absolute start and end com
 ``job_start`` (fio >= 3.36), else from the per-I/O latency logs of a plan with ``io_log`` (the first
 I/O's submission and the last one's completion), else from the epoch-stamped bandwidth logs
 (``log_unix_epoch=1``; a window's average, so edges within one ``log_avg_msec``), else from the
-runner's own clock; ``time_source`` records which.
+runner's own clock; ``time_source`` records which. A plan with ``block_trace`` on a drive host then
+moves them to the kernel's first issue and last completion within them (blocktrace.py):
+``time_source`` "block_trace", or the reason it could not on the job's ``block_trace``.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from powerrig.dut import commands
+from powerrig.dut import blocktrace, commands
 from powerrig.dut._run import fail, run_tool
 from powerrig.dut.commands import RW_MODES, WRITE_MODES, _truthy, job_writes  # noqa: F401 - fio's vocabulary, kept here too
 from powerrig.core.errors import PowerrigError, ToolError
@@ -86,6 +88,8 @@ class FioPlan:
     # per-I/O latency logs instead of windowed bandwidth logs: phase edges from the first I/O's
     # submission and the last one's completion (fio 3.33 has no job_start), at one log line per I/O
     io_log: bool = False
+    # on a drive host: the kernel's block tracepoints refine each job's edges (blocktrace.py)
+    block_trace: bool = False
 
     def job_file(self, log_prefix: str | None, permit=None) -> str:
         """The job file, built (and every key and value checked) by the door, commands.fio_job_file;
@@ -115,6 +119,11 @@ class FioPlan:
             n += j.numjobs
         return out
 
+    def job_filename(self, k: int) -> str | None:
+        """The file plan job ``k`` does its I/O on (its own or the global ``filename``)."""
+        f = {**self.global_options, **self.jobs[k].options()}.get("filename")
+        return str(f) if f else None
+
     def writes(self) -> list["FioJob"]:
         """Jobs that write to their target: any rw with a write or trim part, or verify writes."""
         return [j for j in self.jobs if job_writes({**self.global_options, **j.options()})]
@@ -143,6 +152,7 @@ class JobResult:
     directions: dict[str, DirectionResult]
     index: int | None = None      # fio's job number (log file index); None with group_reporting
     members: tuple[str, ...] = ()  # with group_reporting: the plan jobs the group entry stands for
+    block_trace: str | None = None  # a block_trace plan whose edges stayed fio's: why (one line)
 
     @property
     def bytes_total(self) -> int:
@@ -325,11 +335,12 @@ def place_runner_clock(results: list["JobResult"], stages: list[int], t_call: fl
 
 
 def results_from_report(plan: "FioPlan", final: dict, jobs: list[dict], logs: Path, t_call: float,
-                        t_return: float, to_host=None) -> list["JobResult"]:
+                        t_return: float, to_host=None, block=None) -> list["JobResult"]:
     """Every reported entry as a JobResult with absolute times (on this host's clock: ``to_host``
     maps the drive host's). Without group_reporting fio prints one entry per job clone (its number
     is the log index); with it, one entry per reporting group, whose times come from its own jobs'
-    logs only."""
+    logs only. ``block``: the run's traced block I/O (blocktrace.BlockEvents, on this host's clock),
+    which moves each job's edges to its kernel's first issue and last completion within them."""
     groups = plan.groups()
     indices = plan.clone_indices()
     report_ms = final.get("timestamp_ms")
@@ -369,6 +380,17 @@ def results_from_report(plan: "FioPlan", final: dict, jobs: list[dict], logs: Pa
                                  start, end, src, dirs, index, names))
         stages.append(stage)
     place_runner_clock(results, stages, t_call, t_return)
+    if block is not None:
+        devs = [sorted({block.devices[f] for k, j in enumerate(plan.jobs) if j.name in (r.members or (r.name,))
+                        for f in [plan.job_filename(k)] if f in block.devices}) for r in results]
+        windows = blocktrace.job_windows([(r.start_utc, r.end_utc, set(d)) for r, d in zip(results, devs)])
+        for r, d, (lo, hi) in zip(results, devs, windows):
+            edges = blocktrace.refine(r.start_utc, r.end_utc, d, block, lo, hi) if d else None
+            if edges is None:
+                r.block_trace = (f"block_trace: no I/O traced on {', '.join(d) or 'its device'} near the job's "
+                                 f"span; fio's edges ({r.time_source}) stand")
+            else:
+                r.start_utc, r.end_utc, r.time_source = edges[0], edges[1], "block_trace"
     return results
 
 
@@ -508,6 +530,7 @@ class Fio:
         if output.exists():
             output.unlink()
         rdir = self.remote.mkdtemp() if self.remote is not None else None
+        trace, block_note = None, None
         try:
             # on a drive host fio writes into a directory there, fetched back into ``out`` afterwards
             where = Path(rdir) if rdir else out
@@ -524,6 +547,10 @@ class Fio:
             if on_status is not None and not follow:
                 logger.info("no live fio status for %s: %s", name, "fio runs on a drive host" if rdir
                             else "the plan has no status_interval")
+            if plan.block_trace and rdir:
+                trace = blocktrace.BlockTrace(self.remote, rdir, [plan.job_filename(k) for k in range(len(plan.jobs))]).start()
+            elif plan.block_trace:
+                block_note = "block_trace: only on a drive host (ssh:// or agent://); fio's edges stand"
             if rdir:
                 self.remote.sample_clock()   # the drive host's clock, measured around the run its logs stamp
             t_call = time.time()
@@ -532,6 +559,8 @@ class Fio:
                 done = run_tool(argv, self.timeline, FIO, name, "fio", timeout, self.env, check=False,
                                 meta={"job_file": str(job_file), "output": str(output)}, remote=self.remote)
             t_return = time.time()
+            if trace is not None:
+                trace.stop()
             if rdir:
                 self.remote.sample_clock()
             if watch is not None:
@@ -544,6 +573,8 @@ class Fio:
                     raise fail(self.timeline, done.event, f"fio's output could not be fetched: {e}") from None
                 done.event.meta["fetched"] = sorted(fetched)
         finally:
+            if trace is not None:
+                trace.stop()                 # (once) a failed run leaves no tracing behind on the drive host
             if rdir:
                 self.remote.remove(rdir)
         ev = done.event
@@ -561,13 +592,22 @@ class Fio:
             first = next((ln.strip() for ln in done.stderr.splitlines() if ln.strip()), "") or "no message"
             raise fail(self.timeline, ev, f"fio failed (exit {done.returncode}): {first}; "
                                           f"job file {job_file}, output {output}")
+        block = None
+        if trace is not None:
+            block_note = trace.reason
+            if trace.started:
+                block, block_note = blocktrace.load(out / blocktrace.OUT_NAME, trace.devices, self.remote.to_host)
         try:
             final, jobs, interim = parse_fio_json(text or done.stdout)
             results = results_from_report(plan, final, jobs, logs, t_call, t_return,
-                                          self.remote.to_host if self.remote is not None else None)
+                                          self.remote.to_host if self.remote is not None else None, block)
+            for j in results:
+                j.block_trace = j.block_trace or (block_note if block is None else None)
         except ToolError as e:
             raise fail(self.timeline, ev, str(e)) from None
         result = FioResult(str(final.get("fio version", "")), results, str(out), argv, t_call, t_return, interim)
+        if block_note:
+            ev.meta["block_trace"] = block_note
         self.timeline.end(ev, ok=True, fio_version=result.fio_version,
                           jobs=[{"name": j.name, "start_utc": j.start_utc, "end_utc": j.end_utc,
                                  "time_source": j.time_source, "bytes": j.bytes_total} for j in results])
@@ -585,6 +625,8 @@ def _phase(j: JobResult, spec: "FioJob | None"):
             "bw_bytes": sum(d.bw_bytes for d in j.directions.values()),
             "iops": sum(d.iops for d in j.directions.values()),
             "io_bytes": sum(d.io_bytes for d in j.directions.values())}
+    if j.block_trace:
+        meta["block_trace"] = j.block_trace
     if spec is not None:
         meta.update({"rw": spec.rw, "bs": parse_size(spec.bs), "iodepth": spec.iodepth, "numjobs": spec.numjobs})
     return Event(PHASE, f"fio:{j.name}", j.start_utc, j.end_utc, ok=True,

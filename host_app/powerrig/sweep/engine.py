@@ -367,7 +367,7 @@ class Sweep:
         """Writes go through the drive guard: the serial the plan names must be the drive's."""
         return {"serial": self.plan.drive.serial}
 
-    def _fio_plan(self, w: Workload, runtime: float | None, io_log: bool = False):
+    def _fio_plan(self, w: Workload, runtime: float | None, io_log: bool = False, block_trace: bool = False):
         from powerrig.dut.fio import FioJob, FioPlan
 
         jobs = []
@@ -385,7 +385,7 @@ class Sweep:
                                iodepth=s.iodepth, numjobs=w.numjobs, size=size, offset=offset, filename=ns,
                                rwmixread=s.rwmixread, rate_iops=s.rate_iops, runtime=runtime,
                                time_based=runtime is not None, direct=True, ioengine=engine, extra=extra))
-        return FioPlan(jobs, io_log=io_log)
+        return FioPlan(jobs, io_log=io_log, block_trace=block_trace)
 
     def _capture_path(self, step: Step, attempt: int) -> Path:
         return self.out / "captures" / f"{step.index:03d}-{_safe(step.key)}-a{attempt}.jls"
@@ -593,7 +593,7 @@ class Sweep:
             for k in range(rounds):
                 self._check_link(rec)
                 samples: list[float] = []
-                res = fio.run(self._fio_plan(w, runtime, plan.timing.io_log), fio_dir / f"round{k + 1}", name="fio", **self._fio_kw())
+                res = fio.run(self._fio_plan(w, runtime, plan.timing.io_log, plan.timing.block_trace), fio_dir / f"round{k + 1}", name="fio", **self._fio_kw())
                 t0 = min(j.start_utc for j in res.jobs)
                 t1 = max(j.end_utc for j in res.jobs)
                 b = sum(d.bw_bytes for j in res.jobs for d in j.directions.values())

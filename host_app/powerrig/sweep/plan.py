@@ -12,7 +12,7 @@ mixes two plans.
     [rig]       port = "sim:d5-p5336" | "sim:qemu" | "rig:ID" | "/dev/ttyACM0" | "rfc2217://host:port"
     [drive]     controller, namespace, serial
     [preparation] kind = "none" | "format" | "precondition" | "fio"  (+ [preparation.job])
-    [timing]    settle_s, idle_s, measure_s, repetitions, cooldown_s, io_log
+    [timing]    settle_s, idle_s, measure_s, repetitions, cooldown_s, io_log, block_trace
     [steady_state] rounds, max_rounds, range_pct, slope_pct, metrics
     [checks]    self_reported_power, self_reported_tolerance_pct
     [[workload]] name, rw, bs, iodepth, numjobs, rwmixread, ranges, runtime_s | size, streams, fdp
@@ -223,6 +223,8 @@ class Timing:
     cooldown_s: float = 0.0        # after a throttled step, before its one retry (0: no retry)
     io_log: bool = False           # workload edges from fio's per-I/O logs (exact, a log line per I/O;
                                    # for fio without job_start, e.g. 3.33); else its windowed bandwidth logs
+    block_trace: bool = False      # on a drive host: edges moved to the kernel's first block issue and last
+                                   # completion within fio's (tracefs, as root; dut/blocktrace.py)
 
 
 @dataclass(frozen=True)
@@ -372,8 +374,9 @@ class Plan:
         for k in ("supply", "supply_channels"):
             if not d["rig"][k]:
                 d["rig"].pop(k)
-        if not d["timing"]["io_log"]:
-            d["timing"].pop("io_log")    # likewise plans without per-I/O logs: a stored sweep still resumes
+        for k in ("io_log", "block_trace"):
+            if not d["timing"][k]:
+                d["timing"].pop(k)       # likewise plans without per-I/O logs or block tracing: a stored sweep still resumes
         return json.loads(json.dumps(d))
 
     @property
@@ -422,7 +425,7 @@ CHECKS = {"self_reported_power", "self_reported_tolerance_pct"}
 RIG = {"port", "interval_us", "nvme", "fio", "reconnect_s", "source", "supply", "supply_channels"}
 DRIVE = {"controller", "namespace", "serial", "host"}
 PREP = {"kind", "job"}
-TIMING = {"settle_s", "idle_s", "measure_s", "repetitions", "cooldown_s", "io_log"}
+TIMING = {"settle_s", "idle_s", "measure_s", "repetitions", "cooldown_s", "io_log", "block_trace"}
 STEADY = {"rounds", "max_rounds", "range_pct", "slope_pct", "metrics"}
 WORKLOAD = {"name", "rw", "bs", "iodepth", "numjobs", "rwmixread", "ranges", "runtime_s", "size", "streams",
             "steady_state", "waf_every_s", "fdp"}
@@ -717,7 +720,8 @@ def _build(d: dict, text: str, path: str) -> Plan:
                     _num(("timing", "measure_s"), t.get("measure_s", dt.measure_s), 0.1),
                     _int(("timing", "repetitions"), t.get("repetitions", dt.repetitions), 1, 10000),
                     _num(("timing", "cooldown_s"), t.get("cooldown_s", dt.cooldown_s)),
-                    _bool(("timing", "io_log"), t.get("io_log", dt.io_log)))
+                    _bool(("timing", "io_log"), t.get("io_log", dt.io_log)),
+                    _bool(("timing", "block_trace"), t.get("block_trace", dt.block_trace)))
     s = _table(("steady_state",), d.get("steady_state", {}))
     _known(("steady_state",), s, STEADY)
     ds = SteadyState()

@@ -21,8 +21,15 @@ run() {
 while read -r id b64 in64 <&3; do
   [ -z "$id" ] && continue
   if [ "$b64" = SYNC ]; then
-    t=$EPOCHREALTIME
-    lock; echo "SYNC $id $t" >&3; rmdir /tmp/.agent.lock
+    # no script between its start and its reply (each keeps its /tmp/.cmd file until it has
+    # answered; only this loop starts one): answer with builtins only, so nothing (mkdir forks)
+    # lies between reading the clock and the answer leaving, which would widen the host's bounds
+    set -- /tmp/.cmd.*
+    if [ -e "$1" ]; then
+      t=$EPOCHREALTIME; lock; echo "SYNC $id $t" >&3; rmdir /tmp/.agent.lock
+    else
+      echo "SYNC $id $EPOCHREALTIME" >&3
+    fi
     continue
   fi
   echo "$b64" | base64 -d > /tmp/.cmd.$id 2>/dev/null

@@ -5,6 +5,7 @@
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
+mount -t tracefs nodev /sys/kernel/tracing   # the block tracepoints (a plan's timing.block_trace)
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /tmp
 mkdir -p /dev/pts /dev/shm /mnt

@@ -83,6 +83,9 @@ class Board:
         # the blocks: adc_read() with adc_n and adc_dropped beside it are the ring's own
         self.blocks = self.ring
         self.adc_read = self.ring.adc_read
+        # while streaming with nothing else to do, a block is one native call (BoardReducer.stream)
+        self.reducer.blocks(self.ring.st, self.ring.block)
+        self.stream_block = self.reducer.stream
         if idle is not None:
             self.idle = idle
         elif real_chain:

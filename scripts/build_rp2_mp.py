@@ -82,45 +82,51 @@ def _run(cmd: list[str], log: Path, cwd: Path | None = None, env: dict | None = 
 
 
 FIRMWARE = Path(__file__).resolve().parent.parent / "firmware"
-PACKAGES = ("powerrig_fw", "board")      # frozen into both images; main.py stays in the filesystem
+PACKAGES = ("powerrig_fw", "board")
+# the packages frozen into each image (main.py stays in the filesystem). The RP2040's image freezes the
+# pure-Python application only: board/ holds viper and asm_thumb code, and frozen into the RPI_PICO
+# image that code crashed the emulated Cortex-M0+ in its first reducer call (an unaligned read at a
+# garbage address; mpy-tool aligns frozen ARMv6-M code to 2 bytes only, the likely cause, not
+# proven), while the same modules loaded as .mpy files from the filesystem (into the heap) run.
+FROZEN = {"RPI_PICO": ("powerrig_fw",), "RPI_PICO2": PACKAGES}
 
 
-def firmware_hash(firmware: Path = FIRMWARE) -> str:
-    """A hash of the firmware sources frozen into an image (the image is rebuilt when they change)."""
+def firmware_hash(firmware: Path = FIRMWARE, packages: tuple[str, ...] = PACKAGES) -> str:
+    """A hash of the firmware packages frozen into an image (rebuilt when they change)."""
     h = hashlib.sha256()
-    for f in sorted(firmware.rglob("*.py")):
+    for f in sorted(f for pkg in packages for f in (firmware / pkg).rglob("*.py")):
         h.update(str(f.relative_to(firmware)).encode() + b"\0" + f.read_bytes())
     return h.hexdigest()[:12]
 
 
 def image_name(board: str, firmware: Path = FIRMWARE) -> str:
     ext = "bin" if board == "RPI_PICO" else "uf2"        # rp2040js loads the flat image; a lab the UF2
-    return f"powerrig-{board}-{firmware_hash(firmware)}.{ext}"
+    return f"powerrig-{board}-{firmware_hash(firmware, FROZEN[board])}.{ext}"
 
 
-def armv6m_left_out(cross: Path, firmware: Path = FIRMWARE) -> dict[str, str]:
-    """The firmware modules that do not compile for the RP2040's Cortex-M0+ (the Thumb-2 kernels), with
-    mpy-cross's reason: they are not frozen into the RPI_PICO image, as they could not run on an
-    RP2040 board, so the firmware's start-up choice of kernels (board/arch.py) is what runs."""
+def compile_armv6m(cross: Path, firmware: Path, package: str, into) -> dict[str, str]:
+    """Every module of ``package`` compiled by ``cross`` for ARMv6-M (the RP2040's Cortex-M0+);
+    ``into(name, mpy_bytes)`` gets each that compiles. Returns {"pkg/file.py": "" or mpy-cross's
+    reason}: a module that does not compile (the Thumb-2 kernels) is one an RP2040 board does not
+    carry, so the firmware's start-up choice of kernels (board/arch.py) is what runs."""
     out: dict[str, str] = {}
     tmp = cross.parent / f".probe-{os.getpid()}.mpy"
-    for pkg in PACKAGES:
-        for py in sorted((firmware / pkg).glob("*.py")):
-            r = subprocess.run([str(cross), "-march=armv6m", "-o", str(tmp), str(py)], capture_output=True, text=True)
-            if r.returncode:
-                out[f"{pkg}/{py.name}"] = ((r.stderr or r.stdout).strip().splitlines() or ["error"])[-1]
+    for py in sorted((firmware / package).glob("*.py")):
+        name = f"{package}/{py.name}"
+        r = subprocess.run([str(cross), "-march=armv6m", "-s", name, "-o", str(tmp), str(py)],
+                           capture_output=True, text=True)
+        out[name] = ((r.stderr or r.stdout).strip().splitlines() or ["error"])[-1] if r.returncode else ""
+        if not r.returncode and into is not None:
+            into(f"{package}/{py.stem}.mpy", tmp.read_bytes())
     tmp.unlink(missing_ok=True)
     return out
 
 
 def _manifest(out: Path, board: str, firmware: Path) -> Path:
-    """The port's own frozen modules plus the board's firmware packages (for the RP2040 without the
-    modules its core cannot run)."""
-    skip = armv6m_left_out(out / "mpy-cross", firmware) if board == "RPI_PICO" else {}
+    """The port's own frozen modules plus the board's frozen firmware packages (FROZEN)."""
     lines = ['include("$(PORT_DIR)/boards/manifest.py")']
-    for pkg in PACKAGES:
-        files = [f"{py.name}" for py in sorted((firmware / pkg).glob("*.py")) if f"{pkg}/{py.name}" not in skip]
-        lines.append(f"package({pkg!r}, files={files!r}, base_path={str(firmware)!r})")
+    for pkg in FROZEN[board]:
+        lines.append(f"package({pkg!r}, base_path={str(firmware)!r})")
     m = out / f"manifest-powerrig-{board}.py"
     m.write_text("\n".join(lines) + "\n")
     return m
@@ -173,6 +179,9 @@ def build(board: str = "RPI_PICO", firmware: Path = FIRMWARE) -> Path:
         bdir = tree / "ports" / "rp2" / f"build-{board}"
         if not (bdir / ".powerrig-ok").exists():
             shutil.rmtree(bdir, ignore_errors=True)
+        # makemanifest.py regenerates the frozen modules only when a source is newer than its output:
+        # a module taken out of the manifest would stay frozen in. Without the output it starts afresh.
+        (bdir / "frozen_content.c").unlink(missing_ok=True)
         # picotool through the environment: CMAKE_ARGS on make's command line would replace the port
         # Makefile's own CMAKE_ARGS (its -DMICROPY_BOARD), and every board would build as RPI_PICO
         env = dict(os.environ, CMAKE_PREFIX_PATH=str(pt_inst))

@@ -208,6 +208,13 @@ class BlockRing:
     def late(self):
         return self.st[_LATE]
 
+    def skip_unread(self):
+        """Forget the blocks not read yet: the next adc_read() returns the block DMA is writing now.
+        A stream starts there (Device.cmd_start), with the ring's whole slack ahead of it: a start
+        command's pass (its collection, the reducer's set-up) outlasted the slack on the RP2040, and
+        the stream's first block came after a loss."""
+        self.st[_NEXT] = self.st[_DONE]
+
     def adc_read(self):
         """The oldest unread block (a memoryview of its slot), or None; sets ``adc_n`` and
         ``adc_dropped``. The board's adc_read (powerrig_fw.device reads it through ``board.blocks``):

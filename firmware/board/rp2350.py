@@ -141,6 +141,10 @@ class Board:
     def adc_restart(self):
         return self.ring.index
 
+    def adc_skip(self):
+        """The blocks not read yet are nobody's (a stream starts): the next one read is the newest."""
+        self.ring.skip_unread()
+
     def block_index(self):
         return self.ring.last_block
 

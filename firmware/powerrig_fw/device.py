@@ -330,6 +330,9 @@ class Device:
         self.reducer.configure(idx, spi, window,
                                [rc[n]["v_offset"] for n in names], [rc[n]["i_offset"] for n in names])
         self.framer.configure(wire.record_size(len(idx)), per_frame)
+        skip = getattr(self.board, "adc_skip", None)
+        if skip is not None and self.burst.state is BURST_IDLE and self.selftest is None:
+            skip()      # no one needs the blocks not read yet: the stream starts with the ring's whole slack
         start = self.board.adc_restart()   # next sample index the reducer will see
         self.reducer.restart(start >> wire.INDEX_LO_BITS, start & wire.INDEX_LO_MASK)
         self.state = STREAMING

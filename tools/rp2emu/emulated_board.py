@@ -9,9 +9,10 @@ AD7380s fed from a waveform, its USB CDC at /dev/pts/N for the unmodified host.
 or from a shell (prints the port, runs until Ctrl-C):
     python tools/rp2emu/emulated_board.py [--seconds 3] [--rate 0.05] [--echo]
 
-What it prepares (docs/emulator.md): the flash image with firmware/'s packages frozen in
-(scripts/build_rp2_mp.py, cached by the firmware's hash), a LittleFS image at the rp2 port's storage
-offset (main.py and calibration.json, as on a board), the boot ROM copied from
+What it prepares (docs/emulator.md): the flash image with firmware/powerrig_fw frozen in
+(scripts/build_rp2_mp.py, cached by its hash), a LittleFS image at the rp2 port's storage offset
+(main.py as source, board/ compiled for ARMv6-M by the same tree's mpy-cross, calibration.json, as a
+board is deployed), the boot ROM copied from
 ../shared/vendor, the waveform file, and the pty whose master the Node runner (run.mjs) inherits.
 """
 from __future__ import annotations
@@ -69,8 +70,8 @@ def bootrom() -> Path:
 
 
 def image(firmware: Path = REPO / "firmware") -> Path:
-    """The flash image of the rp2 port for RPI_PICO with firmware/'s packages frozen in (built on first
-    use, ~75 s; a firmware change recompiles and relinks in the kept build folder)."""
+    """The flash image of the rp2 port for RPI_PICO with firmware/powerrig_fw frozen in (built on first
+    use, ~75-170 s; a change to powerrig_fw recompiles and relinks in the kept build folder)."""
     try:
         cache = build_rp2_mp.build("RPI_PICO", firmware)
     except build_qemu_mp.Unavailable as e:
@@ -88,24 +89,32 @@ def pin_map(firmware: Path = REPO / "firmware") -> dict:
             "dig": [p["DIG_BASE"] + k for k in range(p.get("DIG_COUNT", 3))]}
 
 
-def flash_filesystem(out: Path, firmware: Path = REPO / "firmware", calibration: dict | None = None) -> list[str]:
+def flash_filesystem(out: Path, mpy_cross: Path, firmware: Path = REPO / "firmware",
+                     calibration: dict | None = None) -> dict:
     """A LittleFS image as the rp2 port mounts it (block 4 KB, prog 256 B), written to ``out``: main.py
-    and calibration.json, what a board's filesystem holds. The packages are frozen into the image
-    (scripts/build_rp2_mp.py): their bytecode runs from flash, the RP2040's RAM is left to the heap,
-    and their names are in the image's sorted qstr pools, not searched one by one at run time."""
+    as source, board/ compiled for ARMv6-M by the image's own mpy-cross (its viper and asm_thumb code
+    runs from the heap), and calibration.json. powerrig_fw is frozen into the image
+    (scripts/build_rp2_mp.py): its bytecode stays in flash, the RP2040's RAM is left to the heap, and
+    its names are in the image's sorted qstr pools. Returns {"files": [...], "not_for_armv6m": [...]}:
+    the modules an RP2040 board does not carry (the Thumb-2 kernels; the firmware then takes its
+    ARMv6-M path)."""
     from littlefs import LittleFS
 
     fs = LittleFS(block_size=FS_BLOCK, block_count=FS_BYTES // FS_BLOCK, prog_size=256, read_size=32,
                   lookahead_size=32)
-    with fs.open("main.py", "wb") as f:
-        f.write((firmware / "main.py").read_bytes())
-    files = ["main.py"]
+    files: list[str] = []
+    fs.mkdir("board")
+
+    def put(name: str, data: bytes) -> None:
+        with fs.open(name, "wb") as f:
+            f.write(data)
+        files.append(name)
+    result = build_rp2_mp.compile_armv6m(mpy_cross, firmware, "board", put)
+    put("main.py", (firmware / "main.py").read_bytes())
     if calibration is not None:
-        with fs.open("calibration.json", "w") as f:
-            f.write(json.dumps(calibration))
-        files.append("calibration.json")
+        put("calibration.json", json.dumps(calibration).encode())
     out.write_bytes(bytes(fs.context.buffer))
-    return files
+    return {"files": files, "not_for_armv6m": [f"{k}: {v}" for k, v in result.items() if v]}
 
 
 class EmulatedBoard:
@@ -135,8 +144,7 @@ class EmulatedBoard:
         rom, fw = bootrom(), image(self.firmware)
         self.workdir.mkdir(parents=True, exist_ok=True)
         fs_img, wave = self.workdir / "flash-fs.bin", self.workdir / "waveform.i16"
-        self.filesystem = {"files": flash_filesystem(fs_img, self.firmware, self.calibration),
-                           "not_for_armv6m": build_rp2_mp.armv6m_left_out(fw.parent / "mpy-cross", self.firmware)}
+        self.filesystem = flash_filesystem(fs_img, fw.parent / "mpy-cross", self.firmware, self.calibration)
         wave.write_bytes(self.codes.tobytes())
         self.stats_path = self.workdir / "stats.json"
         pins = pin_map(self.firmware)

@@ -38,7 +38,7 @@ STREAM_S = 2.0               # through `powerrig stream` (the must-show)
 CLIENT_S = 0.5               # through the Interposer client, interval by interval
 RAILS = ["12V", "3V3"]
 PERIOD_S = 4e-6
-WAVE_S = 5.0                 # longer than boot + stream + burst: no wrap (the model would repeat it)
+WAVE_S = 12.0                # longer than boot + streams + burst, ~6 s on a loaded machine: no wrap
 MARKER_HALF_PERIOD_S = 0.04  # the marker input toggles every 40 ms: rising edges every 80 ms
 
 

@@ -101,14 +101,16 @@ def bom(out_root: Path) -> list[dict]:
         for r in json.loads((out_root / v / f"bom-{v}.json").read_text()):
             if not r["manufacturer"] or not r["mpn"] or not r["footprint"]:
                 sys.exit(f"make hw: {v} {r['ref']} lacks a footprint, manufacturer or MPN: add it to hw/board/catalog.py")
-            key = (r["manufacturer"], r["mpn"], r["value"], r["footprint"], r["description"], r.get("check", ""))
+            key = (r["manufacturer"], r["mpn"], r["value"], r["footprint"], r["description"], r.get("source", ""),
+                   r.get("check", ""))
             row = rows.setdefault(key, {v2: [] for v2 in VARIANTS})
             row[v].append(r["ref"])
     out = []
-    for (mfr, mpn, value, fp, desc, check), refs in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][2])):
+    for (mfr, mpn, value, fp, desc, src, check), refs in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][2])):
         out.append({"manufacturer": mfr, "mpn": mpn, "value": value, "footprint": fp, "description": desc,
                     "qty_edsff": len(refs["edsff"]), "qty_u2": len(refs["u2"]),
-                    "refs_edsff": " ".join(refs["edsff"]), "refs_u2": " ".join(refs["u2"]), "check": check})
+                    "refs_edsff": " ".join(refs["edsff"]), "refs_u2": " ".join(refs["u2"]), "source": src,
+                    "check": check})
     return out
 
 

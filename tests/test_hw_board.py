@@ -90,6 +90,33 @@ def test_bom_is_generated_with_footprint_manufacturer_and_mpn_for_every_part(mak
     flagged = {r["footprint"].split(":")[-1]: r["check"] for r in rows if r["check"]}
     for fp in ("EDSFF_1C_Receptacle", "SFF8639_Plug", "SFF8639_Receptacle"):
         assert "stand-in" in flagged[fp] and "MPN not confirmed" in flagged[fp], flagged
+    # the source column: what backs each MPN (hw/board/part_sources.py); nothing backs the connectors
+    by_mpn = {r["mpn"]: r for r in rows}
+    assert "ti.com" in by_mpn["INA240A2PWR"]["source"] and not by_mpn["INA240A2PWR"]["check"]
+    assert "analog.com" in by_mpn["ADR4525BRZ"]["source"]
+    assert "another vendor" in by_mpn["2N7002,215"]["check"]          # KiCad's symbol cites onsemi's
+    assert "pinout_sources.toml" in by_mpn["AD7380BCPZ-RL7"]["source"]
+    for r in rows:
+        if r["footprint"].startswith("powerrig:"):
+            assert r["source"] == "", r
+
+
+def test_part_sources_reads_the_datasheet_of_kicads_symbol_and_flags_another_vendors(board_modules, tmp_path):
+    """The source column comes from the symbol library; a datasheet from another vendor is flagged,
+    a generic symbol cites nothing and a citation in the catalog wins."""
+    ps = importlib.import_module("part_sources")
+    (tmp_path / "Lib.kicad_sym").write_text(
+        '(kicad_symbol_lib\n\t(symbol "A1"\n\t\t(property "Datasheet" "https://www.ti.com/a1.pdf")\n\t)'
+        '\n\t(symbol "A2"\n\t\t(extends "A1")\n\t\t(property "Datasheet" "https://www.onsemi.com/a2.pdf")\n\t)'
+        '\n\t(symbol "A3"\n\t\t(property "Datasheet" "~")\n\t)\n)\n')
+    assert ps.kicad_datasheet("Lib", "A2", tmp_path) == "https://www.onsemi.com/a2.pdf"
+    assert ps.kicad_datasheet("Lib", "A3", tmp_path) == "" and ps.kicad_datasheet("Lib", "A9", tmp_path) == ""
+    src, note = ps.source("k", "Lib", "A1", "Texas Instruments", {}, tmp_path)
+    assert "ti.com/a1.pdf" in src and note == ""
+    src, note = ps.source("k", "Lib", "A2", "Nexperia", {}, tmp_path)
+    assert "onsemi" in src and "another vendor" in note
+    assert ps.source("k", "Device", "R", "Yageo", {}, tmp_path) == ("", "")
+    assert ps.source("k", "Lib", "A2", "Nexperia", {"k": "a cited page"}, tmp_path) == ("a cited page", "")
 
 
 @pytest.mark.parametrize("variant", ["edsff", "u2"])

@@ -65,15 +65,19 @@ def build(variant: str, doc: dict) -> None:
 
 
 def bom_rows(circuit) -> list[dict]:
-    from catalog import NOT_BOUGHT, UNVERIFIED
+    from catalog import NOT_BOUGHT, SOURCES, UNVERIFIED, spec
+    from part_sources import source
     rows = []
     for p in sorted(circuit.parts, key=lambda q: q.ref):
         key = p.fields.get("Catalog", "")
         if p.ref.startswith("#") or key in NOT_BOUGHT:
             continue
+        lib, sym, _fp, mfr, _mpn, _desc = spec(key)
+        cited, note = source(key, lib, sym, mfr, SOURCES)
         rows.append({"ref": p.ref, "value": str(p.value), "footprint": p.footprint,
                      "manufacturer": p.fields.get("Manufacturer", ""), "mpn": p.fields.get("MPN", ""),
-                     "description": p.fields.get("Description", ""), "check": UNVERIFIED.get(key, "")})
+                     "description": p.fields.get("Description", ""), "source": cited,
+                     "check": UNVERIFIED.get(key, "") or note})
     return rows
 
 

@@ -85,12 +85,27 @@ NOT_BOUGHT = {"EDSFF_EDGE"}
 # Parts whose MPN (and land pattern) no source found here confirms: the BOM carries the reason in its
 # `check` column and hw/README.md lists them. Each footprint named here is a generated stand-in
 # (hw/board/footprints.py: pads at the connector pitch in pin order, not the vendor's drawing).
+_NO_SOURCE = ("MPN not confirmed: no datasheet, catalogue page or design using this part number was found "
+              "(searches listed in hw/README.md); choose the part from the vendor's catalogue; "
+              "land pattern is a generated stand-in")
 UNVERIFIED = {
-    "EDSFF_RCPT": "MPN not confirmed by any source here; land pattern is a generated stand-in",
-    "U2_PLUG": "MPN not confirmed by any source here; land pattern is a generated stand-in",
-    "U2_RCPT": "MPN not confirmed by any source here; land pattern is a generated stand-in",
+    "EDSFF_RCPT": _NO_SOURCE,
+    "U2_PLUG": _NO_SOURCE,
+    "U2_RCPT": _NO_SOURCE,
+    "PICO2": "KiCad's symbol is the Pico's (RP2040); the design assumes the Pico 2 keeps that module pinout: "
+             "check against the Pico 2 datasheet",
     "AD7380": "pin numbers from a secondary source (hw/board/pinout_sources.toml); exposed-pad size of the "
               "LFCSP footprint not checked against ADI's package drawing",
+}
+
+
+# Citations for parts whose backing is not simply the datasheet KiCad's own symbol names (that one is
+# looked up by part_sources.py and lands in the BOM's source column).
+SOURCES = {
+    "AD7380": "pin numbers: hw/board/pinout_sources.toml (ad7380-kicad-poc); the dual AD738x in the 16-lead "
+              "3 x 3 mm LFCSP: https://analogdevicesinc.github.io/hdl/2023_R2/projects/ad738x_fmc/index.html",
+    "PICO2": "KiCad 9 symbol MCU_Module:RaspberryPi_Pico, datasheet https://datasheets.raspberrypi.com/pico/pico-datasheet.pdf "
+             "(the Pico's, RP2040)",
 }
 
 

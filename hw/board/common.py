@@ -1,5 +1,5 @@
 """What every section shares: the SKiDL set-up for KiCad 9, the one way to make a part (from the
-catalog, so it carries footprint, manufacturer and MPN), and the board-wide nets."""
+catalog, so it carries footprint, manufacturer, MPN and the source that backs it), and the board-wide nets."""
 from __future__ import annotations
 
 import os
@@ -18,7 +18,8 @@ from skidl import KICAD9, Net, Part, set_default_tool  # noqa: E402,F401
 
 NC = builtins.NC                                # SKiDL puts its no-connect net into builtins
 
-from catalog import spec  # noqa: E402
+from catalog import SOURCES, spec  # noqa: E402
+from part_sources import source  # noqa: E402
 
 set_default_tool(KICAD9)                        # SKiDL 3 defaults to KiCad 10
 if str(LIB) not in skidl.lib_search_paths[KICAD9]:
@@ -33,6 +34,9 @@ def part(key: str, value: str | None = None, ref: str | None = None) -> Part:
     p.fields["MPN"] = mpn
     p.fields["Description"] = desc
     p.fields["Catalog"] = key
+    cited, _note = source(key, lib, sym, mfr, SOURCES)
+    if cited:
+        p.fields["Source"] = cited
     return p
 
 

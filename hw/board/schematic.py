@@ -141,7 +141,7 @@ def write(circuit, path: Path, project: str, title: str, libdirs) -> None:
                      + _prop("Value", p.value, ox, oy - min(ys) + 2.5)
                      + _prop("Footprint", p.footprint or "", ox, oy, True)
                      + _prop("Datasheet", "", ox, oy, True))
-            for k in ("Manufacturer", "MPN", "Description"):
+            for k in ("Manufacturer", "MPN", "Source", "Description"):
                 if p.fields.get(k):
                     props += _prop(k, p.fields[k], ox, oy, True)
             pin_uuids = "".join(f'    (pin "{n}" (uuid {_uuid(project, p.ref, "pin", n)}))\n' for n, *_ in pins)

@@ -159,7 +159,11 @@ class BlockRing:
         self.block = block_samples
         self.nbuf = nbuf
         self.block_bytes = 2 * block_halfwords
-        self.buf = array.array("h", bytes(self.block_bytes * nbuf))
+        # made from a range (its length known: one allocation) and zeroed in place: array("h", bytes(n))
+        # needs the ring's size twice over for a moment, which the RP2040's heap (16 blocks, 56 kB)
+        # did not have in one piece (MemoryError in Board())
+        self.buf = array.array("h", range(block_halfwords * nbuf))
+        _zero(self.buf, self.block_bytes * nbuf)
         self.views = [memoryview(self.buf)[k * block_halfwords:(k + 1) * block_halfwords] for k in range(nbuf)]
         st = array.array("i", bytes(4 * (_STREAMS + _SW * _MAX_STREAMS)))
         self.st = st
@@ -243,6 +247,15 @@ class BlockRing:
     def intact(self):
         """False when DMA has begun to write the slot of the block adc_read() gave, since it gave it."""
         return block_intact(self.st) != 0
+
+
+@micropython.viper
+def _zero(buf: ptr8, n: int) -> int:
+    k = 0
+    while k < n:
+        buf[k] = 0
+        k += 1
+    return 0
 
 
 @micropython.viper

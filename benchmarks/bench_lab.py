@@ -14,11 +14,12 @@ sweeps start together. Also printed: steps stored invalid, the seconds of sample
 the load average, and where the CPU went (the sweeps, the rigs, the impersonated nvme-cli and fio).
 
 A lab's rigs bring their own CPU; here each virtual rig synthesizes 250 kS/s on the shared cores
-(~0.2 of a core while it streams; 16 at once want more than 2 cores). Its sampling thread therefore
+(benchmarks/bench_rig_cpu.py: 0.06 s of CPU per simulated second for sampling and reduction in 10 ms
+passes; 16 streaming rigs at once still want most of 2 cores). Its sampling thread therefore
 runs at ``--sampler-priority`` (default: 5 nicer; ``idle``: SCHED_IDLE, only CPU nobody else wants;
 the drive's endpoint in the rig keeps the sweeps' priority): when the host is short, the rigs fall behind and lose samples
-(counted, shown as ``lost_s``) instead of starving nvme-cli into its 30 s timeout and the store's
-writers into SQLite's 10 s lock wait. docs/scale.md has the figures.
+(counted, shown as ``lost_s``) instead of starving nvme-cli into its 30 s timeout. The store's writers
+wait for each other as long as it takes (up to POWERRIG_DB_WAIT_S, 600 s). docs/scale.md has the figures.
 """
 from __future__ import annotations
 

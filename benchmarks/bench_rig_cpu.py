@@ -62,12 +62,17 @@ def pass_cost() -> None:
     red = NumpyReducer(3)
     red.configure((0, 1), 2500, 25, [0, 0], [0, 0])
     t0 = time.time()
+    fe.sample(t0 + np.arange(10) * 4e-6)      # the one-time tables (noise) are not what is measured
     for n in (125, 625, 2500):          # 0.5 ms, 2.5 ms, 10 ms of samples per pass
-        c = time.process_time()
-        for k in range(250_000 // n):
-            raw, _ = fe.sample(t0 + (k * n + np.arange(n)) * 4e-6)
-            red.reduce(raw.reshape(-1), n)
-        print(f"sampling in passes of {n * 4e-3:.1f} ms: {time.process_time() - c:.3f} s CPU per simulated second")
+        best = []
+        for _rep in range(3):           # the least of three: a shared host only ever adds to CPU time
+            c = time.process_time()
+            for k in range(250_000 // n):
+                raw, _ = fe.sample(t0 + (k * n + np.arange(n)) * 4e-6)
+                red.reduce(raw.reshape(-1), n)
+            best.append(time.process_time() - c)
+        print(f"sampling in passes of {n * 4e-3:.1f} ms: {min(best):.3f} s CPU per simulated second "
+              f"(least of 3; {max(best):.3f} at most)")
 
 
 def tool_start() -> None:

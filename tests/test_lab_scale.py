@@ -109,17 +109,19 @@ def test_a_timeout_on_a_quiet_host_suspects_the_device(monkeypatch):
     assert "is the device hung?" in str(e.value) and "overloaded" not in str(e.value)
 
 
-def test_a_streaming_pass_waits_for_a_part_of_the_interval(tmp_path):
-    """Each pass costs the same ~60 numpy calls however few samples it takes: a 10 ms stream is
-    served every 2.5 ms, not every 0.5 ms; a 1 ms stream (the default) keeps 0.5 ms passes."""
+def test_a_streaming_pass_waits_for_one_interval_at_most_max_pass_s(tmp_path):
+    """Each pass has a fixed cost however few samples it takes: a 10 ms stream is served every 10 ms,
+    a 1 ms stream (the default) every 1 ms, a 100 us one every MIN_PASS_S, as bursts and self-tests."""
     from powerrig.sim import interposer
 
     sim = interposer.VirtualInterposer(state_dir=str(tmp_path / "board"))
     try:
         assert sim._pass_s() == interposer.MIN_PASS_S                  # not streaming (burst, self-test)
         sim.device.cmd_start({"interval_us": 10000, "rails": ["12V"]})
-        assert sim._pass_s() == pytest.approx(0.0025)
+        assert sim._pass_s() == pytest.approx(0.010)
         sim.device.cmd_start({"interval_us": 1000, "rails": ["12V"]})
+        assert sim._pass_s() == pytest.approx(0.001)
+        sim.device.cmd_start({"interval_us": 100, "rails": ["12V"]})
         assert sim._pass_s() == interposer.MIN_PASS_S
     finally:
         sim.stop()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import random
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -83,14 +85,51 @@ def _upsert(c, table, keys: list[str], row: dict):
 # the 64-bit key of the PostgreSQL advisory lock that serialises schema creation and migration
 SCHEMA_LOCK = 0x706F77657272_6967 & 0x7FFFFFFFFFFFFFFF
 SCHEMA_LOCK_WAIT_S = 300
+# How long a write waits for other writers before it gives up, unless the caller says (``wait_s``): a lab
+# sweep must not stop at 3 a.m. because another rig's writer held the lock a while on a loaded host.
+WAIT_ENV = "POWERRIG_DB_WAIT_S"
+DEFAULT_WAIT_S = 600.0
+ATTEMPT_S = 5.0           # one attempt's lock wait (SQLite busy_timeout, PostgreSQL lock_timeout) ...
+BACKOFF_S = (0.05, 2.0)   # ... then a jittered pause, doubling from the first to the second, and again
+LONG_WAIT_S = 5.0         # a write that waited longer than this logs one warning line
+CONNECT_TIMEOUT_S = 10
+# PostgreSQL's "try the transaction again" states: serialization failure, deadlock, lock wait timed out
+RETRY_SQLSTATES = {"40001", "40P01", "55P03"}
+
+
+def default_wait_s() -> float:
+    """``POWERRIG_DB_WAIT_S`` (seconds), else DEFAULT_WAIT_S."""
+    v = os.environ.get(WAIT_ENV, "").strip()
+    if not v:
+        return DEFAULT_WAIT_S
+    try:
+        w = float(v)
+    except ValueError:
+        w = -1.0
+    if not 0 < w < 1e7:
+        raise ResultsError(f"{WAIT_ENV}={v!r} is not a number of seconds above 0: set it like {WAIT_ENV}=600")
+    return w
+
+
+def _retryable(e: DBAPIError) -> bool:
+    """Another writer was in the way (the transaction was rolled back and can simply run again)."""
+    code = getattr(e.orig, "sqlstate", None)
+    if code:
+        return code in RETRY_SQLSTATES
+    low = str(e.orig).lower()
+    return "database is locked" in low or "database table is locked" in low or "busy" in low
 
 
 class ResultStore:
-    def __init__(self, target: str | Path = DEFAULT_DB, timeout_s: float = 10.0, read_only: bool = False):
-        """``timeout_s``: how long a write waits for another writer's lock before it gives up.
-        ``read_only``: an existing database at the current schema, opened so nothing can write (the web page)."""
+    def __init__(self, target: str | Path = DEFAULT_DB, timeout_s: float | None = None, read_only: bool = False):
+        """``timeout_s``: how long a write waits for other writers (their locks, PostgreSQL's serialization
+        failures and deadlocks) before it gives up; default ``POWERRIG_DB_WAIT_S`` or 600 s. A write tries
+        for at most ATTEMPT_S at a time, then pauses and runs its transaction again, so it never fails
+        while the lock is merely busy. ``read_only``: an existing database at the current schema, opened
+        so nothing can write (the web page)."""
         self.url = database_url(target)
-        self.timeout_s, self.read_only = timeout_s, read_only
+        self.timeout_s = default_wait_s() if timeout_s is None else float(timeout_s)
+        self.read_only = read_only
         self.path = Path(self.url[len("sqlite:///"):]) if self.url.startswith("sqlite:///") else None
         if self.path and read_only and not self.path.is_file():
             raise ResultsError(f"no results database {self.path}: name an existing file or URL with --db")
@@ -113,17 +152,18 @@ class ResultStore:
 
     def _engine_args(self) -> dict:
         if self.url.startswith("postgresql"):
-            # lock_timeout: a writer blocked by another's lock gives up after timeout_s, as on SQLite
+            # lock_timeout: one attempt of a write blocked by another's lock ends (and is tried again, _transact)
             ro = " -c default_transaction_read_only=on" if self.read_only else ""
-            return {"connect_args": {"connect_timeout": max(1, round(self.timeout_s)),
-                                     "options": f"-c lock_timeout={int(self.timeout_s * 1000)}{ro}"},
+            return {"connect_args": {"connect_timeout": CONNECT_TIMEOUT_S,
+                                     "options": f"-c lock_timeout={self._attempt_ms()}{ro}"},
                     "pool_pre_ping": True}
         return {}
 
     def _sqlite_connections(self) -> None:
         """Transactions begun by powerrig, not by the driver: writes take the lock up front (BEGIN
-        IMMEDIATE), so concurrent writers queue for busy_timeout instead of failing on a lock upgrade."""
-        timeout_ms = int(self.timeout_s * 1000)
+        IMMEDIATE), so concurrent writers queue for busy_timeout instead of failing on a lock upgrade.
+        Every connection: WAL (readers never wait for the writer) and a busy_timeout."""
+        timeout_ms = self._attempt_ms()
 
         @event.listens_for(self.engine, "connect")
         def _pragmas(dbapi_conn, _):
@@ -152,27 +192,50 @@ class ResultStore:
         except DBAPIError as e:
             raise self._error("cannot read", e) from None
 
-    @contextmanager
-    def _write(self, wait_s: float | None = None):
-        """One write transaction (committed at the end, rolled back on error); database errors (locked
-        past the timeout, disk full, corrupt) become one ResultsError line. ``wait_s``: how long to wait
-        for other writers' locks, if not the store's timeout."""
-        wait_ms = int((self.timeout_s if wait_s is None else wait_s) * 1000)
-        try:
-            with self.engine.execution_options(powerrig_write=True, powerrig_wait_ms=wait_ms).begin() as c:
-                if wait_s is not None and c.dialect.name == "postgresql":
-                    c.execute(text(f"SET LOCAL lock_timeout = {wait_ms}"))
-                yield c
-        except IntegrityError:
-            raise
-        except DBAPIError as e:
-            raise self._error("cannot write to", e) from None
+    def _attempt_ms(self, budget_s: float | None = None) -> int:
+        """One attempt's lock wait: ATTEMPT_S, or what is left of the budget if less."""
+        return max(1, int(min(ATTEMPT_S, self.timeout_s if budget_s is None else budget_s) * 1000))
 
-    def _error(self, what: str, e: DBAPIError) -> DatabaseFault:
+    def _transact(self, body, wait_s: float | None = None, what: str = "a write"):
+        """``body(connection)`` in one write transaction, committed at its end. While another writer is in
+        the way (SQLite's lock busy, PostgreSQL's lock wait, serialization failure or deadlock) the
+        transaction is rolled back and run again after a jittered pause, for up to ``wait_s`` (default:
+        the store's ``timeout_s``); past that, or on any other database error (disk full, corrupt, server
+        gone), one DatabaseFault line. The body only writes: no long work while the lock is held, and
+        run twice it stores once (its rows are keyed, see store_step)."""
+        budget = self.timeout_s if wait_s is None else wait_s
+        t0 = time.monotonic()
+        pause, attempts = BACKOFF_S[0], 0
+        while True:
+            attempts += 1
+            left = budget - (time.monotonic() - t0)
+            ms = self._attempt_ms(max(left, 0.001))
+            try:
+                with self.engine.execution_options(powerrig_write=True, powerrig_wait_ms=ms).begin() as c:
+                    if c.dialect.name == "postgresql" and ms != self._attempt_ms():
+                        c.execute(text(f"SET LOCAL lock_timeout = {ms}"))
+                    out = body(c)
+                break
+            except IntegrityError:
+                raise
+            except DBAPIError as e:
+                waited = time.monotonic() - t0
+                if not _retryable(e) or waited >= budget:
+                    raise self._error("cannot write to", e, waited) from None
+                time.sleep(min(pause * random.uniform(0.5, 1.0), max(0.0, budget - waited)))
+                pause = min(pause * 2, BACKOFF_S[1])
+        waited = time.monotonic() - t0
+        if waited > LONG_WAIT_S:
+            logger.warning("results database %s: %s waited %.1f s for other writers (%d attempts)", self, what,
+                           waited, attempts)
+        return out
+
+    def _error(self, what: str, e: DBAPIError, waited_s: float | None = None) -> DatabaseFault:
         why = _reason(e)
         low = why.lower()
-        if "locked" in low or "lock timeout" in low:
-            hint = f"another process held it longer than {self.timeout_s:g} s; try again when it is done"
+        if "locked" in low or "lock timeout" in low or _retryable(e):
+            hint = (f"other writers held it longer than {self.timeout_s:g} s (waited {waited_s or 0:.1f} s); "
+                    f"try again when they are done, or wait longer ({WAIT_ENV})")
         elif "full" in low or "no space" in low:
             hint = "free disk space (or move it) and resume with --resume"
         elif "malformed" in low or "not a database" in low or "corrupt" in low:
@@ -230,27 +293,31 @@ class ResultStore:
         if self._schema_current():
             return
         # the others wait for the one creating or migrating, however long that takes on a busy host
-        with self._write(wait_s=SCHEMA_LOCK_WAIT_S) as c:
-            if c.dialect.name == "postgresql":
-                c.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": SCHEMA_LOCK})
-            fresh = not self.engine.dialect.has_table(c, "runs")
-            S.metadata.create_all(c)         # new tables appear in old databases too (checkfirst)
-            if fresh:
-                c.execute(insert(S.schema_info).values(key="version", value=str(S.SCHEMA_VERSION)))
-                return
-            row = c.execute(select(S.schema_info.c.value).where(S.schema_info.c.key == "version")).first()
-            v = int(row[0]) if row else 1
-            if v > S.SCHEMA_VERSION:
-                raise ResultsError(f"results database {self} has schema version {v}, newer than this powerrig "
-                                   f"({S.SCHEMA_VERSION}): upgrade powerrig to write to it")
-            if v == S.SCHEMA_VERSION and row:
-                return
-            while v < S.SCHEMA_VERSION:
-                S.MIGRATIONS[v](c)
-                v += 1
-                logger.info("results database migrated to schema version %d", v)
-            c.execute(S.schema_info.delete().where(S.schema_info.c.key == "version"))
-            c.execute(insert(S.schema_info).values(key="version", value=str(v)))
+        self._transact(self._create_or_migrate, wait_s=max(self.timeout_s, SCHEMA_LOCK_WAIT_S),
+                       what="creating or migrating the schema")
+
+    def _create_or_migrate(self, c) -> None:
+        """The schema's creation or migration, in _migrate's transaction."""
+        if c.dialect.name == "postgresql":
+            c.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": SCHEMA_LOCK})
+        fresh = not self.engine.dialect.has_table(c, "runs")
+        S.metadata.create_all(c)         # new tables appear in old databases too (checkfirst)
+        if fresh:
+            c.execute(insert(S.schema_info).values(key="version", value=str(S.SCHEMA_VERSION)))
+            return
+        row = c.execute(select(S.schema_info.c.value).where(S.schema_info.c.key == "version")).first()
+        v = int(row[0]) if row else 1
+        if v > S.SCHEMA_VERSION:
+            raise ResultsError(f"results database {self} has schema version {v}, newer than this powerrig "
+                               f"({S.SCHEMA_VERSION}): upgrade powerrig to write to it")
+        if v == S.SCHEMA_VERSION and row:
+            return
+        while v < S.SCHEMA_VERSION:
+            S.MIGRATIONS[v](c)
+            v += 1
+            logger.info("results database migrated to schema version %d", v)
+        c.execute(S.schema_info.delete().where(S.schema_info.c.key == "version"))
+        c.execute(insert(S.schema_info).values(key="version", value=str(v)))
 
     # -- runs --------------------------------------------------------------------------------
     def plan_id(self, c, plan) -> int:
@@ -267,20 +334,19 @@ class ResultStore:
                   software: dict | None = None, host: str | None = None, pid: int | None = None) -> int:
         """host, pid: the process that runs it (its owner until it ends)."""
         drive = drive or {}
-        with self._write() as c:
-            plan_row = self.plan_id(c, plan)
-            return c.execute(insert(S.runs).values(
-                plan_id=plan_row, status="running", started_utc=time.time(), station=station,
-                dut_serial=str(drive.get("sn", "")).strip(), dut_firmware=str(drive.get("fr", "")).strip(),
-                dut_model=str(drive.get("mn", "")).strip(), drive=json.dumps(drive, default=str),
-                rig=json.dumps(rig or {}, default=str), software=json.dumps(software or {}),
-                out_dir=str(out_dir), host=host, pid=pid)).inserted_primary_key[0]
+        row = dict(status="running", started_utc=time.time(), station=station,
+                   dut_serial=str(drive.get("sn", "")).strip(), dut_firmware=str(drive.get("fr", "")).strip(),
+                   dut_model=str(drive.get("mn", "")).strip(), drive=json.dumps(drive, default=str),
+                   rig=json.dumps(rig or {}, default=str), software=json.dumps(software or {}),
+                   out_dir=str(out_dir), host=host, pid=pid)
+        return self._transact(lambda c: c.execute(insert(S.runs).values(plan_id=self.plan_id(c, plan), **row))
+                              .inserted_primary_key[0], what="starting a run")
 
     def claim_run(self, run_id: int, host: str, pid: int) -> None:
         """A resumed run is running again, owned by this process."""
-        with self._write() as c:
-            c.execute(update(S.runs).where(S.runs.c.id == run_id).values(status="running", error=None,
-                                                                         finished_utc=None, host=host, pid=pid))
+        q = update(S.runs).where(S.runs.c.id == run_id).values(status="running", error=None, finished_utc=None,
+                                                               host=host, pid=pid)
+        self._transact(lambda c: c.execute(q), what="claiming a run")
 
     def resumable_run(self, plan) -> dict | None:
         """The latest unfinished run of this exact plan (by hash), or None."""
@@ -296,11 +362,11 @@ class ResultStore:
         return dict(row) if row else None
 
     def set_run_status(self, run_id: int, status: str, error: str | None = None) -> None:
-        with self._write() as c:
-            vals = {"status": status, "error": error}
-            if status in ("done", "failed", "interrupted"):
-                vals["finished_utc"] = time.time()
-            c.execute(update(S.runs).where(S.runs.c.id == run_id).values(**vals))
+        vals = {"status": status, "error": error}
+        if status in ("done", "failed", "interrupted"):
+            vals["finished_utc"] = time.time()
+        q = update(S.runs).where(S.runs.c.id == run_id).values(**vals)
+        self._transact(lambda c: c.execute(q), what=f"marking run {run_id} {status}")
 
     def run(self, run_id: int) -> dict:
         with self._read() as c:
@@ -324,14 +390,16 @@ class ResultStore:
 
     # -- the live state of running runs ------------------------------------------------------
     def record_live(self, run_id: int, **state) -> None:
-        """Overwrite a run's live row (step, W now, end time): an upsert, about once a second."""
+        """Overwrite a run's live row (step, W now, end time): an upsert, about once a second. It waits one
+        attempt at most (ATTEMPT_S): the next second's row replaces a missed one, and a backlog of live
+        rows must not queue ahead of the steps."""
         row = {"run_id": run_id, "updated_utc": time.time(), **{k: _clean(v) for k, v in state.items()}}
-        with self._write() as c:
-            c.execute(_upsert(c, S.live, ["run_id"], row))
+        self._transact(lambda c: c.execute(_upsert(c, S.live, ["run_id"], row)), wait_s=min(ATTEMPT_S, self.timeout_s),
+                       what="the live state")
 
     def clear_live(self, run_id: int) -> None:
-        with self._write() as c:
-            c.execute(S.live.delete().where(S.live.c.run_id == run_id))
+        q = S.live.delete().where(S.live.c.run_id == run_id)
+        self._transact(lambda c: c.execute(q), wait_s=min(ATTEMPT_S, self.timeout_s), what="the live state")
 
     def live(self) -> list[dict]:
         """The live rows of runs still marked running, by station."""
@@ -349,29 +417,35 @@ class ResultStore:
             return {r[0] for r in c.execute(select(S.steps.c.key).where(S.steps.c.run_id == run_id))}
 
     def store_step(self, run_id: int, step: dict, phases: list[dict], measurements: list[dict]) -> int:
-        """One step, its phases (with per-rail metrics under 'rails') and measurements, atomically."""
+        """One step, its phases (with per-rail metrics under 'rails') and measurements, atomically. The rows
+        are made before the write lock is taken; a transaction run again after another writer was in the
+        way (_transact) had been rolled back, and the (run, key) unique constraint stores a step once."""
+        step_row = {"run_id": run_id, **{k: _clean(v) for k, v in step.items()}}
+        phase_rows = []
+        for p in phases:
+            phase_rows.append(({k: _clean(v) for k, v in p.items() if k != "rails"},
+                               [{"rail": rail, "metric": m, "value": _clean(float(v))}
+                                for rail, ms in p.get("rails", {}).items() for m, v in ms.items()
+                                if isinstance(v, (int, float)) and not isinstance(v, bool)]))
+        cols = [col.name for col in S.measurements.columns if col.name not in ("id", "step_id")]
+        unknown = {k for m in measurements for k in m} - set(cols)
+        if unknown:
+            raise ResultsError(f"measurement fields {sorted(unknown)} are not in the schema")
+        # executemany takes its columns from every row alike: give each row all of them
+        m_rows = [{k: _clean(m.get(k)) for k in cols} for m in measurements]
+
+        def write(c) -> int:
+            sid = c.execute(insert(S.steps).values(**step_row)).inserted_primary_key[0]
+            for row, metrics in phase_rows:
+                pid = c.execute(insert(S.phases).values(step_id=sid, **row)).inserted_primary_key[0]
+                if metrics:
+                    c.execute(insert(S.phase_metrics), [{"phase_id": pid, **v} for v in metrics])
+            if m_rows:
+                c.execute(insert(S.measurements), [{"step_id": sid, **m} for m in m_rows])
+            return sid
+
         try:
-            with self._write() as c:
-                sid = c.execute(insert(S.steps).values(run_id=run_id, **{k: _clean(v) for k, v in step.items()})
-                                ).inserted_primary_key[0]
-                for p in phases:
-                    rails = p.get("rails", {})
-                    row = {k: _clean(v) for k, v in p.items() if k != "rails"}
-                    pid = c.execute(insert(S.phases).values(step_id=sid, **row)).inserted_primary_key[0]
-                    vals = [{"phase_id": pid, "rail": rail, "metric": m, "value": _clean(float(v))}
-                            for rail, ms in rails.items() for m, v in ms.items()
-                            if isinstance(v, (int, float)) and not isinstance(v, bool)]
-                    if vals:
-                        c.execute(insert(S.phase_metrics), vals)
-                if measurements:
-                    cols = [col.name for col in S.measurements.columns if col.name not in ("id", "step_id")]
-                    unknown = {k for m in measurements for k in m} - set(cols)
-                    if unknown:
-                        raise ResultsError(f"measurement fields {sorted(unknown)} are not in the schema")
-                    # executemany takes its columns from every row alike: give each row all of them
-                    c.execute(insert(S.measurements), [{"step_id": sid, **{k: _clean(m.get(k)) for k in cols}}
-                                                       for m in measurements])
-                return sid
+            return self._transact(write, what=f"step {step.get('key')!r}")
         except IntegrityError:
             raise ResultsError(f"step {step.get('key')!r} of run {run_id} is already stored (resume skips it)") from None
 

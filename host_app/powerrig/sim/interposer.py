@@ -46,7 +46,7 @@ ADC_RING_S = 0.5
 GIL_SWITCH_S = 100e-6    # the sim process hands the GIL over this often (see serve)
 IDLE_PASS_S = 0.05       # an idle device's pass interval when no host bytes arrive
 MIN_PASS_S = 0.0005      # ... and a sampling one's, at least and at most (VirtualInterposer._pass_s)
-MAX_PASS_S = 0.005
+MAX_PASS_S = 0.010
 SAMPLER_PRIORITY_ENV = "POWERRIG_SIM_SAMPLER_PRIORITY"   # "N": N nicer; "idle": SCHED_IDLE
 SPIN_S = 200e-6          # the USB writer thread spins this long before a transfer completes
 
@@ -184,22 +184,24 @@ class SimBoard:
             n = ring
         idx = self.gen_index + np.arange(n, dtype=np.int64)
         raw, truth = self.frontend.sample(self.utc_of_index(idx))
-        self._keep_truth(idx, truth)
+        self._keep_truth(self.gen_index, truth)
         self.last_block_index = self.gen_index
         self.gen_index += n
         self.adc_n = n                   # the firmware's board interface: the block's length and the
         self.adc_dropped = dropped       # samples lost before it beside the block itself
         return raw.reshape(-1)
 
-    def _keep_truth(self, idx: np.ndarray, truth: dict[str, np.ndarray]) -> None:
+    def _keep_truth(self, first: int, truth: dict[str, np.ndarray]) -> None:
+        """Add the true power of samples first, first + 1, ... to their TRUTH_BIN bins (the bin edges
+        follow from the first index: no per-sample index arrays)."""
         p = np.stack([truth[r.name] for r in self.frontend.cfg.rails], axis=1)
-        b = idx // TRUTH_BIN
-        edges = np.flatnonzero(np.diff(b)) + 1
-        starts = np.concatenate([[0], edges])
+        starts = np.arange(-(first % TRUTH_BIN), len(p), TRUTH_BIN)
+        starts[0] = 0
         sums = np.add.reduceat(p, starts, axis=0)
-        for bi, s in zip(b[starts], sums):
-            acc = self.truth_bins.get(int(bi))
-            self.truth_bins[int(bi)] = s if acc is None else acc + s
+        for k, s in enumerate(sums):
+            bi = first // TRUTH_BIN + k
+            acc = self.truth_bins.get(bi)
+            self.truth_bins[bi] = s if acc is None else acc + s
 
     def make_ring(self, n: int) -> np.ndarray:
         return np.zeros(n, dtype=np.int16)
@@ -431,15 +433,15 @@ class VirtualInterposer:
                 board.rx_arrived.wait(self._pass_s())     # a command wakes it at once
 
     def _pass_s(self) -> float:
-        """Sampling: how long to let samples come due before a pass. Each pass costs ~60 numpy calls
-        whatever its length: 0.5 ms passes cost ~1 s of CPU per simulated second of 250 kS/s and 2.5 ms
-        ones ~0.4 s (benchmarks/bench_rig_cpu.py, docs/scale.md). A quarter of the stream's interval (the
-        host sees each interval at most that late), never below MIN_PASS_S nor above MAX_PASS_S;
-        bursts and self-tests keep MIN_PASS_S."""
+        """Sampling: how long to let samples come due before a pass. Each pass has a fixed cost (~40 numpy
+        calls and the firmware's Python) whatever its length, so fewer, longer passes cost less CPU per
+        simulated second (benchmarks/bench_rig_cpu.py, docs/scale.md). One stream interval (the host sees
+        each interval at most that late, and never more than MAX_PASS_S; a command still wakes the loop at
+        once), never below MIN_PASS_S; bursts and self-tests keep MIN_PASS_S."""
         stream = self.device.stream
         if not stream:
             return MIN_PASS_S
-        return min(MAX_PASS_S, max(MIN_PASS_S, stream["interval_us"] * 1e-6 / 4))
+        return min(MAX_PASS_S, max(MIN_PASS_S, stream["interval_us"] * 1e-6))
 
     def truth(self) -> dict:
         fr = self.device.framer

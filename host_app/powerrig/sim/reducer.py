@@ -27,6 +27,9 @@ class NumpyReducer:
         r = len(self.ridx)
         self.off_v = np.asarray(offsets_v if offsets_v else [0] * r, dtype=np.int64)
         self.off_i = np.asarray(offsets_i if offsets_i else [0] * r, dtype=np.int64)
+        # rail-major work arrays: rows v0..v(r-1), i0..i(r-1); every sum and window runs along a row
+        self.cols = np.concatenate([2 * self.ridx, 2 * self.ridx + 1])
+        self.off = np.concatenate([self.off_v, self.off_i])[:, None]
         self.spi = int(samples_per_interval)
         self.window = int(window_samples)
         self.dtype = record_dtype(r)
@@ -35,9 +38,7 @@ class NumpyReducer:
     def restart(self, idx_hi, idx_lo):
         self.index = (idx_hi << fw.INDEX_LO_BITS) + idx_lo
         self.carry = np.empty((0, self.stride), dtype=np.int16)
-        r = len(self.ridx)
-        self.tail_hi = np.empty((0, r), dtype=np.int64)
-        self.tail_lo = np.empty((0, r), dtype=np.int64)
+        self.tail = np.empty((2 * len(self.ridx), 0), dtype=np.int64)   # the last window - 1 products: hi; lo
         self.seen = 0   # samples since restart (for the window warm-up)
         self.discard = 0
 
@@ -53,7 +54,11 @@ class NumpyReducer:
         self.discard = discard
 
     def reduce(self, raw: np.ndarray, n: int) -> tuple[int, np.ndarray]:
-        """Reduce n samples; returns (first index, records array) of the intervals completed."""
+        """Reduce n samples; returns (first index, records array) of the intervals completed.
+
+        The work is rail-major (one row per channel, samples along it), so each sum, min, max and the
+        window's running sum is one numpy call over contiguous rows for every rail at once: ~35 calls
+        per call, whatever the number of rails and intervals."""
         x = np.asarray(raw[: n * self.stride], dtype=np.int16).reshape(n, self.stride)
         if self.discard:
             k = min(self.discard, n)
@@ -61,57 +66,59 @@ class NumpyReducer:
             self.discard -= k
         if len(self.carry):
             x = np.concatenate([self.carry, x])
-        spi, w = self.spi, self.window
+        spi, w, r = self.spi, self.window, len(self.ridx)
         n_int = len(x) // spi
-        use, self.carry = x[: n_int * spi], x[n_int * spi:].copy()
+        m = n_int * spi
         first = self.index
-        recs = np.zeros(n_int, dtype=self.dtype)
+        self.carry = x[m:].copy()
         if n_int == 0:
-            return first, recs
-        v = np.clip(use[:, 2 * self.ridx].astype(np.int64) - self.off_v, -CODE_MAX, CODE_MAX)
-        i = np.clip(use[:, 2 * self.ridx + 1].astype(np.int64) - self.off_i, -CODE_MAX, CODE_MAX)
-        p = v * i
-        hi, lo = p >> P_SHIFT, p & LO_MASK
-        shape = (n_int, spi, len(self.ridx))
+            return first, np.zeros(0, dtype=self.dtype)
+        use = x[:m]
+        work = np.empty((4 * r, m), dtype=np.int64)       # v; i; product hi; product lo
+        vi = work[:2 * r]
+        vi[...] = use[:, self.cols].T
+        vi -= self.off
+        np.clip(vi, -CODE_MAX, CODE_MAX, out=vi)
+        prod = vi[:r] * vi[r:]
+        hi, hilo = work[2 * r:3 * r], work[2 * r:]
+        np.right_shift(prod, P_SHIFT, out=hi)
+        np.bitwise_and(prod, LO_MASK, out=work[3 * r:])
+        sums = work.reshape(4 * r, n_int, spi).sum(axis=2)
+        s_hi = sums[2 * r:3 * r] + (sums[3 * r:] >> P_SHIFT)
+        s_lo = sums[3 * r:] & LO_MASK
+        h3 = hi.reshape(r, n_int, spi)
+        p_min, p_max = h3.min(axis=2), h3.max(axis=2)
+        recs = np.zeros(n_int, dtype=self.dtype)
         d = (use[:, -1] & 0xFF).astype(np.uint8).reshape(n_int, spi)
         recs["dig_or"] = np.bitwise_or.reduce(d, axis=1)
         recs["dig_and"] = np.bitwise_and.reduce(d, axis=1)
-        sum_v = v.reshape(shape).sum(axis=1)
-        sum_i = i.reshape(shape).sum(axis=1)
-        s_hi = hi.reshape(shape).sum(axis=1)
-        s_lo = lo.reshape(shape).sum(axis=1)
-        s_hi += s_lo >> P_SHIFT
-        s_lo &= LO_MASK
-        p_min = hi.reshape(shape).min(axis=1)
-        p_max = hi.reshape(shape).max(axis=1)
         # sliding 100 us window over [tail, use], windows ending at each sample of use
-        ext_hi = np.concatenate([self.tail_hi, hi])
-        ext_lo = np.concatenate([self.tail_lo, lo])
-        t = len(self.tail_hi)
-        z = np.zeros((1, len(self.ridx)), dtype=np.int64)
-        c_hi = np.concatenate([z, np.cumsum(ext_hi, axis=0)])
-        c_lo = np.concatenate([z, np.cumsum(ext_lo, axis=0)])
-        end = np.arange(t + 1, t + len(use) + 1)
-        start = np.maximum(end - w, 0)
-        w_hi = c_hi[end] - c_hi[start]
-        w_lo = c_lo[end] - c_lo[start]
-        top = w_hi + (w_lo >> P_SHIFT)
-        complete = (self.seen + np.arange(1, len(use) + 1)) >= w
-        top[~complete] = fw.PEAK_NONE
-        peak = top.reshape(shape).max(axis=1)
+        t = self.tail.shape[1]
+        ext = np.concatenate([self.tail, hilo], axis=1)
+        c = np.zeros((2 * r, t + m + 1), dtype=np.int64)
+        np.cumsum(ext, axis=1, out=c[:, 1:])
+        if t + 1 >= w:                  # a full tail: every window starts inside ext
+            win = c[:, t + 1:] - c[:, t + 1 - w:t + m + 1 - w]
+        else:
+            end = np.arange(t + 1, t + m + 1)
+            win = c[:, end] - c[:, np.maximum(end - w, 0)]
+        top = win[:r] + (win[r:] >> P_SHIFT)
+        warm = w - self.seen - 1        # the first samples' windows are not complete yet
+        if warm > 0:
+            top[:, :warm] = fw.PEAK_NONE
+        peak = top.reshape(r, n_int, spi).max(axis=2)
         keep = w - 1
-        self.tail_hi = ext_hi[-keep:] if keep else ext_hi[:0]
-        self.tail_lo = ext_lo[-keep:] if keep else ext_lo[:0]
-        self.seen = min(self.seen + len(use), w)
-        for k in range(len(self.ridx)):
-            recs[f"sum_v{k}"] = sum_v[:, k]
-            recs[f"sum_i{k}"] = sum_i[:, k]
-            recs[f"sum_p_hi{k}"] = s_hi[:, k]
-            recs[f"sum_p_lo{k}"] = s_lo[:, k]
-            recs[f"p_min{k}"] = p_min[:, k]
-            recs[f"p_max{k}"] = p_max[:, k]
-            recs[f"peak{k}"] = peak[:, k]
-        self.index += n_int * spi
+        self.tail = ext[:, -keep:].copy() if keep else ext[:, :0]
+        self.seen = min(self.seen + m, w)
+        for k in range(r):
+            recs[f"sum_v{k}"] = sums[k]
+            recs[f"sum_i{k}"] = sums[r + k]
+            recs[f"sum_p_hi{k}"] = s_hi[k]
+            recs[f"sum_p_lo{k}"] = s_lo[k]
+            recs[f"p_min{k}"] = p_min[k]
+            recs[f"p_max{k}"] = p_max[k]
+            recs[f"peak{k}"] = peak[k]
+        self.index += m
         return first, recs
 
     def feed(self, raw, n, framer):

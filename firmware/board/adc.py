@@ -35,7 +35,9 @@ from board.blocks import BlockRing
 BLOCK = const(250)           # samples per DMA block: 1 ms
 N_RAILS = const(3)
 SAMPLE_HZ = const(250_000)
-NBUF = const(8)              # blocks in the DMA ring: the main loop may be 6 blocks (6 ms) late
+NBUF = const(8)              # blocks in the DMA ring: the main loop may be 7 blocks (7 ms) late
+# (16 on the RP2040 to absorb its 10 ms automatic collection was tried: more overruns, not understood;
+# docs/emulator.md)
 # SM0 spends 150 cycles per sample (2 per SCLK x 32 bits, conversion and CS time): at 37.5 MHz one
 # conversion every 4 us (SCLK 18.75 MHz, well under the AD7380's 80 MHz)
 SM_FREQ = 37_500_000

@@ -30,7 +30,11 @@ _BASE = const(3)        # address of the ring's first byte
 _NSTREAM = const(4)
 _LATE = const(5)        # re-arms that found a channel still running (its block is counted as lost)
 _SPIN = const(6)        # how long the handler waits for a stream's last word before it gives up
-_STREAMS = const(8)     # per stream: region offset, then per parity (even, odd): WRITE_ADDR and TRANS_COUNT
+_NEXT = const(8)        # the reader: the oldest block not yet read,
+_READING = const(9)     # the block handed out last, plus 1 (0: none yet; intact() checks it),
+_DROP = const(10)       # blocks lost just before it,
+_OVERWR = const(11)     # blocks DMA came round to while they were being reduced
+_STREAMS = const(12)    # per stream: region offset, then per parity (even, odd): WRITE_ADDR and TRANS_COUNT
 _SW = const(5)          # words per stream
 _MAX_STREAMS = const(6)
 
@@ -66,6 +70,42 @@ def _rearm(st: ptr32) -> int:
     done += 1
     st[_DONE] = done
     return done
+
+
+@micropython.viper
+def take_block(st: ptr32, strict: int) -> int:
+    """The reader's step, in machine code (BlockRing.adc_read and board.reducer's one-call block pass):
+    hand out the oldest unread block and return the address of its slot, or 0 when none is ready.
+    Block b lives in slot b % NBUF, which DMA writes again once block b + NBUF - 1 has finished, so an
+    older block is gone: then ``strict`` returns -1 and takes nothing (the caller's general path counts
+    the loss), else the oldest block still whole is handed out and st[_DROP] says how many were lost."""
+    done = st[_DONE]
+    b = st[_NEXT]
+    if b >= done:
+        return 0
+    nbuf = st[_NBUF]
+    oldest = done - nbuf + 1
+    drop = 0
+    if b < oldest:
+        if strict:
+            return -1
+        drop = oldest - b
+        b = oldest
+    st[_DROP] = drop
+    st[_NEXT] = b + 1
+    st[_READING] = b + 1
+    return st[_BASE] + (b & (nbuf - 1)) * st[_BLOCK_BYTES]
+
+
+@micropython.viper
+def block_intact(st: ptr32) -> int:
+    """1 unless DMA has begun to write the slot of the block handed out last since it was handed out
+    (then 0, and counted in st[_OVERWR]): the check after a block was reduced."""
+    reading = st[_READING]
+    if reading == 0 or st[_DONE] - reading + 1 < st[_NBUF]:
+        return 1
+    st[_OVERWR] = st[_OVERWR] + 1
+    return 0
 
 
 @micropython.viper
@@ -119,7 +159,11 @@ class BlockRing:
         self.block = block_samples
         self.nbuf = nbuf
         self.block_bytes = 2 * block_halfwords
-        self.buf = array.array("h", bytes(self.block_bytes * nbuf))
+        # made from a range (its length known: one allocation) and zeroed in place: array("h", bytes(n))
+        # needs the ring's size twice over for a moment, which the RP2040's heap (16 blocks, 56 kB)
+        # did not have in one piece (MemoryError in Board())
+        self.buf = array.array("h", range(block_halfwords * nbuf))
+        _zero(self.buf, self.block_bytes * nbuf)
         self.views = [memoryview(self.buf)[k * block_halfwords:(k + 1) * block_halfwords] for k in range(nbuf)]
         st = array.array("i", bytes(4 * (_STREAMS + _SW * _MAX_STREAMS)))
         self.st = st
@@ -135,13 +179,8 @@ class BlockRing:
                 reg = dma_base + 0x40 * channels[s][p]
                 st[q + 1 + 2 * p] = reg + WRITE_ADDR
                 st[q + 2 + 2 * p] = reg + TRANS_COUNT
-        self.next = 0           # the oldest block not yet read
-        self.reading = -1       # the block handed out last (intact() checks it)
         self.adc_n = block_samples  # samples in the block adc_read() returned
         self.adc_dropped = 0    # samples lost just before it
-        self.index = 0          # sample index of the next block adc_read() returns
-        self.last_block = 0     # ... and of the last one it returned
-        self.overwritten = 0    # blocks DMA came round to while they were being reduced
 
     def address(self, block, stream):
         """Where block ``block``'s region of ``stream`` starts (the channels' first write addresses)."""
@@ -151,10 +190,9 @@ class BlockRing:
         st = self.st
         st[_DONE] = 0
         st[_LATE] = 0
-        self.next = 0
-        self.reading = -1
-        self.index = 0
-        self.last_block = 0
+        st[_NEXT] = 0
+        st[_READING] = 0
+        st[_DROP] = 0
 
     def on_block(self, _dma=None):
         """The hard IRQ handler of the stream that finishes a block last-first (the digital one)."""
@@ -174,35 +212,50 @@ class BlockRing:
     def late(self):
         return self.st[_LATE]
 
+    def skip_unread(self):
+        """Forget the blocks not read yet: the next adc_read() returns the block DMA is writing now.
+        A stream starts there (Device.cmd_start), with the ring's whole slack ahead of it: a start
+        command's pass (its collection, the reducer's set-up) outlasted the slack on the RP2040, and
+        the stream's first block came after a loss."""
+        self.st[_NEXT] = self.st[_DONE]
+
     def adc_read(self):
-        """The oldest unread block (a memoryview of its slot), or None; sets ``adc_n``, ``adc_dropped``
-        and the sample indices. The board's adc_read (powerrig_fw.device reads it through
-        ``board.blocks``): allocation-free, the views are made once."""
-        done = self.st[_DONE]
-        b = self.next
-        if b >= done:
+        """The oldest unread block (a memoryview of its slot), or None; sets ``adc_n`` and
+        ``adc_dropped``. The board's adc_read (powerrig_fw.device reads it through ``board.blocks``):
+        allocation-free, the views are made once."""
+        st = self.st
+        if not take_block(st, 0):
             return None
-        oldest = done - self.nbuf + 1      # older blocks' slots are DMA's again
-        dropped = 0
-        if b < oldest:
-            dropped = (oldest - b) * self.block
-            b = oldest
-        self.adc_dropped = dropped
-        self.next = b + 1
-        self.reading = b
-        index = self.index + dropped
-        self.last_block = index
-        self.index = index + self.block
-        return self.views[b & (self.nbuf - 1)]
+        self.adc_dropped = st[_DROP] * self.block
+        return self.views[(st[_READING] - 1) & (self.nbuf - 1)]
+
+    @property
+    def index(self):
+        """Sample index of the next block adc_read() returns (whole blocks since reset: the blocks
+        lost are whole blocks too)."""
+        return self.st[_NEXT] * self.block
+
+    @property
+    def last_block(self):
+        """Sample index of the block adc_read() returned last."""
+        return max(0, self.st[_READING] - 1) * self.block
+
+    @property
+    def overwritten(self):
+        return self.st[_OVERWR]
 
     def intact(self):
         """False when DMA has begun to write the slot of the block adc_read() gave, since it gave it."""
-        if self.reading < 0:
-            return True
-        if self.st[_DONE] - self.reading < self.nbuf:
-            return True
-        self.overwritten += 1
-        return False
+        return block_intact(self.st) != 0
+
+
+@micropython.viper
+def _zero(buf: ptr8, n: int) -> int:
+    k = 0
+    while k < n:
+        buf[k] = 0
+        k += 1
+    return 0
 
 
 @micropython.viper

@@ -25,6 +25,7 @@ from powerrig_fw import wire
 from powerrig_fw.reduce import MAX_RAILS, MAX_WINDOW, check_config
 
 from board import arch
+from board.blocks import block_intact, take_block
 
 # global state words
 _NR = const(0)        # enabled rails
@@ -82,7 +83,9 @@ _ARING = const(18)    # address of the ring slot of the run's first sample (kept
 _AREND = const(19)
 _ARBEG = const(20)
 _RS = const(21)       # words per rail block
-_STATE_WORDS = const(32 + 21 * 4)
+_BADDR = const(32 + 21 * 4)   # the one-call block pass (BoardReducer.stream): address of the block in progress (0: none)
+_BN = const(33 + 21 * 4)      # and its samples
+_STATE_WORDS = const(34 + 21 * 4)
 _MAXW = const(64)     # MAX_WINDOW
 _HEAD = const(18)     # wire.HEADER_SIZE
 
@@ -339,6 +342,43 @@ def _run(st: ptr32, sx: ptr16, raw: ptr16, n: int, out: ptr8, ring: ptr16, fn) -
 
 
 @micropython.viper
+def _block_pass(st, rst, out, ring, fn) -> int:
+    """The main loop's whole block while streaming, in one call from bytecode: take the oldest unread
+    block of the DMA ring (board.blocks, state ``rst``), reduce it into the frame buffer ``out``,
+    check that DMA did not come round to it meanwhile. Returns 0: no block ready; 1: a block reduced;
+    2: a frame filled (send it, call again: the block goes on); 3: samples were lost before the
+    oldest block (nothing taken: the caller's general path counts them); 4: a block reduced but
+    overwritten while it was (counted in the ring's state)."""
+    s = ptr32(st)
+    a = s[_BADDR]
+    if a == 0:
+        a = int(take_block(rst, 1))
+        if a == 0:
+            return 0
+        if a < 0:
+            return 3
+        s[_BADDR] = a
+        s[_POS] = 0
+    if int(_run(st, st, a, s[_BN], out, ring, fn)):
+        return 2
+    s[_BADDR] = 0
+    if int(block_intact(rst)):
+        return 1
+    return 4
+
+
+@micropython.viper
+def _fill_pairs(ring: ptr16, n: int, first: int) -> int:
+    """ring[0:n] = first, 0, first, 0, ... (the peak window ring emptied)."""
+    k = 0
+    while k < n:
+        ring[k] = first
+        ring[k + 1] = 0
+        k += 2
+    return 0
+
+
+@micropython.viper
 def _address(buf) -> int:
     return int(ptr8(buf))
 
@@ -410,6 +450,7 @@ class BoardReducer:
         st[_DOR] = 0
         st[_DAND] = 0xFFFF
         st[_DISC] = 0
+        st[_BADDR] = 0          # a block half-reduced by stream() is not resumed into a new interval grid
         for k in range(st[_NR]):
             r = _RB + k * _RS
             for f in (_SV, _SI, _SH, _SL, _WH, _WL):
@@ -424,10 +465,9 @@ class BoardReducer:
             st[r + _ARBEG] = ring_at + 2 * k * (2 * _MAXW)
             st[r + _AREND] = st[r + _ARBEG] + 4 * st[_WIN]
             st[r + _ARING] = st[r + _ARBEG]
-        empty = 0 if st[_ASMF] else 0x8000    # the Thumb loop keeps hi signed, viper biased
-        for k in range(0, len(ring), 2):
-            ring[k] = empty
-            ring[k + 1] = 0
+        # the Thumb loop keeps hi signed, viper biased; in machine code: a loop in bytecode over the
+        # 1,024 halfwords took 4 ms of the RP2040's main loop at every overrun, and made the next one
+        _fill_pairs(ring, len(ring), 0 if st[_ASMF] else 0x8000)
 
     def skip(self, n_samples):
         """n samples were lost before the next block: same grid rule as the reference Reducer.skip."""
@@ -445,6 +485,36 @@ class BoardReducer:
             hi += 1
         self.restart(hi, lo)
         st[_DISC] = discard
+
+    def blocks(self, ring_state, block_samples):
+        """Read the board's DMA ring (board.blocks.BlockRing's state words) in ``stream``."""
+        self.ring_state = ring_state
+        self.st[_BN] = block_samples
+        self.st[_BADDR] = 0
+
+    def stream(self, framer):
+        """The main loop's block while streaming with nothing else to do: one native call takes the
+        oldest DMA block, reduces it and checks it (_block_pass, whose result this returns), where
+        adc_read, feed and intact would cost three bytecode calls and their attribute lookups. Only a
+        full frame comes back to bytecode (Framer.send_full); nothing allocates."""
+        st = self.st
+        st[_NREC] = framer.n                 # the framer may have flushed since the last block
+        st[_PERF] = framer.per_frame
+        st[_RECSZ] = framer.rec_size
+        r = _block_pass(st, self.ring_state, framer.buf, self.ring, self.rail_run)
+        if r == 0 or r == 3:
+            return r
+        while r == 2:
+            framer.n = st[_NREC]
+            framer.idx_hi = st[_FHI]
+            framer.idx_lo = st[_FLO]
+            framer.send_full()
+            st[_NREC] = 0
+            r = _block_pass(st, self.ring_state, framer.buf, self.ring, self.rail_run)
+        framer.n = st[_NREC]
+        framer.idx_hi = st[_FHI]
+        framer.idx_lo = st[_FLO]
+        return r
 
     def feed(self, raw, n_samples, framer):
         """Reduce n_samples from raw (int16 codes in the configured layout) into framer's frames."""

@@ -83,6 +83,9 @@ class Board:
         # the blocks: adc_read() with adc_n and adc_dropped beside it are the ring's own
         self.blocks = self.ring
         self.adc_read = self.ring.adc_read
+        # while streaming with nothing else to do, a block is one native call (BoardReducer.stream)
+        self.reducer.blocks(self.ring.st, self.ring.block)
+        self.stream_block = self.reducer.stream
         if idle is not None:
             self.idle = idle
         elif real_chain:
@@ -137,6 +140,10 @@ class Board:
 
     def adc_restart(self):
         return self.ring.index
+
+    def adc_skip(self):
+        """The blocks not read yet are nobody's (a stream starts): the next one read is the newest."""
+        self.ring.skip_unread()
 
     def block_index(self):
         return self.ring.last_block

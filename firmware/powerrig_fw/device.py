@@ -29,6 +29,10 @@ DIGITAL = ("activity", "perst", "marker")
 IDLE = "idle"
 STREAMING = "streaming"
 MAX_ID_BYTES = 64              # an id longer than this (as JSON) is not echoed in an error reply
+# the host's clock ping, byte for byte as powerrig.interposer.frames.encode_command writes it, around
+# its numeric id (Device._fast_ping); any other form of ping takes the JSON path
+_PING_HEAD = b'{"id":'
+_PING_TAIL = b',"cmd":"ping"}'
 
 
 def is_int(x):
@@ -91,6 +95,9 @@ class Device:
         self.blocks = getattr(board, "blocks", board)    # whose adc_read() sets adc_n, adc_dropped
         self._intact = getattr(board, "adc_intact", None)
         self._pump = getattr(board, "pump", None)
+        # a board may take, reduce and check a whole block in one call while nothing but the stream
+        # runs (board.reducer.BoardReducer.stream: 0 no block, 1 done, 3 lost samples first, 4 overwritten)
+        self._stream = getattr(board, "stream_block", None)
         # sleep until the next interrupt (a DMA block, USB) when a pass found nothing to do: on the
         # board it saves power, in the emulator it saves the idle passes' emulation (docs/emulator.md)
         self._idle = getattr(board, "idle", None)
@@ -119,9 +126,22 @@ class Device:
         if data:
             self._commands(data)
         blocks = self.blocks
-        raw = blocks.adc_read()
+        raw = None
+        hot = 0
+        if self._stream is not None and self.state == STREAMING and self.burst.state is BURST_IDLE \
+                and self.selftest is None:
+            # the board's one native call takes, reduces and checks a block (0: none ready)
+            hot = self._stream(self.framer)
+            if hot == 3:                # samples were lost before the oldest block: the path below counts them
+                hot = 0
+                raw = blocks.adc_read()
+            elif hot == 4:
+                self._overwritten()
+        else:
+            raw = blocks.adc_read()
         if raw is None:
-            self.timebase.poll()     # (it must run every 17 minutes; the passes between blocks do it)
+            if not hot:
+                self.timebase.poll()     # (it must run every 17 minutes; the passes between blocks do it)
         else:
             n = blocks.adc_n
             dropped = blocks.adc_dropped
@@ -139,17 +159,12 @@ class Device:
             if self.selftest is not None:
                 self._selftest_step(raw, n, dropped)
             if self._intact is not None and not self._intact():
-                # DMA came round to this block while it was reduced: its records may hold newer
-                # samples. Counted, and the next frame carries F_OVERRUN.
-                self.overruns += 1
-                self.overwritten += 1
-                if self.state == STREAMING:
-                    self.framer.mark_overrun()
+                self._overwritten()
         uploading = self.burst.state is BURST_UPLOAD
         if uploading:
             self.burst.upload_step()
         sent = self._pump() if self._pump is not None else 0
-        if raw is None and not data:
+        if raw is None and not data and not hot:
             if not sent and not uploading and not actions.busy and self._idle is not None:
                 self._idle()
             return
@@ -166,6 +181,14 @@ class Device:
             ps[1] += us
             if us > ps[2]:
                 ps[2] = us
+
+    def _overwritten(self):
+        """DMA came round to the block just reduced while it was reduced: its records may hold newer
+        samples. Counted, and the next frame carries F_OVERRUN."""
+        self.overruns += 1
+        self.overwritten += 1
+        if self.state == STREAMING:
+            self.framer.mark_overrun()
 
     def _commands(self, data):
         """The host's bytes: commands answered."""
@@ -211,6 +234,9 @@ class Device:
                 cid = None
                 error += "; the command's id is too long to echo (at most %d bytes of JSON)" % MAX_ID_BYTES
             payload = json.dumps({"ok": False, "id": cid, "error": error}).encode()
+        self._send_payload(ftype, payload, flags)
+
+    def _send_payload(self, ftype, payload, flags=0):
         idx = self.sample_index()   # after the encoding: the host times clock pings by it (latest stamp)
         frame = wire.encode_frame(ftype, payload, self.reply_seq, flags, 0,
                                   idx >> wire.INDEX_LO_BITS, idx & wire.INDEX_LO_MASK, self.crc_into)
@@ -222,6 +248,11 @@ class Device:
 
     def handle_command(self, payload):
         """Never raises: a malformed or unknown command gets an error reply and the stream goes on."""
+        if payload.endswith(_PING_TAIL) and payload.startswith(_PING_HEAD):
+            cid = payload[len(_PING_HEAD):-len(_PING_TAIL)]
+            if cid.isdigit():
+                self._fast_ping(cid)
+                return
         cid = None
         try:
             msg = json.loads(payload)
@@ -299,6 +330,9 @@ class Device:
         self.reducer.configure(idx, spi, window,
                                [rc[n]["v_offset"] for n in names], [rc[n]["i_offset"] for n in names])
         self.framer.configure(wire.record_size(len(idx)), per_frame)
+        skip = getattr(self.board, "adc_skip", None)
+        if skip is not None and self.burst.state is BURST_IDLE and self.selftest is None:
+            skip()      # no one needs the blocks not read yet: the stream starts with the ring's whole slack
         start = self.board.adc_restart()   # next sample index the reducer will see
         self.reducer.restart(start >> wire.INDEX_LO_BITS, start & wire.INDEX_LO_MASK)
         self.state = STREAMING
@@ -325,6 +359,15 @@ class Device:
         """Clock sync, NTP style: the sample index when the command arrived and when the reply leaves."""
         return {"us": self.timebase.now_us(), "rx_index": self.rx_index, "index": self.sample_index(),
                 "echo": msg.get("echo")}
+
+    def _fast_ping(self, cid):
+        """The host's clock ping as it always sends it (``{"id":N,"cmd":"ping"}``), answered without
+        parsing or building JSON objects: pings come 25-100 times a second during a stream, and on
+        the RP2040 json.loads and the reply's dict cost several DMA blocks (docs/emulator.md). The
+        reply is cmd_ping's, field for field."""
+        head = '{"us":%d,"rx_index":%d,"index":%d,"echo":null,"ok":true,"id":' % (
+            self.timebase.now_us(), self.rx_index, self.sample_index())
+        self._send_payload(wire.T_REPLY, head.encode() + cid + b"}")
 
     def cmd_status(self, msg):
         status = {"state": self.state, "stream": self.stream, "overruns": self.overruns,

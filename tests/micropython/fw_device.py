@@ -113,6 +113,21 @@ r = command(None, raw=b"\x00\x01\xa5\x5a\xff\xff")
 assert r == [] and dev.state == "streaming"
 r = command({"id": 7, "cmd": "ping"})[0]
 assert r["ok"] and r["index"] == board.index, r
+# the host's ping byte for byte (powerrig.interposer.frames.encode_command) takes the fast path, which
+# answers as the JSON path does: the same fields, the same values (but the clock's microseconds)
+fast_in = dev.reader.bad
+r_fast = command(None, raw=bytes(wire.encode_frame(wire.T_COMMAND, b'{"id":4711,"cmd":"ping"}')))[0]
+r_json = command(None, raw=bytes(wire.encode_frame(wire.T_COMMAND, b'{"cmd":"ping","id":4712}')))[0]
+assert sorted(r_fast) == sorted(r_json), (r_fast, r_json)
+assert r_fast["id"] == 4711 and r_json["id"] == 4712 and r_fast["ok"] is True and r_fast["echo"] is None, r_fast
+assert (r_fast["index"], r_fast["rx_index"]) == (r_json["index"], r_json["rx_index"]) == (board.index, board.index), (r_fast, r_json)
+assert 0 <= r_json["us"] - r_fast["us"] < 10000000, (r_fast, r_json)
+# a ping that only looks like one (not a number for its id) gets the JSON path's answer
+r = command(None, raw=bytes(wire.encode_frame(wire.T_COMMAND, b'{"id":"x1","cmd":"ping"}')))[0]
+assert r["ok"] and r["id"] == "x1", r
+r = command(None, raw=bytes(wire.encode_frame(wire.T_COMMAND, b'{"id":12a,"cmd":"ping"}')))[0]
+assert r["id"] != "12a" and "us" not in r, r
+assert dev.reader.bad == fast_in
 r = command({"id": 8, "cmd": "cal_set", "calibration": {"rails": {"12V": {"v_gain": 1.01}}}})[0]
 assert not r["ok"] and "stop the stream" in r["error"], r
 

@@ -9,9 +9,10 @@ AD7380s fed from a waveform, its USB CDC at /dev/pts/N for the unmodified host.
 or from a shell (prints the port, runs until Ctrl-C):
     python tools/rp2emu/emulated_board.py [--seconds 3] [--rate 0.05] [--echo]
 
-What it prepares (docs/emulator.md): the flash image (scripts/build_rp2_mp.py, cached), a LittleFS
-image of firmware/ at the rp2 port's storage offset (main.py as source, the rest compiled for
-ARMv6-M by the same tree's mpy-cross, as a board is deployed), the boot ROM copied from
+What it prepares (docs/emulator.md): the flash image with firmware/powerrig_fw frozen in
+(scripts/build_rp2_mp.py, cached by its hash), a LittleFS image at the rp2 port's storage offset
+(main.py as source, board/ compiled for ARMv6-M by the same tree's mpy-cross, calibration.json, as a
+board is deployed), the boot ROM copied from
 ../shared/vendor, the waveform file, and the pty whose master the Node runner (run.mjs) inherits.
 """
 from __future__ import annotations
@@ -38,7 +39,6 @@ import build_rp2_mp  # noqa: E402
 FS_OFFSET = 0xA0000          # RPI_PICO: 2 MB flash - MICROPY_HW_FLASH_STORAGE_BYTES (1408 KB)
 FS_BYTES = 1408 * 1024
 FS_BLOCK = 4096
-MPY_ARCH = "armv6m"          # the RP2040's Cortex-M0+; the Thumb-2 kernels do not assemble for it
 BOOTROM = "rp2040js-bootrom-b1.ts"
 
 
@@ -69,12 +69,14 @@ def bootrom() -> Path:
     raise Unavailable(f"the RP2040 boot ROM {BOOTROM} is not in ../shared/vendor next to the repository")
 
 
-def image() -> Path:
-    """The cache directory with firmware-RPI_PICO.bin and mpy-cross (built on first use, ~75 s)."""
+def image(firmware: Path = REPO / "firmware") -> Path:
+    """The flash image of the rp2 port for RPI_PICO with firmware/powerrig_fw frozen in (built on first
+    use, ~75-170 s; a change to powerrig_fw recompiles and relinks in the kept build folder)."""
     try:
-        return build_rp2_mp.build("RPI_PICO")
+        cache = build_rp2_mp.build("RPI_PICO", firmware)
     except build_qemu_mp.Unavailable as e:
         raise Unavailable(str(e)) from None
+    return cache / build_rp2_mp.image_name("RPI_PICO", firmware)
 
 
 def pin_map(firmware: Path = REPO / "firmware") -> dict:
@@ -89,37 +91,30 @@ def pin_map(firmware: Path = REPO / "firmware") -> dict:
 
 def flash_filesystem(out: Path, mpy_cross: Path, firmware: Path = REPO / "firmware",
                      calibration: dict | None = None) -> dict:
-    """A LittleFS image of firmware/ as the rp2 port mounts it (block 4 KB, prog 256 B), written to
-    ``out``. Returns {"files": [...], "not_for_armv6m": [...]}: modules whose code needs the M33 (Thumb-2
-    inline assembler) are left out, as on an RP2040 board, where importing them fails and the firmware
-    takes its ARMv6-M path."""
+    """A LittleFS image as the rp2 port mounts it (block 4 KB, prog 256 B), written to ``out``: main.py
+    as source, board/ compiled for ARMv6-M by the image's own mpy-cross (its viper and asm_thumb code
+    runs from the heap), and calibration.json. powerrig_fw is frozen into the image
+    (scripts/build_rp2_mp.py): its bytecode stays in flash, the RP2040's RAM is left to the heap, and
+    its names are in the image's sorted qstr pools. Returns {"files": [...], "not_for_armv6m": [...]}:
+    the modules an RP2040 board does not carry (the Thumb-2 kernels; the firmware then takes its
+    ARMv6-M path)."""
     from littlefs import LittleFS
 
     fs = LittleFS(block_size=FS_BLOCK, block_count=FS_BYTES // FS_BLOCK, prog_size=256, read_size=32,
                   lookahead_size=32)
-    files, skipped = [], []
-    tmp = out.parent / (out.name + ".mpy")
-    for pkg in ("powerrig_fw", "board"):
-        fs.mkdir(pkg)
-        for py in sorted((firmware / pkg).glob("*.py")):
-            r = subprocess.run([str(mpy_cross), f"-march={MPY_ARCH}", "-s", f"{pkg}/{py.name}", "-o", str(tmp), str(py)],
-                               capture_output=True, text=True)
-            if r.returncode:
-                skipped.append(f"{pkg}/{py.name}: {(r.stderr or r.stdout).strip().splitlines()[-1]}")
-                continue
-            with fs.open(f"{pkg}/{py.stem}.mpy", "wb") as f:
-                f.write(tmp.read_bytes())
-            files.append(f"{pkg}/{py.stem}.mpy")
-    tmp.unlink(missing_ok=True)
-    with fs.open("main.py", "wb") as f:
-        f.write((firmware / "main.py").read_bytes())
-    files.append("main.py")
+    files: list[str] = []
+    fs.mkdir("board")
+
+    def put(name: str, data: bytes) -> None:
+        with fs.open(name, "wb") as f:
+            f.write(data)
+        files.append(name)
+    result = build_rp2_mp.compile_armv6m(mpy_cross, firmware, "board", put)
+    put("main.py", (firmware / "main.py").read_bytes())
     if calibration is not None:
-        with fs.open("calibration.json", "w") as f:
-            f.write(json.dumps(calibration))
-        files.append("calibration.json")
+        put("calibration.json", json.dumps(calibration).encode())
     out.write_bytes(bytes(fs.context.buffer))
-    return {"files": files, "not_for_armv6m": skipped}
+    return {"files": files, "not_for_armv6m": [f"{k}: {v}" for k, v in result.items() if v]}
 
 
 class EmulatedBoard:
@@ -146,10 +141,10 @@ class EmulatedBoard:
         why = node_ready()
         if why:
             raise Unavailable(why)
-        rom, cache = bootrom(), image()
+        rom, fw = bootrom(), image(self.firmware)
         self.workdir.mkdir(parents=True, exist_ok=True)
         fs_img, wave = self.workdir / "flash-fs.bin", self.workdir / "waveform.i16"
-        self.filesystem = flash_filesystem(fs_img, cache / "mpy-cross", self.firmware, self.calibration)
+        self.filesystem = flash_filesystem(fs_img, fw.parent / "mpy-cross", self.firmware, self.calibration)
         wave.write_bytes(self.codes.tobytes())
         self.stats_path = self.workdir / "stats.json"
         pins = pin_map(self.firmware)
@@ -159,7 +154,7 @@ class EmulatedBoard:
         tty.setraw(self._slave)                 # bytes as they are: no echo, no line discipline
         os.set_blocking(self._master, False)
         self.port = os.ttyname(self._slave)
-        cmd = ["node", str(HERE / "run.mjs"), "--fw", str(cache / "firmware-RPI_PICO.bin"), "--bootrom", str(rom),
+        cmd = ["node", str(HERE / "run.mjs"), "--fw", str(fw), "--bootrom", str(rom),
                "--fs", str(fs_img), "--fs-offset", str(FS_OFFSET), "--waveform", str(wave),
                "--stride", str(self.codes.shape[1]), "--pins", pin_arg, "--pty-fd", str(self._master),
                "--stats", str(self.stats_path), "--rate", str(self.rate)]

@@ -163,7 +163,7 @@ class BlockRing:
         # needs the ring's size twice over for a moment, which the RP2040's heap (16 blocks, 56 kB)
         # did not have in one piece (MemoryError in Board())
         self.buf = array.array("h", range(block_halfwords * nbuf))
-        _zero(self.buf, self.block_bytes * nbuf)
+        _zero(self.buf, block_halfwords * nbuf)
         self.views = [memoryview(self.buf)[k * block_halfwords:(k + 1) * block_halfwords] for k in range(nbuf)]
         st = array.array("i", bytes(4 * (_STREAMS + _SW * _MAX_STREAMS)))
         self.st = st
@@ -250,7 +250,9 @@ class BlockRing:
 
 
 @micropython.viper
-def _zero(buf: ptr8, n: int) -> int:
+def _zero(buf: ptr16, n: int) -> int:
+    """n halfwords of buf to 0 (halfwords, not bytes: the same count indexes the array('h') itself
+    wherever viper is a no-op, as in the host tests)."""
     k = 0
     while k < n:
         buf[k] = 0

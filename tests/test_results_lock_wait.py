@@ -119,3 +119,26 @@ def test_the_wait_is_configurable_and_a_bad_value_is_one_line(monkeypatch, tmp_p
     with pytest.raises(ResultsError) as e:
         ResultStore(tmp_path / "r.sqlite")
     assert "\n" not in str(e.value) and WAIT_ENV in str(e.value)
+
+
+def test_opening_a_new_file_reads_again_when_sqlite_says_locked_at_once(tmp_path, monkeypatch):
+    """Eight processes opening one new SQLite file: one met another switching it to WAL and got "database
+    is locked" at once, with no busy wait (CI, 2026-11-25: `cannot read ... (waited 0.0 s)`). The open's
+    schema read is tried again like a write."""
+    import sqlite3
+
+    from sqlalchemy.engine import Engine
+
+    ResultStore(tmp_path / "r.sqlite").engine.dispose()          # the schema, made once
+    real = Engine.connect
+    fails = {"left": 3}
+
+    def connect(self, *a, **k):
+        if fails["left"]:
+            fails["left"] -= 1
+            raise DBAPIError("PRAGMA journal_mode=WAL", None, sqlite3.OperationalError("database is locked"))
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Engine, "connect", connect)
+    store = ResultStore(tmp_path / "r.sqlite")
+    assert fails["left"] == 0 and store.schema_version() > 0

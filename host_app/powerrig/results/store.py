@@ -203,25 +203,31 @@ class ResultStore:
         the store's ``timeout_s``); past that, or on any other database error (disk full, corrupt, server
         gone), one DatabaseFault line. The body only writes: no long work while the lock is held, and
         run twice it stores once (its rows are keyed, see store_step)."""
-        budget = self.timeout_s if wait_s is None else wait_s
+        def attempt(ms):
+            with self.engine.execution_options(powerrig_write=True, powerrig_wait_ms=ms).begin() as c:
+                if c.dialect.name == "postgresql" and ms != self._attempt_ms():
+                    c.execute(text(f"SET LOCAL lock_timeout = {ms}"))
+                return body(c)
+        return self._retrying(attempt, self.timeout_s if wait_s is None else wait_s, what, "cannot write to")
+
+    def _retrying(self, attempt, budget: float, what: str, failing: str):
+        """``attempt(lock_wait_ms)`` again after a jittered pause while another writer is in the way, for up
+        to ``budget`` seconds. Reads need it too where a database is being created: SQLite answers "locked"
+        at once, without its busy wait, to a connection that meets another switching a new file to WAL."""
         t0 = time.monotonic()
         pause, attempts = BACKOFF_S[0], 0
         while True:
             attempts += 1
-            left = budget - (time.monotonic() - t0)
-            ms = self._attempt_ms(max(left, 0.001))
+            ms = self._attempt_ms(max(budget - (time.monotonic() - t0), 0.001))
             try:
-                with self.engine.execution_options(powerrig_write=True, powerrig_wait_ms=ms).begin() as c:
-                    if c.dialect.name == "postgresql" and ms != self._attempt_ms():
-                        c.execute(text(f"SET LOCAL lock_timeout = {ms}"))
-                    out = body(c)
+                out = attempt(ms)
                 break
             except IntegrityError:
                 raise
             except DBAPIError as e:
                 waited = time.monotonic() - t0
                 if not _retryable(e) or waited >= budget:
-                    raise self._error("cannot write to", e, waited) from None
+                    raise self._error(failing, e, waited, budget) from None
                 time.sleep(min(pause * random.uniform(0.5, 1.0), max(0.0, budget - waited)))
                 pause = min(pause * 2, BACKOFF_S[1])
         waited = time.monotonic() - t0
@@ -230,11 +236,12 @@ class ResultStore:
                            waited, attempts)
         return out
 
-    def _error(self, what: str, e: DBAPIError, waited_s: float | None = None) -> DatabaseFault:
+    def _error(self, what: str, e: DBAPIError, waited_s: float | None = None,
+               budget_s: float | None = None) -> DatabaseFault:
         why = _reason(e)
         low = why.lower()
         if "locked" in low or "lock timeout" in low or _retryable(e):
-            hint = (f"other writers held it longer than {self.timeout_s:g} s (waited {waited_s or 0:.1f} s); "
+            hint = (f"other writers held it longer than {budget_s or self.timeout_s:g} s (waited {waited_s or 0:.1f} s); "
                     f"try again when they are done, or wait longer ({WAIT_ENV})")
         elif "full" in low or "no space" in low:
             hint = "free disk space (or move it) and resume with --resume"
@@ -257,12 +264,12 @@ class ResultStore:
         """A damaged SQLite file is refused at open (PRAGMA quick_check), before a sweep runs a step."""
         if self.path is None or not self.path.exists() or self.path.stat().st_size == 0:
             return
-        try:
+        def attempt(_ms):
             with self.engine.connect() as c:
-                bad = [" ".join(r[0].split())[:160] for r in c.exec_driver_sql("PRAGMA quick_check").fetchall()
-                       if r[0] != "ok"]
-        except DBAPIError as e:
-            raise self._error("cannot open", e) from None
+                return [" ".join(r[0].split())[:160] for r in c.exec_driver_sql("PRAGMA quick_check").fetchall()
+                        if r[0] != "ok"]
+        # a file another process is creating: "locked" is tried again, damage is refused at once
+        bad = self._retrying(attempt, max(self.timeout_s, SCHEMA_LOCK_WAIT_S), "checking the file", "cannot open")
         if bad:
             raise DatabaseFault(f"results database {self.path} is corrupt (quick_check: {bad[0]}"
                                f"{f' and {len(bad) - 1} more' if len(bad) > 1 else ''}): restore it from a backup "
@@ -281,11 +288,15 @@ class ResultStore:
 
     def _schema_current(self) -> bool:
         """Every table there and the version this powerrig's: nothing to lock for (a lab's usual open)."""
-        with self._read() as c:
-            if not set(S.metadata.tables) <= set(inspect(c).get_table_names()):
-                return False
-            row = c.execute(select(S.schema_info.c.value).where(S.schema_info.c.key == "version")).first()
-        return row is not None and row[0] == str(S.SCHEMA_VERSION)
+        def attempt(_ms):
+            with self.engine.connect() as c:
+                if not set(S.metadata.tables) <= set(inspect(c).get_table_names()):
+                    return False
+                row = c.execute(select(S.schema_info.c.value).where(S.schema_info.c.key == "version")).first()
+            return row is not None and row[0] == str(S.SCHEMA_VERSION)
+        # many processes opening a new file at once: waits as long as _migrate's writers may
+        return self._retrying(attempt, max(self.timeout_s, SCHEMA_LOCK_WAIT_S), "reading the schema version",
+                              "cannot read")
 
     def _migrate(self) -> None:
         """Create or move the schema forward, once, however many processes open the database at once:

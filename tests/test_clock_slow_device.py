@@ -91,3 +91,19 @@ def test_pinger_paces_pings_in_device_time(rate):
     # one per 0.2 s (at real time up to ~120; a loaded machine only ever sends fewer)
     if rate < 1.0:
         assert link.pings < 35, link.pings
+
+
+def test_pinger_keeps_to_the_boards_minimum_ping_interval():
+    """A board that says how often its main loop affords a ping (describe "ping_interval_min_us", the
+    RP2040's 20 ms) gets no more, in its first seconds' fast phase too; one that says nothing gets
+    the host's 100 a second."""
+    counts = {}
+    for floor_us in (0, 50000):
+        link = SlowClockLink(1.0)
+        dev = Interposer(link, dict(DESCRIPTION, ping_interval_min_us=floor_us), burst_s=60, burst_interval=0.01)
+        try:
+            time.sleep(1.0)
+        finally:
+            dev.close()
+        counts[floor_us] = link.pings
+    assert counts[50000] <= 21 < 50 <= counts[0], counts

@@ -111,7 +111,6 @@ def expected_power(codes: np.ndarray, cal: dict, first: int, end: int) -> float:
     return float(total.mean())
 
 
-GC_STALL = ("the RP2040 streams 2 s at 2,000 us with 0 lost intervals when no automatic collection falls in the stream (benchmarks/bench_rp2_emulator.py), but a ping pass allocates ~944 bytes and the M0+'s collection takes ~10 ms, more than the DMA ring's 7 ms of slack: in the full run 17 overruns, 702 of 1,000 intervals (docs/emulator.md)")
 
 # the emulated board runs at 0.3-10 % of real time: minutes of wall time (docs/emulator.md)
 pytestmark = pytest.mark.timeout(3600)
@@ -124,6 +123,7 @@ def test_rp2_emulator_board_boots_and_sets_up_its_converters(board):
     with Interposer.open(board.port, timeout=900) as dev:
         d = dev.describe()
     assert d["board"] == "rp2040-interposer", d
+    assert d["ping_interval_min_us"] == 20000, d     # the host paces its clock pings by it (docs/emulator.md)
     got, want = d["calibration"]["rails"]["12V"], board.cal["rails"]["12V"]      # its calibration.json, read from flash
     assert got == pytest.approx(want, rel=1e-6), (got, want)
     adc = board.stats()["adc"]
@@ -152,7 +152,6 @@ def cli_stream(board):
     return json.loads(r.stdout), status, before, after
 
 
-@pytest.mark.xfail(strict=False, reason=GC_STALL)
 def test_rp2_emulator_streams_through_powerrig_stream_without_losing_an_interval(board, cli_stream):
     """Issue 24's must-show: `powerrig stream` streams STREAM_S of emulated time from the emulated AD7380s
     over the emulated USB CDC at INTERVAL_US, every interval received (0 lost frames, no gap, no
@@ -204,7 +203,6 @@ def streamed(board, cli_stream):
     return blocks, st.summary(), status
 
 
-@pytest.mark.xfail(strict=False, reason=GC_STALL)
 def test_rp2_emulator_received_intervals_carry_the_waveform(board, streamed):
     """Every interval the client received carries the energy and the digital inputs of the waveform at
     its sample indices; all three digital inputs are seen."""
@@ -231,7 +229,6 @@ def test_rp2_emulator_received_intervals_carry_the_waveform(board, streamed):
     assert np.allclose(got, want, rtol=2e-3, atol=1e-3), np.max(np.abs(got / want - 1))
 
 
-@pytest.mark.xfail(strict=False, reason=GC_STALL)
 def test_rp2_emulator_edge_trigger(board, streamed):
     """A burst armed on the marker input's rising edge: its post-trigger samples start at an edge of
     the waveform, and its digital column is the waveform's."""

@@ -32,7 +32,11 @@ from micropython import const
 from board import ad7380, pins
 from board.blocks import BlockRing
 
-BLOCK = const(250)           # samples per DMA block: 1 ms
+# samples per DMA block: 1 ms on the RP2350; 2 ms on the RP2040, whose Python between blocks (a
+# command, an armed burst's per-block calls) costs 30-50 us a call: half as many blocks halve that
+# cost per second, and the ring's 7 blocks of slack become 14 ms, more than its 10 ms collection
+# (docs/emulator.md)
+BLOCK = 500 if "RP2040" in sys.implementation._machine else 250
 N_RAILS = const(3)
 SAMPLE_HZ = const(250_000)
 NBUF = const(8)              # blocks in the DMA ring: the main loop may be 7 blocks (7 ms) late
@@ -42,9 +46,9 @@ NBUF = const(8)              # blocks in the DMA ring: the main loop may be 7 bl
 # conversion every 4 us (SCLK 18.75 MHz, well under the AD7380's 80 MHz)
 SM_FREQ = 37_500_000
 FOLLOW_FREQ = 125_000_000 if "RP2040" in sys.implementation._machine else 150_000_000
-REGION = const(2 * BLOCK)    # halfwords per ADC region
-DIG_AT = const(6 * BLOCK)    # halfword where the digital region starts
-HALFWORDS = const(7 * BLOCK)
+REGION = 2 * BLOCK          # halfwords per ADC region
+DIG_AT = 6 * BLOCK          # halfword where the digital region starts
+HALFWORDS = 7 * BLOCK
 
 
 @rp2.asm_pio(sideset_init=rp2.PIO.OUT_HIGH, set_init=rp2.PIO.OUT_HIGH, in_shiftdir=rp2.PIO.SHIFT_LEFT,

@@ -14,7 +14,7 @@ import micropython
 
 from board import kernels, pins
 from board.reducer import BoardReducer
-from board.usb import UsbLink
+from board.usb import UsbLink, copy_bytes
 
 CAL_PATH = "/calibration.json"
 # SIO: a pin set or cleared by one register write (no read-modify-write, nothing in between)
@@ -36,6 +36,12 @@ def _sio_outputs():
 # samples (33 ms at 4 us, 14 bytes each: 115 kB); the RAM budget in docs/firmware-budget.md. The RP2040
 # (the emulator tier, docs/emulator.md) has ~190 kB of heap in all: 115 kB raised MemoryError in Board()
 BURST_CAPACITY = 2048 if "RP2040" in sys.implementation._machine else 8192
+# the shortest time between the host's clock pings (describe "ping_interval_min_us"): on the RP2040 a
+# ping's pass costs ~2 ms (its 46 bytes read one by one through the USB stack, the reply built) and a
+# block pass ~0.75 ms of each 1 ms block, so the host's first-seconds rate of 100 pings a second left no
+# room and the DMA ring overran (docs/emulator.md); 20 ms keeps pings near 10 % of the loop. The
+# RP2350 takes the host's rate.
+PING_INTERVAL_MIN_US = 20000 if "RP2040" in sys.implementation._machine else 0
 
 
 class Board:
@@ -51,12 +57,14 @@ class Board:
         console.kbd_intr(-1)
         # the burst ring as plain bytes (array("h", bytes(n)) would need twice its size for a moment)
         self.burst_capacity = BURST_CAPACITY
+        self.ping_interval_min_us = PING_INTERVAL_MIN_US
         self._burst_ring = bytearray(2 * 7 * BURST_CAPACITY)
         self.name = "rp2040-interposer" if "RP2040" in sys.implementation._machine else "rp2350-interposer"
         uid = machine.unique_id() if hasattr(machine, "unique_id") else b"EMULATED"
         self.serial = "".join("%02X" % b for b in uid)
         self.cal_path = CAL_PATH
         self.crc_into = kernels.crc32_into
+        self.put_dec = kernels.put_dec       # the clock ping's digits (Device._fast_ping)
         self.usb = UsbLink(usb_in or sys.stdin.buffer, usb_out or sys.stdout.buffer)
         real_chain = adc is None
         if real_chain:
@@ -76,8 +84,9 @@ class Board:
         self.burst_copy = burst.copy              # an armed burst: machine code per sample, no bytecode
         self.scan_trigger = burst.scan
         # the per-pass calls go straight to their objects (a Python call costs ~1,000 instructions)
-        self.read = self.usb.read
+        self.read_into = self.usb.read_into
         self.write = self.usb.write
+        self.copy = copy_bytes
         self.pump = self.usb.pump
         self.adc_intact = self.ring.intact
         # the blocks: adc_read() with adc_n and adc_dropped beside it are the ring's own
@@ -120,7 +129,7 @@ class Board:
         """Ctrl-C interrupts again (before the main loop returns to the REPL for mpremote)."""
         self.console.kbd_intr(3)
 
-    # read(), write(buf) (False when the queue is full: counted, see link_status), pump() (queued
+    # read_into(buf, at, room), write(buf, n) (False when the queue is full: counted, see link_status), pump() (queued
     # bytes to the USB CDC as far as it takes them without waiting) and adc_intact() (False when DMA
     # came round to the block adc_read gave while it was reduced) are the UsbLink's and the ring's own.
 
@@ -151,3 +160,14 @@ class Board:
     def sample_index(self):
         # the ADC is clocked from the same crystal as ticks_us: 4 us per sample since start
         return self.ring.done() * self.block
+
+    def sample_index_into(self, out, k):
+        """sample_index() as out[k] * 2**24 + out[k + 1] with small ints only (a clock ping's
+        numbers: past 2**30 samples, 71 minutes, the int itself would be a big int, which allocates).
+        Blocks done d = dh * 2**12 + dl; d * block = (dh * block) * 2**12 + dl * block."""
+        d = self.ring.done()
+        b = self.block
+        m = (d >> 12) * b                  # < 2**28 while d < 2**30 blocks (12 days of 1 ms blocks)
+        lo = (d & 0xFFF) * b + ((m & 0xFFF) << 12)
+        out[k] = (m >> 12) + (lo >> 24)
+        out[k + 1] = lo & 0xFFFFFF

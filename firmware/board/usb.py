@@ -6,8 +6,8 @@ loses samples. So ``write`` only copies a frame into a RAM queue (all of it or n
 that does not fit is counted in ``dropped_frames``/``dropped_bytes``, never cut), and ``pump``, once a
 pass, hands the CDC at most ``chunk`` bytes at a time while poll says it can take more (with writes of
 the endpoint's 64 bytes the CDC buffer frees in whole chunks, so a chunk is taken at once).
-``read`` takes bytes one at a time while poll says one is there (a viper loop). Nothing here allocates but ``read``'s
-result, made only when the host sent something.
+``read_into`` takes bytes one at a time while poll says one is there (a viper loop), into the buffer it is
+given (the device's FrameReader). Nothing here allocates.
 
 The streams are MicroPython streams (``write(buf, offset, n)``, ``readinto``, pollable): the board's
 USB CDC, or a RAM stand-in in the tests.
@@ -20,17 +20,20 @@ from micropython import const
 
 from board import arch
 
+# copy_bytes(dst, at, src, start, n): dst[at:at + n] = src[start:start + n], front to back (a move
+# down within one buffer is safe), allocation-free: frames into the queue, and the FrameReader's move
+# of a command cut between two reads
 if arch.THUMB:
     from board.copy_thumb import copy_run
     if arch.THUMB2:        # unaligned words allowed: the count inverted says so (board.copy_thumb)
-        def _copy(dst, at, src, start, n):
+        def copy_bytes(dst, at, src, start, n):
             copy_run(dst, at, src, ~((start << 16) | n))
     else:
-        def _copy(dst, at, src, start, n):
+        def copy_bytes(dst, at, src, start, n):
             copy_run(dst, at, src, (start << 16) | n)
 else:
     @micropython.viper
-    def _copy(dst: ptr8, at: int, src: ptr8, start: int, n: int) -> int:
+    def copy_bytes(dst: ptr8, at: int, src: ptr8, start: int, n: int) -> int:
         k = 0
         while k < n:
             dst[at + k] = src[start + k]
@@ -84,16 +87,13 @@ def _pump(st: ptr32, ipoll, write, queue) -> int:
     return wrote
 
 
-_RX_MAX = const(512)   # bytes a read takes at most; the byte being read lands at rx[_RX_MAX]
-
-
 @micropython.viper
-def _read(ipoll, readinto, slot, rx: ptr8) -> int:
-    """The bytes the host has sent, one at a time while poll says another is there, into rx; their
-    count. viper: a command's bytes cost two C calls each, no bytecode between them (a 46-byte ping
-    took ~5 ms of the RP2040's main loop byte by byte in Python, more than a DMA block)."""
+def _read(ipoll, readinto, slot, one: ptr8, dst: ptr8, at: int, room: int) -> int:
+    """The bytes the host has sent, one at a time while poll says another is there, into
+    dst[at:at + room]; their count. viper: a command's bytes cost two C calls each, no bytecode
+    between them (a 46-byte ping took ~5 ms of the RP2040's main loop byte by byte in Python)."""
     k = 0
-    while k < _RX_MAX:
+    while k < room:
         ready = 0
         for _ in ipoll(0):
             ready = 1
@@ -102,7 +102,7 @@ def _read(ipoll, readinto, slot, rx: ptr8) -> int:
             break
         if int(readinto(slot)) <= 0:
             break
-        rx[k] = rx[_RX_MAX]
+        dst[at + k] = one[0]
         k += 1
     return k
 
@@ -121,16 +121,17 @@ class UsbLink:
         self.st = array.array("i", [0, 0, queue_bytes, chunk, chunks_per_pump, 0])
         self.ipoll = self.tx_poll.ipoll
         self.out_write = usb_out.write
-        self.rx = bytearray(_RX_MAX + 1)
-        self.slot = memoryview(self.rx)[_RX_MAX:]
+        self.one = bytearray(1)            # the byte being read (readinto's target, made once)
+        self.slot = memoryview(self.one)
         self.rx_ipoll = self.rx_poll.ipoll
         self.inp_readinto = usb_in.readinto
         self.dropped_frames = 0    # frames the queue had no room for (back-pressure from the host)
         self.dropped_bytes = 0
 
-    def write(self, buf):
-        """Queue a whole frame; False (and counted) when it does not fit."""
-        n = len(buf)
+    def write(self, buf, n=-1):
+        """Queue a whole frame (buf, or its first n bytes); False (and counted) when it does not fit."""
+        if n < 0:
+            n = len(buf)
         st = self.st
         if n > self.size - st[_USED]:
             self.dropped_frames += 1
@@ -139,10 +140,10 @@ class UsbLink:
         h = self.head
         first = self.size - h
         if first >= n:
-            _copy(self.queue, h, buf, 0, n)
+            copy_bytes(self.queue, h, buf, 0, n)
         else:
-            _copy(self.queue, h, buf, 0, first)
-            _copy(self.queue, 0, buf, first, n - first)
+            copy_bytes(self.queue, h, buf, 0, first)
+            copy_bytes(self.queue, 0, buf, first, n - first)
         h += n
         if h >= self.size:
             h -= self.size
@@ -165,7 +166,7 @@ class UsbLink:
             return _pump(self.st, self.ipoll, self.out_write, self.queue)
         return 0
 
-    def read(self):
-        """The bytes the host has sent so far (at most 512), or None; never waits."""
-        k = _read(self.rx_ipoll, self.inp_readinto, self.slot, self.rx)
-        return bytes(self.rx[:k]) if k else None
+    def read_into(self, buf, at, room):
+        """The bytes the host has sent so far into buf[at:at + room]; their count. Never waits,
+        never allocates (the device's FrameReader holds buf)."""
+        return _read(self.rx_ipoll, self.inp_readinto, self.slot, self.one, buf, at, room)

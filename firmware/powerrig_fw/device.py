@@ -3,6 +3,7 @@
 Hardware comes in through a ``board`` object (see firmware/board/README.md for its interface):
 the RP2350 board, or the simulator's virtual front end. The same Device runs on both.
 """
+import array
 import gc
 import json
 import sys
@@ -33,6 +34,17 @@ MAX_ID_BYTES = 64              # an id longer than this (as JSON) is not echoed 
 # its numeric id (Device._fast_ping); any other form of ping takes the JSON path
 _PING_HEAD = b'{"id":'
 _PING_TAIL = b',"cmd":"ping"}'
+_PING_ID_MAX = 20              # digits of an id the fast path echoes (a u64)
+# its reply, cmd_ping's fields in cmd_ping's order, written around the numbers in place
+_PONG_US = b'{"us":'
+_PONG_RX = b',"rx_index":'
+_PONG_INDEX = b',"index":'
+_PONG_ID = b',"echo":null,"ok":true,"id":'
+_PONG_MAX = 120 + _PING_ID_MAX     # the reply's longest payload: 3 x 20 digits, the keys, the id
+_L_US = len(_PONG_US)
+_L_RX = len(_PONG_RX)
+_L_INDEX = len(_PONG_INDEX)
+_L_ID = len(_PONG_ID)
 
 
 def is_int(x):
@@ -79,14 +91,19 @@ class Device:
         self.timebase = getattr(board, "timebase", None) or Timebase()
         self.rail_names = tuple(r[0] for r in rails_default.RAILS)
         self.framer = wire.Framer(board.write, self.crc_into)
-        self.reader = wire.FrameReader(self.crc_into)
+        self.reader = wire.FrameReader(self.crc_into, copy=getattr(board, "copy", None))
+        # the clock ping's numbers as (hi, lo) pairs (wire.put_dec): now_us, rx_index, index
+        self._when = array.array("i", [0, 0, 0, 0, 0, 0])
+        self._pong = bytearray(wire.OVERHEAD + _PONG_MAX)
+        self._rx_index_of = getattr(board, "rx_index", None)   # (the simulator's USB stamp)
+        self._index_of = getattr(board, "sample_index_into", None)
+        self._put_dec = getattr(board, "put_dec", None) or wire.put_dec    # (machine code on the board)
         self.reducer = getattr(board, "reducer", None) or Reducer(len(self.rail_names))
         self.burst = Burst(self, len(self.rail_names), LINK_BUDGET_BPS)
         self.cal = calibration.load(board.cal_path)
         self.state = IDLE
         self.stream = None
         self.reply_seq = 0
-        self.rx_index = 0
         self.errors = 0
         self.overruns = 0
         self.overwritten = 0
@@ -103,7 +120,8 @@ class Device:
         self._idle = getattr(board, "idle", None)
         # how long the passes that did work took (status "passes"): the one figure of the main loop's
         # budget that only the chip itself can give (docs/bring-up.md); reset at each start
-        self.pass_stats = [0, 0, 0, 0]   # block passes, their total us, worst block pass, worst command pass
+        # block passes, their total us, worst block pass, worst command pass, command passes, their total us
+        self.pass_stats = [0, 0, 0, 0, 0, 0]
         self.commands = {
             "describe": self.cmd_describe, "start": self.cmd_start, "stop": self.cmd_stop,
             "ping": self.cmd_ping, "burst": self.cmd_burst, "cal_get": self.cmd_cal_get,
@@ -122,9 +140,12 @@ class Device:
         actions = self.actions
         if actions.busy:
             actions.poll()           # first: a timed action due soon is waited for, to its sample
-        data = self.board.read()
-        if data:
-            self._commands(data)
+        reader = self.reader
+        room = reader.room()            # first: it may move what is held, and with it reader.end
+        got = self.board.read_into(reader.buf, reader.end, room)
+        if got:
+            reader.added(got)
+            self._commands()
         blocks = self.blocks
         raw = None
         hot = 0
@@ -142,7 +163,7 @@ class Device:
         if raw is None:
             if not hot:
                 self.timebase.poll()     # (it must run every 17 minutes; the passes between blocks do it)
-        else:
+        elif self.state == STREAMING or self.burst.state is not BURST_IDLE or self.selftest is not None:
             n = blocks.adc_n
             dropped = blocks.adc_dropped
             if dropped:
@@ -160,19 +181,26 @@ class Device:
                 self._selftest_step(raw, n, dropped)
             if self._intact is not None and not self._intact():
                 self._overwritten()
+        # else: a block nobody asked for (no stream, burst or self-test), taken to keep the ring
+        # moving; one lost meanwhile (a long command pass while idle) is not an overrun of anything
         uploading = self.burst.state is BURST_UPLOAD
         if uploading:
             self.burst.upload_step()
         sent = self._pump() if self._pump is not None else 0
-        if raw is None and not data and not hot:
+        if raw is None and not got and not hot:
             if not sent and not uploading and not actions.busy and self._idle is not None:
                 self._idle()
             return
         us = ticks_diff(ticks_us(), t0)
         ps = self.pass_stats
-        if data:
+        if got:
             if us > ps[3]:
                 ps[3] = us
+            if ps[4] >= 0x10000:
+                ps[4] >>= 1
+                ps[5] >>= 1
+            ps[4] += 1
+            ps[5] += us
         else:
             if ps[0] >= 0x10000:          # a running mean: the sum stays a small int (no allocation)
                 ps[0] >>= 1
@@ -190,17 +218,39 @@ class Device:
         if self.state == STREAMING:
             self.framer.mark_overrun()
 
-    def _commands(self, data):
-        """The host's bytes: commands answered."""
-        board = self.board
-        self.rx_index = board.rx_index() if hasattr(board, "rx_index") else self.sample_index()
-        for ftype, seq, payload in self.reader.feed(data):
+    def _commands(self):
+        """The host's bytes (in the reader): commands answered. A clock ping allocates nothing."""
+        rx = self._rx_index_of
+        self._index_into(self._when, 2, rx() if rx is not None else None)
+        reader = self.reader
+        while reader.start < reader.end:        # (a whole ping read: one call to next(), not two)
+            ftype = reader.next()
+            if not ftype:
+                return
             if ftype == wire.T_COMMAND:
-                self.handle_command(payload)
+                if not self._fast_ping():
+                    self.handle_command(reader.payload())
             elif ftype == wire.T_OVERSIZE:
-                self.send(wire.T_REPLY, {"ok": False, "id": None, "seq": seq,
+                self.send(wire.T_REPLY, {"ok": False, "id": None, "seq": reader.seq,
                                          "error": "command frame of %d bytes exceeds the %d-byte limit; "
-                                                  "send a shorter command" % (payload, wire.MAX_PAYLOAD)})
+                                                  "send a shorter command" % (reader.length, wire.MAX_PAYLOAD)})
+
+    def _index_into(self, out, k, index=None):
+        """A sample index (now, when None) as out[k] * 2**24 + out[k + 1]: on the board without
+        forming the int (Board.sample_index_into), elsewhere split."""
+        if index is None:
+            into = self._index_of
+            if into is not None:
+                into(out, k)
+                return
+            index = self.sample_index()
+        out[k] = index >> wire.INDEX_LO_BITS
+        out[k + 1] = index & wire.INDEX_LO_MASK
+
+    @property
+    def rx_index(self):
+        """The sample index when the last command's bytes were read (the clock ping's first stamp)."""
+        return (self._when[2] << wire.INDEX_LO_BITS) + self._when[3]
 
     def run(self):
         """The board's main loop. An unexpected error is reported as a NOTICE and the loop goes on:
@@ -248,11 +298,6 @@ class Device:
 
     def handle_command(self, payload):
         """Never raises: a malformed or unknown command gets an error reply and the stream goes on."""
-        if payload.endswith(_PING_TAIL) and payload.startswith(_PING_HEAD):
-            cid = payload[len(_PING_HEAD):-len(_PING_TAIL)]
-            if cid.isdigit():
-                self._fast_ping(cid)
-                return
         cid = None
         try:
             msg = json.loads(payload)
@@ -286,6 +331,9 @@ class Device:
                             "max": MAX_INTERVAL_SAMPLES * rails_default.SAMPLE_PERIOD_US,
                             "step": rails_default.SAMPLE_PERIOD_US},
             "link_budget_bps": LINK_BUDGET_BPS,
+            # the shortest interval between clock pings this board's main loop affords beside its
+            # streams (0: the host's own rate); the host pings no more often (docs/protocol.md)
+            "ping_interval_min_us": getattr(self.board, "ping_interval_min_us", 0),
             "record": {"head": wire.RECORD_HEAD, "rail_format": wire.RAIL_FORMAT, "p_shift": wire.P_SHIFT,
                        "peak_none": wire.PEAK_NONE},
             "burst_capacity": self.burst.capacity,
@@ -336,7 +384,7 @@ class Device:
         start = self.board.adc_restart()   # next sample index the reducer will see
         self.reducer.restart(start >> wire.INDEX_LO_BITS, start & wire.INDEX_LO_MASK)
         self.state = STREAMING
-        self.pass_stats = [0, 0, 0, 0]
+        self.pass_stats = [0, 0, 0, 0, 0, 0]
         self.stream = {"interval_us": interval_us, "rails": list(names), "per_frame": per_frame,
                        "record_size": wire.record_size(len(idx)), "bytes_per_s": bps, "first_index": start,
                        "first_seq": self.framer.seq}
@@ -360,24 +408,59 @@ class Device:
         return {"us": self.timebase.now_us(), "rx_index": self.rx_index, "index": self.sample_index(),
                 "echo": msg.get("echo")}
 
-    def _fast_ping(self, cid):
-        """The host's clock ping as it always sends it (``{"id":N,"cmd":"ping"}``), answered without
-        parsing or building JSON objects: pings come 25-100 times a second during a stream, and on
-        the RP2040 json.loads and the reply's dict cost several DMA blocks (docs/emulator.md). The
-        reply is cmd_ping's, field for field."""
-        head = '{"us":%d,"rx_index":%d,"index":%d,"echo":null,"ok":true,"id":' % (
-            self.timebase.now_us(), self.rx_index, self.sample_index())
-        self._send_payload(wire.T_REPLY, head.encode() + cid + b"}")
+    def _fast_ping(self):
+        """The host's clock ping as it always sends it (``{"id":N,"cmd":"ping"}``, the frame the reader
+        just gave) answered in place: no JSON, nothing allocated. Pings come 25-100 times a second
+        during a stream; on the RP2040 the JSON path's ~1 kB each filled the heap within seconds, and
+        the collection that followed (10 ms) outlasted the DMA ring (docs/emulator.md). The reply is
+        cmd_ping's, field for field. False: not that form (the JSON path answers it)."""
+        r = self.reader
+        b = r.buf
+        at = r.at
+        end = at + r.length
+        head = at + len(_PING_HEAD)
+        tail = end - len(_PING_TAIL)
+        if not 0 < tail - head <= _PING_ID_MAX or b.find(_PING_HEAD, at, head) != at \
+                or b.find(_PING_TAIL, tail, end) != tail:
+            return False
+        for k in range(head, tail):
+            if not 48 <= b[k] <= 57:
+                return False
+        w = self._when
+        out = self._pong
+        put_dec = self._put_dec
+        self.timebase.now_into(w, 0)
+        p = wire.HEADER_SIZE                        # (slice stores of constants: nothing allocated)
+        out[p:p + _L_US] = _PONG_US
+        p = put_dec(out, p + _L_US, w[0], w[1])
+        out[p:p + _L_RX] = _PONG_RX
+        p = put_dec(out, p + _L_RX, w[2], w[3])     # (stamped when the bytes were read)
+        out[p:p + _L_INDEX] = _PONG_INDEX
+        self._index_into(w, 4)                      # the latest stamp: the host times the ping by it
+        p = put_dec(out, p + _L_INDEX, w[4], w[5])
+        out[p:p + _L_ID] = _PONG_ID
+        p += _L_ID
+        r.copy(out, p, b, head, tail - head)
+        p += tail - head
+        out[p] = 0x7D                   # }
+        n = p + 1 - wire.HEADER_SIZE
+        wire.put_header(out, wire.T_REPLY, 0, 0, n, self.reply_seq, w[4], w[5])
+        self.crc_into(out, 2, p + 1)
+        self.reply_seq = (self.reply_seq + 1) & 0xFFFF
+        self.board.write(out, p + 1 + wire.CRC_SIZE)
+        return True
 
     def cmd_status(self, msg):
         status = {"state": self.state, "stream": self.stream, "overruns": self.overruns,
                   "overwritten_blocks": self.overwritten, "lost_samples": self.lost_samples,
-                  "frames": self.framer.frames_sent, "burst": self.burst.status(), "bad_bytes": self.reader.bad}
+                  "frames": self.framer.frames_sent, "burst": self.burst.status(), "bad_bytes": self.reader.bad,
+                  "errors": self.errors}
         if hasattr(self.board, "link_status"):
             status["link"] = self.board.link_status()
         ps = self.pass_stats
         status["passes"] = {"blocks": ps[0], "mean_block_us": ps[1] // ps[0] if ps[0] else None,
-                            "worst_block_us": ps[2], "worst_command_us": ps[3]}
+                            "worst_block_us": ps[2], "worst_command_us": ps[3], "commands": ps[4],
+                            "mean_command_us": ps[5] // ps[4] if ps[4] else None}
         if hasattr(gc, "mem_free"):          # MicroPython: the heap left (the RP2040 has ~190 kB in all)
             status["heap_free"] = gc.mem_free()
         return status

@@ -37,3 +37,15 @@ class Timebase:
         """Microseconds since this Timebase started (poll at least every 17 minutes)."""
         self.poll()
         return self._wraps * PERIOD + self._last - self._start
+
+    def now_into(self, out, k):
+        """now_us() as out[k] * 2**24 + out[k + 1], small ints only (past 2**30 us, 18 minutes, the
+        value is a big int on a 32-bit MicroPython, which allocates: the clock ping's reply must not)."""
+        self.poll()
+        d = self._last - self._start       # within (-2**30, 2**30): borrow a wrap when negative
+        hi = self._wraps << 6              # 2**30 = 2**6 * 2**24
+        if d < 0:
+            d = d + 0x3FFFFFFF + 1         # (PERIOD itself is a big int on a 32-bit port)
+            hi -= 64
+        out[k] = hi + (d >> 24)
+        out[k + 1] = d & 0xFFFFFF

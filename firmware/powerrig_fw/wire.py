@@ -145,54 +145,146 @@ def encode_frame(ftype, payload, seq=0, flags=0, count=0, idx_hi=0, idx_lo=0, cr
     return buf
 
 
-class FrameReader:
-    """Device side: pulls whole COMMAND frames out of the bytes the host sends. Resyncs on garbage."""
+def put_dec(buf, at, hi, lo):
+    """The decimal digits of hi * 2**24 + lo at buf[at:], with small ints only (a microsecond count
+    or a sample index passes 2**30 within an hour: on a 32-bit MicroPython a big int, which allocates);
+    the offset after them. Long division by 10 over the two halves: (r << 24) + lo < 10 * 2**24."""
+    k = at
+    while True:
+        r = hi % 10
+        hi //= 10
+        x = (r << 24) + lo
+        lo = x // 10
+        buf[k] = 48 + x - 10 * lo
+        k += 1
+        if not (hi or lo):
+            break
+    i = at
+    j = k - 1
+    while i < j:                       # the digits came least significant first
+        c = buf[i]
+        buf[i] = buf[j]
+        buf[j] = c
+        i += 1
+        j -= 1
+    return k
 
-    def __init__(self, crc_into=None, max_len=MAX_PAYLOAD):
+
+def _copy(dst, at, src, start, n):
+    """dst[at:at + n] = src[start:start + n] (front to back, so a move down within one buffer is
+    safe). Allocates a slice on MicroPython: the board gives FrameReader its machine-code copy."""
+    dst[at:at + n] = src[start:start + n]
+
+
+class FrameReader:
+    """Pulls whole frames out of received bytes, in place in one preallocated buffer, resyncing on
+    garbage: the device's command reader, which must not allocate while a stream runs (an automatic
+    collection stops the RP2040 for longer than its DMA slack, docs/emulator.md).
+
+    The bytes come in at ``buf[end:end + room()]`` (the board's ``read_into`` writes there; then
+    ``added(k)``); ``next()`` gives the type of the next whole frame, its sequence in ``seq`` and its
+    payload at ``buf[at:at + length]`` (for T_OVERSIZE, ``length`` is the length its header claimed),
+    valid until the next call. ``feed(data)`` is the allocating convenience for tests and tools.
+    """
+
+    def __init__(self, crc_into=None, max_len=MAX_PAYLOAD, room=512, copy=None):
         if crc_into is None:
             from powerrig_fw.crc import crc32_into_c as crc_into
         self.crc_into = crc_into
-        self.buf = bytearray()
+        self.copy = copy or _copy
         self.max_len = max_len
+        self.buf = bytearray(OVERHEAD + max_len + room)
+        self.start = 0                 # the first byte not consumed
+        self.end = 0                   # the end of the bytes held
+        self._crc = bytearray(CRC_SIZE)
+        self.seq = 0
+        self.at = 0
+        self.length = 0
         self.bad = 0
         self.oversize = 0
 
-    def feed(self, data):
-        self.buf.extend(data)
-        out = []
+    def room(self):
+        """Bytes that fit at buf[end:], after moving an unfinished frame to the front if that is
+        needed (a command cut between two reads: rare, and a copy without allocation)."""
+        if self.start == self.end:
+            self.start = self.end = 0
+        elif len(self.buf) - self.end < OVERHEAD + 64 and self.start:
+            n = self.end - self.start
+            self.copy(self.buf, 0, self.buf, self.start, n)
+            self.start = 0
+            self.end = n
+        return len(self.buf) - self.end
+
+    def added(self, n):
+        self.end += n
+
+    def next(self):
+        """The type of the next whole frame held (0: none yet), its sequence and payload span set."""
+        b = self.buf
         while True:
-            b = self.buf
-            i = b.find(b"\xa5\x5a")
+            s = self.start
+            e = self.end
+            i = b.find(b"\xa5\x5a", s, e)
             if i < 0:
                 # keep a trailing A5 that may start the next sync word
-                keep = 1 if (len(b) and b[-1] == SYNC0) else 0
-                if len(b) - keep:
-                    self.bad += len(b) - keep
-                self.buf = b[len(b) - keep:]
-                return out
-            if i:
-                self.bad += i
-                self.buf = b = b[i:]
-            if len(b) < HEADER_SIZE:
-                return out
-            length = b[6] | (b[7] << 8)
-            if b[2] != VERSION or length > self.max_len:
-                if b[2] == VERSION and b[3] == T_COMMAND:
-                    # report it so the device can answer; then resync, as the header may be noise
+                keep = 1 if e > s and b[e - 1] == SYNC0 else 0
+                self.bad += e - s - keep
+                self.start = e - keep
+                return 0
+            if i > s:
+                self.bad += i - s
+                self.start = s = i
+            if e - s < HEADER_SIZE:
+                return 0
+            length = b[s + 6] | (b[s + 7] << 8)
+            if b[s + 2] != VERSION or length > self.max_len:
+                self.bad += 1
+                self.start = s + 1
+                if b[s + 2] == VERSION and b[s + 3] == T_COMMAND:
+                    # reported so the device can answer; then resync, as the header may be noise
                     self.oversize += 1
-                    out.append((T_OVERSIZE, b[8] | (b[9] << 8), length))
-                self.bad += 1
-                self.buf = b[1:]
+                    self.seq = b[s + 8] | (b[s + 9] << 8)
+                    self.length = length
+                    return T_OVERSIZE
                 continue
-            end = HEADER_SIZE + length
-            if len(b) < end + CRC_SIZE:
+            end = s + HEADER_SIZE + length
+            if e < end + CRC_SIZE:
+                return 0
+            got = self._crc
+            for k in range(CRC_SIZE):
+                got[k] = b[end + k]
+            self.crc_into(b, s + 2, end)           # writes the CRC it finds over the received one
+            if b[end] != got[0] or b[end + 1] != got[1] or b[end + 2] != got[2] or b[end + 3] != got[3]:
+                for k in range(CRC_SIZE):
+                    b[end + k] = got[k]
+                self.bad += 1
+                self.start = s + 1
+                continue
+            self.start = end + CRC_SIZE
+            self.seq = b[s + 8] | (b[s + 9] << 8)
+            self.at = s + HEADER_SIZE
+            self.length = length
+            return b[s + 3]
+
+    def payload(self):
+        """The payload of the frame next() gave, as bytes (allocates)."""
+        return bytes(self.buf[self.at:self.at + self.length])
+
+    def feed(self, data):
+        """[(type, seq, payload bytes)] of the whole frames in ``data`` and what came before it;
+        payload is the claimed length for T_OVERSIZE. Allocates: for tests and tools."""
+        out = []
+        data = memoryview(data)
+        k = 0
+        while True:
+            n = min(self.room(), len(data) - k)
+            self.copy(self.buf, self.end, data, k, n)
+            self.end += n
+            k += n
+            while True:
+                t = self.next()
+                if not t:
+                    break
+                out.append((t, self.seq, self.length if t == T_OVERSIZE else self.payload()))
+            if k >= len(data):
                 return out
-            frame = bytearray(b[:end + CRC_SIZE])
-            self.crc_into(frame, 2, end)
-            if frame[end:end + CRC_SIZE] != b[end:end + CRC_SIZE]:
-                self.bad += 1
-                self.buf = b[1:]
-                continue
-            self.buf = b[end + CRC_SIZE:]
-            seq = b[8] | (b[9] << 8)
-            out.append((b[3], seq, bytes(b[HEADER_SIZE:end])))

@@ -100,6 +100,29 @@ for data in (b"", b"a", b"123456789", bytes(range(256)) * 9, bytes(range(7))):
         assert struct.unpack_from("<I", b, len(pre) + len(data))[0] == binascii.crc32(data) & 0xFFFFFFFF, data[:10]
 print("board crc ok", "(Thumb-2)" if kernels._crc32_thumb is not None else "(viper)")
 
+# the clock ping's digits in machine code equal the reference's (wire.put_dec), heap locked, up to a
+# u64's 20 digits on a 32-bit port
+digits_ref = bytearray(32)
+digits_got = bytearray(32)
+ends = array.array("i", [0, 0])
+
+
+def both_digits(hi, lo):
+    ends[0] = wire.put_dec(digits_ref, 5, hi, lo)
+    ends[1] = kernels.put_dec(digits_got, 5, hi, lo)
+
+
+for hi, lo in ((0, 0), (0, 7), (0, 0xFFFFFF), (1, 0), (63, 0xFFFFFF), (64, 0), (255, 1), (123456, 654321),
+               (0x3FFFFFFF, 0xFFFFFF)):
+    micropython.heap_lock()
+    try:
+        both_digits(hi, lo)
+    finally:
+        micropython.heap_unlock()
+    want = str(hi * (1 << 24) + lo).encode()
+    assert bytes(digits_ref[5:ends[0]]) == want == bytes(digits_got[5:ends[1]]), (hi, lo, digits_got)
+print("board digits ok")
+
 # 1. golden vectors, heap locked
 for name in ("r2_100us", "r3_1ms_offsets", "r1_odd_clip"):
     cfg = json.loads(read(VEC + "/" + name + ".json"))

@@ -76,11 +76,20 @@ class FakeBoard:
         self.index = 0
         self.last = 0
 
-    def read(self):
-        return self.inbox.pop(0) if self.inbox else None
+    def read_into(self, buf, at, room):
+        if not self.inbox:
+            return 0
+        d = self.inbox[0]
+        n = min(room, len(d))
+        buf[at:at + n] = d[:n]
+        if n < len(d):
+            self.inbox[0] = d[n:]
+        else:
+            self.inbox.pop(0)
+        return n
 
-    def write(self, buf):
-        self.sent.append(bytes(buf))
+    def write(self, buf, n=-1):
+        self.sent.append(bytes(buf[:n] if n >= 0 else buf))
 
     def adc_read(self):
         if self.next_block >= self.n_blocks:

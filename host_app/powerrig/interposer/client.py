@@ -75,12 +75,15 @@ class Interposer:
         self.link = link
         self.description = description
         self.clock = ClockFit(period_s=description["sample_period_us"] * 1e-6)
-        self.ping_interval = ping_interval
         # NTP's iburst, for the drift: the first burst_s of a connection ping four times as often. The
         # drift is the slope through the fastest pings, and a capture's first seconds are placed with
         # it; more pings early settle it within 1 ppm by 30 s (docs/link.md). Then 25 a second suffice.
         self.burst_s = burst_s
-        self.burst_interval = burst_interval
+        # a board may say how often its main loop can afford a ping (describe "ping_interval_min_us":
+        # the RP2040's, beside a stream); never more often than that
+        floor = description.get("ping_interval_min_us", 0) * 1e-6
+        self.ping_interval = max(ping_interval, floor)
+        self.burst_interval = max(burst_interval, floor)
         self.ping_errors = 0
         self.last_ping_error: str | None = None
         self.device_rate = 1.0          # device seconds per host second, as the pings see it

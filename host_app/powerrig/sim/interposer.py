@@ -107,6 +107,7 @@ class SimBoard:
         self._rx: deque[tuple[float, bytes]] = deque()
         self._rx_release = 0.0
         self._rx_at = time.monotonic()
+        self._rx_held = bytearray()             # arrived bytes the firmware's reader had no room for yet
         self.rx_arrived = threading.Event()     # wakes an idle device loop (VirtualInterposer._run)
         self._writer = threading.Thread(target=self._write_loop, name="sim-usb", daemon=True)
         self._writer.start()
@@ -245,24 +246,28 @@ class SimBoard:
                     self._rx.append((self._rx_release, data))
                 self.rx_arrived.set()
 
-    def read(self) -> bytes | None:
-        """Host bytes whose USB transfer has completed."""
+    def read_into(self, buf, at: int, room: int) -> int:
+        """Host bytes whose USB transfer has completed, into buf[at:at + room] (the firmware's
+        FrameReader); their count. What does not fit waits for the next call."""
         now = time.monotonic()
-        out = []
         with self._cv:
             while self._rx and self._rx[0][0] <= now:
                 release, chunk = self._rx.popleft()
                 self._rx_at = release
-                out.append(chunk)
-        return b"".join(out) or None
+                self._rx_held += chunk
+        n = min(room, len(self._rx_held))
+        if n:
+            buf[at:at + n] = self._rx_held[:n]
+            del self._rx_held[:n]
+        return n
 
     def rx_index(self) -> int:
         """Sample index at which the bytes just read finished arriving (the USB RX interrupt's stamp)."""
         dev_us = self.boot_us + (self._rx_at - self.mono0 / 1e9) * 1e6 * self.scale
         return int(dev_us // self.period_us)
 
-    def write(self, data) -> None:
-        data = bytes(data)
+    def write(self, data, n: int = -1) -> None:
+        data = bytes(data[:n] if n >= 0 else data)
         f = self.faults
         if f.drop and data[3] == fw.T_DATA and self.rng.random() < f.drop:
             self.dropped_seqs.append(data[8] | (data[9] << 8))     # lost on the way, as USB can
@@ -423,7 +428,7 @@ class VirtualInterposer:
                 self.device.notice({"event": "error", "error": str(e), "count": self.device.errors})
             board = self.board
             board.rx_arrived.clear()
-            if board._rx:                 # a command on its way: served as soon as its transfer completes
+            if board._rx or board._rx_held:     # a command on its way (or not all read): served at once
                 time.sleep(MIN_PASS_S)
             elif not self._samples_wanted():
                 # idle: nothing to sample and no command on its way, so wait for one (a pass every

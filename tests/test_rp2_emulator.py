@@ -33,7 +33,7 @@ from powerrig.sim.frontend import ACTIVITY_BIT, MARKER_BIT, PERST_BIT, FrontEnd 
 
 # The shortest interval the RP2040 path keeps up with, 2 rails, found by benchmarks/bench_rp2_emulator.py
 # (docs/emulator.md has the sweep); the RP2350's budget is QEMU's (docs/firmware-budget.md).
-INTERVAL_US = 2000
+INTERVAL_US = 300
 STREAM_S = 2.0               # through `powerrig stream` (the must-show)
 CLIENT_S = 0.5               # through the Interposer client, interval by interval
 RAILS = ["12V", "3V3"]

@@ -64,7 +64,7 @@ class Board:
         self.serial = "".join("%02X" % b for b in uid)
         self.cal_path = CAL_PATH
         self.crc_into = kernels.crc32_into
-        self.put_dec = kernels.put_dec       # the clock ping's digits (Device._fast_ping)
+        self.put_dec = kernels.put_dec       # the clock ping's digits (powerrig_fw.ping)
         self.usb = UsbLink(usb_in or sys.stdin.buffer, usb_out or sys.stdout.buffer)
         real_chain = adc is None
         if real_chain:

@@ -3,7 +3,6 @@
 Hardware comes in through a ``board`` object (see firmware/board/README.md for its interface):
 the RP2350 board, or the simulator's virtual front end. The same Device runs on both.
 """
-import array
 import gc
 import json
 import sys
@@ -12,6 +11,7 @@ from powerrig_fw import VERSION, PROTOCOL_VERSION, calibration, rails_default, w
 from powerrig_fw.actions import PowerActions
 from powerrig_fw.burst import Burst, IDLE as BURST_IDLE, UPLOAD as BURST_UPLOAD
 from powerrig_fw.crc import crc32_into_c
+from powerrig_fw.ping import ClockPing
 from powerrig_fw.reduce import Reducer, MAX_INTERVAL_SAMPLES
 from powerrig_fw.selftest import SelfTest
 from powerrig_fw.timebase import Timebase, ticks_diff, ticks_us
@@ -30,21 +30,6 @@ DIGITAL = ("activity", "perst", "marker")
 IDLE = "idle"
 STREAMING = "streaming"
 MAX_ID_BYTES = 64              # an id longer than this (as JSON) is not echoed in an error reply
-# the host's clock ping, byte for byte as powerrig.interposer.frames.encode_command writes it, around
-# its numeric id (Device._fast_ping); any other form of ping takes the JSON path
-_PING_HEAD = b'{"id":'
-_PING_TAIL = b',"cmd":"ping"}'
-_PING_ID_MAX = 20              # digits of an id the fast path echoes (a u64)
-# its reply, cmd_ping's fields in cmd_ping's order, written around the numbers in place
-_PONG_US = b'{"us":'
-_PONG_RX = b',"rx_index":'
-_PONG_INDEX = b',"index":'
-_PONG_ID = b',"echo":null,"ok":true,"id":'
-_PONG_MAX = 120 + _PING_ID_MAX     # the reply's longest payload: 3 x 20 digits, the keys, the id
-_L_US = len(_PONG_US)
-_L_RX = len(_PONG_RX)
-_L_INDEX = len(_PONG_INDEX)
-_L_ID = len(_PONG_ID)
 
 
 def is_int(x):
@@ -88,16 +73,11 @@ class Device:
     def __init__(self, board, crc_into=None):
         self.board = board
         self.crc_into = crc_into or getattr(board, "crc_into", None) or crc32_into_c
-        self.timebase = getattr(board, "timebase", None) or Timebase()
         self.rail_names = tuple(r[0] for r in rails_default.RAILS)
         self.framer = wire.Framer(board.write, self.crc_into)
         self.reader = wire.FrameReader(self.crc_into, copy=getattr(board, "copy", None))
-        # the clock ping's numbers as (hi, lo) pairs (wire.put_dec): now_us, rx_index, index
-        self._when = array.array("i", [0, 0, 0, 0, 0, 0])
-        self._pong = bytearray(wire.OVERHEAD + _PONG_MAX)
-        self._rx_index_of = getattr(board, "rx_index", None)   # (the simulator's USB stamp)
-        self._index_of = getattr(board, "sample_index_into", None)
-        self._put_dec = getattr(board, "put_dec", None) or wire.put_dec    # (machine code on the board)
+        self.timebase = getattr(board, "timebase", None) or Timebase()
+        self.pings = ClockPing(board, self.timebase, self.crc_into)    # the host's clock pings, in place
         self.reducer = getattr(board, "reducer", None) or Reducer(len(self.rail_names))
         self.burst = Burst(self, len(self.rail_names), LINK_BUDGET_BPS)
         self.cal = calibration.load(board.cal_path)
@@ -141,8 +121,7 @@ class Device:
         if actions.busy:
             actions.poll()           # first: a timed action due soon is waited for, to its sample
         reader = self.reader
-        room = reader.room()            # first: it may move what is held, and with it reader.end
-        got = self.board.read_into(reader.buf, reader.end, room)
+        got = self.board.read_into(reader.buf, reader.end, reader.free)
         if got:
             reader.added(got)
             self._commands()
@@ -220,37 +199,25 @@ class Device:
 
     def _commands(self):
         """The host's bytes (in the reader): commands answered. A clock ping allocates nothing."""
-        rx = self._rx_index_of
-        self._index_into(self._when, 2, rx() if rx is not None else None)
+        pings = self.pings
+        pings.stamp()
         reader = self.reader
         while reader.start < reader.end:        # (a whole ping read: one call to next(), not two)
             ftype = reader.next()
             if not ftype:
                 return
             if ftype == wire.T_COMMAND:
-                if not self._fast_ping():
+                if not pings.answer(reader, self):
                     self.handle_command(reader.payload())
             elif ftype == wire.T_OVERSIZE:
                 self.send(wire.T_REPLY, {"ok": False, "id": None, "seq": reader.seq,
                                          "error": "command frame of %d bytes exceeds the %d-byte limit; "
                                                   "send a shorter command" % (reader.length, wire.MAX_PAYLOAD)})
 
-    def _index_into(self, out, k, index=None):
-        """A sample index (now, when None) as out[k] * 2**24 + out[k + 1]: on the board without
-        forming the int (Board.sample_index_into), elsewhere split."""
-        if index is None:
-            into = self._index_of
-            if into is not None:
-                into(out, k)
-                return
-            index = self.sample_index()
-        out[k] = index >> wire.INDEX_LO_BITS
-        out[k + 1] = index & wire.INDEX_LO_MASK
-
     @property
     def rx_index(self):
         """The sample index when the last command's bytes were read (the clock ping's first stamp)."""
-        return (self._when[2] << wire.INDEX_LO_BITS) + self._when[3]
+        return self.pings.rx_index()
 
     def run(self):
         """The board's main loop. An unexpected error is reported as a NOTICE and the loop goes on:
@@ -407,48 +374,6 @@ class Device:
         """Clock sync, NTP style: the sample index when the command arrived and when the reply leaves."""
         return {"us": self.timebase.now_us(), "rx_index": self.rx_index, "index": self.sample_index(),
                 "echo": msg.get("echo")}
-
-    def _fast_ping(self):
-        """The host's clock ping as it always sends it (``{"id":N,"cmd":"ping"}``, the frame the reader
-        just gave) answered in place: no JSON, nothing allocated. Pings come 25-100 times a second
-        during a stream; on the RP2040 the JSON path's ~1 kB each filled the heap within seconds, and
-        the collection that followed (10 ms) outlasted the DMA ring (docs/emulator.md). The reply is
-        cmd_ping's, field for field. False: not that form (the JSON path answers it)."""
-        r = self.reader
-        b = r.buf
-        at = r.at
-        end = at + r.length
-        head = at + len(_PING_HEAD)
-        tail = end - len(_PING_TAIL)
-        if not 0 < tail - head <= _PING_ID_MAX or b.find(_PING_HEAD, at, head) != at \
-                or b.find(_PING_TAIL, tail, end) != tail:
-            return False
-        for k in range(head, tail):
-            if not 48 <= b[k] <= 57:
-                return False
-        w = self._when
-        out = self._pong
-        put_dec = self._put_dec
-        self.timebase.now_into(w, 0)
-        p = wire.HEADER_SIZE                        # (slice stores of constants: nothing allocated)
-        out[p:p + _L_US] = _PONG_US
-        p = put_dec(out, p + _L_US, w[0], w[1])
-        out[p:p + _L_RX] = _PONG_RX
-        p = put_dec(out, p + _L_RX, w[2], w[3])     # (stamped when the bytes were read)
-        out[p:p + _L_INDEX] = _PONG_INDEX
-        self._index_into(w, 4)                      # the latest stamp: the host times the ping by it
-        p = put_dec(out, p + _L_INDEX, w[4], w[5])
-        out[p:p + _L_ID] = _PONG_ID
-        p += _L_ID
-        r.copy(out, p, b, head, tail - head)
-        p += tail - head
-        out[p] = 0x7D                   # }
-        n = p + 1 - wire.HEADER_SIZE
-        wire.put_header(out, wire.T_REPLY, 0, 0, n, self.reply_seq, w[4], w[5])
-        self.crc_into(out, 2, p + 1)
-        self.reply_seq = (self.reply_seq + 1) & 0xFFFF
-        self.board.write(out, p + 1 + wire.CRC_SIZE)
-        return True
 
     def cmd_status(self, msg):
         status = {"state": self.state, "stream": self.stream, "overruns": self.overruns,

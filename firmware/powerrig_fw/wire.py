@@ -181,10 +181,11 @@ class FrameReader:
     garbage: the device's command reader, which must not allocate while a stream runs (an automatic
     collection stops the RP2040 for longer than its DMA slack, docs/emulator.md).
 
-    The bytes come in at ``buf[end:end + room()]`` (the board's ``read_into`` writes there; then
-    ``added(k)``); ``next()`` gives the type of the next whole frame, its sequence in ``seq`` and its
-    payload at ``buf[at:at + length]`` (for T_OVERSIZE, ``length`` is the length its header claimed),
-    valid until the next call. ``feed(data)`` is the allocating convenience for tests and tools.
+    The bytes come in at ``buf[end:end + free]`` (the board's ``read_into`` writes there; then
+    ``added(k)``: attributes, not a call, as the main loop asks every pass); ``next()`` gives the type
+    of the next whole frame, its sequence in ``seq`` and its payload at ``buf[at:at + length]`` (for
+    T_OVERSIZE, ``length`` is the length its header claimed), valid until bytes are added; it makes
+    room when it finds no whole frame. ``feed(data)`` is the allocating convenience for tests and tools.
     """
 
     def __init__(self, crc_into=None, max_len=MAX_PAYLOAD, room=512, copy=None):
@@ -196,6 +197,7 @@ class FrameReader:
         self.buf = bytearray(OVERHEAD + max_len + room)
         self.start = 0                 # the first byte not consumed
         self.end = 0                   # the end of the bytes held
+        self.free = len(self.buf)      # room after end
         self._crc = bytearray(CRC_SIZE)
         self.seq = 0
         self.at = 0
@@ -203,9 +205,9 @@ class FrameReader:
         self.bad = 0
         self.oversize = 0
 
-    def room(self):
-        """Bytes that fit at buf[end:], after moving an unfinished frame to the front if that is
-        needed (a command cut between two reads: rare, and a copy without allocation)."""
+    def _make_room(self):
+        """Set ``free``, after moving an unfinished frame to the front if that is needed (a command
+        cut between two reads: rare, and a copy without allocation)."""
         if self.start == self.end:
             self.start = self.end = 0
         elif len(self.buf) - self.end < OVERHEAD + 64 and self.start:
@@ -213,10 +215,11 @@ class FrameReader:
             self.copy(self.buf, 0, self.buf, self.start, n)
             self.start = 0
             self.end = n
-        return len(self.buf) - self.end
+        self.free = len(self.buf) - self.end
 
     def added(self, n):
         self.end += n
+        self.free -= n
 
     def next(self):
         """The type of the next whole frame held (0: none yet), its sequence and payload span set."""
@@ -230,11 +233,13 @@ class FrameReader:
                 keep = 1 if e > s and b[e - 1] == SYNC0 else 0
                 self.bad += e - s - keep
                 self.start = e - keep
+                self._make_room()
                 return 0
             if i > s:
                 self.bad += i - s
                 self.start = s = i
             if e - s < HEADER_SIZE:
+                self._make_room()
                 return 0
             length = b[s + 6] | (b[s + 7] << 8)
             if b[s + 2] != VERSION or length > self.max_len:
@@ -249,6 +254,7 @@ class FrameReader:
                 continue
             end = s + HEADER_SIZE + length
             if e < end + CRC_SIZE:
+                self._make_room()
                 return 0
             got = self._crc
             for k in range(CRC_SIZE):
@@ -261,6 +267,9 @@ class FrameReader:
                 self.start = s + 1
                 continue
             self.start = end + CRC_SIZE
+            if self.start == e:             # all read: the next bytes go to the front (the payload
+                self.start = self.end = 0   # stays where it is until they come)
+                self.free = len(b)
             self.seq = b[s + 8] | (b[s + 9] << 8)
             self.at = s + HEADER_SIZE
             self.length = length
@@ -277,9 +286,9 @@ class FrameReader:
         data = memoryview(data)
         k = 0
         while True:
-            n = min(self.room(), len(data) - k)
+            n = min(self.free, len(data) - k)
             self.copy(self.buf, self.end, data, k, n)
-            self.end += n
+            self.added(n)
             k += n
             while True:
                 t = self.next()

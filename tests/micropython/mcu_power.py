@@ -117,7 +117,6 @@ gc.collect()        # (an automatic collection, 2-3 ms here, between the command
 r = command({"id": 4, "cmd": "power", "op": "sequence", "actions": [{"output": "12V", "level": 0, "after_us": 400}]})
 assert r["ok"], r
 cut = r["scheduled"][0]["index"]
-print("DEBUG", cut, dev.rx_index, list(dev._when), clock())
 notes = run_until(lambda d: d.get("event") == "power_restored", 200)
 restored = [d for d in notes if d.get("event") == "power_restored"][0]
 assert "watchdog" in restored["why"] and restored["outputs"] == ["12V"] and regs[0] == 1, (restored, list(regs))

@@ -32,6 +32,8 @@ def one_line_error(r) -> str:
     (["--interval-us", "0"], "--interval-us must be a positive number"),
     (["--rails", "12V,12V"], "--rails lists 12V more than once"),
     (["--rails", "12V,,3V3"], "has an empty name"),
+    (["--reply-timeout", "0"], "--reply-timeout must be a positive, finite number"),
+    (["--reply-timeout", "nan"], "--reply-timeout must be a positive, finite number"),
 ])
 @pytest.mark.parametrize("command", ["stream", "record"])
 def test_bad_options_are_refused_before_anything_is_opened(tmp_path, command, bad, says):

@@ -8,7 +8,8 @@ front-end model, and the board's USB CDC is a pseudo-terminal that `powerrig str
 /dev/ttyACM0. What is checked against the waveform fed in: every frame arrives (none lost, no gap, no
 overrun), the energy of the stream, the digital inputs of every interval, an edge-triggered burst,
 the converters' register set-up over SDI and the PIO's serial timing, and the host's clock fit of a
-device clock that runs ~10x slower than real time.
+device clock that runs ~10x slower than real time. `powerrig record` and a `powerrig sweep` step
+(a virtual SSD behind the simulator's nvme-cli and fio) run against the same board.
 
 Inputs: the vendored MicroPython/picotool tarballs and boot ROM, arm-none-eabi-gcc, cmake, Node and
 rp2040js (scripts/setup.sh). Missing ones skip the test with the reason, and FAIL it under CI=true.
@@ -239,3 +240,76 @@ def test_rp2_emulator_edge_trigger(board, streamed):
     edge = burst.first_index + 100                            # the first post-trigger sample
     assert dig[edge] & MARKER_BIT and not dig[edge - 1] & MARKER_BIT, (edge, dig[edge - 3:edge + 3])
     assert np.array_equal(burst.codes[:, -1], codes[burst.first_index:burst.first_index + 500, -1])
+
+
+RECORD_S = 0.3               # `powerrig record` into a capture file, at
+CAPTURE_US = 500             # the shortest clean interval that divides a second (a capture's rate is whole)
+
+
+def test_rp2_emulator_record_writes_the_waveforms_energy(board, streamed, tmp_path):
+    """`powerrig record`, the real CLI, writes RECORD_S of the emulated board's stream to a JLS capture:
+    every interval there (no gap), its energy the waveform's over the capture's own sample span."""
+    from powerrig.capture.reader import CaptureReader
+
+    out = tmp_path / "rp2.jls"
+    r = run_cli("record", "--port", board.port, "--out", str(out), "--seconds", str(RECORD_S),
+                "--interval-us", str(CAPTURE_US), "--rails", ",".join(RAILS), "--reply-timeout", "900", timeout=3000)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with CaptureReader(out) as cap:
+        n = cap.intact["p_total"]
+        assert cap.closed_cleanly and not cap.gaps, (cap.recovery_note, cap.gaps)
+        assert cap.interval_samples == CAPTURE_US // 4 and n >= int(RECORD_S * 1e6 / CAPTURE_US) - 1, n
+        p = cap.samples("p_total", 0, n)
+        first = cap.first_index
+    assert np.isfinite(p).all(), np.flatnonzero(~np.isfinite(p))[:5]
+    want = expected_power(board.codes, board.cal, first, first + n * CAPTURE_US // 4)
+    print(f"rp2 emulator via powerrig record: {n} intervals from sample {first}, mean {p.mean():.4f} W, "
+          f"waveform {want:.4f} W")
+    assert abs(p.mean() / want - 1) < 1e-3, (p.mean(), want)
+
+
+def test_rp2_emulator_sweep_step_stores_the_waveforms_power(board, streamed, tmp_path, monkeypatch):
+    """`powerrig sweep`, the real CLI, runs a plan (an idle step and a random-read step) with the
+    emulated board as its interposer and a virtual SSD behind the simulator's nvme-cli and fio: the
+    steps are stored, each step's capture holds the waveform's energy over its own sample span, and
+    the workload phase's stored mean is the waveform's over the phase's samples."""
+    from powerrig.capture.reader import CaptureReader
+    from powerrig.results import ResultStore
+
+    monkeypatch.setenv("POWERRIG_SIM_DIR", str(tmp_path / "sim"))
+    r = run_cli("sim", "start")
+    assert r.returncode == 0, r.stderr
+    ssd = json.loads(r.stdout)
+    try:
+        plan = tmp_path / "rp2.toml"
+        plan.write_text(f'name = "rp2-step"\npower_states = [0]\n[rig]\nport = "{board.port}"\n'
+                        f"interval_us = {CAPTURE_US}\nreply_timeout_s = 900\n"
+                        f"nvme = {json.dumps(ssd['nvme'])}\nfio = {json.dumps(ssd['fio'])}\n"
+                        f'[drive]\ncontroller = "{ssd["controller"]}"\nnamespace = "{ssd["namespaces"][0]}"\n'
+                        '[timing]\nsettle_s = 0.5\nidle_s = 2\n[[workload]]\nname = "rr"\nrw = "randread"\nruntime_s = 3\n')
+        db, out = tmp_path / "r.sqlite", tmp_path / "out"
+        r = run_cli("sweep", str(plan), "--results", str(db), "--out", str(out), timeout=3000)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    finally:
+        run_cli("sim", "stop", "--all")
+    store = ResultStore(db)
+    assert store.run(1)["status"] == "done"
+    steps = store.steps(1)
+    assert [s["key"] for s in steps] == ["ps0/idle/r1", "ps0/rr/r1"] and all(s["status"] == "done" for s in steps), steps
+    phases = {(p["step"], p["name"]): p for p in store.phases(1)}
+    for s in steps:
+        with CaptureReader(s["capture"]) as cap:
+            n, first = cap.intact["p_total"], cap.first_index
+            assert cap.closed_cleanly and not cap.gaps and n > 100, (n, cap.gaps)
+        spi = CAPTURE_US // 4
+        got = phases[(s["key"], "capture")]["mean_w"]
+        want = expected_power(board.codes, board.cal, first, first + n * spi)
+        assert abs(got / want - 1) < 1e-3, (s["key"], got, want)
+        if s["key"] == "ps0/rr/r1":
+            ph = phases[(s["key"], "fio:rr")]
+            a = first + int(round(ph["start_s"] / PERIOD_S))
+            b = a + int(round(ph["duration_s"] / PERIOD_S))
+            # (the phase's edges fall inside intervals, whose power is taken as even within them)
+            assert abs(ph["mean_w"] / expected_power(board.codes, board.cal, a, b) - 1) < 0.03, ph
+    print(f"rp2 emulator via powerrig sweep: {len(steps)} steps at {CAPTURE_US} us, workload phase "
+          f"{phases[('ps0/rr/r1', 'fio:rr')]['mean_w']:.3f} W over {phases[('ps0/rr/r1', 'fio:rr')]['duration_s']:.3f} s")

@@ -83,6 +83,10 @@ def test_keys_added_later_leave_an_older_plans_hash_alone():
     assert parse(GOOD.replace("measure_s = 2.0", "measure_s = 2.0\nblock_trace = false")).hash == a.hash
     b = parse(GOOD.replace("measure_s = 2.0", "measure_s = 2.0\nblock_trace = true"))
     assert b.hash != a.hash and b.timing.block_trace is True
+    assert "reply_timeout_s" not in a.resolved()["rig"] and a.rig.reply_timeout_s == 2.0
+    assert parse(GOOD.replace('port = "sim:d5-p5336"', 'port = "sim:d5-p5336"\nreply_timeout_s = 2')).hash == a.hash
+    c = parse(GOOD.replace('port = "sim:d5-p5336"', 'port = "sim:d5-p5336"\nreply_timeout_s = 600'))
+    assert c.hash != a.hash and c.rig.reply_timeout_s == 600.0
 
 
 @pytest.mark.parametrize("edit, where, reason", [
@@ -94,6 +98,8 @@ def test_keys_added_later_leave_an_older_plans_hash_alone():
     (("iodepth = 32", "iodepth = 100000"), "workload[1].iodepth (line 24)", "out of range"),
     (('port = "sim:d5-p5336"', 'port = "sim:nope"'), "rig.port (line 5)", "no drive profile"),
     (('port = "sim:d5-p5336"', 'port = "rfc2217://host"'), "rig.port (line 5)", "not an RFC2217 URL"),
+    (('port = "sim:d5-p5336"', 'port = "sim:d5-p5336"\nreply_timeout_s = 0'), "rig.reply_timeout_s (line 6)",
+     "out of range 0.1.."),
     (('serial = "SN1"', 'serial = 5'), "drive.serial (line 8)", "must be a string"),
     (('serial = "SN1"', ''), "drive.serial", "writes to the drive: name its serial"),
     (('rw = "read"', 'rw = "sideways"'), "workload[0].rw (line 16)", "not a fio rw mode"),

@@ -29,6 +29,19 @@ def interval_us(value: int | None) -> int | None:
     return value
 
 
+def add_reply_timeout(p) -> None:
+    """--reply-timeout, for the commands that open an interposer (stream, record)."""
+    p.add_argument("--reply-timeout", type=float, default=2.0,
+                   help="seconds to wait for the interposer's first reply (default 2; an emulated board "
+                        "running far slower than real time may need minutes, docs/emulator.md)")
+
+
+def reply_timeout(value: float) -> float:
+    if not math.isfinite(value) or value <= 0:
+        raise OptionError(f"--reply-timeout must be a positive, finite number of seconds, not {value:g}")
+    return value
+
+
 def rails(value: str | None) -> list[str] | None:
     """Comma-separated rail names, each once: a rail listed twice would count its power twice."""
     if value is None:

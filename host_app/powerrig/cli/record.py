@@ -25,6 +25,7 @@ def register(sub) -> None:
     p.add_argument("--seconds", type=float, default=None, help="stop after this much device time (default: until Ctrl-C)")
     p.add_argument("--interval-us", type=int, default=None, help="interval length in us (default: the device's)")
     p.add_argument("--rails", default=None, help="comma-separated rails (default: all the device has)")
+    opt.add_reply_timeout(p)
     p.set_defaults(func=run)
 
 
@@ -37,6 +38,7 @@ def run(args) -> int:
     seconds = opt.seconds(args.seconds, hint=" (leave it out to record until Ctrl-C)")
     interval = opt.interval_us(args.interval_us)
     rails = opt.rails(args.rails)
+    reply_timeout = opt.reply_timeout(args.reply_timeout)
     live = opt.LiveLine()
     t0 = time.monotonic()
     if args.source != "interposer":
@@ -45,7 +47,7 @@ def run(args) -> int:
     elif not args.port:
         raise CaptureError("record needs --port (the interposer's serial port, or `sim`) or --source SPEC")
     else:
-        opened = Interposer.open(resolve_port(args.port))
+        opened = Interposer.open(resolve_port(args.port), timeout=reply_timeout)
     with opened as dev:
         meta = {"device": dev.description, "calibration": dev.description.get("calibration"), "port": args.port,
                 "command": ["powerrig", "record", *sys.argv[2:]]}

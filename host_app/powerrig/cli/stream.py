@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import math
 import time
 
 from powerrig.cli import _options as opt
@@ -20,9 +19,7 @@ def register(sub) -> None:
     p.add_argument("--rails", default=None, help="comma-separated rails (default: all non-optional)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--quiet", action="store_true", help="no live lines on stderr")
-    p.add_argument("--reply-timeout", type=float, default=2.0,
-                   help="seconds to wait for the interposer's first reply (default 2; an emulated board "
-                        "running far slower than real time may need minutes, docs/emulator.md)")
+    opt.add_reply_timeout(p)
     p.set_defaults(func=cmd_stream)
 
 
@@ -36,9 +33,7 @@ def cmd_stream(args) -> int:
     interval = opt.interval_us(args.interval_us)
     rails = opt.rails(args.rails)
     live = opt.LiveLine(enabled=not args.quiet)
-    reply_timeout = args.reply_timeout
-    if not math.isfinite(reply_timeout) or reply_timeout <= 0:
-        raise opt.OptionError(f"--reply-timeout must be a positive, finite number of seconds, not {reply_timeout:g}")
+    reply_timeout = opt.reply_timeout(args.reply_timeout)
     error: LinkError | None = None
     with Interposer.open(resolve_port(args.port), timeout=reply_timeout) as dev:
         with dev.stream(interval_us=interval, rails=rails) as st:

@@ -206,7 +206,7 @@ class Sweep:
         """What measures the rails: the interposer on the rig's port, or the plan's rig.source (an N6705C,
         Joulescopes), used exactly as the interposer is (powerrig.sources)."""
         if self.plan.rig.source == "interposer":
-            return open_interposer(rig.port, wait_s)
+            return open_interposer(rig.port, wait_s, reply_timeout=self.plan.rig.reply_timeout_s)
         from powerrig.sources import open_source
         return open_source(self.plan.rig.source, rig.info)
 

@@ -156,6 +156,8 @@ class RigSpec:
     supply: str = ""               # the programmable supply feeding the slot ([[margin]]): a VISA resource, or
                                    # "reference": a virtual rig's simulated N6705C
     supply_channels: tuple = ()    # ((rail, channel), ...) of that supply; () : 12V=1, 3V3=2
+    reply_timeout_s: float = 2.0   # how long the interposer may take to answer a command (an emulated
+                                   # board far slower than real time needs minutes, docs/emulator.md)
 
     @property
     def sim_profile(self) -> str | None:
@@ -374,6 +376,8 @@ class Plan:
         for k in ("supply", "supply_channels"):
             if not d["rig"][k]:
                 d["rig"].pop(k)
+        if d["rig"]["reply_timeout_s"] == 2.0:
+            d["rig"].pop("reply_timeout_s")   # the default: plans keep the hash they had before the key
         for k in ("io_log", "block_trace"):
             if not d["timing"][k]:
                 d["timing"].pop(k)       # likewise plans without per-I/O logs or block tracing: a stored sweep still resumes
@@ -422,7 +426,7 @@ MAX_CYCLES = 100_000
 MAX_OFF_MS = 60_000.0
 LIMITS = {"max_steps", "max_hours"}
 CHECKS = {"self_reported_power", "self_reported_tolerance_pct"}
-RIG = {"port", "interval_us", "nvme", "fio", "reconnect_s", "source", "supply", "supply_channels"}
+RIG = {"port", "interval_us", "nvme", "fio", "reconnect_s", "source", "supply", "supply_channels", "reply_timeout_s"}
 DRIVE = {"controller", "namespace", "serial", "host"}
 PREP = {"kind", "job"}
 TIMING = {"settle_s", "idle_s", "measure_s", "repetitions", "cooldown_s", "io_log", "block_trace"}
@@ -688,7 +692,8 @@ def _build(d: dict, text: str, path: str) -> Plan:
                   _num(("rig", "reconnect_s"), r.get("reconnect_s", 60.0), 0.0),
                   _source(("rig", "source"), r.get("source", "interposer")),
                   _supply(("rig", "supply"), r.get("supply", ""), r["port"]),
-                  _supply_channels(("rig", "supply_channels"), r.get("supply_channels", {})))
+                  _supply_channels(("rig", "supply_channels"), r.get("supply_channels", {})),
+                  _num(("rig", "reply_timeout_s"), r.get("reply_timeout_s", 2.0), 0.1))
     dr = _table(("drive",), d.get("drive", {}))
     _known(("drive",), dr, DRIVE)
     drive = DriveSpec(*(_str(("drive", k), dr.get(k, v)) for k, v in

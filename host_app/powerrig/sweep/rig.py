@@ -70,15 +70,16 @@ def bring_up(plan) -> RigHandle:
                      drive_host=plan.drive.host or None)
 
 
-def open_interposer(port: str, wait_s: float = 0.0, what: str = "rig.port"):
-    """Open the interposer; retry for up to ``wait_s`` (an unplugged board coming back)."""
+def open_interposer(port: str, wait_s: float = 0.0, what: str = "rig.port", reply_timeout: float = 2.0):
+    """Open the interposer; retry for up to ``wait_s`` (an unplugged board coming back).
+    ``reply_timeout``: how long its first reply may take (plan rig.reply_timeout_s)."""
     from powerrig.interposer.client import Interposer
     from powerrig.sweep.plan import PlanError
 
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            return Interposer.open(port)
+            return Interposer.open(port, timeout=reply_timeout)
         except (LinkError, OSError) as e:
             if time.monotonic() >= deadline:
                 raise PlanError(f"{what}: the interposer at {port} does not answer ({e}); check the cable and "

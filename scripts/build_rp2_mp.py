@@ -1,23 +1,24 @@
 #!/usr/bin/env python3
-"""Build MicroPython's rp2 port for the RP2040 (RPI_PICO) into a cache directory, for the emulator tier.
+"""Build MicroPython's rp2 port with the firmware frozen in, into a cache directory.
 
 Why: the board's firmware must be proven on the real rp2 port (its PIO, DMA, IRQ and USB CDC code),
-not only on the QEMU image. rp2040js (tools/rp2emu) runs this image; nothing is downloaded: the
-MicroPython tree (with pico-sdk 2.2.0, TinyUSB, micropython-lib filled in) and picotool come from
-../shared/vendor, the compiler is the distribution's arm-none-eabi-gcc.
+not only on the QEMU image. rp2040js (tools/rp2emu) runs the RP2040 (RPI_PICO) image; nothing is
+downloaded: the MicroPython tree (with pico-sdk 2.2.0, TinyUSB, micropython-lib filled in) and
+picotool come from ../shared/vendor, the compiler is the distribution's arm-none-eabi-gcc.
 
 Output, cached by a hash of the inputs (the two tarballs, this recipe, the compiler's version):
-<cache>/<hash>/firmware-<BOARD>.bin (the flash image, loaded at 0x10000000) and
-<cache>/<hash>/mpy-cross (the same tree's cross compiler, whose .mpy files this image loads), where
-<cache> is $POWERRIG_RP2_CACHE or ~/.cache/powerrig/rp2-mp. Prints the directory on success.
-About 75 s on 2 cores the first time.
+<cache>/<hash>/powerrig-RPI_PICO-<firmware hash>.bin (the flash image, loaded at 0x10000000) and
+<cache>/<hash>/mpy-cross (the same tree's cross compiler), where <cache> is $POWERRIG_RP2_CACHE or
+~/.cache/powerrig/rp2-mp. Prints the directory on success. About 75 s on 2 cores the first time; the
+build folder is kept, so a firmware change recompiles the frozen modules and relinks in seconds.
 
-``--board RPI_PICO2`` builds the board's own image, for the RP2350 the interposer carries: the same
-port with the firmware (firmware/powerrig_fw and firmware/board, Thumb-2 kernels included) frozen
-in, compiled by the port's own cross compiler for the M33 (-march=armv7m). It writes
-<cache>/<hash>/powerrig-RPI_PICO2-<firmware hash>.uf2, the file a lab drags onto the board's
-BOOTSEL drive (docs/bring-up.md); no emulator here runs an RP2350, so its kernels are counted under
-QEMU (docs/firmware-budget.md). Another ~80 s, again when the firmware changes.
+The RP2040 image freezes firmware/powerrig_fw (FROZEN; board/ goes into its filesystem, tools/rp2emu);
+main.py stays in the flash filesystem. ``--board RPI_PICO2`` builds the board's own image, for the
+RP2350 the interposer carries, with firmware/powerrig_fw and firmware/board frozen in, Thumb-2
+kernels included, compiled by the port's own cross compiler for the M33 (-march=armv7m):
+<cache>/<hash>/powerrig-RPI_PICO2-<firmware hash>.uf2, the file a lab drags onto the board's BOOTSEL
+drive (docs/bring-up.md); no emulator here runs an RP2350, so its kernels are counted under QEMU
+(docs/firmware-budget.md). Another ~80 s, again when the firmware changes.
 
 Exit codes: 0 built (or cached), 3 no source / tools (the message says how to get them), 1 build failed.
 Needs gcc-arm-none-eabi, libnewlib-arm-none-eabi, cmake, make (scripts/setup.sh installs them).
@@ -84,11 +85,36 @@ def _run(cmd: list[str], log: Path, cwd: Path | None = None, env: dict | None = 
 FIRMWARE = Path(__file__).resolve().parent.parent / "firmware"
 PACKAGES = ("powerrig_fw", "board")
 # the packages frozen into each image (main.py stays in the filesystem). The RP2040's image freezes the
-# pure-Python application only: board/ holds viper and asm_thumb code, and frozen into the RPI_PICO
-# image that code crashed the emulated Cortex-M0+ in its first reducer call (an unaligned read at a
-# garbage address; mpy-tool aligns frozen ARMv6-M code to 2 bytes only, the likely cause, not
-# proven), while the same modules loaded as .mpy files from the filesystem (into the heap) run.
+# pure-Python application only; board/ goes into its filesystem as .mpy files (tools/rp2emu). Frozen
+# there (with the freezer amended below) board/ runs, but on the emulated M0+ an armed burst's block
+# pass took 1,788 us of each 2 ms block instead of 1,175 us (docs/emulator.md): not understood yet.
 FROZEN = {"RPI_PICO": ("powerrig_fw",), "RPI_PICO2": PACKAGES}
+
+# mpy-tool, MicroPython's freezer, places frozen native code for ARMv6-M on 2-byte boundaries (it groups
+# the M0+ with the Thumb-2 cores). The ARMv6-M native emitter needs 4: it loads each 32-bit constant
+# and each long jump's offset pc-relative from a word it pads into place assuming the code starts on a
+# word (py/asmthumb.c, asm_thumb_mov_reg_i32: "sanity check that generated code is aligned"). At a
+# 2-byte start every such load reads the half-words beside the constant: frozen board/ code crashed
+# the emulated RP2040 in its first reducer call (an unaligned read at a garbage address) while the
+# same .mpy loaded into the (word-aligned) heap ran. ARMv7-M code loads constants with movw/movt and
+# is unaffected (the RP2350). tests/test_rp2_freezer.py checks the amendment.
+_MPY_TOOL_ALIGN_4 = ("        if config.native_arch in (\n            MP_NATIVE_ARCH_ARMV6,\n",
+                     "        if config.native_arch in (\n            MP_NATIVE_ARCH_ARMV6,\n"
+                     "            MP_NATIVE_ARCH_ARMV6M,  # powerrig: pc-relative literals need a word start\n")
+
+
+def align_armv6m_native_code(tree: Path) -> None:
+    """Make the tree's mpy-tool word-align frozen ARMv6-M native code (above); a tool that no longer
+    has the line to amend is an error, never a silent pass."""
+    tool = tree / "tools" / "mpy-tool.py"
+    src = tool.read_text()
+    old, new = _MPY_TOOL_ALIGN_4
+    if new in src:
+        return
+    if src.count(old) != 1:
+        raise RuntimeError(f"{tool}: the native code alignment rule was not found; check how this MicroPython "
+                           "aligns frozen ARMv6-M code before building (scripts/build_rp2_mp.py)")
+    tool.write_text(src.replace(old, new))
 
 
 def firmware_hash(firmware: Path = FIRMWARE, packages: tuple[str, ...] = PACKAGES) -> str:
@@ -167,6 +193,7 @@ def build(board: str = "RPI_PICO", firmware: Path = FIRMWARE) -> Path:
                   ".."], log, cwd=bld)
             _run(["make", "-j", jobs], log, cwd=bld)
             _run(["make", "install"], log, cwd=bld)
+        align_armv6m_native_code(tree)
         if not cross.exists():
             _run(["make", "-j", jobs, "-C", str(tree / "mpy-cross")], log)
         if not cross.exists():

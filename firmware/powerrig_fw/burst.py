@@ -58,14 +58,17 @@ class Burst:
         return {"state": self.state, "filled": self.filled, "sent": self.sent}
 
     def arm(self, msg):
+        trig = msg.get("trigger", "now")
+        if trig == "off":            # a cancel needs no window (the defaults exceed an RP2040's RAM)
+            self.disarm()
+            return {"armed": None, "capacity": self.capacity}
         pre = msg.get("pre", 2500)
         post = msg.get("post", 2500)
         if not _whole(pre) or not _whole(post) or pre < 0 or post < 1:
             raise ValueError("pre must be >= 0 and post >= 1 samples")
         if pre + post > self.capacity:
             raise ValueError("pre + post = %d samples exceeds the burst RAM of %d samples" % (pre + post, self.capacity))
-        trig = msg.get("trigger", "now")
-        if self.state == UPLOAD and trig != "off":
+        if self.state == UPLOAD:
             raise ValueError("a burst upload is in progress; wait for its last chunk or send trigger off")
         spec = {"trigger": trig, "pre": pre, "post": post}
         if trig == "threshold":
@@ -97,9 +100,6 @@ class Burst:
             if not isinstance(rising, bool):
                 raise ValueError("rising must be true or false")
             spec["rising"] = rising
-        elif trig == "off":
-            self.disarm()
-            return {"armed": None, "capacity": self.capacity}
         elif trig != "now":
             raise ValueError("trigger must be now, threshold, edge or off")
         self.disarm()
@@ -181,8 +181,24 @@ class Burst:
             self.state = UPLOAD
             self.paced_at = self.device.sample_index()
             self.allowance = wire.OVERHEAD + 2 * self.chunk * self.stride     # the first chunk goes at once
-            self.device.notice({"event": "burst_triggered", "trigger_index": self.trigger_index,
-                                "first_index": self.first_index, "samples": want})
+
+    def overwritten(self):
+        """DMA came round to the block just observed while it was scanned and copied (the main loop
+        was a whole ring behind): what was stored from it, and a trigger found in it, may be a later
+        block's. On the emulated RP2040 such a burst came back 4,000 samples from where its index
+        said. The history starts again: a trigger found in that block is forgotten and the burst
+        waits for the next one; after a trigger found earlier the upload comes back short (none of
+        it, when the block was its last), which the host reports as lost samples."""
+        if self.state == IDLE or self.state == UPLOAD and self.sent:
+            return                   # (an upload under way observes no blocks)
+        if self.state == ARMED or self.trigger_index >= self.device.board.block_index():
+            self.state = ARMED       # no trigger yet, or one found in that block
+            self.remaining = 0
+            self.filled = 0
+        elif self.state == POST:
+            self.filled = 0
+        else:
+            self.count = 0
 
     def _store(self, raw, start, m):
         """Append m samples from raw[start:] to the ring (interleaved)."""
@@ -217,6 +233,9 @@ class Burst:
         if self.allowance < cost:
             return
         self.allowance -= cost
+        if not self.sent:        # the block that completed it has passed the board's overwrite check
+            self.device.notice({"event": "burst_triggered", "trigger_index": self.trigger_index,
+                                "first_index": self.first_index, "samples": self.count})
         u = s * self.unit
         payload = bytes(memoryview(self.ring)[self.read_pos * u:(self.read_pos + n) * u])
         idx = self.first_index + self.sent

@@ -191,11 +191,13 @@ class Device:
 
     def _overwritten(self):
         """DMA came round to the block just reduced while it was reduced: its records may hold newer
-        samples. Counted, and the next frame carries F_OVERRUN."""
+        samples. Counted, the next frame carries F_OVERRUN, and an armed burst forgets the block."""
         self.overruns += 1
         self.overwritten += 1
         if self.state == STREAMING:
             self.framer.mark_overrun()
+        if self.burst.state is not BURST_IDLE:
+            self.burst.overwritten()
 
     def _commands(self):
         """The host's bytes (in the reader): commands answered. A clock ping allocates nothing."""

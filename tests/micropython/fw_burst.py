@@ -73,6 +73,8 @@ class FakeBoard:
         self.sent = []
         self.next_block = 0
         self.drop_at = -1
+        self.lap_at = -1         # the block whose slot DMA writes again while it is read
+        self.lapped = False
         self.index = 0
         self.last = 0
 
@@ -100,13 +102,18 @@ class FakeBoard:
             self.next_block += 1
             self.index += BLOCK
             dropped = BLOCK
-        fill_block(self.next_block, self.regions, self.buf)
+        # DMA came round while the main loop read this block: its slot holds the block a ring later
+        self.lapped = self.next_block == self.lap_at
+        fill_block(self.next_block + (8 if self.lapped else 0), self.regions, self.buf)
         self.next_block += 1
         self.last = self.index
         self.index += BLOCK
         self.adc_n = BLOCK
         self.adc_dropped = dropped
         return self.buf
+
+    def adc_intact(self):
+        return not self.lapped
 
     def adc_restart(self):
         return self.index
@@ -195,6 +202,62 @@ for name, cmd, drop_at, want in CASES:
     if name == "threshold":      # the spike is where it fired: sample 1710 is the first above 0.5 W
         assert notes[0]["trigger_index"] == 1710, notes
 assert notes[0]["trigger_index"] > 2 * BLOCK, notes   # the rising edge after the lost block
+
+
+def lapped_block():
+    """DMA lapped the main loop while an armed burst read block 1 (samples 250..499): the slot held
+    block 9's samples, where bit 0 rises at 2368. The trigger found there is forgotten (it said
+    sample 368, with block 9's samples around it); the history starts again and the burst fires at a
+    real edge, its samples the script's. The overwrite is counted."""
+    gc.collect()
+    board = FakeBoard(N_BLOCKS, True, "burst-cal-lap.json")
+    board.lap_at = 1
+    dev = Device(board)
+    reader = wire.FrameReader()
+    board.inbox.append(bytes(wire.encode_frame(wire.T_COMMAND, json.dumps(
+        {"id": 1, "cmd": "burst", "trigger": "edge", "bit": 0, "rising": True, "pre": 300, "post": 300}).encode())))
+    payload = b""
+    notes = []
+    for _ in range(4 * N_BLOCKS + 60):
+        dev.poll()
+        bursts, ns = drain(board, reader)
+        payload += b"".join(bursts)
+        notes += [n for n in ns if n.get("event") == "burst_triggered"]
+    assert dev.overwritten == 1 and dev.overruns == 1, (dev.overwritten, dev.overruns)
+    # the first rising edge of bit 0 at least `pre` samples into the history that restarts at 500
+    assert len(notes) == 1 and notes[0]["trigger_index"] == 832 and notes[0]["first_index"] == 532, notes
+    got = array.array("h", payload)
+    assert len(got) == 600 * STRIDE, len(got)
+    want = array.array("h", bytes(2 * STRIDE * BLOCK))
+    for k in range(600):
+        g = 532 + k
+        if k == 0 or g % BLOCK == 0:
+            fill_block(g // BLOCK, False, want)
+        assert got[k * STRIDE:(k + 1) * STRIDE] == want[(g % BLOCK) * STRIDE:(g % BLOCK + 1) * STRIDE], g
+    print("burst after a lapped block: trigger %d, first %d" % (notes[0]["trigger_index"], notes[0]["first_index"]))
+
+
+lapped_block()
+
+
+def cancel_without_a_window():
+    """The host's cancel ({"trigger": "off"}, no pre or post: powerrig.interposer.client) is taken on a
+    board whose burst RAM is smaller than the default window (it was refused for pre + post = 5000 on
+    the RP2040), and it disarms an armed burst."""
+    board = FakeBoard(4, True, "burst-cal-off.json")
+    dev = Device(board)
+    dev.burst.arm({"trigger": "edge", "bit": 0, "pre": 100, "post": 100})
+    assert dev.burst.state == "armed"
+    r = dev.burst.arm({"trigger": "off"})
+    assert r == {"armed": None, "capacity": board.burst_capacity} and dev.burst.state == "idle", r
+    try:
+        dev.burst.arm({"trigger": "now"})
+        raise AssertionError("the default window was taken on a 1500-sample board")
+    except ValueError as e:
+        assert "exceeds the burst RAM" in str(e), e
+
+
+cancel_without_a_window()
 
 armed_without_allocating({"id": 2, "cmd": "burst", "trigger": "threshold", "rail": "12V", "above_w": 400.0,
                           "pre": 100, "post": 100})

@@ -27,13 +27,42 @@ import tarfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-RECIPE = "mps2-an385/heap-400k/v1"       # bump when the build recipe below changes
+RECIPE = "mps2-an385/heap-400k/v2"       # bump when the build recipe below changes
 HEAP_SIZE = 400 * 1024                   # about what MicroPython's rp2 port leaves for the heap on an RP2350
 HOW_TO_GET = ("MicroPython source not found: set MICROPYTHON_SRC to a MicroPython checkout or release tarball "
               "(git clone https://github.com/micropython/micropython), or put micropython-*.tar.gz into "
               "../shared/vendor/ next to the repository")
 MISSING_TOOLS = ("arm-none-eabi-gcc not found: install gcc-arm-none-eabi and libnewlib-arm-none-eabi "
                  "(scripts/setup.sh does, or: apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi)")
+
+
+# MicroPython gives a bytecode function whose frame (its locals and value stack) is over 11 words a frame
+# on the heap, taken with gc_alloc at the call and freed at its return (py/objfun.c,
+# VM_MAX_STATE_ON_STACK), and falls back to the C stack when that fails: under heap_lock it fails at
+# once, so heap_lock never sees these allocations. The main loop's own functions have frames of 14 to
+# 32 words (Device.poll 20, Burst.observe 17, ClockPing.answer 25): every pass made several, and in a
+# fragmented heap each one searched the allocation table for a run of free blocks. On the emulated
+# RP2040 that stalled the main loop behind its DMA ring for good (docs/emulator.md). Every image built
+# here keeps frames of up to VM_FRAME_WORDS on the C stack; tests/test_rp2_build.py checks that every
+# firmware function fits.
+VM_FRAME_WORDS = 32
+VM_FRAMES_ON_STACK = ("py/objfun.c", "#define VM_MAX_STATE_ON_STACK (sizeof(mp_uint_t) * 11)\n",
+                      f"#define VM_MAX_STATE_ON_STACK (sizeof(mp_uint_t) * {VM_FRAME_WORDS})  "
+                      "/* powerrig: scripts/build_qemu_mp.py */\n")
+
+
+def amend(tree: Path, change: tuple[str, str, str]) -> None:
+    """One change this project makes to MicroPython's source before building: (file, old, new), the
+    old text replaced once. A source without the old text is an error, never a silent build."""
+    rel, old, new = change
+    path = tree / rel
+    text = path.read_text()
+    if new in text:
+        return
+    if text.count(old) != 1:
+        raise RuntimeError(f"{path}: {old.strip()!r} not found; this MicroPython differs from the one the build "
+                           "was written for (scripts/build_qemu_mp.py, scripts/build_rp2_mp.py)")
+    path.write_text(text.replace(old, new))
 
 
 class Unavailable(Exception):
@@ -130,6 +159,7 @@ def build(verbose: bool = False) -> Path:
         if not (tree / "ports" / "qemu").is_dir():
             shutil.rmtree(tree, ignore_errors=True)
             _unpack(src, tree)
+        amend(tree, VM_FRAMES_ON_STACK)
         # the port's default frozen manifest wants the micropython-lib submodule; freeze only its own file
         (tree / "lib" / "micropython-lib").mkdir(parents=True, exist_ok=True)
         (tree / "lib" / "micropython-lib" / "README.md").write_text("placeholder: not needed by this build\n")

@@ -34,9 +34,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build_qemu_mp import Unavailable, _unpack, _vendor_dirs, run_main  # noqa: E402  (one vendor search for both images)
+from build_qemu_mp import VM_FRAMES_ON_STACK, Unavailable, _unpack, _vendor_dirs, amend, run_main  # noqa: E402  (one vendor search for both images)
 
-RECIPE = "rp2/pico-sdk-2.2.0/v1"         # bump when the build recipe below changes
+RECIPE = "rp2/pico-sdk-2.2.0/v2"         # bump when the build recipe below changes
 BOARDS = ("RPI_PICO", "RPI_PICO2")
 HOW_TO_GET = ("MicroPython rp2 source not found: put micropython-rp2-*.tar.gz and picotool-2.2.0.tar.gz into "
               "../shared/vendor/ next to the repository, or set MICROPYTHON_RP2_SRC and PICOTOOL_SRC to them")
@@ -97,24 +97,11 @@ FROZEN = {"RPI_PICO": ("powerrig_fw",), "RPI_PICO2": PACKAGES}
 # 2-byte start every such load reads the half-words beside the constant: frozen board/ code crashed
 # the emulated RP2040 in its first reducer call (an unaligned read at a garbage address) while the
 # same .mpy loaded into the (word-aligned) heap ran. ARMv7-M code loads constants with movw/movt and
-# is unaffected (the RP2350). tests/test_rp2_freezer.py checks the amendment.
-_MPY_TOOL_ALIGN_4 = ("        if config.native_arch in (\n            MP_NATIVE_ARCH_ARMV6,\n",
-                     "        if config.native_arch in (\n            MP_NATIVE_ARCH_ARMV6,\n"
-                     "            MP_NATIVE_ARCH_ARMV6M,  # powerrig: pc-relative literals need a word start\n")
-
-
-def align_armv6m_native_code(tree: Path) -> None:
-    """Make the tree's mpy-tool word-align frozen ARMv6-M native code (above); a tool that no longer
-    has the line to amend is an error, never a silent pass."""
-    tool = tree / "tools" / "mpy-tool.py"
-    src = tool.read_text()
-    old, new = _MPY_TOOL_ALIGN_4
-    if new in src:
-        return
-    if src.count(old) != 1:
-        raise RuntimeError(f"{tool}: the native code alignment rule was not found; check how this MicroPython "
-                           "aligns frozen ARMv6-M code before building (scripts/build_rp2_mp.py)")
-    tool.write_text(src.replace(old, new))
+# is unaffected (the RP2350). tests/test_rp2_build.py checks the amendment.
+ALIGN_ARMV6M_NATIVE_CODE = (
+    "tools/mpy-tool.py", "        if config.native_arch in (\n            MP_NATIVE_ARCH_ARMV6,\n",
+    "        if config.native_arch in (\n            MP_NATIVE_ARCH_ARMV6,\n"
+    "            MP_NATIVE_ARCH_ARMV6M,  # powerrig: pc-relative literals need a word start\n")
 
 
 def firmware_hash(firmware: Path = FIRMWARE, packages: tuple[str, ...] = PACKAGES) -> str:
@@ -193,7 +180,8 @@ def build(board: str = "RPI_PICO", firmware: Path = FIRMWARE) -> Path:
                   ".."], log, cwd=bld)
             _run(["make", "-j", jobs], log, cwd=bld)
             _run(["make", "install"], log, cwd=bld)
-        align_armv6m_native_code(tree)
+        amend(tree, ALIGN_ARMV6M_NATIVE_CODE)
+        amend(tree, VM_FRAMES_ON_STACK)         # (build_qemu_mp: the main loop's frames off the heap)
         if not cross.exists():
             _run(["make", "-j", jobs, "-C", str(tree / "mpy-cross")], log)
         if not cross.exists():

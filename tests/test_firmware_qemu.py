@@ -149,6 +149,7 @@ def test_dma_ring_and_usb_link_on_cortex_m(emulator):
     a block overwritten while reduced detected, a late channel counted; the USB link never waits for
     the host and counts what it drops; every byte value 0..255 through the command path."""
     out = emulator.run_script(MP / "mcu_link.py", [], timeout=600)
+    out += emulator.run_script(MP / "mcu_usb.py", [], timeout=600)
     for line in ("re-armed ok", "slack ok", "late ok", "overwrite ok", "late channel ok", "usb ok",
                  "bytes 0..255 ok"):
         assert line in out, out

@@ -86,8 +86,8 @@ FIRMWARE = Path(__file__).resolve().parent.parent / "firmware"
 PACKAGES = ("powerrig_fw", "board")
 # the packages frozen into each image (main.py stays in the filesystem). The RP2040's image freezes the
 # pure-Python application only; board/ goes into its filesystem as .mpy files (tools/rp2emu). Frozen
-# there (with the freezer amended below) board/ runs, but on the emulated M0+ an armed burst's block
-# pass took 1,788 us of each 2 ms block instead of 1,175 us (docs/emulator.md): not understood yet.
+# there (with the freezer amended below) board/ runs as fast, but one tier run lost intervals in a
+# client stream (docs/emulator.md, "How the firmware gets onto the board"): not understood yet.
 FROZEN = {"RPI_PICO": ("powerrig_fw",), "RPI_PICO2": PACKAGES}
 
 # mpy-tool, MicroPython's freezer, places frozen native code for ARMv6-M on 2-byte boundaries (it groups

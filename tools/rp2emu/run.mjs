@@ -4,10 +4,14 @@
 //
 //   node run.mjs --fw firmware.bin [--fs lfs.bin --fs-offset 0xA0000] [--waveform wave.i16 --stride 7]
 //       [--pins sclk=2,cs=3,sdi=7,sdo=4:5:6,dig=10:11:12] [--pty-fd 3] [--stats stats.json]
-//       [--rate 0.05] [--wall 600] [--echo]
+//       [--rate 0.05] [--wall 600] [--echo] [--usb-trace] [--pcs N [--stack-words W]]
 //
 // --rate R: emulated seconds per wall second at most (0: as fast as it goes). A steady rate is a steady
 //           crystal for the host's clock fit (docs/emulator.md, "Time").
+// --pcs N: the N most sampled PCs in the stats (pc_top); --stack-words W also counts, at each sample, the
+//           words among the W on top of the stack that point into flash (return addresses, mostly:
+//           stack_top), so the callers of a hot function show (symbolise both with the image's ELF:
+//           arm-none-eabi-addr2line -f -e firmware.elf ADDR).
 // Prints one line "ready" on stdout once the board's USB is enumerated; stats (JSON) are written to
 // --stats every half second of wall time and on exit (SIGTERM, SIGINT, --wall).
 import fs from 'node:fs';
@@ -89,8 +93,13 @@ function stats() {
     usb_ctrl: { int_raw: mcu.usbCtrl.intRaw, int_enable: mcu.usbCtrl.intEnable, buff_status: mcu.usbCtrl.buffStatus,
       held_read: !!usb.heldRead, pending_irqs: mcu.core.pendingInterrupts, enabled_irqs: mcu.core.enabledInterrupts },
     usb_trace: usb.trace.slice(-120),
-    pc_top: [...pcHist.entries()].sort((a, b) => b[1] - a[1]).slice(0, args.pcs === '1' ? 24 : Number(args.pcs)).map(([pc, n]) => [pc.toString(16), n]),
+    pc_top: top(pcHist),
+    stack_top: top(stackHist),
   };
+}
+function top(hist) {
+  return [...hist.entries()].sort((a, b) => b[1] - a[1]).slice(0, args.pcs === '1' ? 24 : Number(args.pcs))
+    .map(([pc, n]) => [pc.toString(16), n]);
 }
 function writeStats() {
   if (!args.stats) return;
@@ -112,7 +121,7 @@ function loop() {
   const turnStart = Date.now();
   while (Date.now() - turnStart < 20) {
     clock.slice(20000);
-    if (args.pcs) { const pc = mcu.core.PC & ~1; pcHist.set(pc, (pcHist.get(pc) || 0) + 1); }
+    if (args.pcs) { const pc = mcu.core.PC & ~1; pcHist.set(pc, (pcHist.get(pc) || 0) + 1); sampleStack(); }
     usb.pump();
   }
   if (usb.connected && readyAt === null) {
@@ -132,5 +141,13 @@ function loop() {
   if (wait > 1) setTimeout(loop, Math.min(wait, 50)); else setImmediate(loop);
 }
 let paceOrigin = t0, paceSlipMs = 0;
-const pcHist = new Map();
+const pcHist = new Map(), stackHist = new Map();
+const stackWords = Number(args['stack-words'] || 0);
+function sampleStack() {
+  const sp = mcu.core.registers[13] >>> 0;
+  for (let k = 0; k < stackWords; k++) {
+    const w = mcu.readUint32(sp + 4 * k) >>> 0;
+    if (w >= 0x10000000 && w < 0x10200000) { const a = w & ~1; stackHist.set(a, (stackHist.get(a) || 0) + 1); }
+  }
+}
 loop();

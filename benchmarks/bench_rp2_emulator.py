@@ -37,9 +37,9 @@ import emulated_board as eb  # noqa: E402
 from powerrig.core.errors import LinkError  # noqa: E402
 from powerrig.interposer.client import Interposer, learn_rate  # noqa: E402
 from powerrig.interposer.serial_link import SerialLink  # noqa: E402
+from powerrig.sim.frontend import MARKER_BIT  # noqa: E402
 
 RAILS = ["12V", "3V3"]
-MARKER_BIT = 4               # digital input 2 (powerrig.sim.frontend.MARKER_BIT)
 MARKER_HALF_PERIOD = 10_000  # samples: the marker toggles every 40 ms
 
 
@@ -65,7 +65,7 @@ def armed(dev: Interposer, board, seconds: float) -> dict:
     while board.stats()["emu_s"] < e0 + seconds:
         time.sleep(0.5)
     after = dev.status()
-    dev.link.command("burst", trigger="off", pre=100, post=100)
+    dev.link.command("burst", trigger="off")
     return {"seconds": seconds, "passes": after["passes"], "overruns": after["overruns"] - before["overruns"],
             "overwritten_blocks": after["overwritten_blocks"] - before["overwritten_blocks"]}
 

@@ -230,8 +230,8 @@ def test_rp2_emulator_received_intervals_carry_the_waveform(board, streamed):
     assert np.allclose(got, want, rtol=2e-3, atol=1e-3), np.max(np.abs(got / want - 1))
 
 
-BURSTS = 4                   # edge bursts one after another (the fourth came back from the wrong place or not
-                             # at all, before the main loop's frames left the heap: docs/emulator.md)
+BURSTS = 4                   # edge bursts one after another (the third never came back before the main
+                             # loop's frames left the heap: docs/emulator.md)
 
 
 def test_rp2_emulator_edge_trigger(board, streamed):

@@ -27,6 +27,41 @@ TRACE_EVENTS = ("pci_nvme_io_cmd", "pci_nvme_admin_cmd", "pci_nvme_read", "pci_n
                 "pci_nvme_enqueue_req_completion")
 NVME_ID = "nvme0"
 BUS = "rp1"
+# a subsystem guest adds Format NVM's per-namespace line: which namespaces a format really erased
+SUBSYS_TRACE_EVENTS = ("pci_nvme_format_set",)
+
+
+@dataclass(frozen=True)
+class Namespace:
+    """One ``nvme-ns`` of a subsystem guest: its nsid, the controller (index) whose bus carries it,
+    and ``shared`` (attached to every controller of the subsystem) or private to that controller.
+    Its data lives in ``nvm-ns<nsid>.img`` in the run directory (a sparse file the host can read:
+    the truth of what was written or erased there)."""
+    nsid: int
+    ctrl: int = 0
+    shared: bool = False
+    size: str = "64M"
+
+
+@dataclass(frozen=True)
+class Subsystem:
+    """An NVM subsystem (QEMU 7.2 ``nvme-subsys``): ``controllers`` controllers with the same serial,
+    each behind its own PCIe root port, and these namespaces. The default: nsid 1 and 2 private to
+    controller 0, nsid 3 private to controller 1, nsid 4 shared by both (the layout a dual-port
+    enterprise drive has, small enough to format in a blink)."""
+    controllers: int = 2
+    namespaces: tuple[Namespace, ...] = (Namespace(1), Namespace(2), Namespace(3, ctrl=1),
+                                         Namespace(4, shared=True))
+    nqn: str = "nqn.2026-11.io.powerrig:subsys0"
+    # another drive beside the subsystem: its own controller (no subsystem) with this serial and one
+    # namespace ``other_nsid`` (an nsid the subsystem does not use, so the trace tells them apart)
+    other_serial: str | None = None
+    other_nsid: int = 7
+    other_size: str = "16M"
+
+    def controller_ids(self) -> list[str]:
+        """QEMU's device ids of the controllers (QMP's handles; the guest names its own)."""
+        return [f"nvme{k}" for k in range(self.controllers)]
 
 
 class GuestError(PowerrigError):
@@ -224,10 +259,17 @@ class Guest:
     for whoever plays the world: pulling the drive, injecting a warning)."""
 
     def __init__(self, rundir: str | os.PathLike, serial: str, img_size: str = "1G", mem_mb: int = 1024,
-                 smp: int = 2, trace: bool = True):
+                 smp: int = 2, trace: bool = True, subsystem: Subsystem | None = None,
+                 multipath: bool | None = None):
+        """``subsystem``: instead of the one controller with one namespace, an NVM subsystem of
+        several controllers (same serial) and namespaces, private and shared (Subsystem).
+        ``multipath``: the guest kernel's native NVMe multipath (``nvme_core.multipath``): None
+        leaves the kernel's default (on), False turns it off (one block device per controller and
+        namespace), True asks for it explicitly."""
         self.rundir = Path(rundir)
         self.rundir.mkdir(parents=True, exist_ok=True)
         self.serial, self.img_size, self.mem_mb, self.smp, self.trace = serial, img_size, mem_mb, smp, trace
+        self.subsystem, self.multipath = subsystem, multipath
         self.img = self.rundir / "nvm.img"
         self.proc: subprocess.Popen | None = None
         self.agent: AgentLink | None = None
@@ -242,9 +284,48 @@ class Guest:
     def world_qmp(self) -> Path:
         return self.rundir / "world.qmp"
 
-    def nvme_device(self) -> dict:
-        """QMP device_add arguments that bring the controller (back) under the same names."""
-        return {"driver": "nvme", "id": NVME_ID, "serial": self.serial, "drive": "nvm", "bus": BUS}
+    def nvme_device(self, ctrl: int = 0) -> dict:
+        """QMP device_add arguments that bring the controller (back) under the same names (for a
+        subsystem guest, controller ``ctrl``; its namespaces are the subsystem's)."""
+        if self.subsystem is None:
+            return {"driver": "nvme", "id": NVME_ID, "serial": self.serial, "drive": "nvm", "bus": BUS}
+        return {"driver": "nvme", "id": self.subsystem.controller_ids()[ctrl], "serial": self.serial,
+                "subsys": "subsys0", "bus": f"rp{ctrl + 1}"}
+
+    def ns_image(self, nsid: int) -> Path:
+        """A subsystem guest's namespace data (host side)."""
+        return self.rundir / f"nvm-ns{nsid}.img"
+
+    def _images(self) -> list[tuple[Path, str]]:
+        if self.subsystem is None:
+            return [(self.img, self.img_size)]
+        sub = self.subsystem
+        out = [(self.ns_image(n.nsid), n.size) for n in sub.namespaces]
+        return out + ([(self.ns_image(sub.other_nsid), sub.other_size)] if sub.other_serial else [])
+
+    def _nvme_args(self) -> list[str]:
+        if self.subsystem is None:
+            return ["-drive", f"file={self.img},if=none,id=nvm,format=raw",
+                    "-device", f"pcie-root-port,id={BUS},chassis=1,slot=1",
+                    "-device", "nvme," + ",".join(f"{k}={v}" for k, v in self.nvme_device().items() if k != "driver")]
+        sub = self.subsystem
+        ids = sub.controller_ids()
+        a = ["-device", f"nvme-subsys,id=subsys0,nqn={sub.nqn}"]
+        for k in range(len(ids)):
+            d = self.nvme_device(k)
+            a += ["-device", f"pcie-root-port,id={d['bus']},chassis={k + 1},slot={k + 1}",
+                  "-device", "nvme," + ",".join(f"{key}={v}" for key, v in d.items() if key != "driver")]
+        for n in sub.namespaces:
+            a += ["-drive", f"file={self.ns_image(n.nsid)},if=none,id=ns{n.nsid},format=raw",
+                  "-device", f"nvme-ns,drive=ns{n.nsid},nsid={n.nsid},bus={ids[n.ctrl]},"
+                             f"shared={'on' if n.shared else 'off'}"]
+        if sub.other_serial:
+            k, o = len(ids) + 1, sub.other_nsid
+            a += ["-device", f"pcie-root-port,id=rp{k},chassis={k},slot={k}",
+                  "-device", f"nvme,id=other,serial={sub.other_serial},bus=rp{k}",
+                  "-drive", f"file={self.ns_image(o)},if=none,id=ns{o},format=raw",
+                  "-device", f"nvme-ns,drive=ns{o},nsid={o},bus=other"]
+        return a
 
     def argv(self) -> list[str]:
         kernel, initrd = find()
@@ -253,25 +334,24 @@ class Guest:
              "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
              "-bios", "/usr/share/qemu/qboot.rom" if Path("/usr/share/qemu/qboot.rom").is_file() else "bios.bin",
              "-serial", f"file:{r}/console.log", "-kernel", str(kernel), "-initrd", str(initrd),
-             "-append", "console=ttyS0 loglevel=4 rdinit=/init panic=-1",
+             "-append", "console=ttyS0 loglevel=4 rdinit=/init panic=-1" + (
+                 "" if self.multipath is None else f" nvme_core.multipath={'Y' if self.multipath else 'N'}"),
              "-qmp", f"unix:{r}/rig.qmp,server=on,wait=off", "-qmp", f"unix:{self.world_qmp},server=on,wait=off",
              "-device", "virtio-serial-pci,id=vser",
              "-chardev", f"socket,id=agent,path={r}/agent.sock,server=on,wait=off",
-             "-device", "virtserialport,bus=vser.0,chardev=agent,name=agent",
-             "-drive", f"file={self.img},if=none,id=nvm,format=raw",
-             "-device", f"pcie-root-port,id={BUS},chassis=1,slot=1",
-             "-device", "nvme," + ",".join(f"{k}={v}" for k, v in self.nvme_device().items() if k != "driver")]
+             "-device", "virtserialport,bus=vser.0,chardev=agent,name=agent"] + self._nvme_args()
         if self.trace:
             a += ["-msg", "timestamp=on", "-D", str(self.trace_log)]
-            for ev in TRACE_EVENTS:
+            for ev in TRACE_EVENTS + (SUBSYS_TRACE_EVENTS if self.subsystem is not None else ()):
                 a += ["-trace", f"enable={ev}"]
         return a
 
     def start(self, timeout: float = 300.0) -> "Guest":
         t0 = time.time()
-        if not self.img.exists():
-            with open(self.img, "wb") as f:
-                f.truncate(_bytes(self.img_size))
+        for img, size in self._images():
+            if not img.exists():
+                with open(img, "wb") as f:
+                    f.truncate(_bytes(size))
         self._log = open(self.rundir / "qemu.log", "wb")
         # the guest ends with the process that started it, however that ends (a killed rig leaves no QEMU)
         self.proc = subprocess.Popen(self.argv(), stdout=self._log, stderr=subprocess.STDOUT,

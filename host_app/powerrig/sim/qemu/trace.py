@@ -33,6 +33,7 @@ class Command:
     t_complete: float | None = None
     status: int | None = None
     t_seen: float | None = None    # when this host read its submit line (the tail's lag)
+    nsid: int | None = None        # an I/O command's namespace (admin lines carry none)
 
     @property
     def kind(self) -> str:
@@ -62,7 +63,8 @@ class TraceParser:
         t, ev, rest = float(m.group(1)), m.group(2), m.group(3)
         kv = dict(_KV.findall(rest))
         if ev in ("pci_nvme_io_cmd", "pci_nvme_admin_cmd"):
-            c = Command(int(kv.get("sqid", 0)), int(kv["cid"]), kv.get("opname", "").strip("'"), t, t_seen=t_seen)
+            c = Command(int(kv.get("sqid", 0)), int(kv["cid"]), kv.get("opname", "").strip("'"), t, t_seen=t_seen,
+                        nsid=int(kv["nsid"], 16) if "nsid" in kv else None)
             self.open[(c.qid, c.cid)] = c
             if ev == "pci_nvme_io_cmd":
                 self._last_io[c.cid] = c
@@ -80,6 +82,30 @@ class TraceParser:
                 self.completed += 1
             return None
         return None
+
+
+# I/O commands that change a namespace's data (QEMU 7.2's names)
+CHANGING_IO = ("NVME_NVM_CMD_WRITE", "NVME_NVM_CMD_WRITE_ZEROES", "NVME_NVM_CMD_DSM", "NVME_NVM_CMD_COPY",
+               "NVME_ZONED_CMD_ZONE_APPEND")
+
+
+def changed_namespaces(lines) -> dict[int, set[str]]:
+    """nsid -> {"write", "format"}: the namespaces whose data these trace lines changed. Writes
+    (and write zeroes, deallocate, copy) by their I/O command's nsid; Format NVM by its
+    ``pci_nvme_format_set`` line, one per namespace it really formatted (a broadcast nsid
+    0xffffffff shows as each namespace of the controller; the guest must trace that event:
+    machine.SUBSYS_TRACE_EVENTS). The controller is not in the trace: nsids are the subsystem's."""
+    out: dict[int, set[str]] = {}
+    for line in lines:
+        m = _LINE.match(line.rstrip("\n"))
+        if not m:
+            continue
+        ev, kv = m.group(2), dict(_KV.findall(m.group(3)))
+        if ev == "pci_nvme_io_cmd" and kv.get("opname", "").strip("'") in CHANGING_IO:
+            out.setdefault(int(kv["nsid"], 16), set()).add("write")
+        elif ev == "pci_nvme_format_set":
+            out.setdefault(int(kv["nsid"]), set()).add("format")
+    return out
 
 
 def read_all(path: str | Path) -> list[Command]:

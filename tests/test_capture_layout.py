@@ -54,11 +54,10 @@ def test_one_source_per_rail_with_the_fields_names_and_utc_everywhere(capture, t
             for field, name in (("i", "current"), ("v", "voltage"), ("p", "power")):
                 np.testing.assert_allclose(r.fsr(names[name], 0, len(whole)), getattr(whole, field)[:, k], rtol=1e-6)
         assert {"gpi[0]", "gpi[1]", "gpi[2]"} <= set(by_source["12V"])
-        # 1-bit samples, packed little-endian as JLS stores u1, across blocks of 700 rows (not whole bytes)
+        # one 0/1 sample per interval, across blocks of 700 rows, ending with the capture
         marker = np.concatenate([(np.arange(len(b)) % 3 == 0) for b in tr.blocks]).astype(np.uint8)
         for bit, want in ((0, np.ones_like(marker)), (1, np.zeros_like(marker)), (2, marker)):
-            packed = r.fsr(by_source["12V"][f"gpi[{bit}]"], 0, len(whole))
-            got = np.unpackbits(np.asarray(packed, np.uint8), bitorder="little")[:len(whole)]
+            got = per_sample(r, by_source["12V"][f"gpi[{bit}]"])
             np.testing.assert_array_equal(got, want)
         assert "p_total" in by_source["powerrig"]
         for sid, sig in r.signals.items():
@@ -153,3 +152,36 @@ def write_format1(path, tr, model):
                                         "valid_intervals": len(whole), "energy_j": {}, "stats": {}}).encode())
     w.close()
     return path
+
+
+@pytest.mark.parametrize("length", [1000, 1001, 1003, 1007, 2053])
+def test_pyjls_csv_over_every_signal_on_lengths_that_are_and_are_not_multiples_of_8(tmp_path, length):
+    """Issue 41 item 7: the 1-bit gpi signals were padded to a whole byte (up to 7 samples past the
+    capture's end), and `pyjls csv` over all signals then asked the others for samples past theirs
+    (rd_fsr_statistics PARAMETER_INVALID) on 7 of 8 lengths. Every signal now ends where the capture does."""
+    path = tmp_path / f"c{length}.jls"
+    model = S.clock(0)
+    with CaptureWriter(path, metadata={"device": {"device": "powerrig-interposer", "serial": "E6614"}},
+                       clock=model) as w:
+        for b in S.interval_blocks(length * 1e-3, rows_per_block=300):
+            b.dig_or[:] = np.arange(len(b)) % 5 == 0
+            w.write(b)
+    with pyjls.Reader(str(path)) as r:
+        lengths = {s.name: s.length for sid, s in r.signals.items() if sid}
+        gpi = {s.name: per_sample(r, sid) for sid, s in r.signals.items() if sid and s.name.startswith("gpi[")}
+    assert set(lengths.values()) == {length}, lengths
+    want = np.concatenate([np.arange(len(b)) % 5 == 0 for b in S.interval_blocks(length * 1e-3, rows_per_block=300)])
+    np.testing.assert_array_equal(gpi["gpi[0]"].astype(bool), want)   # every sample, the last ones too
+    run = _pyjls_csv(path, tmp_path / "all.csv")
+    assert run.returncode == 0, run.stderr[-600:]
+    with CaptureReader(path) as cap:
+        assert cap.closed_cleanly and cap.length == length
+
+
+def per_sample(r, sid) -> np.ndarray:
+    """A digital signal's samples, one value each (u1 is stored packed, little-endian)."""
+    s = r.signals[sid]
+    data = np.asarray(r.fsr(sid, 0, s.length))
+    if s.data_type == pyjls.DataType.U1:
+        return np.unpackbits(data.view(np.uint8), bitorder="little")[:s.length]
+    return data

@@ -2,7 +2,7 @@
 
 A capture is a JLS v2 file laid out as the field's own tools expect (format 2): one JLS source per
 rail holding ``current``, ``voltage`` and ``power`` (what the Joulescope UI and ``pyjls csv`` read), the
-digital inputs as ``gpi[n]`` (1-bit) on the first rail's source, UTC entries on every signal and the
+digital inputs as ``gpi[n]`` (0/1 per interval, u8) on the first rail's source, UTC entries on every signal and the
 events as annotations on every rail's ``power``. The other per-interval columns (p_min_12V, p_peak_12V,
 ...) stay as extra signals of their rail's source, and the totals (p_total, dig_or, dig_and) on a last
 ``powerrig`` source; viewers skip names they do not know. Format 1 (one source, every signal named

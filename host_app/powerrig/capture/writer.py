@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import platform
 import sys
 import time
@@ -25,7 +26,7 @@ import pyjls
 
 from powerrig import __version__
 from powerrig.capture import layout as L
-from powerrig.core import names
+from powerrig.core import names, owned
 from powerrig.core.json_values import dumps
 from powerrig.core.errors import CaptureError
 from powerrig.core.timeline import Timeline
@@ -68,6 +69,7 @@ class CaptureWriter:
         self._errors_seen = NATIVE.errors
         self.failed: str | None = None     # set at the first failed write: nothing is written after it
         self.failed_at: int | None = None  # where the file's whole chunks ended at that write
+        os.close(owned.open_fd(self.path, "w"))     # a link or a foreign file in its place: NotOwned, untouched
         try:
             self._w = pyjls.Writer(str(self.path))
         except Exception as e:
@@ -153,12 +155,14 @@ class CaptureWriter:
             self._ids[name] = sid
             sid += 1
         for bit in range(len(names.DIGITAL_INPUTS)):
-            define(sid, L.rail_source_id(0), pyjls.DataType.U1, L.gpi_signal(bit), "")
+            # u8, not the u1 a Joulescope writes: pyjls's Python binding appends u1 data in whole bytes (8
+            # samples) and its writer never stores a signal's last partial byte (pyjls 0.17 src/wr_fsr.c,
+            # wr_data_inner keeps it in shift_buffer), so a u1 signal cannot end where a capture of 8k+r
+            # intervals ends, and `pyjls csv` over all signals fails on a longer one (issue 41 item 7)
+            define(sid, L.rail_source_id(0), pyjls.DataType.U8, L.gpi_signal(bit), "")
             self._gpi_ids[L.gpi_signal(bit)] = sid
             sid += 1
         self._power_ids = [self._ids[L.rail_signal("p", r)] for r in self.rails]
-        self._gpi_carry = np.empty(0, np.uint8)       # digital samples not yet a whole byte
-        self._gpi_at = 0                               # gpi sample id of the next whole byte
 
     # ---- data ---------------------------------------------------------------------------------------
     def use_clock(self, clock) -> None:
@@ -207,25 +211,15 @@ class CaptureWriter:
         w.fsr(ids[L.TOTAL_POWER], sid0, np.ascontiguousarray(b.p.sum(axis=1), dtype=np.float32))
         for name in L.DIGITAL_FIELDS:
             w.fsr(ids[name], sid0, np.ascontiguousarray(getattr(b, name), dtype=np.uint8))
-        self._write_gpi(np.asarray(b.dig_or, dtype=np.uint8))
+        seen = np.asarray(b.dig_or, dtype=np.uint8)
+        for bit, gid in enumerate(self._gpi_ids.values()):    # one 0/1 sample per interval, as long as the rest
+            w.fsr(gid, sid0, np.ascontiguousarray((seen >> bit) & 1, dtype=np.uint8))
         ok = b.valid
         if ok.any():
             self._energy.add(np.where(ok[:, None], b.p, 0.0).sum(axis=0))
             self._valid_rows += int(ok.sum())
         self.length += len(b)
         self._next_raw = b.end_index
-
-    def _write_gpi(self, seen: np.ndarray, final: bool = False) -> None:
-        """Each digital input as a 1-bit gpi[n] signal. JLS takes u1 data in whole bytes (8 samples), so
-        the bits of a block that do not fill a byte wait for the next block; at close the last byte is
-        padded with zeros (input not seen), up to 7 samples past the capture's end."""
-        seen = np.concatenate([self._gpi_carry, seen])
-        whole = len(seen) if final else len(seen) // 8 * 8
-        if whole:
-            for bit, gid in enumerate(self._gpi_ids.values()):
-                self._w.fsr(gid, self._gpi_at, np.packbits((seen[:whole] >> bit) & 1, bitorder="little"))
-            self._gpi_at += -(-whole // 8) * 8
-        self._gpi_carry = seen[whole:]
 
     def _note_gap(self, b: IntervalBlock) -> None:
         bad = ~b.valid
@@ -375,7 +369,6 @@ class CaptureWriter:
             return
         try:
             if self._started:
-                self._write_gpi(np.empty(0, np.uint8), final=True)
                 self._anchor(force=True)
                 self._write_finished_events(final=True)
                 self._w.flush()

@@ -145,3 +145,129 @@ def test_after_kill_9_two_resumes_together_one_refused_one_finishes_and_the_cut_
         assert cap.length > 0 and not cap.closed_cleanly
     step = next(s for s in store.steps(1) if s["key"] == "ps0/seq-read-128k/r1")
     assert json.loads(step["params"])["cut_captures"] == [str(kept)]
+
+
+# -- the output folder's files are the run's own: a link (or another name) in their place is refused --
+TINY = """name = "tiny"
+power_states = [0]
+[rig]
+port = "sim:d5-p5336"
+[timing]
+settle_s = 0.1
+idle_s = 0.2
+"""
+VICTIM = b"precious\n" * (2 * 2**20 // 9)
+
+
+def _victim(tmp_path):
+    v = tmp_path / "victim"
+    v.write_bytes(VICTIM)
+    return v
+
+
+@pytest.mark.parametrize("kind", ["symlink", "dangling", "hardlink", "fifo"])
+def test_the_lock_file_is_never_a_link_or_another_file(tmp_path, kind):
+    import os
+    from powerrig.core.owned import NotOwned
+
+    out = tmp_path / "out"
+    out.mkdir()
+    v = _victim(tmp_path)
+    lock = out / LOCK_NAME
+    if kind == "symlink":
+        lock.symlink_to(v)
+    elif kind == "dangling":
+        lock.symlink_to(tmp_path / "made-by-the-run")
+    elif kind == "hardlink":
+        os.link(v, lock)
+    else:
+        os.mkfifo(lock)
+    with pytest.raises(NotOwned, match=rf"^{lock} (is a symbolic link|has 1 other name\(s\) \(a hard link\)|is not a "
+                                       r"regular file): a run writes only its own files there, so nothing was written; "
+                                       r"remove it or choose another output folder \(--out\)$"):
+        RunLock(out).acquire(None)
+    assert v.read_bytes() == VICTIM                  # not cut to the lock's JSON
+    assert not (tmp_path / "made-by-the-run").exists()
+
+
+@pytest.mark.parametrize("name", [LOCK_NAME, "sweep.jsonl", "unstored-steps.jsonl", "plan.toml", "plan.resolved.json",
+                                  "run-1.json", "run-1.json.tmp", "captures/000-ps0_idle_r1-a1.jls",
+                                  "fio/000-ps0_idle_r1-a1/cycles.jsonl", "captures", "fio"])
+def test_a_link_anywhere_in_the_output_folder_refuses_the_sweep_before_anything_runs(tmp_path, simdir, name):
+    """`ln -s victim OUT/NAME; powerrig sweep P --out OUT`: one line, the victim untouched, no run made."""
+    plan_file = tmp_path / "p.toml"
+    plan_file.write_text(TINY)
+    out, db = tmp_path / "out", tmp_path / "r.sqlite"
+    v = _victim(tmp_path) if "." in name else tmp_path / "victim-dir"
+    if "." not in name:
+        v.mkdir()
+    link = out / name
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(v)
+    r = run_cli("sweep", str(plan_file), "--out", str(out), "--results", str(db))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == (f"powerrig: error: {link} is a symbolic link: a run writes only its own files there, so "
+                        "nothing was written; remove it or choose another output folder (--out)\n")
+    if v.is_file():
+        assert v.read_bytes() == VICTIM
+    else:
+        assert list(v.iterdir()) == []
+    assert not db.exists() or ResultStore(db).runs() == []
+
+
+def _writer_unstored(out, tmp_path, monkeypatch):
+    from powerrig.results import DatabaseFault
+    from powerrig.sweep.engine import UNSTORED, Sweep
+
+    class Full:
+        def store_step(self, *a):
+            raise DatabaseFault("database or disk is full")
+    sweep = Sweep(parse(TINY), Full(), out)
+    sweep.run_id = 1
+    (out / UNSTORED).symlink_to(tmp_path / "victim")
+    sweep._store({"step": {"key": "k"}, "phases": [], "measurements": []})
+
+
+def _writer_record(out, tmp_path, monkeypatch):
+    store = ResultStore(tmp_path / "r.sqlite")
+    monkeypatch.setattr(store, "run_record", lambda run_id: {"id": run_id})
+    (out / "run-1.json").symlink_to(tmp_path / "victim")
+    store.write_record(1, out)
+
+
+def _writer_capture(out, tmp_path, monkeypatch):
+    from powerrig.capture.writer import CaptureWriter
+    (out / "c.jls").symlink_to(tmp_path / "victim")
+    CaptureWriter(out / "c.jls")
+
+
+def _writer_cycles(out, tmp_path, monkeypatch):
+    from powerrig.dut import destructive
+    from powerrig.sweep.power_loss import PowerLossStep
+    from powerrig.sweep.plan import PowerLoss
+
+    monkeypatch.setattr(destructive, "power_session", lambda *a: None)
+    monkeypatch.setattr(destructive, "power_release", lambda *a: None)
+    (out / "cycles.jsonl").symlink_to(tmp_path / "victim")
+    PowerLossStep(PowerLoss("pl", cycles=1), None, None, None, None, "/dev/nvme0", "/dev/nvme0n1", "SN", out,
+                  None).run()
+
+
+def _writer_fio_job(out, tmp_path, monkeypatch):
+    from powerrig.dut.fio import Fio, FioJob, FioPlan
+    (out / "r.fio").symlink_to(tmp_path / "victim")
+    Fio(["fio"]).run(FioPlan([FioJob("r", rw="read", filename=str(tmp_path / "data"), size="4k")]), out, name="r")
+
+
+@pytest.mark.parametrize("write", [_writer_unstored, _writer_record, _writer_capture, _writer_cycles, _writer_fio_job],
+                         ids=["unstored-steps.jsonl", "run-N.json", "capture", "cycles.jsonl", "fio job file"])
+def test_each_writer_refuses_a_link_made_while_the_run_goes(tmp_path, monkeypatch, write):
+    """The check at the start does not stand alone: every file is opened without following a link."""
+    from powerrig.core.errors import PowerrigError
+
+    out = tmp_path / "out"
+    out.mkdir()
+    v = _victim(tmp_path)
+    with pytest.raises(PowerrigError, match=r"is a symbolic link: a run writes only its own files there"):
+        write(out, tmp_path, monkeypatch)
+    assert v.read_bytes() == VICTIM

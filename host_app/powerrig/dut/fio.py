@@ -26,6 +26,7 @@ import numpy as np
 from powerrig.dut import blocktrace, commands
 from powerrig.dut._run import fail, run_tool
 from powerrig.dut.commands import RW_MODES, WRITE_MODES, _truthy, job_writes  # noqa: F401 - fio's vocabulary, kept here too
+from powerrig.core import owned
 from powerrig.core.errors import PowerrigError, ToolError
 from powerrig.core.timeline import FIO, PHASE, Timeline
 
@@ -521,13 +522,11 @@ class Fio:
         if commands.fio_write_targets(plan):    # writes: only through the guarded door, which checks the drive
             from powerrig.dut import destructive
             permit = destructive.fio_write(self, plan, serial, allow_unguarded)
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        logs = out / "logs"
-        logs.mkdir(exist_ok=True)
+        out = owned.owned_dir(out_dir, top=True)        # fio's own files there: never through a link
+        logs = owned.owned_dir(out / "logs")
         job_file = out / f"{name}.fio"
         output = out / f"{name}.json"
-        if output.exists():
+        if output.is_symlink() or output.exists():      # fio writes it anew (a link's target never)
             output.unlink()
         rdir = self.remote.mkdtemp() if self.remote is not None else None
         trace, block_note = None, None
@@ -535,7 +534,7 @@ class Fio:
             # on a drive host fio writes into a directory there, fetched back into ``out`` afterwards
             where = Path(rdir) if rdir else out
             job_text = plan.job_file(str(where / "logs"), permit)
-            job_file.write_text(job_text)
+            owned.write_owned(job_file, job_text)
             if rdir:
                 self.remote.run(commands.helper_argv("mkdir", "-p", str(where / "logs")))
                 self.remote.put_text(job_text, str(where / job_file.name))

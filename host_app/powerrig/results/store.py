@@ -20,6 +20,7 @@ from sqlalchemy import create_engine, event, func, insert, inspect, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from powerrig.core import owned
 from powerrig.core.errors import PowerrigError
 from powerrig.results import schema as S
 
@@ -498,9 +499,6 @@ class ResultStore:
 
     def write_record(self, run_id: int, directory: str | Path | None = None) -> Path:
         d = Path(directory) if directory else (self.path.parent if self.path else Path("."))
-        d.mkdir(parents=True, exist_ok=True)
-        out = d / f"run-{run_id}.json"
-        tmp = out.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.run_record(run_id), indent=1, default=str))
-        tmp.replace(out)
-        return out
+        owned.owned_dir(d, top=True)
+        return owned.write_owned(d / f"run-{run_id}.json", json.dumps(self.run_record(run_id), indent=1, default=str),
+                                 atomic=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import re
 import threading
 import time
@@ -24,6 +25,7 @@ from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
 
+from powerrig.core import owned
 from powerrig.core.errors import CaptureError, PowerrigError
 from powerrig.core.timeline import NOTE, NVME, PHASE, Event, Timeline
 from powerrig.results import DatabaseFault
@@ -75,10 +77,10 @@ def _safe(name: str) -> str:
 def _keep_cut_capture(capture: Path) -> Path | None:
     """A capture already at ``capture`` is what a killed process left of this step: it is moved
     beside (NAME.cutN.jls, N from 1), never overwritten by the rerun. Returns where it went."""
-    if not capture.exists():
+    if not os.path.lexists(capture):
         return None
     n = 1
-    while (dst := capture.with_name(f"{capture.stem}.cut{n}.jls")).exists():
+    while os.path.lexists(dst := capture.with_name(f"{capture.stem}.cut{n}.jls")):
         n += 1
     capture.rename(dst)
     return dst
@@ -154,6 +156,8 @@ class Sweep:
                 prior = self._resumable()
                 self._lock = RunLock(prior["out_dir"]).acquire(prior["id"])
             self._took_over = self._lock.previous
+        elif self.out.exists():     # a link in the folder is refused before the rig is touched (nothing made)
+            owned.check_tree(self.out)
         rig = bring_up(plan)
         try:
             dev = self._open_source(rig)
@@ -183,9 +187,9 @@ class Sweep:
                     self.run_id = self.store.start_run(plan, str(self.out), rig.station, drive, rig_info,
                                                        software_versions(), **me)
                     self._lock.claim(self.run_id)
-                self.out.mkdir(parents=True, exist_ok=True)
-                (self.out / "plan.toml").write_text(plan.source)
-                (self.out / "plan.resolved.json").write_text(json.dumps(plan.resolved(), indent=1))
+                owned.owned_dir(self.out, top=True)
+                owned.write_owned(self.out / "plan.toml", plan.source)
+                owned.write_owned(self.out / "plan.resolved.json", json.dumps(plan.resolved(), indent=1))
                 dev = self._sweep(dev, nvme, fio, prior is not None)
             finally:
                 if dev is not None:
@@ -250,7 +254,7 @@ class Sweep:
         try:
             self.store.store_step(self.run_id, rec["step"], rec["phases"], rec["measurements"])
         except DatabaseFault:
-            with open(self.out / UNSTORED, "a") as f:
+            with owned.open_owned(self.out / UNSTORED, "a") as f:
                 f.write(json.dumps({"run": self.run_id, "step": rec["step"], "phases": rec["phases"],
                                     "measurements": rec["measurements"]}, default=str) + "\n")
             raise
@@ -258,10 +262,12 @@ class Sweep:
     def _store_kept_steps(self) -> None:
         """Store the steps an earlier attempt finished but could not store (not run again)."""
         path = self.out / UNSTORED
-        if not path.exists():
+        if not os.path.lexists(path):
             return
         done = self.store.finished_steps(self.run_id)
-        for line in path.read_text().splitlines():
+        with owned.open_owned(path, "r") as f:
+            kept = f.read()
+        for line in kept.splitlines():
             r = json.loads(line)
             if r["run"] == self.run_id and r["step"]["key"] not in done:
                 self.store.store_step(self.run_id, r["step"], r["phases"], r["measurements"])
@@ -327,7 +333,7 @@ class Sweep:
                 rec["timing"]["store_s"] = time.monotonic() - t_store
                 self._step_times.append(time.monotonic() - t_step)
                 self._planned_done += self._planned(step)
-                with open(self.out / "sweep.jsonl", "a") as f:
+                with owned.open_owned(self.out / "sweep.jsonl", "a") as f:
                     f.write(json.dumps({"run": self.run_id, "t": time.time(), **rec["step"],
                                         "measurements": rec["measurements"]}, default=str) + "\n")
                 self._emit("step-done", n=len(done) + n + 1, m=len(steps), name=step.name, key=step.key,
@@ -398,8 +404,8 @@ class Sweep:
         tl = Timeline()
         nvme, fio = rig.runners(tl)
         nvme._id[rig.controller] = self._ident          # id-ctrl read once per sweep
-        cap_dir = self.out / "captures"
-        cap_dir.mkdir(parents=True, exist_ok=True)
+        owned.owned_dir(self.out / "captures")
+        owned.owned_dir(self.out / "fio")
         capture = self._capture_path(step, attempt)
         cut = _keep_cut_capture(capture)
         if cut is not None:

@@ -6,7 +6,9 @@ folder is free to resume without anyone deleting a stale file, while a live one 
 resumed from a second shell, or two resumes of a dead run started together) is refused in one line
 naming the run, its host and its pid. The file also says who holds it, for that line and for the
 note when a dead owner's folder is taken over. The lock is taken before the rig or the results are
-touched, so a refusal changes nothing.
+touched, so a refusal changes nothing. The folder is the run's own: the lock file is opened without
+following a link, and a folder holding a link, a hard link or another user's file anywhere is refused
+(powerrig.core.owned) before anything is written into it.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import socket
 import time
 from pathlib import Path
 
+from powerrig.core import owned
 from powerrig.sweep.plan import PlanError
 
 LOCK_NAME = ".powerrig-run.lock"
@@ -50,8 +53,8 @@ class RunLock:
         """Take the folder for ``run_id`` or raise RunBusy naming who has it (``fallback``: the run row's
         host and pid, when the file does not say)."""
         try:
-            self.out.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)     # not inherited by fio, nvme-cli, the rig
+            owned.owned_dir(self.out, top=True)
+            fd = owned.open_fd(self.path, "r+")     # never through a link; not inherited by fio, nvme-cli, the rig
         except OSError as e:
             raise PlanError(f"cannot use the output folder {self.out}: {e.strerror or e}; choose another --out") from None
         try:
@@ -63,6 +66,11 @@ class RunLock:
             pid, host = holder.get("pid", "?"), holder.get("host", "?")
             raise RunBusy(f"run {run if run is not None else '?'} is still running ({describe(holder)}) and owns "
                           f"{self.out}; wait for it to end or stop it (kill {pid} on {host}), then resume") from None
+        try:
+            owned.check_tree(self.out)          # nothing in the folder is a link to elsewhere, or someone else's
+        except owned.NotOwned:
+            os.close(fd)
+            raise
         self.previous = _read(fd) or None
         self._fd = fd
         self.claim(run_id)

@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from powerrig.analysis import power_events
+from powerrig.core import owned
 from powerrig.core.errors import PowerrigError
 from powerrig.core.timeline import NOTE, Event
 from powerrig.dut import destructive, verify
@@ -158,11 +159,11 @@ class PowerLossStep:
 
     def run(self) -> list[dict]:
         """Every cycle, in one power session; the cycles' records (also OUT/cycles.jsonl)."""
-        self.out.mkdir(parents=True, exist_ok=True)
+        owned.owned_dir(self.out)
         cycles = []
         destructive.power_session(self.nvme, self.controller, self.serial, self.dev, WATCHDOG_MS)
         try:
-            with open(self.out / "cycles.jsonl", "a") as log:
+            with owned.open_owned(self.out / "cycles.jsonl", "a") as log:
                 for k in range(self.pl.cycles):
                     c = self.cycle(k)
                     cycles.append(c)

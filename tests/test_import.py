@@ -114,3 +114,97 @@ def test_meter_csv_with_a_mapping_imports_and_checks_say_its_sampling_is_too_slo
     bad = run_cli("import", "csv", str(csv), "--mapping", str(mapping), "--out", str(tmp_path / "x.jls"))
     assert bad.returncode == 2 and "no column 'V9'" in bad.stderr and bad.stderr.count("\n") == 1
     assert not (tmp_path / "x.jls").exists()
+
+
+# ---- issue 41 item 2: an N6705C datalog with overloads, and binning that never drops an interval ----------
+N6705C_MAPPING = ('instrument = "Keysight N6705C data logger"\n[time]\ncolumn = "Time (s)"\nunits = "s"\n'
+                  'start_utc = "2026-11-20T09:00:00Z"\n'
+                  '[rails.12V]\nvoltage = { column = "Volt avg 1", units = "V" }\n'
+                  'current = { column = "Curr avg 1", units = "A" }\n'
+                  '[rails.3V3]\nvoltage = { column = "Volt avg 2", units = "V" }\n'
+                  'current = { column = "Curr avg 2", units = "A", range = [-0.1, 3.0] }\n')
+
+
+def n6705c_log(path, n, period_s, overloads=(), nans=(), out_of_range=(), decimals=6):
+    """A datalog as the N6705C exports it: a time column and each channel's mean V and I per period, in
+    the instrument's number format; an overload is its overflow 9.9E+37, a period with no reading 9.91E+37."""
+    rng = np.random.default_rng(n)
+    k = np.arange(n)
+    i12 = 0.4 + 0.5 * ((k * period_s) % 2.0 >= 1.0) + rng.normal(0, 0.01, n)
+    v12 = 12.0 - 0.05 * i12
+    i33 = 0.1 + 0.2 * ((k * period_s) % 0.5 >= 0.25)
+    v33 = np.full(n, 3.3)
+    text = {"i12": [f"{x:.6E}" for x in i12], "i33": [f"{x:.6E}" for x in i33]}
+    valid = np.ones(n, bool)
+    for at in overloads:
+        text["i12"][at] = "9.900000E+37"
+        valid[at] = False
+    for at in nans:
+        text["i33"][at] = "9.910000E+37"
+        valid[at] = False
+    for at in out_of_range:
+        text["i33"][at] = "4.500000E+00"         # beyond the mapping's range for the 3.3 V channel
+        valid[at] = False
+    rows = ["Sample,Time (s),Volt avg 1,Curr avg 1,Volt avg 2,Curr avg 2"]
+    rows += [f"{j},{j * period_s:.{decimals}f},{v12[j]:.6E},{text['i12'][j]},{v33[j]:.6E},{text['i33'][j]}" for j in k]
+    path.write_text("\n".join(rows) + "\n")
+    truth = {"12V": float(np.sum((v12 * i12)[valid]) * period_s), "3V3": float(np.sum((v33 * i33)[valid]) * period_s)}
+    return path, truth, int((~valid).sum())
+
+
+def _close_record(cap):
+    from powerrig.capture import layout as L
+    import pyjls as _p
+    with _p.Reader(str(cap)) as r:
+        docs = []
+        r.user_data(lambda tag, data: docs.append(json.loads(bytes(data))) if tag == L.UD_CLOSE else None)
+    return docs[-1]
+
+
+def test_an_n6705c_log_with_overloads_at_10_ms_imports_its_valid_energy_and_counts_the_overloads(tmp_path):
+    overloads = list(range(700, 705)) + [1500]
+    log, truth, bad = n6705c_log(tmp_path / "dlog.csv", 3000, 0.01, overloads=overloads, nans=[2100, 2101],
+                                 out_of_range=[2500])
+    mapping = tmp_path / "n6705c.toml"
+    mapping.write_text(N6705C_MAPPING)
+    for interval_us, per_row in ((None, 1), (1000, 10)):        # the meter's own 10 ms, and 1 ms
+        out = tmp_path / f"cap{interval_us}.jls"
+        r = run_cli("import", "csv", str(log), "--mapping", str(mapping), "--out", str(out),
+                    *(["--interval-us", str(interval_us)] if interval_us else []))
+        assert r.returncode == 0, r.stderr
+        assert "RuntimeWarning" not in r.stderr and "overflow" not in r.stderr
+        with CaptureReader(out) as cap:
+            assert cap.interval_s == pytest.approx(0.01 / per_row)
+            assert cap.length == 3000 * per_row                       # no interval lost to binning
+            assert sum(g["intervals"] for g in cap.gaps) == bad * per_row
+            assert {g["reason"] for g in cap.gaps} == {"invalid"}
+            imported = cap.metadata["imported"]
+            assert imported["invalid"]["12V"]["current"] == {"overload": 6, "not_a_number": 0, "out_of_range": 0}
+            assert imported["invalid"]["3V3"]["current"] == {"overload": 0, "not_a_number": 2, "out_of_range": 1}
+            assert imported["invalid_samples"] == bad
+            assert imported["resampling"]["meter_interval_s"] == pytest.approx(0.01)
+            p12 = cap.samples("p_12V")
+            assert np.isnan(p12[700 * per_row:705 * per_row]).all() and np.nanmax(p12) < 20   # never averaged in
+        energy = _close_record(out)["energy_j"]
+        for rail in ("12V", "3V3"):
+            assert energy[rail] == pytest.approx(truth[rail], rel=1e-3), (interval_us, rail)
+        print(f"N6705C 10 ms log, {bad} invalid records, imported at {interval_us or 10000} us: energy "
+              f"12V {energy['12V']:.4f} J (truth {truth['12V']:.4f}), 3V3 {energy['3V3']:.4f} J (truth {truth['3V3']:.4f})")
+
+
+@pytest.mark.parametrize("period_s,interval_us", [(0.001, 1000), (0.01, 1000), (0.001, 10000)])
+def test_binning_is_exact_no_interval_is_lost_and_coverage_is_stated(tmp_path, period_s, interval_us):
+    """A clean log lost 30.4 % of its 1 ms intervals to float truncation, and a 10 ms log 90 % at 1 ms."""
+    n = 4000
+    log, truth, _ = n6705c_log(tmp_path / "clean.csv", n, period_s, decimals=3)
+    mapping = tmp_path / "m.toml"
+    mapping.write_text(N6705C_MAPPING)
+    out = tmp_path / "cap.jls"
+    r = run_cli("import", "csv", str(log), "--mapping", str(mapping), "--out", str(out), "--interval-us", str(interval_us))
+    assert r.returncode == 0, r.stderr
+    with CaptureReader(out) as cap:
+        assert cap.gaps == [] and cap.length == int(round(n * period_s / (interval_us * 1e-6)))
+        cov = cap.metadata["imported"]["resampling"]["coverage"]
+        assert cov == {"full": cap.length, "partial": 0, "none": 0, "partial_runs": []}
+    energy = _close_record(out)["energy_j"]
+    assert energy["12V"] == pytest.approx(truth["12V"], rel=1e-6)

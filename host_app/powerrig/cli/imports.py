@@ -26,7 +26,11 @@ def register(sub) -> None:
         q.add_argument("--out", required=True, help="the capture to write (.jls; never overwritten)")
         q.add_argument("--events", action="append", default=[], metavar="FILE",
                        help="events to merge: powerrig's run log (JSONL) or fio --output-format=json output")
-        q.add_argument("--interval-us", type=int, default=1000, help="capture interval (default 1000 us)")
+    js.add_argument("--interval-us", type=int, default=1000, help="capture interval (default 1000 us)")
+    cs.add_argument("--interval-us", type=int, default=None,
+                    help="capture interval (default: the meter's own, one row per record; another interval "
+                         "resamples by time-weighted overlap and states each row's coverage)")
+    for q in (js, cs):
         q.set_defaults(func=run)
 
 
@@ -34,9 +38,9 @@ def run(args) -> int:
     from powerrig.imports.build import write_import
     from powerrig.imports.events import read_events
 
-    if args.interval_us <= 0 or 1_000_000 % args.interval_us:
+    if args.interval_us is not None and (args.interval_us <= 0 or 1_000_000 % args.interval_us):
         raise UsageError(f"--interval-us {args.interval_us}: choose an interval that divides one second (e.g. 1000)")
-    interval_s = args.interval_us * 1e-6
+    interval_s = args.interval_us * 1e-6 if args.interval_us is not None else None
     events = [e for path in args.events for e in read_events(path)]      # read all before writing anything
     if args.kind == "joulescope":
         from powerrig.imports.joulescope import read_joulescope
@@ -52,10 +56,14 @@ def run(args) -> int:
         from powerrig.imports.meter_csv import load_mapping, read_meter_csv
         mapping = load_mapping(args.mapping)
         t0, cols, sampling, prov = read_meter_csv(args.csv, mapping, interval_s)
+        interval_s = prov["resampling"]["interval_s"]
         rails = list(mapping["rails"])
     prov["events"] = list(args.events)
     out = write_import(args.out, t0, interval_s, rails, cols, sampling, events, prov)
     n = len(cols["p"])
-    print(f"{out}: {n * interval_s:.3f} s, {n} intervals of {args.interval_us} us, rails {', '.join(rails)}, "
-          f"{len(events)} events; source {sampling.source} ({sampling.sample_s * 1e6:g} us sampling)", file=sys.stderr)
+    bad = prov.get("invalid_samples", 0)
+    print(f"{out}: {n * interval_s:.3f} s, {n} intervals of {interval_s * 1e6:g} us, rails {', '.join(rails)}, "
+          f"{len(events)} events; source {sampling.source} ({sampling.sample_s * 1e6:g} us sampling)"
+          + (f"; {bad} records with no valid reading (overload, not-a-number or out of range) marked as gaps"
+             if bad else ""), file=sys.stderr)
     return 0

@@ -64,6 +64,7 @@ class GapReason(StrEnum):
     OVERRUN = "overrun"    # the device lost samples itself
     MISSING = "missing"    # the capture writer was handed blocks with a hole between them
     RESTART = "restart"    # the device's sample index restarted (no intervals lost, a new segment)
+    INVALID = "invalid"    # the instrument gave no valid reading (an overload, its not-a-number, out of range)
 
 
 # ---- the timeline ---------------------------------------------------------------------------------

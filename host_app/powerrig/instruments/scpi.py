@@ -30,6 +30,20 @@ def invalid_reading(x: float) -> str | None:
     return None
 
 
+NOT_A_NUMBER, OVERLOAD = 1, 2          # reading_faults codes (0: a reading)
+
+
+def reading_faults(x) -> "np.ndarray":
+    """``invalid_reading`` over an array: per value 0 (a reading), NOT_A_NUMBER (NaN, SCPI 9.91E37) or
+    OVERLOAD (+-9.9E37, +-inf), so a data log can mark each record instead of refusing the whole fetch."""
+    import numpy as np
+
+    a = np.abs(np.asarray(x, dtype=np.float64))
+    nan = np.isnan(a) | ((a >= SCPI_NAN * 0.9995) & (a <= SCPI_NAN * 1.0005))
+    over = ~nan & (a >= SCPI_OVERFLOW * 0.9995)          # inf included
+    return np.where(nan, NOT_A_NUMBER, np.where(over, OVERLOAD, 0)).astype(np.uint8)
+
+
 def _not_ascii(e: UnicodeDecodeError) -> str:
     bad = e.object[e.start:e.start + 1]
     return (f"a reply that is not ASCII text (byte 0x{bad.hex()} at position {e.start}): a non-SCPI device, a wrong "

@@ -34,6 +34,10 @@ def one_line_error(r) -> str:
     (["--rails", "12V,,3V3"], "has an empty name"),
     (["--reply-timeout", "0"], "--reply-timeout must be a positive, finite number"),
     (["--reply-timeout", "nan"], "--reply-timeout must be a positive, finite number"),
+    # past the ceilings (core/bounds.py): 1e10 s overflowed the serial layer's wait with a traceback
+    (["--seconds", "1e9"], "--seconds must be a positive, finite number of seconds up to 604800, not 1e+09"),
+    (["--interval-us", "2000000"], "--interval-us must be a positive number of microseconds up to 1000000, not 2000000"),
+    (["--reply-timeout", "1e10"], "--reply-timeout must be a positive, finite number of seconds up to 3600, not 1e+10"),
 ])
 @pytest.mark.parametrize("command", ["stream", "record"])
 def test_bad_options_are_refused_before_anything_is_opened(tmp_path, command, bad, says):

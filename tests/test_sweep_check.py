@@ -3,6 +3,8 @@ number, a power state listed twice, a plan of 990,000 steps or 945 hours) is ref
 line naming the key and its line, and `inf` never crashes the check itself."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from conftest import run_cli
@@ -126,8 +128,10 @@ def test_duration_cap_and_its_override():
 
 
 def test_one_huge_duration_is_refused_even_when_the_total_would_pass():
-    with pytest.raises(PlanError, match=r"timing.cooldown_s \(line 15\): 1e\+300 s is longer than the whole-plan limit"):
+    with pytest.raises(PlanError, match=r"timing.cooldown_s \(line 15\): 1e\+300 is out of range 0..86400 s$"):
         parse(BASE.replace("cooldown_s = 0", "cooldown_s = 1e300"))
+    with pytest.raises(PlanError, match=r"timing.cooldown_s \(line 15\): 7200 s is longer than the whole-plan limit"):
+        parse(BASE.replace("cooldown_s = 0", "cooldown_s = 7200") + "[limits]\nmax_hours = 1\n")
 
 
 def test_an_interval_that_does_not_divide_a_second_is_refused():
@@ -151,3 +155,111 @@ def test_check_never_crashes_on_any_float_spelling(tmp_path, capsys):
             rc = main(["sweep", "--check", str(p)])       # no exception escapes: an error is a return code
             err = capsys.readouterr().err
             assert rc == 0 or (rc == 2 and err.count("\n") == 1 and key in err), (key, value, err)
+
+
+# -- every number a plan takes has a floor and a ceiling, from one table (powerrig.core.bounds) ----------
+RICH = {
+    "name": "every-number", "power_states": [0],
+    "rig": {"port": "sim:d5-p5336", "interval_us": 1000, "reconnect_s": 60, "reply_timeout_s": 2,
+            "supply": "reference", "supply_channels": {"12V": 1}},
+    "drive": {"serial": "SN1"},
+    "preparation": {"kind": "fio", "job": {"rw": "write", "iodepth": 2, "numjobs": 1, "rwmixread": 50,
+                                           "runtime_s": 1, "waf_every_s": 1}},
+    "timing": {"settle_s": 1, "idle_s": 1, "measure_s": 2, "repetitions": 1, "cooldown_s": 0},
+    "steady_state": {"rounds": 3, "max_rounds": 5, "range_pct": 20, "slope_pct": 10},
+    "checks": {"self_reported_tolerance_pct": 10},
+    "limits": {"max_steps": 100, "max_hours": 10},
+    "workload": [{"name": "r", "rw": "randrw", "iodepth": 4, "numjobs": 1, "rwmixread": 50, "runtime_s": 1,
+                  "waf_every_s": 1, "ranges": [[0, 50], [50, 100]]},
+                 {"name": "s", "rw": "read", "runtime_s": 1,
+                  "streams": [{"rw": "read", "iodepth": 2, "rwmixread": 50, "range": [0, 10], "rate_iops": 100}]}],
+    **{t: [{"name": t, "cycles": 1, "iodepth": 1, "cut_ms": [0, 10], "off_ms": [10, 20], "ready_timeout_s": 1,
+            "holdup_threshold_v": 9, "inrush_trigger_w": 40, "seed": 1}] for t in ("power_loss", "perst_stress", "hotplug")},
+    "margin": [{"name": "m", "rail": "12V", "volts": [12.0], "workload": "r", "settle_s": 1, "agree_pct": 2,
+                "current_limit_a": 1}],
+}
+
+
+def _toml(d: dict, prefix: str = "") -> str:
+    """A plan dict as TOML (scalars, arrays, tables and arrays of tables: what a plan uses)."""
+    def val(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, str):
+            return '"' + v + '"'
+        if isinstance(v, list):
+            return "[" + ", ".join(val(x) for x in v) + "]"
+        return repr(v)
+    lines = [f"{k} = {val(v)}" for k, v in d.items()
+             if not isinstance(v, dict) and not (isinstance(v, list) and v and isinstance(v[0], dict))]
+    for k, v in d.items():
+        name = f"{prefix}{k}"
+        if isinstance(v, dict):
+            lines += ["", f"[{name}]", _toml(v, name + ".")]
+        elif isinstance(v, list) and v and isinstance(v[0], dict):
+            for item in v:
+                lines += ["", f"[[{name}]]", _toml(item, name + ".")]
+    return "\n".join(lines)
+
+
+def _numbers(d, path=()):
+    """Every number in a plan dict: (its path, its value)."""
+    items = d.items() if isinstance(d, dict) else enumerate(d)
+    for k, v in items:
+        if isinstance(v, (dict, list)):
+            yield from _numbers(v, path + (k,))
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            yield path + (k,), v
+
+
+def _with(d, path, value):
+    import copy
+    d = copy.deepcopy(d)
+    node = d
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+    return d
+
+
+NUMBERS = [p for p, _ in _numbers(RICH) if p[:2] != ("margin", 0) or p[2] != "volts"]   # volts: the rail's range
+
+
+def test_the_rich_plan_passes_and_every_number_in_it_has_a_bound():
+    from powerrig.core.bounds import PLAN, key_of
+    parse(_toml(RICH))
+    keys = {key_of(p) for p in NUMBERS}
+    keys = {k if k in PLAN else k.rsplit(".", 1)[0] for k in keys}       # rig.supply_channels.12V
+    assert keys <= set(PLAN), keys - set(PLAN)
+    assert {k for k in PLAN if not k.startswith(("preparation.job.", "perst_stress.", "hotplug."))} <= keys
+
+
+@pytest.mark.parametrize("side", ["ceiling", "floor"])
+@pytest.mark.parametrize("path", NUMBERS, ids=[".".join(map(str, p)) for p in NUMBERS])
+def test_every_number_past_its_ceiling_or_floor_is_refused_with_its_key(path, side):
+    from powerrig.core.bounds import PLAN, key_of
+    from powerrig.sweep.plan import _fmt_path
+
+    key = key_of(path)
+    b = PLAN.get(key) or PLAN[key.rsplit(".", 1)[0]]
+    bad = (b.hi * 10 + 1 if side == "ceiling" else b.lo - 1)
+    bad = int(bad) if b.integer else float(bad)
+    with pytest.raises(PlanError, match=rf"{re.escape(_fmt_path(path))} \(line \d+\): .* is out of range "):
+        parse(_toml(_with(RICH, path, bad)))
+
+
+@pytest.mark.parametrize("line,key", [("reply_timeout_s = 1e10", "rig.reply_timeout_s"),
+                                      ("reconnect_s = 1e300", "rig.reconnect_s"),
+                                      ("waf_every_s = 1e300", "workload[0].waf_every_s")])
+def test_check_refuses_a_timing_key_past_its_ceiling_in_one_line(tmp_path, line, key):
+    """`reply_timeout_s = 1e10` passed --check and died with an OverflowError traceback when the run began;
+    `waf_every_s = 1e300` killed the WAF sampler thread and the step was stored "done" without WAF data."""
+    text = BASE.replace("reconnect_s = 60", "reconnect_s = 60\nreply_timeout_s = 2")
+    name = line.split(" = ")[0]
+    text = re.sub(rf"(?m)^{name} = .*$", line, text)
+    p = tmp_path / "p.toml"
+    p.write_text(text)
+    r = run_cli("sweep", str(p), "--check")
+    assert r.returncode == 2 and r.stdout == "", (r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1 and f": {key} (line " in r.stderr and "is out of range" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr

@@ -7,6 +7,7 @@ import signal
 import sys
 from contextlib import contextmanager
 
+from powerrig.core.bounds import OPTIONS, show
 from powerrig.core.errors import PowerrigError
 
 
@@ -14,18 +15,24 @@ class OptionError(PowerrigError):
     """A command-line value that cannot be right."""
 
 
+def _ceiling(option: str) -> str:
+    return show(OPTIONS[option].hi)
+
+
 def seconds(value: float | None, hint: str = "") -> float | None:
-    """A duration: positive and finite (nan, inf, 0 and negatives would never end or never start)."""
-    if value is not None and (not math.isfinite(value) or value <= 0):
-        raise OptionError(f"--seconds must be a positive, finite number of seconds, not {value:g}{hint}")
+    """A duration: positive and finite (nan, inf, 0 and negatives would never end or never start), up to
+    its ceiling (core/bounds.py)."""
+    if value is not None and (not math.isfinite(value) or value <= 0 or value > OPTIONS["--seconds"].hi):
+        raise OptionError(f"--seconds must be a positive, finite number of seconds up to {_ceiling('--seconds')}, "
+                          f"not {value:g}{hint}")
     return value
 
 
 def interval_us(value: int | None) -> int | None:
     """None is the device's default; 0 must not silently mean it."""
-    if value is not None and value <= 0:
-        raise OptionError(f"--interval-us must be a positive number of microseconds, not {value}; "
-                          "leave it out for the device's default (1000)")
+    if value is not None and not 0 < value <= OPTIONS["--interval-us"].hi:
+        raise OptionError(f"--interval-us must be a positive number of microseconds up to "
+                          f"{_ceiling('--interval-us')}, not {value}; leave it out for the device's default (1000)")
     return value
 
 
@@ -37,8 +44,9 @@ def add_reply_timeout(p) -> None:
 
 
 def reply_timeout(value: float) -> float:
-    if not math.isfinite(value) or value <= 0:
-        raise OptionError(f"--reply-timeout must be a positive, finite number of seconds, not {value:g}")
+    if not math.isfinite(value) or value <= 0 or value > OPTIONS["--reply-timeout"].hi:
+        raise OptionError(f"--reply-timeout must be a positive, finite number of seconds up to "
+                          f"{_ceiling('--reply-timeout')}, not {value:g}")
     return value
 
 

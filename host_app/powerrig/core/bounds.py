@@ -76,7 +76,7 @@ PLAN.update({f"preparation.job.{k.split('.', 1)[1]}": b for k, b in list(PLAN.it
 # command-line options, by command and option
 OPTIONS = {
     "--seconds": Bound(0.001, WEEK_S, "s"),
-    "--interval-us": PLAN["rig.interval_us"],
+    "--interval-us": _i(1, 1_000_000, "us"),
     "--reply-timeout": Bound(0.001, 3600.0, "s"),
     "--port": _i(1, 65_535),
     "--threads": _i(1, 64),

@@ -86,18 +86,30 @@ def _str(path, v):
     return _want(path, v, (str,), "a string")
 
 
-def _int(path, v, lo=None, hi=None):
+def _bound(path):
+    """The floor and ceiling of the number at ``path``, from the one table (powerrig.core.bounds)."""
+    from powerrig.core.bounds import PLAN, key_of
+    key = key_of(path)
+    while key not in PLAN and "." in key:        # a table of names: [rig.supply_channels] 12V = 1
+        key = key.rsplit(".", 1)[0]
+    return PLAN[key]
+
+
+def _int(path, v):
+    from powerrig.core.bounds import problem
     _want(path, v, (int,), "an integer")
-    if (lo is not None and v < lo) or (hi is not None and v > hi):
-        raise _Bad(path, f"{v} is out of range {lo}..{hi}")
+    why = problem(_bound(path), v)
+    if why:
+        raise _Bad(path, why)
     return v
 
 
-def _num(path, v, lo=0.0, hi=None):
+def _num(path, v):
+    from powerrig.core.bounds import problem
     _want(path, v, (int, float), "a number")
-    _finite(path, v)
-    if v < lo or (hi is not None and v > hi):
-        raise _Bad(path, f"{v} is out of range {lo:g}..{'' if hi is None else f'{hi:g}'}")
+    why = problem(_bound(path), v)
+    if why:
+        raise _Bad(path, why)
     return float(v)
 
 
@@ -520,7 +532,7 @@ def _range(path, v) -> tuple:
     _want(path, v, (list,), "[from %, to %]")
     if len(v) != 2:
         raise _Bad(path, "must be [from %, to %]")
-    a, b = (_num(path + (k,), x, 0.0, 100.0) for k, x in enumerate(v))
+    a, b = (_num(path + (k,), x) for k, x in enumerate(v))
     if b <= a:
         raise _Bad(path, f"range [{a:g}, {b:g}] is empty (to % must exceed from %)")
     return (a, b)
@@ -548,10 +560,10 @@ def _workload(path, d, default_name=None) -> Workload:
         bs = bs_list[0] if bs_list else 131072
     else:
         bs = _bs(path + ("bs",), bs_v)
-    qd = _int(path + ("iodepth",), d.get("iodepth", 128), 1, MAX_IODEPTH)
-    nj = _int(path + ("numjobs",), d.get("numjobs", 1), 1, MAX_NUMJOBS)
-    mix = _int(path + ("rwmixread",), d["rwmixread"], 0, 100) if "rwmixread" in d else None
-    rt = _num(path + ("runtime_s",), d["runtime_s"], 0.1) if "runtime_s" in d else None
+    qd = _int(path + ("iodepth",), d.get("iodepth", 128))
+    nj = _int(path + ("numjobs",), d.get("numjobs", 1))
+    mix = _int(path + ("rwmixread",), d["rwmixread"]) if "rwmixread" in d else None
+    rt = _num(path + ("runtime_s",), d["runtime_s"]) if "runtime_s" in d else None
     size = _size(path + ("size",), d["size"]) if "size" in d else None
     if rt is not None and size is not None:
         raise _Bad(path + ("size",), "give runtime_s or size, not both")
@@ -574,29 +586,29 @@ def _workload(path, d, default_name=None) -> Workload:
             _table(p, s)
             _known(p, s, STREAM)
             streams.append(Stream(_rw(p + ("rw",), s.get("rw", rw)), _bs(p + ("bs",), s.get("bs", bs)),
-                                  _int(p + ("iodepth",), s.get("iodepth", qd), 1, MAX_IODEPTH),
-                                  _int(p + ("rwmixread",), s["rwmixread"], 0, 100) if "rwmixread" in s else mix,
+                                  _int(p + ("iodepth",), s.get("iodepth", qd)),
+                                  _int(p + ("rwmixread",), s["rwmixread"]) if "rwmixread" in s else mix,
                                   _range(p + ("range",), s["range"]) if "range" in s else None,
                                   _device(p + ("namespace",), s["namespace"]) if "namespace" in s else None,
-                                  _int(p + ("rate_iops",), s["rate_iops"], 1) if "rate_iops" in s else None,
+                                  _int(p + ("rate_iops",), s["rate_iops"]) if "rate_iops" in s else None,
                                   _bool(p + ("fdp",), s.get("fdp", fdp))))
     if rw in ("rw", "readwrite", "randrw") and mix is None and not streams:
         mix = 50
     return Workload(name, rw, bs, qd, nj, mix, rt, size, tuple(streams),
                     _bool(path + ("steady_state",), d.get("steady_state", False)),
-                    _num(path + ("waf_every_s",), d["waf_every_s"], 0.5) if "waf_every_s" in d else None, fdp)
+                    _num(path + ("waf_every_s",), d["waf_every_s"]) if "waf_every_s" in d else None, fdp)
 
 
-def _ms_range(path, v, lo_limit: float) -> tuple[float, float]:
+def _ms_range(path, v) -> tuple[float, float]:
     """A number of ms (a chosen point) or [from, to] (a random point in it, per cycle)."""
     if isinstance(v, list):
         if len(v) != 2:
             raise _Bad(path, "must be a number of ms (a chosen point) or [from, to] (a random point in it)")
-        lo, hi = (_num(path + (k,), x, lo_limit, MAX_OFF_MS) for k, x in enumerate(v))
+        lo, hi = (_num(path + (k,), x) for k, x in enumerate(v))
         if hi < lo:
             raise _Bad(path, f"[{lo:g}, {hi:g}] is empty: to must not be below from")
         return lo, hi
-    x = _num(path, v, lo_limit, MAX_OFF_MS)
+    x = _num(path, v)
     return x, x
 
 
@@ -609,16 +621,16 @@ def _power_loss(path, d, kind: str) -> PowerLoss:
     if "name" not in d:
         raise _Bad(path + ("name",), f"missing: a {path[0]} step needs a name")
     name = _fio_section(path + ("name",), _str(path + ("name",), d["name"]))
-    lo, hi = _ms_range(path + ("cut_ms",), d.get("cut_ms", list(df.cut_ms)), 0.0)
-    off = _ms_range(path + ("off_ms",), d.get("off_ms", list(df.off_ms)), 1.0)
-    return PowerLoss(name, _int(path + ("cycles",), d.get("cycles", df.cycles), 1, MAX_CYCLES),
+    lo, hi = _ms_range(path + ("cut_ms",), d.get("cut_ms", list(df.cut_ms)))
+    off = _ms_range(path + ("off_ms",), d.get("off_ms", list(df.off_ms)))
+    return PowerLoss(name, _int(path + ("cycles",), d.get("cycles", df.cycles)),
                      _bs(path + ("bs",), d.get("bs", df.bs)),
-                     _int(path + ("iodepth",), d.get("iodepth", df.iodepth), 1, MAX_IODEPTH),
+                     _int(path + ("iodepth",), d.get("iodepth", df.iodepth)),
                      _size(path + ("size",), d.get("size", df.size)), (lo, hi), off,
-                     _num(path + ("ready_timeout_s",), d.get("ready_timeout_s", df.ready_timeout_s), 0.1, 3600.0),
-                     _num(path + ("holdup_threshold_v",), d.get("holdup_threshold_v", df.holdup_threshold_v), 0.1, 12.0),
-                     _num(path + ("inrush_trigger_w",), d.get("inrush_trigger_w", df.inrush_trigger_w), 0.1, 1000.0),
-                     _int(path + ("seed",), d.get("seed", df.seed), 0, 2**31 - 1), kind)
+                     _num(path + ("ready_timeout_s",), d.get("ready_timeout_s", df.ready_timeout_s)),
+                     _num(path + ("holdup_threshold_v",), d.get("holdup_threshold_v", df.holdup_threshold_v)),
+                     _num(path + ("inrush_trigger_w",), d.get("inrush_trigger_w", df.inrush_trigger_w)),
+                     _int(path + ("seed",), d.get("seed", df.seed)), kind)
 
 
 def _supply(path, v, port) -> str:
@@ -636,7 +648,7 @@ def _supply_channels(path, v) -> tuple:
     """{"12V" = 1, "3V3" = 2}: the supply's output channel feeding each rail (as calibrate's --channels)."""
     _table(path, v)
     _known(path, v, set(MARGIN_LIMITS))
-    return tuple((r, _int(path + (r,), c, 1, 4)) for r, c in v.items())
+    return tuple((r, _int(path + (r,), c)) for r, c in v.items())
 
 
 def _margin(path, d, workloads) -> Margin:
@@ -672,9 +684,9 @@ def _margin(path, d, workloads) -> Margin:
     if wl not in [w.name for w in workloads]:
         raise _Bad(path + ("workload",), f"no [[workload]] named {wl!r} in the plan (it has: "
                                          f"{', '.join(w.name for w in workloads) or 'none'})")
-    return Margin(name, rail, tuple(volts), wl, _num(path + ("settle_s",), d.get("settle_s", df.settle_s), 0.0, 600.0),
-                  _num(path + ("agree_pct",), d.get("agree_pct", df.agree_pct), 0.1, 20.0),
-                  _num(path + ("current_limit_a",), d.get("current_limit_a", df.current_limit_a), 0.01, 20.0))
+    return Margin(name, rail, tuple(volts), wl, _num(path + ("settle_s",), d.get("settle_s", df.settle_s)),
+                  _num(path + ("agree_pct",), d.get("agree_pct", df.agree_pct)),
+                  _num(path + ("current_limit_a",), d.get("current_limit_a", df.current_limit_a)))
 
 
 def _build(d: dict, text: str, path: str) -> Plan:
@@ -687,13 +699,13 @@ def _build(d: dict, text: str, path: str) -> Plan:
     if "port" not in r:
         raise _Bad(("rig", "port"), "missing: a serial port, rfc2217://host:port or sim:PROFILE")
     rig = RigSpec(_port(("rig", "port"), r["port"]),
-                  _int(("rig", "interval_us"), r.get("interval_us", 1000), 100, 1_000_000),
+                  _int(("rig", "interval_us"), r.get("interval_us", 1000)),
                   _argv(("rig", "nvme"), r.get("nvme", ["nvme"])), _argv(("rig", "fio"), r.get("fio", ["fio"])),
-                  _num(("rig", "reconnect_s"), r.get("reconnect_s", 60.0), 0.0),
+                  _num(("rig", "reconnect_s"), r.get("reconnect_s", 60.0)),
                   _source(("rig", "source"), r.get("source", "interposer")),
                   _supply(("rig", "supply"), r.get("supply", ""), r["port"]),
                   _supply_channels(("rig", "supply_channels"), r.get("supply_channels", {})),
-                  _num(("rig", "reply_timeout_s"), r.get("reply_timeout_s", 2.0), 0.1))
+                  _num(("rig", "reply_timeout_s"), r.get("reply_timeout_s", 2.0)))
     dr = _table(("drive",), d.get("drive", {}))
     _known(("drive",), dr, DRIVE)
     drive = DriveSpec(*(_str(("drive", k), dr.get(k, v)) for k, v in
@@ -722,8 +734,8 @@ def _build(d: dict, text: str, path: str) -> Plan:
     dt = Timing()
     timing = Timing(_num(("timing", "settle_s"), t.get("settle_s", dt.settle_s)),
                     _num(("timing", "idle_s"), t.get("idle_s", dt.idle_s)),
-                    _num(("timing", "measure_s"), t.get("measure_s", dt.measure_s), 0.1),
-                    _int(("timing", "repetitions"), t.get("repetitions", dt.repetitions), 1, 10000),
+                    _num(("timing", "measure_s"), t.get("measure_s", dt.measure_s)),
+                    _int(("timing", "repetitions"), t.get("repetitions", dt.repetitions)),
                     _num(("timing", "cooldown_s"), t.get("cooldown_s", dt.cooldown_s)),
                     _bool(("timing", "io_log"), t.get("io_log", dt.io_log)),
                     _bool(("timing", "block_trace"), t.get("block_trace", dt.block_trace)))
@@ -735,15 +747,15 @@ def _build(d: dict, text: str, path: str) -> Plan:
     for k, m in enumerate(metrics):
         if _str(("steady_state", "metrics", k), m) not in STEADY_METRICS:
             raise _Bad(("steady_state", "metrics", k), f"{m!r} is not one of {', '.join(STEADY_METRICS)}")
-    steady = SteadyState(_int(("steady_state", "rounds"), s.get("rounds", ds.rounds), 2, 100),
-                         _int(("steady_state", "max_rounds"), s.get("max_rounds", ds.max_rounds), 2, 1000),
-                         _num(("steady_state", "range_pct"), s.get("range_pct", ds.range_pct), 0.0, 100.0),
-                         _num(("steady_state", "slope_pct"), s.get("slope_pct", ds.slope_pct), 0.0, 100.0),
+    steady = SteadyState(_int(("steady_state", "rounds"), s.get("rounds", ds.rounds)),
+                         _int(("steady_state", "max_rounds"), s.get("max_rounds", ds.max_rounds)),
+                         _num(("steady_state", "range_pct"), s.get("range_pct", ds.range_pct)),
+                         _num(("steady_state", "slope_pct"), s.get("slope_pct", ds.slope_pct)),
                          tuple(metrics))
     if steady.max_rounds < steady.rounds:
         raise _Bad(("steady_state", "max_rounds"), f"{steady.max_rounds} is below rounds ({steady.rounds})")
     pss = _want(("power_states",), d.get("power_states", [0]), (list,), "an array of power state numbers")
-    pss = tuple(_int(("power_states", k), v, 0, 31) for k, v in enumerate(pss))
+    pss = tuple(_int(("power_states", k), v) for k, v in enumerate(pss))
     if not pss:
         raise _Bad(("power_states",), "must name at least one power state")
     ws = _want(("workload",), d.get("workload", []), (list,), "an array of tables ([[workload]])")
@@ -793,8 +805,7 @@ def _build(d: dict, text: str, path: str) -> Plan:
     c = _table(("checks",), d.get("checks", {}))
     _known(("checks",), c, CHECKS)
     checks = Checks(_bool(("checks", "self_reported_power"), c.get("self_reported_power", False)),
-                    _num(("checks", "self_reported_tolerance_pct"), c.get("self_reported_tolerance_pct", 10.0),
-                         0.1, 100.0))
+                    _num(("checks", "self_reported_tolerance_pct"), c.get("self_reported_tolerance_pct", 10.0)))
     plan = Plan(name, rig, drive, pss, workloads, _str(("description",), d.get("description", "")), idle, apst,
                 Preparation(kind, job), timing, steady, text, path, checks, _limits(d), power_loss, margin)
     _check_size(plan, d)
@@ -812,8 +823,8 @@ class Limits:
 def _limits(d: dict) -> Limits:
     t = _table(("limits",), d.get("limits", {}))
     _known(("limits",), t, LIMITS)
-    return Limits(_int(("limits", "max_steps"), t.get("max_steps", MAX_STEPS), 1, 10_000_000),
-                  _num(("limits", "max_hours"), t.get("max_hours", MAX_HOURS), 0.001, 24 * 366))
+    return Limits(_int(("limits", "max_steps"), t.get("max_steps", MAX_STEPS)),
+                  _num(("limits", "max_hours"), t.get("max_hours", MAX_HOURS)))
 
 
 def _check_size(plan: Plan, d: dict) -> None:

@@ -126,3 +126,66 @@ def test_record_through_the_simulated_n6705c(tmp_path, simdir):
         assert 1.0 < w < 30.0 and cap.range_stats("v_12V")["mean"] == pytest.approx(12.0, rel=0.05)
     bad = run_cli("record", "--source", "n6705c:", "--out", str(tmp_path / "x.jls"))
     assert bad.returncode == 2 and "names no VISA resource" in bad.stderr and not (tmp_path / "x.jls").exists()
+
+
+# ---- issue 41 item 3: overloads in the live N6705C's data log are gaps, never the end of a recording ------
+from test_instrument_faults import Spoiler, bench  # noqa: E402,F401  (the simulated N6705C on its socket)
+
+
+class ElogOverloads(Spoiler):
+    """A proxy in front of the simulated N6705C that turns ``records`` current readings of channel 1's
+    first data-log fetch holding enough of them into the instrument's 9.91E+37 (its no-reading value)."""
+
+    def __init__(self, upstream, records: int = 5, first: int = 3):
+        super().__init__(upstream, b"FETC:ELOG?")
+        self.records, self.first = records, first
+
+    def _down(self, s, c, asked):
+        with s.makefile("rb") as f:
+            for line in f:
+                q = asked.popleft() if asked else b""
+                vals = line.rstrip(b"\n").split(b",")
+                if (q.startswith(b"FETC:ELOG?") and q.endswith(b"(@1)") and not self.spoiled
+                        and len(vals) >= 2 * (self.first + self.records + 2)):
+                    for k in range(self.first, self.first + self.records):
+                        vals[2 * k + 1] = b"+9.91000E+37"
+                    line = b",".join(vals) + b"\n"
+                    self.spoiled = self.records
+                c.sendall(line)
+        c.close()
+
+
+def test_overloads_in_the_live_n6705c_log_are_counted_gaps_and_the_recording_goes_on(tmp_path, bench):
+    from conftest import run_cli
+
+    _sim, server = bench
+    host, port = server.resource.split("::")[1:3]
+    spoiler = ElogOverloads((host, int(port)))
+    out = tmp_path / "n6705c.jls"
+    try:
+        r = run_cli("record", "--source", f"n6705c:{spoiler.resource},12V=1,3V3=2", "--out", str(out), "--seconds", "5")
+    finally:
+        spoiler.close()
+    assert spoiler.spoiled == 5
+    assert r.returncode == 0, r.stderr
+    with CaptureReader(out) as cap:
+        assert cap.closed_cleanly and cap.duration_s == pytest.approx(5.0)
+        assert cap.metadata["recording"]["end_reason"] == "duration"
+        [gap] = cap.gaps
+        assert gap["intervals"] == 5 and gap["reason"] == "invalid"
+        p = cap.samples("p_12V")
+        assert np.isnan(p[gap["sample_id"]:gap["sample_id"] + 5]).all()
+        assert np.isfinite(p).sum() == cap.length - 5                  # the fetch's valid records are kept
+        assert 1.0 < np.nanmax(cap.samples("p_total")) < 100.0
+        summary = cap.metadata["stream"]
+        assert summary["gaps"] == 1 and summary["gap_intervals"] == 5
+        assert summary["invalid_readings"] == {"12V": {"voltage": {"overload": 0, "not_a_number": 0},
+                                                       "current": {"overload": 0, "not_a_number": 5}},
+                                               "3V3": {"voltage": {"overload": 0, "not_a_number": 0},
+                                                       "current": {"overload": 0, "not_a_number": 0}}}
+        texts = []
+        import pyjls
+        with pyjls.Reader(str(out)) as rd:
+            sid = cap.metadata["layout"]["signals"]["p_12V"]
+            rd.annotations(sid, 0, lambda *a: texts.append(a[4]) and False)
+        assert "gap (invalid): 5 intervals lost" in texts

@@ -170,6 +170,15 @@ class ScpiInstrument:
                                  "the leads and that the channel is on")
         return xs
 
+    def query_values(self, cmd: str) -> list[float]:
+        """An array of readings as the instrument sent them, no-reading markers (9.91E37, 9.9E37, NaN)
+        included: for a data log, whose records are marked one by one (``reading_faults``), not refused whole."""
+        text = self.query(cmd)
+        try:
+            return [float(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise InstrumentError(f"{self.identity.model}: {cmd!r} answered {text[:60]!r}..., not numbers") from None
+
     def check(self, after: str) -> None:
         """Raise the first error in the queue (and drain the rest into the log)."""
         first = None

@@ -17,9 +17,11 @@ import time
 import numpy as np
 
 from powerrig.core.errors import InstrumentError
+from powerrig.core.names import GapReason
 from powerrig.core.sampling import Accuracy, Sampling
 from powerrig.instruments import open_analyzer
 from powerrig.instruments.power_analyzer import MIN_TINT_S, PowerAnalyzer
+from powerrig.instruments.scpi import NOT_A_NUMBER, OVERLOAD, reading_faults
 from powerrig.sources.base import ClosingSource, HostClock, SourceStats, means_block
 
 # N6781A two-quadrant SMU, data sheet: V 0.025 % + 1.8 mV (20 V range), I 0.025 % + 250 uA (3 A range)
@@ -87,6 +89,8 @@ class ElogStream:
         self._i = {c: [] for c in self._chs}
         self._next = 0
         self._sums = np.zeros(len(rails))
+        self._valid = 0
+        self.invalid = {r: {q: {"overload": 0, "not_a_number": 0} for q in ("voltage", "current")} for r in rails}
 
     def start(self) -> None:
         t0 = self.src.analyzer.elog_start(self._chs, self.period_s)
@@ -121,19 +125,46 @@ class ElogStream:
             a = np.column_stack([self._i[c][:n] for c in self._chs])
             for c in self._chs:
                 del self._v[c][:n], self._i[c][:n]
+            v, a = self._mark_invalid(v, "voltage"), self._mark_invalid(a, "current")
             b = means_block(self._next, self.rails, v, a, self.period_s)
+            self._count_gaps(b)
             self._next += n
-            self.stats.intervals += n
-            self._sums += np.nansum(b.p, axis=0)
+            self.stats.intervals += int(b.valid.sum())        # as the interposer counts: gap rows apart
+            self._sums += np.where(b.valid[:, None], b.p, 0.0).sum(axis=0)
+            self._valid += int(b.valid.sum())
             yield b
 
+    def _mark_invalid(self, x: np.ndarray, quantity: str) -> np.ndarray:
+        """Records with no reading (the logger's overload 9.9E37 or not-a-number 9.91E37) -> NaN, counted."""
+        f = reading_faults(x)
+        if not f.any():
+            return x
+        for k, r in enumerate(self.rails):
+            self.invalid[r][quantity]["overload"] += int((f[:, k] == OVERLOAD).sum())
+            self.invalid[r][quantity]["not_a_number"] += int((f[:, k] == NOT_A_NUMBER).sum())
+        return np.where(f > 0, np.nan, x)
+
+    def _count_gaps(self, b) -> None:
+        """Rows without a valid reading are a gap, as the interposer's lost intervals are: NaN, a gap record
+        and annotation ("invalid") from the writer, counted in the stream's stats."""
+        if b.valid.all():
+            return
+        b.flags["gap"] = GapReason.INVALID
+        bad = ~b.valid
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], bad.view(np.int8), [0]))))
+        for s, e in zip(edges[::2], edges[1::2]):
+            self.stats.gaps += 1
+            self.stats.gap_intervals += int(e - s)
+            self.stats.gap_positions.append((b.first_index + int(s), int(e - s), GapReason.INVALID.value))
+
     def mean_power(self) -> dict:
-        m = self._sums / max(1, self._next)
+        m = self._sums / max(1, self._valid)
         return {r: float(x) for r, x in zip(self.rails, m)} | {"total": float(m.sum())}
 
     def summary(self) -> dict:
         return {"source": "n6705c", "resource": self.src.analyzer.resource, "interval_us": self.interval_us,
                 "rails": list(self.rails), "channels": {r: c for r, c in zip(self.rails, self._chs)},
-                "first_index": 0, "end_index": self._next, "samples": self._next, "gaps": 0, "gap_intervals": 0,
+                "first_index": 0, "end_index": self._next, "samples": self._valid, "gaps": self.stats.gaps,
+                "gap_intervals": self.stats.gap_intervals, "invalid_readings": self.invalid,
                 "dropped_frames": 0, "crc_errors": 0, "mean_power_w": self.mean_power(),
                 "sampling": self.src.sampling.to_dict()}

@@ -5,6 +5,7 @@ powerrig's own events log merge on as events."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pyjls
@@ -208,3 +209,140 @@ def test_binning_is_exact_no_interval_is_lost_and_coverage_is_stated(tmp_path, p
         assert cov == {"full": cap.length, "partial": 0, "none": 0, "partial_runs": []}
     energy = _close_record(out)["energy_j"]
     assert energy["12V"] == pytest.approx(truth["12V"], rel=1e-6)
+
+
+# ---- issue 41 item 1: a Joulescope file's units enumerated and each mapped explicitly -----------------------
+JS_UI_VERSION = json.dumps({"fw": "1.2.1", "fpga": "1.2.1", "hw": "H"})
+
+
+class Unit:
+    """One Joulescope's recording: its serial, sample rate, crystal error, UTC of its first sample, the
+    device counter of that sample, and the load it saw (V, A over host UTC)."""
+
+    def __init__(self, serial, fs, volts, amps_idle, amps_busy, busy, ppm=0.0, start=T0, counter0=0, spike=False):
+        self.serial, self.fs, self.ppm, self.start, self.counter0 = serial, fs, ppm, start, counter0
+        self.rate = fs * (1 + ppm * 1e-6)
+        n = int(2.0 * fs)
+        t = start + np.arange(n) / self.rate
+        self.amps = np.where((t >= busy[0]) & (t < busy[1]), amps_busy, amps_idle).astype(np.float32)
+        if spike:
+            self.amps[int(0.4 * fs):int(0.4 * fs) + fs // 10_000] *= 4
+        self.volts = np.full(n, volts, np.float32)
+        self.t = t
+
+    def energy(self, t0, t1):
+        """Independent integration: every sample whose host time falls in [t0, t1), V x I over 1/rate."""
+        m = (self.t >= t0) & (self.t < t1)
+        return float(np.sum(self.volts[m].astype(np.float64) * self.amps[m]) / self.rate)
+
+
+def joulescope_recording(path, units, shape="ui", chunk_s=0.05):
+    """A JLS file laid out as Jetperch's own writers lay it out. ``ui``: joulescope_ui's SignalRecord
+    (widgets/signal_record/signal_record.py): one source per unit named MODEL-SERIAL (vendor "Jetperch LLC",
+    version the firmware JSON), signal ids in the order data first arrives (units interleaved), names
+    current/voltage/power/current_range (f32 A, V, W; u8), each unit's device sample ids, a UTC entry at
+    its first data and at stop. ``driver``: pyjoulescope_driver's Record (record.py): one unit, source
+    1 MODEL-SERIAL (vendor "Jetperch", version ""), current and voltage, UTC entries every minute and at close."""
+    w = pyjls.Writer(str(path))
+    ui = shape == "ui"
+    for k, u in enumerate(units, start=1):
+        w.source_def(k, name=f"JS220-{u.serial}", vendor="Jetperch LLC" if ui else "Jetperch", model="JS220",
+                     version=JS_UI_VERSION if ui else "", serial_number=u.serial)
+    fields = [("current", "A", pyjls.DataType.F32), ("voltage", "V", pyjls.DataType.F32)]
+    if ui:
+        fields += [("power", "W", pyjls.DataType.F32), ("current_range", "", pyjls.DataType.U8)]
+    ids, sid = {}, 1
+    for name, units_, dtype in fields:            # arrival order: each field of every unit in turn
+        for k, u in enumerate(units, start=1):
+            w.signal_def(sid, k, pyjls.SignalType.FSR, dtype, u.fs, name=name, units=units_)
+            ids[(u.serial, name)] = sid
+            sid += 1
+    for u in units:
+        step = int(chunk_s * u.fs)
+        n = len(u.amps)
+        data = {"current": u.amps, "voltage": u.volts, "power": u.amps * u.volts,
+                "current_range": np.where(u.amps > 0.18, 0, 1).astype(np.uint8)}
+        last = None
+        for a in range(0, n, step):
+            counter, utc = u.counter0 + a, t64(u.start + a / u.rate)
+            for name, *_ in fields:
+                s = ids[(u.serial, name)]
+                if a == 0:
+                    w.utc(s, counter, utc)
+                w.fsr(s, counter, np.ascontiguousarray(data[name][a:a + step]))
+            last = (counter, utc)
+        for name, *_ in fields:
+            w.utc(ids[(u.serial, name)], *last)
+    w.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def two_units(tmp_path_factory):
+    d = tmp_path_factory.mktemp("js2")
+    busy = (T0 + 0.8, T0 + 1.6)
+    a = Unit("003512", 1_000_000, 12.0, 0.4, 0.9, busy, ppm=30, counter0=7_340_032, spike=True)
+    b = Unit("003688", 500_000, 3.3, 0.1, 0.3, busy, ppm=-30, start=T0 + 0.01, counter0=123_456)
+    return d, joulescope_recording(d / "both.jls", [a, b]), (a, b)
+
+
+def _energies_and_window(out):
+    with CaptureReader(out) as cap:
+        t0, t1 = cap.utc(0), cap.utc(0) + cap.length * cap.interval_s
+        means = {r: float(np.nanmean(cap.samples(f"v_{r}"))) for r in cap.rails}
+        meta = cap.metadata
+    return _close_record(out)["energy_j"], (t0, t1), means, meta
+
+
+def test_a_two_unit_joulescope_file_imports_each_unit_onto_its_rail(two_units):
+    d, both, (a, b) = two_units
+    out = d / "cap.jls"
+    r = run_cli("import", "joulescope", f"12V={both}#003512", f"3V3={both}#JS220-003688", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    energy, (t0, t1), volts, meta = _energies_and_window(out)
+    assert volts["12V"] == pytest.approx(12.0, rel=1e-6) and volts["3V3"] == pytest.approx(3.3, rel=1e-6)
+    for rail, u in (("12V", a), ("3V3", b)):
+        truth = u.energy(t0, t1)
+        assert energy[rail] == pytest.approx(truth, rel=1e-3), rail
+        print(f"two units in one file: {rail} {energy[rail]:.6f} J, independent integration {truth:.6f} J, "
+              f"{(energy[rail] / truth - 1) * 100:+.4f} %")
+    units = meta["imported"]["units"]
+    assert units["12V"]["serial"] == "003512" and units["3V3"]["serial"] == "003688"
+    assert units["12V"]["model"] == "JS220" and units["12V"]["source"] == "JS220-003512"
+    assert units["12V"]["sample_rate_hz"] == 1_000_000 and units["3V3"]["sample_rate_hz"] == 500_000
+    assert units["3V3"]["current_range"] == {"recorded": True, "codes": [0, 1], "widest": "10 A", "narrowest": "180 mA"}
+    assert meta["device"]["serial"] == "003512,003688"
+
+
+def test_an_ambiguous_mapping_is_refused_in_one_line_that_lists_the_units(two_units):
+    d, both, _ = two_units
+    cases = [((f"12V={both}", f"3V3={both}"), rf"{both} holds 2 Joulescope units: JS220-003512 \(serial 003512\), "
+                                               rf"JS220-003688 \(serial 003688\); name the unit of each rail, e.g. "
+                                               rf"12V={both}#003512"),
+             ((f"12V={both}#003688", f"3V3={both}#3688"), r"rails 12V and 3V3 both name unit JS220-003688"),
+             ((f"12V={both}#004000", f"3V3={both}#003688"), rf"{both} holds no unit '004000'; its units: "
+                                                            r"JS220-003512 \(serial 003512\), JS220-003688")]
+    for args, says in cases:
+        out = d / "refused.jls"
+        r = run_cli("import", "joulescope", *args, "--out", str(out))
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert re.search(says, r.stderr), r.stderr
+        assert "Traceback" not in r.stderr and not out.exists()
+
+
+@pytest.mark.parametrize("shape", ["ui", "driver"])
+def test_one_file_per_unit_as_the_ui_and_the_driver_write_them(tmp_path, shape):
+    busy = (T0 + 0.8, T0 + 1.6)
+    a = Unit("003512", 1_000_000, 12.0, 0.4, 0.9, busy, ppm=25, counter0=99_000_000)
+    b = Unit("003688", 1_000_000, 3.3, 0.1, 0.3, busy, ppm=-20, start=T0 + 0.003)
+    fa = joulescope_recording(tmp_path / "a.jls", [a], shape)
+    fb = joulescope_recording(tmp_path / "b.jls", [b], shape)
+    out = tmp_path / "cap.jls"
+    r = run_cli("import", "joulescope", f"12V={fa}", f"3V3={fb}#003688", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    energy, (t0, t1), _, meta = _energies_and_window(out)
+    for rail, u in (("12V", a), ("3V3", b)):
+        assert energy[rail] == pytest.approx(u.energy(t0, t1), rel=1e-3), rail
+    assert meta["imported"]["units"]["3V3"]["vendor"] == ("Jetperch LLC" if shape == "ui" else "Jetperch")
+    if shape == "driver":
+        assert meta["imported"]["units"]["12V"]["current_range"] == {"recorded": False}

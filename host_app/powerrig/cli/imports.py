@@ -1,5 +1,5 @@
-"""`powerrig import`: another instrument's measurement as a powerrig capture (Joulescope UI recordings,
-one per rail; a CSV from any meter with a mapping file), with an events file merged on, so analysis,
+"""`powerrig import`: another instrument's measurement as a powerrig capture (Joulescope recordings,
+each rail's unit named; a CSV from any meter with a mapping file), with an events file merged on, so analysis,
 checks, report and sweeps' figures run on it. See docs/lab-instruments.md."""
 from __future__ import annotations
 
@@ -17,8 +17,11 @@ def register(sub) -> None:
                        description="Convert another instrument's measurement into a powerrig capture (.jls). "
                                    "See docs/lab-instruments.md.")
     kind = p.add_subparsers(dest="kind", metavar="KIND")
-    js = kind.add_parser("joulescope", help="Joulescope UI recordings (.jls), one per rail")
-    js.add_argument("rails", nargs="+", metavar="RAIL=FILE", help="each rail's recording, e.g. 12V=js-12v.jls 3V3=js-3v3.jls")
+    js = kind.add_parser("joulescope", help="Joulescope recordings (.jls): each rail's unit")
+    js.add_argument("rails", nargs="+", metavar="RAIL=FILE[#UNIT]",
+                    help="each rail's recording, e.g. 12V=js-12v.jls 3V3=js-3v3.jls; a file holding several units "
+                         "(the UI recording two together) names each rail's by serial or source name: "
+                         "12V=both.jls#003512 3V3=both.jls#003688")
     cs = kind.add_parser("csv", help="a CSV from any meter, read through a mapping file")
     cs.add_argument("csv", help="the meter's CSV file")
     cs.add_argument("--mapping", required=True, help="TOML mapping: time column and base, each rail's V and I columns")
@@ -48,7 +51,7 @@ def run(args) -> int:
         for item in args.rails:
             rail, eq, path = item.partition("=")
             if not eq or not rail or not path:
-                raise UsageError(f"{item!r} is not RAIL=FILE; e.g. 12V=js-12v.jls")
+                raise UsageError(f"{item!r} is not RAIL=FILE[#UNIT]; e.g. 12V=js-12v.jls or 12V=both.jls#003512")
             files[rail] = path
         t0, cols, sampling, prov = read_joulescope(files, interval_s)
         rails = list(files)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -26,7 +27,15 @@ def link(link_path: Path, target: Path) -> None:
 
 
 class FakeHost:
-    """A sysfs tree, /proc/self/mounts and /proc/swaps in tmp."""
+    """A sysfs tree, /proc/self/mounts and /proc/swaps in tmp, laid out as Linux lays them out: every
+    device with a dev_t has its ``dev`` file and its /sys/dev/{block,char}/MAJ:MIN link
+    (drivers/base/core.c); a subsystem directory links its controllers (drivers/nvme/host/core.c
+    nvme_init_subsystem); a native multipath head sits under its subsystem with its hidden path
+    devices nvme{S}c{C}n{N} under each controller (multipath.c nvme_set_disk_name), as in kernel 6.1;
+    ``newer=True`` also lists them in the head's multipath/ folder (sysfs.c nvme_ns_mpath_attr_group,
+    kernels from 6.14)."""
+
+    BLOCK_MAJOR, CTRL_MAJOR, GENERIC_MAJOR = 259, 241, 240       # BLOCK_EXT_MAJOR; nvme and nvme-generic are dynamic
 
     def __init__(self, root: Path):
         self.root = root
@@ -36,13 +45,43 @@ class FakeHost:
         (root / "mounts").write_text("")
         (root / "swaps").write_text("Filename Type Size Used Priority\n")
         self.view = HostView(str(self.sys), str(root / "mounts"), str(root / "swaps"), str(root / "dev"))
+        self.minors = {self.BLOCK_MAJOR: 0, self.CTRL_MAJOR: 0, self.GENERIC_MAJOR: 0}
+        self.devno: dict[str, str] = {}
 
-    def controller(self, name: str, serial: str) -> Path:
+    def number(self, d: Path, kind: str, major: int, minor: int | None = None) -> str:
+        """Give d a dev_t: its ``dev`` file and the /sys/dev/<kind>/MAJ:MIN link."""
+        if minor is None:
+            minor = self.minors[major]
+            self.minors[major] += 1
+        (d / "dev").write_text(f"{major}:{minor}\n")
+        link(self.sys / "dev" / kind / f"{major}:{minor}", d)
+        self.devno[d.name] = f"{major}:{minor}"
+        return f"{major}:{minor}"
+
+    def controller(self, name: str, serial: str, subsys: int | None = None) -> Path:
         d = self.pci / f"0000:0{name[-1]}:00.0" / "nvme" / name
         d.mkdir(parents=True)
         (d / "serial").write_text(serial + "\n")
         link(self.sys / "class" / "nvme" / name, d)
+        self.number(d, "char", self.CTRL_MAJOR)
+        if subsys is not None:
+            self.join(subsys, d)
         return d
+
+    def subsystem(self, n: int) -> Path:
+        sd = self.sys / "devices" / "virtual" / "nvme-subsystem" / f"nvme-subsys{n}"
+        if not sd.is_dir():
+            sd.mkdir(parents=True)
+            (sd / "subsysnqn").write_text(f"nqn.2019-08.org.qemu:subsys{n}\n")
+            link(self.sys / "class" / "nvme-subsystem" / sd.name, sd)
+        return sd
+
+    def join(self, n: int, ctrl: Path) -> None:
+        """Controller ctrl is one of subsystem n's: the subsystem's link to it, its subsysnqn."""
+        sd = self.subsystem(n)
+        if not (sd / ctrl.name).is_symlink():
+            link(sd / ctrl.name, ctrl)
+        (ctrl / "subsysnqn").write_text((sd / "subsysnqn").read_text())
 
     def block(self, parent: Path, name: str, nsid: int | None = None, parts: int = 0) -> Path:
         d = parent / name
@@ -50,21 +89,40 @@ class FakeHost:
         if nsid is not None:
             (d / "nsid").write_text(f"{nsid}\n")
         link(self.sys / "class" / "block" / name, d)
+        self.number(d, "block", self.BLOCK_MAJOR)
         for p in range(1, parts + 1):
             pd = d / f"{name}p{p}"
             (pd / "holders").mkdir(parents=True)
             (pd / "partition").write_text(f"{p}\n")
             link(self.sys / "class" / "block" / pd.name, pd)
+            self.number(pd, "block", self.BLOCK_MAJOR)
         return d
 
-    def multipath(self, subsys: int, ns_index: int, nsid: int, ctrls: list[Path]) -> Path:
-        """nvme<subsys>n<ns_index> under nvme-subsys<subsys>, one path device per controller."""
-        sd = self.sys / "devices" / "virtual" / "nvme-subsystem" / f"nvme-subsys{subsys}"
+    def generic(self, parent: Path, name: str) -> Path:
+        """The NVMe generic char device ngXnY beside its namespace (core.c nvme_add_ns_cdev)."""
+        d = parent / name
+        d.mkdir(parents=True)
+        link(self.sys / "class" / "nvme-generic" / name, d)
+        self.number(d, "char", self.GENERIC_MAJOR)
+        return d
+
+    def multipath(self, subsys: int, ns_index: int, nsid: int, ctrls: list[Path], newer: bool = False) -> Path:
+        """nvme<subsys>n<ns_index> under nvme-subsys<subsys>, one hidden path device per controller."""
+        sd = self.subsystem(subsys)
         head = self.block(sd, f"nvme{subsys}n{ns_index}", nsid)
         for c in ctrls:
+            self.join(subsys, c)
             path = self.block(c, f"nvme{subsys}c{c.name[4:]}n{ns_index}", nsid)
-            link(head / "multipath" / path.name, path)
+            if newer:
+                link(head / "multipath" / path.name, path)
         return head
+
+    def node(self, path: Path, name: str, kind: str = "block") -> Path:
+        """A real device node at ``path`` with the dev_t this tree gave ``name`` (mknod: we are root)."""
+        major, minor = map(int, self.devno[name].split(":"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.mknod(path, (stat.S_IFBLK if kind == "block" else stat.S_IFCHR) | 0o600, os.makedev(major, minor))
+        return path
 
     def mount(self, line: str) -> None:
         with open(self.root / "mounts", "a") as f:
@@ -92,7 +150,7 @@ def test_native_multipath_names_resolve_through_sysfs_not_by_name(host):
     host.multipath(0, 1, 7, [c1, c2])               # namespace number 7, not 1
     t = resolve("/dev/nvme0n1", host.view)
     assert t.controllers == ("nvme1", "nvme2") and t.nsid == 7 and "nvme0n1" in t.blocks
-    assert resolve("nvme0c2n1", host.view).namespace == "nvme0n1"        # a path device -> its head
+    assert resolve("/dev/nvme0c2n1", host.view).namespace == "nvme0n1"   # a path device -> its head
     assert "nvme3n1" not in t.blocks
     host.mount("/dev/nvme0n1 /data ext4 rw 0 0")
     with pytest.raises(GuardRefused, match="in use .*/data"):
@@ -139,9 +197,9 @@ def virtual(tmp_path):
     with SsdServer([ssd], str(tmp_path / "ssd.sock")) as server:
         tl = Timeline()
         sock = server.socket_path
-        nvme = NvmeCli([sys.executable, "-m", "powerrig.sim.nvme_cli", "--endpoint", sock], tl,
-                       host=HostView(**server.host))
-        fio = Fio([sys.executable, "-m", "powerrig.sim.fio_cli", "--endpoint", sock], tl, nvme=nvme)
+        from powerrig.sim.rig import tool_launcher        # a prefix is one program (commands.check_program)
+        nvme = NvmeCli(tool_launcher("nvme", sock, tmp_path), tl, host=HostView(**server.host))
+        fio = Fio(tool_launcher("fio", sock, tmp_path), tl, nvme=nvme)
         yield server, ssd, nvme, fio, tl
 
 

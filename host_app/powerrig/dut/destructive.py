@@ -21,17 +21,26 @@ from powerrig.dut.guard import DriveGuard, GuardRefused, is_drive, resolve
 
 
 def permit(nvme, action: str, dev: str, serial: str | None, allow_unguarded: bool = False,
-           controller: str | None = None) -> Permit:
+           controller: str | None = None, nsid: int | None = None) -> Permit:
     """Check ``dev`` for ``action`` (serial named and equal to every controller's, nothing in use, not
-    the boot device; with ``controller``, dev must be reached through that controller) and return
-    the Permit; GuardRefused (one line, recorded on the timeline) otherwise."""
-    target = DriveGuard(nvme, nvme.host).check(dev, serial, action, allow_unguarded)
+    the boot device; with ``controller``, dev must be reached through that controller; with ``nsid``,
+    the namespace(s) the command names, resolved through dev's controller, are the ones judged) and
+    return the Permit, for dev as given and for the canonical path the guard resolved it to;
+    GuardRefused (one line, recorded on the timeline) otherwise."""
+    target = DriveGuard(nvme, nvme.host).check(dev, serial, action, allow_unguarded, nsid)
     if target is not None and controller is not None:
         want = set(resolve(controller, nvme.host).controllers)
         if not want & set(target.controllers):
             raise GuardRefused(f"refusing {action} on {dev}: it is a namespace of {', '.join(target.controllers)}, "
                                f"not of {controller} (the drive checked); name a namespace of that controller")
-    return Permit(action, frozenset({dev}), serial, overridden=target is None)
+    paths = {dev} | ({target.path} if target is not None and target.path else set())
+    return Permit(action, frozenset(paths), serial, overridden=target is None)
+
+
+def opened(p: Permit, dev: str) -> str:
+    """The path the command opens: the canonical one the guard judged (a link changed after the check
+    cannot redirect it), or dev as given when the guard was overridden."""
+    return next((t for t in sorted(p.targets) if t != dev), dev)
 
 
 def _run(nvme, action: str, dev: str, options: list[str], meta: dict, p: Permit, timeout: float) -> None:
@@ -41,10 +50,12 @@ def _run(nvme, action: str, dev: str, options: list[str], meta: dict, p: Permit,
 
 def format(nvme, dev: str, serial: str | None, ses: int = 0, lbaf: int | None = None, nsid: int | None = None,
            controller: str | None = None, allow_unguarded: bool = False, timeout: float = 600.0) -> None:
-    """Format NVM (``nvme format``) of the namespace ``dev`` (SES 0 none, 1 user data, 2 crypto)."""
+    """Format NVM (``nvme format``) of the namespace ``dev`` (SES 0 none, 1 user data, 2 crypto), or of
+    namespace ``nsid`` through dev's controller (0xFFFFFFFF: all of them); the guard judges every
+    namespace that touches."""
     if ses not in (0, 1, 2):
         raise ToolError(f"format: secure erase setting {ses} is not 0, 1 or 2")
-    p = permit(nvme, "format", dev, serial, allow_unguarded, controller)
+    p = permit(nvme, "format", dev, serial, allow_unguarded, controller, nsid)
     opts = [f"--ses={ses}"]
     if lbaf is not None:
         opts.append(f"--lbaf={int(lbaf)}")
@@ -52,7 +63,7 @@ def format(nvme, dev: str, serial: str | None, ses: int = 0, lbaf: int | None = 
         opts.append(f"--namespace-id={int(nsid)}")
     if nvme.version().major >= 2:
         opts.append("--force")                  # 2.x asks for confirmation on a terminal otherwise
-    _run(nvme, "format", dev, opts, {"device": dev, "ses": ses, "lbaf": lbaf, "nsid": nsid}, p, timeout)
+    _run(nvme, "format", opened(p, dev), opts, {"device": dev, "ses": ses, "lbaf": lbaf, "nsid": nsid}, p, timeout)
 
 
 def sanitize(nvme, dev: str, serial: str | None, action: int = 2, allow_unguarded: bool = False,
@@ -65,28 +76,28 @@ def sanitize(nvme, dev: str, serial: str | None, action: int = 2, allow_unguarde
     opts = [f"--sanact={action}"]
     if nvme.version().tuple >= (2, 3, 0):
         opts.append("--force")
-    _run(nvme, "sanitize", dev, opts, {"device": dev, "action": action}, p, timeout)
+    _run(nvme, "sanitize", opened(p, dev), opts, {"device": dev, "action": action}, p, timeout)
 
 
 def reset(nvme, dev: str, serial: str | None, allow_unguarded: bool = False, timeout: float = 60.0) -> None:
     """Controller reset (``nvme reset``): the controller's queues torn down and rebuilt, I/O in flight
     aborted; the namespaces and their data stay."""
     p = permit(nvme, "reset", dev, serial, allow_unguarded)
-    _run(nvme, "reset", dev, [], {"device": dev}, p, timeout)
+    _run(nvme, "reset", opened(p, dev), [], {"device": dev}, p, timeout)
 
 
 def create_namespace(nvme, controller: str, serial: str | None, blocks: int, flbas: int = 0,
                      allow_unguarded: bool = False, timeout: float = 60.0) -> None:
     """``nvme create-ns`` of ``blocks`` logical blocks (size = capacity) in LBA format ``flbas``."""
     p = permit(nvme, "create-ns", controller, serial, allow_unguarded)
-    _run(nvme, "create-ns", controller, [f"--nsze={int(blocks)}", f"--ncap={int(blocks)}", f"--flbas={int(flbas)}"],
+    _run(nvme, "create-ns", opened(p, controller), [f"--nsze={int(blocks)}", f"--ncap={int(blocks)}", f"--flbas={int(flbas)}"],
          {"device": controller, "blocks": blocks, "flbas": flbas}, p, timeout)
 
 
 def delete_namespace(nvme, controller: str, serial: str | None, nsid: int, allow_unguarded: bool = False,
                      timeout: float = 60.0) -> None:
     p = permit(nvme, "delete-ns", controller, serial, allow_unguarded)
-    _run(nvme, "delete-ns", controller, [f"--namespace-id={int(nsid)}"], {"device": controller, "nsid": nsid},
+    _run(nvme, "delete-ns", opened(p, controller), [f"--namespace-id={int(nsid)}"], {"device": controller, "nsid": nsid},
          p, timeout)
 
 
@@ -96,21 +107,21 @@ def attach_namespace(nvme, controller: str, serial: str | None, nsid: int, contr
     action = "detach-ns" if detach else "attach-ns"
     p = permit(nvme, action, controller, serial, allow_unguarded)
     ids = ",".join(str(int(c)) for c in controller_ids)
-    _run(nvme, action, controller, [f"--namespace-id={int(nsid)}", f"--controllers={ids}"],
+    _run(nvme, action, opened(p, controller), [f"--namespace-id={int(nsid)}", f"--controllers={ids}"],
          {"device": controller, "nsid": nsid, "controllers": list(controller_ids)}, p, timeout)
 
 
 def firmware_download(nvme, controller: str, serial: str | None, image: str, allow_unguarded: bool = False,
                       timeout: float = 600.0) -> None:
     p = permit(nvme, "fw-download", controller, serial, allow_unguarded)
-    _run(nvme, "fw-download", controller, [f"--fw={image}"], {"device": controller, "image": image}, p, timeout)
+    _run(nvme, "fw-download", opened(p, controller), [f"--fw={image}"], {"device": controller, "image": image}, p, timeout)
 
 
 def firmware_commit(nvme, controller: str, serial: str | None, slot: int, action: int,
                     allow_unguarded: bool = False, timeout: float = 600.0) -> None:
     """``nvme fw-commit --slot --action`` (0-3: replace, replace and activate, activate, at once)."""
     p = permit(nvme, "fw-commit", controller, serial, allow_unguarded)
-    _run(nvme, "fw-commit", controller, [f"--slot={int(slot)}", f"--action={int(action)}"],
+    _run(nvme, "fw-commit", opened(p, controller), [f"--slot={int(slot)}", f"--action={int(action)}"],
          {"device": controller, "slot": slot, "action": action}, p, timeout)
 
 

@@ -2,17 +2,19 @@
 the permit every write workload, format, sanitize, namespace or firmware change needs.
 
 A step runs only on a drive whose serial number the caller names (read with id-ctrl, recorded on the
-timeline), when nothing on that drive's controller(s) is in use (a mounted filesystem, swap, a
-device-mapper or md device stacked on a namespace or partition), and never on the host's boot
-device. The only way around it is ``allow_unguarded=True``, which logs a WARNING and records the
-override on the timeline.
+timeline), when nothing on that drive is in use (a mounted filesystem, swap, a device-mapper or md
+device stacked on a namespace or partition, through any controller of its subsystem), and never on
+the host's boot device. The only way around it is ``allow_unguarded=True``, which logs a WARNING and
+records the override on the timeline.
 
-Names are resolved through sysfs, not by pattern: with native NVMe multipath ``nvme0n1`` is a
-namespace of *subsystem* 0, reached through controllers listed in its ``multipath/`` directory
-(``nvme0c1n1`` is the path through controller nvme1). Everything the guard reads about the host
-(sysfs, the mount table, swaps, /dev) comes from a :class:`HostView`, so tests and the virtual rig
-give it a tree of their own: that is the real boundary. The reading itself is in sysfs.py, which
-runs unchanged on a remote drive host (over ssh) when the drive sits in another machine.
+What is judged is what the command really opens and touches, resolved on the host that runs it
+(sysfs.py): the canonical path (links, ``//``, ``/./``, ``..``), the device by its major:minor, every
+namespace the command's nsid reaches (the broadcast FFFFFFFFh: all of the controller's), and every
+controller of the subsystem that reaches them, native multipath heads included (kernel 6.1 lays a
+head's paths out under its controllers; newer kernels also list them in ``multipath/``). Everything
+the guard reads about the host comes from a :class:`HostView`, so tests and the virtual rig give it a
+tree of their own: that is the real boundary. sysfs.py runs unchanged on a remote drive host (over
+ssh); a drive host without python3 has its sysfs mirrored here (sysfs_mirror.py).
 """
 from __future__ import annotations
 
@@ -22,14 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from powerrig.dut import sysfs
-from powerrig.dut.sysfs import BOOT_MOUNTS, HostView, Target
+from powerrig.dut.sysfs import BOOT_MOUNTS, BROADCAST, HostView, Target
 from powerrig.core.errors import PowerrigError
 from powerrig.core.timeline import NOTE
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BOOT_MOUNTS", "DriveGuard", "GuardRefused", "HostView", "RemoteHostView", "Target",
-           "check_destructive", "guard_destructive", "host_view", "in_use", "is_drive", "resolve"]
+__all__ = ["BOOT_MOUNTS", "BROADCAST", "DriveGuard", "GuardRefused", "HostView", "RemoteHostView", "Target",
+           "check_destructive", "guard_destructive", "host_view", "in_use", "is_drive", "judge", "resolve"]
 
 
 class GuardRefused(PowerrigError):
@@ -43,12 +45,14 @@ class RemoteHostView(HostView):
     url: str = ""
     ssh: object = None
 
-    def probe(self, dev: str) -> dict:
+    def probe(self, dev: str, nsid: int | None = None) -> dict:
+        """sysfs.probe run THERE: the path resolved by that host's kernel, its sysfs, mounts, swaps."""
         from powerrig.dut.remote import RemoteError
 
-        args = {"dev": dev, "host": {k: getattr(self, k) for k in ("sys_root", "mounts", "swaps", "dev_root")}}
+        args = {"dev": dev, "nsid": nsid,
+                "host": {k: getattr(self, k) for k in ("sys_root", "mounts", "swaps", "dev_root")}}
         if getattr(self.ssh, "python", "python3") is None:
-            return self._probe_copy(dev)
+            return self._probe_copy(dev, nsid)
         try:
             from powerrig.dut.commands import helper_argv
             out = self.ssh.run(helper_argv("python3", "-", json.dumps(args)), timeout=60,
@@ -62,27 +66,17 @@ class RemoteHostView(HostView):
             raise GuardRefused(f"cannot check {dev} on drive host {self.url}: its python3 answered "
                                f"something that is not the guard's JSON ({e})") from None
 
-    def _probe_copy(self, dev: str) -> dict:
-        """A drive host without python3: its sysfs, mounts and swaps copied here (sysfs_mirror), then
-        the same reading as there."""
-        import shutil
-
+    def _probe_copy(self, dev: str, nsid: int | None) -> dict:
+        """A drive host without python3: the path resolved there by its shell (readlink -f, stat),
+        its sysfs, mounts and swaps copied here (sysfs_mirror), then the same reading as there."""
         from powerrig.dut.remote import RemoteError
-        from powerrig.dut.sysfs_mirror import mirror
+        from powerrig.dut.sysfs_mirror import probe
 
         try:
-            view = mirror(self.ssh)
+            return probe(self.ssh, dev, nsid)
         except RemoteError as e:
             raise GuardRefused(f"cannot check {dev} on drive host {self.url}: {e}; check by hand and pass "
                                "allow_unguarded") from None
-        root = str(Path(view.sys_root).parent)
-        try:
-            got = sysfs.probe(dev, view)
-            if "refused" in got:                 # say the drive host's paths, not the copy's
-                got["refused"] = got["refused"].replace(root, "")
-            return got
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
 
 
 def host_view(paths: dict | HostView | None = None, remote=None) -> HostView:
@@ -100,28 +94,38 @@ def host_view(paths: dict | HostView | None = None, remote=None) -> HostView:
 
 
 def is_drive(path: str, host: HostView | None = None) -> bool:
-    """Must a write to ``path`` pass the guard (sysfs.is_drive), asked where the write happens: on
-    this host, or on the drive host for a RemoteHostView (a link there may point at a drive)."""
+    """Must a write to ``path`` pass the guard (sysfs.is_drive: a link anywhere to a block device is
+    one), asked where the write happens: this host, the virtual rig's tree, or the drive host."""
     if isinstance(host, RemoteHostView):
         return bool(host.probe(path).get("drive"))
-    return sysfs.is_drive(path)
+    return sysfs.is_drive(path, host)
 
 
-def resolve(dev: str, host: HostView | None = None) -> Target:
-    """Resolve /dev/nvme0, /dev/nvme0n1, /dev/nvme0n1p2, nvme0c1n1 or a /dev/disk/by-* link through sysfs
-    (the drive host's, for a RemoteHostView); GuardRefused when it is not an NVMe drive there."""
+def resolve(dev: str, host: HostView | None = None, nsid: int | None = None) -> Target:
+    """What ``dev`` really opens and the namespaces a command with ``nsid`` touches (sysfs.resolve),
+    read on the host that runs it (the drive host's, for a RemoteHostView); GuardRefused (one line)
+    when it is not an NVMe drive there, or nsid is not a namespace of its controller."""
     host = host or HostView()
     if isinstance(host, RemoteHostView):
-        got = host.probe(dev)
+        got = host.probe(dev, nsid)
         if "refused" in got:
             raise GuardRefused(f"{got['refused']} (on drive host {host.url})")
         t = got["target"]
         return Target(t["given"], t["namespace"], tuple(t["controllers"]), t["nsid"], frozenset(t["blocks"]),
-                      remote_uses=tuple(tuple(u) for u in got["uses"]))
+                      remote_uses=tuple(tuple(u) for u in got["uses"]), path=t["path"], devno=t["devno"],
+                      subsystem=t["subsystem"], nsids=tuple(t["nsids"]))
     try:
-        return sysfs.resolve(dev, host)
+        return sysfs.resolve(dev, host, nsid)
     except sysfs.NotResolvable as e:
         raise GuardRefused(str(e)) from None
+
+
+def judge(dev: str, host: HostView | None = None, nsid: int | None = None) -> Target:
+    """Which device and namespaces the guard judges for ``dev`` and a command's ``nsid`` on ``host``:
+    ``path`` (canonical there), ``devno``, ``namespace``, ``nsids`` (every one touched),
+    ``controllers`` (each one's serial is checked), ``subsystem``, ``blocks`` (the mount check).
+    For tests that compare the guard's judgement with what fio and nvme-cli really touched."""
+    return resolve(dev, host, nsid)
 
 
 def in_use(target: Target, host: HostView | None = None) -> list[tuple[str, str]]:
@@ -160,18 +164,20 @@ class DriveGuard:
         self.nvme = nvme
         self.host = host or HostView()
 
-    def check(self, dev: str, serial: str | None, action: str, allow_unguarded: bool = False) -> Target | None:
-        """Pass, or raise GuardRefused; a NOTE event 'guard' records the decision either way."""
+    def check(self, dev: str, serial: str | None, action: str, allow_unguarded: bool = False,
+              nsid: int | None = None) -> Target | None:
+        """Pass, or raise GuardRefused; a NOTE event 'guard' records the decision either way, and on a
+        pass what was judged (the same values as :func:`judge`)."""
         tl = self.nvme.timeline
         ev = tl.begin(NOTE, "guard", meta={"device": dev, "action": action, "serial": serial,
-                                           "allow_unguarded": allow_unguarded})
+                                           "allow_unguarded": allow_unguarded, "nsid": nsid})
         if allow_unguarded:
             logger.warning("destructive-operation guard overridden (allow_unguarded=True): %s on %s runs "
                            "without the serial, mount and boot-device checks", action, dev)
             tl.end(ev, ok=True, overridden=True)
             return None
         try:
-            target = resolve(dev, self.host)
+            target = resolve(dev, self.host, nsid)
             serials = {}
             for c in target.controllers:
                 serials[c] = self.nvme.id_ctrl(f"/dev/{c}").sn.strip()
@@ -180,7 +186,8 @@ class DriveGuard:
         except PowerrigError as e:
             tl.end(ev, ok=False, error=str(e))
             raise GuardRefused(str(e)) from None
-        tl.end(ev, ok=True, controllers=list(target.controllers), namespace=target.namespace, nsid=target.nsid)
+        tl.end(ev, ok=True, controllers=list(target.controllers), namespace=target.namespace, nsid=target.nsid,
+               nsids=list(target.nsids), path=target.path, devno=target.devno, subsystem=target.subsystem)
         return target
 
 

@@ -1,7 +1,8 @@
 """The rig a plan names, brought up for a sweep: an interposer port, an rfc2217:// URL, or a virtual
 rig (`sim:PROFILE`, `sim:qemu` for the real NVMe stack in a QEMU guest, started here and stopped
 afterwards, or `rig:ID`, one `powerrig sim start` left running), with the nvme-cli and fio commands and the
-drive paths to use."""
+drive paths to use: on a virtual rig the plan's drive.controller and drive.namespace when it names them
+(they must be the rig's), else the rig's own."""
 from __future__ import annotations
 
 import logging
@@ -56,18 +57,75 @@ def bring_up(plan) -> RigHandle:
         if st is None:
             from powerrig.sweep.plan import PlanError
             raise PlanError(f"rig.port: no running virtual rig {r.running_rig!r} (see `powerrig sim list`)")
-        return RigHandle(st["port"], st["nvme"], st["fio"], st["controller"], st["namespaces"],
-                         f"sim:{st['profile']}:{st['id']}", None, st, st.get("host"),
-                         st.get("drive_host") or plan.drive.host or None)
+        drive_host = st.get("drive_host") or plan.drive.host or None
+        ctrl, nss = drive_names(plan, st, drive_host)
+        return RigHandle(st["port"], st["nvme"], st["fio"], ctrl, nss, f"sim:{st['profile']}:{st['id']}", None, st,
+                         st.get("host"), drive_host)
     if r.sim_profile:
         from powerrig.sim import rig as simrig
         st = simrig.start(r.sim_profile, owned=True)
-        return RigHandle(st["port"], st["nvme"], st["fio"], st["controller"], st["namespaces"],
-                         f"sim:{r.sim_profile}:{st['id']}", st["id"], st, st.get("host"),
-                         st.get("drive_host") or plan.drive.host or None)
+        drive_host = st.get("drive_host") or plan.drive.host or None
+        handle = RigHandle(st["port"], st["nvme"], st["fio"], st["controller"], st["namespaces"],
+                           f"sim:{r.sim_profile}:{st['id']}", st["id"], st, st.get("host"), drive_host)
+        try:
+            handle.controller, handle.namespaces = drive_names(plan, st, drive_host)
+        except PowerrigError:
+            handle.close()                # started for this plan only: nothing left running
+            raise
+        return handle
     ns = [plan.drive.namespace]
     return RigHandle(r.port, list(r.nvme), list(r.fio), plan.drive.controller, ns, r.port,
                      drive_host=plan.drive.host or None)
+
+
+def _named(plan, key: str) -> bool:
+    """Does the plan name drive.<key> (a value other than DriveSpec's default, or the key written)?"""
+    from powerrig.sweep.plan import DriveSpec, line_of
+
+    value = getattr(plan.drive, key)
+    source = getattr(plan, "source", None)
+    return value != getattr(DriveSpec, key) or bool(source and line_of(source, ("drive", key)))
+
+
+def _identity(path: str, view) -> tuple | None:
+    """What a path is on the rig's host, for comparing two names of one device: the subsystem (or
+    controllers) and the namespace's NSID, as the drive guard resolves it; None when it resolves to
+    nothing there (then only the same text is the same)."""
+    from powerrig.dut.guard import GuardRefused, resolve
+
+    try:
+        t = resolve(path, view)
+    except GuardRefused:
+        return None
+    return (t.subsystem or t.controllers, t.nsid if t.namespace else None)
+
+
+def drive_names(plan, st: dict, drive_host: str | None = None) -> tuple[str, list]:
+    """The controller and namespaces a virtual rig's sweep uses: the plan's drive.controller and
+    drive.namespace when it names them and the rig has them (the same text, or the same device read
+    through the rig's own host view), the rig's own otherwise. Never silently another: a plan naming
+    what the rig lacks is a PlanError (one line, what the rig has), not a format of the rig's first."""
+    from powerrig.sweep.plan import PlanError
+
+    ctrl, nss = st["controller"], list(st["namespaces"])
+    want_c, want_n = _named(plan, "controller"), _named(plan, "namespace")
+    if not (want_c or want_n):
+        return ctrl, nss
+    from powerrig.dut.guard import host_view
+    from powerrig.dut.remote import drive_host as remote_of
+    view = host_view(st.get("host"), remote_of(drive_host))
+    same = lambda a, b: a == b or (_identity(a, view) or (a,)) == (_identity(b, view) or (b,))  # noqa: E731
+    has = f"the rig {st.get('id', '?')} has controller {ctrl} and namespaces {', '.join(nss)}"
+    if want_c and not same(plan.drive.controller, ctrl):
+        raise PlanError(f"drive.controller {plan.drive.controller} is not this rig's: {has}; name one of those "
+                        "or leave drive.controller out")
+    if want_n:
+        hit = next((n for n in nss if same(plan.drive.namespace, n)), None)
+        if hit is None:
+            raise PlanError(f"drive.namespace {plan.drive.namespace} is not one of this rig's: {has}; name one "
+                            "of those or leave drive.namespace out")
+        nss = [plan.drive.namespace] + [n for n in nss if n != hit]
+    return (plan.drive.controller if want_c else ctrl), nss
 
 
 def open_interposer(port: str, wait_s: float = 0.0, what: str = "rig.port", reply_timeout: float = 2.0):

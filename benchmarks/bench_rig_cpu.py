@@ -76,10 +76,13 @@ def pass_cost() -> None:
 
 
 def tool_start() -> None:
-    from powerrig.sim.rig import tool_command
+    import tempfile
 
+    from powerrig.sim.rig import tool_launcher
+
+    folder = tempfile.mkdtemp(prefix="powerrig-bench-")
     for tool, args in (("nvme", ["version"]), ("fio", ["--version"])):
-        argv = tool_command(tool, "/nonexistent.sock") + args
+        argv = tool_launcher(tool, "/nonexistent.sock", folder) + args      # as a rig runs it: sh, then python
         c = _children_cpu_s()
         for _ in range(20):
             subprocess.run(argv, capture_output=True)

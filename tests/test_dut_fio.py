@@ -17,6 +17,14 @@ REAL_FIO = shutil.which("fio")
 needs_fio = pytest.mark.skipif(REAL_FIO is None, reason="fio not installed")
 
 
+def _program(script):
+    """A fake tool as the one program a prefix may be (commands.check_program: no option words,
+    no interpreter before it): the script made executable, run by this Python."""
+    script.write_text(f"#!{sys.executable}\n" + script.read_text())
+    script.chmod(0o755)
+    return [str(script)]
+
+
 def file_jobs(tmp_path, **over):
     f = str(tmp_path / "data.bin")
     base = dict(filename=f, size="4m", runtime=1, time_based=True, ioengine="psync")
@@ -103,7 +111,7 @@ def test_malformed_fio_output_is_rejected_not_half_used(tmp_path):
         "open(out, 'w').write('{\"fio version\": \"fio-3.33\", \"jobs\": [{\"jobname\": \"x\", \"read\": {')\n")
     tl = Timeline()
     with pytest.raises(ToolError, match="malformed or truncated JSON"):
-        Fio([sys.executable, str(fake)], tl).run(FioPlan([FioJob("x", runtime=1, time_based=True)]), tmp_path / "r")
+        Fio(_program(fake), tl).run(FioPlan([FioJob("x", runtime=1, time_based=True)]), tmp_path / "r")
     assert not tl.events(FIO)[0].ok and not tl.events(PHASE)
 
 
@@ -117,7 +125,7 @@ def test_fewer_jobs_than_planned_is_incomplete(tmp_path):
         f"json.dump({{'fio version': 'fio-3.33', 'jobs': [{job!r}]}}, open(out, 'w'))\n")
     plan = FioPlan([FioJob("a", numjobs=2, runtime=1, time_based=True)])
     with pytest.raises(ToolError, match="incomplete"):
-        Fio([sys.executable, str(fake)], Timeline()).run(plan, tmp_path / "r")
+        Fio(_program(fake), Timeline()).run(plan, tmp_path / "r")
 
 
 def test_plan_rejects_bad_rw_and_duplicate_names():

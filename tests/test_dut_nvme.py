@@ -11,6 +11,15 @@ from powerrig.dut import nvme as n
 from powerrig.core.errors import ToolError
 from powerrig.core.timeline import NVME, Timeline
 
+
+def _program(script):
+    """A fake tool as the one program a prefix may be (commands.check_program: no option words,
+    no interpreter before it): the script made executable, run by this Python."""
+    script.write_text(f"#!{sys.executable}\n" + script.read_text())
+    script.chmod(0o755)
+    return [str(script)]
+
+
 DATA = Path(__file__).parent / "data" / "nvme"
 REAL_NVME = shutil.which("nvme")
 
@@ -145,7 +154,7 @@ def test_malformed_output_from_a_tool_is_a_failed_event(tmp_path):
     fake.write_text('import sys\nprint(\'{"critical_warning": 0, "temperature": 30\')\n')
     tl = Timeline()
     with pytest.raises(ToolError, match="malformed JSON"):
-        n.NvmeCli([sys.executable, str(fake)], tl).smart_log("/dev/nvme0")
+        n.NvmeCli(_program(fake), tl).smart_log("/dev/nvme0")
     (ev,) = tl.events(NVME)
     assert not ev.ok and "parsed" not in ev.result
 
@@ -176,7 +185,7 @@ def test_smart_log_event_shows_both_celsius_readings(tmp_path):
     fake = tmp_path / "fake-nvme.py"
     fake.write_text(f"print(open({str(DATA / 'smart-log-2.6.json')!r}).read())\n")
     tl = Timeline()
-    n.NvmeCli([sys.executable, str(fake)], tl).smart_log("/dev/nvme0")
+    n.NvmeCli(_program(fake), tl).smart_log("/dev/nvme0")
     (ev,) = tl.events(NVME)
     assert ev.result["parsed"]["temperature_k"] == 356
     assert (ev.result["parsed"]["temperature_c"], ev.result["parsed"]["temperature_c_nvme_cli"]) == (82.85, 83)

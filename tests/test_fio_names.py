@@ -179,14 +179,15 @@ def _form(rng: random.Random, root: Path, loop: str | None) -> str:
              "dir/new.img", "lnk/", "t.img/"]
     if loop:
         bases += ["dev", "dev2", "dir/../dev", "/" + loop, loop.replace("/dev/", "/dev/./"), "dev/"]
-    s = rng.choice(bases)
+    s = base = rng.choice(bases)
     for _ in range(rng.randint(0, 2)):
         p = rng.choice(PIECES)
         k = rng.randint(0, len(s))
         s = s[:k] + p + s[k:] if rng.random() < 0.5 else (p + s if rng.random() < 0.5 else s + p)
-    if s.startswith("/"):
-        return s
-    return rng.choice(["", str(root) + "/", str(root) + "//", str(root) + "/./", str(root) + "/dir/../"]) + s
+    if base.startswith("/"):                       # the device's own absolute forms
+        return s if s.startswith("/dev/") or s.startswith("//dev/") else "/dev/" + s.lstrip("/")
+    pre = rng.choice(["", str(root) + "/", str(root) + "//", str(root) + "/./", str(root) + "/dir/../"])
+    return (pre or str(root)) + s if s.startswith("/") else pre + s     # never outside root
 
 
 def _snapshot(root: Path) -> dict:
@@ -233,14 +234,15 @@ def test_property_every_accepted_write_target_is_the_file_real_fio_wrote(tmp_pat
 
     loop, backing = loop_device or (None, None)
     disk = backing.read_bytes() if backing else None
-    root = tmp_path / "t"
+    top = tmp_path / "w"                       # watched: '..' climbs at most two folders out of root
+    root = top / "x" / "y" / "t"
     run = tmp_path / "run"
     monkeypatch.chdir(tmp_path)
     rng = random.Random(36)
     accepted = refused = failed = on_device = 0
     for i in range(int(os.environ.get("POWERRIG_FIO_NAMES", "80"))):
-        if root.exists():
-            shutil.rmtree(root)
+        if top.exists():
+            shutil.rmtree(top)
         (root / "dir").mkdir(parents=True)
         (root / "t.img").write_bytes(b"\0" * 65536)
         (root / "dir" / "f.img").write_bytes(b"\0" * 65536)
@@ -252,7 +254,7 @@ def test_property_every_accepted_write_target_is_the_file_real_fio_wrote(tmp_pat
             (root / "dev2").symlink_to("dev")              # and a link to that link
         os.chdir(root)                                     # relative forms are read from here, by both
         form = _form(rng, root, loop)
-        before = _snapshot(root)
+        before = _snapshot(top)
         plan = FioPlan([FioJob("w", rw="write", bs="4k", size="16k", ioengine="psync", filename=form)])
         try:
             targets = commands.fio_write_targets(plan)
@@ -267,14 +269,16 @@ def test_property_every_accepted_write_target_is_the_file_real_fio_wrote(tmp_pat
             assert "\n" not in str(e).strip(), (form, str(e))
             failed += 1
             on_device += any(loop and os.path.realpath(t) == loop for t in targets)
-            assert _snapshot(root) == before, (form, "refused or failed, yet a file changed")
+            assert _snapshot(top) == before, (form, "refused or failed, yet a file changed")
             continue
         finally:
             if disk is not None:
                 assert backing.read_bytes() == disk, (form, "the device was written without a serial")
         accepted += 1
         judged = {os.stat(t).st_ino for t in targets if os.path.exists(t)}
-        changed = {ino: v[0] for ino, v in _snapshot(root).items() if before.get(ino) != v}
+        changed = {ino: v[0] for ino, v in _snapshot(top).items() if before.get(ino) != v}
         assert changed and set(changed) <= judged, (form, targets, changed)
+    print(f"fio names: {accepted} accepted and written where judged, {refused} refused by the door, "
+          f"{failed} refused by the guard or failed in fio ({on_device} on the device)")
     assert accepted >= 10 and refused >= 10, (accepted, refused, failed)
     assert on_device or not loop, "no form reached the device's guard: widen the generator"

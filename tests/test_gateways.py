@@ -14,7 +14,6 @@ import os
 import random
 import shutil
 import subprocess
-import sys
 import zlib
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from powerrig.dut.guard import GuardRefused, HostView
 from powerrig.dut.nvme import NvmeCli
 from powerrig.dut.remote import RemoteError, SshHost, drive_host
 from powerrig.sim.ssd import VirtualSSD
+from powerrig.sim.rig import tool_launcher
 from powerrig.sim.ssd_server import SsdServer
 from powerrig.sweep.plan import PlanError, parse
 
@@ -137,8 +137,8 @@ def two_drives(tmp_path):
     """Two virtual drives (nvme0, nvme1: different serials) and the host view that shows them."""
     a, b = VirtualSSD("d5-p5336"), VirtualSSD("client-apst")
     with SsdServer([a, b], str(tmp_path / "ssd.sock")) as server:
-        prog = [sys.executable, "-m", "powerrig.sim.nvme_cli", "--endpoint", server.socket_path]
-        fio = [sys.executable, "-m", "powerrig.sim.fio_cli", "--endpoint", server.socket_path]
+        prog = tool_launcher("nvme", server.socket_path, tmp_path)
+        fio = tool_launcher("fio", server.socket_path, tmp_path)
         yield server, a, b, prog, fio
 
 
@@ -381,8 +381,8 @@ def _plan_with(field, value: str) -> str:
         return PLAN[:PLAN.rindex(old)] + f"namespace = {v}\n"
     if field == ("workload", "size"):
         return PLAN.replace(old, f"size = {v}")
-    if field[0] == "rig":
-        return PLAN.replace(old, f'{old}\n{field[1]} = ["{field[1]}", {v}]')
+    if field[0] == "rig":                         # a prefix is one program (after wrappers)
+        return PLAN.replace(old, f'{old}\n{field[1]} = ["sudo", {v}]')
     key = old.split(" =")[0]
     return PLAN.replace(old, f"{key} = {v}", 1)
 
@@ -458,7 +458,7 @@ def test_fuzz_plan_fields_reach_nvme_and_fio_only_as_the_values_they_are(field, 
         if field not in NOT_ARGV:                     # what passed holds nothing another program reads as syntax
             assert all(ch.isprintable() or ch == " " for ch in value)
         rig = bring_up(plan)
-        rig.nvme, rig.fio = ["nvme"], ["fio"]        # the fakes (a fuzzed prefix is the plan's own command)
+        rig.nvme, rig.fio = ["nvme"], ["fio"]        # the fakes (a fuzzed prefix is the plan's own program)
         if plan.drive.host:
             host = SshHost.parse(plan.drive.host)
             assert host.ssh_argv()[-2] == "--" and not host.ssh_argv()[-1].startswith("-")

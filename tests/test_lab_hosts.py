@@ -187,9 +187,8 @@ def test_a_plan_runs_through_a_coordinator_an_exporter_and_a_drive_host(hosts, t
         assert slot["rig"]["port"] == f"rfc2217://{RIG_IP}:7001?ign_set_control"
         assert slot["drive"]["host"] == drive_url
         # the sweep, on the worker's host, with what the place gave: interposer over rfc2217, drive over ssh
-        far = ["env", f"PYTHONPATH={REPO / 'host_app'}"]
         (work / "plan.toml").write_text(PLAN.format(
-            port=json.dumps(slot["rig"]["port"]), nvme=json.dumps(far + rig["nvme"]), fio=json.dumps(far + rig["fio"]),
+            port=json.dumps(slot["rig"]["port"]), nvme=json.dumps(rig["nvme"]), fio=json.dumps(rig["fio"]),
             controller=json.dumps(slot["drive"]["controller"]), namespace=json.dumps(rig["namespaces"][0]),
             serial=json.dumps(slot["drive"]["serial"]), host=json.dumps(slot["drive"]["host"])))
         t_sweep = time.monotonic()

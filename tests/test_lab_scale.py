@@ -15,7 +15,7 @@ import pytest
 from powerrig.dut import _run
 from powerrig.dut.nvme import NvmeCli
 from powerrig.core.errors import ToolError
-from powerrig.sim.rig import tool_command
+from powerrig.sim.rig import tool_command, tool_launcher
 
 # What the impersonated tools may import at all: the standard library's basics and their own modules.
 # Before: -m under `site` (the venv's .pth files) with dataclasses (inspect, ast, dis, tokenize) and,
@@ -50,7 +50,7 @@ def test_tools_run_by_path_talk_to_the_drive(tmp_path):
 
     sock = str(tmp_path / "ssd.sock")
     with SsdServer(VirtualSSD("d5-p5336"), sock):
-        ident = NvmeCli(tool_command("nvme", sock)).id_ctrl("/dev/nvme0")
+        ident = NvmeCli(tool_launcher("nvme", sock, tmp_path)).id_ctrl("/dev/nvme0")   # a prefix is one program
         assert ident.sn.strip() and ident.power_states
         p = subprocess.run(tool_command("nvme", sock) + ["smart-log", "/dev/nvme9"], capture_output=True, text=True)
         assert p.returncode == 1 and "/dev/nvme9: No such file or directory" in p.stderr
@@ -88,24 +88,28 @@ def test_an_idle_virtual_interposer_synthesizes_no_samples(tmp_path):
         sim.stop()
 
 
-def _sleeper() -> list[str]:
-    return [sys.executable, "-c", "import time; time.sleep(30)"]
+def _sleeper(folder) -> list[str]:
+    """An nvme-cli that never answers, as the one program a prefix may be (commands.check_program)."""
+    p = folder / "sleeper"
+    p.write_text(f"#!{sys.executable}\nimport time; time.sleep(30)\n")
+    p.chmod(0o755)
+    return [str(p)]
 
 
-def test_a_timeout_on_an_overloaded_host_says_so(monkeypatch):
+def test_a_timeout_on_an_overloaded_host_says_so(monkeypatch, tmp_path):
     monkeypatch.setattr(_run.os, "getloadavg", lambda: (49.0, 30.0, 12.0))
     monkeypatch.setattr(_run.os, "cpu_count", lambda: 2)
     with pytest.raises(ToolError) as e:
-        NvmeCli(_sleeper(), timeout=0.5).id_ctrl("/dev/nvme0")
+        NvmeCli(_sleeper(tmp_path), timeout=0.5).id_ctrl("/dev/nvme0")
     msg = str(e.value)
     assert "\n" not in msg and "did not finish within 0.5 s" in msg
     assert "overloaded: load average 49.0 on 2 cores" in msg
 
 
-def test_a_timeout_on_a_quiet_host_suspects_the_device(monkeypatch):
+def test_a_timeout_on_a_quiet_host_suspects_the_device(monkeypatch, tmp_path):
     monkeypatch.setattr(_run.os, "getloadavg", lambda: (0.3, 0.2, 0.1))
     with pytest.raises(ToolError) as e:
-        NvmeCli(_sleeper(), timeout=0.5).id_ctrl("/dev/nvme0")
+        NvmeCli(_sleeper(tmp_path), timeout=0.5).id_ctrl("/dev/nvme0")
     assert "is the device hung?" in str(e.value) and "overloaded" not in str(e.value)
 
 

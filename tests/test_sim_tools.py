@@ -20,6 +20,7 @@ from powerrig.core.errors import ToolError
 from powerrig.core.timeline import FIO, NVME, PHASE, POWER_STATE, Timeline
 from powerrig.sim.model import expected_point
 from powerrig.sim.profile import load
+from powerrig.sim.rig import tool_launcher
 from powerrig.sim.ssd import VirtualSSD
 from powerrig.sim.ssd_server import SsdServer
 
@@ -30,9 +31,8 @@ def rig(tmp_path):
     sock = str(tmp_path / "ssd.sock")
     with SsdServer(ssds, sock) as server:
         tl = Timeline()
-        nvme = NvmeCli([sys.executable, "-m", "powerrig.sim.nvme_cli", "--endpoint", sock], tl,
-                       host=HostView(**server.host))
-        fio = Fio([sys.executable, "-m", "powerrig.sim.fio_cli", "--endpoint", sock], tl, nvme=nvme)
+        nvme = NvmeCli(tool_launcher("nvme", sock, tmp_path), tl, host=HostView(**server.host))
+        fio = Fio(tool_launcher("fio", sock, tmp_path), tl, nvme=nvme)
         yield server, nvme, fio, tl, sock
 
 
@@ -172,7 +172,7 @@ def test_parsers_read_every_impersonated_nvme_cli_version(rig, monkeypatch, vers
 
 
 def test_endpoint_missing_is_a_clear_error(tmp_path):
-    nvme = NvmeCli([sys.executable, "-m", "powerrig.sim.nvme_cli", "--endpoint", str(tmp_path / "nope.sock")])
+    nvme = NvmeCli(tool_launcher("nvme", str(tmp_path / "nope.sock"), tmp_path))
     with pytest.raises(ToolError, match="endpoint .* does not exist"):
         nvme.id_ctrl("/dev/nvme0")
 

@@ -5,9 +5,13 @@ Why one door: a value that reaches another program is read by that program's par
 line break in a fio value adds a line (a new option) to the job file; a value that starts with '-'
 is read as an option by nvme-cli and ssh; ``?ProxyCommand=`` makes ssh run a program on this host;
 ``$VAR`` in a fio value is expanded by fio, so the guard would check one name and fio open another.
-So every value passes :func:`check_value` (no control characters, and no leading '-' where a program
-reads positional arguments), fio keys and ssh options come from allow-lists, and the ssh destination
-always follows ``--``. The builders return :class:`Argv`; the process runners (``_run.run_tool``,
+fio also cuts every value at '#' or ';' and drops the blanks around it, so the guard would judge
+``a.img#x`` and fio write ``a.img``; an invisible or bidi character (U+200B, U+202E) shows one name
+and passes another. So every value passes :func:`check_value` (no control or invisible characters,
+and no leading '-' where a program reads positional arguments), every fio value :func:`fio_value`
+(nothing fio reads otherwise than it is written), fio keys and ssh options come from allow-lists, a
+tool prefix is a program and nothing else (:func:`check_program`), and the ssh destination always
+follows ``--``. The builders return :class:`Argv`; the process runners (``_run.run_tool``,
 ``remote.SshHost.run``) run nothing else.
 
 Commands that write to or erase a drive (:data:`DESTRUCTIVE_NVME`, fio jobs that write) are built
@@ -20,6 +24,7 @@ import os
 import re
 import shlex
 import sys
+import unicodedata
 from dataclasses import dataclass
 
 from powerrig.core.errors import ToolError
@@ -51,16 +56,36 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
 _SAY = {"\n": "a line feed (\\n)", "\r": "a carriage return (\\r)", "\x00": "a NUL byte", "\t": "a tab"}
 
 
+# invisible or reordering characters: format (U+200B, U+202E, U+2066-2069, U+FEFF, U+00AD ...), private
+# use, unassigned, surrogates, spaces other than ' ' (U+00A0, U+3000), and the blank letters and marks
+# that render as nothing (Hangul fillers, the combining grapheme joiner, variation selectors)
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cn", "Cs", "Zl", "Zp", "Zs"})
+_BLANK_GLYPHS = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0")
+
+
+def _invisible(ch: str) -> bool:
+    o = ord(ch)
+    return (unicodedata.category(ch) in _INVISIBLE_CATEGORIES and ch != " ") or ch in _BLANK_GLYPHS or \
+        0xFE00 <= o <= 0xFE0F or 0xE0100 <= o <= 0xE01EF
+
+
 def check_value(field: str, value, positional: bool = False) -> str:
     """``value`` as text, or UnsafeArgument naming ``field``: control characters (CR, LF, NUL, tab,
-    any other C0/C1 code, Unicode line separators) never pass; with ``positional`` (a device, a path
-    the program reads as an argument) neither does an empty value or one that starts with '-'."""
+    any other C0/C1 code, Unicode line separators) never pass, nor invisible or bidi characters (the
+    name shown would not be the name used); with ``positional`` (a device, a path the program reads
+    as an argument) neither does an empty value or one that starts with '-'."""
     s = value if isinstance(value, str) else str(value)
     m = _CONTROL.search(s)
     if m:
         what = _SAY.get(m.group(), f"the control character U+{ord(m.group()):04X}")
         raise UnsafeArgument(f"{field} {s!r} holds {what}, which another program would read as a new line "
                              "or command: remove it")
+    if not s.isascii():
+        ch = next((c for c in s if _invisible(c)), None)
+        if ch is not None:
+            name = unicodedata.name(ch, "") or unicodedata.category(ch)
+            raise UnsafeArgument(f"{field} {s!r} holds U+{ord(ch):04X} ({name}), which is invisible or reorders "
+                                 "the text: the name shown is not the name a program gets: remove it")
     if positional and not s.strip():
         raise UnsafeArgument(f"{field} is empty: name the device or file")
     if positional and s.startswith("-"):
@@ -77,23 +102,42 @@ def check_device(field: str, value) -> str:
 
 
 REMOTE_SHELLS = frozenset({"ssh", "slogin", "rsh", "sshpass", "dbclient", "plink", "autossh", "mosh"})
+# programs a prefix may put before the tool, each with no options of its own: they run the next word
+# as it is (sudo/doas as root, nice/ionice at a lower priority) and can turn no read into a write
+WRAPPERS = ("sudo", "doas", "nice", "ionice")
 
 
 def check_program(field: str, prefix) -> list[str]:
-    """A program prefix (``["nvme"]``, ``["sudo", "nvme"]``, the virtual rig's command): words without
-    control characters, the first not an option, and no remote shell: commands run through an ssh
-    prefix would reach a drive on another machine while the guard reads this one's /sys."""
+    """A program prefix (``["nvme"]``, ``["sudo", "nvme"]``, the virtual rig's launcher): one program,
+    optionally after WRAPPERS named alone, and no other word. An option word in a prefix reaches the
+    tool: ``["fio", "--filename=victim", "--rw=write"]`` made a read plan write, ``--exec_prerun=``
+    ran a program, none of it seen by the checks on the plan's own keys. No remote shell either:
+    commands run through an ssh prefix would reach a drive on another machine while the guard reads
+    this one's /sys."""
     words = [prefix] if isinstance(prefix, str) else list(prefix or ())
     if not words:
         raise UnsafeArgument(f"{field} is empty: name the program (e.g. [\"nvme\"])")
     for k, w in enumerate(words):
         if not isinstance(w, str):
             raise UnsafeArgument(f"{field}[{k}] must be text, not {type(w).__name__} {w!r}")
-        check_value(f"{field}[{k}]", w, positional=k == 0)
+        check_value(f"{field}[{k}]", w)
         if os.path.basename(w) in REMOTE_SHELLS:
             raise UnsafeArgument(f"{field} runs {w!r}: the drive guard would read this host's /sys while the "
                                  "commands run on another; name that machine as the drive host "
                                  "(ssh://user@host) instead")
+    how = (f"a prefix is the program alone ([\"fio\"], [\"/usr/local/bin/nvme\"]), optionally after "
+           f"{', '.join(WRAPPERS)} with no options; tool options come from the plan's own keys")
+    for k, w in enumerate(words):
+        if not w.strip():
+            raise UnsafeArgument(f"{field}[{k}] is empty: {how}")
+        if w.startswith("-") or "=" in w:
+            raise UnsafeArgument(f"{field} {words!r}: {w!r} is an option word, which the program would obey "
+                                 f"unchecked: {how}")
+        if k < len(words) - 1 and os.path.basename(w) not in WRAPPERS:
+            raise UnsafeArgument(f"{field} {words!r}: {w!r} is followed by {words[k + 1]!r}, which it would read "
+                                 f"as an argument: {how}")
+    if os.path.basename(words[-1]) in WRAPPERS:
+        raise UnsafeArgument(f"{field} {words!r} ends with the wrapper {words[-1]!r}: name the program after it")
     return words
 
 
@@ -192,13 +236,27 @@ def job_writes(options: dict) -> bool:
 
 
 def fio_value(key: str, value) -> str:
-    """One fio option value as the job file holds it, or UnsafeArgument naming the option."""
+    """One fio option value as the job file holds it, or UnsafeArgument naming the option. Refused as
+    well: what fio 3.33 reads otherwise than it is written (parse.c strip_blank_end, on every job-file
+    line and again on a filename=, the command line's too): a '#' or ';' (fio cuts the value there, a
+    comment), a blank at either end (dropped), and in a file name a '\\' (fio reads '\\:' as a ':' of
+    the name): the guard would judge one name and fio open another (tests/test_fio_names.py)."""
     s = str(int(value)) if isinstance(value, bool) else str(value)
     field = f"fio option {key}="
     check_value(field, s)
     if "$" in s:
         raise UnsafeArgument(f"{field}{s!r} holds '$', which fio expands (environment variables, $ncpus): "
                              "write the value itself")
+    cut = re.search("[#;]", s)
+    if cut:
+        raise UnsafeArgument(f"{field}{s!r} holds {cut.group()!r}, where fio cuts the value (a comment: it would "
+                             f"use {s[:cut.start()].strip()!r}): remove it, or rename the file without '#' and ';'")
+    if s != s.strip():
+        raise UnsafeArgument(f"{field}{s!r} {'starts' if s[:1].isspace() else 'ends'} with a blank, which fio drops "
+                             f"(it would use {s.strip()!r}): remove the blank")
+    if key == "filename" and "\\" in s:
+        raise UnsafeArgument(f"{field}{s!r} holds '\\', which fio drops before a ':' (it would open "
+                             f"{s.replace(chr(92) + ':', ':')!r}): rename the file without '\\'")
     if key == "filename" and any(f.startswith("-") or not f for f in s.split(":")):
         raise UnsafeArgument(f"{field}{s!r}: fio reads '-' as stdin/stdout and an empty name as its own "
                              "default: give a path")
@@ -304,7 +362,8 @@ def fio_verify_argv(program, name: str, device: str, bs: int, iodepth: int, size
     if ioengine not in FIO_IOENGINES:
         raise UnsafeArgument(f"fio ioengine {ioengine!r} is not one powerrig runs")
     a = check_program("fio program", program) + [
-        f"--name={check_job_name('fio verify job', name)}", f"--filename={check_device('fio verify device', device)}", "--rw=write",
+        f"--name={check_job_name('fio verify job', name)}",
+        f"--filename={fio_value('filename', check_device('fio verify device', device))}", "--rw=write",
         f"--bs={int(bs)}", f"--iodepth={int(iodepth)}", f"--size={int(size)}", "--direct=1",
         f"--ioengine={ioengine}", "--verify=crc32c", "--verify_only", "--verify_fatal=0", "--verify_dump=0"]
     if randseed is not None:

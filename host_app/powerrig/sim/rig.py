@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -44,6 +45,24 @@ def tool_command(tool: str, endpoint: str) -> list[str]:
     half that (docs/scale.md, "Many virtual rigs on one host"). The modules one start imports are
     counted by tests/test_lab_scale.py."""
     return [sys.executable, "-S", "-P", str(Path(__file__).with_name(f"{tool}_cli.py")), "--endpoint", endpoint]
+
+
+def tool_launcher(tool: str, endpoint: str, folder) -> list[str]:
+    """The virtual rig's ``nvme`` or ``fio`` as the one program a prefix may be
+    (powerrig.dut.commands.check_program: no option words): ``folder/bin/<tool>``, a POSIX sh script
+    that execs :func:`tool_command` with the caller's arguments (sh adds about a millisecond to a
+    start). Written whole, then moved into place: a reader never sees half a script, and a link put
+    where it goes is replaced, not followed."""
+    d = Path(folder) / "bin"
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / tool
+    tmp = d / f".{tool}.{os.getpid()}.tmp"
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755)
+    with os.fdopen(fd, "w") as f:
+        f.write(f"#!/bin/sh\nexec {shlex.join(tool_command(tool, endpoint))} \"$@\"\n")
+    os.replace(tmp, path)
+    return [str(path)]
 
 
 def _pid_alive(pid: int) -> bool:
@@ -81,7 +100,7 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float, ca
         load = drive
         drive_state = {"endpoint": endpoint, "controller": "/dev/nvme0",
                        "namespaces": [f"/dev/nvme0n{k + 1}" for k in range(getattr(drive.profile, "namespaces", 1))],
-                       "nvme": tool_command("nvme", endpoint), "fio": tool_command("fio", endpoint),
+                       "nvme": tool_launcher("nvme", endpoint, rig_dir), "fio": tool_launcher("fio", endpoint, rig_dir),
                        "serial": drive.sn, "host": server.host}
     fixture = BenchFixture(load)            # the reference meter's outputs can take a rail over
     faults = json.loads(os.environ.get("POWERRIG_SIM_FAULTS", "{}"))    # tests: e.g. {"stall_at": 8, "stall_for": 5}

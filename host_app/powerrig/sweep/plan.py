@@ -470,13 +470,16 @@ def _door(path, check, *args):
 
 
 def _program(path, words: tuple) -> tuple:
-    """nvme/fio program prefix: no control characters, not an option, no ssh (use drive.host)."""
+    """nvme/fio program prefix: one program, optionally after sudo/doas/nice/ionice, and no option
+    word (an option in a prefix reaches the tool unchecked: a read became a write); no ssh (use
+    drive.host)."""
     from powerrig.dut.commands import check_program
-    return tuple(_door(path, check_program, "command", list(words)))
+    return tuple(_door(path, check_program, "program", list(words)))
 
 
 def _device(path, v) -> str:
-    """A controller or namespace path: nvme-cli's positional argument and fio's filename."""
+    """A controller or namespace path: nvme-cli's positional argument and fio's filename, so read by
+    fio_value as fio reads it (no '#', ';' or edge blank, which fio cuts: one name for guard and fio)."""
     from powerrig.dut.commands import check_device, fio_value
     _str(path, v)
     _door(path, check_device, "path", v)

@@ -80,8 +80,8 @@ class Burst:
             _n, v_lsb, i_lsb, _o = rails_default.RAILS[k]
             cal = self.device.cal["rails"][rail]
             watts = msg.get("above_w", 0)
-            if not isinstance(watts, (int, float)) or isinstance(watts, bool) or watts < 0:
-                raise ValueError("above_w must be a number of watts, 0 or more")
+            if not isinstance(watts, (int, float)) or isinstance(watts, bool) or not 0 <= watts < 1e9:
+                raise ValueError("above_w must be a finite number of watts, 0 or more")
             watts = float(watts)
             spec["rail_index"] = k
             # clamped to 31 bits: a product of two offset 16-bit codes never exceeds it, and a

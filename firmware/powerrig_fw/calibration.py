@@ -54,7 +54,7 @@ def validate(cal):
                 return "rail %s: %s must be a number within 0.8..1.2" % (name, key)
         for key in ("v_tc", "i_tc"):
             tc = c.get(key, 0.0)
-            if not isinstance(tc, (int, float)) or isinstance(tc, bool) or abs(tc) > TC_LIMIT_PPM:
+            if not isinstance(tc, (int, float)) or isinstance(tc, bool) or not abs(tc) <= TC_LIMIT_PPM:
                 return "rail %s: %s must be a temperature coefficient within +-%d ppm/K" % (name, key, TC_LIMIT_PPM)
     return None
 

@@ -14,7 +14,7 @@ from powerrig_fw.crc import crc32_into_c
 from powerrig_fw.ping import ClockPing
 from powerrig_fw.reduce import Reducer, MAX_INTERVAL_SAMPLES
 from powerrig_fw.selftest import SelfTest
-from powerrig_fw.timebase import Timebase, ticks_diff, ticks_us
+from powerrig_fw.timebase import Timebase, ticks_diff, ticks_ms, ticks_us
 
 # MicroPython's collector stops the world for milliseconds: the board collects at start-up and between
 # streams so that a stream's passes never do (they allocate nothing). CPython (the simulator) has its
@@ -30,6 +30,17 @@ DIGITAL = ("activity", "perst", "marker")
 IDLE = "idle"
 STREAMING = "streaming"
 MAX_ID_BYTES = 64              # an id longer than this (as JSON) is not echoed in an error reply
+# The ids echoed (docs/protocol.md, "Ids"): null, an integer within +-2**53 (what every JSON reader
+# holds exactly), a string of at most MAX_ID_CHARS characters. Anything else is answered with id null.
+MAX_ID_CHARS = 64
+ID_LIMIT = 1 << 53
+# The command work of one pass (docs/protocol.md, "Resynchronisation"): at most FRAMES_PER_PASS whole
+# frames checked (CRC), of which at most one through the JSON path (a command, a refusal, an error):
+# the rest waits for the next pass, which comes at once (a pass with frames left does not idle).
+FRAMES_PER_PASS = 4
+# and at most this many bytes read from the host (the board reads them one at a time: a resync
+# preamble of 2,070 bytes is read over five passes, not in one)
+READ_PER_PASS = 512
 
 
 def is_int(x):
@@ -39,6 +50,26 @@ def is_int(x):
 
 def is_number(x):
     return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def is_finite(x):
+    """A number JSON can write: not a bool, not inf or nan (json.loads reads 1e999 as inf, and
+    json.dumps writes it back as `inf` or `Infinity`, which no JSON reader takes)."""
+    return is_number(x) and x - x == 0
+
+
+def id_problem(cid):
+    """None when the command's id may be echoed, else why it is not (the reply then has id null)."""
+    if cid is None:
+        return None
+    if isinstance(cid, str):
+        if len(cid) <= MAX_ID_CHARS:
+            return None
+        return "the command's id is too long to echo (a string of at most %d characters)" % MAX_ID_CHARS
+    if is_int(cid) and -ID_LIMIT <= cid <= ID_LIMIT:
+        return None
+    return ("the command's id must be null, an integer within +-2**53 or a string of at most %d "
+            "characters; the command was not run" % MAX_ID_CHARS)
 
 
 def _frames(interval_us, rec, per_frame):
@@ -75,7 +106,11 @@ class Device:
         self.crc_into = crc_into or getattr(board, "crc_into", None) or crc32_into_c
         self.rail_names = tuple(r[0] for r in rails_default.RAILS)
         self.framer = wire.Framer(board.write, self.crc_into)
-        self.reader = wire.FrameReader(self.crc_into, copy=getattr(board, "copy", None))
+        # the board's own milliseconds time a partial frame (a scripted board gives its own clock)
+        self._ms = getattr(board, "ticks_ms", None) or ticks_ms
+        self.reader = wire.FrameReader(self.crc_into, copy=getattr(board, "copy", None), ms=self._ms,
+                                       read_max=READ_PER_PASS)
+        self.refused = 0          # whole frames of a type the device does not take (a NOTICE each)
         self.timebase = getattr(board, "timebase", None) or Timebase()
         self.pings = ClockPing(board, self.timebase, self.crc_into)    # the host's clock pings, in place
         self.reducer = getattr(board, "reducer", None) or Reducer(len(self.rail_names))
@@ -121,10 +156,13 @@ class Device:
         if actions.busy:
             actions.poll()           # first: a timed action due soon is waited for, to its sample
         reader = self.reader
-        got = self.board.read_into(reader.buf, reader.end, reader.free)
-        if got:
-            reader.added(got)
-            self._commands()
+        if reader.pending:           # a partial frame held, or frames the last pass left (rare)
+            got = self._held()
+        else:
+            got = self.board.read_into(reader.buf, reader.end, reader.free)
+            if got:
+                reader.added(got)
+                self._commands(1)
         blocks = self.blocks
         raw = None
         hot = 0
@@ -199,22 +237,62 @@ class Device:
         if self.burst.state is not BURST_IDLE:
             self.burst.overwritten()
 
-    def _commands(self):
-        """The host's bytes (in the reader): commands answered. A clock ping allocates nothing."""
-        pings = self.pings
-        pings.stamp()
+    def _held(self):
+        """The pass's commands when the reader holds something: a partial frame is dropped once it is
+        PARTIAL_TIMEOUT_MS old (before the host's new bytes are read: they cannot finish it), frames
+        left by the last pass's bound are answered (the new bytes wait for the next pass), else the
+        host's bytes are read as usual. What poll counts as ``got`` (-1: frames answered, none read)."""
         reader = self.reader
-        while reader.start < reader.end:        # (a whole ping read: one call to next(), not two)
-            ftype = reader.next()
-            if not ftype:
-                return
-            if ftype == wire.T_COMMAND:
-                if not pings.answer(reader, self):
+        if reader.waiting and ticks_diff(self._ms(), reader.since) >= wire.PARTIAL_TIMEOUT_MS:
+            reader.expire()
+        if reader.more:
+            self._commands(0)
+            return -1
+        got = self.board.read_into(reader.buf, reader.end, reader.free)
+        if got:
+            reader.added(got)
+            self._commands(1)
+        return got
+
+    def _commands(self, fresh):
+        """The host's bytes (in the reader): commands answered, at most FRAMES_PER_PASS frames of which
+        one through the JSON path; the rest next pass (``reader.more``). A clock ping allocates
+        nothing. ``fresh``: bytes were just read (the clock ping's first stamp)."""
+        pings = self.pings
+        if fresh:
+            pings.stamp()
+        reader = self.reader
+        reader.budget = FRAMES_PER_PASS
+        try:
+            while reader.start < reader.end:        # (a whole ping read: one call to next(), not two)
+                ftype = reader.next()
+                if not ftype:
+                    return
+                if ftype == wire.T_COMMAND and pings.answer(reader, self):
+                    continue
+                # the JSON path: this frame, then the next pass (reader.more is set when bytes are left)
+                if ftype == wire.T_COMMAND:
                     self.handle_command(reader.payload())
-            elif ftype == wire.T_OVERSIZE:
-                self.send(wire.T_REPLY, {"ok": False, "id": None, "seq": reader.seq,
-                                         "error": "command frame of %d bytes exceeds the %d-byte limit; "
-                                                  "send a shorter command" % (reader.length, wire.MAX_PAYLOAD)})
+                elif ftype == wire.T_OVERSIZE:
+                    self.send(wire.T_REPLY, {"ok": False, "id": None, "seq": reader.seq,
+                                             "error": "command frame of %d bytes exceeds the %d-byte limit; "
+                                                      "send a shorter command" % (reader.length, wire.MAX_PAYLOAD)})
+                else:
+                    self._refuse(ftype)
+                return
+            reader.more = 0
+        finally:
+            reader.pending = reader.waiting | reader.more
+
+    def _refuse(self, ftype):
+        """A whole frame (its CRC right) of a type the device does not take: a NOTICE says so."""
+        self.refused += 1
+        reader = self.reader
+        t = 0 if ftype == wire.T_ZERO else ftype
+        self.send(wire.T_NOTICE, {"event": "refused", "type": t, "seq": reader.seq, "length": reader.length,
+                                  "count": self.refused,
+                                  "error": "frame of type %d: the device takes only COMMAND frames (type %d)"
+                                           % (t, wire.T_COMMAND)})
 
     @property
     def rx_index(self):
@@ -243,7 +321,11 @@ class Device:
         return self.board.sample_index()
 
     def send(self, ftype, doc, flags=0):
-        payload = json.dumps(doc).encode()
+        try:
+            payload = json.dumps(doc).encode()
+        except Exception as e:  # noqa: BLE001 - a value json cannot write (nested too deep): said instead
+            payload = json.dumps({"ok": False, "id": None, "error": "the answer could not be written as JSON (%s)"
+                                  % (str(e) or e.__class__.__name__)}).encode()
         if len(payload) > wire.MAX_PAYLOAD:
             # never let a big answer kill the main loop: say so in a reply that fits, without an id
             # that would make it too long as well
@@ -273,6 +355,10 @@ class Device:
             if not isinstance(msg, dict):
                 raise ValueError("command must be a JSON object")
             cid = msg.get("id")
+            why = id_problem(cid)
+            if why:
+                cid = None
+                raise ValueError(why)
             name = msg.get("cmd")
             fn = self.commands.get(name) if isinstance(name, str) else None
             if fn is None:
@@ -374,14 +460,19 @@ class Device:
 
     def cmd_ping(self, msg):
         """Clock sync, NTP style: the sample index when the command arrived and when the reply leaves."""
+        echo = msg.get("echo")
+        if not (echo is None or isinstance(echo, (str, bool)) or is_finite(echo)):
+            raise ValueError("echo must be a string, a finite number, true, false or null")
         return {"us": self.timebase.now_us(), "rx_index": self.rx_index, "index": self.sample_index(),
-                "echo": msg.get("echo")}
+                "echo": echo}
 
     def cmd_status(self, msg):
         status = {"state": self.state, "stream": self.stream, "overruns": self.overruns,
                   "overwritten_blocks": self.overwritten, "lost_samples": self.lost_samples,
                   "frames": self.framer.frames_sent, "burst": self.burst.status(), "bad_bytes": self.reader.bad,
-                  "errors": self.errors}
+                  "errors": self.errors,
+                  "reader": {"timeouts": self.reader.timeouts, "refused": self.refused,
+                             "oversize": self.reader.oversize}}
         if hasattr(self.board, "link_status"):
             status["link"] = self.board.link_status()
         ps = self.pass_stats

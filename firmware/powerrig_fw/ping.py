@@ -17,7 +17,8 @@ from powerrig_fw import wire
 
 _HEAD = b'{"id":'
 _TAIL = b',"cmd":"ping"}'
-_ID_MAX = 20                   # digits of an id echoed here (a u64)
+_ID_MAX = 15                   # digits of an id echoed here: below 2**53 (docs/protocol.md, "Ids"); longer
+                               # ids, negative ones and zero-padded ones (not JSON) take the JSON path
 _US = b'{"us":'
 _RX = b',"rx_index":'
 _INDEX = b',"index":'
@@ -76,6 +77,8 @@ class ClockPing:
         for k in range(head, tail):
             if not 48 <= b[k] <= 57:
                 return False
+        if b[head] == 48 and tail - head > 1:       # 007 is not a JSON number: never echoed as it came
+            return False
         w = self.when
         out = self.out
         put_dec = self.put_dec

@@ -3,12 +3,15 @@
 Call ``poll()`` more often than the wrap period (about 17.9 minutes): the main loop does, every pass.
 """
 try:
-    from time import ticks_us, ticks_diff
+    from time import ticks_us, ticks_ms, ticks_diff
 except ImportError:  # CPython
     import time as _t
 
     def ticks_us():
         return _t.monotonic_ns() // 1000 & 0x3FFFFFFF
+
+    def ticks_ms():
+        return _t.monotonic_ns() // 1000000 & 0x3FFFFFFF
 
     def ticks_diff(a, b):
         return ((a - b + (1 << 29)) & 0x3FFFFFFF) - (1 << 29)

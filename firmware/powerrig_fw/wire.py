@@ -22,6 +22,14 @@ T_REPLY = 3    # device -> host, JSON (answer to a command, or an error)
 T_BURST = 4    # raw 4 us samples, int16 interleaved
 T_NOTICE = 5   # device -> host, JSON, unsolicited (overrun, burst triggered, ...)
 T_OVERSIZE = 0x100  # not on the wire: FrameReader's report of a command frame over max_len (payload = its length)
+T_ZERO = 0x101      # not on the wire: FrameReader's report of a whole frame of type 0 (0 means "no frame")
+
+# The receiver's resynchronisation (docs/protocol.md, "Resynchronisation"):
+PARTIAL_TIMEOUT_MS = 80   # a partial frame held this long (board time) is dropped when no byte completes it
+# A host sends this many zero bytes when it opens the link, before its first command: the longest frame,
+# so whatever half frame a previous host left in the board is completed by them and fails its CRC (a
+# header that starts in the old bytes claims at most this many), and zeros hold no sync word.
+RESYNC_PREAMBLE = OVERHEAD + MAX_PAYLOAD
 
 # flags
 F_OVERRUN = 0x01    # the device lost samples just before this frame (sample index jumps)
@@ -183,43 +191,93 @@ class FrameReader:
 
     The bytes come in at ``buf[end:end + free]`` (the board's ``read_into`` writes there; then
     ``added(k)``: attributes, not a call, as the main loop asks every pass); ``next()`` gives the type
-    of the next whole frame, its sequence in ``seq`` and its payload at ``buf[at:at + length]`` (for
-    T_OVERSIZE, ``length`` is the length its header claimed), valid until bytes are added; it makes
-    room when it finds no whole frame. ``feed(data)`` is the allocating convenience for tests and tools.
+    of the next whole frame (T_ZERO for type 0, as 0 means none), its sequence in ``seq`` and its
+    payload at ``buf[at:at + length]`` (for T_OVERSIZE, ``length`` is the length its header claimed),
+    valid until bytes are added; it makes room when it finds no whole frame (``free``: at most
+    ``read_max``, what one read may add). ``feed(data)`` is the allocating convenience for tests and
+    tools.
+
+    Every byte sequence has an outcome (docs/protocol.md, "Resynchronisation"): a whole frame is
+    given; a header of another version, a header over ``max_len`` (a command's reported as
+    T_OVERSIZE) or a frame failing its CRC costs one byte, and the search goes on from the next one.
+    A partial frame is held, and ``waiting`` says so with ``since``, the board's ms when it was first
+    held; ``expire()`` (the device calls it once the partial frame is PARTIAL_TIMEOUT_MS old) makes
+    every byte held so far stale: a frame they hold whole is still given, a frame they begin but do
+    not finish is dropped one byte at a time (``timeouts`` counts them), even when later bytes would
+    finish it. ``budget`` bounds the frames
+    whose CRC one call sequence checks (the device sets it each pass; negative: no bound); when it
+    runs out next() says none and sets ``more``, as it does when bytes are left for a later pass.
     """
 
-    def __init__(self, crc_into=None, max_len=MAX_PAYLOAD, room=512, copy=None):
+    def __init__(self, crc_into=None, max_len=MAX_PAYLOAD, room=512, copy=None, ms=None, read_max=0):
         if crc_into is None:
             from powerrig_fw.crc import crc32_into_c as crc_into
+        if ms is None:
+            from powerrig_fw.timebase import ticks_ms as ms
         self.crc_into = crc_into
         self.copy = copy or _copy
+        self.ms = ms
         self.max_len = max_len
         self.buf = bytearray(OVERHEAD + max_len + room)
+        self.read_max = read_max or len(self.buf)
         self.start = 0                 # the first byte not consumed
         self.end = 0                   # the end of the bytes held
-        self.free = len(self.buf)      # room after end
+        self.free = self.read_max      # room after end (at most read_max: what one read may add)
         self._crc = bytearray(CRC_SIZE)
         self.seq = 0
         self.at = 0
         self.length = 0
         self.bad = 0
         self.oversize = 0
+        self.waiting = 0               # 1: a partial frame is held, first held at ``since`` (ms)
+        self.since = 0
+        self.stale = 0                 # the bytes before buf[stale] are older than the timeout
+        self.timeouts = 0              # partial frames dropped as stale
+        self.budget = -1               # frames (CRC checks) left for this pass; negative: unbounded
+        self.more = 0                  # 1: bytes are held that a later next() may make frames of
+        self.pending = 0               # waiting or more, as the device last saw them (one test a pass)
 
     def _make_room(self):
         """Set ``free``, after moving an unfinished frame to the front if that is needed (a command
         cut between two reads: rare, and a copy without allocation)."""
         if self.start == self.end:
-            self.start = self.end = 0
+            self.start = self.end = self.stale = 0
         elif len(self.buf) - self.end < OVERHEAD + 64 and self.start:
             n = self.end - self.start
             self.copy(self.buf, 0, self.buf, self.start, n)
+            self.stale = self.stale - self.start if self.stale > self.start else 0
             self.start = 0
             self.end = n
-        self.free = len(self.buf) - self.end
+        f = len(self.buf) - self.end
+        self.free = f if f < self.read_max else self.read_max
 
     def added(self, n):
         self.end += n
         self.free -= n
+
+    def expire(self):
+        """The partial frame held is PARTIAL_TIMEOUT_MS old: every byte held now is stale (above)."""
+        self.stale = self.end
+        self.waiting = 0
+        self.more = self.pending = 1
+
+    def _none(self):
+        """No whole frame now: start the partial frame's clock if one is held, make room."""
+        self.more = 0
+        if self.start < self.end:
+            if not self.waiting:
+                self.waiting = 1
+                self.since = self.ms()
+        else:
+            self.waiting = 0
+        self._make_room()
+        return 0
+
+    def _drop(self, s):
+        """The stale partial frame at s: one byte dropped, the search goes on after it."""
+        self.timeouts += 1
+        self.bad += 1
+        self.start = s + 1
 
     def next(self):
         """The type of the next whole frame held (0: none yet), its sequence and payload span set."""
@@ -229,33 +287,46 @@ class FrameReader:
             e = self.end
             i = b.find(b"\xa5\x5a", s, e)
             if i < 0:
-                # keep a trailing A5 that may start the next sync word
-                keep = 1 if e > s and b[e - 1] == SYNC0 else 0
+                # keep a trailing A5 that may start the next sync word (unless it is stale)
+                keep = 1 if e > s and b[e - 1] == SYNC0 and e - 1 >= self.stale else 0
+                if e - keep > s:
+                    self.waiting = 0
                 self.bad += e - s - keep
                 self.start = e - keep
-                self._make_room()
-                return 0
+                return self._none()
             if i > s:
                 self.bad += i - s
                 self.start = s = i
+                self.waiting = 0
+            if s < self.stale and s + HEADER_SIZE > self.stale:
+                self._drop(s)               # a stale header not whole before the timeout
+                continue
             if e - s < HEADER_SIZE:
-                self._make_room()
-                return 0
+                return self._none()
             length = b[s + 6] | (b[s + 7] << 8)
             if b[s + 2] != VERSION or length > self.max_len:
                 self.bad += 1
                 self.start = s + 1
+                self.waiting = 0
                 if b[s + 2] == VERSION and b[s + 3] == T_COMMAND:
                     # reported so the device can answer; then resync, as the header may be noise
                     self.oversize += 1
                     self.seq = b[s + 8] | (b[s + 9] << 8)
                     self.length = length
+                    self.more = 1
                     return T_OVERSIZE
                 continue
             end = s + HEADER_SIZE + length
+            if s < self.stale and end + CRC_SIZE > self.stale:
+                self._drop(s)               # a stale frame not whole before the timeout
+                continue
             if e < end + CRC_SIZE:
-                self._make_room()
+                return self._none()
+            if not self.budget:             # this pass's frames are checked: the rest next pass
+                self.more = 1
                 return 0
+            self.budget -= 1
+            self.waiting = 0
             got = self._crc
             for k in range(CRC_SIZE):
                 got[k] = b[end + k]
@@ -268,12 +339,16 @@ class FrameReader:
                 continue
             self.start = end + CRC_SIZE
             if self.start == e:             # all read: the next bytes go to the front (the payload
-                self.start = self.end = 0   # stays where it is until they come)
-                self.free = len(b)
+                self.start = self.end = self.stale = 0   # stays where it is until they come)
+                self.free = self.read_max
+                self.more = 0
+            else:
+                self.more = 1
             self.seq = b[s + 8] | (b[s + 9] << 8)
             self.at = s + HEADER_SIZE
             self.length = length
-            return b[s + 3]
+            t = b[s + 3]
+            return t if t else T_ZERO
 
     def payload(self):
         """The payload of the frame next() gave, as bytes (allocates)."""
@@ -285,6 +360,7 @@ class FrameReader:
         out = []
         data = memoryview(data)
         k = 0
+        self.budget = -1
         while True:
             n = min(self.free, len(data) - k)
             self.copy(self.buf, self.end, data, k, n)

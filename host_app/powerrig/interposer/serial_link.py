@@ -75,9 +75,16 @@ class SerialLink:
     that sends them is not speaking this protocol, which is not the same as losing the port.
     """
 
-    def __init__(self, port: str, ser: serial.Serial | None = None):
+    def __init__(self, port: str, ser: serial.Serial | None = None, resync: bool = True):
         self.port = port
         self.ser = ser or open_serial(port)
+        if resync:
+            try:
+                self.resync()
+            except LinkError:
+                if ser is None:           # (the port this link opened; a caller's stays theirs)
+                    self.ser.close()
+                raise
         self.decoder = wire.FrameDecoder()
         self.data: queue.Queue[wire.Frame | None] = queue.Queue()     # DATA frames, for the stream
         self.bursts: queue.Queue[wire.Frame | None] = queue.Queue()   # BURST frames, for burst()
@@ -208,6 +215,17 @@ class SerialLink:
         if not reply.get("ok"):
             raise DeviceError(f"interposer refused '{cmd}': {reply.get('error', 'no reason given')}")
         return reply
+
+    def resync(self) -> None:
+        """The resync preamble (docs/protocol.md, "Resynchronisation"): zero bytes as many as the
+        longest frame, before the first command. Whatever half frame a previous host left in the board
+        (a crash mid-write) is completed by them and fails its CRC, so the board looks for the next
+        header in bytes that hold none and this host's first command is read whole. Zeros are never a
+        sync word; the board counts them in ``bad_bytes``."""
+        try:
+            self.ser.write(bytes(wire.fw.RESYNC_PREAMBLE))
+        except (serial.SerialException, OSError) as e:
+            raise LinkError(f"cannot write to {self.port}: {e}") from None
 
     def write(self, data: bytes) -> None:
         with self._write_lock:

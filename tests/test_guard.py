@@ -83,13 +83,16 @@ class FakeHost:
             link(sd / ctrl.name, ctrl)
         (ctrl / "subsysnqn").write_text((sd / "subsysnqn").read_text())
 
-    def block(self, parent: Path, name: str, nsid: int | None = None, parts: int = 0) -> Path:
+    def block(self, parent: Path, name: str, nsid: int | None = None, parts: int = 0, hidden: bool = False) -> Path:
+        """A disk (and its partitions); ``hidden``: a multipath path device, which has no dev_t link
+        in /sys/dev/block (block/genhd.c GENHD_FL_HIDDEN; so a real 6.1 guest)."""
         d = parent / name
         (d / "holders").mkdir(parents=True)
         if nsid is not None:
             (d / "nsid").write_text(f"{nsid}\n")
         link(self.sys / "class" / "block" / name, d)
-        self.number(d, "block", self.BLOCK_MAJOR)
+        if not hidden:
+            self.number(d, "block", self.BLOCK_MAJOR)
         for p in range(1, parts + 1):
             pd = d / f"{name}p{p}"
             (pd / "holders").mkdir(parents=True)
@@ -112,7 +115,7 @@ class FakeHost:
         head = self.block(sd, f"nvme{subsys}n{ns_index}", nsid)
         for c in ctrls:
             self.join(subsys, c)
-            path = self.block(c, f"nvme{subsys}c{c.name[4:]}n{ns_index}", nsid)
+            path = self.block(c, f"nvme{subsys}c{c.name[4:]}n{ns_index}", nsid, hidden=True)
             if newer:
                 link(head / "multipath" / path.name, path)
         return head

@@ -256,6 +256,51 @@ def test_native_multipath_heads_resolve_to_both_controllers(host, newer, tmp_pat
         destructive.format(nvme, "/dev/nvme0n1", "SNMP", ses=1)
 
 
+def qemu_guest(host: FakeHost, multipath: bool) -> None:
+    """The QEMU tier's subsystem guest as its kernel 6.1 laid it out (dumped from the running guest,
+    names and NSIDs as they were): subsystem nvme-subsys1 with controllers nvme0 and nvme1 (one
+    serial), nsid 1 and 2 private to nvme0, 3 private to nvme1, 4 shared; the other drive nvme2
+    (nsid 7) in its own nvme-subsys2. Kernel names are not NSIDs."""
+    c0, c1 = host.controller("nvme0", "QEMUSUBSYS01", subsys=1), host.controller("nvme1", "QEMUSUBSYS01", subsys=1)
+    other = host.controller("nvme2", "QEMUOTHER002", subsys=2)
+    host.block(other, "nvme2n1", 7)
+    host.generic(other, "ng2n1")
+    if multipath:                # heads under the subsystem, hidden paths nvme1c{C}n{K}, no multipath/ folder
+        for k, nsid, ctrls in ((1, 1, [c0]), (2, 3, [c1]), (3, 4, [c0, c1]), (4, 2, [c0])):
+            host.multipath(1, k, nsid, ctrls)
+            host.generic(host.subsystem(1), f"ng1n{k}")
+    else:                        # a block device per controller and namespace, the shared one twice
+        for c, name, nsid in ((c0, "nvme0n1", 1), (c0, "nvme0n3", 2), (c0, "nvme0n4", 4),
+                              (c1, "nvme1n2", 3), (c1, "nvme1n4", 4)):
+            host.block(c, name, nsid)
+            host.generic(c, "ng" + name[4:])
+
+
+@pytest.mark.parametrize("multipath", [True, False], ids=["multipath-on", "multipath-off"])
+def test_the_qemu_guests_kernel_6_1_layout(host, multipath):
+    qemu_guest(host, multipath)
+    own = "/dev/nvme1n1" if multipath else "/dev/nvme0n1"            # nsid 1, private to nvme0
+    shared = "/dev/nvme1n3" if multipath else "/dev/nvme1n4"         # nsid 4, through nvme1's device when off
+    t = judge(own, host.view)
+    assert (t.nsid, t.nsids, t.controllers, t.subsystem) == (1, (1,), ("nvme0",), "nvme-subsys1")
+    t = judge(own, host.view, nsid=BROADCAST)
+    assert t.nsids == (1, 2, 4) and t.controllers == ("nvme0", "nvme1")
+    with pytest.raises(GuardRefused, match="namespace 3 is not a namespace of nvme0"):
+        judge(own, host.view, nsid=3)
+    t = judge(shared, host.view)
+    assert (t.nsid, t.controllers) == (4, ("nvme0", "nvme1"))
+    assert judge("/dev/ng1n3" if multipath else "/dev/ng0n4", host.view).nsid == 4
+    t = judge("/dev/nvme2n1", host.view)
+    assert (t.controllers, t.subsystem, t.nsids) == (("nvme2",), "nvme-subsys2", (7,))
+    assert "nvme2n1" not in judge(own, host.view).blocks
+    host.mount(f"{shared} /srv/shared ext4 rw 0 0")
+    nvme = FakeNvme(host)
+    with pytest.raises(GuardRefused, match="in use .*/srv/shared"):
+        destructive.format(nvme, own, "QEMUSUBSYS01", ses=1, nsid=BROADCAST)
+    destructive.format(nvme, "/dev/nvme2n1", "QEMUOTHER002", ses=1)     # the other drive is not in use
+    assert nvme.ran[-1][:3] == ["nvme", "format", "/dev/nvme2n1"]
+
+
 def test_the_probe_resolves_where_it_runs_in_a_bare_interpreter(host, tmp_path):
     """A remote drive host runs sysfs.py alone: the link is resolved THERE (here: this machine, with
     the tree as its host view) and the canonical path, dev_t and nsids come back."""

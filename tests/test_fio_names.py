@@ -102,6 +102,35 @@ def test_real_fio_cuts_the_command_lines_filename_too(tmp_path):
     assert os.listdir(tmp_path) == ["a.img"]
 
 
+PAD = " " * (8191 - len("size=64k"))         # fio reads a job file line in pieces of 8191 bytes
+
+
+@needs_fio
+def test_a_value_longer_than_fios_line_buffer_is_refused(tmp_path, monkeypatch):
+    """fio 3.33 reads a job file with fgets(OPT_LEN_MAX = 8192): the rest of a longer line is read as a
+    line of its own, an option. Real fio: ``size=64k<blanks>rw=write`` in a read job wrote the file.
+    So a value is at most 4096 bytes (no path is longer: PATH_MAX), and a job name at most 200
+    characters (fio keeps 255 of a section name, then drops its last)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.img").write_bytes(b"\0" * 65536)
+    (tmp_path / "j.fio").write_text(f"[r]\nrw=read\nbs=4k\nioengine=psync\nfilename=x.img\nsize=64k{PAD}rw=write\n")
+    subprocess.run(["fio", "--output-format=terse", "j.fio"], capture_output=True, timeout=60)
+    assert (tmp_path / "x.img").read_bytes() != b"\0" * 65536           # fio's reading: a write
+    (tmp_path / "x.img").write_bytes(b"\0" * 65536)
+    for job in (FioJob("r", rw="read", bs="4k", ioengine="psync", filename="x.img", size="64k", extra={"verify_pattern": "0x" + "f" * 5000}),
+                FioJob("r", rw="read", bs="4k", ioengine="psync", filename="x.img" + PAD + "rw=write", size="64k"),
+                FioJob("r" * 201, rw="read", bs="4k", ioengine="psync", filename="x.img", size="64k")):
+        tl = Timeline()
+        with pytest.raises(UnsafeArgument) as e:
+            Fio(["fio"], tl).run(FioPlan([job]), tmp_path / "run")
+        assert "\n" not in str(e.value) and ("bytes" in str(e.value) or "characters" in str(e.value)), str(e.value)
+        assert not tl.events(FIO)
+    assert (tmp_path / "x.img").read_bytes() == b"\0" * 65536
+    with pytest.raises(PlanError, match=r"drive.namespace \(line 8\): .*bytes"):
+        parse(PLAN.replace('namespace = "/dev/nvme0n1"', f'namespace = "/dev/nvme0n1{PAD}rw=write"')
+              .replace('rw = "write"', 'rw = "read"'))
+
+
 PLAN = """name = "p"
 power_states = [0]
 idle_steps = false

@@ -235,18 +235,28 @@ def job_writes(options: dict) -> bool:
         not _truthy(options.get("verify_only"))
 
 
+FIO_VALUE_MAX = 4096      # bytes: PATH_MAX, so no file name is cut; key=value stays within fio's 8191-byte line
+JOB_NAME_MAX = 200        # fio keeps 255 characters of a section line, then drops the last (its ']')
+
+
 def fio_value(key: str, value) -> str:
     """One fio option value as the job file holds it, or UnsafeArgument naming the option. Refused as
     well: what fio 3.33 reads otherwise than it is written (parse.c strip_blank_end, on every job-file
     line and again on a filename=, the command line's too): a '#' or ';' (fio cuts the value there, a
-    comment), a blank at either end (dropped), and in a file name a '\\' (fio reads '\\:' as a ':' of
-    the name): the guard would judge one name and fio open another (tests/test_fio_names.py)."""
+    comment), a blank at either end (dropped), in a file name a '\\' (fio reads '\\:' as a ':' of
+    the name), and a value over FIO_VALUE_MAX bytes (fio reads a job-file line with fgets into 8192
+    bytes: the rest of a longer line is a line of its own, ``size=64k<blanks>rw=write`` made a read
+    write): the guard would judge one name and fio open another (tests/test_fio_names.py)."""
     s = str(int(value)) if isinstance(value, bool) else str(value)
     field = f"fio option {key}="
     check_value(field, s)
     if "$" in s:
         raise UnsafeArgument(f"{field}{s!r} holds '$', which fio expands (environment variables, $ncpus): "
                              "write the value itself")
+    if len(s.encode()) > FIO_VALUE_MAX:
+        raise UnsafeArgument(f"{field}{s[:40]!r}... is {len(s.encode())} bytes: fio reads a job file line in pieces of "
+                             f"8191 bytes and the rest as a line of its own (an option): give at most "
+                             f"{FIO_VALUE_MAX} bytes")
     cut = re.search("[#;]", s)
     if cut:
         raise UnsafeArgument(f"{field}{s!r} holds {cut.group()!r}, where fio cuts the value (a comment: it would "
@@ -296,10 +306,14 @@ def fio_sections(plan) -> list[tuple[str, list[tuple[str, str]], dict]]:
 
 
 def check_job_name(field: str, name) -> str:
-    """A fio section name: letters, digits, '_', '-', '.'; not 'global' (fio's own section)."""
+    """A fio section name: letters, digits, '_', '-', '.'; not 'global' (fio's own section); at most
+    JOB_NAME_MAX characters (fio would cut a longer one)."""
     if not isinstance(name, str) or not _JOB_NAME.fullmatch(name) or name == "global":
         raise UnsafeArgument(f"{field} {name!r}: use letters, digits, '_', '-' and '.' only (not 'global', "
                              "fio's own section)")
+    if len(name) > JOB_NAME_MAX:
+        raise UnsafeArgument(f"{field} {name[:40]!r}... has {len(name)} characters: fio cuts a section name "
+                             f"(it keeps 254): give at most {JOB_NAME_MAX}")
     return name
 
 

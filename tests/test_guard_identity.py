@@ -22,7 +22,7 @@ import pytest
 
 from conftest import run_cli
 from test_guard import FakeHost
-from powerrig.core.timeline import NOTE, NVME, Timeline
+from powerrig.core.timeline import NOTE, Timeline
 from powerrig.dut import destructive, guard
 from powerrig.dut.guard import DriveGuard, GuardRefused, HostView, is_drive, resolve
 from powerrig.dut.nvme import NvmeCli
@@ -417,7 +417,7 @@ def relay(tmp_path):
 
 
 def _door(args, capsys, monkeypatch):
-    from powerrig.dut.agent import main
+    from powerrig.dut.door import main
     monkeypatch.setattr(sys, "stdin", None)          # nothing to pass on to the command
     rc = main(args)
     err = capsys.readouterr().err.strip()
@@ -436,17 +436,28 @@ def test_the_by_hand_door_refuses_destructive_commands_without_a_serial(relay, c
     assert "Traceback" not in err and not relay.scripts
 
 
+def test_the_agents_command_line_is_the_door(relay, tmp_path):
+    """`python -m powerrig.dut.agent SOCK -- nvme format ...` itself, as a user types it."""
+    r = subprocess.run([sys.executable, "-m", "powerrig.dut.agent", relay.path, "--", "nvme", "format",
+                        "/dev/nvme0n1", "--ses=1"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and "name the drive's serial" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert not relay.scripts
+
+
 def test_the_by_hand_door_runs_reads_and_judges_a_write_with_the_guard(relay, capsys, monkeypatch, tmp_path):
     rc, err = _door([relay.path, "--", "cat", "/proc/version"], capsys, monkeypatch)
     assert rc == 0, err
     loop = _losetup(tmp_path / "img")
     target = loop or "/dev/null"
     try:
-        rc, err = _door([relay.path, "--", "fio", "--name=w", "--rw=write", f"--filename={target}"], capsys, monkeypatch)
+        rc, err = _door([relay.path, "--", "fio", "--name=w", "--rw=write", f"--filename={target}"], capsys,
+                        monkeypatch)
         if loop:        # a real block device on the 'guest': a write needs the serial, then the guard says no
             assert rc == 2 and "name the drive's serial" in err and "\n" not in err, err
-            rc, err = _door([relay.path, "--serial", "SN", "--", "nvme", "format", target, "--ses=1"], capsys, monkeypatch)
-            assert rc == 2 and f"is {loop}" not in err and "not an NVMe namespace" in err and "\n" not in err, err
+            rc, err = _door([relay.path, "--serial", "SN", "--", "nvme", "format", target, "--ses=1"], capsys,
+                            monkeypatch)
+            assert rc == 2 and f"{loop} (7:" in err and "not an NVMe namespace" in err and "\n" not in err, err
         rc, err = _door([relay.path, "--", "fio", "--name=w", "--rw=write", "--exec_prerun=touch x",
                          f"--filename={target}"], capsys, monkeypatch)
         assert rc == 2 and "exec_prerun" in err and "\n" not in err, err

@@ -90,15 +90,16 @@ def create_namespace(nvme, controller: str, serial: str | None, blocks: int, flb
                      allow_unguarded: bool = False, timeout: float = 60.0) -> None:
     """``nvme create-ns`` of ``blocks`` logical blocks (size = capacity) in LBA format ``flbas``."""
     p = permit(nvme, "create-ns", controller, serial, allow_unguarded)
-    _run(nvme, "create-ns", opened(p, controller), [f"--nsze={int(blocks)}", f"--ncap={int(blocks)}", f"--flbas={int(flbas)}"],
-         {"device": controller, "blocks": blocks, "flbas": flbas}, p, timeout)
+    opts = [f"--nsze={int(blocks)}", f"--ncap={int(blocks)}", f"--flbas={int(flbas)}"]
+    _run(nvme, "create-ns", opened(p, controller), opts, {"device": controller, "blocks": blocks, "flbas": flbas},
+         p, timeout)
 
 
 def delete_namespace(nvme, controller: str, serial: str | None, nsid: int, allow_unguarded: bool = False,
                      timeout: float = 60.0) -> None:
     p = permit(nvme, "delete-ns", controller, serial, allow_unguarded)
-    _run(nvme, "delete-ns", opened(p, controller), [f"--namespace-id={int(nsid)}"], {"device": controller, "nsid": nsid},
-         p, timeout)
+    _run(nvme, "delete-ns", opened(p, controller), [f"--namespace-id={int(nsid)}"],
+         {"device": controller, "nsid": nsid}, p, timeout)
 
 
 def attach_namespace(nvme, controller: str, serial: str | None, nsid: int, controller_ids: list[int],
@@ -114,7 +115,8 @@ def attach_namespace(nvme, controller: str, serial: str | None, nsid: int, contr
 def firmware_download(nvme, controller: str, serial: str | None, image: str, allow_unguarded: bool = False,
                       timeout: float = 600.0) -> None:
     p = permit(nvme, "fw-download", controller, serial, allow_unguarded)
-    _run(nvme, "fw-download", opened(p, controller), [f"--fw={image}"], {"device": controller, "image": image}, p, timeout)
+    _run(nvme, "fw-download", opened(p, controller), [f"--fw={image}"], {"device": controller, "image": image},
+         p, timeout)
 
 
 def firmware_commit(nvme, controller: str, serial: str | None, slot: int, action: int,

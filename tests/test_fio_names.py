@@ -311,3 +311,22 @@ def test_property_every_accepted_write_target_is_the_file_real_fio_wrote(tmp_pat
           f"{failed} refused by the guard or failed in fio ({on_device} on the device)")
     assert accepted >= 10 and refused >= 10, (accepted, refused, failed)
     assert on_device or not loop, "no form reached the device's guard: widen the generator"
+
+
+# -- nvme-cli's own reading of a device name ----------------------------------------------------------------
+@pytest.mark.skipif(shutil.which("nvme") is None and os.environ.get("CI") != "true", reason="nvme-cli not installed")
+def test_nvme_cli_reads_mctp_names_as_a_management_endpoint_so_they_are_refused(tmp_path):
+    """nvme-cli 2.x (nvme.c get_dev) opens a device argument that starts with ``mctp:`` as an NVMe-MI
+    endpoint on the MCTP bus, not as a path: the guard would judge a file and nvme-cli reach another
+    drive. Real nvme-cli: a regular file ``./x`` is "not a block or character device", a file named
+    ``mctp:1,1`` is never opened. Refused; ``./mctp:1,1`` is a path and passes the door."""
+    (tmp_path / "x").touch()
+    (tmp_path / "mctp:1,1").touch()
+    said = {d: subprocess.run(["nvme", "id-ctrl", d], cwd=tmp_path, capture_output=True, text=True).stderr
+            for d in ("./x", "mctp:1,1", "./mctp:1,1")}
+    assert "not a block or character device" in said["./x"] and "not a block or character device" in said["./mctp:1,1"]
+    assert "not a block or character device" not in said["mctp:1,1"]
+    with pytest.raises(UnsafeArgument, match=r"nvme-cli id-ctrl device 'mctp:1,1' .*NVMe-MI.*: give") as e:
+        commands.nvme_argv(["nvme"], "id-ctrl", "mctp:1,1")
+    assert "\n" not in str(e.value)
+    assert commands.nvme_argv(["nvme"], "id-ctrl", "./mctp:1,1")[-1] == "./mctp:1,1"

@@ -186,7 +186,12 @@ def nvme_argv(program, command, device: str | None, options=(), permit: Permit |
                              f"{', '.join(sorted(NVME_READ))}; destructive ones go through powerrig.dut.destructive)")
     argv = check_program("nvme-cli program", program) + words
     if device is not None:
-        argv.append(check_device(f"nvme-cli {action} device", device))
+        dev = check_device(f"nvme-cli {action} device", device)
+        if dev.startswith("mctp:"):         # nvme-cli 2.x get_dev: an NVMe-MI endpoint, not a path
+            raise UnsafeArgument(f"nvme-cli {action} device {dev!r} is read by nvme-cli as an NVMe-MI (MCTP) "
+                                 f"address, another drive than the file the guard would judge: give the /dev path "
+                                 f"(or ./{dev} for a file of that name)")
+        argv.append(dev)
     return Argv(argv + opts)
 
 

@@ -191,12 +191,17 @@ def test_the_sweep_formats_only_the_namespace_it_checked(two_drives, tmp_path):
 
 
 def test_on_a_virtual_rig_format_and_fio_use_the_same_namespace(tmp_path, monkeypatch):
-    """Before: a sim: plan formatted the plan's namespace while fio used the virtual rig's."""
+    """Before: a sim: plan formatted the plan's namespace while fio used the virtual rig's; then the
+    rig's namespace silently replaced the plan's (issue 36). Now a namespace the rig lacks stops
+    bring-up in one line, and the one the plan names is the one formatted and written."""
     from powerrig.sweep.engine import Sweep
     from powerrig.sweep.rig import bring_up
 
     monkeypatch.setenv("POWERRIG_SIM_DIR", str(tmp_path / "sim"))
-    plan = parse(FORMAT_PLAN.format(port="sim:client-apst", namespace="/dev/nvme0n7", serial="VCL0000000000001"))
+    with pytest.raises(PlanError, match="drive.namespace /dev/nvme0n7 is not one of this rig's") as e:
+        bring_up(parse(FORMAT_PLAN.format(port="sim:client-apst", namespace="/dev/nvme0n7", serial="VCL0000000000001")))
+    assert "\n" not in str(e.value)
+    plan = parse(FORMAT_PLAN.format(port="sim:client-apst", namespace="/dev/nvme0n1", serial="VCL0000000000001"))
     rig = bring_up(plan)
     try:
         tl = Timeline()
@@ -206,7 +211,7 @@ def test_on_a_virtual_rig_format_and_fio_use_the_same_namespace(tmp_path, monkey
         sweep._prepare(nvme, f)
         (fmt,) = [e for e in tl.events(NVME) if e.name == "format"]
         fio_ns = {j.filename for j in sweep._fio_plan(plan.workloads[0], 1.0).jobs}
-        assert fmt.ok and fio_ns == {fmt.meta["device"]} == {rig.namespaces[0]} != {plan.drive.namespace}
+        assert fmt.ok and fio_ns == {fmt.meta["device"]} == {rig.namespaces[0]} == {plan.drive.namespace}
     finally:
         rig.close()
 

@@ -134,23 +134,25 @@ from test_instrument_faults import Spoiler, bench  # noqa: E402,F401  (the simul
 
 class ElogOverloads(Spoiler):
     """A proxy in front of the simulated N6705C that turns ``records`` current readings of channel 1's
-    first data-log fetch holding enough of them into the instrument's 9.91E+37 (its no-reading value)."""
+    data-log fetches (the first ``fetches`` holding enough of them; None: every one) into the
+    instrument's 9.91E+37 (its no-reading value). ``spoiled`` counts the records."""
 
-    def __init__(self, upstream, records: int = 5, first: int = 3):
+    def __init__(self, upstream, records: int = 5, first: int = 3, fetches: int | None = 1):
         super().__init__(upstream, b"FETC:ELOG?")
-        self.records, self.first = records, first
+        self.records, self.first, self.fetches, self.fetched = records, first, fetches, 0
 
     def _down(self, s, c, asked):
         with s.makefile("rb") as f:
             for line in f:
                 q = asked.popleft() if asked else b""
                 vals = line.rstrip(b"\n").split(b",")
-                if (q.startswith(b"FETC:ELOG?") and q.endswith(b"(@1)") and not self.spoiled
-                        and len(vals) >= 2 * (self.first + self.records + 2)):
+                if (q.startswith(b"FETC:ELOG?") and q.endswith(b"(@1)") and len(vals) >= 2 * (self.first + self.records + 2)
+                        and (self.fetches is None or self.fetched < self.fetches)):
                     for k in range(self.first, self.first + self.records):
                         vals[2 * k + 1] = b"+9.91000E+37"
                     line = b",".join(vals) + b"\n"
-                    self.spoiled = self.records
+                    self.spoiled += self.records
+                    self.fetched += 1
                 c.sendall(line)
         c.close()
 
@@ -189,3 +191,31 @@ def test_overloads_in_the_live_n6705c_log_are_counted_gaps_and_the_recording_goe
             sid = cap.metadata["layout"]["signals"]["p_12V"]
             rd.annotations(sid, 0, lambda *a: texts.append(a[4]) and False)
         assert "gap (invalid): 5 intervals lost" in texts
+
+
+def test_a_sweep_through_an_n6705c_that_logs_overloads_stores_its_steps(tmp_path, simdir):
+    """Before: a fetch with 9.91E37 ended the step's recording with an error, every attempt, and the run
+    failed with 0 steps stored. Now each such record is a counted gap in its step's capture and the run
+    goes on."""
+    from powerrig.sim import rig as simrig
+
+    st = simrig.start("d5-p5336", owned=True)
+    host, port = st["reference"].split("::")[1:3]
+    spoiler = ElogOverloads((host, int(port)), records=1, fetches=None)     # one record of every fetch
+    plan_text = PLAN.format(source=f"n6705c:{spoiler.resource},12V=1,3V3=2").replace(
+        'port = "sim:d5-p5336"', f'port = "rig:{st["id"]}"')
+    store = ResultStore(tmp_path / "r.sqlite")
+    try:
+        run = Sweep(parse(plan_text, "p.toml"), store, tmp_path / "out").run()
+    finally:
+        spoiler.close()
+        simrig.stop(st["id"])
+    steps = store.steps(run)
+    assert store.run(run)["status"] == "done" and len(steps) >= 2, steps
+    lost = 0
+    for s in steps:
+        with CaptureReader(s["capture"]) as cap:
+            assert cap.gaps and {g["reason"] for g in cap.gaps} == {"invalid"}, (s["name"], cap.gaps)
+            assert all(g["intervals"] == 1 for g in cap.gaps)
+            lost += len(cap.gaps)
+    assert 0 < lost <= spoiler.spoiled

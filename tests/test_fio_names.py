@@ -117,9 +117,10 @@ def test_a_value_longer_than_fios_line_buffer_is_refused(tmp_path, monkeypatch):
     subprocess.run(["fio", "--output-format=terse", "j.fio"], capture_output=True, timeout=60)
     assert (tmp_path / "x.img").read_bytes() != b"\0" * 65536           # fio's reading: a write
     (tmp_path / "x.img").write_bytes(b"\0" * 65536)
-    for job in (FioJob("r", rw="read", bs="4k", ioengine="psync", filename="x.img", size="64k", extra={"verify_pattern": "0x" + "f" * 5000}),
-                FioJob("r", rw="read", bs="4k", ioengine="psync", filename="x.img" + PAD + "rw=write", size="64k"),
-                FioJob("r" * 201, rw="read", bs="4k", ioengine="psync", filename="x.img", size="64k")):
+    read = dict(rw="read", bs="4k", ioengine="psync", size="64k")
+    for job in (FioJob("r", filename="x.img", extra={"verify_pattern": "0x" + "f" * 5000}, **read),
+                FioJob("r", filename="x.img" + PAD + "rw=write", **read),
+                FioJob("r" * 201, filename="x.img", **read)):
         tl = Timeline()
         with pytest.raises(UnsafeArgument) as e:
             Fio(["fio"], tl).run(FioPlan([job]), tmp_path / "run")

@@ -195,15 +195,15 @@ def test_overloads_in_the_live_n6705c_log_are_counted_gaps_and_the_recording_goe
 
 def test_a_sweep_through_an_n6705c_that_logs_overloads_stores_its_steps(tmp_path, simdir):
     """Before: a fetch with 9.91E37 ended the step's recording with an error, every attempt, and the run
-    failed with 0 steps stored. Now each such record is a counted gap in its step's capture and the run
-    goes on."""
+    failed with 0 steps stored. Now each such record is a counted gap in its step's capture, a step that
+    lost more than the plan's checks.max_lost_pct is invalid with the reason, and the run goes on."""
     from powerrig.sim import rig as simrig
 
     st = simrig.start("d5-p5336", owned=True)
     host, port = st["reference"].split("::")[1:3]
     spoiler = ElogOverloads((host, int(port)), records=1, fetches=None)     # one record of every fetch
     plan_text = PLAN.format(source=f"n6705c:{spoiler.resource},12V=1,3V3=2").replace(
-        'port = "sim:d5-p5336"', f'port = "rig:{st["id"]}"')
+        'port = "sim:d5-p5336"', f'port = "rig:{st["id"]}"') + "[checks]\nmax_lost_pct = 0.2\n"
     store = ResultStore(tmp_path / "r.sqlite")
     try:
         run = Sweep(parse(plan_text, "p.toml"), store, tmp_path / "out").run()
@@ -218,4 +218,6 @@ def test_a_sweep_through_an_n6705c_that_logs_overloads_stores_its_steps(tmp_path
             assert cap.gaps and {g["reason"] for g in cap.gaps} == {"invalid"}, (s["name"], cap.gaps)
             assert all(g["intervals"] == 1 for g in cap.gaps)
             lost += len(cap.gaps)
+        # about 1 % lost, more than the plan's 0.2 %: the step is invalid and says why; the run went on
+        assert s["status"] == "invalid" and "(checks.max_lost_pct)" in s["invalid_reason"], s
     assert 0 < lost <= spoiler.spoiled

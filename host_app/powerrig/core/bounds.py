@@ -43,6 +43,7 @@ PLAN = {
     "steady_state.range_pct": Bound(0.0, 100.0, "%"),
     "steady_state.slope_pct": Bound(0.0, 100.0, "%"),
     "checks.self_reported_tolerance_pct": Bound(0.1, 100.0, "%"),
+    "checks.max_lost_pct": Bound(0.0, 100.0, "%"),
     "limits.max_steps": _i(1, 10_000_000),
     "limits.max_hours": Bound(0.001, 24 * 366.0, "h"),
     "power_states": _i(0, 31),

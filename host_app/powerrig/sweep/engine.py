@@ -512,6 +512,10 @@ class Sweep:
             extra += power_loss.measurements(cycles, f"{step.power_loss.prefix}:{step.power_loss.name}")
         ms = measure.measurements(an, measure_name, "idle", self._ident.tnvmcap, extra)
         invalid = next((p["invalid"] for p in phases if p["invalid"] and p["name"] in (measure_name, "idle")), None)
+        lost_pct = 100.0 * res.lost_s / res.covered_s if res.covered_s else 0.0
+        if invalid is None and plan.checks.max_lost_pct is not None and lost_pct > plan.checks.max_lost_pct:
+            invalid = (f"{lost_pct:.1f} % of the step's recording was lost in gaps (link, overloads); the plan allows "
+                       f"{plan.checks.max_lost_pct:g} % (checks.max_lost_pct)")
         figs = {m["name"]: m["value"] for m in ms if m["name"] in
                 ("power.mean", "power.idle", "throughput.mib_s", "efficiency.mib_s_per_w")}
         w = step.workload

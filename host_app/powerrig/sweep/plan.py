@@ -14,7 +14,7 @@ mixes two plans.
     [preparation] kind = "none" | "format" | "precondition" | "fio"  (+ [preparation.job])
     [timing]    settle_s, idle_s, measure_s, repetitions, cooldown_s, io_log, block_trace
     [steady_state] rounds, max_rounds, range_pct, slope_pct, metrics
-    [checks]    self_reported_power, self_reported_tolerance_pct
+    [checks]    self_reported_power, self_reported_tolerance_pct, max_lost_pct
     [[workload]] name, rw, bs, iodepth, numjobs, rwmixread, ranges, runtime_s | size, streams, fdp
     [[power_loss]] name, cycles, bs, iodepth, size, cut_ms, off_ms, ready_timeout_s, holdup_threshold_v,
                    inrush_trigger_w, seed   (surprise power loss during verified writes: docs/power-loss.md)
@@ -255,6 +255,7 @@ class Checks:
     """Datasheet checks beyond the ones every step gets (MP, IDLP, ACTP, ENLAT + EXLAT)."""
     self_reported_power: bool = False      # read the drive's own power (log 0x25) beside the interposer's
     self_reported_tolerance_pct: float = 10.0
+    max_lost_pct: float | None = None      # a step whose recording lost more (gaps: link, overloads) is invalid
 
 
 @dataclass(frozen=True)
@@ -388,6 +389,8 @@ class Plan:
         for k in ("supply", "supply_channels"):
             if not d["rig"][k]:
                 d["rig"].pop(k)
+        if d["checks"]["max_lost_pct"] is None:
+            d["checks"].pop("max_lost_pct")   # unset: plans keep the hash they had before the key
         if d["rig"]["reply_timeout_s"] == 2.0:
             d["rig"].pop("reply_timeout_s")   # the default: plans keep the hash they had before the key
         for k in ("io_log", "block_trace"):
@@ -437,7 +440,7 @@ POWER_LOSS = {"name", "cycles", "bs", "iodepth", "size", "cut_ms", "off_ms", "re
 MAX_CYCLES = 100_000
 MAX_OFF_MS = 60_000.0
 LIMITS = {"max_steps", "max_hours"}
-CHECKS = {"self_reported_power", "self_reported_tolerance_pct"}
+CHECKS = {"self_reported_power", "self_reported_tolerance_pct", "max_lost_pct"}
 RIG = {"port", "interval_us", "nvme", "fio", "reconnect_s", "source", "supply", "supply_channels", "reply_timeout_s"}
 DRIVE = {"controller", "namespace", "serial", "host"}
 PREP = {"kind", "job"}
@@ -808,7 +811,8 @@ def _build(d: dict, text: str, path: str) -> Plan:
     c = _table(("checks",), d.get("checks", {}))
     _known(("checks",), c, CHECKS)
     checks = Checks(_bool(("checks", "self_reported_power"), c.get("self_reported_power", False)),
-                    _num(("checks", "self_reported_tolerance_pct"), c.get("self_reported_tolerance_pct", 10.0)))
+                    _num(("checks", "self_reported_tolerance_pct"), c.get("self_reported_tolerance_pct", 10.0)),
+                    _num(("checks", "max_lost_pct"), c["max_lost_pct"]) if "max_lost_pct" in c else None)
     plan = Plan(name, rig, drive, pss, workloads, _str(("description",), d.get("description", "")), idle, apst,
                 Preparation(kind, job), timing, steady, text, path, checks, _limits(d), power_loss, margin)
     _check_size(plan, d)

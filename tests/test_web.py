@@ -61,3 +61,33 @@ def test_the_page_cannot_write_and_does_not_create_databases(site, tmp_path):
     with pytest.raises(ResultsError, match="no results database"):
         ResultStore(tmp_path / "typo" / "r.sqlite", read_only=True)
     assert not (tmp_path / "typo").exists()
+
+
+@pytest.mark.parametrize("url", ["/run/9223372036854775808", "/run/99999999999999999999999", "/run/2147483648",
+                                 "/run/0", "/run/9223372036854775808/step/1", "/run/1/step/99999999999999999999999",
+                                 "/compare?a=99999999999999999999&b=1", "/compare?a=1&b=2147483648"])
+def test_ids_out_of_range_answer_404_not_a_500_with_a_traceback(site, url, caplog):
+    """SQLite cannot bind an integer past 2**63 - 1 and PostgreSQL's ids stop at 2**31 - 1: both were a 500."""
+    client, *_ = site
+    r = client.get(url)
+    assert r.status_code == 404, (url, r.status_code)
+    assert "no run" in r.get_data(as_text=True) or "no step" in r.get_data(as_text=True)
+    assert "Traceback" not in caplog.text
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--port", "-1"], "--port must be a whole number from 1 to 65535, not -1"),
+    (["--port", "0"], "--port must be a whole number from 1 to 65535, not 0"),
+    (["--port", "70000"], "--port must be a whole number from 1 to 65535, not 70000"),     # listened on 4464
+    (["--threads", "0"], "--threads must be a whole number from 1 to 64, not 0"),           # never answered
+    (["--threads", "100000"], "--threads must be a whole number from 1 to 64, not 100000"),
+    (["--host", "no-such-host.invalid"], "cannot listen on no-such-host.invalid port 8080: "),
+])
+def test_serve_refuses_bad_listen_options_in_one_line(tmp_path, args, says):
+    from conftest import run_cli
+    db = tmp_path / "r.sqlite"
+    ResultStore(db).engine.dispose()
+    r = run_cli("serve", "--db", str(db), *args, timeout=30)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, (r.stdout, r.stderr)
+    assert r.stderr.startswith(f"powerrig: error: {says}"), r.stderr
+    assert r.stdout == ""           # no "powerrig results ... on http://..." line for a server that is not there

@@ -11,23 +11,37 @@ def register(sub) -> None:
     p.add_argument("--db", default=None, help="results database: a SQLite file (default out/results/powerrig.sqlite) "
                                               "or postgresql://user@host/db")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface of a lab LAN)")
-    p.add_argument("--port", type=int, default=8080)
-    p.add_argument("--threads", type=int, default=4)
+    p.add_argument("--port", type=int, default=8080, help="TCP port, 1..65535 (default 8080)")
+    p.add_argument("--threads", type=int, default=4, help="requests served at once, 1..64 (default 4)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from powerrig.core.bounds import OPTIONS, show
     from powerrig.core.errors import PowerrigError
     from powerrig.results import DEFAULT_DB, ResultStore
 
     try:
-        from waitress import serve
+        from waitress import create_server
 
         from powerrig.web.app import create_app
     except ImportError as e:
         raise PowerrigError(f"`powerrig serve` needs Flask and waitress ({e.name} is missing): "
                             "pip install -e '.[web]'") from None
+    for option, value in (("--port", args.port), ("--threads", args.threads)):
+        b = OPTIONS[option]            # port 70000 listened on 4464 (mod 65536); 0 threads never answered
+        if not b.lo <= value <= b.hi:
+            raise PowerrigError(f"{option} must be a whole number from {show(b.lo)} to {show(b.hi)}, not {value}")
     store = ResultStore(args.db or DEFAULT_DB, read_only=True)
-    print(f"powerrig results for {store} on http://{args.host}:{args.port}/", flush=True)
-    serve(create_app(store), host=args.host, port=args.port, threads=args.threads, ident="powerrig")
+    try:                               # bound before the line that says where: a name that does not resolve,
+        server = create_server(create_app(store), host=args.host, port=args.port, threads=args.threads,
+                               ident="powerrig")                   # a port in use, an address not of this host
+    except (OSError, ValueError) as e:
+        why = (getattr(e, "strerror", None) or str(e)).rstrip(".")
+        raise PowerrigError(f"cannot listen on {args.host} port {args.port}: {why}; "
+                            "give an address of this machine (127.0.0.1, 0.0.0.0 for every interface) and a free "
+                            "--port") from None
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"powerrig results for {store} on http://{host}:{args.port}/", flush=True)
+    server.run()
     return 0

@@ -74,6 +74,9 @@ PLAN.update({"workload.streams.iodepth": PLAN["workload.iodepth"],
              "workload.streams.rwmixread": PLAN["workload.rwmixread"]})
 PLAN.update({f"preparation.job.{k.split('.', 1)[1]}": b for k, b in list(PLAN.items()) if k.startswith("workload.")})
 
+# a results row's id: the schema's Integer, 32-bit on PostgreSQL (an id past it is no run, not an SQL error)
+ROW_ID = _i(1, 2**31 - 1)
+
 # command-line options, by command and option
 OPTIONS = {
     "--seconds": Bound(0.001, WEEK_S, "s"),

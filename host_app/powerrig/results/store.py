@@ -21,6 +21,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from powerrig.core import owned
+from powerrig.core.bounds import ROW_ID
 from powerrig.core.errors import PowerrigError
 from powerrig.results import schema as S
 
@@ -381,6 +382,8 @@ class ResultStore:
         self._transact(lambda c: c.execute(q), what=f"marking run {run_id} {status}")
 
     def run(self, run_id: int) -> dict:
+        if not ROW_ID.lo <= run_id <= ROW_ID.hi:      # no SQL binds it (SQLite past 2**63, PostgreSQL past 2**31)
+            raise ResultsError(f"no run {run_id} in {self.url} (see `powerrig results list`)")
         with self._read() as c:
             row = c.execute(select(S.runs, S.plans.c.name.label("plan_name"), S.plans.c.hash.label("plan_hash"),
                                    S.plans.c.text.label("plan_text"), S.plans.c.resolved.label("plan_resolved"))

@@ -71,7 +71,7 @@ def create_app(store: ResultStore) -> Flask:
         r = store.run(run_id)
         s = next((s for s in store.steps(run_id) if s["idx"] == idx), None)
         if s is None:
-            abort(404)
+            return render_template("error.html", message=f"no step {idx} in run {run_id}"), 404
         ms = [m for m in store.measurements(run_id) if m["step"] == s["key"]]
         phases = [p for p in store.phases(run_id) if p["step"] == s["key"]]
         params = json.loads(s["params"]) if s.get("params") else {}

@@ -90,7 +90,7 @@ def test_the_log_folder_and_the_verify_device_are_read_alike(tmp_path):
     with pytest.raises(UnsafeArgument, match="write_bw_log="):
         fio_job_file(plan, str(tmp_path / "out#1" / "logs"))
     for dev in ("/dev/nvme0n1#x", "/dev/nvme0n1 ", "/dev/nvme0n1;"):
-        with pytest.raises(UnsafeArgument, match="filename="):
+        with pytest.raises(UnsafeArgument, match="fio verify device .*fio cuts|fio drops"):
             fio_verify_argv(["fio"], "v", dev, 4096, 1, 8192)
 
 
@@ -331,3 +331,17 @@ def test_nvme_cli_reads_mctp_names_as_a_management_endpoint_so_they_are_refused(
         commands.nvme_argv(["nvme"], "id-ctrl", "mctp:1,1")
     assert "\n" not in str(e.value)
     assert commands.nvme_argv(["nvme"], "id-ctrl", "./mctp:1,1")[-1] == "./mctp:1,1"
+
+
+@pytest.mark.parametrize("drive", ["/dev/nvme0#x", "/dev/nvme0;x", "/dev/nvme0 ", " /dev/nvme0", "/dev/nvme0\u200b"])
+def test_the_pytest_and_labgrid_faces_refuse_a_drive_fio_would_read_otherwise(drive):
+    """``--powerrig-dut`` and a labgrid PowerrigSlot's controller become nvme-cli's device and, with
+    ``n1``, fio's filename: checked by check_device, which reads them as fio does (a usage error
+    before any test runs, one line)."""
+    from powerrig.pytest_plugin import RigSlot, _checked
+
+    with pytest.raises(UnsafeArgument, match="remove|rename"):
+        commands.check_device("PowerrigSlot.controller", drive)
+    with pytest.raises(pytest.UsageError) as e:
+        _checked(RigSlot("r", "/dev/ttyACM0", drive), "powerrig pytest options")
+    assert "\n" not in str(e.value) and "--powerrig-dut" in str(e.value)

@@ -95,10 +95,26 @@ def check_value(field: str, value, positional: bool = False) -> str:
 
 
 def check_device(field: str, value) -> str:
-    """A device or file path a program reads as a positional argument."""
+    """A device or file path a program reads as a positional argument. A device reaches fio as well
+    (a namespace is fio's filename), so it is read as fio reads a value (:func:`_fio_reading`):
+    one name for the guard, nvme-cli and fio, whichever face it came in by."""
     if not isinstance(value, str):
         raise UnsafeArgument(f"{field} must be a path (text), not {type(value).__name__} {value!r}")
-    return check_value(field, value, positional=True)
+    return _fio_reading(f"{field} {value!r}", check_value(field, value, positional=True))
+
+
+def _fio_reading(what: str, s: str) -> str:
+    """``s``, or UnsafeArgument if fio 3.33 would read it as another value: it cuts every job-file
+    line (and a filename= again, the command line's too) at the first '#' or ';' (a comment) and
+    drops the blanks around it (parse.c strip_blank_end, options.c str_filename_cb)."""
+    cut = re.search("[#;]", s)
+    if cut:
+        raise UnsafeArgument(f"{what} holds {cut.group()!r}, where fio cuts the value (a comment: it would use "
+                             f"{s[:cut.start()].strip()!r}): remove it, or rename the file without '#' and ';'")
+    if s != s.strip():
+        raise UnsafeArgument(f"{what} {'starts' if s[:1].isspace() else 'ends'} with a blank, which fio drops "
+                             f"(it would use {s.strip()!r}): remove the blank")
+    return s
 
 
 REMOTE_SHELLS = frozenset({"ssh", "slogin", "rsh", "sshpass", "dbclient", "plink", "autossh", "mosh"})
@@ -262,13 +278,7 @@ def fio_value(key: str, value) -> str:
         raise UnsafeArgument(f"{field}{s[:40]!r}... is {len(s.encode())} bytes: fio reads a job file line in pieces of "
                              f"8191 bytes and the rest as a line of its own (an option): give at most "
                              f"{FIO_VALUE_MAX} bytes")
-    cut = re.search("[#;]", s)
-    if cut:
-        raise UnsafeArgument(f"{field}{s!r} holds {cut.group()!r}, where fio cuts the value (a comment: it would "
-                             f"use {s[:cut.start()].strip()!r}): remove it, or rename the file without '#' and ';'")
-    if s != s.strip():
-        raise UnsafeArgument(f"{field}{s!r} {'starts' if s[:1].isspace() else 'ends'} with a blank, which fio drops "
-                             f"(it would use {s.strip()!r}): remove the blank")
+    _fio_reading(f"{field}{s!r}", s)
     if key == "filename" and "\\" in s:
         raise UnsafeArgument(f"{field}{s!r} holds '\\', which fio drops before a ':' (it would open "
                              f"{s.replace(chr(92) + ':', ':')!r}): rename the file without '\\'")

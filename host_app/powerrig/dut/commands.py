@@ -149,6 +149,7 @@ def check_program(field: str, prefix) -> list[str]:
         if w.startswith("-") or "=" in w:
             raise UnsafeArgument(f"{field} {words!r}: {w!r} is an option word, which the program would obey "
                                  f"unchecked: {how}")
+    for k, w in enumerate(words):
         if k < len(words) - 1 and os.path.basename(w) not in WRAPPERS:
             raise UnsafeArgument(f"{field} {words!r}: {w!r} is followed by {words[k + 1]!r}, which it would read "
                                  f"as an argument: {how}")
@@ -176,12 +177,38 @@ DESTRUCTIVE_NVME = frozenset({
     "admin-passthru", "security-send", "reset", "subsystem-reset", "set-property", "lockdown", "virt-mgmt",
     "resv-register", "resv-acquire", "resv-release", "device-self-test", "zns reset-zone", "zns finish-zone",
     "zns offline-zone", "zns zone-append", "zns set-zone-desc", "fdp update", "fdp set"})
+# set-feature of these features changes what the drive does beyond a power state (a power limit caps it; a
+# power measurement started clears the drive's counters): the guarded door issues them (destructive.power_feature)
+GUARDED_FEATURES = {0x23: "set-feature power-limit", 0x25: "set-feature power-measurement"}
+DESTRUCTIVE_NVME = DESTRUCTIVE_NVME | frozenset(GUARDED_FEATURES.values())
+
+
+def _feature_ids(options) -> set[int]:
+    """The feature ids a set-feature line names. nvme-cli takes any unambiguous prefix of a long option
+    (getopt_long: --feature=, --f=) and reads the number with strtoul base 0 (045 is octal): a value
+    Python reads otherwise is refused rather than guessed."""
+    out = set()
+    for o in options:
+        name, eq, v = o[2:].partition("=")
+        if eq and name and "feature-id".startswith(name):
+            try:
+                if re.fullmatch(r"\s*[+]?0[0-7]+", v):
+                    raise ValueError
+                out.add(int(v, 0))
+            except ValueError:
+                raise UnsafeArgument(f"nvme-cli set-feature --feature-id {v!r}: give the feature id as a decimal or "
+                                     "0x-prefixed hex number") from None
+    return out
 
 
 def nvme_action(command, options=()) -> str:
     """The action an nvme-cli command line performs: its subcommand, or "set-feature --save"."""
     words = command.split() if isinstance(command, str) else list(command)
     action = " ".join(words)
+    guarded = sorted(GUARDED_FEATURES[f] for f in _feature_ids(options) if f in GUARDED_FEATURES) \
+        if action == "set-feature" else []
+    if guarded:
+        return guarded[0]
     if action == "set-feature" and any(o == "--save" or o.startswith("--save=") for o in options):
         return "set-feature --save"
     return action

@@ -260,25 +260,27 @@ def test_impersonated_fio_reads_sizes_itself():
 
 
 def test_power_measurement_log_through_get_log(rig):
-    """Log 0x25 the way nvme-cli reads a log it has no command for: `get-log --log-id=0x25`, a hex
-    dump (or raw bytes with -b); 1 s intervals of the drive's own estimate (+4 % -0.35 W on the
-    D5-P5336); a drive without it answers Invalid Log Page, an unknown log id likewise."""
+    """Log 25h the way nvme-cli 2.3 reads a log it has no command for: `get-log --log-id=0x25`, a hex
+    dump (or raw bytes with -b), in the spec's layout (struct nvme_power_meas_log: version 0); the
+    D5-P5336 measures from a Set Features 25h start (+4 % -0.35 W); a drive without it answers Invalid
+    Log Page, an unknown log id likewise (tests/test_drive_claims.py has the rest)."""
+    from powerrig.dut import claims
+
     server, nvme, _, tl, sock = rig
-    time.sleep(2.1)                            # two whole seconds of history
-    log = nvme.power_measurement("/dev/nvme0")
-    assert log.interval_s == 1.0 and len(log.watts) >= 1
-    assert abs(log.t_last_utc - time.time()) < 1.5
+    claims.set_measurement(nvme, "/dev/nvme0", server.ssds["/dev/nvme0"].sn)
+    time.sleep(1.0)
+    log = claims.read_power_measurement(nvme, "/dev/nvme0")
+    assert log.ver == 0 and log.pmgn == 1 and log.enabled and log.pmc >= 8 and log.phbs_mw == 250
     ssd = server.ssds["/dev/nvme0"]
-    for t0, t1, w in log.windows():
-        true_w = float(ssd.power_at(np.linspace(t0, t1, 400, endpoint=False)).mean())
-        assert w == pytest.approx(1.04 * true_w - 0.35, abs=0.01)
-    ev = tl.events(NVME)[-1]
-    assert ev.argv[-2:] == ["--log-id=0x25", "--log-len=272"] and ev.ok
+    true_w = float(ssd.power_at(np.linspace(time.time() - 1.0, time.time(), 400)).mean())
+    assert log.aipwr_w == pytest.approx(1.04 * true_w - 0.35, abs=0.01)
+    ev = [e for e in tl.events(NVME) if e.name == "get-log power-measurement"][0]
+    assert ev.argv[-2:] == ["--log-id=0x25", "--log-len=512"] and ev.ok
     cmd = [sys.executable, "-m", "powerrig.sim.nvme_cli", "--endpoint", sock, "get-log", "/dev/nvme0",
            "--log-id=0x25", "--log-len=24"]
     raw = subprocess.run(cmd + ["-b"], capture_output=True).stdout
-    assert len(raw) == 24 and raw[0] == 1 and int.from_bytes(raw[4:8], "little") == 1000
-    with pytest.raises(ToolError, match="Invalid Log Page"):
-        nvme.power_measurement("/dev/nvme1")                # the FDP profile reports no power of its own
+    assert len(raw) == 24 and raw[0] == 0 and int.from_bytes(raw[8:12], "little") >= log.pmc
+    with pytest.raises(claims.NotSupported, match="Invalid Log Page"):
+        claims.read_power_measurement(nvme, "/dev/nvme1")      # the FDP profile reports no power of its own
     p = subprocess.run(cmd[:-2] + ["--log-id=0x26", "--log-len=24"], capture_output=True, text=True)
     assert p.returncode == 1 and "Invalid Log Page" in p.stderr

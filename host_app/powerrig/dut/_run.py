@@ -22,13 +22,17 @@ class Completed:
 
 def run_tool(argv: list[str], timeline: Timeline, kind: str, name: str, tool: str, timeout: float,
              env: dict | None = None, check: bool = True, meta: dict | None = None,
-             remote=None) -> Completed:
+             remote=None, binary: bool = False) -> Completed:
     """Run argv, record it on the timeline; ToolError (event marked failed) when it is missing,
     times out or (with ``check``) exits non-zero. With ``remote`` (an SshHost) argv runs on that
     host; ssh's own failure (exit 255) is a RemoteError whatever ``check`` says. ``argv`` must come
-    from the door to other programs (powerrig.dut.commands): nothing else runs."""
+    from the door to other programs (powerrig.dut.commands): nothing else runs. ``binary``: stdout is
+    kept as bytes (``nvme id-ctrl -b``); on this host only (a drive host's transport carries text)."""
     if not isinstance(argv, Argv):
         raise TypeError("run_tool runs only command lines built by powerrig.dut.commands")
+    if binary and remote is not None:
+        raise ToolError(f"{tool}: binary output ({' '.join(argv)}) is read on this host only, not through drive "
+                        f"host {remote.url}")
     meta = dict(meta or {})
     if remote is not None:
         meta["drive_host"] = remote.url
@@ -37,8 +41,10 @@ def run_tool(argv: list[str], timeline: Timeline, kind: str, name: str, tool: st
         if remote is not None:      # ssh (a process), or a QEMU guest's agent (from this process)
             p = remote.invoke(argv, timeout, env)
         else:
-            p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
+            p = subprocess.run(argv, capture_output=True, text=not binary, timeout=timeout, env=env,
                                stdin=subprocess.DEVNULL, shell=False)
+            if binary:
+                p.stderr = p.stderr.decode(errors="replace")
     except FileNotFoundError:
         if remote is not None:
             msg = "ssh not found: install openssh-client to reach a drive host"
@@ -67,8 +73,9 @@ def run_tool(argv: list[str], timeline: Timeline, kind: str, name: str, tool: st
         timeline.end(ev, ok=False, error=msg)
         raise ToolError(msg)
     if check and p.returncode != 0:
+        out = p.stdout.decode(errors="replace") if binary else p.stdout
         first = next((ln.strip() for ln in p.stderr.splitlines() if ln.strip()), "") or \
-            next((ln.strip() for ln in p.stdout.splitlines() if ln.strip()), "no output")
+            next((ln.strip() for ln in out.splitlines() if ln.strip()), "no output")
         msg = f"{tool} failed (exit {p.returncode}): {first} [{' '.join(argv)}]"
         timeline.end(ev, ok=False, error=msg)
         raise ToolError(msg)

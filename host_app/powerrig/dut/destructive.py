@@ -16,7 +16,7 @@ here that calls :func:`permit` on the device it acts on, then runs the command w
 from __future__ import annotations
 
 from powerrig.core.errors import ToolError
-from powerrig.dut.commands import FIO_WRITE, Permit, fio_write_targets
+from powerrig.dut.commands import FIO_WRITE, GUARDED_FEATURES, Permit, fio_write_targets
 from powerrig.dut.guard import DriveGuard, GuardRefused, is_drive, resolve
 
 
@@ -125,6 +125,18 @@ def firmware_commit(nvme, controller: str, serial: str | None, slot: int, action
     p = permit(nvme, "fw-commit", controller, serial, allow_unguarded)
     _run(nvme, "fw-commit", opened(p, controller), [f"--slot={int(slot)}", f"--action={int(action)}"],
          {"device": controller, "slot": slot, "action": action}, p, timeout)
+
+
+def power_feature(nvme, controller: str, serial: str | None, fid: int, value: int, allow_unguarded: bool = False,
+                  timeout: float = 30.0) -> None:
+    """Set Features 25h Power Measurement (start: the drive's counters cleared, its generation number
+    stepped; stop) or 23h Power Limit, dword 11 ``value`` (encoded by powerrig.dut.claims); a write to
+    the drive's state, so the drive is checked first like any other (commands.GUARDED_FEATURES)."""
+    if fid not in GUARDED_FEATURES:
+        raise ToolError(f"set-feature {fid:#04x} is not one the guarded door issues ({', '.join(f'{f:#04x}' for f in GUARDED_FEATURES)})")
+    p = permit(nvme, GUARDED_FEATURES[fid], controller, serial, allow_unguarded)
+    _run(nvme, "set-feature", opened(p, controller), [f"--feature-id={fid:#04x}", f"--value={int(value)}"],
+         {"device": controller, "fid": fid, "value": int(value)}, p, timeout)
 
 
 def fio_write(fio, plan, serial: str | None, allow_unguarded: bool = False) -> Permit:

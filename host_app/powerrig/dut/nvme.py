@@ -223,25 +223,6 @@ class FdpStats:
         return self.media_bytes_written / self.host_bytes_written if self.host_bytes_written else float("nan")
 
 
-POWER_MEASUREMENT_LID = 0x25
-POWER_MEASUREMENT_LEN = 16 + 4 * 64
-
-
-@dataclass(frozen=True)
-class PowerMeasurement:
-    """The drive's own power report (NVMe Power Measurement, log 0x25): average watts over each
-    non-overlapping interval, oldest first; ``t_last_utc`` is the end of the newest interval."""
-    interval_s: float
-    t_last_utc: float
-    watts: tuple
-
-    def windows(self) -> list[tuple[float, float, float]]:
-        """(start UTC, end UTC, W) per interval."""
-        n = len(self.watts)
-        return [(self.t_last_utc - (n - k) * self.interval_s, self.t_last_utc - (n - k - 1) * self.interval_s, w)
-                for k, w in enumerate(self.watts)]
-
-
 def parse_hexdump(text: str) -> bytes:
     """The bytes of nvme-cli's hex dump (``0000: 01 00 ... "..."`` rows; the header line and ASCII column skipped)."""
     out = bytearray()
@@ -250,22 +231,6 @@ def parse_hexdump(text: str) -> bytes:
         if m:
             out += bytes(int(b, 16) for b in m.group(1).split())
     return bytes(out)
-
-
-def parse_power_measurement(text: str) -> PowerMeasurement:
-    """Log 0x25 from ``nvme get-log --log-id=0x25`` (layout: version u8, reserved u8, entries u16,
-    interval ms u32, end of the newest interval in ms since the epoch u64, then u32 mW per interval)."""
-    b = parse_hexdump(text)
-    if len(b) < 16 or b[0] != 1:
-        raise ToolError(f"power measurement log: {len(b)} bytes, version {b[0] if b else None}: not a layout "
-                        "this version reads (expected version 1)")
-    n = int.from_bytes(b[2:4], "little")
-    interval_ms = int.from_bytes(b[4:8], "little")
-    if len(b) < 16 + 4 * n or interval_ms <= 0:
-        raise ToolError(f"power measurement log: {n} entries of {interval_ms} ms do not fit its {len(b)} bytes")
-    mw = [int.from_bytes(b[16 + 4 * k:20 + 4 * k], "little") for k in range(n)]
-    return PowerMeasurement(interval_ms / 1000.0, int.from_bytes(b[8:16], "little") / 1000.0,
-                            tuple(v / 1000.0 for v in mw))
 
 
 def parse_fdp_stats(text: str) -> FdpStats:
@@ -339,12 +304,13 @@ class NvmeCli:
         self._id: dict[str, ControllerId] = {}
 
     def _call(self, command: str, dev: str | None, options: list[str], name: str, parse, meta: dict | None = None,
-              extra=None, permit=None, timeout: float | None = None):
+              extra=None, permit=None, timeout: float | None = None, binary: bool = False):
         """Run ``nvme command dev options`` (built by the door, commands.nvme_argv: a destructive
-        command needs the destructive door's ``permit``), record it, parse its output."""
+        command needs the destructive door's ``permit``), record it, parse its output (bytes with
+        ``binary``: ``-b`` output, read on this host only)."""
         argv = commands.nvme_argv(self.program, command, dev, options, permit)
         done = run_tool(argv, self.timeline, NVME, name, "nvme-cli", timeout or self.timeout, self.env, meta=meta,
-                        remote=self.remote)
+                        remote=self.remote, binary=binary)
         try:
             parsed = parse(done.stdout)
         except ToolError as e:
@@ -469,13 +435,6 @@ class NvmeCli:
     def fdp_stats(self, dev: str, endgrp: int = 1) -> FdpStats:
         return self._call("fdp stats", dev, [f"--endgrp-id={endgrp}", "--output-format=json"], "fdp stats",
                           parse_fdp_stats, {"device": dev, "endgrp": endgrp})
-
-    def power_measurement(self, dev: str) -> PowerMeasurement:
-        """The drive's self-reported power (log 0x25) through the generic get-log: nvme-cli names no
-        command for it. A drive without the log fails with nvme-cli's Invalid Log Page (ToolError)."""
-        return self._call("get-log", dev, [f"--log-id={POWER_MEASUREMENT_LID:#x}",
-                           f"--log-len={POWER_MEASUREMENT_LEN}"], "power measurement", parse_power_measurement,
-                          {"device": dev, "log_id": POWER_MEASUREMENT_LID})
 
     def ocp_smart_add_log(self, dev: str) -> dict:
         return self._call("ocp smart-add-log", dev, ["--output-format=json"], "ocp smart-add-log",

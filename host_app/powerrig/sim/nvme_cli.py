@@ -1,15 +1,23 @@
 """``powerrig sim nvme``: nvme-cli at its command line, acting on a virtual SSD.
 
 The subset the drive-control runners use, with the output of a chosen nvme-cli version
-($POWERRIG_SIM_NVME_VERSION, default 2.3): version, id-ctrl, get-feature, set-feature (FID 0x02
-power management, 0x0C APST), smart-log, fdp stats, ocp smart-add-log. Errors are printed the way
-nvme-cli prints them (device path: No such file or directory; NVMe status ...), exit status 1.
+($POWERRIG_SIM_NVME_VERSION, default 2.3): version, id-ctrl (JSON, or the 4096 bytes with -b),
+get-feature, set-feature (FID 0x02 power management, 0x0C APST, 0x23 power limit, 0x24 power threshold,
+0x25 power measurement), smart-log, get-log (25h power measurement, 02h SMART, C0h OCP extended SMART:
+a hex dump, or the bytes with -b), fdp stats, ocp smart-add-log. Errors are printed the way nvme-cli
+prints them (device path: No such file or directory; NVMe status ...), exit status 1.
+
+The byte layouts of the power claims are written here from the libnvme headers (nvme-types-base.h:
+struct nvme_power_meas_log, struct nvme_smart_log, struct nvme_id_ctrl; ocp-smart-extended-log.h),
+independently of the host's decoders (powerrig.dut.claims).
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+import struct
 import sys
 
 if __name__ == "__main__" and not __package__:      # run by path (sim/rig.py: tool_command): find powerrig
@@ -19,11 +27,14 @@ from powerrig.core.nvme_numbers import KELVIN_OFFSET_NVME_CLI, encode_power, par
 from powerrig.sim.ssd_client import EndpointError, endpoint_from, request
 
 VERSION_ENV = "POWERRIG_SIM_NVME_VERSION"
-FEATURE_NAMES = {0x02: "Power Management", 0x0C: "Autonomous Power State Transition"}
+FEATURE_NAMES = {0x02: "Power Management", 0x0C: "Autonomous Power State Transition",
+                 0x23: "Unknown", 0x24: "Unknown", 0x25: "Unknown"}     # nvme-cli 2.3 names none of 23h-25h
+POWER_FIDS = (0x23, 0x24, 0x25)
 STATUS_TEXT = {
     "INVALID_FIELD": "NVMe status: Invalid Field in Command: A reserved coded value or an unsupported value "
                      "in a defined field(0x2)",
     "INVALID_LOG_PAGE": "NVMe status: Invalid Log Page: The log page indicated is invalid(0x109)",
+    "INVALID_POWER_LIMIT": "NVMe status: Unknown(0x13e)",
 }
 
 
@@ -150,17 +161,64 @@ def _psd(st, major, minor, idle_default):
     return d
 
 
+def _ctratt(r) -> int:
+    """CTRATT: bit 19 FDP; bits 20 PLS (power limit) and 21 PMS (power measurement) with power claims."""
+    c = 0x80280 if r["fdp"] else 0x280
+    return c | (0x300000 if r.get("power_claims") else 0)
+
+
+def _ipmsr(interval_s: float) -> int:
+    """IPMSR: value bits 7:0, scale bits 15:8 (1 = 1 us, 2 = 10 us, 3 = 100 us, 4 = 1 ms, 5 = 10 ms)."""
+    us = interval_s * 1e6
+    for scale in range(1, 6):
+        v = us / 10 ** (scale - 1)
+        if v <= 255 and abs(v - round(v)) < 1e-6:
+            return int(round(v)) | (scale << 8)
+    return min(255, int(math.ceil(us / 1e4))) | (5 << 8)
+
+
+def id_ctrl_bytes(r) -> bytes:
+    """Identify Controller, 4096 bytes (struct nvme_id_ctrl): identity, CTRATT, NPSS, APSTA, temperatures,
+    TNVMCAP, MUP / IPMSR / MSMT (390 / 392 / 394), SQES / CQES, NN, SUBNQN and the power state
+    descriptors (struct nvme_id_psd at 2048 + 32 i). MUP in 0.01 W (the header names no unit)."""
+    b = bytearray(4096)
+    struct.pack_into("<HH20s40s8s", b, 0, r["vid"], r["vid"], r["sn"].ljust(20).encode(), r["mn"].ljust(40).encode(),
+                     r["fr"].ljust(8).encode())
+    struct.pack_into("<I", b, 96, _ctratt(r))
+    b[263], b[265] = r["npss"], r["apsta"]
+    struct.pack_into("<HH", b, 266, r["wctemp_k"], r["cctemp_k"])
+    b[280:296] = int(r["capacity_bytes"]).to_bytes(16, "little")
+    pc = r.get("power_claims")
+    if pc:
+        struct.pack_into("<HHH", b, 390, int(round(pc["mup_w"] * 100)), _ipmsr(pc["interval_s"]), pc["msmt_min"])
+    b[512], b[513] = 0x66, 0x44
+    struct.pack_into("<I", b, 516, r["namespaces"])
+    subnqn = f"nqn.2024-01.io.powerrig:virtual:{r['sn']}".encode()
+    b[768:768 + len(subnqn)] = subnqn
+    for i, st in enumerate(r["states"]):
+        mp, mxps = encode_power(st["mp_w"])
+        idle = st["idle_w"] if st["idle_w"] is not None else min(r["idle_w"], st["mp_w"])
+        nops = int(st["nops"])
+        struct.pack_into("<HxBIIBBBBHBxHB", b, 2048 + 32 * i, mp, mxps | (nops << 1), st["enlat_us"], st["exlat_us"],
+                         st["ps"], st["ps"], st["ps"], st["ps"], int(round(idle * 100)), 2 << 6,
+                         0 if nops else int(round(st["mp_w"] * 100)), 0 if nops else (2 | (2 << 6)))
+    return bytes(b)
+
+
 def cmd_id_ctrl(ep, args):
     pos, o = _parse(args, {"-o": "fmt", "--output-format": "fmt", "-H": "human!", "--human-readable": "human!",
-                           "-v": "vs!", "--vendor-specific": "vs!"})
+                           "-v": "vs!", "--vendor-specific": "vs!", "-b": "raw!", "--raw-binary": "raw!"})
     dev = _need_dev(pos, "id-ctrl")
     r = _call(ep, {"op": "identify", "dev": dev})
+    if o.get("raw"):
+        sys.stdout.buffer.write(id_ctrl_bytes(r))
+        return 0
     major, minor = _version()
     client = bool(r["apsta"])          # client drives: volatile write cache, no sanitize overwrite
     ctrl = {"vid": r["vid"], "ssvid": r["vid"], "sn": r["sn"].ljust(20), "mn": r["mn"].ljust(40),
             "fr": r["fr"].ljust(8), "rab": 0 if client else 2, "ieee": 0x5cd2e4, "cmic": 0, "mdts": 5 if client else 9,
             "cntlid": 0 if client else 1, "ver": 0x10400 if client else 0x20000, "rtd3r": 10000000, "rtd3e": 9000000,
-            "oaes": 0x300, "ctratt": 0x80280 if r["fdp"] else 0x280, "rrls": 0, "cntrltype": 1,
+            "oaes": 0x300, "ctratt": _ctratt(r), "rrls": 0, "cntrltype": 1,
             "fguid": "00000000-0000-0000-0000-000000000000", "crdt1": 0, "crdt2": 0, "crdt3": 0, "nvmsr": 0,
             "vwci": 0, "mec": 0, "oacs": 0x5e, "acl": 3, "aerl": 3, "frmw": 0x18, "lpa": 0x3e, "elpe": 255,
             "npss": r["npss"], "avscc": 1, "apsta": r["apsta"], "wctemp": r["wctemp_k"], "cctemp": r["cctemp_k"],
@@ -210,6 +268,8 @@ def cmd_get_feature(ep, args):
         r = _call(ep, {"op": "get_apst", "dev": dev})
         value = int(r["enabled"])
         buf = b"".join(((itpt << 8) | (itps << 3)).to_bytes(8, "little") for itps, itpt in r["table"])
+    elif fid in POWER_FIDS:
+        value, buf = _call(ep, {"op": "get_power_feature", "dev": dev, "fid": fid})["value"], b""
     else:
         _status("INVALID_FIELD")
         return 1
@@ -256,6 +316,11 @@ def cmd_set_feature(ep, args):
         table = [(((int.from_bytes(buf[i:i + 8], "little") >> 3) & 0x1F), (int.from_bytes(buf[i:i + 8], "little") >> 8) & 0xFFFFFF)
                  for i in range(0, len(buf) - 7, 8)]
         _call(ep, {"op": "set_apst", "dev": dev, "enabled": bool(value & 1), "table": table})
+    elif fid == 0x25:       # ACT bits 3:0, PMTS bits 7:4, SMT (minutes) bits 31:16
+        _call(ep, {"op": "set_power_measurement", "dev": dev, "action": value & 0xF, "pmts": (value >> 4) & 0xF,
+                   "smt_min": (value >> 16) & 0xFFFF})
+    elif fid in (0x23, 0x24):
+        _call(ep, {"op": "set_power_feature", "dev": dev, "fid": fid, "value": value})
     else:
         _status("INVALID_FIELD")
         return 1
@@ -329,15 +394,81 @@ def cmd_fdp(ep, args):
 POWER_MEASUREMENT_LID = 0x25
 
 
+SMART_LID = 0x02
+OCP_C0_LID = 0xC0
+OCP_C0_GUID = bytes([0xC5, 0xAF, 0x10, 0x28, 0xEA, 0xBF, 0xF2, 0xA4, 0x9C, 0x4F, 0x6F, 0x7C, 0xC9, 0x14, 0xD5, 0xAF])
+TIMESTAMP_ATTR = 1 << 1     # struct nvme_timestamp attr: origin (bits 3:1) 1 = set by the host's Set Features
+
+
+def _power_dword(w: float) -> int:
+    """PWRV bits 15:0 with PWRS bits 17:16: 0.0001 W (1) while it fits, else 0.01 W (2)."""
+    w = max(0.0, float(w))
+    if w * 1e4 < 65535.5:
+        return int(round(w * 1e4)) | (1 << 16)
+    return min(0xFFFF, int(round(w * 100))) | (2 << 16)
+
+
+def _timestamp(ms: int) -> bytes:
+    """struct nvme_timestamp: a 6-byte millisecond value, the attribute byte, a reserved byte."""
+    if not ms:
+        return bytes(8)
+    return int(ms).to_bytes(6, "little") + bytes([TIMESTAMP_ATTR, 0])
+
+
 def power_measurement_bytes(log: dict) -> bytes:
-    """Log 0x25 as the virtual drive lays it out (TP4199 reports 1 s non-overlapping interval averages;
-    this byte layout is the simulator's): version u8 = 1, reserved u8, entries u16, interval ms u32,
-    end of the newest interval in ms since the Unix epoch u64, then one u32 per interval in mW, oldest
-    first. Little endian, as every NVMe structure."""
-    mw = log["mw"]
-    head = bytes([1, 0]) + len(mw).to_bytes(2, "little") + int(log["interval_ms"]).to_bytes(4, "little") \
-        + int(log["t_last_ms"]).to_bytes(8, "little")
-    return head + b"".join(max(0, int(v)).to_bytes(4, "little") for v in mw)
+    """Log 25h, struct nvme_power_meas_log (nvme-types-base.h), little endian: VER 0, PMGN, PMA (bit 0
+    enabled, 2 estimated, 3 MIPWRT supported, 4 histogram overflow; type 0 in bits 15:12), SZE, PMC,
+    NPHD, SMTR, SMTS, PHDS 8, PHBS 250 mW, NPHDS, VSS 0, PHDOC, 4 reserved, AIPWR, MIPWR, MIPWRT, IPWRPE,
+    7 reserved, then NPHD descriptors {PHBC u32, PHBLT u32} of 250 mW bins from 0 W."""
+    counts = log["counts"]
+    n = len(counts)
+    pma = (1 if log["enabled"] else 0) | (4 if log["estimated"] else 0) | 8 | (16 if log["phdoc"] else 0)
+    head = struct.pack("<BBHIIHH", 0, log["pmgn"], pma, 64 + 8 * n, log["pmc"], n, log["smtr_min"])
+    head += _timestamp(log["smts_ms"])
+    head += struct.pack("<HHHHI4xII", 8, int(round(log["bin_w"] * 1000)), log["nphds"], 0, log["phdoc"],
+                        _power_dword(log["aipwr_w"]) if log["pmc"] else 0,
+                        _power_dword(log["mipwr_w"]) if log["pmc"] else 0)
+    head += _timestamp(log["mipwrt_ms"]) + struct.pack("<B7x", log["ipwrpe"])
+    assert len(head) == 64
+    bin_cw = int(round(log["bin_w"] * 100))      # thresholds in 0.01 W: exact for 250 mW bins
+    return head + b"".join(struct.pack("<II", c, (k * bin_cw) | (2 << 16)) for k, c in enumerate(counts))
+
+
+def _le128(n: int) -> bytes:
+    return int(n).to_bytes(16, "little")
+
+
+def smart_bytes(log: dict, power: dict) -> bytes:
+    """Log 02h, struct nvme_smart_log (512 bytes): the counters smart-log prints, and OLEC (232, u64 Wh)
+    and IPM (240, u32: value 15:0, scale 17:16; 0 = not reported)."""
+    b = bytearray(512)
+    b[0] = log["critical_warning"]
+    struct.pack_into("<HBBB", b, 1, log["temperature_k"], log["avail_spare"], log["spare_thresh"], log["percent_used"])
+    for k, name in enumerate(("data_units_read", "data_units_written", "host_read_commands", "host_write_commands",
+                              "controller_busy_time", "power_cycles", "power_on_hours", "unsafe_shutdowns",
+                              "media_errors", "num_err_log_entries")):
+        b[32 + 16 * k:48 + 16 * k] = _le128(log[name])
+    struct.pack_into("<II", b, 192, log["warning_temp_time"], log["critical_comp_time"])
+    for k, t in enumerate((log.get("temperature_sensors") or [])[:8]):
+        struct.pack_into("<H", b, 200 + 2 * k, t)
+    struct.pack_into("<IIII", b, 216, log["thm_temp1_trans_count"], log["thm_temp2_trans_count"],
+                     log["thm_temp1_total_time"], log["thm_temp2_total_time"])
+    struct.pack_into("<QI", b, 232, power["olec_wh"], _power_dword(power["ipm_w"]) if power["ipm_w"] > 0 else 0)
+    return bytes(b)
+
+
+def ocp_c0_bytes(media: dict, power: dict) -> bytes:
+    """OCP C0h (ocp-smart-extended-log.h, 512 bytes): physical media units written/read (0, 16), maximum
+    peak power capability (260, u16), current maximum average power (262, u16), lifetime power consumed
+    (264, u48), log page version 5 (494), the GUID (496)."""
+    b = bytearray(512)
+    b[0:16] = _le128(media["physical_media_units_written"])
+    b[16:32] = _le128(media["physical_media_units_read"])
+    struct.pack_into("<HH", b, 260, power["max_peak_power_capability"], power["current_max_avg_power"])
+    b[264:270] = int(power["lifetime_power_consumed"]).to_bytes(6, "little")
+    struct.pack_into("<H", b, 494, 5)
+    b[496:512] = OCP_C0_GUID
+    return bytes(b)
 
 
 def cmd_get_log(ep, args):
@@ -354,10 +485,16 @@ def cmd_get_log(ep, args):
     lid, length = _num(o["lid"]), _num(o["len"])
     if length <= 0:
         raise Usage("non-zero log-len is required param")
-    if lid != POWER_MEASUREMENT_LID:
+    if lid == POWER_MEASUREMENT_LID:
+        buf = power_measurement_bytes(_call(ep, {"op": "power_measurement", "dev": dev})["log"])
+    elif lid == SMART_LID:
+        buf = smart_bytes(_call(ep, {"op": "smart_log", "dev": dev})["log"], _call(ep, {"op": "power_smart", "dev": dev}))
+    elif lid == OCP_C0_LID:
+        power = _call(ep, {"op": "ocp_power", "dev": dev})["log"]
+        buf = ocp_c0_bytes(_call(ep, {"op": "ocp_smart", "dev": dev})["log"], power)
+    else:
         _status("INVALID_LOG_PAGE")
         return 1
-    buf = power_measurement_bytes(_call(ep, {"op": "power_measurement", "dev": dev})["log"])
     buf = (buf + bytes(max(0, length - len(buf))))[:length]
     if o.get("raw"):
         sys.stdout.buffer.write(buf)

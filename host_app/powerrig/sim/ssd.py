@@ -20,6 +20,7 @@ import numpy as np
 
 from powerrig.core.errors import PowerrigError
 from powerrig.sim.model import JobLoad, OperatingPoint, idle_power, operating_point
+from powerrig.sim.power_claims import PowerClaims
 from powerrig.sim.profile import Profile, load
 
 RIPPLE_HZ = 1000.0          # NAND program pulses show as ripple on the rail while writing
@@ -113,6 +114,9 @@ class VirtualSSD:
         # power history for the rails: segment start, level at start, target, time constant, spike
         self._seg = np.zeros((0, 6))
         self._add_segment(now, self._target_power(), SETTLE_S, 0.0, 0.0)
+        # the drive's own power measurement (sim/power_claims.py): profiles with [power.self_report]
+        sr = self.profile.power.get("self_report")
+        self.claims = PowerClaims(self, sr, now) if isinstance(sr, dict) and sr.get("supported", True) else None
 
     # -- rails (called by the virtual interposer, in real time, ~every 10 ms) -------------------
     def rail_currents(self, t_utc: np.ndarray) -> dict[str, np.ndarray]:
@@ -130,6 +134,10 @@ class VirtualSSD:
         t = np.asarray(t_utc, dtype=float)
         if len(t):
             self.advance(float(t.max()))
+        return self._power_eval(t)
+
+    def _power_eval(self, t: np.ndarray) -> np.ndarray:
+        """power_at without replaying autonomous changes first (the drive's own meter calls it from advance)."""
         with self._lock:
             seg = self._seg
         one = self._one_segment(seg, t)
@@ -142,6 +150,14 @@ class VirtualSSD:
         p = s[:, 2] + (s[:, 1] - s[:, 2]) * np.exp(-dt / s[:, 3]) + s[:, 4] * np.exp(-dt / 2e-4)
         ripple = s[:, 5] * ripple_wave(t)
         return p + ripple
+
+    def _power_target(self, t: np.ndarray) -> np.ndarray:
+        """The level the model settles at for each instant (no transient, no ripple): what a drive that
+        estimates its power from its own state, rather than measuring it, would report."""
+        with self._lock:
+            seg = self._seg
+        k = np.clip(np.searchsorted(seg[:, 0], t, side="right") - 1, 0, len(seg) - 1)
+        return seg[k, 2]
 
     @staticmethod
     def _one_segment(seg: np.ndarray, t: np.ndarray) -> np.ndarray | None:
@@ -211,6 +227,8 @@ class VirtualSSD:
                 self._thermal_to(when)
                 what(when)
             self._thermal_to(t)
+            if self.claims is not None:
+                self.claims.update(t)
 
     def _next_event(self, t: float):
         cands = []
@@ -470,24 +488,77 @@ class VirtualSSD:
             self._account(self.clock())
             return {"hbmw": int(self.fdp_host_bytes), "mbmw": int(self.fdp_media_bytes), "mbe": int(self.fdp_media_bytes)}
 
-    def power_measurement(self, entries: int = 30) -> dict:
-        """NVMe Power Measurement (log 0x25): the drive's own average power over each completed 1 s
-        interval (aligned to whole seconds of its clock), newest last, as its firmware estimates it:
-        true power x ``self_report_gain`` + ``self_report_offset_w``, in mW. Drives whose profile
-        names no self-report do not support the log."""
-        pw = self.profile.power
-        if "self_report_gain" not in pw:
-            raise SsdError("Power Measurement log not supported by this controller", status="INVALID_LOG_PAGE")
-        now = self.clock()
-        last = math.floor(now)
-        n = int(min(entries, HISTORY_S - 2, max(0.0, last - self._t_created)))
-        if n <= 0:
-            return {"interval_ms": 1000, "t_last_ms": int(last * 1000), "mw": []}
-        starts = last - n + np.arange(n, dtype=float)
-        t = starts[:, None] + (np.arange(200) + 0.5)[None, :] / 200.0         # 5 ms points in each second
-        true_w = self.power_at(t.ravel()).reshape(n, 200).mean(axis=1)
-        est = true_w * float(pw["self_report_gain"]) + float(pw.get("self_report_offset_w", 0.0))
-        return {"interval_ms": 1000, "t_last_ms": int(last * 1000), "mw": [int(round(w * 1000)) for w in est]}
+    # -- what the drive says about its own power (sim/power_claims.py) --------------------------
+    def _claims(self, what: str, status: str = "INVALID_FIELD") -> PowerClaims:
+        if self.claims is None:
+            raise SsdError(f"{what} not supported by this controller", status=status)
+        return self.claims
+
+    def power_measurement(self) -> dict:
+        """Log 25h's values (NVMe Power Measurement); Invalid Log Page without [power.self_report]."""
+        c = self._claims("Power Measurement log", "INVALID_LOG_PAGE")
+        self.advance()
+        with self._lock:
+            return c.log(self.clock())
+
+    def set_power_measurement(self, action: int, pmts: int = 0, smt_min: int = 0) -> None:
+        """Set Features 25h: action 1 start, 0 stop."""
+        c = self._claims("Power Measurement feature")
+        self.advance()
+        with self._lock:
+            try:
+                c.set_measurement(action, pmts, smt_min, self.clock())
+            except ValueError as e:
+                raise SsdError(str(e)) from None
+
+    def get_power_feature(self, fid: int) -> int:
+        """Get Features 23h (Power Limit), 24h (Power Threshold), 25h (Power Measurement): dword 0."""
+        c = self._claims(f"feature {fid:#04x}")
+        self.advance()
+        with self._lock:
+            return {0x23: c.power_limit, 0x24: c.power_threshold, 0x25: c.measurement_dword()}[fid]
+
+    def set_power_feature(self, fid: int, value: int) -> None:
+        """Set Features 23h / 24h: stored (the virtual drive does not obey a limit yet). A limit below
+        every operational state's lowest possible draw (idle) is refused as NVMe 3Eh Invalid Power Limit."""
+        c = self._claims(f"feature {fid:#04x}")
+        if fid == 0x23 and value & 0xFFFF:
+            scale = {1: 1e-4, 2: 1e-2}.get((value >> 16) & 3)
+            if scale is None:
+                raise SsdError(f"power limit scale {(value >> 16) & 3} is not 1 or 2")
+            if (value & 0xFFFF) * scale < min(idle_power(self.profile, s.ps) for s in self.profile.states
+                                                if not s.nops):
+                raise SsdError("the power limit forbids every operational power state", status="INVALID_POWER_LIMIT")
+        with self._lock:
+            if fid == 0x23:
+                c.power_limit = value & 0x3FFFF
+            else:
+                c.power_threshold = value
+
+    def power_claims_identify(self) -> dict | None:
+        """Identify Controller's power measurement fields (CTRATT bits 20-21, MUP, IPMSR, MSMT), or None."""
+        if self.claims is None:
+            return None
+        return {"pls": True, "pms": True, "vms": False, "interval_s": self.claims.interval_s,
+                "msmt_min": self.claims.msmt_min, "mup_w": self.profile.state(0).mp_w}
+
+    def power_smart_fields(self) -> dict:
+        """SMART OLEC (Wh, rounded up) and IPM (W over the last second); 0 = not reported."""
+        if self.claims is None:
+            return {"olec_wh": 0, "ipm_w": 0.0}
+        self.advance()
+        with self._lock:
+            t = self.clock()
+            return {"olec_wh": self.claims.olec_wh(t), "ipm_w": self.claims.ipm_w(t)}
+
+    def ocp_power(self) -> dict:
+        """OCP C0h power fields; Invalid Log Page without ``ocp_c0`` in [power.self_report]."""
+        c = self._claims("OCP log C0h", "INVALID_LOG_PAGE")
+        if not c.ocp:
+            raise SsdError("OCP log C0h not supported by this controller", status="INVALID_LOG_PAGE")
+        self.advance()
+        with self._lock:
+            return c.ocp_fields(self.clock())
 
     def ocp_smart(self) -> dict:
         self.advance()

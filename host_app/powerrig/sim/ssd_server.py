@@ -121,7 +121,7 @@ class SsdServer:
                 "apsta": int(p.apst), "capacity_bytes": p.capacity_bytes, "namespaces": p.namespaces,
                 "fdp": p.fdp, "wctemp_k": int(round(p.thermal["warning_c"] + 273.15)),
                 "cctemp_k": int(round(p.thermal["critical_c"] + 273.15)),
-                "idle_w": p.power["idle_w"],
+                "idle_w": p.power["idle_w"], "power_claims": ssd.power_claims_identify(),
                 "states": [{"ps": s.ps, "mp_w": s.mp_w, "enlat_us": s.enlat_us, "exlat_us": s.exlat_us,
                             "nops": s.nops, "idle_w": s.idle_w, "write_MiBps": s.write_MiBps,
                             "read_MiBps": s.read_MiBps} for s in p.states]}
@@ -150,6 +150,23 @@ class SsdServer:
 
     def _op_power_measurement(self, ssd, nsid, req):
         return {"log": ssd.power_measurement()}
+
+    def _op_set_power_measurement(self, ssd, nsid, req):
+        ssd.set_power_measurement(int(req["action"]), int(req.get("pmts", 0)), int(req.get("smt_min", 0)))
+        return {}
+
+    def _op_get_power_feature(self, ssd, nsid, req):
+        return {"value": ssd.get_power_feature(int(req["fid"]))}
+
+    def _op_set_power_feature(self, ssd, nsid, req):
+        ssd.set_power_feature(int(req["fid"]), int(req["value"]))
+        return {}
+
+    def _op_power_smart(self, ssd, nsid, req):
+        return ssd.power_smart_fields()
+
+    def _op_ocp_power(self, ssd, nsid, req):
+        return {"log": ssd.ocp_power()}
 
     def _op_fdp_stats(self, ssd, nsid, req):
         return {"log": ssd.fdp_stats()}

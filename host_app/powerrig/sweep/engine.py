@@ -461,20 +461,21 @@ class Sweep:
             tl.end(settle)
             self._check_link(rec)
             margin_v = self._margin(step, tl, nvme, rail_v, margin_stack) if step.margin is not None else None
+            sr = self._self_report_start(nvme) if plan.checks.self_reported_power else None
             idle = tl.begin(PHASE, "idle", meta={"idle": True, "power_state": step.power_state})
             time.sleep(plan.timing.idle_s)
             tl.end(idle)
+            if sr is not None:
+                self._self_report(nvme, tl, "idle", sr)
             self._check_link(rec)
             if step.workload is not None:
+                sr = self._self_report_start(nvme) if plan.checks.self_reported_power else None
                 measure_name, bw_rounds, steady = self._workload(step, tl, nvme, fio, fio_dir, rec)
+                if sr is not None:
+                    self._self_report(nvme, tl, measure_name, sr)
             cycles = None
             if step.power_loss is not None:
                 cycles = self._power_loss(dev, step, tl, nvme, fio, fio_dir)
-            if plan.checks.self_reported_power:
-                windows = [("idle", idle.t_start, idle.t_end)]
-                if measure_name:
-                    windows += [(e.name, e.t_start, e.t_end) for e in tl.events(kind=PHASE) if e.name == measure_name]
-                self._self_report(nvme, tl, windows)
             if margin_v is not None:       # the rail over the idle window and the workload at this point
                 margin_v["during_v"] = rail_v.mean(0.0, 0.0)
             t_after = time.time()
@@ -551,20 +552,45 @@ class Sweep:
             logger.info("no transition latency limit from id-ctrl: %s", e)
             return None
 
-    def _self_report(self, nvme, tl, windows) -> None:
-        """The drive's own power (log 0x25) over whole report intervals inside each window: a PHASE over
-        those intervals (so the interposer's figure covers the same time) carrying the drive's mean."""
+    def _self_report_start(self, nvme) -> float | None:
+        """Start the drive's own power measurement (Set Features 25h, through the guarded door; the
+        sample interval read once from Identify Controller's IPMSR): the host time it was asked, or
+        None (a note) when the drive has no such measurement."""
+        from powerrig.dut import claims
+
+        ctrl = self._rig.controller
         try:
-            log = nvme.power_measurement(self._rig.controller)
+            if getattr(self, "_sr_interval", None) is None:
+                self._sr_interval = claims.read_id_ctrl_power(nvme, ctrl).sample_interval_s or 0.0
+            t = time.time()
+            claims.set_measurement(nvme, ctrl, self.plan.drive.serial, start=True)
+            return t
         except PowerrigError as e:
             self._emit("note", text=f"self-reported power: the drive gives none ({e})")
+            return None
+
+    def _self_report(self, nvme, tl, name: str, t_start: float) -> None:
+        """Stop the measurement (guarded) and read log 25h: a PHASE over the span its average covers
+        (claims.interval_span: to its stop timestamp, back its count of intervals), so the interposer's
+        mean is taken over the same time, carrying the drive's average, maximum and stated error."""
+        from powerrig.dut import claims
+
+        ctrl = self._rig.controller
+        try:
+            claims.set_measurement(nvme, ctrl, self.plan.drive.serial, start=False)
+            t_stop = time.time()
+            log = claims.read_power_measurement(nvme, ctrl)
+        except PowerrigError as e:
+            self._emit("note", text=f"self-reported power: {e}")
             return
-        for name, t0, t1 in windows:
-            inside = [w for w in log.windows() if w[0] >= t0 and w[1] <= t1]
-            if inside:
-                tl.add(Event(PHASE, f"{measure.SELF_REPORT}{name}", inside[0][0], inside[-1][1], ok=True,
-                             meta={"self_report_w": sum(w[2] for w in inside) / len(inside),
-                                   "self_report_intervals": len(inside), "interval_s": log.interval_s}))
+        if not log.pmc or log.aipwr_w is None:
+            self._emit("note", text=f"self-reported power over {name}: the drive counted no interval")
+            return
+        t0, t1 = claims.interval_span(log, self._sr_interval, t_start, t_stop)
+        tl.add(Event(PHASE, f"{measure.SELF_REPORT}{name}", t0, t1, ok=True,
+                     meta={"self_report_w": log.aipwr_w, "self_report_intervals": log.pmc,
+                           "self_report_max_w": log.mipwr_w, "self_report_error_bound_pct": log.ipwrpe_pct,
+                           "self_report_estimated": log.estimated, "interval_s": self._sr_interval or None}))
 
     def _check_link(self, rec) -> None:
         t = getattr(rec, "_thread", None)       # the stand-in tells early; the real recorder at the end

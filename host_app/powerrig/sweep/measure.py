@@ -119,7 +119,8 @@ def transition(an, limit_s: float | None, old_ps: int | None, new_ps: int) -> li
 
 
 def self_reported(an, tolerance_pct: float) -> list[dict]:
-    """The drive's self-reported watts (log 0x25) against the interposer's over the same intervals."""
+    """The drive's self-reported watts (log 25h AIPWR) against the interposer's mean over the span that average
+    covers (sweep/engine.py: measurement started and stopped around the window, dut/claims.interval_span)."""
     out = []
     for r in an.phases:
         if not r.name.startswith(SELF_REPORT):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -292,3 +293,28 @@ def test_pytest_collection_reads_the_power_states_on_the_dut_host(sshd, virtual,
     assert got == want and len(want) > 1, r.stdout
     assert not (tmp_path / "LOCAL_NVME_RAN").exists()
     assert calls.read_text().count("id-ctrl") == 1          # read once for the session, not per test
+
+
+@pytest.mark.parametrize("url,says", [
+    ("ssh://lab:s3cret@drivehost", "a password in the URL is never used (ssh logs in with keys): remove ':...'"),
+    ("ssh://lab:@drivehost", "a password in the URL is never used"),
+    ("ssh://lab@drivehost#frag", "'#frag' is no part of an ssh URL: remove it"),
+    ("ssh://lab@drivehost:22/#", "'#' is no part of an ssh URL: remove it"),
+    ("ssh://lab@drivehost/home", "'/home' is no part of an ssh URL: remove it"),
+])
+def test_what_an_ssh_url_would_drop_silently_is_refused(url, says):
+    """The password and the #fragment were dropped without a word: the host was reached without them."""
+    with pytest.raises(RemoteError, match=re.escape(says)) as e:
+        drive_host(url)
+    assert "s3cret" not in str(e.value) and "\n" not in str(e.value)
+    from powerrig.sweep.plan import PlanError, parse
+    with pytest.raises(PlanError, match=re.escape(says)):
+        parse(PLAN.format(host=url))
+
+
+@pytest.mark.parametrize("url,shown", [("ssh://[::1]:22", "ssh://[::1]:22"), ("ssh://lab@[fe80::1]", "ssh://lab@[fe80::1]"),
+                                       ("ssh://lab@drivehost:2222", "ssh://lab@drivehost:2222")])
+def test_ipv6_hosts_are_shown_in_brackets(url, shown):
+    h = drive_host(url)
+    assert h.url == shown
+    assert shown in h.explain("ssh: connect to host ::1 port 22: Connection refused")

@@ -205,3 +205,51 @@ def test_every_text_a_valid_plan_fills_fits_its_column(results_db, tmp_path):
     r = run_cli("sweep", str(too_long), "--check")
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "workload[0].name (line 8)" in r.stderr and "129 characters" in r.stderr and "128" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("what", ["foreign", "empty"])
+def test_reading_commands_never_make_tables_in_a_foreign_or_empty_sqlite_file(tmp_path, what):
+    """`results list|steps` and `report N` made powerrig's tables inside any SQLite file --db named."""
+    db = tmp_path / "other.sqlite"
+    if what == "foreign":
+        with sqlite3.connect(db) as c:
+            c.execute("CREATE TABLE notes (t TEXT)")
+            c.execute("INSERT INTO notes VALUES ('mine')")
+        c.close()
+    else:
+        db.write_bytes(b"")
+    before = db.read_bytes()
+    says = "is empty, not a powerrig results store" if what == "empty" else "is not a powerrig results store"
+    for argv in (["results", "--db", str(db), "list"], ["results", "--db", str(db), "steps", "1"],
+                 ["report", "1", "--db", str(db), "--out", str(tmp_path / "rep")]):
+        r = run_cli(*argv)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, (argv, r.stderr)
+        assert r.stderr.startswith(f"powerrig: error: {db} {says}"), r.stderr
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.sqlite"]        # no -wal, -shm, report folder
+
+
+def test_an_old_powerrig_store_is_still_migrated_by_a_reading_command(tmp_path):
+    db = str(tmp_path / "r.sqlite")
+    make_version_1(db)
+    r = run_cli("results", "--db", db, "list")
+    assert r.returncode == 0, r.stderr
+    assert ResultStore(db, read_only=True).schema_version() == S.SCHEMA_VERSION
+
+
+def test_stored_strings_are_printed_with_control_characters_escaped(tmp_path):
+    """A plan named with ESC ] 0 ; ... BEL retitled the terminal that ran `results list`; a drive's serial
+    (id-ctrl's bytes) and a station name are as foreign."""
+    db = str(tmp_path / "r.sqlite")
+    store = ResultStore(db)
+    evil = "t\x1b]0;pwned\x07\rX\u202e"
+    plan = parse(PLAN.replace('name = "t"', 'name = "t\\u001b]0;pwned\\u0007\\rX\\u202e"'))
+    assert plan.name == evil
+    run = fill(store, plan, [5.0, 10.0, 6.0, 9.0])
+    sql(db, "UPDATE runs SET station = 'rig\x1b[2J', dut_serial = 'SN\x9b1m'")
+    for argv in (["list"], ["steps", str(run)], ["compare", str(run), str(run)]):
+        r = run_cli("results", "--db", db, *argv)
+        assert r.returncode == 0, r.stderr
+        assert not any(c in r.stdout for c in "\x1b\x07\r\x9b\u202e"), repr(r.stdout)
+    r = run_cli("results", "--db", db, "list")
+    assert "t\\x1b]0;pwned\\x07\\rX\\u202e" in r.stdout and "rig\\x1b[2J" in r.stdout and "SN\\x9b1m" in r.stdout

@@ -263,3 +263,14 @@ def test_check_refuses_a_timing_key_past_its_ceiling_in_one_line(tmp_path, line,
     assert r.returncode == 2 and r.stdout == "", (r.stdout, r.stderr)
     assert r.stderr.count("\n") == 1 and f": {key} (line " in r.stderr and "is out of range" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("port", ["/dev/ttyACM0\\u001b]0;x\\u0007", "/dev/ttyACM0\\r", "/dev/tty\\u202eACM0",
+                                  "rfc2217://host:4000\\u0007"])
+def test_a_rig_port_with_control_characters_is_refused_at_check(tmp_path, port):
+    p = tmp_path / "p.toml"
+    p.write_text(BASE.replace('port = "sim:d5-p5336"', f'port = "{port}"'))
+    r = run_cli("sweep", str(p), "--check")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, (r.stdout, r.stderr)
+    assert ": rig.port (line 5): " in r.stderr and "remove it" in r.stderr, r.stderr
+    assert not any(c in r.stderr for c in "\x1b\x07\r\u202e")

@@ -102,7 +102,8 @@ def test_resume_of_a_live_run_is_refused_and_sigterm_marks_it_interrupted(tmp_pa
             a.kill()
             a.wait()
     assert a.returncode == 143, err
-    assert f"run 1 interrupted (stopped by SIGTERM); `powerrig sweep {plan_file} --resume` continues it" in err
+    assert (f"run 1 interrupted: stopped by SIGTERM; `powerrig sweep {plan_file} --resume --results {db} --out {out}` "
+            "continues it") in err
     assert "Traceback" not in err
     row = ResultStore(db).run(1)
     assert row["status"] == "interrupted" and row["error"] == "stopped by SIGTERM"
@@ -271,3 +272,45 @@ def test_each_writer_refuses_a_link_made_while_the_run_goes(tmp_path, monkeypatc
     with pytest.raises(PowerrigError, match=r"is a symbolic link: a run writes only its own files there"):
         write(out, tmp_path, monkeypatch)
     assert v.read_bytes() == VICTIM
+
+
+def test_ctrl_c_says_so_and_the_resume_hint_is_the_exact_command_that_resumes(tmp_path, simdir):
+    """`run 1 interrupted ()` said nothing, and the hint without --results made a new store ("nothing to
+    resume"): the hint now names every option given, quoted for the shell, and following it finishes the run."""
+    import shlex
+
+    from conftest import POWERRIG
+    plan_file = tmp_path / "my plan.toml"
+    plan_file.write_text(PLAN)
+    db, out = tmp_path / "r $x.sqlite", tmp_path / "out dir"
+    a = _start(plan_file, db, out)
+    try:
+        _wait_steps(a, out / "sweep.jsonl", 1)
+        a.send_signal(signal.SIGINT)
+        _, err = a.communicate(timeout=60)
+    finally:
+        if a.poll() is None:
+            a.kill()
+            a.wait()
+    assert a.returncode == 130, err
+    hint = (f"powerrig sweep {shlex.quote(str(plan_file))} --resume --results {shlex.quote(str(db))} "
+            f"--out {shlex.quote(str(out))}")
+    assert err.endswith(f"powerrig: run 1 interrupted by Ctrl-C; `{hint}` continues it\n"), err
+    assert "Traceback" not in err and "()" not in err
+    assert ResultStore(db).run(1)["error"] == "interrupted by Ctrl-C"
+    r = subprocess.run([*POWERRIG, *shlex.split(hint)[1:]], capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr
+    assert ResultStore(db).run(1)["status"] == "done"
+
+
+@pytest.mark.parametrize("name", ["new\nline", "dollar$HOME", "hash#x", "semi;colon", "bell\x07"])
+def test_an_out_folder_fio_would_read_otherwise_is_refused_at_start_and_nothing_is_made(tmp_path, simdir, name):
+    """`--out` with a newline or `$` was refused only at the first step: a failed run and a folder were left."""
+    plan_file = tmp_path / "p.toml"
+    plan_file.write_text(TINY)
+    out, db = tmp_path / name, tmp_path / "r.sqlite"
+    r = run_cli("sweep", str(plan_file), "--out", str(out), "--results", str(db))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith(f"powerrig: error: --out {str(out)!r} cannot be a run's output folder: "), r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml", "sim"] or \
+        sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]         # no folder, no database

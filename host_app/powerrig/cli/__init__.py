@@ -11,6 +11,7 @@ from powerrig import __version__
 from powerrig.cli._options import Terminated
 from powerrig.core import log
 from powerrig.core.errors import PowerrigError
+from powerrig.core.shown import printable
 
 
 def subcommand_modules() -> list[str]:
@@ -46,11 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         log.setup(args.verbose, args.log_file)
         return int(args.func(args) or 0)
-    except PowerrigError as e:
-        print(f"powerrig: error: {e}", file=sys.stderr)
+    except PowerrigError as e:          # one line, whatever a stored or given name held
+        print(f"powerrig: error: {printable(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
-        print(f"powerrig: {e or 'interrupted'}", file=sys.stderr)
+        print(f"powerrig: {str(e) or 'interrupted by Ctrl-C'}", file=sys.stderr)     # an exception is always true
         return 143 if isinstance(e, Terminated) else 130
     except OSError as e:      # the environment (a full or read-only disk): what and where, in one line
         where = f": {e.filename}" if e.filename else ""

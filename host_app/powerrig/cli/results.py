@@ -34,9 +34,10 @@ def register(sub) -> None:
 
 
 def _table(rows: list[dict], cols: list[str]) -> None:
+    from powerrig.core.shown import printable
     from powerrig.results.tables import fmt
 
-    cells = [[fmt(r.get(c)) for c in cols] for r in rows]
+    cells = [[printable(fmt(r.get(c))) for c in cols] for r in rows]      # stored names: never a terminal's codes
     widths = [max([len(c)] + [len(row[k]) for row in cells]) for k, c in enumerate(cols)]
     print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
     for row in cells:
@@ -44,18 +45,24 @@ def _table(rows: list[dict], cols: list[str]) -> None:
 
 
 def open_existing(db: str | None):
-    """The results database to read from. A SQLite file that is not there is refused in one line and
-    nothing is created (a typo in --db must not leave an empty database and its folder behind)."""
+    """The results database to read from, opened read-only. A SQLite file that is not there, is empty
+    or is another program's is refused in one line and nothing is created in it (a typo in --db must not
+    leave an empty database and its folder behind, nor powerrig's tables in someone's file); only a
+    powerrig store of an older schema is opened to be moved forward."""
     from pathlib import Path
 
     from powerrig.results import DEFAULT_DB, ResultsError, ResultStore
+    from powerrig.results.store import OldSchema
 
     target = str(db or DEFAULT_DB)
     if "://" not in target and not Path(target).is_file():
         what = "--db" if db else "the default database (a sweep creates it)"
         raise ResultsError(f"no results database at {target}: check {what}, or run `powerrig sweep PLAN "
                            f"--results {target}` first")
-    return ResultStore(target)
+    try:
+        return ResultStore(target, read_only=True)
+    except OldSchema:
+        return ResultStore(target)
 
 
 def run(args) -> int:

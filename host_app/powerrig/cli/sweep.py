@@ -29,6 +29,7 @@ def run(args) -> int:
     from powerrig.results import DEFAULT_DB, ResultStore
     from powerrig.sweep.display import hms, for_stdout
     from powerrig.sweep.engine import Sweep
+    from powerrig.sweep.ownership import check_out_name
     from powerrig.sweep.plan import load
 
     plan = load(args.plan)
@@ -37,8 +38,10 @@ def run(args) -> int:
             print(f"{s.index + 1:3d}  {s.key:<40} {s.name}")
         print(f"plan {plan.name!r} ok: {len(plan.steps())} steps, about {hms(plan.estimate_s())}, hash {plan.hash}")
         return 0
-    store = ResultStore(args.results or DEFAULT_DB)
     out = Path(args.out) if args.out else Path("out/sweeps") / f"{_slug(plan.name)}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if args.out:
+        check_out_name(out)            # before the store or the folder is made: nothing is left behind
+    store = ResultStore(args.results or DEFAULT_DB)
     show = for_stdout()
     sweep = Sweep(plan, store, out, on_progress=show, resume=args.resume)
     try:
@@ -48,12 +51,24 @@ def run(args) -> int:
         show.close()
         if sweep.run_id is None:
             raise
-        print(f"powerrig: run {sweep.run_id} interrupted ({e or 'Ctrl-C'}); `powerrig sweep {args.plan} --resume` "
-              "continues it", file=sys.stderr)
+        why = f": {e}" if str(e) else " by Ctrl-C"      # an exception is always true: `e or ...` said "()"
+        print(f"powerrig: run {sweep.run_id} interrupted{why}; `{resume_command(args)}` continues it", file=sys.stderr)
         return 143 if isinstance(e, Terminated) else 130
     finally:
         show.close()
     return 0
+
+
+def resume_command(args) -> str:
+    """The exact command that resumes this run: the plan and the store given (without --results another
+    store is opened and says "nothing to resume"), quoted for a shell."""
+    import shlex
+
+    words = ["powerrig", "sweep", args.plan, "--resume"]
+    for option, value in (("--results", args.results), ("--out", args.out)):
+        if value:
+            words += [option, value]
+    return " ".join(shlex.quote(str(w)) for w in words)
 
 
 def _slug(s: str) -> str:

@@ -48,6 +48,7 @@ class SshHost(RemoteHost):
                 raise ValueError(port)
         except ValueError:
             raise RemoteError(f"drive host {url!r}: the port is not a number 1-65535") from None
+        _nothing_dropped(u, str(url))
         opts = tuple(parse_qsl(u.query, keep_blank_values=True, strict_parsing=False))
         try:
             return cls(u.hostname, u.username, port, opts)
@@ -63,7 +64,8 @@ class SshHost(RemoteHost):
     @property
     def url(self) -> str:
         who = f"{self.user}@" if self.user else ""
-        return f"ssh://{who}{self.host}" + (f":{self.port}" if self.port else "")
+        host = f"[{self.host}]" if ":" in self.host else self.host      # IPv6: [::1]:22, as ssh:// reads it
+        return f"ssh://{who}{host}" + (f":{self.port}" if self.port else "")
 
     def ssh_argv(self) -> list[str]:
         """ssh with no prompts, built by the door (commands.ssh_argv): destination after ``--``."""
@@ -115,6 +117,21 @@ class SshHost(RemoteHost):
     def check(self) -> None:
         """Connect once: a wrong host, port or key is one clear error before any step runs."""
         self.run(helper_argv("true"), timeout=self.connect_timeout + 20)
+
+
+def _nothing_dropped(u, url: str) -> None:
+    """urlsplit reads a password, a path and a #fragment that ssh:// never uses: refused, never dropped
+    without a word (the password is not repeated in the message)."""
+    safe = u._replace(netloc=u.netloc.rsplit("@", 1)[-1], query="").geturl()
+    if u.password is not None or ":" in u.netloc.rsplit("@", 1)[0] and "@" in u.netloc:
+        raise RemoteError(f"drive host {safe!r} with user {u.username!r}: a password in the URL is never used (ssh "
+                          "logs in with keys): remove ':...' and install this user's public key in the drive "
+                          "host's authorized_keys, or name it with ?IdentityFile=PATH")
+    if "#" in url:
+        raise RemoteError(f"drive host {safe!r}: '#{u.fragment}' is no part of an ssh URL: remove it")
+    if u.path not in ("", "/"):
+        raise RemoteError(f"drive host {safe!r}: {u.path!r} is no part of an ssh URL: remove it "
+                          "(ssh://[user@]host[:port][?Option=value])")
 
 
 def drive_host(spec) -> RemoteHost | None:

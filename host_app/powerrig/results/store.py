@@ -33,6 +33,10 @@ class ResultsError(PowerrigError):
     """The results database is unusable or does not hold what was asked."""
 
 
+class OldSchema(ResultsError):
+    """A powerrig store of an older schema, opened read-only: a writer moves it forward."""
+
+
 class DatabaseFault(ResultsError):
     """The database could not take a write or a read (locked past the timeout, full, corrupt, the server
     gone): what was being written is still in the caller's hands, to be kept and stored later."""
@@ -280,8 +284,16 @@ class ResultStore:
     def _check_version(self) -> None:
         with self._read() as c:
             if not self.engine.dialect.has_table(c, "schema_info"):
-                raise ResultsError(f"{self} is not a powerrig results database (no schema_info table)")
+                tables = inspect(c).get_table_names()
+                if not tables:
+                    raise ResultsError(f"{self} is empty, not a powerrig results store: check --db, or run "
+                                       f"`powerrig sweep PLAN --results {self}` to make one")
+                raise ResultsError(f"{self} is not a powerrig results store (it holds tables {', '.join(tables[:3])}"
+                                   f"{', ...' if len(tables) > 3 else ''}, no schema_info): check --db")
         v = self.schema_version()
+        if v < S.SCHEMA_VERSION:
+            raise OldSchema(f"results database {self} has schema version {v}, this powerrig reads "
+                            f"{S.SCHEMA_VERSION}: open it once with `powerrig results --db {self} list` to migrate it")
         if v != S.SCHEMA_VERSION:
             raise ResultsError(f"results database {self} has schema version {v}, this powerrig reads "
                                f"{S.SCHEMA_VERSION}: " + ("upgrade powerrig" if v > S.SCHEMA_VERSION else

@@ -7,6 +7,13 @@ from __future__ import annotations
 
 import sys
 
+from powerrig.core.shown import printable
+
+
+def _shown(d: dict) -> dict:
+    """The event's names and notes as a terminal may show them (a plan or drive name is foreign text)."""
+    return {k: printable(v) for k, v in d.items()}
+
 
 def for_stdout():
     """The display that suits stdout: rich on a terminal, plain lines in logs and pipes."""
@@ -17,6 +24,7 @@ class PlainProgress:
     """One line per event: for logs, CI and pipes."""
 
     def __call__(self, d: dict) -> None:
+        d = _shown(d)
         k = d["kind"]
         el = hms(d.get("elapsed_s", 0))
         if k == "start":
@@ -52,6 +60,8 @@ class RichProgress:
         self.p.start()
 
     def __call__(self, d: dict) -> None:
+        from rich.markup import escape
+        d = {k: escape(v) if isinstance(v, str) else v for k, v in _shown(d).items()}     # no [markup] either
         k = d["kind"]
         if k == "start":
             self.console.print(f"sweep [bold]{d['plan']}[/] (plan {d['plan_hash']}, run {d['run']}): {d['steps']} steps,"

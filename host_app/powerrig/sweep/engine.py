@@ -33,7 +33,7 @@ from powerrig.sweep import measure
 from powerrig.sweep.live import LiveState
 from powerrig.sweep.plan import Plan, PlanError, Step, Workload, check_drive
 from powerrig.capture.recorder import Recorder
-from powerrig.sweep.ownership import RunLock, describe, this_process
+from powerrig.sweep.ownership import RunLock, check_out_name, describe, this_process
 from powerrig.sweep.rig import bring_up, open_interposer
 
 logger = logging.getLogger(__name__)
@@ -156,8 +156,10 @@ class Sweep:
                 prior = self._resumable()
                 self._lock = RunLock(prior["out_dir"]).acquire(prior["id"])
             self._took_over = self._lock.previous
-        elif self.out.exists():     # a link in the folder is refused before the rig is touched (nothing made)
-            owned.check_tree(self.out)
+        else:           # a name fio reads otherwise, or a link in the folder: refused before anything is made
+            check_out_name(self.out)
+            if self.out.exists():
+                owned.check_tree(self.out)
         rig = bring_up(plan)
         try:
             dev = self._open_source(rig)
@@ -197,7 +199,8 @@ class Sweep:
         except BaseException as e:
             if self.run_id is not None:
                 status = "interrupted" if isinstance(e, (KeyboardInterrupt, DatabaseFault)) else "failed"
-                self._mark_run(status, str(e) or type(e).__name__)
+                bare = "interrupted by Ctrl-C" if isinstance(e, KeyboardInterrupt) else type(e).__name__
+                self._mark_run(status, str(e) or bare)
             raise
         finally:
             rig.close()

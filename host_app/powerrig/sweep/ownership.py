@@ -40,6 +40,16 @@ def describe(owner: dict) -> str:
     return f"host {owner.get('host') or '?'}, pid {owner.get('pid') or '?'}{when}"
 
 
+def check_out_name(out: str | Path) -> None:
+    """The folder's name reaches fio's job file (its logs' paths): a name fio would read otherwise ('$',
+    '#', ';', a line break, a blank at an end) is refused before anything is made, not at the first step."""
+    from powerrig.dut.commands import UnsafeArgument, fio_value
+    try:
+        fio_value("write_bw_log", str(Path(out) / "fio" / "logs"))
+    except UnsafeArgument as e:
+        raise PlanError(f"--out {str(out)!r} cannot be a run's output folder: {e}; choose another folder name") from None
+
+
 class RunLock:
     """The exclusive lock on one output folder (``acquire`` ... ``release``)."""
 

@@ -518,7 +518,11 @@ def _rfc2217_url(path, v: str) -> None:
 
 
 def _port(path, v) -> str:
+    """The interposer's port: no control or invisible character (a terminal would show another name,
+    or act on it), then one of the forms a rig is reached by."""
+    from powerrig.dut.commands import check_value
     _str(path, v)
+    _door(path, check_value, "serial port", v)
     if v.startswith("rig:"):
         if not re.fullmatch(r"rig:[0-9a-f]{8}", v):
             raise _Bad(path, f"{v!r} is not a running rig's id (rig:ID, from `powerrig sim list`)")

@@ -375,3 +375,25 @@ def test_qemu_nvme_short_sweep_stored_with_its_report(qrig, drive, tmp_path):
     report = write_sweep_report(store, run_id, tmp_path / "report")
     assert Path(report).exists()
     assert store.run(run_id)["status"] == "done"
+
+
+def test_qemu_nvme_power_claims_each_one_clean_line(qrig):
+    """QEMU's NVMe controller has none of NVMe 2.3's power claims (issue 38): each read through the
+    real nvme-cli 2.3 gives one line saying so (Identify's CTRATT bits 20-22 clear, Invalid Field for
+    features 23h-25h and logs 25h/C0h, zeros in the SMART log's OLEC and IPM), and a measurement start
+    passes the guard, then is refused by the controller in one line, never a traceback."""
+    from powerrig.dut import claims
+
+    tl, nvme, _ = _runners(qrig)
+    lines = claims.report(nvme, CTRL)
+    assert lines[0] == "identify: power limit no, power measurement no, voltage measurement no"
+    for line, what in zip(lines[1:5], ("power limit feature (23h)", "power threshold feature (24h)",
+                                       "power measurement feature (25h)", "power measurement log (25h)")):
+        assert line.startswith(f"{CTRL}: {what} not supported (the drive answers Invalid Field"), line
+    assert lines[5] == "SMART: lifetime energy (OLEC) not reported, power over the last second (IPM) not reported"
+    assert lines[6].startswith(f"{CTRL}: OCP extended SMART log (C0h) not supported"), lines[6]
+    assert all("\n" not in s and "Traceback" not in s for s in lines)
+    with pytest.raises(claims.NotSupported) as e:
+        claims.set_measurement(nvme, CTRL, qrig["serial"])
+    assert str(e.value).startswith(f"{CTRL}: power measurement feature (25h) not supported") and "\n" not in str(e.value)
+    assert [ev.ok for ev in tl.events(kind=NOTE) if ev.name == "guard"] == [True]

@@ -264,9 +264,10 @@ def test_snia_emerald_hot_band_plan_short_form_runs_and_reports_efficiency(tmp_p
 
 def test_datasheet_validation_plan_checks_transition_time_and_self_reported_power(tmp_path, simdir):
     """fixtures/plans/datasheet-validation.toml in seconds (PS0 and PS2): ENLAT + EXLAT against the
-    measured transition, and the drive's own power report (log 0x25 through `nvme get-log`, +4 % gain,
-    -0.35 W offset in the virtual D5-P5336) against the interposer's over the same 1 s intervals: the
-    verdicts are stored with their limits, and the error found is the drive's."""
+    measured transition, and the drive's own power report (a measurement started and stopped with Set
+    Features 25h through the guarded door around each window, log 25h's AIPWR through `nvme get-log`:
+    +4 % gain, -0.35 W offset in the virtual D5-P5336) against the interposer's over the span of the
+    drive's counted intervals: the verdicts are stored with their limits, and the error found is the drive's."""
     with open(os.path.join(PLANS, "datasheet-validation.toml")) as f:
         text = f.read()
     for old, new in (("power_states = [0, 1, 2]", "power_states = [0, 2]"), ("settle_s = 2.0", "settle_s = 0.3"),
@@ -291,8 +292,11 @@ def test_datasheet_validation_plan_checks_transition_time_and_self_reported_powe
         for ph in phases:
             err = by[(key, "power.self_reported.error_pct", ph)]
             assert (err["lower"], err["upper"]) == (-10.0, 10.0) and err["outcome"] == "pass"
-            rig_w = json.loads(by[(key, "power.self_reported", ph)]["notes"])["interposer_w"]
+            notes = json.loads(by[(key, "power.self_reported", ph)]["notes"])
+            rig_w = notes["interposer_w"]
             assert err["value"] == pytest.approx(100 * ((1.04 * rig_w - 0.35) / rig_w - 1), abs=1.0), (key, ph)
+            # the drive's 100 ms intervals over the window (2.6 s, a little more around the workload)
+            assert notes["intervals"] >= 24 and notes["window_s"] == pytest.approx(notes["intervals"] * 0.1, abs=0.01)
     # a tolerance tighter than the drive's error fails, with the limit stored beside it
     tight = parse(text.replace("self_reported_tolerance_pct = 10.0", "self_reported_tolerance_pct = 1.0")
                   .replace("power_states = [0, 2]", "power_states = [0]").replace("idle_steps = true",

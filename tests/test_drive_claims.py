@@ -413,3 +413,39 @@ def test_coarse_sampling_aliases_the_ripple():
         m.set_measurement(0, 0, 0, 102.0)
     assert fine.log(103)["aipwr_w"] == pytest.approx(15.1, abs=0.001)
     assert coarse.log(103)["aipwr_w"] == pytest.approx(15.1 - 0.5, abs=0.001)
+
+
+def test_profile_knobs_reach_the_virtual_drive(tmp_path):
+    """The honesty knobs are profile options: a copy of the D5-P5336 that estimates (+8 %) says so in its log."""
+    import tomllib
+
+    src = load("d5-p5336").path
+    text = open(src).read().replace("bias_pct = 4.0", "bias_pct = 8.0").replace("offset_w = -0.35", "offset_w = 0.0") \
+        .replace("estimated = false", "estimated = true")
+    assert tomllib.loads(text)["power"]["self_report"]["estimated"] is True
+    (tmp_path / "estimating.toml").write_text(text)
+    ssd = VirtualSSD(load(tmp_path / "estimating.toml"))
+    ssd.set_power_measurement(1)
+    time.sleep(0.35)
+    log = ssd.power_measurement()
+    assert log["estimated"] and log["pmc"] >= 2
+    assert log["aipwr_w"] == pytest.approx(1.08 * float(ssd._power_target(np.array([time.time()]))[0]), rel=1e-6)
+    assert VirtualSSD("micron-fdp").claims is None
+
+
+def test_sweep_check_skips_a_drive_that_claims_nothing_with_one_note(vrig):
+    """[checks] self_reported_power on a drive whose Identify says it has no power measurement: one note
+    for the sweep, no set-feature sent."""
+    from types import SimpleNamespace
+
+    from powerrig.sweep.engine import Sweep
+
+    server, nvme, tl, _, _ = vrig
+    notes = []
+    fake = SimpleNamespace(_rig=SimpleNamespace(controller="/dev/nvme1"),
+                           plan=SimpleNamespace(drive=SimpleNamespace(serial=server.ssds["/dev/nvme1"].sn)),
+                           _emit=lambda kind, **kw: notes.append(kw["text"]))
+    assert Sweep._self_report_start(fake, nvme) is None and Sweep._self_report_start(fake, nvme) is None
+    assert notes == ["self-reported power: the drive gives none (Identify Controller CTRATT bit 21, power "
+                     "measurement, is clear)"]
+    assert not [e for e in tl.events(kind=NVME) if e.name == "set-feature"]

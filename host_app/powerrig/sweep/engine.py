@@ -562,9 +562,17 @@ class Sweep:
         from powerrig.dut import claims
 
         ctrl = self._rig.controller
+        if getattr(self, "_sr_absent", False):
+            return None                 # said once: the drive does not claim to measure its power
         try:
             if getattr(self, "_sr_interval", None) is None:
-                self._sr_interval = claims.read_id_ctrl_power(nvme, ctrl).sample_interval_s or 0.0
+                ident = claims.read_id_ctrl_power(nvme, ctrl)
+                if not ident.power_measurement_supported:
+                    self._sr_absent = True
+                    self._emit("note", text="self-reported power: the drive gives none (Identify Controller "
+                                            "CTRATT bit 21, power measurement, is clear)")
+                    return None
+                self._sr_interval = ident.sample_interval_s or 0.0
             t = time.time()
             claims.set_measurement(nvme, ctrl, self.plan.drive.serial, start=True)
             return t

@@ -346,3 +346,25 @@ def test_one_file_per_unit_as_the_ui_and_the_driver_write_them(tmp_path, shape):
     assert meta["imported"]["units"]["3V3"]["vendor"] == ("Jetperch LLC" if shape == "ui" else "Jetperch")
     if shape == "driver":
         assert meta["imported"]["units"]["12V"]["current_range"] == {"recorded": False}
+
+
+def test_nan_samples_in_a_joulescope_recording_are_counted_gaps_and_never_poison_the_peaks(tmp_path):
+    """A JS220 marks samples it could not measure as NaN (the UI writes them so): the intervals holding
+    them are gaps, counted; every other interval's mean and 100 us peak stay measured."""
+    busy = (T0 + 0.8, T0 + 1.6)
+    a = Unit("003512", 1_000_000, 12.0, 0.4, 0.9, busy, spike=True)
+    a.amps[300_000:300_050] = np.nan                    # 50 us inside interval 300
+    a.volts[1_200_400] = np.nan                         # one sample inside interval 1200
+    f = joulescope_recording(tmp_path / "a.jls", [a])
+    out = tmp_path / "cap.jls"
+    r = run_cli("import", "joulescope", f"12V={f}", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    with CaptureReader(out) as cap:
+        assert [(g["sample_id"], g["intervals"], g["reason"]) for g in cap.gaps] == [(300, 1, "invalid"), (1200, 1, "invalid")]
+        peak = cap.samples("p_peak_12V")
+        assert np.isfinite(peak[1300:]).all() and np.nanmax(peak) == pytest.approx(12 * 1.6, rel=0.01)
+        assert cap.metadata["imported"]["units"]["12V"]["invalid_samples"] == 51
+    ok = np.isfinite(a.amps) & np.isfinite(a.volts)
+    truth = float(np.sum((a.volts.astype(np.float64) * a.amps)[ok & (a.t < T0 + 2.0)]) / a.rate)
+    lost = 2 * 1000 * 12.0 * 0.4 / a.rate                # the two lost intervals' share of the truth, about
+    assert _close_record(out)["energy_j"]["12V"] == pytest.approx(truth - lost, rel=1e-3)

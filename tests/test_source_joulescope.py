@@ -19,8 +19,9 @@ T0 = 1_790_000_000.0
 class FakeUnit:
     """A JS220 feeding a known load: rail power steps at UTC T0 + 0.5 s, and one 100 us spike."""
 
-    def __init__(self, path, volts, amps, ppm, start_delay_s):
+    def __init__(self, path, volts, amps, ppm, start_delay_s, nan_at=()):
         self.path, self.volts, self.amps, self.ppm, self.delay = path, volts, amps, ppm, start_delay_s
+        self.nan_at = nan_at            # sample ids the unit marks invalid (NaN), as a JS220 does
         self.subs, self.ctrl, self.fs = {}, {}, None
 
     def rate(self):        # the unit's counter in host seconds: its crystal runs ppm fast
@@ -37,7 +38,9 @@ class FakeUnit:
     def emit(self, sid, n):
         t = self.utc(sid + np.arange(n))
         tm = {"offset_time": time64_of_unix(self.utc(0)), "offset_counter": 0, "counter_rate": self.rate()}
-        for sig, data in (("i", self.amps_at(t)), ("v", np.full(n, self.volts))):
+        amps = self.amps_at(t)
+        amps[np.isin(sid + np.arange(n), self.nan_at)] = np.nan
+        for sig, data in (("i", amps), ("v", np.full(n, self.volts))):
             topic = f"{self.path}/s/{sig}/!data"
             if topic in self.subs and self.ctrl.get(sig):
                 self.subs[topic](topic, {"sample_id": sid, "sample_rate": SAMPLE_RATE, "decimate_factor": 1,
@@ -81,7 +84,7 @@ def _pump(driver, seconds, chunk=20_000):
 
 
 def test_two_units_one_per_rail_are_reduced_on_one_utc_grid(tmp_path):
-    a = FakeUnit("u/js220/003512", 12.0, 0.5, ppm=+20, start_delay_s=0.0003)
+    a = FakeUnit("u/js220/003512", 12.0, 0.5, ppm=+20, start_delay_s=0.0003, nan_at=np.arange(300_400, 300_410))
     b = FakeUnit("u/js220/003688", 3.3, 0.2, ppm=-20, start_delay_s=0.0011)
     drv = FakeDriver([a, b])
     src = JoulescopeSource.open({"12V": "3512", "3V3": "003688"}, driver=drv)
@@ -113,6 +116,11 @@ def test_two_units_one_per_rail_are_reduced_on_one_utc_grid(tmp_path):
         peak = np.nanmax(cap.samples("p_peak_12V"))
         assert peak == pytest.approx(12.0 * 1.0 * 5, rel=0.02)
         assert np.nanmax(cap.samples("p_12V")) < peak / 3        # the 1 ms mean dilutes it
+        # ten samples the 12 V unit marked invalid: one interval, a counted gap, NaN on both rails
+        [gap] = cap.gaps
+        assert gap["intervals"] == 1 and gap["reason"] == "invalid" and cap.metadata["stream"]["gap_intervals"] == 1
+        assert np.isnan(cap.samples("p_total")[gap["sample_id"]]) and np.isfinite(cap.samples("p_total")).sum() == 999
+        assert np.isfinite(cap.samples("p_peak_12V")[gap["sample_id"] + 2:]).all()
 
 
 def test_a_serial_not_connected_is_one_line():

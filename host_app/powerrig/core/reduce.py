@@ -22,8 +22,13 @@ def reduce_intervals(v: np.ndarray, i: np.ndarray, edges: np.ndarray, window: in
     out = {"v": np.add.reduceat(v, starts) / cnt, "i": np.add.reduceat(i, starts) / cnt,
            "p": np.add.reduceat(p, starts) / cnt, "p_min": np.minimum.reduceat(p, starts),
            "p_max": np.maximum.reduceat(p, starts)}
-    cs = np.concatenate([[0.0], np.cumsum(p)])
+    # window sums from running sums; a NaN sample (an instrument's invalid reading, a lost sample) makes
+    # only the windows holding it NaN, never every window after it
+    bad = np.isnan(p)
+    cs = np.concatenate([[0.0], np.cumsum(np.where(bad, 0.0, p))])
+    cb = np.concatenate([[0], np.cumsum(bad)])
     win = (cs[window:] - cs[:-window]) / window            # win[k]: samples k .. k + window - 1
+    win[(cb[window:] - cb[:-window]) > 0] = np.nan
     peak = np.full(len(starts), np.nan)
     for n, (a, b) in enumerate(zip(starts - window + 1, edges[1:] - window)):   # windows ending inside
         a = max(a, 0)

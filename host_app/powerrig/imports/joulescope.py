@@ -139,6 +139,7 @@ class _Unit:
         if self.length < 2:
             raise CaptureError(f"{path}: unit {unit.label()} holds {self.length} samples; nothing to import")
         self.serial, self.model = unit.serial, unit.model
+        self.invalid = 0               # samples the instrument marked invalid (NaN) inside the imported rows
         t = self.r.sample_id_to_timestamp(self.i_id, [0, self.length - 1])
         self.utc0 = t[0] / TIME64_SECOND + TIME64_EPOCH_UNIX
         self.utc1 = t[1] / TIME64_SECOND + TIME64_EPOCH_UNIX
@@ -156,7 +157,8 @@ class _Unit:
         u = self.unit
         return {"file": str(self.path), "source": u.name, "source_id": u.source_id, "vendor": u.vendor,
                 "model": u.model, "serial": u.serial, "version": u.version, "sample_rate_hz": self.fs,
-                "samples": self.length, "signals": sorted(u.signals), "current_range": self.current_range()}
+                "samples": self.length, "invalid_samples": self.invalid, "signals": sorted(u.signals),
+                "current_range": self.current_range()}
 
     def current_range(self) -> dict:
         """The current ranges the unit used, when the file holds its current_range signal."""
@@ -193,6 +195,7 @@ def read_joulescope(files: dict[str, str | Path], interval_s: float) -> tuple[fl
                 lo = max(0, int(edges[0]) - window + 1)
                 v, i = u.read(lo, int(edges[-1]))
                 part = reduce_intervals(v, i, edges - lo, window)
+                u.invalid += int((~(np.isfinite(v[edges[0] - lo:]) & np.isfinite(i[edges[0] - lo:]))).sum())
                 for name in cols:
                     cols[name][a:b, k] = part[name]
         fs = min(u.fs for u in units)

@@ -18,6 +18,7 @@ import numpy as np
 
 from powerrig.core.blocks import IntervalBlock
 from powerrig.core.errors import InstrumentError
+from powerrig.core.names import GapReason
 from powerrig.core.reduce import reduce_intervals
 from powerrig.core.sampling import Accuracy, Sampling
 from powerrig.sources.base import ClosingSource, HostClock, SourceStats
@@ -221,12 +222,28 @@ class JoulescopeStream:
                                          for k in ("v", "i", "p", "p_min", "p_max", "p_peak"))
             b = IntervalBlock(self._row, 1, self.interval_s, self.rails, v, i, p, pmin, pmax, peak,
                               np.zeros(m, np.uint8), np.zeros(m, np.uint8), np.isfinite(p).all(axis=1))
+            self._count_gaps(b)
             self._row += m
-            self.stats.intervals += m
+            self.stats.intervals += int(b.valid.sum())
             yield b
+
+    def _count_gaps(self, b: IntervalBlock) -> None:
+        """Intervals holding a sample the unit marked invalid (NaN) or the driver lost are a gap, as the
+        interposer's lost intervals are: NaN rows, a gap record and annotation, counted in the stats."""
+        bad = ~b.valid
+        if not bad.any():
+            return
+        b.flags["gap"] = GapReason.INVALID
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], bad.view(np.int8), [0]))))
+        for s, e in zip(edges[::2], edges[1::2]):
+            self.stats.gaps += 1
+            self.stats.gap_intervals += int(e - s)
+            self.stats.gap_positions.append((b.first_index + int(s), int(e - s), GapReason.INVALID.value))
+        for name in ("v", "i", "p", "p_min", "p_max", "p_peak"):       # a gap row is NaN on every rail
+            getattr(b, name)[bad] = np.nan
 
     def summary(self) -> dict:
         return {"source": "joulescope", "units": {u.rail: u.path for u in self.units}, "interval_us": self.interval_us,
                 "rails": list(self.rails), "first_index": 0, "end_index": self._row, "samples": self._row,
-                "gaps": 0, "gap_intervals": 0, "dropped_frames": 0, "crc_errors": 0,
+                "gaps": self.stats.gaps, "gap_intervals": self.stats.gap_intervals, "dropped_frames": 0, "crc_errors": 0,
                 "sampling": self.src.sampling.to_dict()}

@@ -397,3 +397,9 @@ def test_qemu_nvme_power_claims_each_one_clean_line(qrig):
         claims.set_measurement(nvme, CTRL, qrig["serial"])
     assert str(e.value).startswith(f"{CTRL}: power measurement feature (25h) not supported") and "\n" not in str(e.value)
     assert [ev.ok for ev in tl.events(kind=NOTE) if ev.name == "guard"] == [True]
+    # the real nvme-cli 2.3's hex dump of a 512-byte log is read byte for byte: the SMART log's
+    # temperature (bytes 1-2) and power-on hours (128-143) as its own smart-log JSON gives them
+    raw = claims._get_log(nvme, CTRL, claims.LID_SMART, 512, "get-log smart", "SMART log", bytes)
+    smart = nvme.smart_log(CTRL)
+    assert len(raw) == 512 and int.from_bytes(raw[1:3], "little") == smart.temperature_k
+    assert int.from_bytes(raw[128:144], "little") == smart.power_on_hours

@@ -68,5 +68,7 @@ def run(args) -> int:
     print(f"{out}: {n * interval_s:.3f} s, {n} intervals of {interval_s * 1e6:g} us, rails {', '.join(rails)}, "
           f"{len(events)} events; source {sampling.source} ({sampling.sample_s * 1e6:g} us sampling)"
           + (f"; {bad} records with no valid reading (overload, not-a-number or out of range) marked as gaps"
-             if bad else ""), file=sys.stderr)
+             if bad else "")
+          + (f"; {partial} intervals partly covered (each listed with its coverage in the metadata)"
+             if (partial := prov.get("resampling", {}).get("coverage", {}).get("partial", 0)) else ""), file=sys.stderr)
     return 0

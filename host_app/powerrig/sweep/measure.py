@@ -133,7 +133,9 @@ def self_reported(an, tolerance_pct: float) -> list[dict]:
         of = r.name[len(SELF_REPORT):]
         out += [_m("power.self_reported", of, drive_w, "W", "info",
                    notes=json.dumps({"interposer_w": rig_w, "intervals": r.phase.meta.get("self_report_intervals"),
-                                     "window_s": r.duration_s})),
+                                     "window_s": r.duration_s, "max_w": r.phase.meta.get("self_report_max_w"),
+                                     "error_bound_pct": r.phase.meta.get("self_report_error_bound_pct"),
+                                     "estimated": r.phase.meta.get("self_report_estimated")})),
                 _m("power.self_reported.error_pct", of, err, "%", "pass" if ok else "fail", lower=-tolerance_pct,
                    upper=tolerance_pct, requirement_met=ok)]
     return out

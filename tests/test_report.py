@@ -142,3 +142,18 @@ def test_bench_threads_writes_the_capture_with_the_chunk_length_asked(tmp_path):
     done = subprocess.run([sys.executable, str(bench), "--chunk-seconds", "0"], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 2 and "must be > 0" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("name", ["report.html", "power.png", "phases.csv"])
+def test_a_link_in_the_report_folder_is_one_line_and_nothing_is_written(demo, tmp_path, capsys, name):
+    """A capture's report folder is a run's too (OUT/report/...): a file there is never written through a link."""
+    out = tmp_path / "r"
+    out.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (out / name).symlink_to(victim)
+    assert main(["report", str(demo), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"powerrig: error: {out / name} is a symbolic link: a run writes only its own files there, so "
+                   "nothing was written; remove it or choose another output folder (--out)\n")
+    assert victim.read_text() == "precious" and [p.name for p in out.iterdir()] == [name]

@@ -314,3 +314,22 @@ def test_an_out_folder_fio_would_read_otherwise_is_refused_at_start_and_nothing_
     assert r.stderr.startswith(f"powerrig: error: --out {str(out)!r} cannot be a run's output folder: "), r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml", "sim"] or \
         sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]         # no folder, no database
+
+
+@pytest.mark.parametrize("name", ["index.html", "efficiency_vs_power_state.png"])
+def test_the_sweep_report_never_writes_through_a_link_in_its_folder(tmp_path, name):
+    """`powerrig report N` writes into OUT/report: a link left there is one line, and nothing is written."""
+    from powerrig.core.errors import PowerrigError
+    from powerrig.results.report import write_sweep_report
+    from test_results_store import PLAN as RESULTS_PLAN, fill
+
+    store = ResultStore(tmp_path / "r.sqlite")
+    run = fill(store, parse(RESULTS_PLAN), [5.0, 10.0, 6.0, 9.0])
+    out = tmp_path / "report"
+    out.mkdir()
+    v = _victim(tmp_path)
+    (out / name).symlink_to(v)
+    with pytest.raises(PowerrigError, match=rf"^{out / name} is a symbolic link: a run writes only its own files"):
+        write_sweep_report(store, run, out)
+    assert v.read_bytes() == VICTIM
+    assert [p.name for p in out.iterdir()] == [name]

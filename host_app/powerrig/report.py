@@ -16,6 +16,7 @@ import numpy as np  # noqa: E402
 
 from powerrig.analysis import Analysis, analyse  # noqa: E402
 from powerrig.capture import CaptureReader  # noqa: E402
+from powerrig.core import owned  # noqa: E402
 from powerrig.core.errors import CaptureError  # noqa: E402
 
 PLOT_POINTS = 2000
@@ -41,9 +42,10 @@ def write_report(capture: str | Path, out_dir: str | Path | None = None, on_warn
             raise CaptureError(f"capture {capture} holds no intervals (the recording stopped before its first "
                                "data reached the file): nothing to report; record again")
         try:
-            out.mkdir(parents=True, exist_ok=True)
+            owned.owned_dir(out, top=True)
         except OSError as e:
             raise CaptureError(f"cannot create report folder {out}: {e}") from None
+        owned.check_tree(out)      # a link left in the report's folder: refused before a file is written
         a = analyse(cap, cap.events, cap.metadata)
         plots = {"power": _plot_power(cap, a, out / "power.png")}
         if a.curves and any(a.curves.values()):
@@ -51,7 +53,7 @@ def write_report(capture: str | Path, out_dir: str | Path | None = None, on_warn
         if a.waf:
             plots["waf"] = _plot_waf(a, out / "waf.png")
         write_csv(a, out / "phases.csv")
-        (out / "report.html").write_text(_html(cap, a, plots, alerts))
+        owned.write_owned(out / "report.html", _html(cap, a, plots, alerts))
     return out / "report.html"
 
 
@@ -68,7 +70,7 @@ def capture_alerts(cap: CaptureReader) -> list[str]:
 
 def write_csv(a: Analysis, path: Path) -> None:
     rows = a.table()
-    with open(path, "w", newline="") as f:
+    with owned.open_owned(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
@@ -80,7 +82,8 @@ def _save(fig, path: Path, title: str | None = None) -> str:
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path)
+    with owned.open_owned(path, "wb") as f:
+        fig.savefig(f, format=path.suffix[1:])
     plt.close(fig)
     return path.name
 
@@ -120,7 +123,8 @@ def _plot_power(cap: CaptureReader, a: Analysis, path: Path) -> str:
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fig.tight_layout()
-    fig.savefig(path)
+    with owned.open_owned(path, "wb") as f:
+        fig.savefig(f, format=path.suffix[1:])
     plt.close(fig)
     return path.name
 

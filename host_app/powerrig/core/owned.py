@@ -65,9 +65,12 @@ def open_fd(path: str | Path, mode: str = "a", perm: int = 0o644) -> int:
     return fd
 
 
-def open_owned(path: str | Path, mode: str = "a", encoding: str = "utf-8"):
-    """``open(path, mode)`` for a run's own text file (see open_fd)."""
-    return os.fdopen(open_fd(path, mode), {"r+": "r+"}.get(mode, mode), encoding=encoding)
+def open_owned(path: str | Path, mode: str = "a", encoding: str = "utf-8", newline: str | None = None):
+    """``open(path, mode)`` for a run's own file (see open_fd); a mode ending in "b" is binary."""
+    fd = open_fd(path, mode.rstrip("b"))
+    if mode.endswith("b"):
+        return os.fdopen(fd, mode)
+    return os.fdopen(fd, mode, encoding=encoding, newline=newline)
 
 
 def check_file(path: str | Path) -> None:

@@ -10,6 +10,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from powerrig.core import owned
 from powerrig.results.store import ResultStore
 
 FIGS = (("power.idle", "idle W"), ("power.mean", "W"), ("power.max_1s", "1 s max W"), ("throughput.mib_s", "MiB/s"),
@@ -52,7 +53,11 @@ def plot_curves(series: dict, path, xlabel: str, log2: bool = False, fmt: str | 
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100, format=fmt)
+    if isinstance(path, (str, Path)):           # a file of the report's folder: never through a link
+        with owned.open_owned(path, "wb") as f:
+            fig.savefig(f, dpi=100, format=fmt or Path(path).suffix[1:])
+    else:
+        fig.savefig(path, dpi=100, format=fmt)
     plt.close(fig)
     return True
 
@@ -83,7 +88,8 @@ def _plot_waf(series: list, title: str, path: Path) -> bool:
     a2.set_xlabel("time in the step's capture (s)")
     a2.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with owned.open_owned(path, "wb") as f:
+        fig.savefig(f, dpi=100, format=Path(path).suffix[1:] or "png")
     plt.close(fig)
     return True
 
@@ -169,8 +175,8 @@ def write_sweep_report(store: ResultStore, run_id: int, out_dir: str | Path | No
     given, makes each step's capture report (the face passes powerrig.report.write_report) so the
     sweep report links to them; without it the link is the command that makes one."""
     run = store.run(run_id)
-    out = Path(out_dir) if out_dir else Path(run["out_dir"]) / "report"
-    out.mkdir(parents=True, exist_ok=True)
+    out = owned.owned_dir(Path(out_dir) if out_dir else Path(run["out_dir"]) / "report", top=True)
+    owned.check_tree(out)          # a link left in the report's folder: refused before a file is written
     steps = store.steps(run_id)
     by_key = {s["key"]: s for s in steps}
     ms = store.measurements(run_id)
@@ -279,6 +285,4 @@ def write_sweep_report(store: ResultStore, run_id: int, out_dir: str | Path | No
                  f"<td style=text-align:left><a href='file://{html.escape(cap)}'>{html.escape(Path(cap).name)}</a></td>"
                  f"<td style=text-align:left>{link}</td></tr>")
     h.append("</table>")
-    path = out / "index.html"
-    path.write_text("\n".join(h))
-    return path
+    return owned.write_owned(out / "index.html", "\n".join(h))

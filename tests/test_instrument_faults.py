@@ -164,3 +164,14 @@ def test_validate_says_the_reference_data_is_invalid_instead_of_fail(bench):
                    "index 0: 9.91e+37, not a number (the meter has no valid reading); check the range, the leads and "
                    "that the channel is on)"], r.stderr
     assert "FAIL" not in r.stdout and "Traceback" not in r.stderr
+
+
+def test_reading_faults_marks_each_value_as_invalid_reading_judges_it():
+    """The data log's per-record marking agrees with the one-value refusal, value by value."""
+    import numpy as np
+    from powerrig.instruments.scpi import NOT_A_NUMBER, OVERLOAD, reading_faults
+    xs = [9.91e37, -9.91e37, float("nan"), 9.9e37, -9.9e37, float("inf"), 0.0, 12.0, -3.3e-6, 1e30]
+    got = reading_faults(np.array(xs))
+    want = [NOT_A_NUMBER if invalid_reading(x) and "not a number" in invalid_reading(x) else
+            OVERLOAD if invalid_reading(x) else 0 for x in xs]
+    assert got.tolist() == want == [1, 1, 1, 2, 2, 2, 0, 0, 0, 0]

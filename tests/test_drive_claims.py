@@ -449,3 +449,23 @@ def test_sweep_check_skips_a_drive_that_claims_nothing_with_one_note(vrig):
     assert notes == ["self-reported power: the drive gives none (Identify Controller CTRATT bit 21, power "
                      "measurement, is clear)"]
     assert not [e for e in tl.events(kind=NVME) if e.name == "set-feature"]
+
+
+def test_nvme_cli_3_json_is_read_where_it_exists_and_says_the_same_as_the_bytes(vrig, monkeypatch):
+    """nvme-cli 3.0 prints log 25h itself (`nvme log power-measurement DEV -o json`, raw fields by the
+    header's names): powerrig reads that there, and it decodes to what the bytes decode to."""
+    server, nvme, tl, sock, prog = vrig
+    claims.set_measurement(nvme, "/dev/nvme0", SERIAL)
+    time.sleep(0.4)
+    claims.set_measurement(nvme, "/dev/nvme0", SERIAL, start=False)
+    from_bytes = claims.read_power_measurement(nvme, "/dev/nvme0")           # nvme-cli 2.3: get-log
+    monkeypatch.setenv("POWERRIG_SIM_NVME_VERSION", "3.0")
+    nvme3 = NvmeCli(prog, tl, host=nvme.host)
+    from_json = claims.read_power_measurement(nvme3, "/dev/nvme0")
+    assert from_json == from_bytes and from_json.smts.utc is not None and len(from_json.bins) == from_json.nphd
+    ev = [e for e in tl.events(kind=NVME) if e.name == "log power-measurement"][-1]
+    assert ev.ok and ev.argv[-3:] == ["power-measurement", "/dev/nvme0", "--output-format=json"]
+    with pytest.raises(claims.NotSupported, match="power measurement log .25h. not supported"):
+        claims.read_power_measurement(nvme3, "/dev/nvme1")
+    with pytest.raises(claims.ClaimError, match="VER is 1"):
+        claims.parse_power_meas_json('{"ver": 1}')

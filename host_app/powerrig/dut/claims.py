@@ -23,6 +23,7 @@ import struct
 from dataclasses import dataclass
 
 from powerrig.core.errors import ToolError
+from powerrig.core.nvme_fields import Keys, load_json, to_int
 from powerrig.dut import destructive
 from powerrig.dut.nvme import parse_feature, parse_hexdump
 
@@ -175,6 +176,38 @@ def decode_power_meas_log(buf: bytes) -> PowerMeasurementLog:
     return PowerMeasurementLog(ver, pmgn, pma, sze, pmc, nphd, smtr, Timestamp.decode(buf[16:24]), phds, phbs, nphds,
                                vss, phdoc, power_w(aipwr) if aipwr else None, power_w(mipwr) if mipwr else None,
                                Timestamp.decode(buf[48:56]), None if ipwrpe == 255 else ipwrpe, tuple(bins))
+
+
+JSON_FROM = (3, 0)          # nvme-cli 3.0 prints log 25h itself: `nvme log power-measurement DEV -o json`
+
+
+def _json_timestamp(obj, what: str) -> Timestamp:
+    """nvme-cli 3.0's json_timestamp: "timestamp" (ms), "timestamp origin" and "synch" as sentences
+    (nvme-print.c nvme_format_timestamp_origin / _sync)."""
+    if not isinstance(obj, dict):
+        raise ClaimError(f"nvme-cli log power-measurement: {what} is not an object")
+    k = Keys(obj, f"log power-measurement {what}")
+    origin_text = str(k.get("timestamp origin", default="")).lower()
+    origin = 1 if "set features" in origin_text else 0 if "reset" in origin_text else 7
+    synch = 1 if "may have stopped" in str(k.get("synch", default="")).lower() else 0
+    return Timestamp(to_int(k.need("timestamp"), f"{what}.timestamp"), origin, synch)
+
+
+def parse_power_meas_json(text: str) -> PowerMeasurementLog:
+    """Log 25h as nvme-cli 3.0 prints it (nvme-print-json.c json_power_meas_log: the raw fields by their
+    header names, PMA and the power dwords undecoded, descs [{phbc, phblt}]), decoded as the bytes are."""
+    k = Keys(load_json(text, "log power-measurement"), "log power-measurement")
+    n = lambda name: to_int(k.need(name), name)  # noqa: E731
+    if n("ver") != 0:
+        raise ClaimError(f"power measurement log: VER is {n('ver')}, the spec's layout has 0")
+    descs = k.get("descs", default=[]) or []
+    bins = tuple(HistogramBin(to_int(Keys(d, "descs").need("phbc"), "phbc"), power_w(to_int(Keys(d, "descs").need("phblt"), "phblt")))
+                 for d in descs)
+    aipwr, mipwr, ipwrpe = n("aipwr"), n("mipwr"), n("ipwrpe")
+    return PowerMeasurementLog(0, n("pmgn"), n("pma"), n("sze"), n("pmc"), n("nphd"), n("smtr"),
+                               _json_timestamp(k.need("smts"), "smts"), n("phds"), n("phbs"), n("nphds"), n("vss"),
+                               n("phdoc"), power_w(aipwr) if aipwr else None, power_w(mipwr) if mipwr else None,
+                               _json_timestamp(k.need("mipwrt"), "mipwrt"), None if ipwrpe == 255 else ipwrpe, bins)
 
 
 # -- Identify Controller ----------------------------------------------------------------------------
@@ -392,8 +425,15 @@ def _get_log(nvme, dev: str, lid: int, length: int, name: str, what: str, decode
 
 
 def read_power_measurement(nvme, dev: str) -> PowerMeasurementLog:
-    """Log 25h (``nvme get-log --log-id=0x25 --log-len=512``; again with SZE bytes when larger)."""
+    """Log 25h: nvme-cli's own JSON from 3.0 (``nvme log power-measurement DEV -o json``, which reads
+    SZE bytes itself), else ``nvme get-log --log-id=0x25 --log-len=512`` (again with SZE bytes when larger)."""
     what = "power measurement log (25h)"
+    if nvme.version().tuple >= JSON_FROM + (0,):
+        try:
+            return nvme._call("log power-measurement", dev, ["--output-format=json"], "log power-measurement",
+                              parse_power_meas_json, {"device": dev, "log_id": LID_POWER_MEASUREMENT})
+        except ToolError as e:
+            raise _unsupported(e, dev, what) from None
     log = _get_log(nvme, dev, LID_POWER_MEASUREMENT, LOG_LEN, "get-log power-measurement", what,
                    decode_power_meas_log)
     if log.sze > LOG_LEN and len(log.bins) < log.nphd:

@@ -169,7 +169,7 @@ def _option(field: str, opt: str) -> str:
 NVME_READ = frozenset({"version", "list", "list-subsys", "id-ctrl", "id-ns", "list-ns", "list-ctrl",
                        "get-feature", "smart-log", "get-log", "error-log", "fw-log", "sanitize-log",
                        "self-test-log", "effects-log", "show-regs", "fdp stats", "fdp configs", "fdp usage",
-                       "ocp smart-add-log"})
+                       "ocp smart-add-log", "log power-measurement"})
 NVME_VOLATILE = frozenset({"set-feature"})      # power state and APST, lost at power-off; --save makes it stick
 DESTRUCTIVE_NVME = frozenset({
     "format", "sanitize", "create-ns", "delete-ns", "attach-ns", "detach-ns", "fw-download", "fw-commit",

@@ -245,6 +245,10 @@ def test_claims_read_through_the_gateway_and_missing_ones_are_one_line(vrig):
                           "power measurement (25h): stopped"]
     assert lines[4].startswith("power measurement (log 25h): generation 0, stopped, 0 intervals")
     assert lines[5].startswith("SMART: lifetime energy (OLEC) 7201 Wh")
+    ssd = server.ssds["/dev/nvme0"]
+    t = time.time()
+    ipm = claims.read_smart_power(nvme, "/dev/nvme0").ipm_w          # the intervals of the last second
+    assert ipm == pytest.approx(1.04 * float(ssd.power_at(np.linspace(t - 1.0, t, 400)).mean()) - 0.35, abs=0.005)
     assert lines[6].startswith("OCP C0h (v5, units unconfirmed): peak power capability 35")
     other = claims.report(nvme, "/dev/nvme1")      # the FDP profile makes no power claims
     assert other[0] == "identify: power limit no, power measurement no, voltage measurement no"

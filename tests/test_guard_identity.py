@@ -465,3 +465,143 @@ def test_the_by_hand_door_runs_reads_and_judges_a_write_with_the_guard(relay, ca
         if loop:
             subprocess.run(["losetup", "-d", loop], capture_output=True)
     assert not any(s and s.startswith(("nvme", "fio")) for s in relay.scripts)
+
+
+# -- what fio opens is what the guard judged (a link re-pointed between the check and fio's open) ------------
+def _loop_drive(host: FakeHost, loop: str, serial: str = "SNL"):
+    """A FakeHost whose namespace nvme0n1 carries the real loop device's major:minor, read through a view
+    with this machine's own /dev: a link to the loop device is judged as that NVMe namespace."""
+    ctrl = host.controller("nvme0", serial)
+    ns = ctrl / "nvme0n1"
+    (ns / "holders").mkdir(parents=True)
+    (ns / "nsid").write_text("1\n")
+    from test_guard import link as sys_link
+    sys_link(host.sys / "class" / "block" / "nvme0n1", ns)
+    st = os.stat(loop).st_rdev
+    host.number(ns, "block", os.major(st), os.minor(st))
+    view = HostView(host.view.sys_root, host.view.mounts, host.view.swaps, "/dev")
+    nvme = FakeNvme(host)
+    nvme.host = view
+    return nvme
+
+
+def _repoint_after_permit(monkeypatch, lnk: Path, new_target: Path):
+    """Re-point ``lnk`` the moment the guarded door has issued fio's permit, before fio opens anything."""
+    real = destructive.fio_write
+
+    def fio_write(*a, **kw):
+        p = real(*a, **kw)
+        lnk.unlink()
+        lnk.symlink_to(new_target)
+        return p
+    monkeypatch.setattr(destructive, "fio_write", fio_write)
+
+
+def _write_plan(target: str):
+    from powerrig.dut.fio import FioJob, FioPlan
+    return FioPlan([FioJob("w", rw="write", bs=4096, size=65536, filename=target, ioengine="psync")])
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio not installed")
+def test_fio_writes_the_device_the_guard_judged_not_a_link_re_pointed_after(tmp_path, monkeypatch):
+    """Before: fio opened the link as given, so x/nvme0n1 re-pointed between the guard's check (the
+    drive, serial SNL) and fio's open wrote the new target (here a file standing for another disk)."""
+    from powerrig.dut.fio import Fio
+
+    img = tmp_path / "img"
+    loop = _losetup(img)
+    if loop is None:
+        pytest.skip("losetup cannot attach a loop device in this sandbox")
+    try:
+        nvme = _loop_drive(FakeHost(tmp_path / "host"), loop)
+        lnk = tmp_path / "x" / "nvme0n1"
+        lnk.parent.mkdir()
+        lnk.symlink_to(loop)
+        victim = tmp_path / "victim"
+        victim.write_bytes(b"\1" * 65536)
+        _repoint_after_permit(monkeypatch, lnk, victim)
+        fio = Fio(["fio"], nvme.timeline, nvme=nvme)
+        res = fio.run(_write_plan(str(lnk)), tmp_path / "out", serial="SNL")
+        assert res.jobs[0].name == "w"
+        assert victim.read_bytes() == b"\1" * 65536, "fio wrote the link's new target"
+        subprocess.run(["sync"], check=False)
+        with open(loop, "rb") as f:
+            assert f.read(65536) != b"\0" * 65536, "fio did not write the device the guard judged"
+        job = (tmp_path / "out" / "fio.fio").read_text()
+        assert f"filename={loop}" in job and str(lnk) not in job
+        ev = _guard_event(nvme)
+        assert ev.meta["device"] == str(lnk) and ev.result["path"] == loop
+    finally:
+        subprocess.run(["losetup", "-d", loop], capture_output=True)
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio not installed")
+def test_a_link_to_a_regular_file_is_written_where_it_pointed_when_judged(tmp_path, monkeypatch):
+    """A link to a regular file passes as a file (fio lays it out); re-pointed after the check (here to
+    another file, standing for a device the guard never judged), fio still writes the file it was."""
+    from powerrig.dut.fio import Fio
+
+    judged, other = tmp_path / "judged.img", tmp_path / "other.img"
+    judged.write_bytes(b"\0" * 65536)
+    other.write_bytes(b"\1" * 65536)
+    lnk = tmp_path / "x" / "data.img"
+    lnk.parent.mkdir()
+    lnk.symlink_to(judged)
+    _repoint_after_permit(monkeypatch, lnk, other)
+    nvme = FakeNvme(FakeHost(tmp_path / "host"))
+    nvme.host = HostView(nvme.host.sys_root, nvme.host.mounts, nvme.host.swaps, "/dev")
+    Fio(["fio"], nvme.timeline, nvme=nvme).run(_write_plan(str(lnk)), tmp_path / "out")
+    assert other.read_bytes() == b"\1" * 65536
+    assert judged.read_bytes() != b"\0" * 65536
+
+
+def test_the_job_file_names_the_canonical_path_and_the_plan_keeps_the_users(host, tmp_path):
+    """The permit carries, per target, the path the guard judged; the job file writes that one for a
+    drive, the plan (and so reports, phases, block traces) keeps the name the user gave."""
+    from powerrig.dut import commands
+    two_drives(host)
+    lnk = tmp_path / "x" / "nvme0n1"
+    lnk.parent.mkdir()
+    lnk.symlink_to("/dev/nvme1n1")
+    nvme = FakeNvme(host)
+    fio = type("F", (), {"nvme": nvme, "remote": None})()
+    plan = _write_plan(str(lnk))
+    p = destructive.fio_write(fio, plan, "SNB")
+    assert p.opened(str(lnk)) == "/dev/nvme1n1"
+    text = commands.fio_job_file(plan, None, p)
+    assert "filename=/dev/nvme1n1" in text and str(lnk) not in text
+    assert plan.job_filename(0) == str(lnk)
+
+
+# -- namespace management judges its nsid ------------------------------------------------------------------
+def test_delete_and_detach_judge_their_nsid(host):
+    """Before: delete-ns and detach-ns checked the controller as a whole (every namespace), so a nsid
+    that is no namespace there was deleted unjudged and the guard's event named every namespace."""
+    shared_subsystem(host)
+    nvme = FakeNvme(host)
+    with pytest.raises(GuardRefused, match=r"namespace 3 is not a namespace of nvme0 .*its namespaces: 1 \(nvme0n1\)") as e:
+        destructive.delete_namespace(nvme, "/dev/nvme0", "SNS", 3)
+    assert "\n" not in str(e.value) and not nvme.ran
+    with pytest.raises(GuardRefused, match="namespace 7 is not a namespace of nvme0") as e:
+        destructive.attach_namespace(nvme, "/dev/nvme0", "SNS", 7, [0], detach=True)
+    assert "\n" not in str(e.value) and not nvme.ran
+    destructive.delete_namespace(nvme, "/dev/nvme0", "SNS", 2)
+    ev = _guard_event(nvme)
+    assert ev.result["nsids"] == [2] and ev.result["controllers"] == ["nvme0", "nvme1"]
+    assert nvme.ran[-1][:3] == ["nvme", "delete-ns", "/dev/nvme0"] and "--namespace-id=2" in nvme.ran[-1]
+    destructive.attach_namespace(nvme, "/dev/nvme0", "SNS", 4, [1], detach=True)
+    assert _guard_event(nvme).result["nsids"] == [4]
+    destructive.attach_namespace(nvme, "/dev/nvme0", "SNS", 9, [0])      # attach: a namespace no controller has yet
+    assert nvme.ran[-1][:2] == ["nvme", "attach-ns"]
+
+
+def test_a_namespace_mounted_through_any_controller_refuses_delete_and_detach(host):
+    shared_subsystem(host)
+    host.mount("/dev/nvme1n2 /srv/shared ext4 rw 0 0")
+    nvme = FakeNvme(host)
+    for call in (lambda: destructive.delete_namespace(nvme, "/dev/nvme0", "SNS", 2),
+                 lambda: destructive.attach_namespace(nvme, "/dev/nvme0", "SNS", 2, [0, 1], detach=True)):
+        with pytest.raises(GuardRefused, match="in use .*/dev/nvme1n2 on /srv/shared") as e:
+            call()
+        assert "\n" not in str(e.value)
+    assert not nvme.ran

@@ -46,9 +46,17 @@ class Permit:
     targets: frozenset
     serial: str | None = None
     overridden: bool = False
+    # (target as given, the canonical path the guard judged it to be): what the command opens, so a
+    # link re-pointed after the check cannot redirect it
+    opens: tuple = ()
 
     def covers(self, action: str, target: str | None) -> bool:
         return self.action == action and (target is None or target in self.targets)
+
+    def opened(self, target: str) -> str:
+        """The path a command opens for ``target``: the canonical one the guard judged, or ``target``
+        as given (a file fio lays out, no link in its way; or the guard overridden)."""
+        return dict(self.opens).get(target, target)
 
 
 # -- the value check ----------------------------------------------------------------------------------
@@ -381,7 +389,7 @@ def fio_job_file(plan, log_prefix: str | None, permit: Permit | None = None) -> 
     if missing:
         raise UnsafeArgument(f"this fio plan writes to {', '.join(repr(t) for t in missing)}: writes run only "
                              "through powerrig.dut.destructive (Fio.run with the drive's serial), which checks the drive")
-    g = [(k, fio_value(k, v)) for k, v in plan.global_options.items()]
+    g = [(k, fio_value(k, _opened(permit, k, v))) for k, v in plan.global_options.items()]
     io_log = bool(getattr(plan, "io_log", False))
     if log_prefix is not None:
         avg = 0 if io_log else int(plan.log_avg_msec)     # 0: a line per I/O (its completion and latency)
@@ -390,11 +398,20 @@ def fio_job_file(plan, log_prefix: str | None, permit: Permit | None = None) -> 
         g.append(("group_reporting", "1"))
     lines = ["; written by powerrig", "[global]"] + [f"{k}={v}" for k, v in g]
     for name, opts, _ in sections:
-        lines += ["", f"[{name}]"] + [f"{k}={v}" for k, v in opts]
+        lines += ["", f"[{name}]"] + [f"{k}={fio_value(k, _opened(permit, k, v))}" for k, v in opts]
         if log_prefix is not None:
             log = fio_value("write_bw_log", f"{log_prefix}/{name}")
             lines += [f"write_lat_log={log}"] if io_log else [f"write_bw_log={log}", f"write_iops_log={log}"]
     return "\n".join(lines) + "\n"
+
+
+def _opened(permit: Permit | None, key: str, value):
+    """A filename= value as fio is to open it: each ':'-separated name the canonical path the guard
+    judged for it (the permit's), so a link re-pointed after the check cannot redirect the write; the
+    plan (and so reports, phases, traces) keeps the names the user gave."""
+    if key != "filename" or permit is None or not permit.opens:
+        return value
+    return ":".join(permit.opened(f) for f in str(value).split(":"))
 
 
 def fio_argv(program, job_file: str, output: str, output_format: str = "json",

@@ -15,9 +15,11 @@ here that calls :func:`permit` on the device it acts on, then runs the command w
 """
 from __future__ import annotations
 
+import os
+
 from powerrig.core.errors import ToolError
-from powerrig.dut.commands import FIO_WRITE, GUARDED_FEATURES, Permit, fio_write_targets
-from powerrig.dut.guard import DriveGuard, GuardRefused, is_drive, resolve
+from powerrig.dut.commands import FIO_WRITE, GUARDED_FEATURES, Permit, UnsafeArgument, fio_value, fio_write_targets
+from powerrig.dut.guard import BROADCAST, DriveGuard, GuardRefused, RemoteHostView, is_drive, opens, resolve
 
 
 def permit(nvme, action: str, dev: str, serial: str | None, allow_unguarded: bool = False,
@@ -33,14 +35,16 @@ def permit(nvme, action: str, dev: str, serial: str | None, allow_unguarded: boo
         if not want & set(target.controllers):
             raise GuardRefused(f"refusing {action} on {dev}: it is a namespace of {', '.join(target.controllers)}, "
                                f"not of {controller} (the drive checked); name a namespace of that controller")
-    paths = {dev} | ({target.path} if target is not None and target.path else set())
-    return Permit(action, frozenset(paths), serial, overridden=target is None)
+    judged = target.path if target is not None and target.path else None
+    paths = {dev} | ({judged} if judged else set())
+    return Permit(action, frozenset(paths), serial, overridden=target is None,
+                  opens=((dev, judged),) if judged else ())
 
 
 def opened(p: Permit, dev: str) -> str:
     """The path the command opens: the canonical one the guard judged (a link changed after the check
     cannot redirect it), or dev as given when the guard was overridden."""
-    return next((t for t in sorted(p.targets) if t != dev), dev)
+    return p.opened(dev)
 
 
 def _run(nvme, action: str, dev: str, options: list[str], meta: dict, p: Permit, timeout: float) -> None:
@@ -97,19 +101,36 @@ def create_namespace(nvme, controller: str, serial: str | None, blocks: int, flb
 
 def delete_namespace(nvme, controller: str, serial: str | None, nsid: int, allow_unguarded: bool = False,
                      timeout: float = 60.0) -> None:
-    p = permit(nvme, "delete-ns", controller, serial, allow_unguarded)
+    """``nvme delete-ns`` of namespace ``nsid``, judged through the controller as format's nsid is:
+    it must be a namespace attached there (else refused: the guard cannot tell what it holds), and
+    nothing of the subsystem mounted, through any controller."""
+    p = permit(nvme, "delete-ns", controller, serial, allow_unguarded, nsid=_nsid(nsid))
     _run(nvme, "delete-ns", opened(p, controller), [f"--namespace-id={int(nsid)}"],
          {"device": controller, "nsid": nsid}, p, timeout)
 
 
 def attach_namespace(nvme, controller: str, serial: str | None, nsid: int, controller_ids: list[int],
                      detach: bool = False, allow_unguarded: bool = False, timeout: float = 60.0) -> None:
-    """``nvme attach-ns`` (or ``detach-ns``) of namespace ``nsid`` to the controllers with these ids."""
+    """``nvme attach-ns`` (or ``detach-ns``) of namespace ``nsid`` to the controllers with these ids.
+    The nsid is judged through the controller (detach: it must be attached there; attach: when it
+    already is, that namespace, else the controller's), a mount through any controller refuses."""
     action = "detach-ns" if detach else "attach-ns"
-    p = permit(nvme, action, controller, serial, allow_unguarded)
+    nsid = _nsid(nsid)
+    judged = nsid
+    if not detach and not allow_unguarded and nsid not in resolve(controller, nvme.host, BROADCAST).nsids:
+        judged = None       # attaching a namespace the controller has not yet: the controller, all it has
+    p = permit(nvme, action, controller, serial, allow_unguarded, nsid=judged)
     ids = ",".join(str(int(c)) for c in controller_ids)
     _run(nvme, action, opened(p, controller), [f"--namespace-id={int(nsid)}", f"--controllers={ids}"],
          {"device": controller, "nsid": nsid, "controllers": list(controller_ids)}, p, timeout)
+
+
+def _nsid(nsid) -> int:
+    """A single namespace id (1..FFFFFFFEh): delete-ns and attach-ns name one namespace."""
+    if isinstance(nsid, bool) or not isinstance(nsid, int) or not 1 <= nsid < BROADCAST:
+        raise GuardRefused(f"namespace id {nsid!r} is not one namespace (1 to {BROADCAST - 1}); name the namespace "
+                           "to delete, attach or detach")
+    return nsid
 
 
 def firmware_download(nvme, controller: str, serial: str | None, image: str, allow_unguarded: bool = False,
@@ -152,13 +173,60 @@ def fio_write(fio, plan, serial: str | None, allow_unguarded: bool = False) -> P
         host = host_view(None, fio.remote)
     drives = [t for t in targets if is_drive(t, host)]
     overridden = False
+    opened = {}
     if drives:
         if nvme is None:
             raise GuardRefused(f"refusing a fio write workload on {', '.join(drives)}: this Fio has no NvmeCli to "
                                "read the drive's serial with; build the pair with powerrig.dut.runners(rig)")
         for d in drives:
-            overridden = permit(nvme, FIO_WRITE, d, serial, allow_unguarded).overridden or overridden
-    return Permit(FIO_WRITE, frozenset(targets), serial, overridden)
+            p = permit(nvme, FIO_WRITE, d, serial, allow_unguarded)
+            overridden = p.overridden or overridden
+            opened[d] = p.opened(d)
+    for t in targets:
+        if t and t not in opened:
+            opened[t] = _file_opened(t, host)
+    for t, c in opened.items():
+        if c != t:
+            _fio_can_open(t, c)
+    return Permit(FIO_WRITE, frozenset(targets), serial, overridden,
+                  opens=tuple(sorted((t, c) for t, c in opened.items() if c != t)))
+
+
+def _file_opened(t: str, host) -> str:
+    """What fio is to open for a write target that is no drive: a file it lays out. When a link leads
+    there (the canonical path is not the one written, made absolute), the file the link led to when it
+    was judged a file, so a link re-pointed afterwards (to a drive) cannot redirect the write; else t
+    as given. Only where the kernel opens the very same file by either name (``lnk/`` or ``lnk/..``
+    of a link to a file fail there, though realpath mends them): checked by stat here, and on a drive
+    host kept to plain absolute names (its working directory and kernel are that host's)."""
+    if isinstance(host, RemoteHostView):
+        plain = t.startswith("/") and all(c not in ("", ".", "..") for c in t.split("/")[1:])
+        seen = opens(t, host) if plain else None
+        return seen[1] if seen is not None and seen[0] == "file" else t
+    seen = opens(t, host)
+    if seen is None or seen[0] not in ("file", "missing") or os.path.basename(t) in ("", ".", ".."):
+        return t
+    kind, canonical = seen
+    if canonical == os.path.normpath(os.path.abspath(t)):
+        return t
+    try:
+        same = os.path.samefile(t, canonical) if kind == "file" else \
+            os.path.samefile(os.path.dirname(t) or ".", os.path.dirname(canonical))
+    except OSError:
+        return t
+    return canonical if same else t
+
+
+def _fio_can_open(given: str, canonical: str) -> None:
+    """The canonical path goes into fio's filename=: one name fio reads as written, or GuardRefused."""
+    if ":" in canonical:
+        raise GuardRefused(f"refusing a fio write to {given}: it is {canonical}, whose ':' fio reads as a list of "
+                           "files; write to a path without ':'")
+    try:
+        fio_value("filename", canonical)
+    except UnsafeArgument as e:
+        raise GuardRefused(f"refusing a fio write to {given}: it is {canonical}, which fio would read otherwise "
+                           f"({e})") from None
 
 
 POWER_OUTPUTS = ("12V", "3V3", "PERST", "PWRDIS")

@@ -556,7 +556,9 @@ class Fio:
             watch = self._presence(plan)
             with StatusFollower(output, on_status) if follow else nullcontext(), watch or nullcontext():
                 done = run_tool(argv, self.timeline, FIO, name, "fio", timeout, self.env, check=False,
-                                meta={"job_file": str(job_file), "output": str(output)}, remote=self.remote)
+                                meta={"job_file": str(job_file), "output": str(output),
+                                      **({"opened": dict(permit.opens)} if permit is not None and permit.opens else {})},
+                                remote=self.remote)
             t_return = time.time()
             if trace is not None:
                 trace.stop()

@@ -31,7 +31,7 @@ from powerrig.core.timeline import NOTE
 logger = logging.getLogger(__name__)
 
 __all__ = ["BOOT_MOUNTS", "BROADCAST", "DriveGuard", "GuardRefused", "HostView", "RemoteHostView", "Target",
-           "check_destructive", "guard_destructive", "host_view", "in_use", "is_drive", "judge", "resolve"]
+           "check_destructive", "guard_destructive", "host_view", "in_use", "is_drive", "judge", "opens", "resolve"]
 
 
 class GuardRefused(PowerrigError):
@@ -99,6 +99,22 @@ def is_drive(path: str, host: HostView | None = None) -> bool:
     if isinstance(host, RemoteHostView):
         return bool(host.probe(path).get("drive"))
     return sysfs.is_drive(path, host)
+
+
+def opens(path: str, host: HostView | None = None) -> tuple[str, str] | None:
+    """(kind, canonical path) of what ``path`` opens on the host that runs the command (kind: block,
+    char, file, dir, other, missing; sysfs.identify), or None when that cannot be told there."""
+    host = host or HostView()
+    if isinstance(host, RemoteHostView):
+        got = host.probe(path)
+        if "target" in got:
+            return "device", got["target"]["path"]
+        return (got["kind"], got["path"]) if got.get("kind") and got.get("path") else None
+    try:
+        ident = sysfs.identify(path, host)
+    except sysfs.NotResolvable:
+        return None
+    return ident["kind"], ident["path"]
 
 
 def resolve(dev: str, host: HostView | None = None, nsid: int | None = None) -> Target:

@@ -461,7 +461,8 @@ def probe(dev: str, host: HostView, nsid: int | None = None, ident: dict | None 
     try:
         t = resolve(dev, host, nsid, ident)
     except NotResolvable as e:
-        return {"drive": drive, "refused": str(e), "path": ident["path"], "devno": ident["devno"]}
+        return {"drive": drive, "refused": str(e), "path": ident["path"], "devno": ident["devno"],
+                "kind": ident["kind"]}
     d = asdict(t)
     d["blocks"] = sorted(t.blocks)
     d.pop("remote_uses")

@@ -274,3 +274,80 @@ def test_a_rig_port_with_control_characters_is_refused_at_check(tmp_path, port):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, (r.stdout, r.stderr)
     assert ": rig.port (line 5): " in r.stderr and "remove it" in r.stderr, r.stderr
     assert not any(c in r.stderr for c in "\x1b\x07\r\u202e")
+
+
+# -- a plan on `rig:ID`: the running rig's namespaces, judged at --check as at bring-up (issue 36) ---------
+RIG_PLAN = """name = "p"
+power_states = [0]
+[rig]
+port = "rig:{rig}"
+[drive]
+serial = "SN1"
+{drive}
+[[workload]]
+name = "r"
+rw = "read"
+{streams}
+"""
+
+
+@pytest.fixture
+def running_rig(simdir):
+    import json
+    r = run_cli("sim", "start", "--profile", "micron-fdp")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def _check(tmp_path, text):
+    p = tmp_path / "p.toml"
+    p.write_text(text)
+    return run_cli("sweep", str(p), "--check")
+
+
+def test_check_judges_a_plans_namespace_against_the_running_rig(running_rig, tmp_path):
+    """Before: `--check` passed a plan naming a namespace the running rig lacks; only bring-up refused it."""
+    st = running_rig
+    r = _check(tmp_path, RIG_PLAN.format(rig=st["id"], drive='namespace = "/dev/nvme0n9"', streams=""))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, (r.stdout, r.stderr)
+    assert "drive.namespace /dev/nvme0n9 is not one of this rig's" in r.stderr
+    assert f"namespaces {', '.join(st['namespaces'])}" in r.stderr, r.stderr
+    r = _check(tmp_path, RIG_PLAN.format(rig=st["id"], drive='namespace = "/dev/nvme0n3"', streams=""))
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+def test_check_judges_a_streams_namespace_against_the_running_rig(running_rig, tmp_path):
+    """Before: streams[].namespace on a virtual rig was never compared with the rig's namespaces."""
+    st = running_rig
+    bad = 'streams = [{rw = "read"}, {rw = "read", namespace = "/dev/nvme0n9"}]'
+    r = _check(tmp_path, RIG_PLAN.format(rig=st["id"], drive="", streams=bad))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, (r.stdout, r.stderr)
+    assert "workload[0].streams[1].namespace /dev/nvme0n9 is not one of this rig's" in r.stderr, r.stderr
+    good = 'streams = [{rw = "read"}, {rw = "read", namespace = "/dev/nvme0n2"}]'
+    r = _check(tmp_path, RIG_PLAN.format(rig=st["id"], drive="", streams=good))
+    assert r.returncode == 0, r.stderr
+
+
+def test_bring_up_refuses_a_streams_namespace_the_rig_lacks(running_rig):
+    from powerrig.sweep.rig import bring_up
+
+    st = running_rig
+    bad = 'streams = [{rw = "read", namespace = "/dev/nvme0n9"}]'
+    with pytest.raises(PlanError, match=r"workload\[0\]\.streams\[0\]\.namespace /dev/nvme0n9 is not one of this "
+                                        "rig's: the rig .* has controller /dev/nvme0 and namespaces") as e:
+        bring_up(parse(RIG_PLAN.format(rig=st["id"], drive="", streams=bad)))
+    assert "\n" not in str(e.value)
+    prep = RIG_PLAN.format(rig=st["id"], drive="", streams="") + \
+        '[preparation]\nkind = "fio"\n[preparation.job]\nrw = "read"\nstreams = [{rw = "read", namespace = "/dev/nvme0n12"}]\n'
+    with pytest.raises(PlanError, match=r"preparation\.job\.streams\[0\]\.namespace /dev/nvme0n12 is not one of"):
+        bring_up(parse(prep))
+    good = 'streams = [{rw = "read", namespace = "/dev/nvme0n2"}]'
+    rig = bring_up(parse(RIG_PLAN.format(rig=st["id"], drive="", streams=good)))
+    assert rig.namespaces == st["namespaces"]
+
+
+def test_check_says_it_cannot_judge_a_rig_that_is_not_running(simdir, tmp_path):
+    r = _check(tmp_path, RIG_PLAN.format(rig="0badc0de", drive='namespace = "/dev/nvme0n9"', streams=""))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, (r.stdout, r.stderr)
+    note = [ln for ln in r.stdout.splitlines() if "0badc0de" in ln]
+    assert len(note) == 1 and "not running" in note[0] and "cannot check" in note[0], r.stdout

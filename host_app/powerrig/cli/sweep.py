@@ -34,9 +34,13 @@ def run(args) -> int:
 
     plan = load(args.plan)
     if args.check:
+        from powerrig.sweep.rig import check_running
+        note = check_running(plan)          # a running rig:ID judged as bring-up will; else why not now
         for s in plan.steps():
             print(f"{s.index + 1:3d}  {s.key:<40} {s.name}")
         print(f"plan {plan.name!r} ok: {len(plan.steps())} steps, about {hms(plan.estimate_s())}, hash {plan.hash}")
+        if note:
+            print(note)
         return 0
     out = Path(args.out) if args.out else Path("out/sweeps") / f"{_slug(plan.name)}-{time.strftime('%Y%m%d-%H%M%S')}"
     if args.out:

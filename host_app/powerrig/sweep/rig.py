@@ -2,7 +2,8 @@
 rig (`sim:PROFILE`, `sim:qemu` for the real NVMe stack in a QEMU guest, started here and stopped
 afterwards, or `rig:ID`, one `powerrig sim start` left running), with the nvme-cli and fio commands and the
 drive paths to use: on a virtual rig the plan's drive.controller and drive.namespace when it names them
-(they must be the rig's), else the rig's own."""
+(they must be the rig's), else the rig's own; a stream's own namespace must be the rig's too. `sweep
+--check` judges a `rig:ID` plan against that rig when it is running (check_running)."""
 from __future__ import annotations
 
 import logging
@@ -109,7 +110,8 @@ def drive_names(plan, st: dict, drive_host: str | None = None) -> tuple[str, lis
 
     ctrl, nss = st["controller"], list(st["namespaces"])
     want_c, want_n = _named(plan, "controller"), _named(plan, "namespace")
-    if not (want_c or want_n):
+    streams = stream_namespaces(plan)
+    if not (want_c or want_n or streams):
         return ctrl, nss
     from powerrig.dut.guard import host_view
     from powerrig.dut.remote import drive_host as remote_of
@@ -119,13 +121,53 @@ def drive_names(plan, st: dict, drive_host: str | None = None) -> tuple[str, lis
     if want_c and not same(plan.drive.controller, ctrl):
         raise PlanError(f"drive.controller {plan.drive.controller} is not this rig's: {has}; name one of those "
                         "or leave drive.controller out")
+    hit = None
     if want_n:
         hit = next((n for n in nss if same(plan.drive.namespace, n)), None)
         if hit is None:
             raise PlanError(f"drive.namespace {plan.drive.namespace} is not one of this rig's: {has}; name one "
                             "of those or leave drive.namespace out")
+    for key, ns in streams:           # a stream's own namespace is used as written: the rig's it must be
+        if not any(same(ns, n) for n in nss):
+            raise PlanError(f"{key} {ns} is not one of this rig's: {has}; name one of those or leave the "
+                            "stream's namespace out (it then uses the drive's)")
+    if want_n:
         nss = [plan.drive.namespace] + [n for n in nss if n != hit]
     return (plan.drive.controller if want_c else ctrl), nss
+
+
+def stream_namespaces(plan) -> list[tuple[str, str]]:
+    """(key, namespace) of every stream that names its own namespace (workloads and the preparation's
+    job), the key as --check names it: ``workload[0].streams[1].namespace``."""
+    out = []
+    jobs = [(f"workload[{k}]", w) for k, w in enumerate(plan.workloads)]
+    if plan.preparation.job is not None:
+        jobs.append(("preparation.job", plan.preparation.job))
+    for where, w in jobs:
+        for k, s in enumerate(w.streams):
+            if s.namespace is not None:
+                out.append((f"{where}.streams[{k}].namespace", s.namespace))
+    return out
+
+
+def check_running(plan) -> str | None:
+    """``sweep --check`` of a plan on ``rig:ID``: the plan's drive.controller, drive.namespace and
+    streams' namespaces judged against the running rig as bring-up judges them (PlanError, one line
+    listing what the rig has), or a note that the rig is not running so they cannot be checked now."""
+    rig_id = plan.rig.running_rig
+    if not rig_id:
+        return None
+    from powerrig.core import rig_registry
+    st = next((x for x in rig_registry.running() if x["id"] == rig_id), None)
+    if st is not None:
+        drive_names(plan, st, st.get("drive_host") or plan.drive.host or None)
+        return None
+    named = [f"drive.{k}" for k in ("controller", "namespace") if _named(plan, k)] + \
+        [k for k, _ in stream_namespaces(plan)]
+    if not named:
+        return None
+    return (f"note: rig {rig_id} is not running, so --check cannot check {', '.join(named)} against its "
+            "namespaces now; bring-up does (or start it and check again)")
 
 
 def open_interposer(port: str, wait_s: float = 0.0, what: str = "rig.port", reply_timeout: float = 2.0):

@@ -127,24 +127,39 @@ def arm_burst(dev, off_us: int, trigger_w: float, timeout: float):
     return th, got
 
 
-def burst_figures(burst, with_cut: bool, holdup_threshold_v: float) -> dict:
+def burst_figures(burst, with_cut: bool, holdup_threshold_v: float, edges: list[dict] | None = None) -> dict:
     """Hold-up after the cut and inrush at the restore, from the raw burst of :func:`arm_burst` (None
-    where it has none; a hot-plug's removal is too long before the insertion for the burst to hold it)."""
+    where it has none, with the reason). ``edges``: the executed edges the interposer reported; the
+    cut is found in the samples on its sample wherever they can show it, and where they cannot (on the
+    burst's first sample, or before the burst: an off time longer than the burst holds) the hold-up
+    counts from the reported cut while the drive side's decay is inside the burst
+    (power_events.cut_holdup)."""
     th, got = burst
     th.join(40)
     b = got.get("burst")
     if b is None:
-        return {"holdup_s": None, "inrush_peak_a": None, "inrush_charge_c": None,
-                "burst_error": got.get("error", "no burst")}
+        why = got.get("error", "no burst")
+        return {"holdup_s": None, "inrush_peak_a": None, "inrush_charge_c": None, "burst_error": why,
+                "holdup_reason": f"no burst ({why})"}
     v, i, _ = b.rail("12V")
-    cut = power_events.find_fall(i) if with_cut else -1
+    out: dict = {}
+    cut = -1
+    if with_cut:
+        off = next((e for e in edges or [] if e["output"] == "12V" and e["level"] == 0), None)
+        rep = off["index"] - b.first_index if off is not None else None
+        ch = power_events.cut_holdup(v, i, holdup_threshold_v, PERIOD_S, reported=rep)
+        cut = ch["cut"] if ch["cut"] is not None else -1
+        out.update({"holdup_s": ch["holdup_s"], "cut_found_at": b.first_index + cut if cut >= 0 else None,
+                    **{k: ch[k] for k in ("cut_reason", "holdup_reason", "holdup_from") if ch[k]}})
+        if cut < 0 and rep is not None and 0 < rep < len(i):
+            cut = rep
+    else:
+        out.update({"holdup_s": None, "cut_found_at": None,
+                    "holdup_reason": "no cut in this burst (a removal long before the insertion it holds)"})
     r = power_events.find_rise(i[max(cut, 0):])
     rise = max(cut, 0) + r if r >= 0 else -1
-    holdup = power_events.holdup_s(v, cut, holdup_threshold_v, PERIOD_S) if cut >= 0 else math.nan
     ir = power_events.inrush(i, rise, PERIOD_S, min(BURST_POST, len(i) - rise)) if rise >= 0 else {}
-    return {"holdup_s": holdup if math.isfinite(holdup) else None, "inrush_peak_a": ir.get("peak_a"),
-            "inrush_charge_c": ir.get("charge_c"),
-            "cut_found_at": b.first_index + cut if cut >= 0 else None,
+    return {**out, "inrush_peak_a": ir.get("peak_a"), "inrush_charge_c": ir.get("charge_c"),
             "on_found_at": b.first_index + rise if rise >= 0 else None}
 
 
@@ -225,7 +240,7 @@ class PowerLossStep:
         self.tl.add(Event(NOTE, NOTE_NAMES[pl.kind], t_cut, t_ready, ok=True,
                           meta={"power_cycle": powered, "kind": pl.kind, "planned": True, "step": self.step.key,
                                 "cycle": k + 1, "edges": edges}))
-        rails = burst_figures(burst, pl.kind == "cut", pl.holdup_threshold_v) if powered else {}
+        rails = burst_figures(burst, pl.kind == "cut", pl.holdup_threshold_v, edges) if powered else {}
         acknowledged = self._acknowledged(d / f"{pl.name}.json")
         c = verify.classify(self.fio, pl.name, self.namespace, pl.bs, pl.iodepth, acknowledged, randseed=seed)
         return {"cycle": k + 1, "kind": pl.kind, "seed": seed, "cut_ms": cut_ms, "off_ms": off_ms, "edges": edges,

@@ -81,8 +81,17 @@ def available() -> list[str]:
     return sorted(p.stem for p in PROFILE_DIR.glob("*.toml"))
 
 
+def _merged(base: dict, over: dict) -> dict:
+    """``over`` on ``base``: tables merged key by key, anything else (values, arrays) replaced."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merged(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
+    return out
+
+
 def load(name_or_path: str | Path) -> Profile:
-    """A profile by name (``d5-p5336``) or by path to a .toml file."""
+    """A profile by name (``d5-p5336``) or by path to a .toml file. A profile with ``extends = "NAME"``
+    is that profile with its own tables and values over it (the referee's drives of known dishonesty)."""
     p = Path(name_or_path)
     if p.suffix != ".toml":
         p = PROFILE_DIR / f"{name_or_path}.toml"
@@ -92,6 +101,20 @@ def load(name_or_path: str | Path) -> Profile:
         d = tomllib.loads(p.read_text())
     except tomllib.TOMLDecodeError as e:
         raise ProfileError(f"drive profile {p} is not valid TOML: {e}") from None
+    if "extends" in d:          # a variant of another profile: its tables with these values over them
+        base_name = d.pop("extends")
+        if Path(str(base_name)).stem == p.stem:
+            raise ProfileError(f"drive profile {p} extends itself")
+        base = Path(str(base_name)) if str(base_name).endswith(".toml") else PROFILE_DIR / f"{base_name}.toml"
+        if not base.is_file():
+            raise ProfileError(f"drive profile {p} extends {base_name!r}, which is no profile")
+        try:
+            raw = tomllib.loads(base.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise ProfileError(f"drive profile {base} is not valid TOML: {e}") from None
+        if "extends" in raw:
+            raise ProfileError(f"drive profile {p} extends {base_name!r}, which extends another: one level only")
+        d = _merged(raw, d)
     try:
         ident = d["identity"]
         states = tuple(PowerState(**s) for s in sorted(d["power_state"], key=lambda s: s["ps"]))

@@ -441,6 +441,7 @@ class Sweep:
             rail_v = RailVolts(step.margin.rail)
             on_block = rail_v.feed if self.on_block is None else (lambda b: (rail_v.feed(b), self.on_block(b)))
         # progress often: the step waits on it for the level before set-feature
+        ipm, ipm_polls = None, []
         rec = Recorder(dev, capture, interval_us=plan.rig.interval_us, metadata=meta, timeline=tl, on_progress=live,
                        progress_every_s=0.1, on_block=on_block)
         rec.start()
@@ -465,6 +466,7 @@ class Sweep:
             self._check_link(rec)
             margin_v = self._margin(step, tl, nvme, rail_v, margin_stack) if step.margin is not None else None
             sr = self._self_report_start(nvme) if plan.checks.self_reported_power else None
+            ipm = self._ipm_poller(nvme) if sr is not None else None     # the referee's IPM each second
             idle = tl.begin(PHASE, "idle", meta={"idle": True, "power_state": step.power_state})
             time.sleep(plan.timing.idle_s)
             tl.end(idle)
@@ -476,6 +478,8 @@ class Sweep:
                 measure_name, bw_rounds, steady = self._workload(step, tl, nvme, fio, fio_dir, rec)
                 if sr is not None:
                     self._self_report(nvme, tl, measure_name, sr)
+            if ipm is not None:
+                ipm_polls = ipm()
             cycles = None
             if step.power_loss is not None:
                 cycles = self._power_loss(dev, step, tl, nvme, fio, fio_dir)
@@ -485,6 +489,8 @@ class Sweep:
             nvme.smart_log(rig.controller)                  # the thermal reading after ...
             time.sleep(max(0.0, 0.3 - (time.time() - t_after)))   # ... while the last intervals reach the capture
         finally:
+            if ipm is not None and not ipm_polls:
+                ipm()                                       # the poller stopped, however the step ended
             try:
                 margin_stack.close()                        # the margined rail back at nominal, however it ended
             finally:
@@ -497,6 +503,7 @@ class Sweep:
         t_an = time.monotonic()
         with CaptureReader(capture) as cap:
             an = analyse(cap, cap.events, cap.metadata)
+            verdicts = self._referee(cap, tl, ipm_polls) if plan.checks.self_reported_power else []
         t_an = time.monotonic() - t_an
         phases = measure.phase_rows(an)
         extra = []
@@ -508,6 +515,7 @@ class Sweep:
                                     step.power_state)
         self._prev_ps = step.power_state
         extra += measure.self_reported(an, plan.checks.self_reported_tolerance_pct)
+        extra += measure.referee(verdicts)
         if margin_v is not None:
             from powerrig.sweep import margin
             extra += margin.measurements(step.margin, step.margin_v, margin_v["measured_v"], margin_v["during_v"])
@@ -598,10 +606,60 @@ class Sweep:
             self._emit("note", text=f"self-reported power over {name}: the drive counted no interval")
             return
         t0, t1 = claims.interval_span(log, self._sr_interval, t_start, t_stop)
+        bin_w = log.phbs_mw / 1000.0 if log.phbs_mw else None
+        claim = {"t0": t0, "t1": t1, "avg_w": log.aipwr_w, "max_w": log.mipwr_w,
+                 "max_t": log.mipwrt.utc if log.mipwr_w is not None else None,
+                 "counts": [b.count for b in log.bins], "bin_w": bin_w, "interval_s": self._sr_interval or None,
+                 "pmc": log.pmc, "estimated": log.estimated,
+                 "ipwrpe": 255 if log.ipwrpe_pct is None else log.ipwrpe_pct, "overflow": log.phdoc}
         tl.add(Event(PHASE, f"{measure.SELF_REPORT}{name}", t0, t1, ok=True,
                      meta={"self_report_w": log.aipwr_w, "self_report_intervals": log.pmc,
                            "self_report_max_w": log.mipwr_w, "self_report_error_bound_pct": log.ipwrpe_pct,
-                           "self_report_estimated": log.estimated, "interval_s": self._sr_interval or None}))
+                           "self_report_estimated": log.estimated, "interval_s": self._sr_interval or None,
+                           "referee_claim": claim}))
+
+    def _ipm_poller(self, nvme):
+        """Read SMART's IPM (the drive's power over its last second) about every second on a thread, for the
+        referee's lag verdict; returns a function that stops it and gives [(host UTC of the read, W)]."""
+        from powerrig.dut import claims
+
+        stop, polls = threading.Event(), []
+        ctrl = self._rig.controller
+
+        def run():
+            t_next = time.time()
+            while not stop.is_set():
+                t0 = time.time()
+                try:
+                    sp = claims.read_smart_power(nvme, ctrl)
+                    polls.append((0.5 * (t0 + time.time()), sp.ipm_w))
+                except PowerrigError as e:
+                    logger.info("IPM poll: %s", e)
+                t_next += 1.0
+                if stop.wait(max(0.0, t_next - time.time())):
+                    return
+
+        th = threading.Thread(target=run, name="ipm-poller", daemon=True)
+        th.start()
+
+        def finish():
+            stop.set()
+            th.join(timeout=10)
+            return list(polls)
+        return finish
+
+    def _referee(self, cap, tl, polls) -> list:
+        """The referee's verdicts (analysis/referee.py) of every window the drive measured and of its IPM."""
+        from powerrig.analysis import referee
+
+        out = []
+        for e in tl.events(kind=PHASE):
+            claim = (e.meta or {}).get("referee_claim")
+            if claim and e.name.startswith(measure.SELF_REPORT):
+                out += referee.referee_window(cap, claim, e.name[len(measure.SELF_REPORT):])
+        if polls:
+            out.append(referee.referee_ipm(cap, polls))
+        return out
 
     def _check_link(self, rec) -> None:
         t = getattr(rec, "_thread", None)       # the stand-in tells early; the real recorder at the end

@@ -139,3 +139,17 @@ def self_reported(an, tolerance_pct: float) -> list[dict]:
                 _m("power.self_reported.error_pct", of, err, "%", "pass" if ok else "fail", lower=-tolerance_pct,
                    upper=tolerance_pct, requirement_met=ok)]
     return out
+
+
+def referee(verdicts) -> list[dict]:
+    """The referee's verdicts (analysis/referee.py) as measurements: the error as the value with the bound
+    as its limits, the outcome (pass / fail / n/a), and the claim, the truth and why in the notes."""
+    out = []
+    for v in verdicts:
+        b = _num(v.bound)
+        lower = None if b is None or v.name in ("referee.histogram", "referee.ipm_lag") else -b
+        notes = {"claim": _num(v.claim), "truth": _num(v.truth), "units": v.units, "why": v.why, **(v.notes or {})}
+        out.append(_m(v.name, v.phase, v.error, v.error_units, v.outcome, lower=lower, upper=b,
+                      requirement_met=v.outcome == "pass" if v.outcome != "n/a" else None,
+                      notes=json.dumps(notes, default=lambda o: None)))
+    return out

@@ -1,0 +1,252 @@
+"""The referee: what a drive says about its own power put beside what the slot measured (issue 38).
+
+Pure: it takes the drive's claims as plain numbers (decoded elsewhere, dut/claims.py) and the
+interposer's total power through an AnalysisSource (a capture, or arrays), and returns one Verdict per
+claim: the claim, the truth over the same span, the error, the bound it is judged by and an outcome
+(``pass`` / ``fail`` / ``n/a`` with why). The outcomes are the results store's words (schema.py).
+
+Per window the drive measured (a Set Features 25h start .. stop, log 25h read after):
+
+- ``referee.avg_power``: AIPWR against the interposer's mean over the span the drive's intervals
+  cover. Error in % of the truth; bound: the drive's own stated error IPWRPE, or DEFAULT_ERROR_PCT when
+  it states none (255).
+- ``referee.max_power``: MIPWR against the interposer's largest mean over a sliding window of the
+  drive's own sampling interval (IPMSR) inside the span; same bound.
+- ``referee.histogram``: the 250 mW histogram against the interposer's histogram of consecutive
+  windows of that interval over the span: the earth mover's distance between the two (W: how far the
+  drive's power mass sits from the truth's), judged against bound x truth mean + half a bin (what a
+  histogram of 250 mW bins cannot resolve). The total variation distance is given beside it.
+- ``referee.measured``: a drive that sets "estimated, not measured" (PMA bit 2) fails this one:
+  an estimate is not a measurement, however close it comes; its numbers are still refereed.
+
+Over the whole step, SMART's IPM polled about every second (``referee.ipm_lag``): each poll against the
+interposer's mean over the second before it, and the lag at which the two series agree best
+(Pearson correlation over lags 0..LAG_SEARCH_S by LAG_STEP_S); more than LAG_LIMIT_S fails. A step
+whose power did not change during the polls has no lag to find: n/a.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from powerrig.core.names import TOTAL_POWER
+
+DEFAULT_ERROR_PCT = 5.0     # the bound when the drive states none (IPWRPE 255)
+NOT_REPORTED = 255
+BIN_W = 0.25                # the histogram's bin (PHBS shall be 250 mW)
+LAG_LIMIT_S = 1.0           # IPM may lag the slot's last second by at most this
+LAG_SEARCH_S = 10.0
+LAG_STEP_S = 0.1
+MIN_CHANGE_W = 0.5          # the polls' truth must move this much for a lag to be found
+
+
+@dataclass
+class Verdict:
+    name: str                       # referee.avg_power, ...
+    phase: str                      # the window (or "ipm")
+    claim: float | None             # what the drive says
+    truth: float | None             # what the slot measured over the same span
+    error: float | None             # claim against truth (units below)
+    units: str                      # of claim / truth
+    error_units: str                # of error and bound
+    bound: float | None             # the error allowed
+    outcome: str                    # pass | fail | n/a
+    why: str                        # one line: how it was judged, or why it could not be
+    notes: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def stated_bound(ipwrpe) -> tuple[float, str]:
+    """(bound %, where it comes from): the drive's IPWRPE, or the default when it states none."""
+    if ipwrpe is None or int(ipwrpe) == NOT_REPORTED:
+        return DEFAULT_ERROR_PCT, f"the drive states no error bound (IPWRPE 255): default {DEFAULT_ERROR_PCT:g} %"
+    return float(ipwrpe), f"the drive's stated error bound IPWRPE {int(ipwrpe)} %"
+
+
+def _total(source, t0: float, t1: float) -> tuple[np.ndarray, float]:
+    """The interposer's total power from host UTC t0 to t1 (NaN in gaps) and the time of its first sample."""
+    a = max(0, int(math.floor(float(source.sample_id(t0)))))
+    b = min(int(source.length), int(math.ceil(float(source.sample_id(t1)))))
+    if b <= a:
+        return np.empty(0), t0
+    parts = [c[TOTAL_POWER] for _, c in source.chunks([TOTAL_POWER], a, b)]
+    return np.concatenate(parts).astype(np.float64), float(source.utc(a))
+
+
+def _sliding_means(x: np.ndarray, n: int) -> np.ndarray:
+    c = np.concatenate([[0.0], np.cumsum(x)])
+    return (c[n:] - c[:-n]) / n
+
+
+def histogram_distance(drive_counts, drive_bin_w: float, truth_w: np.ndarray) -> tuple[float, float]:
+    """(earth mover's distance in W, total variation) between the drive's histogram (counts of bins
+    [k*bin, (k+1)*bin)) and the truth's window means. EMD takes the drive's bins at their centres."""
+    counts = np.asarray(drive_counts, dtype=np.float64)
+    truth_w = np.asarray(truth_w, dtype=np.float64)
+    truth_w = truth_w[np.isfinite(truth_w)]
+    if counts.sum() <= 0 or not len(truth_w):
+        return math.nan, math.nan
+    centres = (np.arange(len(counts)) + 0.5) * drive_bin_w
+    p = counts / counts.sum()
+    # EMD in one dimension: the integral of |F_drive - F_truth| over watts
+    xs = np.sort(np.concatenate([centres[counts > 0], truth_w]))
+    fd = np.array([p[centres <= x].sum() for x in xs])
+    ft = np.searchsorted(np.sort(truth_w), xs, side="right") / len(truth_w)
+    emd = float(np.sum(np.abs(fd - ft)[:-1] * np.diff(xs))) if len(xs) > 1 else 0.0
+    tb = np.floor(truth_w / drive_bin_w).astype(np.int64)
+    nb = max(len(counts), int(tb.max()) + 1 if len(tb) else 0)
+    q = np.bincount(np.clip(tb, 0, None), minlength=nb)[:nb] / len(truth_w)
+    pp = np.zeros(nb)
+    pp[:len(p)] = p
+    return emd, float(0.5 * np.abs(pp - q).sum())
+
+
+def referee_window(source, claim: dict, phase: str) -> list[Verdict]:
+    """The verdicts of one measurement window. ``claim``: t0, t1 (host UTC span its intervals cover),
+    avg_w, max_w, max_t (host UTC or None), counts (histogram), bin_w, interval_s (IPMSR), pmc,
+    estimated, ipwrpe."""
+    out: list[Verdict] = []
+    bound, bound_why = stated_bound(claim.get("ipwrpe"))
+    t0, t1 = float(claim["t0"]), float(claim["t1"])
+    x, _ = _total(source, t0, t1)
+    dt = float(source.interval_s)
+    span = {"t0": t0, "t1": t1, "window_s": t1 - t0, "intervals": claim.get("pmc")}
+    if not len(x) or not np.isfinite(x).any():
+        why = "the interposer has no reading over the drive's span"
+        return [Verdict(n, phase, None, None, None, "W", "%", bound, "n/a", why, span)
+                for n in ("referee.avg_power", "referee.max_power", "referee.histogram")] + [_measured(claim, phase)]
+    truth_mean = float(np.nanmean(x))
+    # average interval power
+    avg = claim.get("avg_w")
+    if avg is None:
+        out.append(Verdict("referee.avg_power", phase, None, truth_mean, None, "W", "%", bound, "n/a",
+                           "the drive reports no average interval power (AIPWR 0)", span))
+    else:
+        err = 100.0 * (avg - truth_mean) / truth_mean
+        ok = abs(err) <= bound
+        out.append(Verdict("referee.avg_power", phase, avg, truth_mean, err, "W", "%", bound, "pass" if ok else "fail",
+                           f"AIPWR against the interposer's mean over the {t1 - t0:.1f} s its intervals cover; "
+                           f"{bound_why}", {**span, "gaps_pct": 100.0 * float(np.isnan(x).mean())}))
+    # maximum interval power: the largest window of the drive's own interval
+    interval = claim.get("interval_s")
+    n = int(round(interval / dt)) if interval else 0
+    mx = claim.get("max_w")
+    if not n or n > len(x):
+        out.append(Verdict("referee.max_power", phase, mx, None, None, "W", "%", bound, "n/a",
+                           "the drive's sampling interval (IPMSR) is unknown or longer than the span", span))
+    else:
+        m = _sliding_means(np.nan_to_num(x, nan=truth_mean), n)
+        k = int(np.argmax(m))
+        truth_max = float(m[k])
+        t_max = t0 + (k + n) * dt
+        if mx is None:
+            out.append(Verdict("referee.max_power", phase, None, truth_max, None, "W", "%", bound, "n/a",
+                               "the drive reports no maximum interval power (MIPWR 0)", span))
+        else:
+            err = 100.0 * (mx - truth_max) / truth_max
+            ok = abs(err) <= bound
+            notes = {**span, "truth_max_end_utc": t_max, "window_s": n * dt}
+            if claim.get("max_t") is not None:
+                notes["drive_max_end_utc"] = claim["max_t"]
+                notes["timestamp_off_s"] = claim["max_t"] - t_max
+            out.append(Verdict("referee.max_power", phase, mx, truth_max, err, "W", "%", bound, "pass" if ok else "fail",
+                               f"MIPWR against the interposer's largest {n * dt * 1000:g} ms mean (the drive's "
+                               f"interval) in the span; {bound_why}", notes))
+    # histogram
+    counts = claim.get("counts")
+    if not counts or not n or not sum(counts):
+        out.append(Verdict("referee.histogram", phase, None, None, None, "W", "W", None, "n/a",
+                           "the drive reports no histogram (or its interval is unknown)", span))
+    else:
+        k = len(x) // n
+        tw = x[:k * n].reshape(k, n)
+        tw = tw[np.isfinite(tw).all(axis=1)].mean(axis=1)
+        emd, tv = histogram_distance(counts, claim.get("bin_w") or BIN_W, tw)
+        lim = bound / 100.0 * truth_mean + 0.5 * (claim.get("bin_w") or BIN_W)
+        ok = emd <= lim
+        out.append(Verdict("referee.histogram", phase, float(sum(counts)), float(len(tw)), emd, "windows", "W", lim,
+                           "pass" if ok else "fail",
+                           f"earth mover's distance between the drive's {claim.get('bin_w') or BIN_W:g} W histogram "
+                           f"and the interposer's over {len(tw)} windows of {n * dt * 1000:g} ms, against "
+                           f"{bound:g} % of the mean plus half a bin", {**span, "total_variation": tv,
+                                                                        "drive_counts": list(counts),
+                                                                        "truth_counts": np.bincount(np.floor(tw / (claim.get("bin_w") or BIN_W)).astype(int)).tolist() if len(tw) else []}))
+    out.append(_measured(claim, phase))
+    return out
+
+
+def _measured(claim: dict, phase: str) -> Verdict:
+    if claim.get("estimated"):
+        return Verdict("referee.measured", phase, 1.0, 0.0, None, "", "", None, "fail",
+                       "the drive flags its numbers 'estimated, not measured' (log 25h PMA bit 2): an estimate is "
+                       "not a measurement, whatever its error")
+    return Verdict("referee.measured", phase, 0.0, 0.0, None, "", "", None, "pass",
+                   "the drive says it measured (PMA bit 2 clear)")
+
+
+def last_second(source, times, lag_s: float = 0.0) -> np.ndarray:
+    """The interposer's mean over the second before each host UTC time (minus ``lag_s``); NaN where the
+    capture does not hold it."""
+    times = np.asarray(times, dtype=np.float64)
+    if not len(times):
+        return np.empty(0)
+    lo, hi = float(times.min()) - lag_s - 1.0, float(times.max()) - lag_s
+    x, tx0 = _total(source, lo - 0.01, hi + 0.01)
+    dt = float(source.interval_s)
+    n = int(round(1.0 / dt))
+    if len(x) < n:
+        return np.full(len(times), np.nan)
+    m = _sliding_means(x, n)              # m[k]: mean of samples k..k+n-1, ending at tx0 + (k + n) * dt
+    k = np.round((times - lag_s - tx0) / dt).astype(np.int64) - n
+    ok = (k >= 0) & (k < len(m))
+    out = np.full(len(times), np.nan)
+    out[ok] = m[k[ok]]
+    return out
+
+
+def referee_ipm(source, polls, phase: str = "ipm") -> Verdict:
+    """IPM polled about every second, ``polls`` [(host UTC of the read, W)], against the slot's last
+    second: the lag at which they agree best, and the error at no lag."""
+    pts = [(float(t), float(w)) for t, w in polls if w is not None and t is not None]
+    notes: dict = {"polls": len(pts), "lag_limit_s": LAG_LIMIT_S}
+    if len(pts) < 4:
+        return Verdict("referee.ipm_lag", phase, None, None, None, "s", "s", LAG_LIMIT_S, "n/a",
+                       f"{len(pts)} IPM readings: too few to find a lag", notes)
+    t = np.array([p[0] for p in pts])
+    d = np.array([p[1] for p in pts])
+    truth0 = last_second(source, t)
+    good0 = np.isfinite(truth0)
+    notes["series"] = [[round(a, 3), round(b, 4), None if not math.isfinite(c) else round(float(c), 4)]
+                       for a, b, c in zip(t.tolist(), d.tolist(), truth0.tolist())]
+    if good0.sum() >= 2:
+        e = 100.0 * (d[good0] - truth0[good0]) / truth0[good0]
+        notes["error_pct_mean"] = float(np.mean(e))
+        notes["error_pct_max_abs"] = float(np.max(np.abs(e)))
+    if good0.sum() < 4 or np.nanmax(truth0) - np.nanmin(truth0) < MIN_CHANGE_W:
+        return Verdict("referee.ipm_lag", phase, None, None, None, "s", "s", LAG_LIMIT_S, "n/a",
+                       "the slot's power did not change while IPM was polled: no lag can be told", notes)
+    best, best_r = None, -2.0
+    rs = []
+    for lag in np.arange(0.0, LAG_SEARCH_S + 1e-9, LAG_STEP_S):
+        tr = last_second(source, t, lag)
+        ok = np.isfinite(tr)
+        if ok.sum() < max(4, int(0.6 * len(t))) or np.std(tr[ok]) == 0 or np.std(d[ok]) == 0:
+            rs.append(None)
+            continue
+        r = float(np.corrcoef(d[ok], tr[ok])[0, 1])
+        rs.append(r)
+        if r > best_r + 1e-6:
+            best, best_r = float(lag), r
+    if best is None:
+        return Verdict("referee.ipm_lag", phase, None, None, None, "s", "s", LAG_LIMIT_S, "n/a",
+                       "the capture does not hold the seconds before the polls", notes)
+    notes.update(correlation=best_r, correlation_by_lag=[None if r is None else round(r, 4) for r in rs],
+                 lag_step_s=LAG_STEP_S)
+    ok = best <= LAG_LIMIT_S
+    return Verdict("referee.ipm_lag", phase, best, 0.0, best, "s", "s", LAG_LIMIT_S, "pass" if ok else "fail",
+                   f"SMART IPM polled every second against the slot's last second: it agrees best "
+                   f"{best:.1f} s late (correlation {best_r:.3f}); more than {LAG_LIMIT_S:g} s fails", notes)

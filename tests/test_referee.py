@@ -1,0 +1,179 @@
+"""The referee (analysis/referee.py): each virtual drive of known dishonesty gets the right verdict.
+
+Fast: the virtual drive's own meter (sim/power_claims.PowerClaims) on a model of known power, and the
+slot's truth as 1 ms intervals of that model (a duck-typed AnalysisSource); no rig, no processes. The
+end-to-end run on the simulator is benchmarks/bench_referee.py."""
+from __future__ import annotations
+
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from powerrig.analysis import referee
+from powerrig.core.names import TOTAL_POWER
+from powerrig.sim.power_claims import PowerClaims
+from powerrig.sim.profile import load
+from powerrig.sweep import measure
+
+IDLE_W, WORK_W, T_WORK, T_END = 5.5, 18.0, 108.0, 118.0
+
+
+class ModelDrive:
+    """Idle at 5.5 W, then from 108 s a workload settling at 18 W (50 ms) with a 0.6 W ripple."""
+    profile = SimpleNamespace(state=lambda ps: SimpleNamespace(mp_w=25.0))
+
+    @staticmethod
+    def _power_eval(t):
+        t = np.asarray(t, dtype=float)
+        rise = (WORK_W - IDLE_W) * (1 - np.exp(-np.maximum(t - T_WORK, 0) / 0.05))
+        return np.where(t >= T_WORK, IDLE_W + rise + 0.6 * np.sin(2 * np.pi * 3.3 * t), IDLE_W)
+
+    @staticmethod
+    def _power_target(t):
+        return np.where(np.asarray(t, dtype=float) >= T_WORK, WORK_W, IDLE_W)
+
+
+class Slot:
+    """The interposer's view: 1 ms intervals of the model's power from 80 s (an AnalysisSource's shape)."""
+    rails = ("12V",)
+    interval_s = 0.001
+    T0 = 80.0
+
+    def __init__(self, t1: float = 125.0):
+        self.length = int((t1 - self.T0) / self.interval_s)
+        t = self.T0 + (np.arange(self.length) + 0.5) * self.interval_s
+        self.p = ModelDrive._power_eval(t) * 1.0007 + 0.002          # a calibrated slot: tiny gain, offset
+
+    def has(self, name):
+        return name == TOTAL_POWER
+
+    def sample_id(self, utc):
+        return (np.asarray(utc, dtype=float) - self.T0) / self.interval_s
+
+    def utc(self, sid):
+        return self.T0 + np.asarray(sid, dtype=float) * self.interval_s
+
+    def chunks(self, names, start=None, stop=None, chunk=1 << 20):
+        yield start, {TOTAL_POWER: self.p[start:stop]}
+
+
+DRIVES = {          # the knob of each dishonest drive, and the verdicts it makes right (bench_referee.py)
+    "honest": ({}, {"avg": "pass", "max": "pass", "hist": "pass", "measured": "pass", "lag": "pass"}),
+    "biased": ({"bias_pct": 8.0}, {"avg": "fail", "max": "fail", "hist": "fail", "measured": "pass", "lag": "pass"}),
+    "estimated": ({"estimated": True}, {"avg": "pass", "max": "pass", "hist": "pass", "measured": "fail",
+                                        "lag": "pass"}),
+    "lagging": ({"lag_s": 5.0}, {"avg": "fail", "max": "pass", "hist": "fail", "measured": "pass", "lag": "fail"}),
+}
+KINDS = {"referee.avg_power": "avg", "referee.max_power": "max", "referee.histogram": "hist",
+         "referee.measured": "measured", "referee.ipm_lag": "lag"}
+
+
+def drive_session(cfg: dict):
+    """Measure an idle window (100..108 s) and a workload window (108..118 s) with Set Features 25h start /
+    stop, reading SMART IPM every second across both: (claims of each window, IPM polls)."""
+    m = PowerClaims(ModelDrive(), {"interval_ms": 100, "samples_per_interval": 20, "histogram_bins": 120,
+                                   "error_pct": 5, **cfg}, 90.0)
+    polls, windows = [], {}
+    for name, a, b in (("idle", 100.0, T_WORK), ("measure:work", T_WORK, T_END)):
+        m.set_measurement(1, 0, 0, a)
+        for t in np.arange(a + 1.0, b, 1.0):
+            polls.append((float(t), m.ipm_w(float(t))))
+        m.set_measurement(0, 0, 0, b)
+        log = m.log(b + 0.3)
+        t1 = log["smts_ms"] / 1000.0
+        windows[name] = {"t0": t1 - log["pmc"] * m.interval_s, "t1": t1, "avg_w": log["aipwr_w"],
+                         "max_w": log["mipwr_w"], "max_t": log["mipwrt_ms"] / 1000.0, "counts": log["counts"],
+                         "bin_w": log["bin_w"], "interval_s": m.interval_s, "pmc": log["pmc"],
+                         "estimated": log["estimated"], "ipwrpe": log["ipwrpe"]}
+    return windows, polls
+
+
+def verdicts_of(cfg: dict) -> list:
+    windows, polls = drive_session(cfg)
+    slot = Slot()
+    out = []
+    for name, claim in windows.items():
+        out += referee.referee_window(slot, claim, name)
+    out.append(referee.referee_ipm(slot, polls))
+    return out
+
+
+def per_kind(vs) -> dict:
+    agg: dict = {}
+    for v in vs:
+        k = KINDS[v.name]
+        agg[k] = "fail" if "fail" in (v.outcome, agg.get(k)) else ("pass" if "pass" in (v.outcome, agg.get(k)) else "n/a")
+    return agg
+
+
+@pytest.mark.parametrize("drive", list(DRIVES))
+def test_each_drive_of_known_dishonesty_gets_the_right_verdict(drive):
+    cfg, want = DRIVES[drive]
+    vs = verdicts_of(cfg)
+    assert per_kind(vs) == want, [(v.name, v.phase, v.claim, v.truth, v.error, v.outcome) for v in vs]
+    by = {(v.name, v.phase): v for v in vs}
+    avg = by[("referee.avg_power", "measure:work")]
+    if drive == "biased":
+        assert avg.error == pytest.approx(8.0, abs=0.3) and avg.bound == 5.0
+    if drive == "honest":
+        assert abs(avg.error) < 0.5 and avg.truth == pytest.approx(WORK_W, rel=0.01)
+    lag = by[("referee.ipm_lag", "ipm")]
+    assert lag.claim == pytest.approx(float(cfg.get("lag_s", 0.0)), abs=0.15)
+    measured = by[("referee.measured", "idle")]
+    assert ("estimated, not measured" in measured.why) == bool(cfg.get("estimated"))
+
+
+def test_stated_bound_default_when_not_reported_and_an_unmeasured_span_is_not_applicable():
+    assert referee.stated_bound(255)[0] == referee.DEFAULT_ERROR_PCT == referee.stated_bound(None)[0]
+    assert "IPWRPE 255" in referee.stated_bound(255)[1] and referee.stated_bound(2)[0] == 2.0
+    windows, _ = drive_session({"error_pct": 255, "bias_pct": 4.0})
+    vs = referee.referee_window(Slot(), windows["measure:work"], "w")
+    avg = next(v for v in vs if v.name == "referee.avg_power")
+    assert avg.bound == 5.0 and avg.outcome == "pass" and "default 5 %" in avg.why
+    # a span the slot did not record: n/a with why, never a verdict
+    late = dict(windows["measure:work"], t0=200.0, t1=210.0)
+    vs = referee.referee_window(Slot(), late, "w")
+    assert {v.outcome for v in vs if v.name != "referee.measured"} == {"n/a"}
+    assert all("no reading" in v.why for v in vs if v.name != "referee.measured")
+    # IPM polled while the power did not change: no lag can be told
+    flat = referee.referee_ipm(Slot(), [(t, IDLE_W) for t in range(95, 106)])
+    assert flat.outcome == "n/a" and "did not change" in flat.why
+
+
+def test_histogram_distance_tells_a_shift_a_bin_cannot_hide():
+    truth = np.full(100, 5.499)                   # just under a bin edge: total variation says "all different"
+    same = np.zeros(40, int)
+    same[22] = 100                                # the drive put it one bin up (5.5 .. 5.75)
+    emd, tv = referee.histogram_distance(same, 0.25, truth)
+    assert tv == 1.0 and emd == pytest.approx(0.126, abs=1e-3)     # half a bin: within what 250 mW resolves
+    far = np.zeros(100, int)
+    far[int(18.0 * 1.08 / 0.25)] = 100
+    emd, _ = referee.histogram_distance(far, 0.25, np.full(100, 18.0))
+    assert emd == pytest.approx(18.0 * 1.08 // 0.25 * 0.25 + 0.125 - 18.0, abs=1e-6)
+
+
+def test_verdicts_are_stored_as_measurements_with_bound_claim_truth_and_why():
+    rows = measure.referee(verdicts_of({"bias_pct": 8.0}))
+    avg = next(r for r in rows if r["name"] == "referee.avg_power" and r["phase"] == "measure:work")
+    assert avg["outcome"] == "fail" and avg["requirement_met"] is False
+    assert (avg["lower"], avg["upper"]) == (-5.0, 5.0) and avg["units"] == "%"
+    n = json.loads(avg["notes"])
+    assert n["claim"] == pytest.approx(1.08 * n["truth"], rel=0.01) and "IPWRPE 5" in n["why"]
+    lag = next(r for r in rows if r["name"] == "referee.ipm_lag")
+    assert lag["upper"] == referee.LAG_LIMIT_S and lag["lower"] is None
+    assert len(json.loads(lag["notes"])["series"]) >= 15 and all(math.isfinite(r["value"]) for r in rows
+                                                                  if r["value"] is not None)
+
+
+def test_referee_drives_are_profile_variants_of_the_d5_p5336():
+    base = load("d5-p5336")
+    for name, (cfg, _) in DRIVES.items():
+        p = load(f"referee-{name}")
+        assert p.states == base.states and p.power["idle_w"] == base.power["idle_w"]
+        sr = p.power["self_report"]
+        assert sr["interval_ms"] == 100 and sr["error_pct"] == 5
+        assert {k: sr[k] for k in ("bias_pct", "offset_w", "lag_s", "estimated")} == \
+            {"bias_pct": 0.0, "offset_w": 0.0, "lag_s": 0.0, "estimated": False, **cfg}

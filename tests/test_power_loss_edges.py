@@ -147,3 +147,59 @@ def test_a_long_off_time_still_gets_a_holdup_or_a_reason(off_ms):
     if before * 4e-6 < truth["holdup_s"] - 8e-6:
         assert rec["holdup_s"] is not None
     assert rec["on_found_at"] == on
+
+
+# -- item 6: a redone step draws fresh seeds -------------------------------------------------------------
+def _step(attempt):
+    from types import SimpleNamespace
+
+    from powerrig.sweep.power_loss import PowerLossStep
+
+    pl = SimpleNamespace(seed=29, cycles=100000)
+    return PowerLossStep(pl, SimpleNamespace(key="power-loss/seq-128k/r1", name="seq-128k"), None, None, None,
+                         "/dev/nvme0", "/dev/nvme0n1", "SN", "/tmp/unused", None, attempt=attempt)
+
+
+def test_a_redone_step_never_reuses_a_seed_of_an_earlier_attempt():
+    first = [_step(1).seed(k) for k in range(100000)]
+    assert len(set(first)) == 100000
+    from powerrig.sweep.power_loss import cycle_seed
+    assert first[:3] == [cycle_seed(29, "power-loss/seq-128k/r1", k) for k in range(3)]   # attempt 1 as before
+    for a in (2, 3):
+        again = [_step(a).seed(k) for k in range(100000)]
+        assert not set(again) & set(first) and len(set(again)) == 100000
+
+
+def test_a_rerun_s_first_cycle_sees_its_writes_in_flight(monkeypatch):
+    """The issue's stall: the first attempt's cycle 1 wrote 5000 blocks; the rerun's cycle 1 is cut
+    after 1000. With the first attempt's seed the blocks past the cut read back good (0 in flight, and
+    a loss there would be masked); with a fresh one the in-flight pass finds the queue depth."""
+    media = PatternMedia()
+    s1, s2 = _step(1).seed(0), _step(2).seed(0)
+    media.write(1, 0, 5000 * BS, str(s1))                       # attempt 1, cycle 1 (then the stall)
+    media.write(1, 0, 1000 * BS, str(s2))                       # attempt 2, cycle 1: cut after 1000
+    lost = _fio_verify(media, monkeypatch, 1000, s2)
+    around = _fio_verify(media, monkeypatch, 1000 + QD, s2, state_load=False)
+    assert lost == set() and len(around - lost) == QD
+    assert s1 != s2 and _fio_verify(media, monkeypatch, 1000 + QD, s1, state_load=False) != set()
+    same = PatternMedia()                                       # what reusing the seed did
+    same.write(1, 0, 5000 * BS, str(s1))
+    same.write(1, 0, 1000 * BS, str(s1))
+    assert _fio_verify(same, monkeypatch, 1000 + QD, s1, state_load=False) == set()
+
+
+def test_the_sweep_hands_the_attempt_to_the_power_loss_step(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from powerrig.sweep import power_loss
+    from powerrig.sweep.engine import Sweep
+
+    seen = {}
+    monkeypatch.setattr(power_loss.PowerLossStep, "run", lambda self: seen.setdefault("attempt", self.attempt) and [])
+    sw = object.__new__(Sweep)
+    sw.plan = SimpleNamespace(rig=SimpleNamespace(source="interposer"), drive=SimpleNamespace(serial="SN"))
+    sw._rig = SimpleNamespace(controller="/dev/nvme0", namespaces=["/dev/nvme0n1"])
+    sw._emit = lambda *a, **k: None
+    step = SimpleNamespace(power_loss=SimpleNamespace(), name="s", key="power-loss/s/r1")
+    sw._power_loss(SimpleNamespace(power_sequence=None), step, None, None, None, tmp_path, attempt=2)
+    assert seen["attempt"] == 2

@@ -482,7 +482,7 @@ class Sweep:
                 ipm_polls = ipm()
             cycles = None
             if step.power_loss is not None:
-                cycles = self._power_loss(dev, step, tl, nvme, fio, fio_dir)
+                cycles = self._power_loss(dev, step, tl, nvme, fio, fio_dir, attempt)
             if margin_v is not None:       # the rail over the idle window and the workload at this point
                 margin_v["during_v"] = rail_v.mean(0.0, 0.0)
             t_after = time.time()
@@ -741,8 +741,9 @@ class Sweep:
         tl.add(Event(PHASE, name, t0, t1, ok=True, meta=meta))
         return name, bw, steady
 
-    def _power_loss(self, dev, step: Step, tl, nvme, fio, fio_dir: Path) -> list[dict]:
-        """The power-loss cycles (sweep/power_loss.py), on the namespace the steps' fio uses."""
+    def _power_loss(self, dev, step: Step, tl, nvme, fio, fio_dir: Path, attempt: int = 1) -> list[dict]:
+        """The power-loss cycles (sweep/power_loss.py), on the namespace the steps' fio uses; a redone
+        step (``attempt`` > 1) draws fresh cycle seeds."""
         from powerrig.sweep.power_loss import PowerLossStep
 
         if not hasattr(dev, "power_sequence"):
@@ -750,7 +751,7 @@ class Sweep:
                                 "switch the drive's power; a power_loss step needs the interposer")
         return PowerLossStep(step.power_loss, step, dev, nvme, fio, self._rig.controller, self._rig.namespaces[0],
                              self.plan.drive.serial, fio_dir, tl,
-                             lambda text: self._emit("note", text=text)).run()
+                             lambda text: self._emit("note", text=text), attempt=attempt).run()
 
     def _margin(self, step: Step, tl, nvme, rail_v, stack: ExitStack) -> dict:
         """The margin point of this step (sweep/margin.py): the guard's permit, the supply set and its

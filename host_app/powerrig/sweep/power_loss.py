@@ -73,11 +73,17 @@ def pulse(kind: str, at_us: int, off_us: int) -> list[dict]:
             {"output": "12V", "level": 1}, {"output": "PERST", "level": 0, "after_us": PVPERL_US}]
 
 
-def cycle_seed(seed: int, step_key: str, k: int) -> int:
+ATTEMPT_STRIDE = 1 << 17         # > the most cycles a step has (plan: 1..100000)
+
+
+def cycle_seed(seed: int, step_key: str, k: int, attempt: int = 1) -> int:
     """The cycle's fio randseed (and its random points'): new per cycle and per step (its key names the
-    table, the name and the repetition), the same on a rerun. A seed an earlier step's cycle used would
-    let a block that cycle wrote pass for this one's (the headers would be the same)."""
-    return (seed * 1000003 + zlib.crc32(step_key.encode()) + k + 1) % 2**32
+    table, the name and the repetition), the same when the run is reproduced from what it wrote. A seed
+    an earlier cycle used would let a block that cycle wrote pass for this one's (the headers would be
+    the same): so a redone step (``attempt`` 2, 3, ... after the interposer was lost mid-step, or a
+    cool-down retry) draws seeds no earlier attempt of the step used (each attempt its own block of
+    ATTEMPT_STRIDE seeds), and each cycle records its seed and attempt (issue 41 item 6)."""
+    return (seed * 1000003 + zlib.crc32(step_key.encode()) + (attempt - 1) * ATTEMPT_STRIDE + k + 1) % 2**32
 
 
 def run_sequence(dev, actions: list[dict], timeout_s: float) -> tuple[list[dict], object, float]:
@@ -165,8 +171,9 @@ def burst_figures(burst, with_cut: bool, holdup_threshold_v: float, edges: list[
 
 class PowerLossStep:
     def __init__(self, pl, step, dev, nvme, fio, controller: str, namespace: str, serial: str, out_dir: Path,
-                 tl, emit=None):
+                 tl, emit=None, attempt: int = 1):
         self.pl, self.step, self.dev, self.nvme, self.fio = pl, step, dev, nvme, fio
+        self.attempt = int(attempt)         # the sweep's attempt at this step: a redone one draws fresh seeds
         self.controller, self.namespace, self.serial = controller, namespace, serial
         self.out = Path(out_dir)
         self.tl = tl
@@ -194,10 +201,14 @@ class PowerLossStep:
                                "restores power within %d ms", self.step.name, e, WATCHDOG_MS)
         return cycles
 
+    def seed(self, k: int) -> int:
+        """Cycle k's seed (from 0) in this attempt at the step."""
+        return cycle_seed(self.pl.seed, self.step.key, k, self.attempt)
+
     # ---- one cycle ------------------------------------------------------------------------------------
     def cycle(self, k: int) -> dict:
         pl = self.pl
-        seed = cycle_seed(pl.seed, self.step.key, k)
+        seed = self.seed(k)
         rng = np.random.default_rng(seed)
         cut_ms, off_ms = (lo if lo == hi else float(rng.uniform(lo, hi)) for lo, hi in (pl.cut_ms, pl.off_ms))
         d = self.out / f"cycle{k + 1:05d}"
@@ -243,7 +254,7 @@ class PowerLossStep:
         rails = burst_figures(burst, pl.kind == "cut", pl.holdup_threshold_v, edges) if powered else {}
         acknowledged = self._acknowledged(d / f"{pl.name}.json")
         c = verify.classify(self.fio, pl.name, self.namespace, pl.bs, pl.iodepth, acknowledged, randseed=seed)
-        return {"cycle": k + 1, "kind": pl.kind, "seed": seed, "cut_ms": cut_ms, "off_ms": off_ms, "edges": edges,
+        return {"cycle": k + 1, "kind": pl.kind, "attempt": self.attempt, "seed": seed, "cut_ms": cut_ms, "off_ms": off_ms, "edges": edges,
                 "rtt_s": rtt_s,
                 "cut_during_writes": "result" not in out, "acknowledged": c.acknowledged, "lost": len(c.lost),
                 "in_flight": len(c.in_flight), "lost_offsets": list(c.lost[:KEEP_OFFSETS]),
@@ -297,7 +308,10 @@ def measurements(cycles: list[dict], phase: str) -> list[dict]:
     from powerrig.sweep.measure import row
 
     lost = sum(c["lost"] for c in cycles)
-    out = [row("power_loss.cycles", phase, len(cycles), "cycles"),
+    seeds = [c["seed"] for c in cycles if "seed" in c]
+    out = [row("power_loss.cycles", phase, len(cycles), "cycles",      # which seeds: the run reproduces from it
+               notes=json.dumps({"attempt": cycles[0].get("attempt", 1) if cycles else None,
+                                 "seeds": [seeds[0], seeds[-1]] if seeds else None})),
            row("power_loss.acknowledged_writes", phase, sum(c["acknowledged"] for c in cycles), "writes"),
            row("power_loss.lost_writes", phase, lost, "writes", "fail" if lost else "pass", upper=0.0,
                requirement_met=not lost,

@@ -203,3 +203,34 @@ def test_the_sweep_hands_the_attempt_to_the_power_loss_step(monkeypatch, tmp_pat
     step = SimpleNamespace(power_loss=SimpleNamespace(), name="s", key="power-loss/s/r1")
     sw._power_loss(SimpleNamespace(power_sequence=None), step, None, None, None, tmp_path, attempt=2)
     assert seen["attempt"] == 2
+
+
+# -- item 9: losses of writes a completed flush covered have a label of their own ---------------------------
+def test_losses_after_a_completed_flush_are_labelled_apart(monkeypatch):
+    from types import SimpleNamespace
+
+    from powerrig.sweep.power_loss import measurements
+
+    bad = {True: [0, 5 * BS, 900 * BS], False: [0, 5 * BS, 900 * BS, 1000 * BS]}
+
+    def run_tool(argv, *a, **k):
+        state_load = "--verify_state_load=1" in list(argv)
+        text = "".join(f"verify: bad header at file x offset {o}, length {BS}\n" for o in bad[state_load])
+        return SimpleNamespace(stdout="", stderr=text, event=None, returncode=1)
+
+    monkeypatch.setattr(verify, "run_tool", run_tool)
+    fio = SimpleNamespace(program="fio", timeline=SimpleNamespace(end=lambda *a, **k: None), env=None, remote=None)
+    c = verify.classify(fio, "seq", "/dev/nvme0n1", BS, QD, 1000, randseed=7, flushed=100)
+    assert c.lost == (0, 5 * BS, 900 * BS) and c.lost_after_flush == (0, 5 * BS) and c.in_flight == (1000 * BS,)
+    # fio's JSON of the cut run: 3 completed flushes, one every 64 writes, QD 8: at least 3 x 64 - 7 covered
+    assert verify.flushed_writes({"sync": {"total_ios": 3}}, 64, QD) == 3 * 64 - (QD - 1)
+    assert verify.flushed_writes({"sync": {"total_ios": 3}}, 0, QD) == 0 and verify.flushed_writes({}, 64, QD) == 0
+
+    cyc = {"cycle": 1, "seed": 5, "attempt": 1, "acknowledged": 1000, "lost": 3, "lost_after_flush": 2,
+           "in_flight": 1, "cut_during_writes": True, "ready_s": 0.2, "ready_lo_s": 0.1, "first_io_s": 0.3}
+    ms = {m["name"]: m for m in measurements([cyc], "power-loss:seq")}
+    assert ms["power_loss.lost_after_flush_writes"]["value"] == 2
+    assert ms["power_loss.lost_after_flush_writes"]["outcome"] == "fail"
+    assert "flush" in json.loads(ms["power_loss.lost_after_flush_writes"]["notes"])["label"]
+    assert ms["power_loss.lost_writes"]["value"] == 3          # every acknowledged write lost, flushed or not
+    assert json.loads(ms["power_loss.lost_writes"]["notes"])["after_flush"] == 2

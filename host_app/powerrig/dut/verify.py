@@ -43,18 +43,31 @@ def acknowledged_writes(write: dict, bs: int) -> int:
     return int(write["io_bytes"]) // int(bs)
 
 
+def flushed_writes(job: dict, fsync_every: int, iodepth: int) -> int:
+    """Writes a completed flush covered, from fio's JSON job of the cut run: the write job issued a
+    flush (fio ``fsync=N``: on a block device, an NVMe Flush) after every ``fsync_every`` writes; when
+    the k-th was issued at most ``iodepth - 1`` of the k x N writes before it were still in flight (the
+    last issued), so the first k x N - (iodepth - 1) had completed and the flush covers them. k is fio's
+    completed syncs (``sync.total_ios``); 0 without flushes."""
+    k = int((job.get("sync") or {}).get("total_ios") or 0)
+    return max(0, k * int(fsync_every) - (int(iodepth) - 1)) if fsync_every and k else 0
+
+
 @dataclass(frozen=True)
 class Classification:
     acknowledged: int        # writes the drive acknowledged (fio's completed writes)
     lost: tuple              # offsets acknowledged and wrong: data the drive lost
     in_flight: tuple         # offsets wrong but never acknowledged: writes cut off by the removal
+    lost_after_flush: tuple = ()    # of ``lost``, the writes a completed flush had covered: the drive broke
+    #                                 its durability promise (a volatile cache may lose the others)
 
 
 def classify(fio, name: str, dev: str, bs: int, iodepth: int, acknowledged: int, ioengine: str = "libaio",
-             timeout: float = 600.0, randseed: int | None = None) -> Classification:
+             timeout: float = 600.0, randseed: int | None = None, flushed: int = 0) -> Classification:
     """Run the two verify passes on ``dev`` (a Fio runner: its program, timeline and drive host)
     for a sequential write job ``name`` of block size ``bs`` whose drive acknowledged ``acknowledged``
-    writes (``acknowledged_writes``)."""
+    writes (``acknowledged_writes``); the first ``flushed`` of them a completed flush covered
+    (``flushed_writes``): their losses are also ``lost_after_flush``."""
     def run(label, size, state_load):
         argv = commands.fio_verify_argv(fio.program, name, dev, bs, iodepth, size, ioengine, state_load, randseed)
         done = run_tool(argv, fio.timeline, FIO, label, "fio", timeout, fio.env, check=False, meta={"verify": True},
@@ -65,4 +78,6 @@ def classify(fio, name: str, dev: str, bs: int, iodepth: int, acknowledged: int,
 
     lost = run("fio verify acknowledged", acknowledged * bs, True)
     around = run("fio verify in flight", (acknowledged + iodepth) * bs, False)     # every write issued
-    return Classification(acknowledged, tuple(sorted(lost)), tuple(sorted(around - lost)))
+    lost_sorted = tuple(sorted(lost))
+    return Classification(acknowledged, lost_sorted, tuple(sorted(around - lost)),
+                          tuple(o for o in lost_sorted if o < min(flushed, acknowledged) * bs))

@@ -170,6 +170,10 @@ def burst_figures(burst, with_cut: bool, holdup_threshold_v: float, edges: list[
 
 
 class PowerLossStep:
+    # fio ``fsync=N`` on the cycle's writes (a flush every N): 0, none yet (no plan key asks for it); with
+    # one, the losses of writes a completed flush covered are counted apart (``lost_after_flush``)
+    FSYNC_EVERY = 0
+
     def __init__(self, pl, step, dev, nvme, fio, controller: str, namespace: str, serial: str, out_dir: Path,
                  tl, emit=None, attempt: int = 1):
         self.pl, self.step, self.dev, self.nvme, self.fio = pl, step, dev, nvme, fio
@@ -213,7 +217,8 @@ class PowerLossStep:
         cut_ms, off_ms = (lo if lo == hi else float(rng.uniform(lo, hi)) for lo, hi in (pl.cut_ms, pl.off_ms))
         d = self.out / f"cycle{k + 1:05d}"
         job = FioJob(pl.name, rw="write", bs=pl.bs, iodepth=pl.iodepth, size=pl.size, runtime=WRITE_RUNTIME_S,
-                     filename=self.namespace, direct=True, ioengine="libaio", extra=verify.write_options(seed))
+                     filename=self.namespace, direct=True, ioengine="libaio",
+                     extra={**verify.write_options(seed), **({"fsync": self.FSYNC_EVERY} if self.FSYNC_EVERY else {})})
         flowing = threading.Event()
         out: dict = {}
 
@@ -252,11 +257,14 @@ class PowerLossStep:
                           meta={"power_cycle": powered, "kind": pl.kind, "planned": True, "step": self.step.key,
                                 "cycle": k + 1, "edges": edges}))
         rails = burst_figures(burst, pl.kind == "cut", pl.holdup_threshold_v, edges) if powered else {}
-        acknowledged = self._acknowledged(d / f"{pl.name}.json")
-        c = verify.classify(self.fio, pl.name, self.namespace, pl.bs, pl.iodepth, acknowledged, randseed=seed)
+        acknowledged, flushed = self._acknowledged(d / f"{pl.name}.json")
+        c = verify.classify(self.fio, pl.name, self.namespace, pl.bs, pl.iodepth, acknowledged, randseed=seed,
+                            flushed=flushed)
         return {"cycle": k + 1, "kind": pl.kind, "attempt": self.attempt, "seed": seed, "cut_ms": cut_ms, "off_ms": off_ms, "edges": edges,
                 "rtt_s": rtt_s,
                 "cut_during_writes": "result" not in out, "acknowledged": c.acknowledged, "lost": len(c.lost),
+                "flushed": flushed, "lost_after_flush": len(c.lost_after_flush),
+                "lost_after_flush_offsets": list(c.lost_after_flush[:KEEP_OFFSETS]),
                 "in_flight": len(c.in_flight), "lost_offsets": list(c.lost[:KEEP_OFFSETS]),
                 "in_flight_offsets": list(c.in_flight[:KEEP_OFFSETS]), "ready_s": ready_s, "ready_lo_s": ready_lo_s,
                 "first_io_s": first_io_s, "link": link, **rails}
@@ -285,15 +293,19 @@ class PowerLossStep:
         res = self.fio.run(FioPlan([job]), d / "first-io", name="first-io")
         return max(j.end_utc for j in res.jobs) - t_on
 
-    def _acknowledged(self, path: Path) -> int:
-        """Writes the drive acknowledged in the cut run: its final JSON document's write ``io_bytes``."""
+    def _acknowledged(self, path: Path) -> tuple[int, int]:
+        """Writes the drive acknowledged in the cut run (its final JSON document's write ``io_bytes``)
+        and how many of them a completed flush covered (verify.flushed_writes; 0: the writes carry no
+        flush, FSYNC_EVERY)."""
         try:
             docs = complete_documents(path.read_text(errors="replace"))
         except OSError as e:
             raise PowerrigError(f"{self.step.name}: fio left no output at {path} ({e.strerror})") from None
         if not docs or not docs[-1].get("jobs"):
             raise PowerrigError(f"{self.step.name}: fio's output {path} holds no job report")
-        return verify.acknowledged_writes(docs[-1]["jobs"][0]["write"], self.pl.bs)
+        job = docs[-1]["jobs"][0]
+        return (verify.acknowledged_writes(job["write"], self.pl.bs),
+                verify.flushed_writes(job, self.FSYNC_EVERY, self.pl.iodepth))
 
 
 # -- what the results store keeps ----------------------------------------------------------------------
@@ -308,6 +320,7 @@ def measurements(cycles: list[dict], phase: str) -> list[dict]:
     from powerrig.sweep.measure import row
 
     lost = sum(c["lost"] for c in cycles)
+    after_flush = sum(c.get("lost_after_flush", 0) for c in cycles)
     seeds = [c["seed"] for c in cycles if "seed" in c]
     out = [row("power_loss.cycles", phase, len(cycles), "cycles",      # which seeds: the run reproduces from it
                notes=json.dumps({"attempt": cycles[0].get("attempt", 1) if cycles else None,
@@ -315,7 +328,14 @@ def measurements(cycles: list[dict], phase: str) -> list[dict]:
            row("power_loss.acknowledged_writes", phase, sum(c["acknowledged"] for c in cycles), "writes"),
            row("power_loss.lost_writes", phase, lost, "writes", "fail" if lost else "pass", upper=0.0,
                requirement_met=not lost,
-               notes=json.dumps({"cycles_with_loss": [c["cycle"] for c in cycles if c["lost"]][:100]})),
+               notes=json.dumps({"cycles_with_loss": [c["cycle"] for c in cycles if c["lost"]][:100],
+                                 "after_flush": after_flush})),
+           # of those, the writes a completed flush had covered: a broken durability promise, labelled apart
+           row("power_loss.lost_after_flush_writes", phase, after_flush, "writes", "fail" if after_flush else "pass",
+               upper=0.0, requirement_met=not after_flush,
+               notes=json.dumps({"label": "lost after a completed flush",
+                                 "flushed_writes": sum(c.get("flushed", 0) for c in cycles),
+                                 "cycles": [c["cycle"] for c in cycles if c.get("lost_after_flush")][:100]})),
            row("power_loss.cycles_with_loss", phase, sum(1 for c in cycles if c["lost"]), "cycles"),
            row("power_loss.in_flight_writes", phase, sum(c["in_flight"] for c in cycles), "writes"),
            row("power_loss.cuts_after_writes_ended", phase, sum(1 for c in cycles if not c["cut_during_writes"]),

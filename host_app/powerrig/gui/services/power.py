@@ -138,7 +138,7 @@ class Power(QObject):
                     self.timeline.add(Event(NOTE, e["name"], t, t, meta={
                         "power_edge": True, "action": action, "output": e["output"], "level": e["level"],
                         "index": e["index"], "requested": e["requested"], "planned": True}))
-                figures = burst_figures(burst, True, PowerLoss.holdup_threshold_v) if measure else {}
+                figures = burst_figures(burst, True, PowerLoss.holdup_threshold_v, edges) if measure else {}
             finally:
                 try:
                     destructive.power_release(dev)      # the safe state, power actions off for the session

@@ -177,3 +177,85 @@ def test_referee_drives_are_profile_variants_of_the_d5_p5336():
         assert sr["interval_ms"] == 100 and sr["error_pct"] == 5
         assert {k: sr[k] for k in ("bias_pct", "offset_w", "lag_s", "estimated")} == \
             {"bias_pct": 0.0, "offset_w": 0.0, "lag_s": 0.0, "estimated": False, **cfg}
+
+
+def test_a_gap_in_the_slot_s_recording_is_left_out_not_spread():
+    """30 ms lost in the middle of the workload (a gap reads NaN): the windows around it are judged on what
+    is there, and the seconds after it still count (a NaN must not run on through the sums)."""
+    windows, polls = drive_session({"lag_s": 5.0})
+    slot = Slot()
+    a = int((112.0 - slot.T0) / slot.interval_s)
+    slot.p[a:a + 30] = np.nan
+    lag = referee.referee_ipm(slot, polls)
+    assert lag.outcome == "fail" and lag.claim == pytest.approx(5.0, abs=0.15)
+    assert all(s[2] is not None for s in lag.notes["series"])
+    vs = referee.referee_window(slot, windows["measure:work"], "w")
+    assert {v.name: v.outcome for v in vs}["referee.max_power"] == "pass"
+
+
+class FakeClock:
+    def __init__(self, t: float = 1000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.mark.parametrize("profile,delay", [("referee-honest", 0.2), ("referee-limit-late", 5.0)])
+def test_virtual_drive_obeys_a_power_limit_when_its_profile_says_and_the_referee_times_it(profile, delay):
+    """Set Features 23h during a workload: the drive's power falls under the limit limit_delay_s later
+    (throughput with it, as thermal throttling); the referee's settle time is that delay, and more than
+    1 s fails. A limit lifted (0) is obeyed the same way."""
+    from powerrig.sim.model import JobLoad
+    from powerrig.sim.ssd import VirtualSSD
+
+    clk = FakeClock()
+    ssd = VirtualSSD(profile, clock=clk)
+    ssd.start_io([JobLoad("w", iodepth=32)], 30.0)
+    clk.t += 2.0
+    full = float(ssd.power_at(np.array([clk.t]))[0])
+    bw_full = ssd.operating_point().write_Bps.sum()
+    t_set = clk.t
+    ssd.set_power_feature(0x23, 1200 | 2 << 16)                  # 12.00 W (scale 0.01 W)
+    assert ssd.get_power_feature(0x23) == 1200 | 2 << 16
+    t = t_set + np.arange(0, 10.0, 0.001) + 0.0005
+    clk.t = t_set + 10.0
+    w = ssd.power_at(t)
+    assert full > 18.0 and w[-1] < 12.0 and ssd.operating_point().write_Bps.sum() < 0.8 * bw_full
+    settle = referee.limit_settle_s(w, 0.001, 12.0)
+    assert delay <= settle <= delay + 0.2          # to the end of the first 100 ms mean under the limit
+
+    class Arr(Slot):
+        def __init__(self):
+            self.T0, self.p, self.length = t_set, w, len(w)
+    v = referee.referee_limit(Arr(), 12.0, t_set, t_set + 10.0, "w")
+    assert v.outcome == ("pass" if delay < 1 else "fail") and v.error == pytest.approx(settle, abs=0.002)
+    assert v.notes["max_1s_w"] <= 12.0 * 1.02 and v.notes["max_100ms_w"] <= 12.0 * 1.02
+    ssd.set_power_feature(0x23, 0)                               # lifted
+    clk.t += delay + 1.0
+    assert float(ssd.power_at(np.array([clk.t]))[0]) > 18.0
+
+
+def test_a_drive_that_never_complies_fails_and_one_that_ignores_stores_only(tmp_path):
+    from powerrig.sim.model import JobLoad
+    from powerrig.sim.ssd import VirtualSSD
+
+    (tmp_path / "ignoring.toml").write_text('format = 1\nextends = "referee-honest"\nname = "ignoring"\n'
+                                            '[power.self_report]\nlimit_obey = "ignore"\n')
+    clk = FakeClock()
+    ssd = VirtualSSD(load(tmp_path / "ignoring.toml"), clock=clk)
+    ssd.start_io([JobLoad("w", iodepth=32)], 30.0)
+    clk.t += 1.0
+    ssd.set_power_feature(0x23, 1200 | 2 << 16)
+    t = clk.t + np.arange(0, 5.0, 0.001)
+    clk.t += 5.0
+    w = ssd.power_at(t)
+    assert w.min() > 18.0 and referee.limit_settle_s(w, 0.001, 12.0) is None
+
+    class Arr(Slot):
+        def __init__(self):
+            self.T0, self.p, self.length = t[0], w, len(w)
+    v = referee.referee_limit(Arr(), 12.0, t[0], t[-1], "w")
+    assert v.outcome == "fail" and "never complied" in v.why
+    with pytest.raises(ValueError, match="limit_obey"):
+        PowerClaims(ModelDrive(), {"limit_obey": "sometimes"}, 0.0)

@@ -167,7 +167,7 @@ RICH = {
                                            "runtime_s": 1, "waf_every_s": 1}},
     "timing": {"settle_s": 1, "idle_s": 1, "measure_s": 2, "repetitions": 1, "cooldown_s": 0},
     "steady_state": {"rounds": 3, "max_rounds": 5, "range_pct": 20, "slope_pct": 10},
-    "checks": {"self_reported_tolerance_pct": 10, "max_lost_pct": 5},
+    "checks": {"self_reported_tolerance_pct": 10, "max_lost_pct": 5, "power_limit_w": 12.5},
     "limits": {"max_steps": 100, "max_hours": 10},
     "workload": [{"name": "r", "rw": "randrw", "iodepth": 4, "numjobs": 1, "rwmixread": 50, "runtime_s": 1,
                   "waf_every_s": 1, "ranges": [[0, 50], [50, 100]]},

@@ -77,9 +77,15 @@ def _total(source, t0: float, t1: float) -> tuple[np.ndarray, float]:
     return np.concatenate(parts).astype(np.float64), float(source.utc(a))
 
 
-def _sliding_means(x: np.ndarray, n: int) -> np.ndarray:
-    c = np.concatenate([[0.0], np.cumsum(x)])
-    return (c[n:] - c[:-n]) / n
+def _sliding_means(x: np.ndarray, n: int, min_cover: float = 0.9) -> np.ndarray:
+    """Means of every n consecutive values, over the values that are there (a gap's NaN left out); NaN
+    where less than ``min_cover`` of a window is there."""
+    ok = np.isfinite(x)
+    c = np.concatenate([[0.0], np.cumsum(np.where(ok, x, 0.0))])
+    k = np.concatenate([[0], np.cumsum(ok)])
+    have = k[n:] - k[:-n]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(have >= min_cover * n, (c[n:] - c[:-n]) / np.maximum(have, 1), np.nan)
 
 
 def histogram_distance(drive_counts, drive_bin_w: float, truth_w: np.ndarray) -> tuple[float, float]:
@@ -139,8 +145,8 @@ def referee_window(source, claim: dict, phase: str) -> list[Verdict]:
         out.append(Verdict("referee.max_power", phase, mx, None, None, "W", "%", bound, "n/a",
                            "the drive's sampling interval (IPMSR) is unknown or longer than the span", span))
     else:
-        m = _sliding_means(np.nan_to_num(x, nan=truth_mean), n)
-        k = int(np.argmax(m))
+        m = _sliding_means(x, n)
+        k = int(np.nanargmax(m)) if np.isfinite(m).any() else 0
         truth_max = float(m[k])
         t_max = t0 + (k + n) * dt
         if mx is None:
@@ -250,3 +256,56 @@ def referee_ipm(source, polls, phase: str = "ipm") -> Verdict:
     return Verdict("referee.ipm_lag", phase, best, 0.0, best, "s", "s", LAG_LIMIT_S, "pass" if ok else "fail",
                    f"SMART IPM polled every second against the slot's last second: it agrees best "
                    f"{best:.1f} s late (correlation {best_r:.3f}); more than {LAG_LIMIT_S:g} s fails", notes)
+
+
+LIMIT_SETTLE_S = 1.0        # a drive must hold a Power Limit within this of the set (the command's time included)
+LIMIT_TOL_PCT = 2.0         # 100 ms means above limit x (1 + this) are over it (the slot's own uncertainty)
+
+
+def limit_settle_s(x: np.ndarray, dt: float, limit_w: float) -> float | None:
+    """Seconds from the series' start until its 100 ms means stay at or under the limit (+ LIMIT_TOL_PCT) to
+    the end; 0 when never over; None when the last one is still over (it never complied)."""
+    n = max(1, int(round(0.1 / dt)))
+    if len(x) < n:
+        return None
+    m = _sliding_means(np.asarray(x, dtype=np.float64), n)
+    over = np.nan_to_num(m, nan=0.0) > limit_w * (1 + LIMIT_TOL_PCT / 100.0)
+    if not over.any():
+        return 0.0
+    k = int(np.nonzero(over)[0][-1])
+    if k == len(m) - 1:
+        return None
+    return (k + n) * dt              # the end of the last window over the limit
+
+
+def referee_limit(source, limit_w: float, t_set: float, t_end: float, phase: str, notes: dict | None = None) -> Verdict:
+    """Power Limit compliance (feature 23h): how long after ``t_set`` (the sweep passes when Set Features 23h
+    completed) the slot's 100 ms means stay under the limit, and the 1 s average and 100 ms / 1 s maxima after that. Passes when it complies within
+    LIMIT_SETTLE_S. The 100 us maximum is left out: the capture's peak signals are per rail."""
+    x, tx0 = _total(source, t_set, t_end)
+    dt = float(source.interval_s)
+    base = {"limit_w": limit_w, "t_from": t_set, "t_end": t_end, **(notes or {})}
+    if len(x) < int(1.0 / dt):
+        return Verdict("referee.power_limit", phase, limit_w, None, None, "W", "s", LIMIT_SETTLE_S, "n/a",
+                       "less than a second of the slot's reading after the limit was set", base)
+    lead = tx0 - t_set
+    settle = limit_settle_s(x, dt, limit_w)
+    if settle is None:
+        m1 = _sliding_means(x, int(round(1.0 / dt)))
+        base.update(max_1s_w=float(np.nanmax(m1)), mean_w=float(np.nanmean(x)))
+        return Verdict("referee.power_limit", phase, limit_w, float(np.nanmax(m1)), None, "W", "s", LIMIT_SETTLE_S,
+                       "fail", f"the slot's 100 ms means were still over the {limit_w:g} W limit when the workload "
+                               f"ended ({t_end - t_set:.1f} s after it was set): it never complied", base)
+    settle += lead
+    after = x[int(round((settle - lead) / dt)):]
+    figs = {"settle_s": settle, "mean_1s_after_w": float(np.nanmean(after[:int(round(1.0 / dt))])),
+            "mean_after_w": float(np.nanmean(after)) if len(after) else None}
+    for name, win in (("max_100ms_w", 0.1), ("max_1s_w", 1.0)):
+        n = int(round(win / dt))
+        figs[name] = float(np.nanmax(_sliding_means(after, n))) if len(after) >= n else None
+    base.update(figs)
+    ok = settle <= LIMIT_SETTLE_S
+    return Verdict("referee.power_limit", phase, limit_w, figs["max_100ms_w"], settle, "W", "s", LIMIT_SETTLE_S,
+                   "pass" if ok else "fail",
+                   f"under the {limit_w:g} W limit {settle:.2f} s after Set Features 23h completed (100 ms means within "
+                   f"{LIMIT_TOL_PCT:g} %); more than {LIMIT_SETTLE_S:g} s fails", base)

@@ -44,6 +44,7 @@ PLAN = {
     "steady_state.slope_pct": Bound(0.0, 100.0, "%"),
     "checks.self_reported_tolerance_pct": Bound(0.1, 100.0, "%"),
     "checks.max_lost_pct": Bound(0.0, 100.0, "%"),
+    "checks.power_limit_w": Bound(0.01, 655.35, "W"),
     "limits.max_steps": _i(1, 10_000_000),
     "limits.max_hours": Bound(0.001, 24 * 366.0, "h"),
     "power_states": _i(0, 31),

@@ -46,7 +46,11 @@ class PowerClaims:
         self.bins = int(cfg.get("histogram_bins", 0)) or int(math.ceil(ssd.profile.state(0).mp_w * 1.2 / BIN_W))
         self.msmt_min = int(cfg.get("max_stop_minutes", 1440))    # MSMT: the largest SMT accepted
         self.lifetime_j = float(cfg.get("lifetime_wh", 0.0)) * 3600.0
-        self.power_limit = 0          # feature 23h dword (PLV | PLS << 16); 0: no limit (stored, not yet obeyed)
+        self.power_limit = 0          # feature 23h dword (PLV | PLS << 16); 0: no limit
+        self.limit_obey = str(cfg.get("limit_obey", "obey"))      # obey | late | ignore (sim/ssd.py applies it)
+        if self.limit_obey not in ("obey", "late", "ignore"):
+            raise ValueError(f"[power.self_report] limit_obey {self.limit_obey!r} is not obey, late or ignore")
+        self.limit_delay_s = float(cfg.get("limit_delay_s", 5.0 if self.limit_obey == "late" else 0.2))
         self.power_threshold = 0      # feature 24h dword
         self.ocp = bool(cfg.get("ocp_c0", False))
         self.ocp_peak_w = int(cfg.get("ocp_peak_w", round(ssd.profile.state(0).mp_w * 1.4)))

@@ -101,20 +101,23 @@ def load(name_or_path: str | Path) -> Profile:
         d = tomllib.loads(p.read_text())
     except tomllib.TOMLDecodeError as e:
         raise ProfileError(f"drive profile {p} is not valid TOML: {e}") from None
-    if "extends" in d:          # a variant of another profile: its tables with these values over them
-        base_name = d.pop("extends")
-        if Path(str(base_name)).stem == p.stem:
-            raise ProfileError(f"drive profile {p} extends itself")
-        base = Path(str(base_name)) if str(base_name).endswith(".toml") else PROFILE_DIR / f"{base_name}.toml"
+    seen = {p.resolve()}
+    while "extends" in d:       # a variant of another profile: its tables with these values over them
+        base_name = str(d.pop("extends"))
+        base = Path(base_name) if base_name.endswith(".toml") else PROFILE_DIR / f"{base_name}.toml"
         if not base.is_file():
             raise ProfileError(f"drive profile {p} extends {base_name!r}, which is no profile")
+        if base.resolve() in seen:
+            raise ProfileError(f"drive profile {p}: 'extends' goes round in a circle at {base_name!r}")
+        seen.add(base.resolve())
         try:
             raw = tomllib.loads(base.read_text())
         except tomllib.TOMLDecodeError as e:
             raise ProfileError(f"drive profile {base} is not valid TOML: {e}") from None
-        if "extends" in raw:
-            raise ProfileError(f"drive profile {p} extends {base_name!r}, which extends another: one level only")
+        ext = raw.pop("extends", None)
         d = _merged(raw, d)
+        if ext is not None:
+            d["extends"] = ext
     try:
         ident = d["identity"]
         states = tuple(PowerState(**s) for s in sorted(d["power_state"], key=lambda s: s["ps"]))

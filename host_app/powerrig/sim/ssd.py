@@ -82,6 +82,8 @@ class VirtualSSD:
         self.host_ps = 0             # the operational state the host asked for last
         self.workload_hint = 0
         self._pending: tuple[float, int] | None = None     # (t_switch, ps) of a transition under way
+        self._limit_w: float | None = None                  # the Power Limit (feature 23h) the drive obeys now
+        self._limit_pending: tuple[float, float | None] | None = None   # (when it will obey, W or None: lifted)
         self.apst_enabled = self.profile.apst
         self.apst_table = [(0, 0)] * 32                    # per state: (itps, itpt_ms)
         for e in self.profile.apst_default:
@@ -239,6 +241,8 @@ class VirtualSSD:
                 cands.append((run.fail_at, lambda w, r=run: self._fail_run(r, w)))
             if run.deadline <= t:
                 cands.append((run.deadline, lambda w, r=run: self._end_run(r, w)))
+        if self._limit_pending is not None and self._limit_pending[0] <= t:
+            cands.append((self._limit_pending[0], self._apply_limit))
         if self.apst_enabled and not self.runs and not self._pending:
             itps, itpt = self.apst_table[self.ps]
             if itpt > 0 and itps != self.ps and itps <= self.profile.npss:
@@ -437,6 +441,8 @@ class VirtualSSD:
         jobs = [j for run in self.runs.values() for j in run.jobs]
         waking = self._pending is not None and self.profile.state(self.ps).nops
         cap = self.profile.thermal["throttle_w"] if self.throttled else None
+        if self._limit_w is not None:           # a Power Limit it obeys: throughput and power held under it
+            cap = self._limit_w if cap is None else min(cap, self._limit_w)
         if jobs and not waking:
             self._op = operating_point(self.profile, self.ps, jobs, fdp=self.fdp_enabled, cap_w=cap)
         else:
@@ -519,7 +525,9 @@ class VirtualSSD:
             return {0x23: c.power_limit, 0x24: c.power_threshold, 0x25: c.measurement_dword()}[fid]
 
     def set_power_feature(self, fid: int, value: int) -> None:
-        """Set Features 23h / 24h: stored (the virtual drive does not obey a limit yet). A limit below
+        """Set Features 23h / 24h. A Power Limit is obeyed as ``[power.self_report] limit_obey`` says: "obey"
+        (after limit_delay_s, 0.2 s), "late" (after limit_delay_s, 5 s) or "ignore" (stored only); obeying
+        caps the operating point as thermal throttling does (throughput falls with power). A limit below
         every operational state's lowest possible draw (idle) is refused as NVMe 3Eh Invalid Power Limit."""
         c = self._claims(f"feature {fid:#04x}")
         if fid == 0x23 and value & 0xFFFF:
@@ -530,10 +538,20 @@ class VirtualSSD:
                                                 if not s.nops):
                 raise SsdError("the power limit forbids every operational power state", status="INVALID_POWER_LIMIT")
         with self._lock:
+            t = self.clock()
+            self.advance(t)
             if fid == 0x23:
                 c.power_limit = value & 0x3FFFF
+                watts = (value & 0xFFFF) * {1: 1e-4, 2: 1e-2}.get((value >> 16) & 3, 0.0) or None
+                if c.limit_obey != "ignore":     # obeyed (and lifted) after limit_delay_s; "ignore": stored only
+                    self._limit_pending = (t + c.limit_delay_s, watts)
             else:
                 c.power_threshold = value
+
+    def _apply_limit(self, t: float) -> None:
+        _, self._limit_w = self._limit_pending
+        self._limit_pending = None
+        self._retune(t, tau=0.02)
 
     def power_claims_identify(self) -> dict | None:
         """Identify Controller's power measurement fields (CTRATT bits 20-21, MUP, IPMSR, MSMT), or None."""

@@ -30,6 +30,7 @@ LINK = ("16.0 GT/s PCIe", 4)      # what the virtual drives train to (PCIe 4.0 x
 # the tool's bookkeeping of I/O it already started, and the simulator's truth: answered while the
 # controller is away (a cut run must still end and report, as fio does after its I/O errors)
 WHILE_AWAY = ("run_status", "stop_io", "power_truth")
+SUBSTEPS = 20           # power_model: instants averaged per step
 
 
 class SsdServer:
@@ -214,9 +215,11 @@ class SsdServer:
         model keeps the last HISTORY_S): what the referee's benchmark holds powerrig's own measurement to."""
         t0, t1, step = float(req["t0"]), float(req["t1"]), max(1e-4, float(req.get("step_s", 0.001)))
         n = max(1, min(20000, int((t1 - t0) / step)))
-        t = t0 + (np.arange(n) + 0.5) * step
+        sub = (np.arange(SUBSTEPS) + 0.5) / SUBSTEPS * step        # each step's mean, not one instant of it
+        t = (t0 + np.arange(n)[:, None] * step + sub[None, :]).ravel()   # (the 1 kHz ripple aliases at 1 ms)
         ssd.advance(min(t1, time.time()))
-        return {"t0": t0, "step_s": step, "watts": [round(float(w), 6) for w in ssd._power_eval(t)]}
+        w = ssd._power_eval(t).reshape(n, SUBSTEPS).mean(axis=1)
+        return {"t0": t0, "step_s": step, "watts": [round(float(x), 6) for x in w]}
 
     def _op_format(self, ssd, nsid, req):
         ssd.erase("format", nsid or req.get("nsid"))

@@ -39,6 +39,7 @@ from powerrig.sweep.rig import bring_up, open_interposer
 logger = logging.getLogger(__name__)
 KEEP_BW_ROUNDS = 64
 UNSTORED = "unstored-steps.jsonl"   # finished steps the database could not take; --resume stores them
+LIMIT_LEAD_S = 2.0         # the workload runs this long at its own power before the limit is set
 PRE_LEVEL_S = 0.25         # captured before the set-feature: the old level (analysis averages up to 0.5 s)
 
 
@@ -478,6 +479,8 @@ class Sweep:
                 measure_name, bw_rounds, steady = self._workload(step, tl, nvme, fio, fio_dir, rec)
                 if sr is not None:
                     self._self_report(nvme, tl, measure_name, sr)
+                if plan.checks.power_limit_w:
+                    self._power_limit(step, tl, nvme, fio, fio_dir)
             if ipm is not None:
                 ipm_polls = ipm()
             cycles = None
@@ -504,6 +507,7 @@ class Sweep:
         with CaptureReader(capture) as cap:
             an = analyse(cap, cap.events, cap.metadata)
             verdicts = self._referee(cap, tl, ipm_polls) if plan.checks.self_reported_power else []
+            self._limit_verdicts = self._referee_limit(cap, tl) if plan.checks.power_limit_w else []
         t_an = time.monotonic() - t_an
         phases = measure.phase_rows(an)
         extra = []
@@ -516,6 +520,8 @@ class Sweep:
         self._prev_ps = step.power_state
         extra += measure.self_reported(an, plan.checks.self_reported_tolerance_pct)
         extra += measure.referee(verdicts)
+        if plan.checks.power_limit_w:
+            extra += measure.referee(self._limit_verdicts)
         if margin_v is not None:
             from powerrig.sweep import margin
             extra += margin.measurements(step.margin, step.margin_v, margin_v["measured_v"], margin_v["during_v"])
@@ -617,6 +623,67 @@ class Sweep:
                            "self_report_max_w": log.mipwr_w, "self_report_error_bound_pct": log.ipwrpe_pct,
                            "self_report_estimated": log.estimated, "interval_s": self._sr_interval or None,
                            "referee_claim": claim}))
+
+    def _power_limit(self, step: Step, tl, nvme, fio, fio_dir: Path) -> None:
+        """Power Limit compliance: the workload again, the plan's limit set (Set Features 23h, through the
+        guarded door) LIMIT_LEAD_S into it, a PHASE from the set to the workload's end; the limit the drive
+        had before is set back in a ``finally``, however the run ends."""
+        from powerrig.dut import claims
+
+        ctrl, serial, limit = self._rig.controller, self.plan.drive.serial, self.plan.checks.power_limit_w
+        try:
+            before = claims.read_feature(nvme, ctrl, claims.FID_POWER_LIMIT)
+        except PowerrigError as e:
+            self._emit("note", text=f"power limit: not checked ({e})")
+            return
+        w = step.workload
+        done: dict = {}
+
+        def run():
+            try:
+                done["res"] = fio.run(self._fio_plan(w, self.plan.runtime_of(w)), fio_dir / "limit", name="fio",
+                                      **self._fio_kw())
+            except BaseException as e:  # noqa: BLE001 - told on the step's thread
+                done["error"] = e
+
+        th = threading.Thread(target=run, name="limit-workload", daemon=True)
+        t_set = t_done = None
+        th.start()
+        try:
+            time.sleep(LIMIT_LEAD_S)                  # the workload at its own power first
+            t_set = time.time()
+            claims.set_power_limit(nvme, ctrl, serial, limit)
+            t_done = time.time()
+            th.join()
+        except PowerrigError as e:
+            self._emit("note", text=f"power limit: {e}")
+        finally:
+            th.join()
+            try:
+                claims.set_power_limit(nvme, ctrl, serial, before.watts, before.scale or None)
+            except PowerrigError as e:
+                self._emit("note", text=f"power limit: the previous limit ({before.line()}) was not restored: {e}")
+        if "error" in done:
+            raise done["error"]
+        res = done.get("res")
+        if res is None or t_set is None or t_done is None:
+            return
+        t1 = max(j.end_utc for j in res.jobs)
+        t0 = min(j.start_utc for j in res.jobs)
+        bw = sum(d.bw_bytes for j in res.jobs for d in j.directions.values())
+        tl.add(Event(PHASE, f"{measure.LIMIT}{w.name}", t_set, t1, ok=True,
+                     meta={"limit_w": limit, "t_set": t_set, "t_set_done": t_done, "workload_start": t0,
+                           "bw_bytes": bw, "previous_limit_w": before.watts, "power_state": step.power_state}))
+
+    def _referee_limit(self, cap, tl) -> list:
+        from powerrig.analysis import referee
+
+        # timed from the set's completion (the drive has the limit by then; nvme-cli's own start-up is not the drive's)
+        return [referee.referee_limit(cap, e.meta["limit_w"], e.meta.get("t_set_done") or e.meta["t_set"], e.t_end,
+                                      e.name[len(measure.LIMIT):],
+                                      notes={"t_set_issued": e.meta["t_set"], "bw_bytes": e.meta.get("bw_bytes"),
+                                             "previous_limit_w": e.meta.get("previous_limit_w")})
+                for e in tl.events(kind=PHASE) if e.name.startswith(measure.LIMIT) and (e.meta or {}).get("limit_w")]
 
     def _ipm_poller(self, nvme):
         """Read SMART's IPM (the drive's power over its last second) about every second on a thread, for the

@@ -9,6 +9,7 @@ import math
 WAF_KEEP = 2000          # WAF samples kept per step (10 h at one a minute is 600)
 SELF_REPORT = "self-report:"   # phases over which the drive's own power report is compared
 MEASURE = "measure:"           # the phase over the measured part of a workload: MEASURE + its name
+LIMIT = "limit:"               # the phase from a Power Limit's set to the end of the workload run under it
 MARGINAL = 0.05          # within 5 % of a maximum limit: "marginal" (still within the limit)
 
 
@@ -147,7 +148,7 @@ def referee(verdicts) -> list[dict]:
     out = []
     for v in verdicts:
         b = _num(v.bound)
-        lower = None if b is None or v.name in ("referee.histogram", "referee.ipm_lag") else -b
+        lower = None if b is None or v.name in ("referee.histogram", "referee.ipm_lag", "referee.power_limit") else -b
         notes = {"claim": _num(v.claim), "truth": _num(v.truth), "units": v.units, "why": v.why, **(v.notes or {})}
         out.append(_m(v.name, v.phase, v.error, v.error_units, v.outcome, lower=lower, upper=b,
                       requirement_met=v.outcome == "pass" if v.outcome != "n/a" else None,

@@ -14,7 +14,7 @@ mixes two plans.
     [preparation] kind = "none" | "format" | "precondition" | "fio"  (+ [preparation.job])
     [timing]    settle_s, idle_s, measure_s, repetitions, cooldown_s, io_log, block_trace
     [steady_state] rounds, max_rounds, range_pct, slope_pct, metrics
-    [checks]    self_reported_power, self_reported_tolerance_pct, max_lost_pct
+    [checks]    self_reported_power, self_reported_tolerance_pct, max_lost_pct, power_limit_w
     [[workload]] name, rw, bs, iodepth, numjobs, rwmixread, ranges, runtime_s | size, streams, fdp
     [[power_loss]] name, cycles, bs, iodepth, size, cut_ms, off_ms, ready_timeout_s, holdup_threshold_v,
                    inrush_trigger_w, seed   (surprise power loss during verified writes: docs/power-loss.md)
@@ -256,6 +256,8 @@ class Checks:
     self_reported_power: bool = False      # read the drive's own power (log 0x25) beside the interposer's
     self_reported_tolerance_pct: float = 10.0
     max_lost_pct: float | None = None      # a step whose recording lost more (gaps: link, overloads) is invalid
+    power_limit_w: float | None = None     # Power Limit compliance (feature 23h, guarded): set during a second run
+                                           # of each workload, measured after, the old limit restored (issue 38)
 
 
 @dataclass(frozen=True)
@@ -440,7 +442,7 @@ POWER_LOSS = {"name", "cycles", "bs", "iodepth", "size", "cut_ms", "off_ms", "re
 MAX_CYCLES = 100_000
 MAX_OFF_MS = 60_000.0
 LIMITS = {"max_steps", "max_hours"}
-CHECKS = {"self_reported_power", "self_reported_tolerance_pct", "max_lost_pct"}
+CHECKS = {"self_reported_power", "self_reported_tolerance_pct", "max_lost_pct", "power_limit_w"}
 RIG = {"port", "interval_us", "nvme", "fio", "reconnect_s", "source", "supply", "supply_channels", "reply_timeout_s"}
 DRIVE = {"controller", "namespace", "serial", "host"}
 PREP = {"kind", "job"}
@@ -816,7 +818,8 @@ def _build(d: dict, text: str, path: str) -> Plan:
     _known(("checks",), c, CHECKS)
     checks = Checks(_bool(("checks", "self_reported_power"), c.get("self_reported_power", False)),
                     _num(("checks", "self_reported_tolerance_pct"), c.get("self_reported_tolerance_pct", 10.0)),
-                    _num(("checks", "max_lost_pct"), c["max_lost_pct"]) if "max_lost_pct" in c else None)
+                    _num(("checks", "max_lost_pct"), c["max_lost_pct"]) if "max_lost_pct" in c else None,
+                    _num(("checks", "power_limit_w"), c["power_limit_w"]) if "power_limit_w" in c else None)
     plan = Plan(name, rig, drive, pss, workloads, _str(("description",), d.get("description", "")), idle, apst,
                 Preparation(kind, job), timing, steady, text, path, checks, _limits(d), power_loss, margin)
     _check_size(plan, d)

@@ -57,8 +57,10 @@ def test_a_healthy_drive_s_verify_finds_no_false_loss_in_1000_cycles(monkeypatch
         n = int(np.random.default_rng(seed).integers(1, 20000))
         media = PatternMedia()
         media.write(1, 0, n * BS, str(seed))
-        if int(n * BS / CAP * CAP) < n * BS:
+        old_size = int(n * BS / CAP * CAP)               # what the old code asked the drive to verify
+        if old_size < n * BS:
             predicted.add(k)
+            assert media.bad_blocks(1, 0, old_size, BS, str(seed)) == [(n - 1) * BS]   # the old false loss
         bad = _fio_verify(media, monkeypatch, n, seed)
         if bad:
             false_loss[k] = sorted(bad)
@@ -234,3 +236,13 @@ def test_losses_after_a_completed_flush_are_labelled_apart(monkeypatch):
     assert "flush" in json.loads(ms["power_loss.lost_after_flush_writes"]["notes"])["label"]
     assert ms["power_loss.lost_writes"]["value"] == 3          # every acknowledged write lost, flushed or not
     assert json.loads(ms["power_loss.lost_writes"]["notes"])["after_flush"] == 2
+
+
+def test_a_fall_away_from_the_reported_cut_is_kept_and_said():
+    from powerrig.analysis import power_events
+
+    amps = np.r_[np.full(100, 0.8), np.zeros(500)]
+    volts = np.r_[np.full(100, 12.0), 12.0 * np.exp(-np.arange(500) * 4e-6 / 5e-3)]
+    r = power_events.cut_holdup(volts, amps, 9.0, 4e-6, reported=97)
+    assert r["cut"] == 100 and "+3 samples" in r["cut_reason"] and r["holdup_from"] == "found cut"
+    assert power_events.cut_holdup(volts, amps, 9.0, 4e-6, reported=100)["cut_reason"] is None

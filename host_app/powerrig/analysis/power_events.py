@@ -56,6 +56,9 @@ def cut_holdup(volts: np.ndarray, amps: np.ndarray, threshold_v: float, period_s
     out = {"cut": found if found >= 0 else None, "cut_reason": None, "holdup_s": None, "holdup_reason": None,
            "holdup_from": None}
     ref = found if found >= 0 else None
+    if found >= 0 and reported is not None and found != reported:
+        out["cut_reason"] = (f"the samples show the fall {found - reported:+d} samples from the sample the "
+                             "interposer reported; the samples' is kept")
     if found < 0:
         if reported is not None and reported < 0:
             out["cut_reason"] = (f"the cut is {-reported} samples ({-reported * us:.0f} us) before the burst's "

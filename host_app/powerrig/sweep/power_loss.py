@@ -160,8 +160,7 @@ def burst_figures(burst, with_cut: bool, holdup_threshold_v: float, edges: list[
         if cut < 0 and rep is not None and 0 < rep < len(i):
             cut = rep
     else:
-        out.update({"holdup_s": None, "cut_found_at": None,
-                    "holdup_reason": "no cut in this burst (a removal long before the insertion it holds)"})
+        out.update({"holdup_s": None, "cut_found_at": None, "holdup_reason": "no 12 V cut in this sequence"})
     r = power_events.find_rise(i[max(cut, 0):])
     rise = max(cut, 0) + r if r >= 0 else -1
     ir = power_events.inrush(i, rise, PERIOD_S, min(BURST_POST, len(i) - rise)) if rise >= 0 else {}
@@ -256,7 +255,8 @@ class PowerLossStep:
         self.tl.add(Event(NOTE, NOTE_NAMES[pl.kind], t_cut, t_ready, ok=True,
                           meta={"power_cycle": powered, "kind": pl.kind, "planned": True, "step": self.step.key,
                                 "cycle": k + 1, "edges": edges}))
-        rails = burst_figures(burst, pl.kind == "cut", pl.holdup_threshold_v, edges) if powered else {}
+        # a hot-plug's removal cuts 12 V too: its hold-up is measured whenever the burst holds the decay
+        rails = burst_figures(burst, pl.kind in ("cut", "hotplug"), pl.holdup_threshold_v, edges) if powered else {}
         acknowledged, flushed = self._acknowledged(d / f"{pl.name}.json")
         c = verify.classify(self.fio, pl.name, self.namespace, pl.bs, pl.iodepth, acknowledged, randseed=seed,
                             flushed=flushed)

@@ -92,7 +92,9 @@ class PowerPanel(QWidget):
                          + (f" ({late} samples late)" if late else ""))
         if "holdup_s" in d:
             h, pk, q = d.get("holdup_s"), d.get("inrush_peak_a"), d.get("inrush_charge_c")
-            lines.append("hold-up " + ("—" if h is None else f"{h * 1e3:.3f} ms"))
+            lines.append("hold-up " + ("—" if h is None else f"{h * 1e3:.3f} ms")
+                         + (f" ({d['holdup_reason']})" if h is None and d.get("holdup_reason")
+                            and not d.get("burst_error") else ""))
             lines.append("inrush " + ("—" if pk is None else f"{pk:.2f} A peak, {q * 1e3:.3f} mC"))
             if d.get("burst_error"):
                 lines.append(f"(no burst: {d['burst_error']})")

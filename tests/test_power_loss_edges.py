@@ -82,7 +82,8 @@ def _stepped(off_us: int, defect_rate: float = 0.0):
 
     rig = SteppedRig(PowerSpec(defect_rate=defect_rate), seed=3)
     rig.command({"op": "enable", "watchdog_ms": 1000})
-    edges = rig.run([{"output": "12V", "level": 0, "after_us": 3000}, {"output": "12V", "level": 1, "after_us": off_us}])
+    edges = rig.run([{"output": "12V", "level": 0, "after_us": 3000},
+                     {"output": "12V", "level": 1, "after_us": off_us}])
     cut = [t for t in rig.drive.truth if t["output"] == "12V"][-2]
     rig.wait_ready()
     return rig, edges, cut

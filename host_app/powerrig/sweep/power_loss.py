@@ -260,7 +260,8 @@ class PowerLossStep:
         acknowledged, flushed = self._acknowledged(d / f"{pl.name}.json")
         c = verify.classify(self.fio, pl.name, self.namespace, pl.bs, pl.iodepth, acknowledged, randseed=seed,
                             flushed=flushed)
-        return {"cycle": k + 1, "kind": pl.kind, "attempt": self.attempt, "seed": seed, "cut_ms": cut_ms, "off_ms": off_ms, "edges": edges,
+        return {"cycle": k + 1, "kind": pl.kind, "attempt": self.attempt, "seed": seed, "cut_ms": cut_ms,
+                "off_ms": off_ms, "edges": edges,
                 "rtt_s": rtt_s,
                 "cut_during_writes": "result" not in out, "acknowledged": c.acknowledged, "lost": len(c.lost),
                 "flushed": flushed, "lost_after_flush": len(c.lost_after_flush),

@@ -45,9 +45,9 @@ def test_open_sends_the_resync_preamble_before_anything_else():
     link = SerialLink("fake", ser=ser)
     try:
         assert ser.written and ser.written[0] == bytes(wire.fw.RESYNC_PREAMBLE), ser.written[:1]
-        # as long as the longest frame: a header left in the board claims at most that many bytes
-        assert wire.fw.RESYNC_PREAMBLE == wire.fw.OVERHEAD + wire.fw.MAX_PAYLOAD
-        assert wire.SYNC not in bytes(wire.fw.RESYNC_PREAMBLE)
+        # a break (no COMMAND frame holds it) with room to complete a header cut short
+        assert wire.fw.RESYNC_PREAMBLE >= wire.fw.BREAK_ZEROS + wire.fw.HEADER_SIZE
+        assert bytes(wire.fw.BREAK_ZEROS) in bytes(wire.fw.RESYNC_PREAMBLE)
     finally:
         link.close()
     quiet = RecordingSerial()

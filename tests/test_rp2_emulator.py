@@ -134,6 +134,20 @@ def test_rp2_emulator_board_boots_and_sets_up_its_converters(board):
             adc["short_frames"]) == (0, 0, 0, 0), adc
 
 
+def test_rp2_emulator_command_path_cannot_wedge(board):
+    """Issue 43 (items 1, 2, 7) on the real image: raw frames on the pty (tests/link_fuzz_helpers.py:
+    the issue's type-0 frame with 2.6 kB and its abandoned 2,048-byte header, frame types and lengths,
+    partial and abandoned writes, ids of every JSON shape): each has its outcome, every reply and
+    notice is JSON, the loop answers after them. The tests after this one stream from the same board,
+    exactly: the loop streams after the fuzz."""
+    from link_fuzz_helpers import fuzz
+
+    t0 = board.stats()["emu_s"]
+    st = fuzz(board.port, lambda: board.stats()["emu_s"])
+    print(f"rp2 emulator command-path fuzz: {st['sent']}, reader {st['reader']}, passes {st['passes']}, "
+          f"{board.stats()['emu_s'] - t0:.2f} s emulated")
+
+
 def energy_error(board, first: int, end: int, mean_w: float) -> float:
     """Relative error of a stream's mean power over board samples first..end-1 against the waveform's."""
     return mean_w / expected_power(board.codes, board.cal, first, end) - 1

@@ -38,9 +38,9 @@ ID_LIMIT = 1 << 53
 # frames checked (CRC), of which at most one through the JSON path (a command, a refusal, an error):
 # the rest waits for the next pass, which comes at once (a pass with frames left does not idle).
 FRAMES_PER_PASS = 4
-# and at most this many bytes read from the host (the board reads them one at a time: a resync
-# preamble of 2,070 bytes is read over five passes, not in one)
-READ_PER_PASS = 512
+# and at most this many bytes read from the host (the board reads them one at a time, ~20 us each on
+# the RP2040: a 2 KB command is read over several passes, not in one long one)
+READ_PER_PASS = 256
 
 
 def is_int(x):
@@ -471,8 +471,8 @@ class Device:
                   "overwritten_blocks": self.overwritten, "lost_samples": self.lost_samples,
                   "frames": self.framer.frames_sent, "burst": self.burst.status(), "bad_bytes": self.reader.bad,
                   "errors": self.errors,
-                  "reader": {"timeouts": self.reader.timeouts, "refused": self.refused,
-                             "oversize": self.reader.oversize}}
+                  "reader": {"timeouts": self.reader.timeouts, "breaks": self.reader.breaks,
+                             "refused": self.refused, "oversize": self.reader.oversize}}
         if hasattr(self.board, "link_status"):
             status["link"] = self.board.link_status()
         ps = self.pass_stats

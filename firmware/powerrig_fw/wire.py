@@ -26,10 +26,14 @@ T_ZERO = 0x101      # not on the wire: FrameReader's report of a whole frame of 
 
 # The receiver's resynchronisation (docs/protocol.md, "Resynchronisation"):
 PARTIAL_TIMEOUT_MS = 80   # a partial frame held this long (board time) is dropped when no byte completes it
-# A host sends this many zero bytes when it opens the link, before its first command: the longest frame,
-# so whatever half frame a previous host left in the board is completed by them and fails its CRC (a
-# header that starts in the old bytes claims at most this many), and zeros hold no sync word.
-RESYNC_PREAMBLE = OVERHEAD + MAX_PAYLOAD
+# The break: BREAK_ZEROS zero bytes in a row. No COMMAND frame holds them (its payload is JSON text, which
+# has no NUL byte, and its header and CRC fewer than 20 in a row), so a partial frame in whose bytes they appear
+# is dropped at once. A host sends RESYNC_PREAMBLE zero bytes when it opens the link, before its first
+# command: whatever half frame a previous host left in the board meets the break (or, a header cut
+# short, is completed by zeros and fails its CRC), and zeros hold no sync word.
+BREAK_ZEROS = 32
+RESYNC_PREAMBLE = 64
+_BREAK = bytes(BREAK_ZEROS)
 
 # flags
 F_OVERRUN = 0x01    # the device lost samples just before this frame (sample index jumps)
@@ -199,7 +203,8 @@ class FrameReader:
 
     Every byte sequence has an outcome (docs/protocol.md, "Resynchronisation"): a whole frame is
     given; a header of another version, a header over ``max_len`` (a command's reported as
-    T_OVERSIZE) or a frame failing its CRC costs one byte, and the search goes on from the next one.
+    T_OVERSIZE) or a frame failing its CRC costs one byte, and the search goes on from the next one; so
+    does a partial frame whose bytes so far hold a break (BREAK_ZEROS zero bytes in a row: ``breaks``).
     A partial frame is held, and ``waiting`` says so with ``since``, the board's ms when it was first
     held; ``expire()`` (the device calls it once the partial frame is PARTIAL_TIMEOUT_MS old) makes
     every byte held so far stale: a frame they hold whole is still given, a frame they begin but do
@@ -233,6 +238,7 @@ class FrameReader:
         self.since = 0
         self.stale = 0                 # the bytes before buf[stale] are older than the timeout
         self.timeouts = 0              # partial frames dropped as stale
+        self.breaks = 0                # partial frames dropped at a break (BREAK_ZEROS zero bytes)
         self.budget = -1               # frames (CRC checks) left for this pass; negative: unbounded
         self.more = 0                  # 1: bytes are held that a later next() may make frames of
         self.pending = 0               # waiting or more, as the device last saw them (one test a pass)
@@ -321,6 +327,12 @@ class FrameReader:
                 self._drop(s)               # a stale frame not whole before the timeout
                 continue
             if e < end + CRC_SIZE:
+                if b.find(_BREAK, s + 2, e) >= 0:
+                    self.breaks += 1        # a break in a partial frame (a new host's preamble)
+                    self.bad += 1
+                    self.start = s + 1
+                    self.waiting = 0
+                    continue
                 return self._none()
             if not self.budget:             # this pass's frames are checked: the rest next pass
                 self.more = 1

@@ -334,6 +334,20 @@ for junk in (b"\xa5", b"\xa5\x5a\x01", stale[:7], stale + bytes(100)):
     exchange(junk)
     got = exchange(bytes(wire.RESYNC_PREAMBLE) + ping(203))
     assert len(answered(got, 203)) == 1, (junk, got)
+# the break: no COMMAND frame holds BREAK_ZEROS zero bytes in a row, so a partial frame that does is
+# dropped at once; a whole command of the longest length, zero header fields and all, read 100 bytes
+# at a time, is not
+b0 = dev.reader.breaks
+big = frame(wire.T_COMMAND, b'{"id":207,"cmd":"describe"}' + b" " * (wire.MAX_PAYLOAD - 27))
+assert len(big) == wire.OVERHEAD + wire.MAX_PAYLOAD
+for k in range(0, len(big), 100):
+    board.inbox.append(big[k:k + 100])
+got = exchange(b"")
+assert len(answered(got, 207)) == 1 and dev.reader.breaks == b0, got
+zeros = frame(4, bytes(wire.MAX_PAYLOAD))
+exchange(zeros[:300])
+got = exchange(ping(208))                    # (no board time passes)
+assert len(answered(got, 208)) == 1 and dev.reader.breaks == b0 + 1, got
 # a command split across two reads within the timeout is one command; beyond it, dropped and said
 raw = command({"id": 204, "cmd": "status"})
 exchange(raw[:11])

@@ -69,9 +69,11 @@ class CaptureWriter:
         self._errors_seen = NATIVE.errors
         self.failed: str | None = None     # set at the first failed write: nothing is written after it
         self.failed_at: int | None = None  # where the file's whole chunks ended at that write
-        os.close(owned.open_fd(self.path, "w"))     # a link or a foreign file in its place: NotOwned, untouched
         try:
+            os.close(owned.open_fd(self.path, "w"))     # a link or a foreign file in its place: NotOwned, untouched
             self._w = pyjls.Writer(str(self.path))
+        except owned.NotOwned:
+            raise
         except Exception as e:
             why = disk_problem(self.path.parent) or str(e)
             raise CaptureError(f"cannot create capture {self.path}: {why}") from None

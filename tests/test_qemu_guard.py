@@ -337,8 +337,8 @@ def verdict(rig: QRig, case: str, out: Outcome, dev: Dev | None, serial: str, ma
 # -- the generator --------------------------------------------------------------------------------------
 
 FORMS = ("plain", "//", "/./", "/../", "link-decoy", "link-to-link", "relative-link", "dev-link", "node-decoy",
-         "ng", "controller")
-N_FIO_FORMS = 9           # fio writes take the block device forms (libaio on /dev/ng* is EINVAL)
+         "relative-path", "ng", "controller")
+N_FIO_FORMS = 10          # fio writes take the block device forms (libaio on /dev/ng* is EINVAL)
 NSIDS = (0, 1, 2, 3, 4, 7, BCAST, BCAST, -1, 2**32 + 1)
 
 
@@ -365,6 +365,8 @@ def _form(rig: QRig, rnd: random.Random, form: str, dev: Dev) -> str:
         return f"/dev/nvme9n{rig._links}"
     if form == "node-decoy":                             # a device node of it, named like another one
         return rig.node(dev, rnd.choice(decoys))
+    if form == "relative-path":                          # from the agent's working directory, /
+        return rnd.choice((f"dev/{name}", f"./dev/{name}", f"tmp/../dev/{name}"))
     raise AssertionError(form)
 
 

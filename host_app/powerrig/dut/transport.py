@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import io
 import logging
+import shutil
 import tarfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+from powerrig.core import owned
 from powerrig.core.errors import PowerrigError
 from powerrig.dut import commands
 from powerrig.dut.commands import helper_argv
@@ -18,6 +20,21 @@ SSH_FAILED = 255        # ssh's own exit code (and the agent's): the connection,
 
 class RemoteError(PowerrigError):
     """The drive host cannot be reached or refused us (ssh itself failed)."""
+
+
+def _unsafe(m: tarfile.TarInfo) -> str | None:
+    """Why a member of fio's results may not be written into the run's folder (None: it may)."""
+    if m.issym() or m.islnk():
+        return f"a {'symbolic' if m.issym() else 'hard'} link to {m.linkname!r}"
+    if not (m.isfile() or m.isdir()):
+        return "not a regular file or folder"
+    if m.name.startswith("/"):
+        return "an absolute name"
+    if ".." in PurePosixPath(m.name).parts:
+        return "a name holding '..'"
+    if not [p for p in PurePosixPath(m.name).parts if p != "."] and not m.isdir():
+        return "no name"
+    return None
 
 
 class RemoteHost:
@@ -45,16 +62,31 @@ class RemoteHost:
         self.run(helper_argv("sh", "-c", 'cat > "$1"', "sh", path), stdin=data)
 
     def fetch_dir(self, remote_dir: str, local_dir: Path) -> list[str]:
-        """Copy a directory's regular files back (tar through the connection); the names copied."""
+        """Copy a directory's regular files back (tar through the connection); the names copied.
+
+        Every member is judged before a byte is written: a link (symbolic or hard), a device or FIFO,
+        an absolute name or one holding '..' is refused in one line naming it. Each folder and file is
+        then made through core/owned, so a link someone left in the run's folder is never followed."""
         data = self.run(helper_argv("tar", "-C", remote_dir, "-cf", "-", "."), timeout=600)
-        names = []
+        local = Path(local_dir)
         with tarfile.open(fileobj=io.BytesIO(data)) as tf:
-            members = [m for m in tf.getmembers() if m.isfile() or m.isdir()]
+            members = tf.getmembers()
             for m in members:
-                if m.name.startswith("/") or ".." in Path(m.name).parts:
-                    raise RemoteError(f"drive host {self.url}: refusing a path outside the results: {m.name!r}")
-            tf.extractall(local_dir, members=members, filter="data")
-            names = [m.name for m in members if m.isfile()]
+                why = _unsafe(m)
+                if why:
+                    raise RemoteError(f"drive host {self.url}: refusing {m.name!r} in fio's results ({why}); "
+                                      "nothing was fetched")
+            owned.owned_dir(local, top=True)
+            names = []
+            for m in members:
+                parts = [p for p in PurePosixPath(m.name).parts if p != "."]
+                for k in range(1, len(parts) + (1 if m.isdir() else 0)):      # each folder on the way, owned
+                    owned.owned_dir(local.joinpath(*parts[:k]))
+                if m.isfile():
+                    src = tf.extractfile(m)
+                    with owned.open_owned(local.joinpath(*parts), "wb") as f:
+                        shutil.copyfileobj(src, f)
+                    names.append(m.name)
         return names
 
     def remove(self, remote_dir: str) -> None:

@@ -38,8 +38,8 @@ ID_LIMIT = 1 << 53
 # frames checked (CRC), of which at most one through the JSON path (a command, a refusal, an error):
 # the rest waits for the next pass, which comes at once (a pass with frames left does not idle).
 FRAMES_PER_PASS = 4
-# and at most this many bytes read from the host (the board reads them one at a time, ~20 us each on
-# the RP2040: a 2 KB command is read over several passes, not in one long one)
+# and at most this many bytes read from the host (the board reads them one at a time, some 20 us each
+# on the emulated RP2040: a 2 KB command is read over several passes, not in one long one)
 READ_PER_PASS = 256
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from types import SimpleNamespace
 
 import numpy as np
@@ -259,3 +260,39 @@ def test_a_drive_that_never_complies_fails_and_one_that_ignores_stores_only(tmp_
     assert v.outcome == "fail" and "never complied" in v.why
     with pytest.raises(ValueError, match="limit_obey"):
         PowerClaims(ModelDrive(), {"limit_obey": "sometimes"}, 0.0)
+
+
+def test_the_referee_plan_end_to_end_on_the_simulator(tmp_path):
+    """fixtures/plans/referee.toml, shortened (2 s idle, 4 s of writes): the sweep measures with the drive
+    (25h started and stopped, guarded), polls IPM, runs the workload again under a 12 W limit and restores
+    the limit; the referee's verdicts are stored with their bounds and the report has its section and plots."""
+    from powerrig.results.report import write_sweep_report
+    from powerrig.results.store import ResultStore
+    from powerrig.sweep.engine import Sweep
+    from powerrig.sweep.plan import parse
+
+    text = open(os.path.join(os.path.dirname(__file__), "..", "fixtures", "plans", "referee.toml")).read()
+    for old, new in (("settle_s = 1.0", "settle_s = 0.5"), ("idle_s = 8.0", "idle_s = 2.0"),
+                     ("measure_s = 10.0", "measure_s = 4.0")):
+        assert old in text
+        text = text.replace(old, new)
+    plan = parse(text, "referee.toml")
+    store = ResultStore(tmp_path / "r.sqlite")
+    run = Sweep(plan, store, tmp_path / "out").run()
+    ms = store.measurements(run)
+    got = {(m["name"], m["phase"]): m for m in ms if m["name"].startswith("referee.")}
+    for name in ("referee.avg_power", "referee.max_power", "referee.histogram", "referee.measured"):
+        for phase in ("idle", "measure:seq-write-128k"):
+            assert got[(name, phase)]["outcome"] == "pass", (name, phase, got[(name, phase)])
+    assert got[("referee.avg_power", "idle")]["upper"] == 5.0           # the drive's IPWRPE
+    ipm = got[("referee.ipm_lag", "ipm")]
+    assert ipm["outcome"] == "pass" and ipm["value"] <= 0.5 and len(json.loads(ipm["notes"])["series"]) >= 6
+    lim = got[("referee.power_limit", "seq-write-128k")]
+    n = json.loads(lim["notes"])
+    assert lim["outcome"] == "pass" and 0.0 <= lim["value"] <= 1.0 and n["max_1s_w"] <= 12.0 * 1.02
+    assert n["previous_limit_w"] is None
+    out = write_sweep_report(store, run, tmp_path / "report")
+    page = out.read_text()
+    assert "What the drive says vs what the slot measured" in page and "Power Limit (23h) compliance" in page
+    assert (tmp_path / "report" / "referee_ipm_000.png").stat().st_size > 1000
+    assert (tmp_path / "report" / "referee_hist_000_measure_seq_write_128k.png").exists()

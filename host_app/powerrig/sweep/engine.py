@@ -39,7 +39,7 @@ from powerrig.sweep.rig import bring_up, open_interposer
 logger = logging.getLogger(__name__)
 KEEP_BW_ROUNDS = 64
 UNSTORED = "unstored-steps.jsonl"   # finished steps the database could not take; --resume stores them
-LIMIT_LEAD_S = 2.0         # the workload runs this long at its own power before the limit is set
+LIMIT_LEAD_S = 2.0         # the workload runs this long (at most a quarter of it) at its own power before the limit
 PRE_LEVEL_S = 0.25         # captured before the set-feature: the old level (analysis averages up to 0.5 s)
 
 
@@ -650,7 +650,8 @@ class Sweep:
         t_set = t_done = None
         th.start()
         try:
-            time.sleep(LIMIT_LEAD_S)                  # the workload at its own power first
+            rt = self.plan.runtime_of(w)
+            time.sleep(min(LIMIT_LEAD_S, 0.25 * rt) if rt else LIMIT_LEAD_S)    # the workload at its own power first
             t_set = time.time()
             claims.set_power_limit(nvme, ctrl, serial, limit)
             t_done = time.time()

@@ -101,9 +101,15 @@ def section(ms: list[dict], out: Path, step_index: dict) -> list[str]:
         n = _notes(m)
         u = html.escape(n.get("units") or "")
         eu = html.escape(m["units"] or "")
+        says, measured = f"{_f(n.get('claim'))} {u}", f"{_f(n.get('truth'))} {u}"
+        if m["name"] == "referee.measured":          # a flag, not a number
+            says, measured = ("estimated" if n.get("claim") else "measured"), "-"
+        elif m["name"] == "referee.power_limit":
+            says = f"limit {says}"
+            measured = f"max 100 ms {measured} after" if m["value"] is not None else f"max 1 s {measured}"
         h.append(f"<tr><td style=text-align:left>{html.escape(m['step'])}</td>"
                  f"<td style=text-align:left>{html.escape(m['phase'] or '')}</td><td style=text-align:left>"
-                 f"{TITLES[m['name']]}</td><td>{_f(n.get('claim'))} {u}</td><td>{_f(n.get('truth'))} {u}</td>"
+                 f"{TITLES[m['name']]}</td><td>{says}</td><td>{measured}</td>"
                  f"<td>{_f(m['value'])} {eu}</td><td>{_f(m['upper'])} {eu if m['upper'] is not None else ''}</td>"
                  f"<td class={html.escape(m['outcome'])}>{html.escape(m['outcome'])}</td>"
                  f"<td style=text-align:left>{html.escape(n.get('why') or '')}</td></tr>")

@@ -680,9 +680,16 @@ class Sweep:
         from powerrig.analysis import referee
 
         # timed from the set's completion (the drive has the limit by then; nvme-cli's own start-up is not the drive's)
+        free = {e.name[len(measure.MEASURE):]: (e.meta or {}).get("bw_bytes") for e in tl.events(kind=PHASE)
+                if e.name.startswith(measure.MEASURE)}
+
+        def kept(e):        # the limited run's throughput (its first seconds unlimited) against the free run's
+            a, b = (e.meta or {}).get("bw_bytes"), free.get(e.name[len(measure.LIMIT):])
+            return 100.0 * a / b if a and b else None
         return [referee.referee_limit(cap, e.meta["limit_w"], e.meta.get("t_set_done") or e.meta["t_set"], e.t_end,
                                       e.name[len(measure.LIMIT):],
                                       notes={"t_set_issued": e.meta["t_set"], "bw_bytes": e.meta.get("bw_bytes"),
+                                             "throughput_kept_pct": kept(e),
                                              "previous_limit_w": e.meta.get("previous_limit_w")})
                 for e in tl.events(kind=PHASE) if e.name.startswith(measure.LIMIT) and (e.meta or {}).get("limit_w")]
 

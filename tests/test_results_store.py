@@ -253,3 +253,54 @@ def test_stored_strings_are_printed_with_control_characters_escaped(tmp_path):
         assert not any(c in r.stdout for c in "\x1b\x07\r\x9b\u202e"), repr(r.stdout)
     r = run_cli("results", "--db", db, "list")
     assert "t\\x1b]0;pwned\\x07\\rX\\u202e" in r.stdout and "rig\\x1b[2J" in r.stdout and "SN\\x9b1m" in r.stdout
+
+
+@pytest.mark.parametrize("what", ["foreign", "empty", "no tables"])
+def test_writing_commands_never_make_tables_in_a_foreign_or_empty_sqlite_file(tmp_path, what):
+    """`sweep --results` (any writer: ResultStore(path)) made powerrig's tables inside another program's
+    SQLite file or an empty file; it is refused in one line and the file is left as it was."""
+    db = tmp_path / "other.sqlite"
+    if what == "foreign":
+        with sqlite3.connect(db) as c:
+            c.execute("CREATE TABLE notes (t TEXT)")
+            c.execute("INSERT INTO notes VALUES ('mine')")
+        c.close()
+    elif what == "empty":
+        db.write_bytes(b"")
+    else:
+        c = sqlite3.connect(db)
+        c.execute("PRAGMA user_version = 7")         # a SQLite file with a header and no table
+        c.close()
+    before = db.read_bytes()
+    with pytest.raises(ResultsError) as e:
+        ResultStore(db)
+    assert "\n" not in str(e.value) and str(e.value).startswith(f"{db} ")
+    assert ("is empty" if what != "foreign" else "holds tables notes") in str(e.value), str(e.value)
+    plan = tmp_path / "p.toml"
+    plan.write_text(PLAN)
+    r = run_cli("sweep", str(plan), "--results", str(db), "--out", str(tmp_path / "out"), timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "not a powerrig results store" in r.stderr and "--results" in r.stderr, r.stderr
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.sqlite", "p.toml"]   # no -wal, -shm, out
+
+
+def test_a_new_path_an_own_store_and_an_old_one_stay_writable(tmp_path):
+    db = tmp_path / "new" / "r.sqlite"
+    ResultStore(db).engine.dispose()                          # a brand-new path: made whole
+    assert sorted(p.name for p in db.parent.iterdir() if not p.name.startswith("r.sqlite")) == []
+    store = ResultStore(db)                                   # an existing powerrig store
+    assert store.schema_version() == S.SCHEMA_VERSION
+    old = str(tmp_path / "old.sqlite")
+    make_version_1(old)
+    assert ResultStore(old).schema_version() == S.SCHEMA_VERSION
+
+
+def test_a_postgresql_database_holding_other_tables_is_refused(pg_cluster):
+    url = pg_cluster.database()
+    sql(url, "CREATE TABLE notes (t TEXT)", "INSERT INTO notes VALUES ('mine')")
+    with pytest.raises(ResultsError) as e:
+        ResultStore(url)
+    assert "\n" not in str(e.value) and "holds tables notes" in str(e.value), str(e.value)
+    assert sql(url, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")[0] == [("notes",)]
+    ResultStore(pg_cluster.database()).engine.dispose()       # an empty database is made a store

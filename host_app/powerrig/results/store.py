@@ -12,9 +12,11 @@ import logging
 import math
 import os
 import random
+import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 from sqlalchemy import create_engine, event, func, insert, inspect, select, text, update
 from sqlalchemy.engine import Engine
@@ -141,6 +143,10 @@ class ResultStore:
             raise ResultsError(f"no results database {self.path}: name an existing file or URL with --db")
         if self.path and not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if os.path.lexists(self.path):
+                self._refuse_a_foreign_file()
+            else:
+                self._create_whole()
         try:
             self.engine: Engine = create_engine(self.url, **self._engine_args())
         except Exception as e:        # bad URL, missing driver: say which
@@ -281,15 +287,65 @@ class ResultStore:
                                f"{f' and {len(bad) - 1} more' if len(bad) > 1 else ''}): restore it from a backup "
                                "or use a new file")
 
+    def _not_a_store(self, tables: list[str]) -> ResultsError:
+        """The one line for a database that is empty or another program's (no schema_info)."""
+        if self.read_only:
+            fix = (f"check --db, or run `powerrig sweep PLAN --results {self}` to make one" if not tables
+                   else "check --db")
+        else:
+            fix = "check --results (a new file's name makes a new store; nothing was written)"
+        if not tables:
+            return ResultsError(f"{self} is empty, not a powerrig results store: {fix}")
+        return ResultsError(f"{self} is not a powerrig results store (it holds tables {', '.join(tables[:3])}"
+                            f"{', ...' if len(tables) > 3 else ''}, no schema_info): {fix}")
+
+    def _refuse_a_foreign_file(self) -> None:
+        """A writer's existing SQLite file: a powerrig store (of any schema version), else refused in one
+        line before any connection switches it to WAL or makes a table in it. Powerrig makes a new file
+        whole (_create_whole), so an empty file or one with no table is never a store being made."""
+        if self.path.is_file() and self.path.stat().st_size == 0:
+            raise self._not_a_store([])
+        try:
+            c = sqlite3.connect(f"file:{quote(str(self.path))}?mode=ro", uri=True, timeout=self.timeout_s)
+            try:
+                tables = [r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                                  "AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+            finally:
+                c.close()
+        except sqlite3.Error:
+            return                  # damaged, not SQLite, unreadable: the open below says which in one line
+        if "schema_info" not in tables:
+            raise self._not_a_store(tables)
+
+    def _create_whole(self) -> None:
+        """A brand-new SQLite path gets its schema in a file of its own, linked into place only when whole
+        (another process linking first keeps its own, as whole): no process ever meets a half-made store,
+        so an existing empty file is someone else's and refused."""
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{random.getrandbits(32):08x}.new")
+        try:
+            eng = create_engine(f"sqlite:///{tmp}")
+            try:
+                with eng.begin() as c:
+                    S.metadata.create_all(c)
+                    c.execute(insert(S.schema_info).values(key="version", value=str(S.SCHEMA_VERSION)))
+            finally:
+                eng.dispose()
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                pass
+            except OSError:                      # a file system without hard links: a rename if still free
+                if not os.path.lexists(self.path):
+                    os.replace(tmp, self.path)
+        except DBAPIError as e:
+            raise self._error("cannot create", e) from None
+        finally:
+            tmp.unlink(missing_ok=True)
+
     def _check_version(self) -> None:
         with self._read() as c:
             if not self.engine.dialect.has_table(c, "schema_info"):
-                tables = inspect(c).get_table_names()
-                if not tables:
-                    raise ResultsError(f"{self} is empty, not a powerrig results store: check --db, or run "
-                                       f"`powerrig sweep PLAN --results {self}` to make one")
-                raise ResultsError(f"{self} is not a powerrig results store (it holds tables {', '.join(tables[:3])}"
-                                   f"{', ...' if len(tables) > 3 else ''}, no schema_info): check --db")
+                raise self._not_a_store(inspect(c).get_table_names())
         v = self.schema_version()
         if v < S.SCHEMA_VERSION:
             raise OldSchema(f"results database {self} has schema version {v}, this powerrig reads "
@@ -325,6 +381,10 @@ class ResultStore:
         """The schema's creation or migration, in _migrate's transaction."""
         if c.dialect.name == "postgresql":
             c.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": SCHEMA_LOCK})
+        if not self.engine.dialect.has_table(c, "schema_info"):
+            tables = inspect(c).get_table_names()
+            if tables:                   # another program's database (an empty one is made a store)
+                raise self._not_a_store(tables)
         fresh = not self.engine.dialect.has_table(c, "runs")
         S.metadata.create_all(c)         # new tables appear in old databases too (checkfirst)
         if fresh:

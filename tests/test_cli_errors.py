@@ -48,6 +48,15 @@ def test_bad_options_are_refused_before_anything_is_opened(tmp_path, command, ba
     assert not out.exists()
 
 
+@pytest.mark.parametrize("value", ["1e9", "nan", "inf", "0", "-1"])
+def test_the_virtual_interposers_seconds_has_the_same_floor_and_ceiling(value):
+    """`sim interposer --seconds 1e9` (or nan) ran for ever, 0 and -1 ended at once: core/bounds.py's
+    --seconds, refused before a pty is made."""
+    r = run_cli("sim", "interposer", "--seconds", value, timeout=30)
+    line = one_line_error(r)
+    assert "--seconds must be a positive, finite number of seconds up to 604800" in line and r.stdout == "", line
+
+
 @pytest.mark.parametrize("port,kind", [("/dev/null", ""), ("/etc/passwd", " (a file)"), ("/etc", " (a folder)")])
 def test_a_path_that_is_not_a_serial_port_is_named_as_such(port, kind):
     line = one_line_error(run_cli("stream", "--port", port, "--seconds", "1"))

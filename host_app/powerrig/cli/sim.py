@@ -53,8 +53,10 @@ def register(sub) -> None:
 
 
 def _interposer(args) -> int:
+    from powerrig.cli import _options as opt
     from powerrig.sim.interposer import serve
 
+    args.seconds = opt.seconds(args.seconds, hint=" (leave it out to run until Ctrl-C)")   # core/bounds.py's
     return serve(args)
 
 

@@ -276,3 +276,68 @@ def test_no_two_cycles_of_a_plan_write_with_the_same_seed():
     steps = parse(PLAN + PERST + HOTPLUG).steps()
     seeds = [cycle_seed(s.power_loss.seed, s.key, k) for s in steps for k in range(2000)]
     assert len(set(seeds)) == len(seeds)
+
+
+# ---- a flush every N writes (fio fsync=N; [[power_loss]] fsync_every) ----------------------------------------
+def test_a_flush_every_n_writes_puts_them_on_the_media_before_a_cut():
+    """The virtual drive honours fio's fsync=N: a weak capacitor loses only writes after the last
+    completed flush (every write up to it reached the media)."""
+    clock = Clock()
+    ssd = VirtualSSD("d5-p5336", clock=clock)
+    drive = PoweredDrive(ssd, PowerSpec(defect_rate=1.0))
+    io = PowerLossIO(ssd).attach(drive)
+    jobs = [JobLoad("w", "write", BS, QD)]
+    rid = ssd.start_io(jobs, 10.0, t=clock.t)
+    io.started(rid, {0: {"ns": 1, "offset": 0, "pattern": "7", "fsync": 512}}, jobs)
+    clock.t += 0.5
+    drive.set_output("12V", 0, clock.t)
+    [cut] = io.truth
+    n = cut["acknowledged"]
+    flushed = n // 512 * 512          # ~750 writes in the cache at the cut: a weak capacitor saves ~40 of them
+    assert cut["lost_offsets"] and min(cut["lost_offsets"]) >= flushed * BS, (n, cut["lost_offsets"][:3])
+    assert io.verify(1, 0, flushed * BS, BS, "7") == []
+
+
+def test_fsync_every_is_optional_and_an_unset_one_keeps_the_plan_s_hash():
+    assert parse(PLAN).hash == "0127f7063ffa11bc"                      # as before the key existed
+    assert parse(PLAN).steps()[0].power_loss.fsync_every is None
+    pl = parse(PLAN + "fsync_every = 16\n")
+    assert pl.steps()[0].power_loss.fsync_every == 16 and pl.hash != parse(PLAN).hash
+    for bad, says in (("0", "0 is out of range 1.."), ("2.5", "must be an integer"), ('"x"', "must be")):
+        with pytest.raises(PlanError, match=r"power_loss\[0\].fsync_every \(line 18\): " + says) as e:
+            parse(PLAN + f"fsync_every = {bad}\n")
+        assert "\n" not in str(e.value)
+
+
+@pytest.fixture
+def healthy_rig(simdir, monkeypatch):
+    monkeypatch.setenv("POWERRIG_SIM_POWER", json.dumps({"defect_rate": 0.0}))
+    r = run_cli("sim", "start")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_a_power_loss_step_with_fsync_every_reports_flushed_writes_and_none_lost_after_a_flush(tmp_path, healthy_rig):
+    rig = healthy_rig
+    text = (PLAN.replace('port = "sim:d5-p5336"', f'port = "rig:{rig["id"]}"').replace("cycles = 2", "cycles = 1")
+            .replace("cut_ms = [0, 100]", "cut_ms = 100") + "fsync_every = 16\n")
+    store = ResultStore(tmp_path / "r.sqlite")
+    run = Sweep(parse(text, "pl.toml"), store, tmp_path / "out").run()
+    [step] = store.steps(run)
+    fio_dir = tmp_path / "out" / json.loads(step["params"])["fio_dir"]
+    [c] = [json.loads(x) for x in (fio_dir / "cycles.jsonl").read_text().splitlines()]
+    assert "fsync=16" in (fio_dir / "cycle00001" / "seq.fio").read_text().split()
+    assert c["acknowledged"] > 100 and c["lost"] == 0 and c["lost_after_flush"] == 0
+    assert c["flushed"] == c["acknowledged"] // 16 * 16 - (8 - 1) > 0          # fio's completed syncs x 16, less QD - 1
+    ms = {m["name"]: m for m in store.measurements(run)}
+    after = ms["power_loss.lost_after_flush_writes"]
+    assert after["value"] == 0 and after["outcome"] == "pass"
+    assert json.loads(after["notes"])["flushed_writes"] == c["flushed"]
+    html = write_sweep_report(store, run, tmp_path / "rep").read_text()
+    table = html.split("<h2 id=power-loss>Power loss</h2>")[1].split("</table>")[0]
+    assert "<th>lost after a completed flush</th>" in table and "<th>flushed</th>" in table
+    row = table.split("power-loss/seq/r1</td>")[1].split("</tr>")[0]
+    cells = [x.split("</td>")[0] for x in row.split("<td>")[1:]]
+    heads = [x.split("</th>")[0] for x in table.split("<th>")[2:]]
+    got = dict(zip(heads, cells))
+    assert got["flushed"] == str(c["flushed"]) and got["lost after a completed flush"] == "0", got

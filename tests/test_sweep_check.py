@@ -174,7 +174,8 @@ RICH = {
                  {"name": "s", "rw": "read", "runtime_s": 1,
                   "streams": [{"rw": "read", "iodepth": 2, "rwmixread": 50, "range": [0, 10], "rate_iops": 100}]}],
     **{t: [{"name": t, "cycles": 1, "iodepth": 1, "cut_ms": [0, 10], "off_ms": [10, 20], "ready_timeout_s": 1,
-            "holdup_threshold_v": 9, "inrush_trigger_w": 40, "seed": 1}] for t in ("power_loss", "perst_stress", "hotplug")},
+            "holdup_threshold_v": 9, "inrush_trigger_w": 40, "seed": 1, "fsync_every": 64}]
+        for t in ("power_loss", "perst_stress", "hotplug")},
     "margin": [{"name": "m", "rail": "12V", "volts": [12.0], "workload": "r", "settle_s": 1, "agree_pct": 2,
                 "current_limit_a": 1}],
 }

@@ -64,6 +64,7 @@ PLAN = {
     "power_loss.holdup_threshold_v": Bound(0.1, 12.0, "V"),
     "power_loss.inrush_trigger_w": Bound(0.1, 1000.0, "W"),
     "power_loss.seed": _i(0, 2**31 - 1),
+    "power_loss.fsync_every": _i(1, 1_000_000, "writes"),
     "margin.settle_s": Bound(0.0, 600.0, "s"),
     "margin.agree_pct": Bound(0.1, 20.0, "%"),
     "margin.current_limit_a": Bound(0.01, 20.0, "A"),

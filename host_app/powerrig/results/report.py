@@ -108,6 +108,9 @@ def _workload_params(step: dict) -> dict:
 
 POWER_LOSS = (("power_loss.cycles", "cycles", "{:.0f}"), ("power_loss.acknowledged_writes", "acknowledged", "{:.0f}"),
               ("power_loss.lost_writes", "lost (acknowledged)", "{:.0f}"),
+              # a plan's fsync_every: the writes a completed flush covered, and how many of them were lost
+              ("power_loss.lost_after_flush_writes", "flushed", "flushed"),
+              ("power_loss.lost_after_flush_writes", "lost after a completed flush", "{:.0f}"),
               ("power_loss.cycles_with_loss", "cycles with loss", "{:.0f}"),
               ("power_loss.in_flight_writes", "in flight (not promised)", "{:.0f}"),
               ("power_loss.cuts_after_writes_ended", "cuts after the writes", "{:.0f}"),
@@ -115,6 +118,14 @@ POWER_LOSS = (("power_loss.cycles", "cycles", "{:.0f}"), ("power_loss.acknowledg
               ("power_loss.inrush_charge_c", "inrush charge mC", "mC"), ("power_loss.ready_s", "on to ready max ms", "ms"),
               ("power_loss.first_io_s", "on to first I/O max ms", "ms"),
               ("power_loss.link_width_min", "link width min", "{:.0f}"))
+
+
+def _notes(m: dict) -> dict:
+    try:
+        d = json.loads(m.get("notes") or "{}")
+    except ValueError:
+        return {}
+    return d if isinstance(d, dict) else {}
 
 
 def _power_loss_section(ms: list[dict]) -> list[str]:
@@ -132,6 +143,9 @@ def _power_loss_section(ms: list[dict]) -> list[str]:
         cells = []
         for name, _t, fmt in POWER_LOSS:
             v = got.get(name, {}).get("value")
+            if fmt == "flushed":             # in the measurement's notes (0: the writes carried no flush)
+                v = _notes(got.get(name, {})).get("flushed_writes")
+                fmt = "{:.0f}"
             if v is None:
                 cells.append("-")
             elif fmt in ("ms", "mC"):

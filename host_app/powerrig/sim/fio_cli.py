@@ -193,8 +193,16 @@ def _load_for(clone: dict, ident: dict, nsid: int) -> dict:
             "rate_iops": float(rate_iops.split(",")[0]) if rate_iops else None}
     if o.get("verify", "0") not in ("0", "", "null") and load["rw"] == "write":
         # a sequential write with verify headers: the drive keeps which seed's headers each block holds
-        load["verify"] = {"ns": nsid, "offset": offset, "pattern": _seed(o)}
+        load["verify"] = {"ns": nsid, "offset": offset, "pattern": _seed(o), "fsync": _fsync(o)}
     return load
+
+
+def _fsync(o: dict) -> int:
+    """fio ``fsync=N``: a flush (fsync of the device: an NVMe Flush) after every N writes; 0: none."""
+    v = str(o.get("fsync", "0")).strip()
+    if not v.isdigit():
+        raise ValueError(f"fsync={v}: not a number of writes")
+    return int(v)
 
 
 def _seed(o: dict) -> str:
@@ -467,7 +475,10 @@ def _report(version, glob, clones, results, now: float, error: int = 0, partial=
              "elapsed": int(math.ceil(t_e - t_s)), "job options": {k: v for k, v in o.items() if k not in glob}}
         for d in DIRS:
             e[d] = _dir_stats(split[d], rt_ms, bs, qd, plus)
-        e["sync"] = {"total_ios": 0, "lat_ns": {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}}
+        # fsync=N: one completed flush per N completed writes (the drive flushes them as they complete)
+        every = _fsync(o)
+        syncs = int(split["write"] // bs) // every if every and bs else 0
+        e["sync"] = {"total_ios": syncs, "lat_ns": {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": syncs}}
         e["job_runtime"] = rt_ms
         if tuple(int(x) for x in version.split(".")[:2]) >= (3, 36):
             e["job_start"] = int(t_s * 1000)

@@ -72,6 +72,7 @@ class VerifyWrite:
     offset: int              # bytes into the namespace
     bs: int
     pattern: str
+    fsync: int = 0           # fio fsync=N: a flush after every N writes (what it covered is on the media)
 
 
 class PowerLossIO:
@@ -105,7 +106,8 @@ class PowerLossIO:
         """A run began; ``verify`` {job index: {"ns", "offset", "pattern"}} of its verify write jobs."""
         with self._lock:
             self.writes[run_id] = [VerifyWrite(run_id, k, int(v["ns"]), int(v["offset"]), int(jobs[k].bs),
-                                               str(v["pattern"])) for k, v in sorted(verify.items())]
+                                               str(v["pattern"]), int(v.get("fsync") or 0))
+                                   for k, v in sorted(verify.items())]
 
     def ended(self, run_id: int, write_bytes: list[float]) -> None:
         """A run was collected (stop_io): without a cut everything it acknowledged is on the media."""
@@ -152,6 +154,8 @@ class PowerLossIO:
                     first = n
                     while first > 0 and rate > 0 and t - (wb - first * w.bs) / rate > t - flush_s:
                         first -= 1                   # write first-1 completed within the flush time
+                    if w.fsync:                      # the last completed flush put every write before it there
+                        first = max(first, n // w.fsync * w.fsync)
                     self.media.write(w.ns, w.offset, w.offset + first * w.bs, w.pattern)
                     rec = {"t": t, "output": name, "run": rid, "job": w.job, "ns": w.ns, "acknowledged": n,
                            "lost_offsets": []}

@@ -17,7 +17,8 @@ mixes two plans.
     [checks]    self_reported_power, self_reported_tolerance_pct, max_lost_pct, power_limit_w
     [[workload]] name, rw, bs, iodepth, numjobs, rwmixread, ranges, runtime_s | size, streams, fdp
     [[power_loss]] name, cycles, bs, iodepth, size, cut_ms, off_ms, ready_timeout_s, holdup_threshold_v,
-                   inrush_trigger_w, seed   (surprise power loss during verified writes: docs/power-loss.md)
+                   inrush_trigger_w, seed, fsync_every   (surprise power loss during verified writes:
+                   docs/power-loss.md)
     [[perst_stress]] the same keys: PERST# asserted for off_ms (default a random 10..100) under verified writes
     [[hotplug]]      the same keys: a surprise removal (PERST#, 12 V, 3.3 V off) for off_ms (default 500), then
                      insertion with the spec's timing (power, PERST# released 100 ms later), link read after
@@ -280,6 +281,7 @@ class PowerLoss:
     inrush_trigger_w: float = 40.0     # the raw burst around each restore triggers on 12 V above this
     seed: int = 29                     # with the step's key and the cycle: each cycle's randseed and random points
     kind: str = "cut"                  # "cut" ([[power_loss]]), "perst" ([[perst_stress]]), "hotplug" ([[hotplug]])
+    fsync_every: int | None = None     # a flush (fio fsync=N) after every N writes; unset: none, the hash as before
 
     @property
     def prefix(self) -> str:
@@ -386,6 +388,9 @@ class Plan:
         d.pop("limits")            # a gate on the plan, not a value the sweep uses: it leaves the hash alone
         if not d["power_loss"]:
             d.pop("power_loss")    # plans without power-loss steps keep the hash they had before it existed
+        for pl in d.get("power_loss", []):
+            if pl["fsync_every"] is None:
+                pl.pop("fsync_every")          # unset: plans keep the hash they had before the key
         if not d["margin"]:
             d.pop("margin")        # ... and without margin steps, nor a supply
         for k in ("supply", "supply_channels"):
@@ -438,7 +443,7 @@ MARGIN = {"name", "rail", "volts", "workload", "settle_s", "agree_pct", "current
 PULSE_TABLES = (("power_loss", "cut"), ("perst_stress", "perst"), ("hotplug", "hotplug"))
 DEFAULT_OFF_MS = {"cut": (10.0, 10.0), "perst": (10.0, 100.0), "hotplug": (500.0, 500.0)}
 POWER_LOSS = {"name", "cycles", "bs", "iodepth", "size", "cut_ms", "off_ms", "ready_timeout_s", "holdup_threshold_v",
-              "inrush_trigger_w", "seed"}
+              "inrush_trigger_w", "seed", "fsync_every"}
 MAX_CYCLES = 100_000
 MAX_OFF_MS = 60_000.0
 LIMITS = {"max_steps", "max_hours"}
@@ -642,7 +647,8 @@ def _power_loss(path, d, kind: str) -> PowerLoss:
                      _num(path + ("ready_timeout_s",), d.get("ready_timeout_s", df.ready_timeout_s)),
                      _num(path + ("holdup_threshold_v",), d.get("holdup_threshold_v", df.holdup_threshold_v)),
                      _num(path + ("inrush_trigger_w",), d.get("inrush_trigger_w", df.inrush_trigger_w)),
-                     _int(path + ("seed",), d.get("seed", df.seed)), kind)
+                     _int(path + ("seed",), d.get("seed", df.seed)), kind,
+                     _int(path + ("fsync_every",), d["fsync_every"]) if "fsync_every" in d else None)
 
 
 def _supply(path, v, port) -> str:

@@ -169,10 +169,6 @@ def burst_figures(burst, with_cut: bool, holdup_threshold_v: float, edges: list[
 
 
 class PowerLossStep:
-    # fio ``fsync=N`` on the cycle's writes (a flush every N): 0, none yet (no plan key asks for it); with
-    # one, the losses of writes a completed flush covered are counted apart (``lost_after_flush``)
-    FSYNC_EVERY = 0
-
     def __init__(self, pl, step, dev, nvme, fio, controller: str, namespace: str, serial: str, out_dir: Path,
                  tl, emit=None, attempt: int = 1):
         self.pl, self.step, self.dev, self.nvme, self.fio = pl, step, dev, nvme, fio
@@ -181,6 +177,9 @@ class PowerLossStep:
         self.out = Path(out_dir)
         self.tl = tl
         self.emit = emit or (lambda text: None)
+        # fio ``fsync=N`` on the cycle's writes (the plan's fsync_every: a flush every N; 0 without):
+        # the losses of writes a completed flush covered are counted apart (``lost_after_flush``)
+        self.fsync_every = int(getattr(pl, "fsync_every", None) or 0)
 
     def run(self) -> list[dict]:
         """Every cycle, in one power session; the cycles' records (also OUT/cycles.jsonl)."""
@@ -217,7 +216,7 @@ class PowerLossStep:
         d = self.out / f"cycle{k + 1:05d}"
         job = FioJob(pl.name, rw="write", bs=pl.bs, iodepth=pl.iodepth, size=pl.size, runtime=WRITE_RUNTIME_S,
                      filename=self.namespace, direct=True, ioengine="libaio",
-                     extra={**verify.write_options(seed), **({"fsync": self.FSYNC_EVERY} if self.FSYNC_EVERY else {})})
+                     extra={**verify.write_options(seed), **({"fsync": self.fsync_every} if self.fsync_every else {})})
         flowing = threading.Event()
         out: dict = {}
 
@@ -297,7 +296,7 @@ class PowerLossStep:
     def _acknowledged(self, path: Path) -> tuple[int, int]:
         """Writes the drive acknowledged in the cut run (its final JSON document's write ``io_bytes``)
         and how many of them a completed flush covered (verify.flushed_writes; 0: the writes carry no
-        flush, FSYNC_EVERY)."""
+        flush, fsync_every)."""
         try:
             docs = complete_documents(path.read_text(errors="replace"))
         except OSError as e:
@@ -306,7 +305,7 @@ class PowerLossStep:
             raise PowerrigError(f"{self.step.name}: fio's output {path} holds no job report")
         job = docs[-1]["jobs"][0]
         return (verify.acknowledged_writes(job["write"], self.pl.bs),
-                verify.flushed_writes(job, self.FSYNC_EVERY, self.pl.iodepth))
+                verify.flushed_writes(job, self.fsync_every, self.pl.iodepth))
 
 
 # -- what the results store keeps ----------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import os
 import stat
 import sys
@@ -27,7 +28,7 @@ def link(link_path: Path, target: Path) -> None:
 
 
 class FakeHost:
-    """A sysfs tree, /proc/self/mounts and /proc/swaps in tmp, laid out as Linux lays them out: every
+    """A sysfs tree, /proc/self/mounts, /proc/self/mountinfo and /proc/swaps in tmp, laid out as Linux lays them out: every
     device with a dev_t has its ``dev`` file and its /sys/dev/{block,char}/MAJ:MIN link
     (drivers/base/core.c); a subsystem directory links its controllers (drivers/nvme/host/core.c
     nvme_init_subsystem); a native multipath head sits under its subsystem with its hidden path
@@ -43,8 +44,10 @@ class FakeHost:
         self.pci = self.sys / "devices" / "pci0000:00"
         (root / "dev").mkdir(parents=True)
         (root / "mounts").write_text("")
+        (root / "mountinfo").write_text("")
         (root / "swaps").write_text("Filename Type Size Used Priority\n")
-        self.view = HostView(str(self.sys), str(root / "mounts"), str(root / "swaps"), str(root / "dev"))
+        self.view = HostView(str(self.sys), str(root / "mounts"), str(root / "swaps"), str(root / "dev"),
+                             mountinfo=str(root / "mountinfo"))
         self.minors = {self.BLOCK_MAJOR: 0, self.CTRL_MAJOR: 0, self.GENERIC_MAJOR: 0}
         self.devno: dict[str, str] = {}
 
@@ -127,9 +130,17 @@ class FakeHost:
         os.mknod(path, (stat.S_IFBLK if kind == "block" else stat.S_IFCHR) | 0o600, os.makedev(major, minor))
         return path
 
-    def mount(self, line: str) -> None:
+    def mount(self, line: str, devno: str | None = None) -> None:
+        """A mounts line ("source mountpoint fstype options 0 0") and its mountinfo line, whose
+        MAJ:MIN is ``devno`` or the device the source names in this tree (0:99, a tmpfs's, if none)."""
         with open(self.root / "mounts", "a") as f:
             f.write(line + "\n")
+        source, point, fstype, opts = (line.split() + ["", "", "", ""])[:4]
+        if devno is None:
+            devno = self.devno.get(self.view.dev_name(source), "0:99")
+        with open(self.root / "mountinfo", "a") as f:
+            n = sum(1 for _ in open(self.root / "mountinfo")) + 30
+            f.write(f"{n} 1 {devno} / {point} {opts} shared:{n} - {fstype} {source} {opts}\n")
 
 
 @pytest.fixture
@@ -183,6 +194,64 @@ def test_serial_mounts_swap_holders_and_boot_device(host):
     host.mount("/dev/nvme0n1p1 / ext4 rw 0 0")
     with pytest.raises(GuardRefused, match="boot device"):
         check_destructive("/dev/nvme0", "SN0", "SN0", v)
+
+
+def test_a_mount_or_swap_through_a_node_outside_dev_is_in_use(host, tmp_path):
+    """Issue 36, the QEMU tier's hole 1: a namespace mounted through a device node outside /dev (mknod
+    in /tmp; the mount table names that path) was not in use, and a format erased the mounted
+    filesystem. Mounts are matched by mountinfo's MAJ:MIN, swaps by the number of their node."""
+    c = host.controller("nvme0", "SN0")
+    host.block(c, "nvme0n1", 1)
+    host.block(host.controller("nvme1", "SN1"), "nvme1n1", 1)
+    host.mount("/tmp/x/disk /mnt/shared ext2 ro 0 0", devno=host.devno["nvme0n1"])
+    with pytest.raises(GuardRefused, match="in use .*/tmp/x/disk on /mnt/shared"):
+        check_destructive("/dev/nvme0n1", "SN0", "SN0", host.view)
+    check_destructive("/dev/nvme1n1", "SN1", "SN1", host.view)             # another drive's number
+    (host.root / "mounts").write_text("")
+    (host.root / "mountinfo").write_text("")
+    node = host.node(tmp_path / "y" / "swapdisk", "nvme0n1")
+    (host.root / "swaps").write_text(f"Filename Type Size Used Priority\n{node} partition 100 0 -2\n")
+    assert in_use(resolve("/dev/nvme0n1", host.view), host.view) == [(str(node), "swap")]
+    assert in_use(resolve("/dev/nvme1n1", host.view), host.view) == []
+
+
+def test_the_mirror_of_a_drive_host_without_python3_forks_a_few_times_and_reads_the_same(tmp_path):
+    """sysfs_mirror.SCRIPT (a drive host without python3, the QEMU guest): a handful of processes, not
+    one readlink and one base64|tr per entry (~16 ms each on a loaded TCG guest); run here by the
+    shell, the copy reads as this host does: each block device's judgement, mounts and swaps."""
+    import shutil
+    import subprocess
+
+    from powerrig.dut import sysfs, sysfs_mirror
+    from powerrig.dut.sysfs import Target
+
+    shells = [s for s in ("/bin/busybox", "/bin/sh") if os.path.exists(s)]
+    strace = shutil.which("strace")
+    trace = tmp_path / "forks"
+
+    class Here:
+        """The drive host is this one, its shell run under strace to count the processes it makes."""
+        def __init__(self, sh):
+            self.sh = [sh, "sh"] if sh.endswith("busybox") else [sh]
+
+        def run(self, argv, timeout=None):
+            argv = list(argv)
+            count = [strace, "-f", "-qq", "-e", "trace=fork,vfork,clone,clone3", "-o", str(trace)] if strace else []
+            return subprocess.run(count + self.sh + argv[1:], capture_output=True, check=True, timeout=60).stdout
+
+    mine = HostView()
+    blocks = sorted(p.name for p in Path("/sys/class/block").iterdir()) if Path("/sys/class/block").is_dir() else []
+    for sh in shells:
+        view, ident = sysfs_mirror.mirror(Here(sh), tmp_path / f"copy-{Path(sh).name}", "/dev/null")
+        if strace:
+            forks = [ln for ln in trace.read_text().splitlines() if re.search(r"\b(clone3?|v?fork)\(", ln)]
+            assert len(forks) <= 8, f"{sh}: {len(forks)} processes made"
+        assert ident["kind"] == "char" and not sysfs.is_drive("/dev/null", view, ident)
+        for b in blocks:
+            t = Target(b, None, (), blocks=frozenset({b}))
+            assert sysfs.in_use(t, view) == sysfs.in_use(t, mine), b
+            assert (view.sys("class", "block", b, "dev").read_text().strip()
+                    == Path("/sys/class/block", b, "dev").read_text().strip())
 
 
 def test_paths_that_are_not_nvme_block_devices_are_refused(host):

@@ -229,6 +229,65 @@ def test_the_broadcast_nsid_judges_every_namespace_of_the_controller(host):
     assert not nvme.ran
 
 
+@pytest.mark.parametrize("multipath", [True, False], ids=["multipath-on", "multipath-off"])
+def test_sanitize_judges_every_namespace_of_the_subsystem_and_takes_no_force(host, multipath):
+    """The QEMU tier's hole 3: a Sanitize alters all user data in the NVM subsystem (NVMe 1.4 section
+    8.15), but the guard judged the device's own namespace only (nsid 1 through nvme0); nsid 3
+    (nvme1's alone) mounted did not refuse it. And --force, which no nvme-cli has for sanitize (2.3
+    answers "unrecognized option"), was added from 2.3.0 on."""
+    qemu_guest(host, multipath)
+    own = "/dev/nvme1n1" if multipath else "/dev/nvme0n1"            # nsid 1, private to nvme0
+    nvme = FakeNvme(host)
+    destructive.sanitize(nvme, own, "QEMUSUBSYS01", action=2)
+    ev = _guard_event(nvme)
+    assert ev.ok and ev.result["nsids"] == [1, 2, 3, 4] and ev.result["controllers"] == ["nvme0", "nvme1"]
+    assert "--force" not in nvme.ran[-1] and "--sanact=2" in nvme.ran[-1]
+    t = judge("/dev/nvme2n1", host.view)
+    assert t.nsids == (7,)                                              # the other drive: not this subsystem
+    host.mount("/dev/nvme1n2 /srv/three ext4 rw 0 0")            # nsid 3, nvme1's alone, either way
+    with pytest.raises(GuardRefused, match="in use .*/srv/three"):
+        destructive.sanitize(nvme, own, "QEMUSUBSYS01", action=2)
+    assert len(nvme.ran) == 1
+
+
+def test_fios_removal_watch_is_on_the_controllers_the_guard_judged(host):
+    """The QEMU tier's hole 2: fio's removal watcher took its controller from the file's NAME
+    (/dev/nvme9n3 -> nvme2n1 watched the absent nvme9: a false "drive removed" and a 15 s wait; a link
+    /dev/nvme1n1 -> nvme0n1 watched nvme1; a link outside /dev watched nothing). It watches the
+    controllers the guard judged: the permit's for a write, the guard's resolution for a read."""
+    from powerrig.dut.fio import Fio, FioJob, FioPlan
+
+    qemu_guest(host, multipath=False)
+    dev = host.root / "dev"
+    (dev / "nvme9n3").symlink_to("nvme2n1")
+    (dev / "nvme1n1").symlink_to("nvme0n1")
+    (host.root / "x").mkdir()
+    (host.root / "x" / "disk").symlink_to(dev / "nvme1n4")          # maps to /dev/nvme1n4: nsid 4, shared
+    nvme = FakeNvme(host)
+    fio = Fio(["fio"], nvme.timeline, nvme=nvme, remote=object())    # a drive host (never reached here)
+
+    def plan(f, rw="read"):
+        return FioPlan([FioJob("j", rw=rw, bs="64k", size="256k", filename=f)])
+
+    for f, want in (("/dev/nvme9n3", ("nvme2",)), ("/dev/nvme1n1", ("nvme0",)),
+                    (str(host.root / "x" / "disk"), ("nvme0", "nvme1"))):
+        watch = fio._presence(plan(f), None)
+        assert watch is not None and watch.controller == ", ".join(want), f
+        p = destructive.fio_write(fio, plan(f, "write"), "QEMUOTHER002" if "nvme2" in want else "QEMUSUBSYS01")
+        assert p.controllers == want
+        assert fio._presence(plan(f, "write"), p).controller == ", ".join(want)
+    assert fio._presence(plan(str(host.root / "plain.img")), None) is None     # a file: no drive to watch
+
+
+@pytest.mark.skipif(not shutil.which("nvme"), reason="no nvme-cli here")
+def test_the_real_nvme_clis_sanitize_has_no_force_option():
+    """What the door builds, against this host's nvme-cli: its sanitize --help lists no --force (none
+    has, up to nvme-cli's master in 2026; format has one since 2.0)."""
+    r = subprocess.run(["nvme", "sanitize", "--help"], capture_output=True, text=True, timeout=30)
+    text = r.stdout + r.stderr
+    assert "--sanact" in text and "--force" not in text
+
+
 @pytest.mark.parametrize("newer", [False, True], ids=["linux-6.1", "multipath-folder"])
 def test_native_multipath_heads_resolve_to_both_controllers(host, newer, tmp_path):
     """Before: kernel 6.1 has no multipath/ folder under the head, so every namespace of a

@@ -42,8 +42,8 @@ SERIAL, OTHER = "QEMUSUBSYS01", "QEMUOTHER002"
 BCAST = 0xFFFFFFFF
 MARK = 64 * 1024                     # bytes of marker at the start of each namespace
 SEED = int(os.environ.get("POWERRIG_GUARD_SEED", "36"))
-# generated actions per guest: each guard decision mirrors the guest's sysfs through the agent (1-2 s
-# on an idle host, 3-10 s at load 6): few enough for the tier's budget, more by hand
+# generated actions per guest: each guard decision mirrors the guest's sysfs through the agent (0.2-0.4 s
+# at load 2; a few times that under heavy load): few enough for the tier's budget, more by hand
 CASES = {"multipath-off": 6, "multipath-on": 4}
 FIO_SHARE = 0.2                      # of them fio writes (2-3 s each under TCG), the rest formats
 

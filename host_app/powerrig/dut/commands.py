@@ -49,6 +49,8 @@ class Permit:
     # (target as given, the canonical path the guard judged it to be): what the command opens, so a
     # link re-pointed after the check cannot redirect it
     opens: tuple = ()
+    # the controllers the guard judged the targets to be reached through (fio's removal watch)
+    controllers: tuple = ()
 
     def covers(self, action: str, target: str | None) -> bool:
         return self.action == action and (target is None or target in self.targets)

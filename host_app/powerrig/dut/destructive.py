@@ -19,17 +19,17 @@ import os
 
 from powerrig.core.errors import ToolError
 from powerrig.dut.commands import FIO_WRITE, GUARDED_FEATURES, Permit, UnsafeArgument, fio_value, fio_write_targets
-from powerrig.dut.guard import BROADCAST, DriveGuard, GuardRefused, RemoteHostView, is_drive, opens, resolve
+from powerrig.dut.guard import BROADCAST, DriveGuard, GuardRefused, RemoteHostView, decision, is_drive, opens, resolve
 
 
 def permit(nvme, action: str, dev: str, serial: str | None, allow_unguarded: bool = False,
-           controller: str | None = None, nsid: int | None = None) -> Permit:
+           controller: str | None = None, nsid: int | None = None, scope: str | None = None) -> Permit:
     """Check ``dev`` for ``action`` (serial named and equal to every controller's, nothing in use, not
     the boot device; with ``controller``, dev must be reached through that controller; with ``nsid``,
-    the namespace(s) the command names, resolved through dev's controller, are the ones judged) and
-    return the Permit, for dev as given and for the canonical path the guard resolved it to;
+    the namespace(s) the command names, resolved through dev's controller, are the ones judged; with
+    ``scope="subsystem"``, every namespace of dev's NVM subsystem) and return the Permit, for dev as given and for the canonical path the guard resolved it to;
     GuardRefused (one line, recorded on the timeline) otherwise."""
-    target = DriveGuard(nvme, nvme.host).check(dev, serial, action, allow_unguarded, nsid)
+    target = DriveGuard(nvme, nvme.host).check(dev, serial, action, allow_unguarded, nsid, scope)
     if target is not None and controller is not None:
         want = set(resolve(controller, nvme.host).controllers)
         if not want & set(target.controllers):
@@ -38,7 +38,8 @@ def permit(nvme, action: str, dev: str, serial: str | None, allow_unguarded: boo
     judged = target.path if target is not None and target.path else None
     paths = {dev} | ({judged} if judged else set())
     return Permit(action, frozenset(paths), serial, overridden=target is None,
-                  opens=((dev, judged),) if judged else ())
+                  opens=((dev, judged),) if judged else (),
+                  controllers=tuple(target.controllers) if target is not None else ())
 
 
 def opened(p: Permit, dev: str) -> str:
@@ -72,14 +73,15 @@ def format(nvme, dev: str, serial: str | None, ses: int = 0, lbaf: int | None = 
 
 def sanitize(nvme, dev: str, serial: str | None, action: int = 2, allow_unguarded: bool = False,
              timeout: float = 60.0) -> None:
-    """Sanitize (``--sanact``: 1 exit failure mode, 2 block erase, 3 overwrite, 4 crypto erase) every
-    namespace of the controller; returns once accepted (poll ``sanitize-log``)."""
+    """Sanitize (``--sanact``: 1 exit failure mode, 2 block erase, 3 overwrite, 4 crypto erase); returns
+    once accepted (poll ``sanitize-log``). A Sanitize alters all user data in the NVM subsystem (NVMe
+    1.4 section 8.15), whichever controller or namespace it is sent through: the guard judges every
+    namespace of the subsystem, through every controller (mounts, serials). No ``--force``: no
+    nvme-cli release has one for sanitize (it asks no confirmation; 2.3 rejects the option)."""
     if action not in (1, 2, 3, 4):
         raise ToolError(f"sanitize: action {action} is not 1 (exit failure), 2 (block), 3 (overwrite) or 4 (crypto)")
-    p = permit(nvme, "sanitize", dev, serial, allow_unguarded)
+    p = permit(nvme, "sanitize", dev, serial, allow_unguarded, scope="subsystem")
     opts = [f"--sanact={action}"]
-    if nvme.version().tuple >= (2, 3, 0):
-        opts.append("--force")
     _run(nvme, "sanitize", opened(p, dev), opts, {"device": dev, "action": action}, p, timeout)
 
 
@@ -171,9 +173,15 @@ def fio_write(fio, plan, serial: str | None, allow_unguarded: bool = False) -> P
     if host is None and fio.remote is not None:
         from powerrig.dut.guard import host_view
         host = host_view(None, fio.remote)
+    with decision(host):             # a drive host is read once for each target (is_drive, then judged)
+        return _fio_write(fio, plan, serial, allow_unguarded, targets, nvme, host)
+
+
+def _fio_write(fio, plan, serial, allow_unguarded, targets, nvme, host) -> Permit:
     drives = [t for t in targets if is_drive(t, host)]
     overridden = False
     opened = {}
+    ctrls: set = set()
     if drives:
         if nvme is None:
             raise GuardRefused(f"refusing a fio write workload on {', '.join(drives)}: this Fio has no NvmeCli to "
@@ -182,6 +190,7 @@ def fio_write(fio, plan, serial: str | None, allow_unguarded: bool = False) -> P
             p = permit(nvme, FIO_WRITE, d, serial, allow_unguarded)
             overridden = p.overridden or overridden
             opened[d] = p.opened(d)
+            ctrls |= set(p.controllers)
     for t in targets:
         if t and t not in opened:
             opened[t] = _file_opened(t, host)
@@ -189,7 +198,7 @@ def fio_write(fio, plan, serial: str | None, allow_unguarded: bool = False) -> P
         if c != t:
             _fio_can_open(t, c)
     return Permit(FIO_WRITE, frozenset(targets), serial, overridden,
-                  opens=tuple(sorted((t, c) for t, c in opened.items() if c != t)))
+                  opens=tuple(sorted((t, c) for t, c in opened.items() if c != t)), controllers=tuple(sorted(ctrls)))
 
 
 def _file_opened(t: str, host) -> str:

@@ -484,18 +484,31 @@ class Fio:
         self.env = env
         self.nvme = nvme
 
-    def _presence(self, plan: "FioPlan"):
+    def _presence(self, plan: "FioPlan", permit=None):
         """A watcher on the controllers of the drives the plan uses, on a drive host (a local drive's
-        removal shows in the host's own logs; the drive host's is seen there)."""
+        removal shows in the host's own logs; the drive host's is seen there): the controllers the
+        guard judged a written file to be reached through (the permit's), and for a file only read
+        the ones the guard resolves it to there; never a controller guessed from a file's name."""
         if self.remote is None:
             return None
         from powerrig.dut.presence import PresenceWatch
-        for j in plan.jobs:
-            f = str({**plan.global_options, **j.options()}.get("filename", ""))
-            m = re.match(r"/dev/(?:nvme|ng)(\d+)", f)
-            if m:
-                return PresenceWatch(self.remote, f"nvme{m.group(1)}")
-        return None
+        return PresenceWatch(self.remote, ctrls) if (ctrls := self._watched(plan, permit)) else None
+
+    def _watched(self, plan: "FioPlan", permit=None) -> tuple[str, ...]:
+        from powerrig.dut import guard
+        ctrls = set(permit.controllers) if permit is not None else set()
+        host = self.nvme.host if self.nvme is not None and self.nvme.host is not None else \
+            guard.host_view(None, self.remote)
+        files = {str({**plan.global_options, **j.options()}.get("filename", "")) for j in plan.jobs}
+        with guard.decision(host):
+            for f in sorted(files - (set(permit.targets) if permit is not None else set())):
+                if not f or not guard.is_drive(f, host):
+                    continue
+                try:
+                    ctrls |= set(guard.resolve(f, host).controllers)
+                except guard.GuardRefused:
+                    continue                # not a drive of the guard's kind: nothing to watch
+        return tuple(sorted(ctrls))
 
     def version(self) -> str:
         done = run_tool(commands.fio_version_argv(self.program), self.timeline, FIO, "fio --version", "fio", 30, self.env,
@@ -553,7 +566,7 @@ class Fio:
             if rdir:
                 self.remote.sample_clock()   # the drive host's clock, measured around the run its logs stamp
             t_call = time.time()
-            watch = self._presence(plan)
+            watch = self._presence(plan, permit)
             with StatusFollower(output, on_status) if follow else nullcontext(), watch or nullcontext():
                 done = run_tool(argv, self.timeline, FIO, name, "fio", timeout, self.env, check=False,
                                 meta={"job_file": str(job_file), "output": str(output),

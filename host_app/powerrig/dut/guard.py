@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from powerrig.dut import sysfs
@@ -30,8 +31,11 @@ from powerrig.core.timeline import NOTE
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BOOT_MOUNTS", "BROADCAST", "DriveGuard", "GuardRefused", "HostView", "RemoteHostView", "Target",
+__all__ = ["BOOT_MOUNTS", "BROADCAST", "DriveGuard", "decision", "GuardRefused", "HostView", "RemoteHostView", "Target",
            "check_destructive", "guard_destructive", "host_view", "in_use", "is_drive", "judge", "opens", "resolve"]
+
+
+HOST_FIELDS = ("sys_root", "mounts", "swaps", "dev_root", "mountinfo", "swapdevs")
 
 
 class GuardRefused(PowerrigError):
@@ -44,15 +48,37 @@ class RemoteHostView(HostView):
     running sysfs.py with the drive host's python3 (``ssh``: the SshHost to reach it)."""
     url: str = ""
     ssh: object = None
+    _memo: dict = field(default_factory=dict, compare=False, repr=False)
 
-    def probe(self, dev: str, nsid: int | None = None) -> dict:
+    @contextmanager
+    def decision(self):
+        """One guard decision: within it a probe of the same (dev, nsid, scope) is read once (the
+        is_drive question and the judgement of a fio write), the drive host asked once."""
+        outer = bool(self._memo.get("on"))
+        self._memo["on"] = True
+        try:
+            yield self
+        finally:
+            if not outer:
+                self._memo.clear()
+
+    def probe(self, dev: str, nsid: int | None = None, scope: str | None = None) -> dict:
         """sysfs.probe run THERE: the path resolved by that host's kernel, its sysfs, mounts, swaps."""
+        key = ("probe", dev, nsid, scope)
+        if self._memo.get("on") and key in self._memo:
+            return json.loads(self._memo[key])
+        got = self._probe(dev, nsid, scope)
+        if self._memo.get("on"):
+            self._memo[key] = json.dumps(got)
+        return got
+
+    def _probe(self, dev: str, nsid: int | None, scope: str | None) -> dict:
         from powerrig.dut.remote import RemoteError
 
-        args = {"dev": dev, "nsid": nsid,
-                "host": {k: getattr(self, k) for k in ("sys_root", "mounts", "swaps", "dev_root")}}
+        args = {"dev": dev, "nsid": nsid, "scope": scope,
+                "host": {k: getattr(self, k) for k in HOST_FIELDS}}
         if getattr(self.ssh, "python", "python3") is None:
-            return self._probe_copy(dev, nsid)
+            return self._probe_copy(dev, nsid, scope)
         try:
             from powerrig.dut.commands import helper_argv
             out = self.ssh.run(helper_argv("python3", "-", json.dumps(args)), timeout=60,
@@ -66,14 +92,14 @@ class RemoteHostView(HostView):
             raise GuardRefused(f"cannot check {dev} on drive host {self.url}: its python3 answered "
                                f"something that is not the guard's JSON ({e})") from None
 
-    def _probe_copy(self, dev: str, nsid: int | None) -> dict:
+    def _probe_copy(self, dev: str, nsid: int | None, scope: str | None = None) -> dict:
         """A drive host without python3: the path resolved there by its shell (readlink -f, stat),
         its sysfs, mounts and swaps copied here (sysfs_mirror), then the same reading as there."""
         from powerrig.dut.remote import RemoteError
         from powerrig.dut.sysfs_mirror import probe
 
         try:
-            return probe(self.ssh, dev, nsid)
+            return probe(self.ssh, dev, nsid, scope)
         except RemoteError as e:
             raise GuardRefused(f"cannot check {dev} on drive host {self.url}: {e}; check by hand and pass "
                                "allow_unguarded") from None
@@ -82,7 +108,7 @@ class RemoteHostView(HostView):
 def host_view(paths: dict | HostView | None = None, remote=None) -> HostView:
     """Where the guard reads: ``paths`` (sys_root, mounts, swaps, dev_root; default this host's) on
     this host, or on the drive host ``remote`` (an SshHost) when the drive sits in another machine."""
-    fields = ("sys_root", "mounts", "swaps", "dev_root")
+    fields = HOST_FIELDS
     if isinstance(paths, RemoteHostView) and remote is None:
         return paths
     if isinstance(paths, HostView):
@@ -91,6 +117,11 @@ def host_view(paths: dict | HostView | None = None, remote=None) -> HostView:
     if remote is not None:
         return RemoteHostView(url=remote.url, ssh=remote, **paths)
     return HostView(**paths)
+
+
+def decision(host: HostView | None):
+    """A context for one guard decision on ``host`` (RemoteHostView.decision; nothing to share here)."""
+    return host.decision() if isinstance(host, RemoteHostView) else nullcontext(host)
 
 
 def is_drive(path: str, host: HostView | None = None) -> bool:
@@ -117,13 +148,14 @@ def opens(path: str, host: HostView | None = None) -> tuple[str, str] | None:
     return ident["kind"], ident["path"]
 
 
-def resolve(dev: str, host: HostView | None = None, nsid: int | None = None) -> Target:
+def resolve(dev: str, host: HostView | None = None, nsid: int | None = None, scope: str | None = None) -> Target:
     """What ``dev`` really opens and the namespaces a command with ``nsid`` touches (sysfs.resolve),
     read on the host that runs it (the drive host's, for a RemoteHostView); GuardRefused (one line)
-    when it is not an NVMe drive there, or nsid is not a namespace of its controller."""
+    when it is not an NVMe drive there, or nsid is not a namespace of its controller. ``scope``
+    "subsystem": every namespace of the subsystem (a Sanitize's reach)."""
     host = host or HostView()
     if isinstance(host, RemoteHostView):
-        got = host.probe(dev, nsid)
+        got = host.probe(dev, nsid, scope)
         if "refused" in got:
             raise GuardRefused(f"{got['refused']} (on drive host {host.url})")
         t = got["target"]
@@ -131,17 +163,17 @@ def resolve(dev: str, host: HostView | None = None, nsid: int | None = None) -> 
                       remote_uses=tuple(tuple(u) for u in got["uses"]), path=t["path"], devno=t["devno"],
                       subsystem=t["subsystem"], nsids=tuple(t["nsids"]))
     try:
-        return sysfs.resolve(dev, host, nsid)
+        return sysfs.resolve(dev, host, nsid, scope=scope)
     except sysfs.NotResolvable as e:
         raise GuardRefused(str(e)) from None
 
 
-def judge(dev: str, host: HostView | None = None, nsid: int | None = None) -> Target:
+def judge(dev: str, host: HostView | None = None, nsid: int | None = None, scope: str | None = None) -> Target:
     """Which device and namespaces the guard judges for ``dev`` and a command's ``nsid`` on ``host``:
     ``path`` (canonical there), ``devno``, ``namespace``, ``nsids`` (every one touched),
     ``controllers`` (each one's serial is checked), ``subsystem``, ``blocks`` (the mount check).
     For tests that compare the guard's judgement with what fio and nvme-cli really touched."""
-    return resolve(dev, host, nsid)
+    return resolve(dev, host, nsid, scope)
 
 
 def in_use(target: Target, host: HostView | None = None) -> list[tuple[str, str]]:
@@ -181,19 +213,20 @@ class DriveGuard:
         self.host = host or HostView()
 
     def check(self, dev: str, serial: str | None, action: str, allow_unguarded: bool = False,
-              nsid: int | None = None) -> Target | None:
+              nsid: int | None = None, scope: str | None = None) -> Target | None:
         """Pass, or raise GuardRefused; a NOTE event 'guard' records the decision either way, and on a
         pass what was judged (the same values as :func:`judge`)."""
         tl = self.nvme.timeline
         ev = tl.begin(NOTE, "guard", meta={"device": dev, "action": action, "serial": serial,
-                                           "allow_unguarded": allow_unguarded, "nsid": nsid})
+                                           "allow_unguarded": allow_unguarded, "nsid": nsid,
+                                           **({"scope": scope} if scope else {})})
         if allow_unguarded:
             logger.warning("destructive-operation guard overridden (allow_unguarded=True): %s on %s runs "
                            "without the serial, mount and boot-device checks", action, dev)
             tl.end(ev, ok=True, overridden=True)
             return None
         try:
-            target = resolve(dev, self.host, nsid)
+            target = resolve(dev, self.host, nsid, scope)
             serials = {}
             for c in target.controllers:
                 serials[c] = self.nvme.id_ctrl(f"/dev/{c}").sn.strip()

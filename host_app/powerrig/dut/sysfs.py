@@ -50,6 +50,19 @@ class HostView:
     mounts: str = "/proc/self/mounts"
     swaps: str = "/proc/swaps"
     dev_root: str = "/dev"
+    # /proc/self/mountinfo: each mount's device number (its 3rd field, MAJ:MIN), whatever path it was
+    # mounted through; None: /proc/self/mountinfo beside this machine's own mount table, else none
+    # (a tree without one: its mounts are matched by source name, the older way)
+    mountinfo: str | None = None
+    # "MAJ:MIN path" lines: the swaps' device numbers as read where they are (a copy of a drive host's
+    # /proc/swaps has no device nodes to stat); None: each swap path is looked at through this view
+    swapdevs: str | None = None
+
+    @property
+    def mountinfo_path(self) -> str | None:
+        if self.mountinfo is not None:
+            return self.mountinfo or None
+        return "/proc/self/mountinfo" if self.mounts == "/proc/self/mounts" else None
 
     def sys(self, *parts: str) -> Path:
         return Path(self.sys_root, *parts)
@@ -347,11 +360,14 @@ def _touched(base: tuple[str, ...], own: int | None, nsid: int | None, ident: di
     return (int(nsid),)
 
 
-def resolve(dev: str, host: HostView | None = None, nsid: int | None = None, ident: dict | None = None) -> Target:
+def resolve(dev: str, host: HostView | None = None, nsid: int | None = None, ident: dict | None = None,
+            scope: str | None = None) -> Target:
     """Resolve what ``dev`` really opens (any path form, a link anywhere, a partition, a generic char
     device, a multipath path or head, a controller) and the namespaces a command with ``nsid`` (None:
-    dev's own, FFFFFFFFh: all of the controller's) touches. ``ident``: an identify() made elsewhere
-    (a drive host without python3, where the mirror script read it)."""
+    dev's own, FFFFFFFFh: all of the controller's) touches; ``scope="subsystem"``: a command that acts
+    on the whole NVM subsystem (Sanitize, NVMe 1.4 section 8.15), every namespace of every controller
+    of it. ``ident``: an identify() made elsewhere (a drive host without python3, where the mirror
+    script read it)."""
     host = host or HostView()
     ident = ident or identify(dev, host)
     d, kind = _namespace_dir(_device_dir(ident, host), ident, host)
@@ -364,13 +380,18 @@ def resolve(dev: str, host: HostView | None = None, nsid: int | None = None, ide
             raise NotResolvable(f"{_say(ident)}: sysfs lists no controller for namespace {namespace} (neither "
                                 "in its subsystem's controllers nor in its multipath/ folder); is the drive "
                                 "still there?")
+    if scope not in (None, "subsystem"):
+        raise NotResolvable(f"scope {scope!r} is not None or 'subsystem'")
     nsids = _touched(base, own, nsid, ident, host)
     subsys = subsystem_of(base[0], host)
     ctrls = set(base)
     for c in controllers_of_subsystem(subsys, host, base):
-        if set(nsids) & set(namespaces_of(c, host)):
+        if set(nsids) & set(namespaces_of(c, host)) or scope == "subsystem":
             ctrls.add(c)
     everything = controllers_of_subsystem(subsys, host, tuple(ctrls))
+    if scope == "subsystem":
+        ctrls |= set(everything)
+        nsids = tuple(sorted({n for c in everything for n in namespaces_of(c, host)}))
     return Target(dev, namespace, tuple(sorted(ctrls)), own, frozenset(_blocks_of(everything, host)),
                   path=ident["path"], devno=ident["devno"], subsystem=subsys, nsids=nsids)
 
@@ -402,18 +423,64 @@ def _blocks_of(ctrls: tuple[str, ...], host: HostView) -> set[str]:
     return out
 
 
+def _unescape(field: str) -> str:
+    """A mount table's field as the kernel wrote it: space, tab, newline and backslash as octal."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _block_devnos(target: Target, host: HostView) -> dict[str, str]:
+    """MAJ:MIN -> name of every block device of the target (its ``dev`` attribute, genhd.c)."""
+    out = {}
+    for b in target.blocks:
+        n = host.read(str(host.sys("class", "block", b, "dev"))).strip()
+        if n:
+            out[n] = b
+    return out
+
+
+def _node_devno(path: str, host: HostView) -> str | None:
+    """The MAJ:MIN of a block device node ``path`` on this host view (a link followed), else None."""
+    try:
+        ident = identify(path, host)
+    except (NotResolvable, ValueError):
+        return None
+    return ident["devno"] if ident["kind"] == "block" else None
+
+
 def in_use(target: Target, host: HostView | None = None) -> list[tuple[str, str]]:
-    """(device, what uses it) for every mount or swap on the target's subsystem, through any controller."""
+    """(device, what uses it) for every mount or swap on the target's subsystem, through any controller
+    and by any path: a mount by its device number in /proc/self/mountinfo (a node mknod'ed anywhere,
+    a link /dev's copy lacks), or its source's name; a swap by the number of the node its path names."""
     host = host or HostView()
+    devnos = _block_devnos(target, host)
     hits = []
-    for line in host.read(host.mounts).splitlines():
-        parts = line.split()
-        if len(parts) >= 2 and parts[0].startswith("/dev/") and host.dev_name(parts[0]) in target.blocks:
-            hits.append((parts[0], parts[1].replace("\\040", " ")))
+    info = host.read(host.mountinfo_path) if host.mountinfo_path else ""
+    if info.strip():
+        for line in info.splitlines():
+            left, sep, right = line.partition(" - ")
+            parts, tail = left.split(), right.split()
+            if not sep or len(parts) < 5:
+                continue
+            source = _unescape(tail[1]) if len(tail) >= 2 else parts[2]
+            if parts[2] in devnos or (source.startswith("/dev/") and host.dev_name(source) in target.blocks):
+                hits.append((source, _unescape(parts[4])))
+    else:
+        for line in host.read(host.mounts).splitlines():
+            parts = line.split()
+            if len(parts) >= 2 and parts[0].startswith("/dev/") and host.dev_name(parts[0]) in target.blocks:
+                hits.append((parts[0], _unescape(parts[1])))
+    known = {}
+    for line in host.read(host.swapdevs).splitlines() if host.swapdevs else ():
+        num, _, path = line.partition(" ")
+        known[path] = num
     for line in host.read(host.swaps).splitlines()[1:]:
         parts = line.split()
-        if parts and parts[0].startswith("/dev/") and host.dev_name(parts[0]) in target.blocks:
-            hits.append((parts[0], "swap"))
+        if not parts:
+            continue
+        path = _unescape(parts[0])
+        num = known.get(parts[0]) if host.swapdevs else _node_devno(path, host)
+        if num in devnos or (path.startswith("/dev/") and host.dev_name(path) in target.blocks):
+            hits.append((path, "swap"))
     return hits
 
 
@@ -451,7 +518,8 @@ def is_drive(path: str, host: HostView | None = None, ident: dict | None = None)
     return bool(_GENERIC.match(name) or _CTRL.match(name))
 
 
-def probe(dev: str, host: HostView, nsid: int | None = None, ident: dict | None = None) -> dict:
+def probe(dev: str, host: HostView, nsid: int | None = None, ident: dict | None = None,
+          scope: str | None = None) -> dict:
     """What the guard needs to know about dev (and a command's nsid) on this host, as JSON-able data."""
     try:
         ident = ident or identify(dev, host)
@@ -459,7 +527,7 @@ def probe(dev: str, host: HostView, nsid: int | None = None, ident: dict | None 
         return {"drive": True, "refused": str(e)}
     drive = is_drive(dev, host, ident)
     try:
-        t = resolve(dev, host, nsid, ident)
+        t = resolve(dev, host, nsid, ident, scope)
     except NotResolvable as e:
         return {"drive": drive, "refused": str(e), "path": ident["path"], "devno": ident["devno"],
                 "kind": ident["kind"]}
@@ -471,4 +539,5 @@ def probe(dev: str, host: HostView, nsid: int | None = None, ident: dict | None 
 
 if __name__ == "__main__":
     args = json.loads(sys.argv[1])
-    print(json.dumps(probe(args["dev"], HostView(**args.get("host", {})), args.get("nsid"), args.get("ident"))))
+    print(json.dumps(probe(args["dev"], HostView(**args.get("host", {})), args.get("nsid"), args.get("ident"),
+                           args.get("scope"))))

@@ -279,6 +279,41 @@ def test_fios_removal_watch_is_on_the_controllers_the_guard_judged(host):
     assert fio._presence(plan(str(host.root / "plain.img")), None) is None     # a file: no drive to watch
 
 
+@pytest.mark.skipif(not shutil.which("unshare") or os.geteuid() != 0, reason="needs unshare -m (root)")
+@pytest.mark.parametrize("multipath", [True, False], ids=["multipath-on", "multipath-off"])
+def test_the_mirror_of_the_qemu_subsystem_reads_as_the_guard_reads_the_tree(host, multipath):
+    """sysfs_mirror.SCRIPT run against the QEMU guest's layout (the FakeHost tree bound over /sys and
+    /dev in a mount namespace of its own, device nodes made for its numbers): the guard's reading of
+    the copy is its reading of the tree, for every device and nsid form (a dir reached twice, as a
+    class link and as a controller's child, is read once: "1\n1" is no nsid)."""
+    from powerrig.dut import sysfs, sysfs_mirror
+
+    qemu_guest(host, multipath)
+    for name, num in host.devno.items():
+        kind = "block" if (host.sys / "dev" / "block" / num).exists() else "char"
+        host.node(host.root / "dev" / name, name, kind)
+
+    class Namespace:
+        def run(self, argv, timeout=None):
+            argv = list(argv)
+            bind = 'mount --bind "$0/sys" /sys && mount --bind "$0/dev" /dev && exec sh "$@"'
+            return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", bind, str(host.root),
+                                   *argv[1:]], capture_output=True, check=True, timeout=60).stdout
+
+    fields = ("path", "devno", "namespace", "nsid", "nsids", "controllers", "subsystem", "blocks")
+    devs = sorted(f"/dev/{n}" for n in host.devno)
+    assert len(devs) >= 9
+    for dev in devs:
+        for nsid in (None, BROADCAST):
+            got = sysfs_mirror.probe(Namespace(), dev, nsid)
+            want = sysfs.probe(dev, host.view, nsid)
+            assert got.get("refused") == want.get("refused") and got["drive"] == want["drive"], (dev, nsid)
+            if "target" in want:
+                assert {k: got["target"][k] for k in fields} == {k: want["target"][k] for k in fields}, (dev, nsid)
+    got = sysfs_mirror.probe(Namespace(), devs[1], None, "subsystem")["target"]
+    assert list(got["nsids"]) == ([7] if devs[1] == "/dev/ng2n1" else [1, 2, 3, 4])
+
+
 @pytest.mark.skipif(not shutil.which("nvme"), reason="no nvme-cli here")
 def test_the_real_nvme_clis_sanitize_has_no_force_option():
     """What the door builds, against this host's nvme-cli: its sanitize --help lists no --force (none

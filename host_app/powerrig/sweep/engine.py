@@ -138,6 +138,7 @@ class Sweep:
         try:
             return self._run()
         finally:
+            self._live_state.end()   # the run's live row goes however the run ends (done, failed, interrupted)
             self._release()          # the output folder is free once the run's status and record are written
 
     def _run(self) -> int:

@@ -9,6 +9,7 @@ import threading
 import time
 
 from powerrig.core.errors import PowerrigError
+from powerrig.results.store import ATTEMPT_S
 
 logger = logging.getLogger(__name__)
 EVERY_S = 1.0
@@ -24,6 +25,7 @@ class LiveState:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._finished = False
+        self._stop = threading.Event()      # the sweep has ended: the writer stops, end() clears the row
 
     def __call__(self, d: dict) -> None:
         """One progress event of the engine (kinds start, step, live, step-done, done)."""
@@ -44,13 +46,35 @@ class LiveState:
                 self._finished = True
             else:
                 return
+        if self._stop.is_set():
+            return
         self._dirty.set()
         if self._thread is None or not self._thread.is_alive():
             self._thread = threading.Thread(target=self._writer, name="powerrig-live-state", daemon=True)
             self._thread.start()
 
+    def end(self) -> None:
+        """The sweep has ended (done, failed or interrupted): the writer thread is stopped and waited for,
+        then the run's live row is removed here, on the sweep's own thread, before the process can exit (a
+        daemon thread dies with the process, and a sweep that failed never sends "done")."""
+        self._stop.set()
+        self._dirty.set()
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join(ATTEMPT_S + 1.0)           # a write in flight waits one attempt at most (record_live)
+        with self._lock:
+            run = self._run
+        if run is None:
+            return
+        try:
+            self.store.clear_live(run)
+        except Exception as e:  # noqa: BLE001 - the live view is a convenience: never the sweep's error
+            logger.info("live state of run %s not removed: %s", run, e)
+
     def _writer(self) -> None:
         while self._dirty.wait(IDLE_EXIT_S):
+            if self._stop.is_set():
+                return
             self._dirty.clear()
             with self._lock:
                 run, state, finished = self._run, dict(self._state), self._finished
@@ -63,4 +87,5 @@ class LiveState:
                 self.store.record_live(run, **state)
             except PowerrigError as e:          # the live view is a convenience: never the sweep's end
                 logger.info("live state of run %s not recorded: %s", run, e)
-            time.sleep(EVERY_S)
+            if self._stop.wait(EVERY_S):
+                return

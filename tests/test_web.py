@@ -4,10 +4,13 @@ two runs compared, the live state of a running rig, and a store that cannot writ
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
+from sqlalchemy import insert
 
 from powerrig.results import ResultsError, ResultStore
+from powerrig.results import schema as S
 from powerrig.sweep.plan import parse
 from powerrig.web.app import create_app
 
@@ -91,3 +94,77 @@ def test_serve_refuses_bad_listen_options_in_one_line(tmp_path, args, says):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, (r.stdout, r.stderr)
     assert r.stderr.startswith(f"powerrig: error: {says}"), r.stderr
     assert r.stdout == ""           # no "powerrig results ... on http://..." line for a server that is not there
+
+
+def bulk_runs(store, plan, n: int, station: str = "rig-3") -> None:
+    """n finished runs (no steps) in one transaction: a long index without a slow test."""
+    now = time.time()
+
+    def write(c):
+        pid = store.plan_id(c, plan)
+        c.execute(insert(S.runs), [dict(plan_id=pid, status="done", started_utc=now + k, finished_utc=now + k + 1,
+                                        station=station, dut_serial="SN9") for k in range(n)])
+    store._transact(write)
+
+
+def _run_ids(html: str) -> list[int]:
+    """The runs an index page shows, newest first (the page groups them by rig)."""
+    return sorted((int(x) for x in re.findall(r'class="run-link" href="/run/(\d+)"', html)), reverse=True)
+
+
+def _link(html: str, rel: str) -> str | None:
+    m = re.search(rf'<a id="{rel}" href="([^"]+)"', html)
+    return m.group(1).replace("&amp;", "&") if m else None
+
+
+def test_the_index_shows_one_page_of_runs_and_links_to_the_next_by_run_id(site):
+    """123 runs, 50 a page: newest first, an older link to the next 50 (keyset: the run id, not an offset),
+    a newer link back, every run once; no page lists every run in a picker."""
+    client, (a, b, running), writer, _ = site
+    bulk_runs(writer, parse(PLAN), 120)
+    everything = {r["id"] for r in writer.runs()}
+    assert len(everything) == 123
+    first = client.get("/").get_data(as_text=True)
+    ids = _run_ids(first)
+    assert ids == sorted(everything, reverse=True)[:50]
+    assert "<option" not in first and _link(first, "prev-page") is None
+    assert re.search(r'<input[^>]*name="a"', first) and re.search(r'<input[^>]*name="b"', first)
+    pages, url = [ids], _link(first, "next-page")
+    while url:
+        assert re.fullmatch(r"/\?before=\d+", url), url
+        html = client.get(url).get_data(as_text=True)
+        pages.append(_run_ids(html))
+        last, url = html, _link(html, "next-page")
+    assert [len(p) for p in pages] == [50, 50, 23]
+    assert [i for p in pages for i in p] == sorted(everything, reverse=True)
+    back = client.get(_link(last, "prev-page")).get_data(as_text=True)         # the newer link from the last page
+    assert _run_ids(back) == pages[1]
+    assert _run_ids(client.get(_link(back, "prev-page")).get_data(as_text=True)) == pages[0]
+    assert client.get("/?before=1").status_code == 200 and client.get("/?before=x").status_code == 400
+    for far in ("/?before=99999999999999999999", "/?after=-99999999999999999999", f"/run/{a}?from=99999999999999999999",
+                f"/run/{a}?before=-99999999999999999999"):        # past any id SQL binds: a page, not a 500
+        assert client.get(far).status_code == 200, far
+    assert _run_ids(client.get("/?before=99999999999999999999").get_data(as_text=True)) == pages[0]
+
+
+def test_a_run_page_with_many_steps_pages_them_and_compare_takes_run_ids(site):
+    client, (a, b, _), writer, _ = site
+    bulk_runs(writer, parse(PLAN), 120)                     # 120 more runs of the plan: not in a picker
+    many = writer.start_run(parse(PLAN), "out", station="rig-1")
+    writer._transact(lambda c: c.execute(insert(S.steps), [
+        dict(run_id=many, idx=k, key=f"ps0/s{k}/r1", name=f"step {k}", power_state=0, workload=None,
+             repetition=0, status="done", attempts=1) for k in range(120)]))
+    html = client.get(f"/run/{many}").get_data(as_text=True)
+    steps = [int(x) for x in re.findall(rf'class="step-link" href="/run/{many}/step/(\d+)"', html)]
+    assert steps == list(range(50)) and _link(html, "prev-page") is None
+    assert html.count("<option") <= 50 and re.search(r'<input[^>]*name="b"', html)
+    nxt = client.get(_link(html, "next-page")).get_data(as_text=True)
+    assert [int(x) for x in re.findall(rf'class="step-link" href="/run/{many}/step/(\d+)"', nxt)] == list(range(50, 100))
+    last = client.get(_link(nxt, "next-page")).get_data(as_text=True)
+    assert [int(x) for x in re.findall(rf'class="step-link" href="/run/{many}/step/(\d+)"', last)] == list(range(100, 120))
+    assert _link(last, "next-page") is None
+    back = client.get(_link(last, "prev-page")).get_data(as_text=True)
+    assert [int(x) for x in re.findall(rf'class="step-link" href="/run/{many}/step/(\d+)"', back)] == list(range(50, 100))
+    assert "step 119" in client.get(f"/run/{many}/step/119").get_data(as_text=True)
+    cmp = client.get(f"/compare?a={a}&b={b}").get_data(as_text=True)          # compare, by run id
+    assert "ps0/seq-read/r1" in cmp and "-2.00" in cmp

@@ -475,6 +475,52 @@ class ResultStore:
                              .order_by(S.runs.c.id)).mappings().all()
         return [dict(r) for r in rows]
 
+    def runs_page(self, before: int | None = None, after: int | None = None, limit: int = 50) -> dict:
+        """One page of runs, newest first, by keyset on the run id (never OFFSET): the ``limit`` newest runs
+        below ``before``, or the ``limit`` oldest above ``after`` (the page before, going back), or the newest.
+        Every query walks the runs' primary key (ORDER BY id ... LIMIT), and a run's steps are counted
+        through uq_step_key (run_id, key), so a page costs the same with 10 runs or 100,000.
+        Returns {"runs": [...], "older": bool, "newer": bool}: whether a page lies past each end."""
+        n_steps = select(func.count()).where(S.steps.c.run_id == S.runs.c.id).scalar_subquery()
+        q = (select(S.runs.c.id, S.runs.c.status, S.runs.c.started_utc, S.runs.c.finished_utc, S.runs.c.station,
+                    S.runs.c.dut_serial, S.runs.c.dut_firmware, S.plans.c.name.label("plan"),
+                    S.plans.c.hash.label("plan_hash"), n_steps.label("steps")).join(S.plans))
+        # bounds every SQL binds (PostgreSQL's integer ends at ROW_ID.hi): every id lies below a larger before
+        if before is not None and before > ROW_ID.hi:
+            before = None
+        before, after = (None if v is None else max(ROW_ID.lo - 1, min(v, ROW_ID.hi)) for v in (before, after))
+        if after is not None:
+            q = q.where(S.runs.c.id > after).order_by(S.runs.c.id.asc())
+        else:
+            if before is not None:
+                q = q.where(S.runs.c.id < before)
+            q = q.order_by(S.runs.c.id.desc())
+        with self._read() as c:
+            rows = [dict(r) for r in c.execute(q.limit(limit + 1)).mappings()]
+            more = len(rows) > limit
+            rows = rows[:limit]
+            if after is not None:
+                rows.reverse()
+
+            def any_run(cond) -> bool:
+                return c.execute(select(S.runs.c.id).where(cond).limit(1)).first() is not None
+            if rows:
+                newer = more if after is not None else any_run(S.runs.c.id > rows[0]["id"])
+                older = more if after is None else any_run(S.runs.c.id < rows[-1]["id"])
+            else:
+                newer = before is not None and any_run(S.runs.c.id >= before)
+                older = after is not None and any_run(S.runs.c.id <= after)
+        return {"runs": rows, "older": older, "newer": newer}
+
+    def runs_of_plan(self, plan_hash: str, limit: int = 50, exclude: int | None = None) -> list[dict]:
+        """The newest ``limit`` runs of one plan (by hash), newest first."""
+        q = (select(S.runs.c.id, S.runs.c.status, S.runs.c.dut_serial).join(S.plans)
+             .where(S.plans.c.hash == plan_hash))
+        if exclude is not None:
+            q = q.where(S.runs.c.id != exclude)
+        with self._read() as c:
+            return [dict(r) for r in c.execute(q.order_by(S.runs.c.id.desc()).limit(limit)).mappings()]
+
     # -- the live state of running runs ------------------------------------------------------
     def record_live(self, run_id: int, **state) -> None:
         """Overwrite a run's live row (step, W now, end time): an upsert, about once a second. It waits one
@@ -493,10 +539,15 @@ class ResultStore:
         with self._read() as c:
             if not self.engine.dialect.has_table(c, "live"):
                 return []
-            rows = c.execute(select(S.live, S.runs.c.status, S.plans.c.name.label("plan"))
-                             .join(S.runs, S.runs.c.id == S.live.c.run_id).join(S.plans)
-                             .where(S.runs.c.status == "running").order_by(S.live.c.station)).mappings().all()
-        return [dict(r) for r in rows]
+            # the live rows first (a handful), then their runs by primary key: a join let SQLite walk every run
+            rows = [dict(r) for r in c.execute(select(S.live).order_by(S.live.c.station, S.live.c.run_id)).mappings()]
+            if not rows:
+                return []
+            runs = {r.id: r for r in c.execute(select(S.runs.c.id, S.runs.c.status, S.plans.c.name.label("plan"))
+                                               .join(S.plans).where(S.runs.c.id.in_([r["run_id"] for r in rows]))
+                                               .where(S.runs.c.status == "running"))}
+        return [{**r, "status": runs[r["run_id"]].status, "plan": runs[r["run_id"]].plan}
+                for r in rows if r["run_id"] in runs]
 
     # -- steps -------------------------------------------------------------------------------
     def finished_steps(self, run_id: int) -> set[str]:
@@ -536,22 +587,67 @@ class ResultStore:
         except IntegrityError:
             raise ResultsError(f"step {step.get('key')!r} of run {run_id} is already stored (resume skips it)") from None
 
-    def steps(self, run_id: int) -> list[dict]:
-        with self._read() as c:
-            return [dict(r) for r in c.execute(select(S.steps).where(S.steps.c.run_id == run_id)
-                                               .order_by(S.steps.c.idx)).mappings()]
+    @staticmethod
+    def _idx_range(q, lo: int | None, hi: int | None):
+        """Only the steps with lo <= idx <= hi (either end open when None)."""
+        if lo is not None:
+            q = q.where(S.steps.c.idx >= max(-ROW_ID.hi, min(lo, ROW_ID.hi)))
+        if hi is not None:
+            q = q.where(S.steps.c.idx <= max(-ROW_ID.hi, min(hi, ROW_ID.hi)))
+        return q
 
-    def measurements(self, run_id: int) -> list[dict]:
+    def steps(self, run_id: int, lo: int | None = None, hi: int | None = None) -> list[dict]:
+        """The run's steps in order (those with lo <= idx <= hi when given)."""
+        with self._read() as c:
+            q = self._idx_range(select(S.steps).where(S.steps.c.run_id == run_id), lo, hi)
+            return [dict(r) for r in c.execute(q.order_by(S.steps.c.idx)).mappings()]
+
+    def steps_page(self, run_id: int, start: int | None = None, before: int | None = None,
+                   limit: int = 50) -> dict:
+        """One page of a run's steps by keyset on the step index (never OFFSET): the ``limit`` first steps
+        from index ``start``, or the ``limit`` last below ``before``, or the first. Returns {"steps": [...],
+        "prev": bool, "next": bool}: whether steps lie before or after the page."""
+        q = select(S.steps).where(S.steps.c.run_id == run_id)
+        b = None if before is None else max(-ROW_ID.hi, min(before, ROW_ID.hi))     # bounds every SQL binds
+        start = None if start is None else max(-ROW_ID.hi, min(start, ROW_ID.hi))
+        with self._read() as c:
+            if b is not None:
+                rows = [dict(r) for r in c.execute(q.where(S.steps.c.idx < b).order_by(S.steps.c.idx.desc())
+                                                   .limit(limit + 1)).mappings()]
+                more = len(rows) > limit
+                rows = rows[:limit][::-1]
+            else:
+                rows = [dict(r) for r in c.execute(self._idx_range(q, start, None).order_by(S.steps.c.idx)
+                                                   .limit(limit + 1)).mappings()]
+                more = len(rows) > limit
+                rows = rows[:limit]
+
+            def any_step(cond) -> bool:
+                return c.execute(select(S.steps.c.id).where(S.steps.c.run_id == run_id).where(cond)
+                                 .limit(1)).first() is not None
+            if rows:
+                prev = more if b is not None else any_step(S.steps.c.idx < rows[0]["idx"])
+                nxt = more if b is None else any_step(S.steps.c.idx > rows[-1]["idx"])
+            else:
+                prev, nxt = (b is None and start is not None and any_step(S.steps.c.idx < start),
+                             b is not None and any_step(S.steps.c.idx >= b))
+        return {"steps": rows, "prev": prev, "next": nxt}
+
+    def measurements(self, run_id: int, lo: int | None = None, hi: int | None = None) -> list[dict]:
+        """The run's measurements in step order (of the steps with lo <= idx <= hi when given)."""
         with self._read() as c:
             q = (select(S.steps.c.idx, S.steps.c.key.label("step"), S.steps.c.power_state, S.steps.c.workload,
                         S.measurements).join(S.steps, S.steps.c.id == S.measurements.c.step_id)
-                 .where(S.steps.c.run_id == run_id).order_by(S.steps.c.idx, S.measurements.c.id))
+                 .where(S.steps.c.run_id == run_id))
+            q = self._idx_range(q, lo, hi).order_by(S.steps.c.idx, S.measurements.c.id)
             return [dict(r) for r in c.execute(q).mappings()]
 
-    def phases(self, run_id: int) -> list[dict]:
+    def phases(self, run_id: int, lo: int | None = None, hi: int | None = None) -> list[dict]:
+        """The run's phases in step order (of the steps with lo <= idx <= hi when given)."""
         with self._read() as c:
             q = (select(S.steps.c.key.label("step"), S.phases).join(S.steps, S.steps.c.id == S.phases.c.step_id)
-                 .where(S.steps.c.run_id == run_id).order_by(S.steps.c.idx, S.phases.c.id))
+                 .where(S.steps.c.run_id == run_id))
+            q = self._idx_range(q, lo, hi).order_by(S.steps.c.idx, S.phases.c.id)
             return [dict(r) for r in c.execute(q).mappings()]
 
     # -- the JSON record beside the database ---------------------------------------------------

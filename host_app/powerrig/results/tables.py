@@ -11,15 +11,21 @@ from powerrig.results.store import ResultsError, ResultStore
 SUMMARY = ("power.mean", "throughput.mib_s", "efficiency.mib_s_per_w", "efficiency.iops_per_w")
 
 
-def step_summary(store: ResultStore, run_id: int) -> list[dict]:
-    """One row per step: power state, workload, W, MiB/s, MiB/s/W, and the step's status."""
+def step_summary(store: ResultStore, run_id: int, steps: list[dict] | None = None) -> list[dict]:
+    """One row per step: power state, workload, W, MiB/s, MiB/s/W, and the step's status. ``steps``: only
+    these (one page of the run's steps, in order), read with their measurements only."""
     by_step: dict[str, dict] = {}
-    for s in store.steps(run_id):
+    lo = hi = None
+    if steps is not None:
+        if not steps:
+            return []
+        lo, hi = min(s["idx"] for s in steps), max(s["idx"] for s in steps)
+    for s in store.steps(run_id) if steps is None else steps:
         by_step[s["key"]] = {"step": s["key"], "name": s["name"], "power_state": s["power_state"],
                              "workload": s["workload"] or "idle", "status": s["status"],
                              "W": None, "MiB/s": None, "MiB/s/W": None, "IOPS/W": None}
     names = dict(zip(SUMMARY, ("W", "MiB/s", "MiB/s/W", "IOPS/W")))
-    for m in store.measurements(run_id):
+    for m in store.measurements(run_id) if steps is None else store.measurements(run_id, lo, hi):
         if m["name"] == "power.idle" and m["step"] in by_step and by_step[m["step"]]["workload"] == "idle":
             by_step[m["step"]]["W"] = m["value"]
         if m["name"] in names and m["step"] in by_step and m["phase"] is not None:

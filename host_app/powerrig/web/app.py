@@ -17,6 +17,7 @@ from powerrig.results.tables import compare, fmt, step_summary
 from powerrig.web.charts import efficiency_series, svg
 
 OUTCOME_RANK = {"fail": 0, "invalid": 1, "marginal": 2, "partial": 3, "pass": 4}
+PAGE_SIZE = 50             # runs on an index page, steps on a run page
 LIVE_STALE_S = 60.0        # a live row older than this is shown as stale (the sweep process may be gone)
 
 
@@ -33,7 +34,19 @@ def _verdicts(measurements: list[dict]) -> dict:
     return out
 
 
-def create_app(store: ResultStore) -> Flask:
+def _keyset_arg(name: str) -> int | None:
+    """A page's keyset bound from the query string (a run id or a step index); not a number is a 400."""
+    v = request.args.get(name)
+    if v is None or v == "":
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        abort(400)
+
+
+def create_app(store: ResultStore, page_size: int = PAGE_SIZE) -> Flask:
+    """page_size: runs on an index page, steps on a run page (each page read with LIMIT by keyset)."""
     app = Flask(__name__)
     app.jinja_env.globals.update(fmt=fmt, utc=_utc)
 
@@ -43,9 +56,10 @@ def create_app(store: ResultStore) -> Flask:
 
     @app.get("/")
     def index():
-        runs = store.runs()
+        page = store.runs_page(before=_keyset_arg("before"), after=_keyset_arg("after"), limit=page_size)
+        runs = page["runs"]
         by_rig: dict = defaultdict(list)
-        for r in reversed(runs):
+        for r in runs:
             by_rig[r["station"] or "?"].append(r)
         now = time.time()
         live = store.live()
@@ -53,27 +67,30 @@ def create_app(store: ResultStore) -> Flask:
             row["stale"] = now - row["updated_utc"] > LIVE_STALE_S
             row["left_s"] = None if row["ends_utc"] is None else max(0.0, row["ends_utc"] - now)
         return render_template("index.html", by_rig=dict(sorted(by_rig.items())), live=live, runs=runs,
-                               db=str(store))
+                               page=page, db=str(store))
 
     @app.get("/run/<int:run_id>")
     def run(run_id: int):
         r = store.run(run_id)
-        rows = step_summary(store, run_id)
-        steps = {s["key"]: s for s in store.steps(run_id)}
-        verdicts = _verdicts(store.measurements(run_id))
+        page = store.steps_page(run_id, start=_keyset_arg("from"), before=_keyset_arg("before"), limit=page_size)
+        rows = step_summary(store, run_id, page["steps"])
+        steps = {s["key"]: s for s in page["steps"]}
+        lo = page["steps"][0]["idx"] if page["steps"] else None
+        hi = page["steps"][-1]["idx"] if page["steps"] else None
+        verdicts = _verdicts(store.measurements(run_id, lo, hi)) if page["steps"] else {}
         chart = svg(efficiency_series(store, [r], label_run=False))
-        others = [o for o in store.runs() if o["id"] != run_id and o["plan_hash"] == r["plan_hash"]]
+        others = store.runs_of_plan(r["plan_hash"], limit=page_size, exclude=run_id)
         return render_template("run.html", run=r, rows=rows, steps=steps, verdicts=verdicts, chart=chart,
-                               others=others)
+                               others=others, page=page)
 
     @app.get("/run/<int:run_id>/step/<int:idx>")
     def step(run_id: int, idx: int):
         r = store.run(run_id)
-        s = next((s for s in store.steps(run_id) if s["idx"] == idx), None)
+        s = next(iter(store.steps(run_id, idx, idx)), None)
         if s is None:
             return render_template("error.html", message=f"no step {idx} in run {run_id}"), 404
-        ms = [m for m in store.measurements(run_id) if m["step"] == s["key"]]
-        phases = [p for p in store.phases(run_id) if p["step"] == s["key"]]
+        ms = [m for m in store.measurements(run_id, idx, idx) if m["step"] == s["key"]]
+        phases = [p for p in store.phases(run_id, idx, idx) if p["step"] == s["key"]]
         params = json.loads(s["params"]) if s.get("params") else {}
         return render_template("step.html", run=r, step=s, measurements=ms, phases=phases, params=params)
 

@@ -169,8 +169,11 @@ def test_several_rigs_at_once_and_clean_errors(rig):
     assert second["id"] not in listed and rig["id"] in listed
     bad = run_cli("sim", "start", "--profile", "no-such-drive")
     assert bad.returncode == 2
+    from powerrig.sim import profile as profiles
+    shipped = profiles.available()
+    assert {"client-apst", "d5-p5336", "micron-fdp"} <= set(shipped)
     assert bad.stderr.strip().splitlines() == [
-        "powerrig: error: unknown drive profile 'no-such-drive'; available: client-apst, d5-p5336, micron-fdp"
+        f"powerrig: error: unknown drive profile 'no-such-drive'; available: {', '.join(shipped)}"
         " (or 'qemu': the real NVMe stack in a QEMU guest)"]
 
 

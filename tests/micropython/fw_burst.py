@@ -11,6 +11,7 @@ import time
 
 import micropython
 
+from fwtest.host_bytes import HostBytes
 from powerrig_fw import wire
 from powerrig_fw.device import Device
 from board.kernels import BurstKernels
@@ -54,7 +55,7 @@ def fill_block(b, regions, out):
             out[s * STRIDE + 6] = dig
 
 
-class FakeBoard:
+class FakeBoard(HostBytes):
     name = "fake"
     serial = "F1"
     burst_capacity = 1500          # small: the ring wraps within the test
@@ -69,29 +70,13 @@ class FakeBoard:
             kern = BurstKernels(self.layout)
             self.burst_copy = kern.copy
             self.scan_trigger = kern.scan
-        self.inbox = []
-        self.sent = []
+        HostBytes.__init__(self)
         self.next_block = 0
         self.drop_at = -1
         self.lap_at = -1         # the block whose slot DMA writes again while it is read
         self.lapped = False
         self.index = 0
         self.last = 0
-
-    def read_into(self, buf, at, room):
-        if not self.inbox:
-            return 0
-        d = self.inbox[0]
-        n = min(room, len(d))
-        buf[at:at + n] = d[:n]
-        if n < len(d):
-            self.inbox[0] = d[n:]
-        else:
-            self.inbox.pop(0)
-        return n
-
-    def write(self, buf, n=-1):
-        self.sent.append(bytes(buf[:n] if n >= 0 else buf))
 
     def adc_read(self):
         if self.next_block >= self.n_blocks:

@@ -2,6 +2,7 @@
 import array
 import json
 
+from fwtest.host_bytes import HostBytes
 from powerrig_fw import wire
 from powerrig_fw.device import Device, plan_stream
 
@@ -13,15 +14,14 @@ except OSError:
     pass
 
 
-class FakeBoard:
+class FakeBoard(HostBytes):
     name = "fake"
     serial = "F1"
     cal_path = CAL
     burst_capacity = 8192      # fits the emulated MCU's heap; still far below the 20001 refused below
 
     def __init__(self):
-        self.inbox = []
-        self.sent = []
+        HostBytes.__init__(self)
         self.index = 1000
         self.block = array.array("h", bytes(2 * 7 * 250))
         for s in range(250):
@@ -33,21 +33,6 @@ class FakeBoard:
         self.pending = 0
         self.dropped = 0
         self.last = 0
-
-    def read_into(self, buf, at, room):
-        if not self.inbox:
-            return 0
-        d = self.inbox[0]
-        n = min(room, len(d))
-        buf[at:at + n] = d[:n]
-        if n < len(d):
-            self.inbox[0] = d[n:]
-        else:
-            self.inbox.pop(0)
-        return n
-
-    def write(self, buf, n=-1):
-        self.sent.append(bytes(buf[:n] if n >= 0 else buf))
 
     def adc_read(self):
         if not self.pending:

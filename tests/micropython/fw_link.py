@@ -18,6 +18,7 @@ except NameError:
     ARGS = sys.argv[1:]
 ROUNDS = int(ARGS[1]) if len(ARGS) > 1 else 1
 
+from fwtest.host_bytes import HostBytes
 from powerrig_fw import wire
 from powerrig_fw.device import Device
 
@@ -31,15 +32,14 @@ except OSError:
 SPB = 250                      # samples per block (1 ms)
 
 
-class FakeBoard:
+class FakeBoard(HostBytes):
     name = "fake"
     serial = "F1"
     cal_path = CAL
     burst_capacity = 2048
 
     def __init__(self):
-        self.inbox = []
-        self.sent = []
+        HostBytes.__init__(self)
         self.index = 1000
         self.ms = 5000             # board time (ms), moved by the test
         self.block = array.array("h", bytes(2 * 7 * SPB))
@@ -51,26 +51,9 @@ class FakeBoard:
             self.block[s * 7 + 6] = 2
         self.pending = 0
         self.given = 0             # blocks handed to the device
-        self.reads = 0
 
     def ticks_ms(self):
         return self.ms
-
-    def read_into(self, buf, at, room):
-        if not self.inbox:
-            return 0
-        self.reads += 1
-        d = self.inbox[0]
-        n = min(room, len(d))
-        buf[at:at + n] = d[:n]
-        if n < len(d):
-            self.inbox[0] = d[n:]
-        else:
-            self.inbox.pop(0)
-        return n
-
-    def write(self, buf, n=-1):
-        self.sent.append(bytes(buf[:n] if n >= 0 else buf))
 
     def adc_read(self):
         if not self.pending:

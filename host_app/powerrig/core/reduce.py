@@ -24,11 +24,14 @@ def reduce_intervals(v: np.ndarray, i: np.ndarray, edges: np.ndarray, window: in
            "p_max": np.maximum.reduceat(p, starts)}
     # window sums from running sums; a NaN sample (an instrument's invalid reading, a lost sample) makes
     # only the windows holding it NaN, never every window after it
+    # (the usual block has none: the mask costs its passes over the samples only when one does)
     bad = np.isnan(p)
-    cs = np.concatenate([[0.0], np.cumsum(np.where(bad, 0.0, p))])
-    cb = np.concatenate([[0], np.cumsum(bad)])
+    has_bad = bool(bad.any())
+    cs = np.concatenate([[0.0], np.cumsum(np.where(bad, 0.0, p) if has_bad else p)])
     win = (cs[window:] - cs[:-window]) / window            # win[k]: samples k .. k + window - 1
-    win[(cb[window:] - cb[:-window]) > 0] = np.nan
+    if has_bad:
+        cb = np.concatenate([[0], np.cumsum(bad)])
+        win[(cb[window:] - cb[:-window]) > 0] = np.nan
     peak = np.full(len(starts), np.nan)
     for n, (a, b) in enumerate(zip(starts - window + 1, edges[1:] - window)):   # windows ending inside
         a = max(a, 0)

@@ -219,9 +219,18 @@ def nvme_action(command, options=()) -> str:
         if action == "set-feature" else []
     if guarded:
         return guarded[0]
-    if action == "set-feature" and any(o == "--save" or o.startswith("--save=") for o in options):
+    if action == "set-feature" and any(_saves(o) for o in options):
         return "set-feature --save"
     return action
+
+
+def _saves(word: str) -> bool:
+    """Does this set-feature word make the feature persist? getopt_long takes ``--save``, any
+    unambiguous prefix of it from ``--sa``, and the short ``-s`` alone or in a cluster."""
+    if word.startswith("--"):
+        name = word[2:].split("=", 1)[0]
+        return len(name) >= 2 and "save".startswith(name)
+    return word.startswith("-") and "s" in word[1:]
 
 
 def nvme_argv(program, command, device: str | None, options=(), permit: Permit | None = None) -> Argv:

@@ -75,19 +75,6 @@ def _options(words: list[str], what: str) -> tuple[dict, list[str]]:
     return opts, pos
 
 
-def _nvme_action(sub: list[str], words: list[str]) -> str:
-    """commands.nvme_action, and by hand also set-feature's short ``-s`` and abbreviated ``--sa[ve]``
-    (getopt_long takes both): either makes the feature persist."""
-    action = commands.nvme_action(sub, words)
-    if action == "set-feature":
-        for w in words:
-            name = w[2:].split("=", 1)[0]
-            if (w.startswith("--") and len(name) >= 2 and "save".startswith(name)) or \
-                    (w.startswith("-") and not w.startswith("--") and "s" in w[1:]):
-                return "set-feature --save"
-    return action
-
-
 def _nvme_request(cmd: list[str]) -> tuple[str, str | None, int | None]:
     """(action, device, nsid) of an nvme-cli command line: the subcommand as commands.nvme_action names
     it (a plugin's two words included), its one device and its --namespace-id (any abbreviation
@@ -95,7 +82,7 @@ def _nvme_request(cmd: list[str]) -> tuple[str, str | None, int | None]:
     words = cmd[1:]
     n = 2 if " ".join(words[:2]) in commands.DESTRUCTIVE_NVME | commands.NVME_READ else 1
     sub = words[:n]
-    action = _nvme_action(sub, words[n:])
+    action = commands.nvme_action(sub, words[n:])
     if action in commands.NVME_READ | commands.NVME_VOLATILE:
         return action, None, None
     opts, pos = _options(words[n:], f"nvme {action}")

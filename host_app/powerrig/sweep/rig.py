@@ -116,7 +116,15 @@ def drive_names(plan, st: dict, drive_host: str | None = None) -> tuple[str, lis
     from powerrig.dut.guard import host_view
     from powerrig.dut.remote import drive_host as remote_of
     view = host_view(st.get("host"), remote_of(drive_host))
-    same = lambda a, b: a == b or (_identity(a, view) or (a,)) == (_identity(b, view) or (b,))  # noqa: E731
+    seen: dict[str, tuple] = {}          # one resolution a name: on a drive host each is a probe there
+
+    def ident(path: str) -> tuple:
+        if path not in seen:
+            seen[path] = _identity(path, view) or (path,)
+        return seen[path]
+
+    def same(a: str, b: str) -> bool:
+        return a == b or ident(a) == ident(b)
     has = f"the rig {st.get('id', '?')} has controller {ctrl} and namespaces {', '.join(nss)}"
     if want_c and not same(plan.drive.controller, ctrl):
         raise PlanError(f"drive.controller {plan.drive.controller} is not this rig's: {has}; name one of those "

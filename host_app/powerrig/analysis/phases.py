@@ -51,7 +51,8 @@ def power_state_of(e: Event) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _is_idle_phase(e: Event) -> bool:
+def is_idle_phase(e: Event) -> bool:
+    """A phase of no I/O (named idle, or fio with rw idle): the report and the desktop app shade these as idle."""
     if e.meta.get("idle") or e.meta.get("rw") in ("idle", "none"):
         return True
     return not any(k in e.meta for k in ("rw", "bs", "iodepth")) and e.name.lower().startswith("idle")
@@ -106,7 +107,7 @@ def phases_from_events(events: list[Event], to_sample_id: Callable, length: int,
         meta = dict(e.meta)
         meta.update({k: v for k, v in e.result.items() if k in ("bw_bytes", "iops", "io_bytes", "total_ios")
                      and k not in meta})
-        ph = Phase(e.name, IDLE if _is_idle_phase(e) else WORKLOAD, a, b, ps, meta, e)
+        ph = Phase(e.name, IDLE if is_idle_phase(e) else WORKLOAD, a, b, ps, meta, e)
         (idle_named if ph.kind == IDLE else work).append(ph)
 
     # idle windows: what no workload covers, at least min_idle_s long

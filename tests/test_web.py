@@ -168,3 +168,36 @@ def test_a_run_page_with_many_steps_pages_them_and_compare_takes_run_ids(site):
     assert "step 119" in client.get(f"/run/{many}/step/119").get_data(as_text=True)
     cmp = client.get(f"/compare?a={a}&b={b}").get_data(as_text=True)          # compare, by run id
     assert "ps0/seq-read/r1" in cmp and "-2.00" in cmp
+
+
+def test_a_step_page_shows_the_referee_s_claims_beside_the_slot_with_plots(results_db):
+    """Issue 38: the drive's own power claims refereed (the lagging virtual drive's meter on a model of known
+    power, analysis/referee.py) on the step page as in the report: the table, the drive's IPM against the
+    slot's last second over time and the two histograms side by side, as inline SVG."""
+    from powerrig.sweep import measure
+    from test_referee import verdicts_of
+
+    writer = ResultStore(results_db)
+    plan = parse(PLAN)
+    run = writer.start_run(plan, "out", station="rig-1", drive={"sn": "SN1"})
+    s = plan.steps()[1]
+    ms = measure.referee(verdicts_of({"lag_s": 5.0}))
+    writer.store_step(run, {"idx": s.index, "key": s.key, "name": s.name, "power_state": s.power_state,
+                            "workload": s.workload.name, "repetition": 0, "status": "done", "params": "{}"}, [], ms)
+    writer.set_run_status(run, "done")
+    client = create_app(ResultStore(results_db, read_only=True)).test_client()
+    page = client.get(f"/run/{run}/step/{s.index}").get_data(as_text=True)
+    sec = page[page.index('id="referee"'):page.index('id="phases"')]
+    table = sec[sec.index('id="referee-table"'):sec.index("</table>")]
+    row = re.search(r"<tr><td[^>]*>ipm</td>.*?</tr>", table, re.S).group(0)
+    assert "IPM lag behind the slot" in row and "class=fail" in row and re.search(r">[45]\.\d+ s<", row), row
+    assert "average interval power (AIPWR)" in table and "250 mW histogram" in table
+    figs = re.findall(r'<figure class="referee-chart">(<svg.*?</svg>)\s*<figcaption>(.*?)</figcaption>', sec, re.S)
+    assert len(figs) == 3, [c for _, c in figs]      # IPM over time; the idle and the workload window's histograms
+    [(ipm_svg, caption)] = [f for f in figs if "IPM polled every second" in f[1]]
+    assert "lag found 5.0 s: fail" in caption
+    assert "slot: mean over the second before each poll" in ipm_svg and "drive: SMART IPM" in ipm_svg
+    assert len(re.findall(r'<g id="line2d_\d+">\s*<path', ipm_svg)) >= 2       # two series drawn, not an empty axis
+    assert sec.count('id="patch_') > 20              # the histograms' bars
+    plain = client.get(f"/run/{run}/step/0").get_data(as_text=True)
+    assert 'id="referee"' not in plain               # a step without claims has no such section

@@ -30,12 +30,16 @@ def _notes(m: dict) -> dict:
         return {}
 
 
-def _save(fig, path: Path) -> None:
-    with owned.open_owned(path, "wb") as f:
-        fig.savefig(f, dpi=100, format="png")
+def _save(fig, dest, fmt: str = "png") -> None:
+    """To a file of the report's folder (never through a link) or to a binary stream (the web page's SVG)."""
+    if isinstance(dest, (str, Path)):
+        with owned.open_owned(dest, "wb") as f:
+            fig.savefig(f, dpi=100, format=fmt)
+    else:
+        fig.savefig(dest, dpi=100, format=fmt)
 
 
-def plot_claim_vs_truth(series: list, title: str, path: Path) -> bool:
+def plot_claim_vs_truth(series: list, title: str, path, fmt: str = "png") -> bool:
     """IPM (what the drive says about its last second) and the slot's mean over the same second, over time."""
     pts = [p for p in series if p and p[0] is not None and p[1] is not None]
     if len(pts) < 2:
@@ -54,12 +58,12 @@ def plot_claim_vs_truth(series: list, title: str, path: Path) -> bool:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    _save(fig, path)
+    _save(fig, path, fmt)
     plt.close(fig)
     return True
 
 
-def plot_histograms(drive: list, truth: list, bin_w: float, title: str, path: Path) -> bool:
+def plot_histograms(drive: list, truth: list, bin_w: float, title: str, path, fmt: str = "png") -> bool:
     """The drive's histogram and the interposer's of the same windows, side by side per 250 mW bin."""
     if not drive or not truth or not sum(drive) or not sum(truth):
         return False
@@ -80,23 +84,16 @@ def plot_histograms(drive: list, truth: list, bin_w: float, title: str, path: Pa
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    _save(fig, path)
+    _save(fig, path, fmt)
     plt.close(fig)
     return True
 
 
-def section(ms: list[dict], out: Path, step_index: dict) -> list[str]:
-    """The section's HTML (nothing when the run has no referee verdicts); its PNGs written into ``out``."""
-    rows = [m for m in ms if m["name"] in TITLES]
-    if not rows:
-        return []
-    h = ["<h2 id=referee>What the drive says vs what the slot measured</h2>",
-         "<p>The drive's own power reports (NVMe Power Measurement log 25h, SMART IPM) beside the interposer over "
-         "the same span; each judged by the drive's stated error bound (IPWRPE; 5 % when it states none). "
-         "docs/drive-claims.md.</p>",
-         "<table><tr><th>step</th><th>window</th><th>claim</th><th>drive says</th><th>slot measured</th>"
-         "<th>error</th><th>bound</th><th>verdict</th><th>how it was judged</th></tr>"]
-    figs = []
+def table(rows: list[dict], with_step: bool = True) -> list[str]:
+    """The verdicts as one HTML table: what the drive says, what the slot measured, error, bound, verdict, why."""
+    h = ["<table class=referee><tr>" + ("<th>step</th>" if with_step else "") + "<th>window</th><th>claim</th>"
+         "<th>drive says</th><th>slot measured</th><th>error</th><th>bound</th><th>verdict</th>"
+         "<th>how it was judged</th></tr>"]
     for m in rows:
         n = _notes(m)
         u = html.escape(n.get("units") or "")
@@ -107,26 +104,50 @@ def section(ms: list[dict], out: Path, step_index: dict) -> list[str]:
         elif m["name"] == "referee.power_limit":
             says = f"limit {says}"
             measured = f"max 100 ms {measured} after" if m["value"] is not None else f"max 1 s {measured}"
-        h.append(f"<tr><td style=text-align:left>{html.escape(m['step'])}</td>"
+        h.append("<tr>" + (f"<td style=text-align:left>{html.escape(m['step'])}</td>" if with_step else "") +
                  f"<td style=text-align:left>{html.escape(m['phase'] or '')}</td><td style=text-align:left>"
                  f"{TITLES[m['name']]}</td><td>{says}</td><td>{measured}</td>"
                  f"<td>{_f(m['value'])} {eu}</td><td>{_f(m['upper'])} {eu if m['upper'] is not None else ''}</td>"
                  f"<td class={html.escape(m['outcome'])}>{html.escape(m['outcome'])}</td>"
                  f"<td style=text-align:left>{html.escape(n.get('why') or '')}</td></tr>")
+    h.append("</table>")
+    return h
+
+
+def figures(rows: list[dict], step_index: dict) -> list[tuple[str, str, object]]:
+    """The claim-vs-truth plots of these verdicts: (file name, caption, draw(dest, fmt) -> bool), the same
+    for the report's PNGs and the web page's inline SVG."""
+    out = []
+    for m in rows:
+        n = _notes(m)
         idx = step_index.get(m["step"], 0)
         safe = "".join(c if c.isalnum() else "_" for c in (m["phase"] or ""))
         if m["name"] == "referee.ipm_lag" and n.get("series"):
-            name = f"referee_ipm_{idx:03d}.png"
-            if plot_claim_vs_truth(n["series"], f"{m['step']}: SMART IPM against the slot's last second", out / name):
-                figs.append((name, f"{m['step']}: the drive's IPM polled every second against the slot's last "
-                                   f"second (lag found {_f(m['value'], 1)} s: {m['outcome']})"))
+            out.append((f"referee_ipm_{idx:03d}.png",
+                        f"{m['step']}: the drive's IPM polled every second against the slot's last second "
+                        f"(lag found {_f(m['value'], 1)} s: {m['outcome']})",
+                        lambda dest, fmt, m=m, n=n: plot_claim_vs_truth(
+                            n["series"], f"{m['step']}: SMART IPM against the slot's last second", dest, fmt)))
         if m["name"] == "referee.histogram" and n.get("drive_counts"):
-            name = f"referee_hist_{idx:03d}_{safe}.png"
-            if plot_histograms(n["drive_counts"], n.get("truth_counts") or [], 0.25,
-                               f"{m['step']} {m['phase']}: histogram of interval power", out / name):
-                figs.append((name, f"{m['step']} {m['phase']}: the drive's histogram beside the slot's "
-                                   f"({m['outcome']})"))
-    h.append("</table>")
+            out.append((f"referee_hist_{idx:03d}_{safe}.png",
+                        f"{m['step']} {m['phase']}: the drive's histogram beside the slot's ({m['outcome']})",
+                        lambda dest, fmt, m=m, n=n: plot_histograms(
+                            n["drive_counts"], n.get("truth_counts") or [], 0.25,
+                            f"{m['step']} {m['phase']}: histogram of interval power", dest, fmt)))
+    return out
+
+
+def section(ms: list[dict], out: Path, step_index: dict) -> list[str]:
+    """The section's HTML (nothing when the run has no referee verdicts); its PNGs written into ``out``."""
+    rows = [m for m in ms if m["name"] in TITLES]
+    if not rows:
+        return []
+    h = ["<h2 id=referee>What the drive says vs what the slot measured</h2>",
+         "<p>The drive's own power reports (NVMe Power Measurement log 25h, SMART IPM) beside the interposer over "
+         "the same span; each judged by the drive's stated error bound (IPWRPE; 5 % when it states none). "
+         "docs/drive-claims.md.</p>"]
+    h += table(rows)
+    figs = [(name, caption) for name, caption, draw in figures(rows, step_index) if draw(out / name, "png")]
     h += [f"<figure><img src={f} alt='{html.escape(c)}'><figcaption>{html.escape(c)}</figcaption></figure>"
           for f, c in figs]
     return h

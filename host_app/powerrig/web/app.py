@@ -14,6 +14,7 @@ from flask import Flask, abort, render_template, request
 
 from powerrig.results import ResultsError, ResultStore
 from powerrig.results.tables import compare, fmt, step_summary
+from powerrig.web import charts
 from powerrig.web.charts import efficiency_series, svg
 
 OUTCOME_RANK = {"fail": 0, "invalid": 1, "marginal": 2, "partial": 3, "pass": 4}
@@ -92,7 +93,8 @@ def create_app(store: ResultStore, page_size: int = PAGE_SIZE) -> Flask:
         ms = [m for m in store.measurements(run_id, idx, idx) if m["step"] == s["key"]]
         phases = [p for p in store.phases(run_id, idx, idx) if p["step"] == s["key"]]
         params = json.loads(s["params"]) if s.get("params") else {}
-        return render_template("step.html", run=r, step=s, measurements=ms, phases=phases, params=params)
+        return render_template("step.html", run=r, step=s, measurements=ms, phases=phases, params=params,
+                               referee=charts.referee(ms, {s["key"]: idx}))
 
     @app.get("/curves")
     def curves():

@@ -4,6 +4,7 @@ from __future__ import annotations
 import io
 import re
 
+from powerrig.results import referee_report
 from powerrig.results.report import plot_curves
 from powerrig.results.tables import step_summary
 
@@ -22,11 +23,28 @@ def efficiency_series(store, runs: list[dict], label_run: bool) -> dict:
 
 def svg(series: dict, xlabel: str = "power state") -> str | None:
     """The curves as an <svg> element to put in a page (None: fewer than two points on every curve)."""
+    return svg_of(lambda buf, fmt: plot_curves(series, buf, xlabel, fmt=fmt))
+
+
+def svg_of(draw) -> str | None:
+    """What one of the report's plotters draws (``draw(stream, fmt) -> bool``) as an <svg> element to put in
+    a page; None when it had nothing to draw."""
     import matplotlib
 
     buf = io.BytesIO()
     with matplotlib.rc_context({"svg.fonttype": "none"}):     # labels as <text>: selectable, searchable
-        if not plot_curves(series, buf, xlabel, fmt="svg"):
+        if not draw(buf, "svg"):
             return None
     text = buf.getvalue().decode()
     return text[re.search(r"<svg\b", text).start():]      # no XML prolog or DOCTYPE inside HTML
+
+
+def referee(measurements: list[dict], step_index: dict) -> dict | None:
+    """A step's referee verdicts (issue 38) as the report shows them: the table's HTML and the claim-vs-truth
+    plots (IPM against the slot's last second over time, the histograms side by side) as inline SVG."""
+    rows = [m for m in measurements if m["name"] in referee_report.TITLES]
+    if not rows:
+        return None
+    figs = [(caption, s) for _, caption, draw in referee_report.figures(rows, step_index)
+            if (s := svg_of(draw)) is not None]
+    return {"table": "\n".join(referee_report.table(rows, with_step=False)), "figures": figs}

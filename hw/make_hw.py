@@ -191,8 +191,9 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(BOARD))
     import checks
     cover = checks.pin_coverage(checks.design_pin_tables(), tomllib.loads((BOARD / "pinout_sources.toml").read_text()))
-    print("pin tables confirmed by a cited source (hw/board/pinout_sources.toml; the rest are listed as "
-          "unverified in hw/README.md): " + ", ".join(f"{t} {c}/{n}" for t, (c, n) in sorted(cover.items())))
+    print("pin tables by what public sources support (hw/board/pinout_sources.toml; hw/README.md lists them pin "
+          "by pin): " + "; ".join(f"{t}: " + ", ".join(f"{c[s]} {s}" for s in checks.PIN_STATUSES if c[s])
+                                  + f" of {c['pins']}" for t, c in sorted(cover.items())))
     for line in summary["errors"] + summary["warnings"]:
         print("  " + line)
     print(f"ERC: {len(summary['errors'])} errors, {len(summary['warnings'])} warnings")

@@ -232,6 +232,38 @@ def test_pin_tables_equal_every_pin_transcribed_from_a_source_and_a_changed_pin_
     assert any("no pin table 'm2'" in p for p in checks.pin_tables(tables, src))
 
 
+def test_pin_status_counts_only_independent_or_authoritative_sources_and_conflicts_by_use(board_modules):
+    """What the board's design claims is computed from who states each pin: two publishers agreeing
+    (confirmed-2), one authoritative source (confirmed-1), one non-authoritative publisher
+    (secondary), readings that differ by use (conflict). Tallied against ../shared/hw/pinout-sources.md."""
+    checks, _ = board_modules
+    tables = checks.design_pin_tables()
+    status = checks.pin_status(tables, SOURCES)
+    u2 = status["u2"]
+    assert {p for p, s in u2.items() if s == "conflict"} == {"P1", "P2", "P3", "P4", "P10"}
+    note_only = {"E3", "E5", "E6", "E16", "E23", "E24", "E25", "S15"}   # the one engineering note
+    assert {p for p in note_only if u2[p] == "secondary"} == note_only
+    assert status["edsff"]["A6"] == "secondary" and set(status["ad7380"].values()) == {"secondary"}
+    assert all(u2[f"S{i}"] == "confirmed-2" for i in range(1, 15)) and u2["E7"] == u2["E8"] == "confirmed-2"
+    assert u2["P8"] == u2["P9"] == u2["P11"] == "secondary"       # pinouts.ru's two pages: one publisher
+    cover = checks.pin_coverage(tables, SOURCES)
+    assert cover["u2"] == {"confirmed-2": 23, "confirmed-1": 0, "secondary": 11, "conflict": 5,
+                           "unknown": 29, "pins": 68}
+    assert (cover["edsff"]["secondary"], cover["edsff"]["unknown"]) == (1, 55)
+    src = copy.deepcopy(SOURCES)                 # without the HP manual, the SAS segment rests on one publisher
+    src["source"] = [s for s in src["source"] if s["id"] != "hp-xw8600-service-manual"]
+    without_hp = checks.pin_status(tables, src)["u2"]
+    assert without_hp["S2"] == without_hp["P7"] == "secondary" and without_hp["E7"] == "confirmed-2"
+    src = copy.deepcopy(SOURCES)                 # a spec read for E4 makes it confirmed-1
+    src["source"].append({"id": "sff-ta-1001", "table": "u2", "publisher": "SNIA", "weight": "spec",
+                          "cites": "x", "pins": {"E4": "PERST1#"}})
+    assert checks.pin_status(tables, src)["u2"]["E4"] == "confirmed-1"
+    src = copy.deepcopy(SOURCES)                 # a conflict about a pin the design lacks, by an unknown source
+    src["conflict"].append({"table": "u2", "pin": "Z9", "readings": {"nobody": "GND"}})
+    found = checks.pin_tables(tables, src)
+    assert any("Z9: no such pin" in p for p in found) and any("unknown source 'nobody'" in p for p in found)
+
+
 def test_the_symbol_and_the_checks_use_the_transcribed_ad7380_numbers(board_modules):
     checks, _ = board_modules
     ad7380 = next(s for s in SOURCES["source"] if s["table"] == "ad7380")["pins"]

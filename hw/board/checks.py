@@ -318,8 +318,9 @@ def design_pin_tables() -> dict[str, dict[str, str]]:
 
 
 def pin_tables(tables: dict[str, dict[str, str]], sources: dict) -> list[str]:
-    """Every pin a source confirms (hw/board/pinout_sources.toml) must have that name in the design."""
-    problems = []
+    """Every pin a source states (hw/board/pinout_sources.toml) must have that name in the design, and
+    every recorded conflict must be about a real pin, read by sources that exist."""
+    problems = conflict_problems(tables, sources)
     for src in sources["source"]:
         have = tables.get(src["table"])
         if have is None:
@@ -332,9 +333,51 @@ def pin_tables(tables: dict[str, dict[str, str]], sources: dict) -> list[str]:
     return problems
 
 
-def pin_coverage(tables: dict[str, dict[str, str]], sources: dict) -> dict[str, tuple[int, int]]:
-    """Per pin table: (pins a cited source confirms, pins in the table); the rest are unverified."""
-    confirmed: dict[str, set[str]] = defaultdict(set)
+AUTHORITATIVE = {"spec", "vendor-manual"}
+PIN_STATUSES = ("confirmed-2", "confirmed-1", "secondary", "conflict", "unknown")
+
+
+def pin_status(tables: dict[str, dict[str, str]], sources: dict) -> dict[str, dict[str, str]]:
+    """Per pin table: {pin: status}, computed from who states the pin (the key at the top of
+    pinout_sources.toml): a claim counts only as much as its sources' independence and authority."""
+    by_pin: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for src in sources["source"]:
-        confirmed[src["table"]] |= {str(p) for p in src["pins"]}
-    return {t: (len(confirmed[t] & set(pins)), len(pins)) for t, pins in tables.items()}
+        for pin in src["pins"]:
+            by_pin[(src["table"], str(pin))].append(src)
+    conflicts = {(c["table"], str(c["pin"])) for c in sources.get("conflict", [])}
+    status: dict[str, dict[str, str]] = {}
+    for table, pins in tables.items():
+        status[table] = {}
+        for pin in pins:
+            said = by_pin.get((table, pin), [])
+            if (table, pin) in conflicts:
+                status[table][pin] = "conflict"
+            elif len({s["publisher"] for s in said}) >= 2:
+                status[table][pin] = "confirmed-2"
+            elif any(s["weight"] in AUTHORITATIVE for s in said):
+                status[table][pin] = "confirmed-1"
+            else:
+                status[table][pin] = "secondary" if said else "unknown"
+    return status
+
+
+def pin_coverage(tables: dict[str, dict[str, str]], sources: dict) -> dict[str, dict[str, int]]:
+    """Per pin table: how many pins have each status (PIN_STATUSES order), the total under "pins"."""
+    out = {}
+    for table, by_pin in pin_status(tables, sources).items():
+        counts = {s: 0 for s in PIN_STATUSES}
+        for s in by_pin.values():
+            counts[s] += 1
+        out[table] = {**counts, "pins": len(by_pin)}
+    return out
+
+
+def conflict_problems(tables: dict[str, dict[str, str]], sources: dict) -> list[str]:
+    """A [[conflict]] block must name a pin of the design and readings by sources that exist."""
+    ids = {s["id"] for s in sources["source"]}
+    problems = []
+    for c in sources.get("conflict", []):
+        if str(c["pin"]) not in tables.get(c["table"], {}):
+            problems.append(f"conflict on {c['table']} pin {c['pin']}: no such pin in the design")
+        problems += [f"conflict on {c['table']} pin {c['pin']}: unknown source {k!r}" for k in c["readings"] if k not in ids]
+    return problems

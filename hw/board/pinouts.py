@@ -16,8 +16,9 @@ from __future__ import annotations
 
 
 def _edsff_1c() -> list[tuple[str, str, str]]:
-    # Only A6 = MFG is confirmed by a source found here (hw/board/pinout_sources.toml); every other
-    # position is this project's reading of SFF-TA-1009 and is listed as unverified in hw/README.md.
+    # Only A6 = MFG is stated by a source found here, and that one a non-authoritative note (secondary in
+    # hw/board/pinout_sources.toml); every other position is this project's reading of SFF-TA-1009 and
+    # is unknown (hw/README.md).
     side_b = ["12V", "12V", "12V", "GND", "3.3VAUX", "PWRDIS",
               "GND", "PETp0", "PETn0", "GND", "PETp1", "PETn1", "GND", "REFCLK0+", "REFCLK0-", "GND",
               "PETp2", "PETn2", "GND", "PETp3", "PETn3", "GND", "SMBCLK", "SMBDAT", "SMBRST#", "ALERT#", "LED1#", "GND"]
@@ -30,8 +31,9 @@ def _edsff_1c() -> list[tuple[str, str, str]]:
 
 def _sff8639() -> list[tuple[str, str, str]]:
     # PCIe x4 on SFF-8639 (U.2): lane 0 and the sideband on the E pins, lanes 1-2 on S17-S28, lane 3
-    # on E17-E22; S1-S14 are the two SAS ports (unused by NVMe, passed through). Pins confirmed by a
-    # source are in hw/board/pinout_sources.toml; the rest are listed as unverified in hw/README.md.
+    # on E17-E22; S1-S14 are the two SAS ports (unused by NVMe, passed through). What public sources
+    # say of each pin, and how much that is worth (confirmed, secondary, conflict), is in
+    # hw/board/pinout_sources.toml and hw/README.md.
     s = ["GND", "SAS0_RX+", "SAS0_RX-", "GND", "SAS0_TX-", "SAS0_TX+", "GND",                 # S1-S7 SAS port A
          "GND", "SAS1_RX+", "SAS1_RX-", "GND", "SAS1_TX-", "SAS1_TX+", "GND",                 # S8-S14 SAS port B
          "RSVD", "GND", "PETp1", "PETn1", "GND", "PERn1", "PERp1", "GND",                     # S15-S22

@@ -185,8 +185,8 @@ def test_event_lines_scrolled_away_are_reused_not_recreated(window, qtbot):
     def utc(t):
         return float(src.utc(t / src.interval_s))
     names, kinds = {}, {}
-    for k in range(56):                    # an event a second: nvme-cli commands, every 4th a state change
-        name = "write {q=32}" if k == 20 else (f"PS{k % 5}-{k}" if k % 4 == 3 else f"smart-log {k}")
+    for k in range(56):                    # an event a second: labelled nvme-cli commands (not background polls), every 4th a state change
+        name = "write {q=32}" if k == 20 else (f"PS{k % 5}-{k}" if k % 4 == 3 else f"format {k}")
         names[name] = k + 2.5                               # (never on a view's edge)
         kinds[name] = POWER_STATE if k % 4 == 3 else NVME   # braces: shown as typed, not a format
         svc.timeline.add(Event(kinds[name], name, utc(names[name]), utc(names[name]) + 1e-3))
@@ -246,7 +246,7 @@ def test_an_event_redrawn_only_when_its_placement_moves(window, qtbot):
     lv = win.live_view
     lv.pause()
     at = float(src.utc(10.5 / src.interval_s))
-    svc.timeline.add(Event(NVME, "smart-log", at, at + 1e-3))
+    svc.timeline.add(Event(NVME, "format", at, at + 1e-3))
     lv.plot.setXRange(8.0, 14.0, padding=0)
 
     def line():

@@ -9,7 +9,8 @@ import time
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QThreadPool, QTimer, Qt
+from PySide6.QtCore import QRectF, QThreadPool, QTimer, Qt
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (QCheckBox, QGraphicsItem, QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel, QPushButton,
                                QVBoxLayout, QWidget)
 
@@ -19,7 +20,9 @@ from powerrig.gui.source.base import unit_of
 
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
 QUANTITIES = {"Power (W)": "p", "Voltage (V)": "v", "Current (A)": "i"}
-EVENT_KINDS = {"phase": "#2ca02c", "fio": None, "nvme": "#ff7f0e", "power_state": "#9467bd"}
+EVENT_KINDS = {"phase": "#2ca02c", "fio": None, "nvme": "#8c564b", "power_state": "#9467bd"}
+# phases shaded as the report shades them (report.KIND_COLOURS: idle tab:green, workload tab:orange)
+PHASE_COLOURS = {"idle": "#2ca02c", "workload": "#ff7f0e"}
 
 
 # The recording thread (link parsing, file writing, the live source) holds the GIL in slices of the
@@ -62,7 +65,7 @@ class LiveView(QWidget):
             self.plot.getAxis(ax).setStyle(maxTickLevel=0)
         self.plot.setLabel("bottom", "time", units="s")
         self.plot.setLabel("left", "power", units="W")
-        self.plot.addLegend(offset=(10, 10))
+        self.plot.addLegend(offset=(-10, -24))     # bottom right, above the quiet track: phase names take the top
         # one point per pixel arrives already summarised: pyqtgraph's own downsampling and clipping off
         self.plot.setDownsampling(auto=False)
         self.plot.setClipToView(False)
@@ -143,6 +146,14 @@ class LiveView(QWidget):
         self.gap_item.setZValue(-10)
         self.gap_item.setVisible(False)
         self.plot.addItem(self.gap_item)
+        self.quiet_item = pg.BarGraphItem(x0=[0.0], x1=[0.0], y0=[0.0], y1=[0.0], brush=pg.mkBrush(127, 127, 127, 150),
+                                          pen=pg.mkPen(None))
+        self.quiet_item.setZValue(-5)
+        self.quiet_item.setVisible(False)
+        self.quiet_item.setToolTip("background drive polls (temperature smart-log, get/set-feature)")
+        self.plot.addItem(self.quiet_item, ignoreBounds=True)
+        self._quiet = np.empty((0, 2))
+        vb.sigResized.connect(self._range_changed)
         svc.captures.source_changed.connect(self.set_source)
         svc.captures.events.connect(self._draw_events)
 
@@ -310,6 +321,8 @@ class LiveView(QWidget):
             self.paints += 1
             self._apply_y()
             self._shade_gaps(float(summary.t[0]), float(summary.t[-1] + summary.step_s))
+            self._quiet_track()
+            self._layout_labels()
         if self._dirty:
             self._dirty = False
             self.request()
@@ -386,15 +399,19 @@ class LiveView(QWidget):
         already drawn keeps its items (a redraw of all of them on every new event churned hundreds of Qt
         items every few seconds, and the process grew with it during an overnight stream). Only near
         the view: a labelled line costs ~50 KB of Qt memory, so the last 300 events of a stream drawn
-        whether seen or not grew the window by 15 MB over its first 25 minutes (a drive poll every 5 s)."""
+        whether seen or not grew the window by 15 MB over its first 25 minutes (a drive poll every 5 s).
+        Background polls (``background``: the temperature poll, get/set-feature) are no labels: one
+        item draws them all as ticks on a quiet track along the bottom."""
         evs = self.captures.events_s(self.source, last=self.EVENTS_LAST) if self.source is not None else []
         (x0, x1), _ = self.plot.getViewBox().viewRange()
         lo, hi = x0 - (x1 - x0), x1 + (x1 - x0)       # the view and one view's width either side
-        wanted = {}
+        wanted, quiet = {}, []
         for k, e in enumerate(evs):
             if e["t0"] > hi or (e["t1"] if e["t1"] is not None else e["t0"]) < lo:
                 continue                              # off screen: no items (a labelled line is ~50 KB of Qt)
-            if EVENT_KINDS.get(e["kind"], "#7f7f7f") is not None:
+            if e.get("background"):
+                quiet.append((e["t0"], e["t1"] if e["t1"] is not None else e["t0"]))
+            elif EVENT_KINDS.get(e["kind"], "#7f7f7f") is not None:
                 # keyed by the event's own UTC times: the live clock model is refitted every second and
                 # moves the placed t0 by microseconds, which must not redraw it
                 t1 = e["utc1"] if e["kind"] == "phase" else None
@@ -407,30 +424,126 @@ class LiveView(QWidget):
             if key not in self._event_drawn:
                 self._event_drawn[key] = (self._event_item(k, e), e["t0"])
         self._event_items = [item for item, _ in self._event_drawn.values()]
+        self._quiet = np.array(quiet, dtype=float).reshape(-1, 2)
+        self._quiet_track()
+        self._layout_labels()
+
+    QUIET_TRACK = 0.035        # the quiet track's height, a fraction of the plot's
+    QUIET_MIN_PX = 2.0         # a poll's tick is at least this wide
+
+    def _quiet_track(self) -> None:
+        """Background polls as thin grey ticks along the bottom of the plot: one graphics item for all
+        (they come every 5 s: a label each made "Whole capture" a forest of names)."""
+        vb = self.plot.getViewBox()
+        q = getattr(self, "_quiet", None)
+        if q is None or not len(q):
+            self.quiet_item.setVisible(False)
+            return
+        (x0, x1), (y0, y1) = vb.viewRange()
+        min_w = self.QUIET_MIN_PX * (x1 - x0) / max(1.0, vb.width())
+        h = self.QUIET_TRACK * (y1 - y0)
+        self.quiet_item.setOpts(x0=q[:, 0], x1=np.maximum(q[:, 1], q[:, 0] + min_w), y0=np.full(len(q), y0),
+                                y1=np.full(len(q), y0 + h))
+        self.quiet_item.setVisible(True)
+
+    LABEL_LANES = 3            # phase names stack in up to this many rows at the top of the plot
+    LINE_SLOTS = (0.06, 0.3, 0.55)      # heights (fraction of the plot) of a command line's label
+    LABEL_GAP_PX = 6
+    LABEL_MIN_PX = 56          # a phase name cut shorter than this is not shown (its shading stays)
+
+    def _layout_labels(self) -> None:
+        """Labels that never overlap, in pixels of the plot as it is now: phase names in lanes at the
+        top (a name with no free lane is cut (elided) to the room it has, or left out), command labels
+        at one of three heights clear of every label already placed (or left out: the line stays)."""
+        vb = self.plot.getViewBox()
+        (x0, x1), (y0, y1) = vb.viewRange()
+        w, h = vb.width(), vb.height()
+        if w <= 1 or h <= 1 or x1 <= x0 or y1 <= y0:
+            return
+        px = w / (x1 - x0)
+        dy = (y1 - y0) / h
+        regions = sorted((it for it in self._event_items if isinstance(it, pg.LinearRegionItem)),
+                         key=lambda r: r.getRegion()[0])
+        lines = sorted((it for it in self._event_items if isinstance(it, pg.InfiniteLine)), key=lambda m: m.value())
+        placed: list = []                       # scene rectangles of the labels shown
+        lanes: list = [None] * self.LABEL_LANES   # per lane: [label, its start px, its end px]
+        for r in regions:
+            lab = r.name_label
+            a, b = r.getRegion()
+            if b < x0 or a > x1:
+                lab.setVisible(False)
+                continue
+            start = (max(a, x0) - x0) * px + 2
+            lab.setVisible(True)
+            self._label_text(lab, w - start)                          # never past the plot's right edge
+            size = lab.textItem.boundingRect()
+            lane = next((k for k, ln in enumerate(lanes) if ln is None or ln[2] + self.LABEL_GAP_PX <= start), None)
+            if lane is None:                    # every lane taken here: cut the name that started earliest
+                lane = min(range(len(lanes)), key=lambda k: lanes[k][1])
+                prev, p0, _p1 = lanes[lane]
+                room = start - self.LABEL_GAP_PX - p0
+                if room < self.LABEL_MIN_PX:
+                    lab.setVisible(False)
+                    continue
+                self._label_text(prev, room)
+            lab.setPos(x0 + (start - 2) / px, y1 - (2 + lane * (size.height() + 1)) * dy)
+            lanes[lane] = [lab, start, start + size.width()]
+        for ln in lanes:
+            if ln is not None:
+                ln[0].updateTransform(force=True)
+                placed.append(ln[0].sceneBoundingRect())
+        area = vb.mapRectToScene(vb.boundingRect())
+        for m in lines:
+            lab = m.label
+            shown = False
+            if x0 <= m.value() <= x1:
+                lab.setVisible(True)
+                for f in self.LINE_SLOTS:
+                    lab.orthoPos = f
+                    lab.updatePosition()
+                    lab.updateTransform(force=True)
+                    rect = lab.sceneBoundingRect()
+                    if area.contains(rect) and not any(rect.intersects(o) for o in placed):
+                        placed.append(rect)
+                        shown = True
+                        break
+            lab.setVisible(shown)
+
+    @staticmethod
+    def _label_text(lab, room_px: float) -> None:
+        """A phase label showing its event's name, cut with an ellipsis to ``room_px`` pixels."""
+        fm = QFontMetrics(lab.textItem.font())
+        margin = 2 * lab.textItem.document().documentMargin() + 2
+        lab.setText(fm.elidedText(lab.event_name, Qt.ElideRight, max(0, int(room_px - margin))))
 
     def _event_item(self, k: int, e: dict):
         """A labelled line (a command, a state change) or a shaded region (a phase) for one event,
         reusing a hidden one when there is one: a stream polls the drive every 5 s, and creating and
         deleting the Qt items of every event left ~3 KB a poll behind in the GUI thread's heap."""
         colour = EVENT_KINDS.get(e["kind"], "#7f7f7f")
-        text = e["name"].replace("{", "{{").replace("}", "}}")     # a label is a format string to pyqtgraph
         if e["kind"] == "phase" and e["t1"] is not None:
+            colour = PHASE_COLOURS["idle" if e.get("idle") else "workload"]
             r = self._spare["phase"].pop() if self._spare["phase"] else self._new_region()
             c = pg.mkColor(colour)
             c.setAlpha(35)
             r.setRegion((e["t0"], e["t1"]))
             r.setBrush(pg.mkBrush(c))
-            r.setVisible(True)                 # first: a hidden item's label ignores its new text
-            r.name_label.setColor(colour)
-            r.name_label.setFormat(text)
+            r.setVisible(True)
+            r.event_name = r.name_label.event_name = e["name"]
+            r.name_label.setColor(pg.mkColor(colour).darker(130))
+            r.name_label.setText(e["name"])
+            r.name_label.setVisible(False)       # placed by _layout_labels
             return r
+        text = e["name"].replace("{", "{{").replace("}", "}}")     # a label is a format string to pyqtgraph
         line = self._spare["line"].pop() if self._spare["line"] else self._new_line()
         line.setPos(e["t0"])
         line.setPen(pg.mkPen(colour, width=1, style=Qt.DashLine))
         line.setVisible(True)
+        line.label.setVisible(True)            # first: a hidden label ignores its new text
         line.label.setColor(colour)
-        line.label.orthoPos = (0.06, 0.3, 0.55)[k % 3]        # staggered: neighbours' labels do not overlap
+        line.label.orthoPos = self.LINE_SLOTS[k % len(self.LINE_SLOTS)]
         line.label.setFormat(text)
+        line.event_name = e["name"]
         return line
 
     def _new_line(self) -> pg.InfiniteLine:
@@ -442,19 +555,27 @@ class LiveView(QWidget):
         r = pg.LinearRegionItem(movable=False, pen=pg.mkPen(None))
         r.setZValue(-20)
         self.plot.addItem(r)
-        r.name_label = pg.InfLineLabel(r.lines[0], position=0.88, anchors=[(0, 0), (0, 0)])
+        r.name_label = pg.TextItem(anchor=(0, 0))
+        r.name_label.setZValue(5)
+        self.plot.addItem(r.name_label, ignoreBounds=True)
         return r
 
     def _release(self, item) -> None:
         """An event item no longer drawn: hidden and kept for the next event, or deleted when enough are
         kept (with its label: left to the garbage collector, the C++ label outlived its line)."""
-        spare = self._spare["phase" if isinstance(item, pg.LinearRegionItem) else "line"]
+        region = isinstance(item, pg.LinearRegionItem)
+        spare = self._spare["phase" if region else "line"]
         if len(spare) < self.SPARE_EVENT_ITEMS:
             item.setVisible(False)
+            if region:
+                item.name_label.setVisible(False)
             spare.append(item)
             return
         self.plot.removeItem(item)
         item.deleteLater()
+        if region:
+            self.plot.removeItem(item.name_label)
+            item.name_label.deleteLater()
 
     # ---- markers -------------------------------------------------------------------------------------
     def show_markers(self, on: bool = True) -> None:

@@ -8,9 +8,25 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
+from powerrig.analysis.phases import is_idle_phase
 from powerrig.core.errors import PowerrigError
+from powerrig.core.timeline import NVME, PHASE
+from powerrig.dut.commands import NVME_READ, NVME_VOLATILE
 
 logger = logging.getLogger(__name__)
+
+
+def is_background(e) -> bool:
+    """A routine drive read or volatile setting (the 5 s temperature poll's smart-log, get-feature,
+    set-feature of a power state or APST): drawn as a tick on the plot's quiet track, not as a label.
+    A destructive command, a saved feature (``--save``) or anything else nvme-cli ran keeps its label."""
+    if e.kind != NVME:
+        return False
+    words = e.name.split()
+    if "--save" in (e.argv or []) or any(a.startswith("--sav") for a in (e.argv or [])):
+        return False
+    return e.name in NVME_READ | NVME_VOLATILE or " ".join(words[:2]) in NVME_READ or (
+        bool(words) and words[0] in NVME_READ | NVME_VOLATILE)
 
 
 class Captures(QObject):
@@ -78,7 +94,8 @@ class Captures(QObject):
             except (ValueError, PowerrigError):
                 continue        # no clock yet
             out.append({"kind": str(e.kind), "name": e.name, "t0": t0, "t1": t1, "ok": e.ok,
-                        "utc0": e.t_start, "utc1": e.t_end})
+                        "utc0": e.t_start, "utc1": e.t_end, "idle": e.kind == PHASE and is_idle_phase(e),
+                        "background": is_background(e)})
         return out
 
     # ---- saved captures -----------------------------------------------------------------------------------

@@ -153,6 +153,40 @@ def test_identify_power_fields():
         claims.decode_id_ctrl_power(bytes(100))
 
 
+def psd(mp=0, flags=0, enlat=0, exlat=0, rrt=0, rrl=0, rwt=0, rwl=0, idlp=0, ips=0, actp=0, apws=0) -> bytes:
+    """struct nvme_id_psd, 32 bytes, field by field: mp __le16 0, rsvd2 2, flags 3, enlat __le32 4,
+    exlat __le32 8, rrt 12, rrl 13, rwt 14, rwl 15, idlp __le16 16, ips 18, rsvd19, actp __le16 20,
+    apws 22, rsvd23[9]."""
+    b = bytearray(32)
+    b[0:2], b[3] = mp.to_bytes(2, "little"), flags
+    b[4:8], b[8:12] = enlat.to_bytes(4, "little"), exlat.to_bytes(4, "little")
+    b[12], b[13], b[14], b[15] = rrt, rrl, rwt, rwl
+    b[16:18], b[18] = idlp.to_bytes(2, "little"), ips
+    b[20:22], b[22] = actp.to_bytes(2, "little"), apws
+    return bytes(b)
+
+
+def test_power_state_descriptors_decode_from_identify_bytes_with_their_scales():
+    b = bytearray(id_ctrl())
+    b[263] = 2                                                     # NPSS: three descriptors
+    b[2048:2080] = psd(mp=2500, enlat=60000, exlat=61000, idlp=550, ips=2 << 6, actp=2450, apws=(2 << 6) | 2)
+    b[2080:2112] = psd(mp=35000, flags=1, rrt=1, rwt=1, idlp=31000, ips=1 << 6, actp=0xFFFF, apws=(1 << 6) | 1)
+    b[2112:2144] = psd(mp=5, flags=2, idlp=5, ips=0, actp=7, apws=3 << 6)       # NOPS; scales 0 and 3: not reported
+    b[2144:2176] = psd(mp=999)                                      # beyond NPSS: not a power state
+    ps = claims.decode_id_ctrl_power(bytes(b)).states
+    assert [s.ps for s in ps] == [0, 1, 2]
+    assert (ps[0].max_power_w, ps[0].idle_power_w, ps[0].active_power_w, ps[0].active_workload) == (25.0, 5.5, 24.5, 2)
+    assert (ps[0].entry_latency_us, ps[0].exit_latency_us, ps[0].non_operational) == (60000, 61000, False)
+    assert ps[1].max_power_w == pytest.approx(3.5) and ps[1].idle_power_w == pytest.approx(3.1)     # MXPS: 0.0001 W
+    assert ps[1].active_power_w == pytest.approx(6.5535) and ps[1].active_workload == 1
+    assert (ps[1].relative_read_throughput, ps[1].relative_write_throughput) == (1, 1)
+    assert ps[2].non_operational and ps[2].idle_power_w is None and ps[2].active_power_w is None
+    assert claims.decode_id_ctrl_power(bytes(b)).state(1) == ps[1] and claims.decode_id_ctrl_power(bytes(b)).state(5) is None
+    b[263] = 40
+    with pytest.raises(claims.ClaimError, match="NPSS 40"):
+        claims.decode_power_states(bytes(b))
+
+
 def smart(olec=0, ipm=0) -> bytes:
     """struct nvme_smart_log: ... thm_temp2_total_time __le32 at 228, op_lifetime_energy_consumed __le64
     at 232, interval_power_measurement __le32 at 240, rsvd244[268]."""
@@ -262,6 +296,15 @@ def test_claims_read_through_the_gateway_and_missing_ones_are_one_line(vrig):
         claims.set_measurement(nvme, "/dev/nvme1", server.ssds["/dev/nvme1"].sn)
     gets = [e for e in tl.events(kind=NVME) if e.name == "get-log power-measurement" and e.ok]
     assert gets and gets[0].argv[-3:] == ["/dev/nvme0", "--log-id=0x25", "--log-len=512"]
+
+
+def test_virtual_drive_s_descriptors_read_from_id_ctrl_bytes_match_nvme_cli_s_json(vrig):
+    """`nvme id-ctrl -b` decoded in powerrig and nvme-cli's own JSON of the same drive say the same power states."""
+    server, nvme, _, _, _ = vrig
+    raw = claims.read_id_ctrl_power(nvme, "/dev/nvme0").states
+    assert raw == nvme.id_ctrl("/dev/nvme0").power_states
+    assert [(s.max_power_w, s.idle_power_w, s.active_power_w, s.active_workload) for s in raw] == \
+        [(25.0, 5.5, 25.0, 2), (15.0, 5.5, 15.0, 2), (10.0, 5.5, 10.0, 2)]
 
 
 def test_measurement_start_is_guarded_and_the_log_follows_the_model(vrig):

@@ -23,7 +23,7 @@ import struct
 from dataclasses import dataclass
 
 from powerrig.core.errors import ToolError
-from powerrig.core.nvme_fields import Keys, load_json, to_int
+from powerrig.core.nvme_fields import Keys, PowerStateDescriptor, load_json, to_int
 from powerrig.dut import destructive
 from powerrig.dut.nvme import parse_feature, parse_hexdump
 
@@ -214,15 +214,51 @@ def parse_power_meas_json(text: str) -> PowerMeasurementLog:
 IPMSR_SCALE_S = {1: 1e-6, 2: 1e-5, 3: 1e-4, 4: 1e-3, 5: 1e-2}     # nvme_ipmsr_srs_to_string (nvme-print.c)
 
 
+PSD_OFFSET, PSD_SIZE, NPSS_OFFSET = 2048, 32, 263     # struct nvme_id_ctrl: psd[32] at 2048, npss at 263
+PSD_WORKLOADS = {0: "not provided", 1: "workload 1: 5 min idle, 32 random 1 MiB writes, 30 s idle",
+                 2: "workload 2: 80,000 sequential 128 KiB writes, multiple commands pending"}   # enum nvme_psd_workload
+
+
+def decode_power_states(buf: bytes) -> tuple[PowerStateDescriptor, ...]:
+    """The power state descriptors of Identify Controller's bytes: NPSS (263, zero-based) + 1 entries of
+    struct nvme_id_psd (nvme-types-base.h; NVMe base spec figure "Power State Descriptor Data Structure")
+    at 2048 + 32 i: MP (0, le16; flags bit 0 MXPS: 0.0001 W when set, else 0.01 W), flags (3: bit 0 MXPS,
+    bit 1 NOPS, enum nvme_psd_flags), ENLAT (4, le32 us), EXLAT (8, le32 us), RRT/RRL/RWT/RWL (12..15),
+    IDLP (16, le16) with IPS (18, bits 7:6), ACTP (20, le16) with APWS (22: APS bits 7:6, APW bits 2:0);
+    IPS / APS as enum nvme_psd_ps (1 = 0.0001 W, 2 = 0.01 W, 0 = not reported)."""
+    if len(buf) < PSD_OFFSET + PSD_SIZE:
+        raise ClaimError(f"identify controller: {len(buf)} bytes, the power state descriptors start at {PSD_OFFSET}")
+    npss = buf[NPSS_OFFSET]
+    if PSD_OFFSET + (npss + 1) * PSD_SIZE > len(buf) or npss > 31:
+        raise ClaimError(f"identify controller: NPSS {npss} descriptors do not fit its {len(buf)} bytes")
+    out = []
+    for i in range(npss + 1):
+        mp, flags, enlat, exlat, rrt, rrl, rwt, rwl, idlp, ips, actp, apws = struct.unpack_from(
+            "<HxBIIBBBBHBxHB", buf, PSD_OFFSET + PSD_SIZE * i)
+        idle_scale, act_scale = POWER_SCALE_W.get(ips >> 6 & 3), POWER_SCALE_W.get(apws >> 6 & 3)
+        out.append(PowerStateDescriptor(
+            ps=i, max_power_w=round(mp * (0.0001 if flags & 1 else 0.01), 6), non_operational=bool(flags >> 1 & 1),
+            entry_latency_us=enlat, exit_latency_us=exlat,
+            idle_power_w=round(idlp * idle_scale, 6) if idle_scale and idlp else None,
+            active_power_w=round(actp * act_scale, 6) if act_scale and actp else None,
+            active_workload=apws & 7, relative_read_throughput=rrt, relative_write_throughput=rwt))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class IdCtrlPower:
     """struct nvme_id_ctrl: CTRATT (offset 96; enum nvme_id_ctrl_ctratt PLS bit 20, PMS 21, VMS 22),
     MUP (390), IPMSR (392: SRV bits 7:0, SRS bits 15:8, enum nvme_id_ctrl_ipmsr), MSMT (394).
-    From nvme-cli's JSON only CTRATT (no released nvme-cli prints the others): they are None then."""
+    From nvme-cli's JSON only CTRATT (no released nvme-cli prints the others): they are None then.
+    ``states``: the power state descriptors (decode_power_states), from the same bytes."""
     ctratt: int
     mup_raw: int | None = None      # PS0's maximum power without a limit; the header names no unit
     ipmsr: int | None = None
     msmt_min: int | None = None     # the largest stop measurement time 25h accepts (SMT units: minutes)
+    states: tuple = ()
+
+    def state(self, ps: int) -> PowerStateDescriptor | None:
+        return next((s for s in self.states if s.ps == ps), None)
 
     @property
     def power_limit_supported(self) -> bool:
@@ -261,7 +297,7 @@ def decode_id_ctrl_power(buf: bytes) -> IdCtrlPower:
         raise ClaimError(f"identify controller: {len(buf)} bytes, expected 4096")
     (ctratt,) = struct.unpack_from("<I", buf, 96)
     mup, ipmsr, msmt = struct.unpack_from("<HHH", buf, 390)
-    return IdCtrlPower(ctratt, mup, ipmsr, msmt)
+    return IdCtrlPower(ctratt, mup, ipmsr, msmt, decode_power_states(buf) if len(buf) >= 4096 else ())
 
 
 # -- SMART / Health log -------------------------------------------------------------------------------
@@ -456,8 +492,8 @@ def read_ocp_power(nvme, dev: str) -> OcpPower:
 
 
 def read_id_ctrl_power(nvme, dev: str) -> IdCtrlPower:
-    """CTRATT, MUP, IPMSR and MSMT from ``nvme id-ctrl -b`` (this host); through a drive host, CTRATT
-    from nvme-cli's JSON only (the others then None)."""
+    """CTRATT, MUP, IPMSR, MSMT and the power state descriptors from ``nvme id-ctrl -b`` (this host);
+    through a drive host, CTRATT and the descriptors from nvme-cli's JSON (MUP, IPMSR, MSMT then None)."""
     if nvme.remote is None:
         try:
             return nvme._call("id-ctrl", dev, ["--raw-binary"], "id-ctrl binary", decode_id_ctrl_power,
@@ -465,7 +501,7 @@ def read_id_ctrl_power(nvme, dev: str) -> IdCtrlPower:
         except ToolError:
             pass                # an nvme-cli without -b, or not 4096 bytes: the JSON below
     ident = nvme.id_ctrl(dev)
-    return IdCtrlPower(ident.ctratt)
+    return IdCtrlPower(ident.ctratt, states=tuple(ident.power_states))
 
 
 def read_feature(nvme, dev: str, fid: int):

@@ -360,10 +360,16 @@ class KernelTrace:
         return self.text
 
     def load(self) -> tuple[NvmeTrace | None, str]:
-        text = self.stop()
-        if text is None:
-            return None, self.reason or "nvme_trace: not recorded; the host intervals stand"
-        return load_text(text, self.lba, getattr(self.remote, "to_host", None))
+        return load(self)
+
+
+def load(recorder) -> tuple[NvmeTrace | None, str]:
+    """Stop a recorder (KernelTrace, or the virtual drive host's sim/drive_trace.SimTrace: ``stop()``
+    gives the text, ``lba``, ``reason``, ``remote``) and read its trace."""
+    text = recorder.stop()
+    if text is None:
+        return None, recorder.reason or "nvme_trace: not recorded; the host intervals stand"
+    return load_text(text, recorder.lba, getattr(recorder.remote, "to_host", None))
 
 
 def _last(e: Exception) -> str:

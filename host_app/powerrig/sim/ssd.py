@@ -103,6 +103,9 @@ class VirtualSSD:
         self._t_rates = now
         self.fault_after_s: float | None = None
         self.erases: list[tuple[float, str, int | None]] = []    # (time, "format" | "sanitize", nsid)
+        # while a drive-host trace instance is open (sim/drive_trace.py): each span of constant rates,
+        # (t_from, t_to, [(job key, rw, bs, random, nsid, read B/s, write B/s)])
+        self.io_segments: list | None = None
         # lifetime counters
         self.host_read_bytes = 0.0
         self.host_write_bytes = 0.0
@@ -417,6 +420,14 @@ class VirtualSSD:
         self._t_rates = t
         if self._op is None or dt == 0:
             return
+        if self.io_segments is not None:
+            i, seg = 0, []
+            for run in self.runs.values():
+                for k, j in enumerate(run.jobs):
+                    seg.append(((run.run_id, k), j.rw, j.bs, j.random, j.handle + 1 if self.fdp_enabled else 1,
+                                float(self._op.read_Bps[i + k]), float(self._op.write_Bps[i + k])))
+                i += len(run.jobs)
+            self.io_segments.append((t - dt, t, seg))
         i = 0
         for run in self.runs.values():
             n = len(run.jobs)

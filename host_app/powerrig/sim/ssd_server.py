@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from powerrig.sim.drive_trace import DriveTrace
 from powerrig.sim.model import JobLoad
 from powerrig.sim.power_io import PowerLossIO
 from powerrig.sim.ssd import SsdError, VirtualSSD
@@ -29,7 +30,7 @@ _DEV = re.compile(r"^/dev/(nvme\d+)(?:n(\d+))?$")
 LINK = ("16.0 GT/s PCIe", 4)      # what the virtual drives train to (PCIe 4.0 x4, as the D5-P5336)
 # the tool's bookkeeping of I/O it already started, and the simulator's truth: answered while the
 # controller is away (a cut run must still end and report, as fio does after its I/O errors)
-WHILE_AWAY = ("run_status", "stop_io", "power_truth")
+WHILE_AWAY = ("run_status", "stop_io", "power_truth", "trace_start", "trace_stop")
 SUBSTEPS = 20           # power_model: instants averaged per step
 
 
@@ -48,6 +49,9 @@ class SsdServer:
         self.ssds: dict[str, VirtualSSD] = dict(ssds)
         # per drive: its data as fio's verify sees it, and its power side once the rig attaches one
         self.io: dict[str, PowerLossIO] = {k: PowerLossIO(s) for k, s in self.ssds.items()}
+        # per drive: the virtual drive host's nvme tracepoints (sim/drive_trace.py)
+        self.traces: dict[str, DriveTrace] = {k: DriveTrace(s, int(re.sub(r"\D", "", k) or 0))
+                                              for k, s in self.ssds.items()}
         self.socket_path = str(socket_path)
         self._server: socketserver.ThreadingUnixStreamServer | None = None
         # the host as a real machine would show these drives to the destructive-operation guard
@@ -115,7 +119,15 @@ class SsdServer:
             fn = getattr(self, f"_op_{op}", None)
             if fn is None:
                 return {"ok": False, "error": f"unknown request {op!r}", "status": "BAD_REQUEST"}
-            return {"ok": True, **fn(ssd, nsid, req)}
+            trace = self._trace(ssd)
+            t0 = ssd.clock()
+            try:
+                out = {"ok": True, **fn(ssd, nsid, req)}
+            except SsdError:
+                trace.admin(op, req, nsid, t0, ssd.clock(), False)
+                raise
+            trace.admin(op, req, nsid, t0, ssd.clock(), True)
+            return out
         except SsdError as e:
             return {"ok": False, "error": str(e), "status": e.status}
 
@@ -230,6 +242,23 @@ class SsdServer:
             raise SsdError(f"{req.get('dev')}: not a controller device", status="INVALID_FIELD")
         ssd.erase("sanitize")
         return {}
+
+    def _trace(self, ssd) -> DriveTrace:
+        return next(self.traces[k] for k, s in self.ssds.items() if s is ssd)
+
+    def _op_trace_start(self, ssd, nsid, req):
+        """A tracefs instance on the virtual drive host (sim/drive_trace.py): its disks' block sizes."""
+        try:
+            return self._trace(ssd).start(str(req["instance"]))
+        except ValueError as e:
+            raise SsdError(str(e)) from None
+
+    def _op_trace_stop(self, ssd, nsid, req):
+        """The instance's trace text, as the kernel writes it; the instance is removed."""
+        try:
+            return {"text": self._trace(ssd).stop(str(req["instance"]))}
+        except ValueError as e:
+            raise SsdError(str(e)) from None
 
     def _op_inject_fault(self, ssd, nsid, req):
         ssd.inject_fault(float(req["after_s"]))

@@ -1,0 +1,240 @@
+"""The virtual drive host's kernel trace: ``nvme:nvme_setup_cmd`` / ``nvme:nvme_complete_rq`` text
+as Linux 6.1 writes it (drivers/nvme/host/trace.h and trace.c; the formats are quoted in
+dut/nvmetrace.py, which parses this text exactly as it parses a real kernel's), for the commands the
+virtual SSD really received and the I/O it really moved.
+
+A tracefs instance is one ``Instance``: started by the endpoint's ``trace_start`` request and read
+by ``trace_stop`` (sim/ssd_server.py), as dut/nvmetrace.KernelTrace starts and reads one on a real
+drive host. Its clock is "mono" (this machine's CLOCK_MONOTONIC, which the virtual drive host
+shares), and powerrig's clock markers are written into it as the marker script writes them: the
+wall clock read, then the stamp. Admin commands are stamped when the endpoint takes and answers the
+request (the virtual controller acts between the two); I/O is laid out from the drive's rates per
+job (VirtualSSD.io_segments: each span of constant rate), one command per block at even spacing,
+completing after the profile's command latency plus the transfer. ``SimTrace`` is the recorder the
+sweep uses on a virtual rig (the endpoint's client, beside KernelTrace for real drive hosts).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MARKERS = 8                 # as dut/blocktrace.MARKERS
+LBA_BYTES = 4096            # the virtual namespaces' logical block size
+MAX_EVENTS = 2_000_000      # the instance's ring buffer: more is an overflow, said in the header as a kernel does
+NSID_ALL = 0xFFFFFFFF
+
+# endpoint request -> (opcode, nsid, printed arguments) for the commands nvme-cli sends (trace.c's forms)
+def _admin(op: str, req: dict, nsid: int | None):
+    def common(*dw):
+        b = b"".join(int(d).to_bytes(4, "little") for d in dw) + bytes(24 - 4 * len(dw))
+        return "cdw10=" + " ".join(f"{x:02x}" for x in b)
+
+    def log(lid, numd=127):
+        return "nvme_admin_get_log_page", NSID_ALL, common(lid | (numd << 16))
+    if op == "identify":
+        return ("nvme_admin_identify", nsid, "cns=0, ctrlid=0") if nsid else ("nvme_admin_identify", 0, "cns=1, ctrlid=0")
+    if op == "get_power_state":
+        return "nvme_admin_get_features", NSID_ALL, "fid=0x2, sel=0x0, cdw11=0x0"
+    if op == "set_power_state":
+        v = (int(req.get("ps", 0)) & 0x1F) | ((int(req.get("workload_hint", 0)) & 7) << 5)
+        return "nvme_admin_set_features", NSID_ALL, f"fid=0x2, sv=0x0, cdw11={v:#x}"
+    if op == "get_apst":
+        return "nvme_admin_get_features", NSID_ALL, "fid=0xc, sel=0x0, cdw11=0x0"
+    if op == "set_apst":
+        return "nvme_admin_set_features", NSID_ALL, f"fid=0xc, sv=0x0, cdw11={int(bool(req.get('enabled'))):#x}"
+    if op in ("get_power_feature", "set_power_feature", "set_power_measurement"):
+        fid = int(req.get("fid", 0x25))
+        if op == "get_power_feature":
+            return "nvme_admin_get_features", NSID_ALL, f"fid={fid:#x}, sel=0x0, cdw11=0x0"
+        v = int(req.get("value", req.get("action", 0)))
+        return "nvme_admin_set_features", NSID_ALL, f"fid={fid:#x}, sv=0x0, cdw11={v:#x}"
+    if op == "smart_log":
+        return log(0x02)
+    if op == "power_measurement":
+        return log(0x25)
+    if op == "fdp_stats":
+        return log(0x22)
+    if op == "ocp_smart":
+        return log(0xC0)
+    if op == "format":
+        return "nvme_admin_format_nvm", int(req.get("nsid") or nsid or NSID_ALL), common(0)
+    if op == "sanitize":
+        return "nvme_admin_sanitize_nvm", 0, common(int(req.get("action", 2)))
+    return None
+
+
+def _mono_of(t_utc: float, skew: float) -> float:
+    return t_utc - skew
+
+
+@dataclass
+class Instance:
+    """One tracefs instance on the virtual drive host: its events, as (stamp, text) pairs."""
+    name: str
+    ctrl: int
+    skew: float                                  # wall - mono when it was made (the drive host's)
+    lines: list = field(default_factory=list)    # (mono stamp, task, text)
+    cid: int = 0
+    t_start: float = 0.0
+
+    def marks(self, wall_clock=time.time) -> None:
+        for k in range(MARKERS + 1):
+            w = wall_clock()
+            s = time.monotonic()
+            tag = "powerrig-clock-end" if k == MARKERS else "powerrig-clock"
+            self.lines.append((s, "sh-1", f"tracing_mark_write: {tag} {w:.6f}"))
+            time.sleep(5e-5)      # a shell's write takes ~0.1 ms: the bounds are wider than the printed microseconds
+
+    def command(self, opcode: str, qid: int, nsid: int, args: str, t0: float, t1: float, status: int = 0,
+                disk: str | None = None, task: str = "nvme-1") -> None:
+        self.cid = (self.cid + 1) & 0xFFFF
+        d = f"disk={disk}, " if disk else ""
+        self.lines.append((_mono_of(t0, self.skew), task,
+                           f"nvme_setup_cmd: nvme{self.ctrl}: {d}qid={qid}, cmdid={self.cid}, nsid={nsid}, flags=0x0, "
+                           f"meta=0x0, cmd=({opcode} {args})"))
+        self.lines.append((_mono_of(t1, self.skew), "<idle>-0",
+                           f"nvme_complete_rq: nvme{self.ctrl}: {d}qid={qid}, cmdid={self.cid}, res=0x0, retries=0, "
+                           f"flags=0x{2 if qid == 0 else 0:x}, status={status:#x}"))
+
+    def text(self, extra: list | None = None) -> str:
+        lines = sorted(self.lines + (extra or []), key=lambda x: x[0])
+        written = len(lines)
+        kept = lines if written <= MAX_EVENTS else lines[:MAX_EVENTS]
+        head = ["# tracer: nop", "#", f"# entries-in-buffer/entries-written: {len(kept)}/{written}   #P:2", "#",
+                "#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION", "#              | |         |   |||||     |         |"]
+        return "\n".join(head + [f"{task:>16} [000] .....  {s:11.6f}: {txt}" for s, task, txt in kept]) + "\n"
+
+
+def io_lines(inst: Instance, segments: list, latency_us: dict, bw_Bps: float, t0: float, t1: float) -> list:
+    """The I/O a span of segments ``(t_from, t_to, [(key, rw, bs, random, nsid, read_Bps, write_Bps)])``
+    moved, as setup/complete lines: per job one command per block at even spacing (the job's phase
+    carried across segments), completing after the command latency plus the transfer."""
+    out = []
+    phase: dict = {}
+    rng = np.random.default_rng(7)
+    for a, b, jobs in segments:
+        a, b = max(a, t0), min(b, t1)
+        if b <= a:
+            continue
+        for key, rw, bs, rnd, nsid, rb, wb in jobs:
+            for kind, rate in (("read", rb), ("write", wb)):
+                iops = rate / bs
+                if iops <= 0:
+                    continue
+                ph, lba = phase.get((key, kind), (0.0, 0))
+                n1 = ph + iops * (b - a)                     # I/Os owed since the job began, fractional
+                ms = np.arange(np.floor(ph) + 1, np.floor(n1) + 1)
+                ts = a + (ms - ph) / iops
+                nlb = bs // LBA_BYTES
+                lat = latency_us[kind] * 1e-6 + bs / max(bw_Bps, 1.0)
+                opcode = "nvme_cmd_read" if kind == "read" else "nvme_cmd_write"
+                for t in ts:
+                    slba = int(rng.integers(0, 1 << 24)) * nlb if rnd else lba
+                    lba = slba + nlb
+                    inst.cid = (inst.cid + 1) & 0xFFFF
+                    d = f"disk=nvme{inst.ctrl}n{nsid}, "
+                    out.append((_mono_of(t, inst.skew), "fio-1",
+                                f"nvme_setup_cmd: nvme{inst.ctrl}: {d}qid=1, cmdid={inst.cid}, nsid={nsid}, flags=0x0, "
+                                f"meta=0x0, cmd=({opcode} slba={slba}, len={nlb - 1}, ctrl=0x0, dsmgmt=0, reftag=0)"))
+                    out.append((_mono_of(t + lat, inst.skew), "<idle>-0",
+                                f"nvme_complete_rq: nvme{inst.ctrl}: {d}qid=1, cmdid={inst.cid}, res=0x0, retries=0, "
+                                f"flags=0x0, status=0x0"))
+                phase[(key, kind)] = (n1, lba)
+    return out
+
+
+class DriveTrace:
+    """The virtual drive host's tracefs for one virtual SSD: instances by name."""
+
+    def __init__(self, ssd, ctrl: int = 0, wall_clock=time.time):
+        self.ssd, self.ctrl, self.wall_clock = ssd, ctrl, wall_clock
+        self.instances: dict[str, Instance] = {}
+        self._lock = threading.Lock()
+
+    def start(self, name: str) -> dict:
+        with self._lock:
+            if name in self.instances:
+                raise ValueError(f"cannot make a tracefs instance {name}: it exists")
+            inst = Instance(name, self.ctrl, self.wall_clock() - time.monotonic(), t_start=self.ssd.clock())
+            inst.marks(self.wall_clock)
+            self.instances[name] = inst
+            if self.ssd.io_segments is None:
+                self.ssd.io_segments = []
+            disks = {f"nvme{self.ctrl}n{k + 1}": LBA_BYTES for k in range(self.ssd.profile.namespaces)}
+            return {"lba": disks}
+
+    def admin(self, op: str, req: dict, nsid: int | None, t0: float, t1: float, ok: bool) -> None:
+        if not self.instances:
+            return
+        a = _admin(op, req, nsid)
+        if a is None:
+            return
+        with self._lock:
+            for inst in self.instances.values():
+                inst.command(a[0], 0, a[1], a[2], t0, t1, 0 if ok else 0x4002)
+
+    def stop(self, name: str) -> str:
+        with self._lock:
+            inst = self.instances.pop(name, None)
+            if inst is None:
+                raise ValueError(f"the trace instance {name} is gone")
+            self.ssd.advance()
+            with self.ssd._lock:
+                self.ssd._account(self.ssd.clock())
+                segs = list(self.ssd.io_segments or [])
+                if not self.instances:
+                    self.ssd.io_segments = None
+            p = self.ssd.profile
+            bw = max(max(s.read_MiBps, s.write_MiBps) for s in p.states) * 2**20
+            lat = {"read": float(p.power["read_latency_us"]), "write": float(p.power["write_latency_us"])}
+            t_end = self.ssd.clock()
+            extra = io_lines(inst, segs, lat, bw, inst.t_start, t_end)
+            inst.marks(self.wall_clock)
+            return inst.text(extra)
+
+
+class SimTrace:
+    """The sweep's recorder on a virtual rig: the same ``start``/``stop``/``lba``/``reason`` as
+    dut/nvmetrace.KernelTrace, through the rig's endpoint instead of a shell on a drive host."""
+
+    def __init__(self, endpoint: str, controller: str, name: str):
+        import re
+        self.endpoint, self.controller = endpoint, controller
+        self.instance = "powerrig-nvme-" + re.sub(r"[^A-Za-z0-9_-]", "-", name)
+        self.lba: dict[str, int] = {}
+        self.reason: str | None = None
+        self.started = False
+        self.text: str | None = None
+        self.remote = None
+
+    def start(self) -> "SimTrace":
+        from powerrig.sim.ssd_client import request
+        try:
+            r = request(self.endpoint, {"op": "trace_start", "dev": self.controller, "instance": self.instance})
+        except Exception as e:  # noqa: BLE001 - tracing is a refinement
+            r = {"ok": False, "error": str(e)}
+        if not r.get("ok"):
+            self.reason = f"nvme_trace: not available on the virtual drive host ({r.get('error')}); the host intervals stand"
+            return self
+        self.lba = dict(r.get("lba") or {})
+        self.started = True
+        return self
+
+    def stop(self) -> str | None:
+        from powerrig.sim.ssd_client import request
+        if not self.started or self.text is not None:
+            return self.text
+        self.started = False
+        try:
+            r = request(self.endpoint, {"op": "trace_stop", "dev": self.controller, "instance": self.instance},
+                        timeout=120)
+        except Exception as e:  # noqa: BLE001
+            r = {"ok": False, "error": str(e)}
+        if not r.get("ok"):
+            self.reason = f"nvme_trace: the trace could not be read ({r.get('error')}); the host intervals stand"
+            return None
+        self.text = r["text"]
+        return self.text

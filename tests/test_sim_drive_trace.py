@@ -1,0 +1,64 @@
+"""The virtual drive host's nvme tracepoints (sim/drive_trace.py): the text the endpoint writes is
+read by the same parser as a real kernel's (dut/nvmetrace.py) and says what the virtual SSD did."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from powerrig.dut import nvmetrace
+from powerrig.sim.drive_trace import LBA_BYTES, SimTrace
+from powerrig.sim.ssd import VirtualSSD
+from powerrig.sim.ssd_client import request
+from powerrig.sim.ssd_server import SsdServer
+
+
+@pytest.fixture
+def endpoint(tmp_path):
+    ssd = VirtualSSD("d5-p5336")
+    srv = SsdServer({"/dev/nvme0": ssd}, tmp_path / "s.sock").start()
+    yield str(tmp_path / "s.sock"), ssd
+    srv.stop()
+
+
+def test_sim_drive_trace_places_admin_commands_and_lays_out_the_io_moved(endpoint):
+    ep, ssd = endpoint
+    st = SimTrace(ep, "/dev/nvme0", "t1").start()
+    assert st.reason is None and st.lba == {"nvme0n1": LBA_BYTES}
+    t0 = time.time()
+    eff = request(ep, {"op": "set_power_state", "dev": "/dev/nvme0", "ps": 2, "workload_hint": 1})["effective_at"]
+    t1 = time.time()
+    jobs = [{"name": "r", "rw": "randread", "bs": 4096, "iodepth": 8, "rate_iops": 3000},
+            {"name": "w", "rw": "write", "bs": 131072, "iodepth": 4, "rate_iops": 500}]
+    run = request(ep, {"op": "start_io", "dev": "/dev/nvme0n1", "jobs": jobs, "runtime_s": 0.4})["run_id"]
+    time.sleep(0.4)
+    res = request(ep, {"op": "stop_io", "dev": "/dev/nvme0n1", "run_id": run})
+    request(ep, {"op": "smart_log", "dev": "/dev/nvme0"})
+    tr, note = nvmetrace.load(st)
+    assert tr is not None, note
+    sf, log = tr.admin()
+    # Set Features FID 02h, cdw11 = PS | WH << 5, stamped where the virtual controller took it
+    assert sf.opcode == "nvme_admin_set_features" and sf.args["fid"] == 2 and sf.args["cdw11"] == 2 | (1 << 5)
+    assert t0 - 1e-4 <= sf.t_submit <= sf.t_complete <= t1 + 1e-4
+    delay = 0.5 * (ssd.profile.state(0).exlat_us + ssd.profile.state(2).enlat_us) * 1e-6
+    assert eff - delay == pytest.approx(sf.t_submit, abs=0.002)
+    assert nvmetrace.dword(log.args, 0) & 0xFF == 0x02
+    io = tr.io_arrays()
+    reads = io["bytes"][~io["write"]]
+    writes = io["bytes"][io["write"]]
+    # the traced I/O is the bytes the drive moved, block by block
+    assert set(reads) == {4096.0} and set(writes) == {131072.0}
+    assert reads.sum() == pytest.approx(sum(res["read_bytes"]), abs=4096)
+    assert writes.sum() == pytest.approx(sum(res["write_bytes"]), abs=131072)
+    assert (io["complete"] > io["submit"]).all()
+    assert res["t_start"] - 0.001 <= io["submit"].min() and io["submit"].max() <= res["t_end"] + 0.001
+
+
+def test_sim_drive_trace_instance_gone_is_a_reason(endpoint):
+    ep, _ = endpoint
+    st = SimTrace(ep, "/dev/nvme0", "t2").start()
+    request(ep, {"op": "trace_stop", "dev": "/dev/nvme0", "instance": st.instance})
+    tr, why = nvmetrace.load(st)
+    assert tr is None and "is gone" in why and why.startswith("nvme_trace:")
+    bad = SimTrace(ep + ".missing", "/dev/nvme0", "t3").start()
+    assert not bad.started and "not available on the virtual drive host" in bad.reason

@@ -159,6 +159,9 @@ class LiveView(QWidget):
 
     # ---- what is plotted ----------------------------------------------------------------------------
     def set_source(self, src) -> None:
+        if self.markers_button.isChecked() or self.marker_a.scene() is not None:
+            self.markers_button.setChecked(False)          # markers belong to the old source: removed
+            self.show_markers(False)
         self.source = src
         self.following = not hasattr(src, "reader")       # a live source scrolls; a file is browsed
         self.live_button.setText("Pause" if self.following else "Live")
@@ -579,8 +582,17 @@ class LiveView(QWidget):
 
     # ---- markers -------------------------------------------------------------------------------------
     def show_markers(self, on: bool = True) -> None:
+        """Markers on: A and B at 30 % and 70 % of the part of the view the markers can measure (after
+        "Whole capture" of a long stream, not before the data the live view holds)."""
         if on:
             (x0, x1), _ = self.plot.getViewBox().viewRange()
+            span = self.markers.measurable(self.source)
+            if span is not None:
+                m0, m1 = span
+                if min(x1, m1) > max(x0, m0):
+                    x0, x1 = max(x0, m0), min(x1, m1)
+                elif m1 > m0:
+                    x0, x1 = m0, m1                 # nothing measurable in view: the measurable range
             self.place_markers(x0 + 0.3 * (x1 - x0), x0 + 0.7 * (x1 - x0))
         else:
             self.float_markers(False)

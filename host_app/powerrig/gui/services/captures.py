@@ -29,10 +29,31 @@ def is_background(e) -> bool:
         bool(words) and words[0] in NVME_READ | NVME_VOLATILE)
 
 
+def whole_capture_figures(reader) -> dict:
+    """The multimeter's row per rail and "total" over a whole capture: (mean W, min W, max W, peak 100 us
+    W or None, energy J), by the analysis' own range pass (gaps left out), the peak from the device's
+    100 us windows when the capture holds them."""
+    from powerrig.analysis.selection import SelectionError, range_figures
+    from powerrig.core.names import RailField, rail_signal
+    try:
+        fig = range_figures(reader, 0.0, reader.length * reader.interval_s)
+    except SelectionError:
+        return {}
+    out = {}
+    for k in fig.mean_w:
+        peak = None
+        name = rail_signal(RailField.P_PEAK, k) if k != "total" else None
+        if name is not None and reader.has(name):
+            peak = reader.range_stats(name)["max"]
+        out[k] = (fig.mean_w[k], fig.min_w[k], fig.max_w[k], peak, fig.energy_j[k])
+    return out
+
+
 class Captures(QObject):
     source_changed = Signal(object)   # the plot's source (LiveSource or FileSource)
     events = Signal()                 # the timeline changed
     analysis_ready = Signal(object)   # an Analysis of an opened capture (None: it could not be analysed)
+    file_figures = Signal(object, object)   # (FileSource, {rail/"total": (mean, min, max, peak, energy)})
 
     def __init__(self, core, recording, timeline, parent=None):
         super().__init__(parent)
@@ -112,16 +133,19 @@ class Captures(QObject):
             except PowerrigError as e:
                 logger.info("analysis of %s: %s", path, e)
                 an = None
-            return src, an
+            with src._lock:
+                figures = whole_capture_figures(src.reader)
+            return src, an, figures
 
         def opened(got):
-            src, an = got
+            src, an, figures = got
             old = self.source
             self.show(src)
             if old is not None and old is not self.recording.live and hasattr(old, "close"):
                 old.close()
             self.events.emit()
             self.analysis_ready.emit(an)
+            self.file_figures.emit(src, figures)
             note = src.reader.recovery_note or src.reader.recording_note
             self.core.status.emit(f"opened {src.path.name}: {src.duration_s:.1f} s" + (f" ({note})" if note else ""))
         self.core.run(load, done=opened, doing=f"opening {path}")

@@ -27,6 +27,7 @@ class Recording(QObject):
         self.recorder = None
         self.live = None                       # LiveSource once the first block arrived
         self.capture_path: Path | None = None
+        self.live_capture: Path | None = None  # the capture file holding all of ``live`` (None: a sweep's steps)
         self.sweeping = False                  # the live source follows a sweep's recordings
         self.interval_us: int | None = None    # None: the device's default interval
         self.reconnect_s = self.RECONNECT_S
@@ -81,6 +82,7 @@ class Recording(QObject):
         if self.live is None:
             from powerrig.gui.source import LiveSource
             self.live = LiveSource.for_block(block)
+            self.live_capture = None if self.sweeping else self.capture_path
             self.live.clock = self.dev.clock.model() if self.dev is not None and not self.sweeping else None
         elif self._next_index is not None and block.first_index != self._next_index:
             self._live_gap(block)

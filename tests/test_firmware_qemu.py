@@ -163,3 +163,16 @@ def test_timed_power_actions_run_at_their_sample(emulator):
     out = emulator.run_script(MP / "mcu_power.py", [], timeout=600)
     for line in ("refused ok", "timed ok", "watchdog ok"):
         assert line in out, out
+
+
+def test_records_around_overruns_are_exact_or_a_gap(emulator):
+    """mcu_overrun.py: a known waveform through Device(Board()) with forced overruns (the reader more
+    than the ring behind; DMA lapping the block being reduced before, between and after the frames
+    sent within it; both at once): every record the host receives equals the one a clean reducer makes
+    from the waveform, restarted where the device restarted (the F_OVERRUN frames). Then the host stops
+    reading for 0.5 s: frames are dropped at the queue, counted by the board exactly as the host sees
+    them lost, and no sample is lost."""
+    out = emulator.run_script(MP / "mcu_overrun.py", [], timeout=600)
+    assert out.rstrip().endswith("ok"), out
+    records = int(out.split("records ")[-1].split()[0])
+    assert records > 1000, out

@@ -26,6 +26,10 @@ from powerrig_fw.reduce import MAX_RAILS, MAX_WINDOW, check_config
 
 from board import arch
 from board.blocks import block_intact, take_block
+from board import usb
+
+_LINK_WRITTEN = const(6)      # board.usb's st[WRITTEN] (checked below: one layout)
+assert usb.WRITTEN == _LINK_WRITTEN
 
 # global state words
 _NR = const(0)        # enabled rails
@@ -85,7 +89,20 @@ _ARBEG = const(20)
 _RS = const(21)       # words per rail block
 _BADDR = const(32 + 21 * 4)   # the one-call block pass (BoardReducer.stream): address of the block in progress (0: none)
 _BN = const(33 + 21 * 4)      # and its samples
-_STATE_WORDS = const(34 + 21 * 4)
+# the mark: where the stream stood when the block in progress was taken, so that a block DMA came round
+# to while it was reduced can be taken back whole (BoardReducer.abandon): the link's bytes queued (its
+# st[WRITTEN]), the framer's seq | flags << 16, its records held and their first index, the interval in
+# progress' index
+_SEQF = const(34 + 21 * 4)    # the framer's seq | flags << 16 (stream() sets it at each call)
+_LINKA = const(35 + 21 * 4)   # address of the link's state words (board.usb.UsbLink.st), 0: none
+_M_W = const(36 + 21 * 4)
+_M_SEQF = const(37 + 21 * 4)
+_M_NREC = const(38 + 21 * 4)
+_M_FHI = const(39 + 21 * 4)
+_M_FLO = const(40 + 21 * 4)
+_M_IHI = const(41 + 21 * 4)
+_M_ILO = const(42 + 21 * 4)
+_STATE_WORDS = const(43 + 21 * 4)
 _MAXW = const(64)     # MAX_WINDOW
 _HEAD = const(18)     # wire.HEADER_SIZE
 
@@ -359,12 +376,28 @@ def _block_pass(st, rst, out, ring, fn) -> int:
             return 3
         s[_BADDR] = a
         s[_POS] = 0
+        _mark(s)
     if int(_run(st, st, a, s[_BN], out, ring, fn)):
         return 2
     s[_BADDR] = 0
     if int(block_intact(rst)):
         return 1
     return 4
+
+
+@micropython.viper
+def _mark(s: ptr32) -> int:
+    """Where the stream stands before a block is reduced (the words BoardReducer.abandon reads)."""
+    s[_M_SEQF] = s[_SEQF]
+    s[_M_NREC] = s[_NREC]
+    s[_M_FHI] = s[_FHI]
+    s[_M_FLO] = s[_FLO]
+    s[_M_IHI] = s[_IHI]
+    s[_M_ILO] = s[_ILO]
+    la = s[_LINKA]
+    if la != 0:
+        s[_M_W] = ptr32(la)[_LINK_WRITTEN]
+    return 0
 
 
 @micropython.viper
@@ -501,6 +534,7 @@ class BoardReducer:
         st[_NREC] = framer.n                 # the framer may have flushed since the last block
         st[_PERF] = framer.per_frame
         st[_RECSZ] = framer.rec_size
+        st[_SEQF] = framer.seq | (framer.flags << 16)
         r = _block_pass(st, self.ring_state, framer.buf, self.ring, self.rail_run)
         if r == 0 or r == 3:
             return r
@@ -515,6 +549,47 @@ class BoardReducer:
         framer.idx_hi = st[_FHI]
         framer.idx_lo = st[_FLO]
         return r
+
+    def link(self, link):
+        """The board's link (board.usb.UsbLink): a block DMA overwrote while it was reduced takes
+        its frames back out of the link's queue (abandon)."""
+        self.usb = link
+        self.st[_LINKA] = _address(link.st)
+
+    def set_mark(self, framer):
+        """Mark where the stream stands before a block is fed (stream() marks by itself)."""
+        st = self.st
+        st[_NREC] = framer.n
+        st[_FHI] = framer.idx_hi
+        st[_FLO] = framer.idx_lo
+        st[_SEQF] = framer.seq | (framer.flags << 16)
+        _mark(st)
+
+    def abandon(self, framer):
+        """The block reduced since the mark was overwritten by DMA while it was reduced: every record
+        holding one of its samples is dropped, none is delivered as valid (issue 43). The frames sent
+        since the mark come back out of the link's queue (their seq numbers are used again), the
+        records held and the interval in progress are dropped, and reduction resumes on the interval
+        grid at the next boundary with a fresh peak window; the next frame carries F_OVERRUN, so the
+        host sees a gap of whole intervals. Returns the samples of the gap: from the first record
+        not delivered to the first the next frame will hold."""
+        st = self.st
+        usb = getattr(self, "usb", None)
+        if usb is not None:
+            usb.take_back(st[_M_W])
+        seqf = st[_M_SEQF]
+        seq = seqf & 0xFFFF
+        framer.frames_sent -= (framer.seq - seq) & 0xFFFF
+        framer.seq = seq
+        framer.flags = (seqf >> 16) | wire.F_OVERRUN
+        framer.n = 0
+        st[_NREC] = 0
+        if st[_M_NREC]:
+            hi, lo = st[_M_FHI], st[_M_FLO]      # the records held at the mark were the first lost
+        else:
+            hi, lo = st[_M_IHI], st[_M_ILO]      # else the interval then in progress
+        self.skip(0)                             # the interval in progress is dropped: the next boundary
+        return ((st[_IHI] - hi) << wire.INDEX_LO_BITS) + st[_ILO] - lo
 
     def feed(self, raw, n_samples, framer):
         """Reduce n_samples from raw (int16 codes in the configured layout) into framer's frames."""

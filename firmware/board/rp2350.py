@@ -94,6 +94,7 @@ class Board:
         self.adc_read = self.ring.adc_read
         # while streaming with nothing else to do, a block is one native call (BoardReducer.stream)
         self.reducer.blocks(self.ring.st, self.ring.block)
+        self.reducer.link(self.usb)         # a block overwritten while reduced: its frames taken back
         self.stream_block = self.reducer.stream
         if idle is not None:
             self.idle = idle

@@ -47,6 +47,8 @@ _SIZE = const(2)
 _CHUNK = const(3)
 _PER_PUMP = const(4)   # chunks a pump hands over at most
 _STALLED = const(5)    # pumps that found bytes waiting and the host taking none
+_WRITTEN = const(6)    # bytes ever queued, mod 2**30 (board.reducer marks it at each block: take_back)
+WRITTEN = _WRITTEN
 
 
 @micropython.viper
@@ -118,7 +120,7 @@ class UsbLink:
         self.queue = bytearray(queue_bytes)
         self.size = queue_bytes
         self.head = 0              # where the next frame goes
-        self.st = array.array("i", [0, 0, queue_bytes, chunk, chunks_per_pump, 0])
+        self.st = array.array("i", [0, 0, queue_bytes, chunk, chunks_per_pump, 0, 0])
         self.ipoll = self.tx_poll.ipoll
         self.out_write = usb_out.write
         self.one = bytearray(1)            # the byte being read (readinto's target, made once)
@@ -149,7 +151,25 @@ class UsbLink:
             h -= self.size
         self.head = h
         st[_USED] += n
+        st[_WRITTEN] = (st[_WRITTEN] + n) & 0x3FFFFFFF
         return True
+
+    def take_back(self, written):
+        """Take the bytes queued since ``st[WRITTEN]`` was ``written`` out of the queue again (the
+        frames of a block DMA overwrote while it was reduced: board.reducer.BoardReducer.abandon).
+        Only bytes no pump has handed on can come back: the device marks at the block's take and
+        takes back before the pass's pump. Returns the bytes taken back."""
+        st = self.st
+        n = (st[_WRITTEN] - written) & 0x3FFFFFFF
+        if n > st[_USED]:
+            raise ValueError("take_back of %d bytes, %d queued: a pump ran since the mark" % (n, st[_USED]))
+        h = self.head - n
+        if h < 0:
+            h += self.size
+        self.head = h
+        st[_USED] -= n
+        st[_WRITTEN] = written
+        return n
 
     @property
     def used(self):

@@ -114,6 +114,7 @@ class Device:
         self.timebase = getattr(board, "timebase", None) or Timebase()
         self.pings = ClockPing(board, self.timebase, self.crc_into)    # the host's clock pings, in place
         self.reducer = getattr(board, "reducer", None) or Reducer(len(self.rail_names))
+        self._set_mark = getattr(self.reducer, "set_mark", None)
         self.burst = Burst(self, len(self.rail_names), LINK_BUDGET_BPS)
         self.cal = calibration.load(board.cal_path)
         self.state = IDLE
@@ -190,6 +191,9 @@ class Device:
                 if dropped:
                     self.framer.mark_overrun()
                     self.reducer.skip(dropped)
+                mark = self._set_mark
+                if mark is not None:
+                    mark(self.framer)        # (stream_block marks by itself)
                 self.reducer.feed(raw, n, self.framer)
             burst = self.burst
             if burst.state is not BURST_IDLE:
@@ -229,11 +233,20 @@ class Device:
 
     def _overwritten(self):
         """DMA came round to the block just reduced while it was reduced: its records may hold newer
-        samples. Counted, the next frame carries F_OVERRUN, and an armed burst forgets the block."""
+        samples. Counted; while streaming no record holding one of its samples is delivered (the
+        frames of the block come back out of the link's queue, the records held and the interval in
+        progress are dropped: the host sees an F_OVERRUN gap); an armed burst forgets the block."""
         self.overruns += 1
         self.overwritten += 1
         if self.state == STREAMING:
-            self.framer.mark_overrun()
+            abandon = getattr(self.reducer, "abandon", None)
+            if abandon is not None:
+                self.lost_samples += abandon(self.framer)
+            else:                        # a reducer without a mark: what is held, and the interval
+                framer = self.framer
+                framer.n = 0
+                framer.flags |= wire.F_OVERRUN
+                self.reducer.skip(0)
         if self.burst.state is not BURST_IDLE:
             self.burst.overwritten()
 

@@ -218,6 +218,7 @@ class CaptureReader:
         self.sample_rate_hz = int(lay["sample_rate_hz"])
         self.first_index = int(lay["first_index"])
         self._ids = {str(k): int(v) for k, v in lay["signals"].items()}
+        self.events = placed_over_host(self.events)
         self.events.sort(key=lambda e: e.t_start)
         self.clock = ClockTrack.from_anchors(self._anchors, self.interval_samples)
 
@@ -460,6 +461,16 @@ class CaptureReader:
         if self.recording_note:
             lines.append(f"  {self.recording_note}")
         return "\n".join(lines)
+
+
+def placed_over_host(events: list[Event]) -> list[Event]:
+    """An event placed after it was written (sweep/command_trace.py: an admin command moved to its
+    submission traced in the drive host's kernel; ``meta["replaces"]`` holds the host-stamped start it
+    was written with) stands in for the one written at the time."""
+    gone = {(str(e.kind), e.name, e.meta.get("replaces")) for e in events if (e.meta or {}).get("replaces") is not None}
+    if not gone:
+        return events
+    return [e for e in events if (e.meta or {}).get("replaces") is not None or (str(e.kind), e.name, e.t_start) not in gone]
 
 
 GOOD_ENDS = ("duration", "stopped")

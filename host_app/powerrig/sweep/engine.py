@@ -29,7 +29,7 @@ from powerrig.core import owned
 from powerrig.core.errors import CaptureError, PowerrigError
 from powerrig.core.timeline import NOTE, NVME, PHASE, Event, Timeline
 from powerrig.results import DatabaseFault
-from powerrig.sweep import measure
+from powerrig.sweep import command_trace, measure
 from powerrig.sweep.live import LiveState
 from powerrig.sweep.plan import Plan, PlanError, Step, Workload, check_drive
 from powerrig.capture.recorder import Recorder
@@ -444,6 +444,8 @@ class Sweep:
             on_block = rail_v.feed if self.on_block is None else (lambda b: (rail_v.feed(b), self.on_block(b)))
         # progress often: the step waits on it for the level before set-feature
         ipm, ipm_polls = None, []
+        ctrace, ntrace = (None, "nvme_trace: off ([timing] command_trace = false)" if not plan.timing.command_trace else
+                          "nvme_trace: the step ended before its first admin command"), None
         rec = Recorder(dev, capture, interval_us=plan.rig.interval_us, metadata=meta, timeline=tl, on_progress=live,
                        progress_every_s=0.1, on_block=on_block)
         rec.start()
@@ -456,6 +458,8 @@ class Sweep:
             if not self._wait_for_level(rec, have_pre):
                 logger.warning("step %s: the capture had no %.1f s of samples before the set-feature", step.key,
                                PRE_LEVEL_S)
+            if plan.timing.command_trace:        # every admin command from here on placed from the drive host's kernel
+                ctrace = command_trace.recorder(rig, f"{self.run_id}-{step.index}-a{attempt}")
             nvme.set_power_state(rig.controller, step.power_state)
             settle = tl.begin(NOTE, "settle", meta={"settle": True})
             # the settle time counts from when the drive took the request (set-feature returned): the
@@ -495,6 +499,7 @@ class Sweep:
         finally:
             if ipm is not None and not ipm_polls:
                 ipm()                                       # the poller stopped, however the step ended
+            ntrace = command_trace.place(tl, *ctrace)[0]    # read (and removed) however the step ended
             try:
                 margin_stack.close()                        # the margined rail back at nominal, however it ended
             finally:

@@ -12,7 +12,7 @@ mixes two plans.
     [rig]       port = "sim:d5-p5336" | "sim:qemu" | "rig:ID" | "/dev/ttyACM0" | "rfc2217://host:port"
     [drive]     controller, namespace, serial
     [preparation] kind = "none" | "format" | "precondition" | "fio"  (+ [preparation.job])
-    [timing]    settle_s, idle_s, measure_s, repetitions, cooldown_s, io_log, block_trace
+    [timing]    settle_s, idle_s, measure_s, repetitions, cooldown_s, io_log, block_trace, command_trace
     [steady_state] rounds, max_rounds, range_pct, slope_pct, metrics
     [checks]    self_reported_power, self_reported_tolerance_pct, max_lost_pct, power_limit_w
     [[workload]] name, rw, bs, iodepth, numjobs, rwmixread, ranges, runtime_s | size, streams, fdp
@@ -240,6 +240,8 @@ class Timing:
                                    # for fio without job_start, e.g. 3.33); else its windowed bandwidth logs
     block_trace: bool = False      # on a drive host: edges moved to the kernel's first block issue and last
                                    # completion within fio's (tracefs, as root; dut/blocktrace.py)
+    command_trace: bool = True     # on a drive host or virtual rig: admin commands placed on the kernel's nvme
+                                   # tracepoints, I/O traced per command (dut/nvmetrace.py)
 
 
 @dataclass(frozen=True)
@@ -403,6 +405,8 @@ class Plan:
         for k in ("io_log", "block_trace"):
             if not d["timing"][k]:
                 d["timing"].pop(k)       # likewise plans without per-I/O logs or block tracing: a stored sweep still resumes
+        if d["timing"]["command_trace"]:
+            d["timing"].pop("command_trace")     # the default: plans keep the hash they had before the key
         return json.loads(json.dumps(d))
 
     @property
@@ -451,7 +455,7 @@ CHECKS = {"self_reported_power", "self_reported_tolerance_pct", "max_lost_pct", 
 RIG = {"port", "interval_us", "nvme", "fio", "reconnect_s", "source", "supply", "supply_channels", "reply_timeout_s"}
 DRIVE = {"controller", "namespace", "serial", "host"}
 PREP = {"kind", "job"}
-TIMING = {"settle_s", "idle_s", "measure_s", "repetitions", "cooldown_s", "io_log", "block_trace"}
+TIMING = {"settle_s", "idle_s", "measure_s", "repetitions", "cooldown_s", "io_log", "block_trace", "command_trace"}
 STEADY = {"rounds", "max_rounds", "range_pct", "slope_pct", "metrics"}
 WORKLOAD = {"name", "rw", "bs", "iodepth", "numjobs", "rwmixread", "ranges", "runtime_s", "size", "streams",
             "steady_state", "waf_every_s", "fdp"}
@@ -756,7 +760,8 @@ def _build(d: dict, text: str, path: str) -> Plan:
                     _int(("timing", "repetitions"), t.get("repetitions", dt.repetitions)),
                     _num(("timing", "cooldown_s"), t.get("cooldown_s", dt.cooldown_s)),
                     _bool(("timing", "io_log"), t.get("io_log", dt.io_log)),
-                    _bool(("timing", "block_trace"), t.get("block_trace", dt.block_trace)))
+                    _bool(("timing", "block_trace"), t.get("block_trace", dt.block_trace)),
+                    _bool(("timing", "command_trace"), t.get("command_trace", dt.command_trace)))
     s = _table(("steady_state",), d.get("steady_state", {}))
     _known(("steady_state",), s, STEADY)
     ds = SteadyState()

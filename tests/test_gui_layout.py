@@ -138,3 +138,78 @@ def test_a_failed_connection_does_not_leave_connecting_in_the_status_bar(qtbot, 
     qtbot.wait(50)
     assert "failed" in win.status_label.text() and "does not exist" in win.status_label.text()
     assert win.connect_panel.connect_button.isEnabled()
+
+
+def _rect_in(w, top):
+    return QRect(w.mapTo(top, QPoint(0, 0)), w.size())
+
+
+@pytest.mark.parametrize("screen", [(1366, 768), (1920, 1080)])
+def test_an_enlarged_bottom_dock_never_covers_the_plots_controls(qtbot, window, screen):
+    """Dragging the Analysis/Sweep dock up as far as it goes: the plot keeps its tool bar (Markers,
+    Float, Whole capture, Pause) clear of it, every control inside the bar, and room for its axes and
+    their labels; the dock stops there."""
+    from PySide6.QtCore import Qt
+    win, svc = window
+    show_synthetic(svc)
+    win.resize(*screen)
+    win.show()
+    qtbot.waitExposed(win)
+    qtbot.wait(200)
+    lv = win.live_view
+    for h in (190, 350, 500, 700, 1000):
+        win.resizeDocks([win.docks["Analysis"]], [h], Qt.Vertical)
+        qtbot.wait(50)
+        plot, bar = _rect_in(lv.plot, win), _rect_in(lv.bar, win)
+        for b in (lv.markers_button, lv.float_button, lv.zoom_all, lv.live_button, lv.quantity, lv.y_max):
+            r = _rect_in(b, win)
+            assert bar.contains(r) and not r.intersects(plot), (h, b.text() if hasattr(b, "text") else b, r, plot)
+        assert lv.plot.height() >= lv.PLOT_MIN_H, h
+        # the axis labels are drawn inside the plot widget, whole
+        for ax in ("bottom", "left"):
+            label = lv.plot.getAxis(ax).label
+            m = label.document().documentMargin()          # the text item's blank margin around the text
+            r = lv.plot.mapFromScene(label.sceneBoundingRect().adjusted(m, m, -m, -m)).boundingRect()
+            assert lv.plot.rect().contains(r), (h, ax, r, lv.plot.rect())
+    assert win.docks["Analysis"].height() > 250        # the dock did grow, up to the plot's minimum
+
+
+def test_the_sweep_panels_charts_show_whole_at_1366x768_and_no_legend_covers_a_bar(qtbot, window):
+    import pyqtgraph as pg
+    win, svc = window
+    win.resize(1366, 768)
+    win.show()
+    qtbot.waitExposed(win)
+    qtbot.wait(200)
+    win.docks["Sweep"].raise_()
+    qtbot.wait(100)
+    charts = win.sweep_panel.charts
+    rows = [{"name": f"PS{ps} {wl}", "workload": wl, "power_state": ps, "W": w, "MiB/s/W": e}
+            for ps in (0, 1, 2) for wl, w, e in (("idle", 5.5, None), ("seq-read-128k", 9.2 - ps / 5, 466.0 - 40 * ps),
+                                                ("seq-write-128k", 21.0 - 4 * ps, 154.0 - 40 * ps))]
+    charts.show_rows(rows)
+    qtbot.wait(100)
+    viewport = win.docks["Sweep"].widget().viewport()           # what the dock shows of its panel
+    for plot in (charts.efficiency, charts.power):
+        r = QRect(plot.mapTo(viewport, QPoint(0, 0)), plot.size())
+        assert viewport.rect().contains(r), (r, viewport.rect())   # the whole chart in view, not a third
+        assert plot.height() >= 160
+        label = plot.getAxis("bottom").label                         # "power state" under the bars, whole
+        m = label.document().documentMargin()
+        lr = plot.mapFromScene(label.sceneBoundingRect().adjusted(m, m, -m, -m)).boundingRect()
+        assert plot.rect().contains(lr), (lr, plot.rect())
+    vb = charts.efficiency.getViewBox()
+    legend = charts.bar_legend.sceneBoundingRect()
+    bars = [it for it in vb.addedItems if isinstance(it, pg.BarGraphItem)]
+    assert bars
+    for bar in bars:
+        o = bar.opts
+        for x, hgt in zip(o["x"], o["height"]):
+            r = vb.mapViewToScene(pg.QtCore.QRectF(x - o["width"] / 2, 0, o["width"], hgt)).boundingRect()
+            assert not r.intersects(legend), (x, hgt, r, legend)
+    pvb = charts.power.getViewBox()
+    plegend = charts.legend.sceneBoundingRect()
+    for wl, pts in charts.lines.items():
+        for ps, w in pts:
+            pt = pvb.mapViewToScene(pg.QtCore.QPointF(ps, w))
+            assert not plegend.contains(pt), (wl, ps, w)

@@ -21,6 +21,7 @@ from powerrig.gui.workload.widget import WorkloadPanel
 from powerrig.gui.prefs import settings
 
 DECIMATIONS = (1, 10, 100, 1000)
+BOTTOM_DOCK_H = 250       # the Analysis/Sweep dock's starting height: the sweep's charts whole at 1366x768
 
 
 class PanelScroll(QScrollArea):
@@ -91,7 +92,7 @@ class MainWindow(QMainWindow):
         QTimer.singleShot(0, self.docks["Analysis"].raise_)      # a tab raised before show() is not kept
         # every panel scrolls when its dock is shorter than it (fixed minimum widths made the window
         # 1686 px wide, wider than a 1366x768 screen); the side docks' starting widths follow the window
-        self.resizeDocks([self.docks["Analysis"]], [190], Qt.Vertical)
+        self.resizeDocks([self.docks["Analysis"]], [BOTTOM_DOCK_H], Qt.Vertical)
         self.status_label = QLabel("")
         self.statusBar().addWidget(self.status_label, 1)
         core.status.connect(self.status_label.setText)

@@ -40,6 +40,8 @@ class LiveView(QWidget):
     SPARE_EVENT_ITEMS = 8    # hidden event items kept for reuse, per kind: a scrolling stream needs 2 or 3
                              # (more are deleted: a hidden item still follows every view change)
 
+    PLOT_MIN_H = 170         # px: the plot with its axes, their labels and a readable trace
+
     def __init__(self, svc, parent=None):
         super().__init__(parent)
         self.core, self.captures, self.markers = svc.core, svc.captures, svc.markers
@@ -130,6 +132,10 @@ class LiveView(QWidget):
         lay.setContentsMargins(2, 2, 2, 2)
         lay.addWidget(self.bar)
         lay.addWidget(self.plot, 1)
+        # never squeezed by an enlarged bottom dock: the plot keeps room for its axes and their labels,
+        # the tool bar the height its wrapped rows need (a box layout ignores a flow's height-for-width:
+        # squeezed, the plot was drawn over Markers, Float, Whole capture and Pause)
+        self.plot.setMinimumHeight(self.PLOT_MIN_H)
 
         self.marker_a = pg.InfiniteLine(movable=True, pen=pg.mkPen("#e377c2", width=2), label="A",
                                         labelOpts={"position": 0.95, "color": "#e377c2"})
@@ -157,6 +163,18 @@ class LiveView(QWidget):
         svc.captures.source_changed.connect(self.set_source)
         svc.captures.events.connect(self._draw_events)
 
+    def resizeEvent(self, e) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(e)
+        self._fit_bar()
+
+    def _fit_bar(self) -> None:
+        """The tool bar's minimum height is what its rows need at the width it has (it wraps): the
+        window's layout then never gives the plot the bar's room."""
+        m = self.layout().contentsMargins()
+        h = self.bar.layout().heightForWidth(max(1, self.width() - m.left() - m.right()))
+        if h != self.bar.minimumHeight():
+            self.bar.setMinimumHeight(h)
+
     # ---- what is plotted ----------------------------------------------------------------------------
     def set_source(self, src) -> None:
         if self.markers_button.isChecked() or self.marker_a.scene() is not None:
@@ -177,6 +195,7 @@ class LiveView(QWidget):
             b.toggled.connect(self._rebuild)
             self.rail_boxes[r] = b
             self.rail_row.addWidget(b)
+        self._fit_bar()
         self._rebuild()
         if self.following:
             self._follow()

@@ -23,9 +23,11 @@ class SweepCharts(QWidget):
         self.power.showGrid(x=True, y=True, alpha=0.3)
         self.legend = self.power.addLegend(offset=(-5, 5))
         self.bar_legend = self.efficiency.addLegend(offset=(-5, 5))
+        self._spans: dict = {}               # plot -> (x0, x1) of its data, before the legend's room
         for p in (self.efficiency, self.power):
-            p.setMinimumHeight(160)
+            p.setMinimumHeight(190)         # the bars, their axes and both axis labels
             p.setMouseEnabled(x=False, y=False)
+            p.getViewBox().sigResized.connect(lambda _vb, p=p: self._fit_x(p))
         lay = QHBoxLayout(self)
         lay.setSpacing(4)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -54,7 +56,8 @@ class SweepCharts(QWidget):
             self.bar_legend.addItem(bar, w)
         self.efficiency.getAxis("bottom").setTicks([[(k, f"PS{ps}") for k, ps in enumerate(states)]])
         if states:
-            self.efficiency.setXRange(-0.6, len(states) - 0.4 + 0.9, padding=0)   # room for the legend
+            self._spans[self.efficiency] = (-0.6, len(states) - 0.4)
+            self._fit_x(self.efficiency)
         self.lines = {}
         for r in rows:
             if r["W"] is not None:
@@ -68,4 +71,19 @@ class SweepCharts(QWidget):
                             symbolBrush=c, symbolSize=8, name=wl)
         self.power.getAxis("bottom").setTicks([[(s, f"PS{s}") for s in states]])
         if states:
-            self.power.setXRange(min(states) - 0.3, max(states) + 1.3, padding=0)  # room for the legend
+            self._spans[self.power] = (min(states) - 0.3, max(states) + 0.3)
+            self._fit_x(self.power)
+
+    def _fit_x(self, plot) -> None:
+        """The x range: the data, then room on the right as wide as the legend (in pixels of the chart
+        as it is now), so the legend never covers a bar or a point however narrow the chart."""
+        span = self._spans.get(plot)
+        if span is None:
+            return
+        legend = self.bar_legend if plot is self.efficiency else self.legend
+        vb = plot.getViewBox()
+        w = vb.width()
+        need = legend.boundingRect().width() + 12 if legend is not None and legend.items else 0.0
+        x0, x1 = span
+        room = (x1 - x0) * need / max(w - need, 0.25 * w) if w > 0 else 0.9
+        plot.setXRange(x0, x1 + room, padding=0)

@@ -15,7 +15,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar,
-                               QPushButton, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout,
+                               QPushButton, QScrollArea, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout,
                                QWidget)
 
 from powerrig.core.errors import PowerrigError
@@ -83,7 +83,15 @@ class SweepPanel(QWidget):
         left.addWidget(self.live)
         left.addWidget(self.table, 1)
         split = QSplitter(Qt.Horizontal)          # controls and results left, the charts right
-        split.addWidget(controls)
+        # the controls scroll on their own: a short dock (1366x768) shows the charts whole beside them,
+        # not their top third in a panel scrolled as tall as the controls
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        scroll.setWidget(controls)
+        scroll.setMinimumWidth(controls.minimumSizeHint().width() + scroll.verticalScrollBar().sizeHint().width())
+        split.addWidget(scroll)
         split.addWidget(self.charts)
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)

@@ -210,3 +210,22 @@ def test_firmware_without_power_actions_is_said_so():
     said = one_line(str(e.value))
     assert "firmware has no power actions" in said and "\n" not in said, (str(e.value), said)
     assert one_line("refusing power on /dev/nvme0\nsecond") == "refusing power on /dev/nvme0"
+
+
+def test_a_missing_hold_up_always_says_why():
+    """The power panel never shows a bare "hold-up —": the burst's own reason, the missing burst's, or
+    (a PERST# pulse: no cut) that there is no cut to count from."""
+    from powerrig.analysis.power_events import cut_holdup
+    from powerrig.gui.power.widget import PowerPanel
+    edges = [{"name": "PERST# low", "at_ms": 0.0, "index": 10, "requested": 10}]
+    # a burst whose drive side never falls (the decay runs past it): the analysis' reason, as computed
+    flat = cut_holdup([12.0] * 500, [1.0] * 250 + [0.0] * 250, 10.8, 4e-6, reported=250)
+    assert flat["holdup_s"] is None and flat["holdup_reason"]
+    for d, why in (({"holdup_s": None, "holdup_reason": flat["holdup_reason"]}, flat["holdup_reason"]),
+                   ({"holdup_s": None, "burst_error": "the interposer sent no burst in 5 s"},
+                    "no burst: the interposer sent no burst in 5 s"),
+                   ({"holdup_s": None}, "not measured")):
+        text = PowerPanel.describe({"action": "perst", "edges": edges, "inrush_peak_a": None,
+                                    "inrush_charge_c": None, **d})
+        line = next(ln for ln in text.splitlines() if ln.startswith("hold-up"))
+        assert line.startswith("hold-up — (") and why in line, line

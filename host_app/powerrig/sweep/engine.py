@@ -512,7 +512,7 @@ class Sweep:
         t_an = time.monotonic()
         with CaptureReader(capture) as cap:
             an = analyse(cap, cap.events, cap.metadata)
-            verdicts = self._referee(cap, tl, ipm_polls) if plan.checks.self_reported_power else []
+            verdicts = self._referee(cap, tl, ipm_polls, step, an) if plan.checks.self_reported_power else []
             self._limit_verdicts = self._referee_limit(cap, tl) if plan.checks.power_limit_w else []
         t_an = time.monotonic() - t_an
         phases = measure.phase_rows(an)
@@ -593,6 +593,7 @@ class Sweep:
                                             "CTRATT bit 21, power measurement, is clear)")
                     return None
                 self._sr_interval = ident.sample_interval_s or 0.0
+                self._sr_ident = ident          # the power state descriptors too (id-ctrl -b), for IDLP / ACTP
             t = time.time()
             claims.set_measurement(nvme, ctrl, self.plan.drive.serial, start=True)
             return t
@@ -700,20 +701,32 @@ class Sweep:
                 for e in tl.events(kind=PHASE) if e.name.startswith(measure.LIMIT) and (e.meta or {}).get("limit_w")]
 
     def _ipm_poller(self, nvme):
-        """Read SMART's IPM (the drive's power over its last second) about every second on a thread, for the
-        referee's lag verdict; returns a function that stops it and gives [(host UTC of the read, W)]."""
+        """Read SMART's IPM (the drive's power over its last second) and OLEC about every second on a thread,
+        for the referee's lag and lifetime verdicts, and OCP C0h at the first poll and after the last; returns
+        a function that stops it and gives [(host UTC of the read, IPM W, OLEC Wh)] (the two C0h reads in
+        ``self._ocp_reads``)."""
         from powerrig.dut import claims
 
         stop, polls = threading.Event(), []
         ctrl = self._rig.controller
+        self._ocp_reads = []
+
+        def read_ocp():
+            t0 = time.time()
+            try:
+                ocp = claims.read_ocp_power(nvme, ctrl)
+                self._ocp_reads.append((0.5 * (t0 + time.time()), ocp))
+            except PowerrigError as e:
+                logger.info("OCP C0h: %s", e)
 
         def run():
             t_next = time.time()
+            read_ocp()
             while not stop.is_set():
                 t0 = time.time()
                 try:
                     sp = claims.read_smart_power(nvme, ctrl)
-                    polls.append((0.5 * (t0 + time.time()), sp.ipm_w))
+                    polls.append((0.5 * (t0 + time.time()), sp.ipm_w, sp.olec_wh))
                 except PowerrigError as e:
                     logger.info("IPM poll: %s", e)
                 t_next += 1.0
@@ -726,20 +739,65 @@ class Sweep:
         def finish():
             stop.set()
             th.join(timeout=10)
+            if self._ocp_reads:
+                read_ocp()
             return list(polls)
         return finish
 
-    def _referee(self, cap, tl, polls) -> list:
-        """The referee's verdicts (analysis/referee.py) of every window the drive measured and of its IPM."""
+    def _referee(self, cap, tl, polls, step: Step, an) -> list:
+        """The referee's verdicts (analysis/referee.py): every window the drive measured (and its total against
+        the slot's rails), its IPM, the step's power state descriptor (IDLP over the idle window, ACTP over
+        the workload), SMART OLEC and OCP C0h's lifetime power over the polls, OCP's peak capability."""
         from powerrig.analysis import referee
 
         out = []
         for e in tl.events(kind=PHASE):
             claim = (e.meta or {}).get("referee_claim")
             if claim and e.name.startswith(measure.SELF_REPORT):
-                out += referee.referee_window(cap, claim, e.name[len(measure.SELF_REPORT):])
+                name = e.name[len(measure.SELF_REPORT):]
+                out += referee.referee_window(cap, claim, name)
+                out.append(referee.referee_rail_split(cap, claim.get("avg_w"), claim["t0"], claim["t1"],
+                                                      referee.stated_bound(claim.get("ipwrpe"))[0], name))
+        ident = getattr(self, "_sr_ident", None)
+        if ident is not None:
+            psd = ident.state(step.power_state)
+            for e in tl.events(kind=PHASE):
+                if e.name == "idle" and (e.meta or {}).get("idle") and e.t_end:
+                    out.append(referee.referee_idle(cap, psd, e.t_start, e.t_end, "idle"))
+                elif e.name.startswith(measure.MEASURE) and e.t_end and step.workload is not None:
+                    out.append(referee.referee_active(cap, psd, e.t_start, e.t_end, e.name[len(measure.MEASURE):],
+                                                      step.workload))
         if polls:
             out.append(referee.referee_ipm(cap, polls))
+            out += self._referee_lifetime(cap, polls, an)
+        return out
+
+    def _referee_lifetime(self, cap, polls, an) -> list:
+        """SMART OLEC (first and last poll) and OCP C0h's lifetime power (read before and after) against the
+        slot's energy between the reads; OCP's peak capability against the step's largest 100 us mean."""
+        from powerrig.analysis import referee
+
+        out = []
+        olec = [(t, o) for t, _, o in polls if o is not None]
+        t0, t1 = (olec[0][0], olec[-1][0]) if len(olec) >= 2 else (polls[0][0], polls[-1][0])
+        e_wh, covered = referee.energy_wh(cap, t0, t1)
+        bound = referee.DEFAULT_ERROR_PCT
+        out.append(referee.referee_lifetime("referee.olec", "SMART OLEC", olec[0][1] if len(olec) >= 2 else None,
+                                            olec[-1][1] if len(olec) >= 2 else None, 1.0, e_wh, bound, "step",
+                                            {"t0": t0, "t1": t1, "covered": covered}))
+        ocp = getattr(self, "_ocp_reads", [])
+        if len(ocp) >= 2:
+            (a, first), (b, last) = ocp[0], ocp[-1]
+            ew, cov = referee.energy_wh(cap, a, b)
+            out.append(referee.referee_lifetime("referee.ocp_lifetime", "OCP C0h lifetime power consumed (kWh?)",
+                                                first.lifetime_power_consumed, last.lifetime_power_consumed, 1000.0,
+                                                ew, bound, "step", {"t0": a, "t1": b, "covered": cov}))
+        peaks = [r for r in an.phases if r.kind == "workload" and math.isfinite(r.peak_100us.value_w)]
+        top = max(peaks, key=lambda r: r.peak_100us.value_w, default=None)
+        cap_w = float(ocp[-1][1].max_peak_power_capability) if ocp else None
+        out.append(referee.referee_ocp_peak(cap_w, top.peak_100us.value_w if top else None,
+                                            bool(top.peak_exact) if top else False, bound, "step",
+                                            {"phase": top.name if top else None}))
         return out
 
     def _check_link(self, rec) -> None:

@@ -82,6 +82,13 @@ class PowerPanel(QWidget):
             self.result.setText(self.describe(d))
 
     @staticmethod
+    def why_no_holdup(d: dict) -> str:
+        """Never a bare "hold-up —": the burst's reason, or why there was no burst to measure."""
+        if d.get("burst_error"):
+            return f"no burst: {d['burst_error']}"
+        return d.get("holdup_reason") or "not measured: no raw burst was taken for this action"
+
+    @staticmethod
     def describe(d: dict) -> str:
         """The executed edges (output, level, the sample they landed on against the one asked) and the
         burst's figures."""
@@ -92,10 +99,7 @@ class PowerPanel(QWidget):
                          + (f" ({late} samples late)" if late else ""))
         if "holdup_s" in d:
             h, pk, q = d.get("holdup_s"), d.get("inrush_peak_a"), d.get("inrush_charge_c")
-            lines.append("hold-up " + ("—" if h is None else f"{h * 1e3:.3f} ms")
-                         + (f" ({d['holdup_reason']})" if h is None and d.get("holdup_reason")
-                            and not d.get("burst_error") else ""))
-            lines.append("inrush " + ("—" if pk is None else f"{pk:.2f} A peak, {q * 1e3:.3f} mC"))
-            if d.get("burst_error"):
-                lines.append(f"(no burst: {d['burst_error']})")
+            lines.append("hold-up " + (f"{h * 1e3:.3f} ms" if h is not None else f"— ({PowerPanel.why_no_holdup(d)})"))
+            lines.append("inrush " + ("—" if pk is None else f"{pk:.2f} A peak, {q * 1e3:.3f} mC")
+                         + (f" (no burst: {d['burst_error']})" if pk is None and d.get("burst_error") else ""))
         return "\n".join(lines)

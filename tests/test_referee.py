@@ -273,7 +273,7 @@ def test_the_referee_plan_end_to_end_on_the_simulator(tmp_path):
 
     text = open(os.path.join(os.path.dirname(__file__), "..", "fixtures", "plans", "referee.toml")).read()
     for old, new in (("settle_s = 1.0", "settle_s = 0.5"), ("idle_s = 8.0", "idle_s = 2.0"),
-                     ("measure_s = 10.0", "measure_s = 4.0")):
+                     ("measure_s = 10.0", "measure_s = 4.0"), ("power_states = [0, 2]", "power_states = [0]")):
         assert old in text
         text = text.replace(old, new)
     plan = parse(text, "referee.toml")
@@ -291,8 +291,106 @@ def test_the_referee_plan_end_to_end_on_the_simulator(tmp_path):
     n = json.loads(lim["notes"])
     assert lim["outcome"] == "pass" and 0.0 <= lim["value"] <= 1.0 and n["max_1s_w"] <= 12.0 * 1.02
     assert n["previous_limit_w"] is None and 20.0 < n["throughput_kept_pct"] < 95.0    # capped like throttling
+    for phase in ("idle", "measure:seq-write-128k"):        # the drive's total is the sum of the slot's rails
+        split = json.loads(got[("referee.rail_split", phase)]["notes"])
+        assert got[("referee.rail_split", phase)]["outcome"] == "pass" and set(split["rails_w"]) == {"12V", "3V3"}
+    idle = got[("referee.idle_power", "idle")]         # PS0's IDLP, read from id-ctrl -b, over the idle window
+    assert idle["outcome"] == "pass" and json.loads(idle["notes"])["claim"] == 5.5
+    actp = got[("referee.active_power", "seq-write-128k")]
+    assert actp["outcome"] == "n/a" and "ACTP is the largest 10 s average" in json.loads(actp["notes"])["why"]
+    assert got[("referee.olec", "step")]["outcome"] == "n/a"          # 0.06 Wh: consistent, too short to tell
+    assert "a run of 20 Wh" in json.loads(got[("referee.olec", "step")]["notes"])["why"]
+    assert got[("referee.ocp_lifetime", "step")]["outcome"] == "n/a"
+    peak = got[("referee.ocp_peak", "step")]
+    assert peak["outcome"] == "pass" and 10.0 < json.loads(peak["notes"])["truth"] < 35.0
     out = write_sweep_report(store, run, tmp_path / "report")
     page = out.read_text()
     assert "What the drive says vs what the slot measured" in page and "Power Limit (23h) compliance" in page
     assert (tmp_path / "report" / "referee_ipm_000.png").stat().st_size > 1000
     assert (tmp_path / "report" / "referee_hist_000_measure_seq_write_128k.png").exists()
+
+
+# -- per power state (IDLP, ACTP), the rail split, lifetime counters, OCP's peak ---------------------------
+def psd(idle=None, active=None, apw=2, ps=0):
+    from powerrig.core.nvme_fields import PowerStateDescriptor
+    return PowerStateDescriptor(ps, 25.0, False, 60000, 60000, idle, active, apw)
+
+
+SEQ_WRITE = SimpleNamespace(name="seq-write-128k", rw="write", bs=131072, iodepth=32)
+
+
+def test_idlp_against_the_idle_window_of_its_power_state():
+    slot = Slot()
+    good = referee.referee_idle(slot, psd(idle=5.5), 95.0, 107.0, "idle")
+    assert good.outcome == "pass" and good.truth == pytest.approx(IDLE_W * 1.0007 + 0.002, rel=1e-4)
+    assert "not IDLP's 30 s" in good.why and good.notes["power_state"] == 0
+    high = referee.referee_idle(slot, psd(idle=7.0, ps=2), 95.0, 107.0, "idle")
+    assert high.outcome == "fail" and high.error == pytest.approx(100 * (7.0 - good.truth) / good.truth) and "PS2" in high.why
+    assert referee.referee_idle(slot, psd(), 95.0, 107.0, "idle").outcome == "n/a"
+    assert referee.referee_idle(slot, None, 95.0, 107.0, "idle").outcome == "n/a"
+
+
+def test_actp_against_the_largest_10_s_mean_under_the_workload_it_names():
+    slot = Slot(t1=125.0)
+    ok = referee.referee_active(slot, psd(active=18.5), T_WORK, T_WORK + 12.0, "seq-write-128k", SEQ_WRITE)
+    assert ok.outcome == "pass" and 17.8 < ok.truth < 18.4 and ok.notes["window_s"] == pytest.approx(10.0)
+    under = referee.referee_active(slot, psd(active=15.0), T_WORK, T_WORK + 12.0, "w", SEQ_WRITE)
+    assert under.outcome == "fail" and under.error < -10.0           # the drive draws ~20 % more than it says
+    high = referee.referee_active(slot, psd(active=30.0), T_WORK, T_WORK + 12.0, "w", SEQ_WRITE)
+    assert high.outcome == "pass" and "conservative by" in high.why
+    other = SimpleNamespace(name="rand-read-4k", rw="randread", bs=4096, iodepth=32)
+    assert "rand-read-4k" in referee.referee_active(slot, psd(active=18.5), T_WORK, T_WORK + 12.0, "w", other).why
+    assert referee.referee_active(slot, psd(active=18.5, apw=1), T_WORK, T_WORK + 12.0, "w", SEQ_WRITE).outcome == "n/a"
+    assert "names no workload" in referee.referee_active(slot, psd(active=18.5, apw=0), T_WORK, T_WORK + 12, "w", SEQ_WRITE).why
+    short = referee.referee_active(slot, psd(active=18.5), T_WORK, T_WORK + 4.0, "w", SEQ_WRITE)
+    assert short.outcome == "n/a" and "4.0 s" in short.why
+    stored = {m["name"]: m for m in measure.referee([under, ok])}
+    assert stored["referee.active_power"]["lower"] == -referee.PSD_BOUND_PCT and stored["referee.active_power"]["upper"] is None
+
+
+class TwoRails(Slot):
+    """The same total split over 12 V and a 3.3 V rail carrying 2 W."""
+    rails = ("12V", "3.3V")
+
+    def has(self, name):
+        return name in (TOTAL_POWER, "p_12V", "p_3.3V")
+
+    def chunks(self, names, start=None, stop=None, chunk=1 << 20):
+        cols = {TOTAL_POWER: self.p, "p_12V": self.p - 2.0, "p_3.3V": np.full(len(self.p), 2.0)}
+        yield start, {n: cols[n][start:stop] for n in names}
+
+
+def test_the_drive_s_total_against_the_sum_of_the_slot_s_rails():
+    slot = TwoRails()
+    truth = WORK_W * 1.0007 + 0.002
+    whole = referee.referee_rail_split(slot, truth + 0.1, 110.0, 118.0, 5.0, "w")
+    assert whole.outcome == "pass" and whole.error == pytest.approx(0.1, abs=0.02)
+    assert set(whole.notes["rails_w"]) == {"12V", "3.3V"} and whole.notes["nearest_rails"] == "12V+3.3V"
+    only_12v = referee.referee_rail_split(slot, truth - 2.0, 110.0, 118.0, 5.0, "w")
+    assert only_12v.outcome == "fail" and only_12v.error == pytest.approx(-2.0, abs=0.02)
+    assert only_12v.notes["nearest_rails"] == "12V" and "nearest the 12V rail alone" in only_12v.why
+    assert referee.referee_rail_split(slot, None, 110.0, 118.0, 5.0, "w").outcome == "n/a"
+
+
+def test_lifetime_counters_against_integrated_energy_within_a_count_and_the_bound():
+    e, covered = referee.energy_wh(Slot(), 100.0, 118.0)
+    want = (8.0 * IDLE_W + 10.0 * WORK_W) / 3600.0
+    assert e == pytest.approx(want, rel=0.01) and covered == 1.0
+    short = referee.referee_lifetime("referee.olec", "SMART OLEC", 7200, 7201, 1.0, e, 5.0, "step")
+    assert short.outcome == "n/a" and "a run of 20 Wh" in short.why          # consistent, too short to tell
+    wild = referee.referee_lifetime("referee.olec", "SMART OLEC", 7200, 7206, 1.0, e, 5.0, "step")
+    assert wild.outcome == "fail"
+    assert referee.referee_lifetime("referee.olec", "SMART OLEC", 7200, 7241, 1.0, 40.0, 5.0, "s").outcome == "pass"
+    biased = referee.referee_lifetime("referee.olec", "SMART OLEC", 7200, 7245, 1.0, 40.0, 5.0, "s")   # +12 %
+    assert biased.outcome == "fail" and biased.error == pytest.approx(5.0)
+    kwh = referee.referee_lifetime("referee.ocp_lifetime", "OCP", 7, 8, 1000.0, 0.2, 5.0, "s")
+    assert kwh.outcome == "n/a" and kwh.claim == 1000.0
+    assert referee.referee_lifetime("referee.olec", "SMART OLEC", None, None, 1.0, e, 5.0, "s").outcome == "n/a"
+
+
+def test_ocp_peak_capability_against_the_100_us_maximum():
+    assert referee.referee_ocp_peak(35.0, 30.0, True, 5.0, "step").outcome == "pass"
+    over = referee.referee_ocp_peak(25.0, 30.0, False, 5.0, "step")
+    assert over.outcome == "fail" and over.error == pytest.approx(-100 / 6) and "upper bound" in over.why
+    assert referee.referee_ocp_peak(None, 30.0, True, 5.0, "step").outcome == "n/a"
+    assert referee.referee_ocp_peak(35.0, None, True, 5.0, "step").outcome == "n/a"

@@ -26,12 +26,13 @@ whose power did not change during the polls has no lag to find: n/a.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from powerrig.core.names import TOTAL_POWER
+from powerrig.core.names import TOTAL_POWER, rail_signal
 
 DEFAULT_ERROR_PCT = 5.0     # the bound when the drive states none (IPWRPE 255)
 NOT_REPORTED = 255
@@ -217,7 +218,7 @@ def last_second(source, times, lag_s: float = 0.0) -> np.ndarray:
 def referee_ipm(source, polls, phase: str = "ipm") -> Verdict:
     """IPM polled about every second, ``polls`` [(host UTC of the read, W)], against the slot's last
     second: the lag at which they agree best, and the error at no lag."""
-    pts = [(float(t), float(w)) for t, w in polls if w is not None and t is not None]
+    pts = [(float(p[0]), float(p[1])) for p in polls if p[1] is not None and p[0] is not None]
     notes: dict = {"polls": len(pts), "lag_limit_s": LAG_LIMIT_S}
     if len(pts) < 4:
         return Verdict("referee.ipm_lag", phase, None, None, None, "s", "s", LAG_LIMIT_S, "n/a",
@@ -309,3 +310,179 @@ def referee_limit(source, limit_w: float, t_set: float, t_end: float, phase: str
                    "pass" if ok else "fail",
                    f"under the {limit_w:g} W limit {settle:.2f} s after Set Features 23h completed (100 ms means within "
                    f"{LIMIT_TOL_PCT:g} %); more than {LIMIT_SETTLE_S:g} s fails", base)
+
+
+# -- the power state descriptors, per power state (IDLP, ACTP) ------------------------------------------
+PSD_BOUND_PCT = 10.0        # IDLP is a "typical" figure and the descriptor states no error: judged within this
+IDLP_WINDOW_S = 30.0        # IDLP: typical power over 30 s idle in the state (struct nvme_id_psd's comment)
+ACTP_WINDOW_S = 10.0        # ACTP: the largest average over a 10 s period with the workload APW names
+ACTP_MIN_S = 9.5            # a measured workload this long stands for the 10 s (fio's ramp trims a little)
+APW_WORKLOADS = {1: "APW 1 (5 min idle, 32 random 1 MiB writes, 30 s idle)",
+                 2: "APW 2 (80,000 sequential 128 KiB writes, several commands pending)"}
+# which way a verdict's error is bounded (sweep/measure.py turns it into the stored lower/upper limits)
+SIDES = {"referee.histogram": "upper", "referee.ipm_lag": "upper", "referee.power_limit": "upper",
+         "referee.active_power": "lower", "referee.ocp_peak": "lower"}
+
+
+def referee_idle(source, psd, t0: float, t1: float, phase: str) -> Verdict:
+    """IDLP of the step's power state against the slot's mean over its idle window. Two-sided within
+    PSD_BOUND_PCT; a window shorter than IDLP's 30 s is judged and the why says so."""
+    notes = {"power_state": getattr(psd, "ps", None), "t0": t0, "t1": t1, "window_s": t1 - t0}
+    claim = getattr(psd, "idle_power_w", None)
+    if psd is None or claim is None:
+        return Verdict("referee.idle_power", phase, None, None, None, "W", "%", PSD_BOUND_PCT, "n/a",
+                       "the power state's descriptor reports no idle power (IDLP 0 or IPS 0)", notes)
+    x, _ = _total(source, t0, t1)
+    if not len(x) or not np.isfinite(x).any():
+        return Verdict("referee.idle_power", phase, claim, None, None, "W", "%", PSD_BOUND_PCT, "n/a",
+                       "the interposer has no reading over the idle window", notes)
+    truth = float(np.nanmean(x))
+    err = 100.0 * (claim - truth) / truth
+    short = "" if t1 - t0 >= IDLP_WINDOW_S - 0.25 else f" (over {t1 - t0:.1f} s, not IDLP's {IDLP_WINDOW_S:g} s)"
+    return Verdict("referee.idle_power", phase, claim, truth, err, "W", "%", PSD_BOUND_PCT,
+                   "pass" if abs(err) <= PSD_BOUND_PCT else "fail",
+                   f"PS{psd.ps} IDLP against the slot's mean over the idle window{short}; the descriptor states "
+                   f"no error: {PSD_BOUND_PCT:g} %", notes)
+
+
+def apw_matches(apw: int, workload) -> tuple[bool, str]:
+    """Whether the plan's workload is the one the descriptor's APW names (only APW 2 can be: a sweep
+    workload of sequential 128 KiB writes with more than one command pending)."""
+    if apw not in APW_WORKLOADS:
+        return False, f"the descriptor names no workload for ACTP (APW {apw})"
+    if apw == 2 and workload is not None and getattr(workload, "rw", None) == "write" and \
+            getattr(workload, "bs", None) == 131072 and (getattr(workload, "iodepth", 1) or 1) > 1:
+        return True, APW_WORKLOADS[2]
+    name = getattr(workload, "name", None) or "none"
+    return False, f"ACTP is defined under {APW_WORKLOADS[apw]}; this step's workload ({name}) is not it"
+
+
+def referee_active(source, psd, t0: float, t1: float, phase: str, workload) -> Verdict:
+    """ACTP of the step's power state against the slot's largest 10 s mean of the measured workload, when
+    the workload is the one APW names. One-sided: the drive fails when it draws more than ACTP by more than
+    PSD_BOUND_PCT (a larger ACTP is conservative, and the notes say by how much)."""
+    notes = {"power_state": getattr(psd, "ps", None), "t0": t0, "t1": t1, "window_s": ACTP_WINDOW_S}
+    claim = getattr(psd, "active_power_w", None)
+    if psd is None or claim is None:
+        return Verdict("referee.active_power", phase, None, None, None, "W", "%", PSD_BOUND_PCT, "n/a",
+                       "the power state's descriptor reports no active power (ACTP 0 or APS 0)", notes)
+    ok, why = apw_matches(psd.active_workload, workload)
+    notes["workload"] = why
+    if not ok:
+        return Verdict("referee.active_power", phase, claim, None, None, "W", "%", PSD_BOUND_PCT, "n/a", why, notes)
+    if t1 - t0 < ACTP_MIN_S:
+        return Verdict("referee.active_power", phase, claim, None, None, "W", "%", PSD_BOUND_PCT, "n/a",
+                       f"the workload was measured for {t1 - t0:.1f} s; ACTP is the largest {ACTP_WINDOW_S:g} s "
+                       "average", notes)
+    x, tx0 = _total(source, t0, t1)
+    dt = float(source.interval_s)
+    n = min(len(x), int(round(ACTP_WINDOW_S / dt)))
+    m = _sliding_means(x, n) if n else np.empty(0)
+    if not len(m) or not np.isfinite(m).any():
+        return Verdict("referee.active_power", phase, claim, None, None, "W", "%", PSD_BOUND_PCT, "n/a",
+                       "the interposer has no full window over the workload", notes)
+    k = int(np.nanargmax(m))
+    truth = float(m[k])
+    err = 100.0 * (claim - truth) / truth
+    notes.update(window_s=n * dt, truth_window_end_utc=tx0 + (k + n) * dt)
+    over = err < -PSD_BOUND_PCT
+    return Verdict("referee.active_power", phase, claim, truth, err, "W", "%", PSD_BOUND_PCT,
+                   "fail" if over else "pass",
+                   f"PS{psd.ps} ACTP against the slot's largest {n * dt:g} s mean under {why}; fails when the drive "
+                   f"draws more than ACTP by over {PSD_BOUND_PCT:g} %"
+                   + ("" if err <= PSD_BOUND_PCT else f" (ACTP is conservative by {err:.0f} %)"), notes)
+
+
+# -- the rail split: the drive's total against the sum of the slot's rails --------------------------------
+def referee_rail_split(source, claim_w: float | None, t0: float, t1: float, bound_pct: float, phase: str) -> Verdict:
+    """The drive's average (AIPWR: NVM subsystem total power) against the sum of the slot's rails over the
+    same span: how far it is in W, each rail's mean beside it, and the rails whose sum it is nearest (a
+    drive that meters only its 12 V rail is nearest the 12 V rail alone)."""
+    rails = [r for r in getattr(source, "rails", ()) if source.has(rail_signal("p", r))]
+    notes: dict = {"t0": t0, "t1": t1}
+    x, _ = _total(source, t0, t1)
+    if claim_w is None or not len(x) or not np.isfinite(x).any():
+        return Verdict("referee.rail_split", phase, claim_w, None, None, "W", "W", None, "n/a",
+                       "no average from the drive, or no reading from the slot over its span", notes)
+    total = float(np.nanmean(x))
+    per = {}
+    a = max(0, int(math.floor(float(source.sample_id(t0)))))
+    b = min(int(source.length), int(math.ceil(float(source.sample_id(t1)))))
+    for r in rails:
+        name = rail_signal("p", r)
+        per[r] = float(np.nanmean(np.concatenate([c[name] for _, c in source.chunks([name], a, b)])))
+    notes["rails_w"] = per
+    combos = {"+".join(k): sum(per[r] for r in k) for n in range(1, len(rails) + 1)
+              for k in itertools.combinations(rails, n)}
+    nearest = min(combos, key=lambda k: abs(combos[k] - claim_w)) if combos else None
+    notes["nearest_rails"] = nearest
+    diff = claim_w - total
+    lim = bound_pct / 100.0 * total
+    ok = abs(diff) <= lim
+    whole = nearest is None or len(nearest.split("+")) == len(rails)
+    why = (f"the drive's total {claim_w:.3f} W against the sum of the slot's rails {total:.3f} W "
+           f"({', '.join(f'{r} {w:.3f} W' for r, w in per.items())}): {diff:+.3f} W; within {bound_pct:g} % passes")
+    if not whole:
+        why += f"; it is nearest the {nearest} rail{'s' if '+' in nearest else ''} alone"
+    return Verdict("referee.rail_split", phase, claim_w, total, diff, "W", "W", lim, "pass" if ok else "fail", why, notes)
+
+
+# -- lifetime counters and OCP's peak ------------------------------------------------------------------
+def energy_wh(source, t0: float, t1: float) -> tuple[float, float]:
+    """The slot's energy from host UTC t0 to t1 (Wh; a gap's samples left out) and the share of the span
+    that has readings."""
+    x, _ = _total(source, t0, t1)
+    if not len(x):
+        return math.nan, 0.0
+    ok = np.isfinite(x)
+    return float(np.sum(x[ok]) * float(source.interval_s) / 3600.0), float(ok.mean())
+
+
+def referee_lifetime(name: str, what: str, start: float | None, end: float | None, unit_wh: float,
+                     truth_wh: float, bound_pct: float, phase: str, notes: dict | None = None) -> Verdict:
+    """A lifetime energy counter (SMART OLEC in Wh; OCP C0h lifetime power consumed, kWh?) read before and
+    after a run, its delta against the slot's integrated energy over the same span. A counter in whole
+    units rounded up can be one unit off at each end: it fails when the delta is further from the truth
+    than one unit plus the bound; it passes only when the run was long enough that one unit is inside
+    the bound (else n/a: too short to tell)."""
+    base = {"unit_wh": unit_wh, "start": start, "end": end, "truth_wh": truth_wh, **(notes or {})}
+    if start is None or end is None:
+        return Verdict(name, phase, None, truth_wh, None, "Wh", "Wh", None, "n/a",
+                       f"the drive reports no {what}", base)
+    if not math.isfinite(truth_wh):
+        return Verdict(name, phase, None, None, None, "Wh", "Wh", None, "n/a", "the slot has no reading over the run", base)
+    delta = (end - start) * unit_wh
+    err = delta - truth_wh
+    lim = unit_wh + bound_pct / 100.0 * truth_wh
+    span = f"{what} went up {end - start:g} x {unit_wh:g} Wh = {delta:g} Wh while the slot integrated {truth_wh:.4g} Wh"
+    if abs(err) > lim:
+        return Verdict(name, phase, delta, truth_wh, err, "Wh", "Wh", lim, "fail",
+                       f"{span}: more than one count ({unit_wh:g} Wh) plus {bound_pct:g} % off", base)
+    need = unit_wh / (bound_pct / 100.0)
+    if truth_wh < need:
+        return Verdict(name, phase, delta, truth_wh, err, "Wh", "Wh", lim, "n/a",
+                       f"{span}: consistent, but one count is {100.0 * unit_wh / max(truth_wh, 1e-12):.0f} % of it; "
+                       f"a run of {need:g} Wh tells a {bound_pct:g} % error", base)
+    return Verdict(name, phase, delta, truth_wh, err, "Wh", "Wh", lim, "pass",
+                   f"{span}: within one count plus {bound_pct:g} %", base)
+
+
+def referee_ocp_peak(capability_w: float | None, measured_w: float | None, exact: bool, bound_pct: float,
+                     phase: str, notes: dict | None = None) -> Verdict:
+    """OCP C0h's maximum peak power capability against the slot's largest 100 us mean (OCP PCM-2) over the
+    step. One-sided: fails when the slot saw more than the capability by over the bound. When the 100 us
+    figure is the sum of per-rail peaks (an upper bound of the total's), a fail says so."""
+    base = {"exact": exact, **(notes or {})}
+    if capability_w is None or not capability_w:
+        return Verdict("referee.ocp_peak", phase, None, measured_w, None, "W", "%", bound_pct, "n/a",
+                       "the drive reports no OCP peak power capability (C0h 260-261)", base)
+    if measured_w is None or not math.isfinite(measured_w):
+        return Verdict("referee.ocp_peak", phase, capability_w, None, None, "W", "%", bound_pct, "n/a",
+                       "the slot has no 100 us maximum over the step", base)
+    err = 100.0 * (capability_w - measured_w) / measured_w
+    over = err < -bound_pct
+    how = "" if exact else " (the sum of per-rail 100 us peaks: an upper bound of the total's)"
+    return Verdict("referee.ocp_peak", phase, capability_w, measured_w, err, "W", "%", bound_pct,
+                   "fail" if over else "pass",
+                   f"OCP C0h peak power capability (units unconfirmed: read as W) against the slot's largest 100 us "
+                   f"mean (PCM-2){how}; fails when the slot saw more than it by over {bound_pct:g} %", base)

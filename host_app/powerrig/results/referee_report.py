@@ -13,7 +13,11 @@ from powerrig.core import owned
 
 TITLES = {"referee.avg_power": "average interval power (AIPWR)", "referee.max_power": "maximum interval power (MIPWR)",
           "referee.histogram": "250 mW histogram", "referee.measured": "measured, not estimated",
-          "referee.ipm_lag": "IPM lag behind the slot", "referee.power_limit": "Power Limit (23h) compliance"}
+          "referee.ipm_lag": "IPM lag behind the slot", "referee.power_limit": "Power Limit (23h) compliance",
+          "referee.rail_split": "drive total vs the sum of the slot's rails", "referee.idle_power": "idle power (IDLP)",
+          "referee.active_power": "active power (ACTP)", "referee.olec": "lifetime energy (SMART OLEC)",
+          "referee.ocp_lifetime": "lifetime power consumed (OCP C0h)",
+          "referee.ocp_peak": "peak power capability (OCP C0h) vs 100 us max"}
 
 
 def _f(v, d=3) -> str:
@@ -104,10 +108,11 @@ def table(rows: list[dict], with_step: bool = True) -> list[str]:
         elif m["name"] == "referee.power_limit":
             says = f"limit {says}"
             measured = f"max 100 ms {measured} after" if m["value"] is not None else f"max 1 s {measured}"
+        bound = m["upper"] if m["upper"] is not None else m["lower"]     # one-sided checks carry a lower limit
         h.append("<tr>" + (f"<td style=text-align:left>{html.escape(m['step'])}</td>" if with_step else "") +
                  f"<td style=text-align:left>{html.escape(m['phase'] or '')}</td><td style=text-align:left>"
                  f"{TITLES[m['name']]}</td><td>{says}</td><td>{measured}</td>"
-                 f"<td>{_f(m['value'])} {eu}</td><td>{_f(m['upper'])} {eu if m['upper'] is not None else ''}</td>"
+                 f"<td>{_f(m['value'])} {eu}</td><td>{_f(bound)} {eu if bound is not None else ''}</td>"
                  f"<td class={html.escape(m['outcome'])}>{html.escape(m['outcome'])}</td>"
                  f"<td style=text-align:left>{html.escape(n.get('why') or '')}</td></tr>")
     h.append("</table>")

@@ -145,12 +145,16 @@ def self_reported(an, tolerance_pct: float) -> list[dict]:
 def referee(verdicts) -> list[dict]:
     """The referee's verdicts (analysis/referee.py) as measurements: the error as the value with the bound
     as its limits, the outcome (pass / fail / n/a), and the claim, the truth and why in the notes."""
+    from powerrig.analysis.referee import SIDES
+
     out = []
     for v in verdicts:
         b = _num(v.bound)
-        lower = None if b is None or v.name in ("referee.histogram", "referee.ipm_lag", "referee.power_limit") else -b
+        sides = SIDES.get(v.name, "both")       # which way the error is bounded (analysis/referee.py)
+        lower = None if b is None or sides == "upper" else -b
+        upper = None if sides == "lower" else b
         notes = {"claim": _num(v.claim), "truth": _num(v.truth), "units": v.units, "why": v.why, **(v.notes or {})}
-        out.append(_m(v.name, v.phase, v.error, v.error_units, v.outcome, lower=lower, upper=b,
+        out.append(_m(v.name, v.phase, v.error, v.error_units, v.outcome, lower=lower, upper=upper,
                       requirement_met=v.outcome == "pass" if v.outcome != "n/a" else None,
                       notes=json.dumps(notes, default=lambda o: None)))
     return out

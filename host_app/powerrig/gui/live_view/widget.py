@@ -59,6 +59,7 @@ class LiveView(QWidget):
         self._event_drawn: dict = {}       # (kind, name, utc start, utc end) -> (its item, the t0 (s) drawn at)
         self._spare: dict = {"line": [], "phase": []}   # hidden event items, reused by the next events
         self._band_background = None
+        self._layout_key = None            # the view and items the event labels were last laid out for
 
         self.plot = pg.PlotWidget()
         self.plot.setBackground(None)
@@ -446,6 +447,7 @@ class LiveView(QWidget):
             if key not in self._event_drawn:
                 self._event_drawn[key] = (self._event_item(k, e), e["t0"])
         self._event_items = [item for item, _ in self._event_drawn.values()]
+        self._layout_key = None                 # items may have new names: lay them out again
         self._quiet = np.array(quiet, dtype=float).reshape(-1, 2)
         self._quiet_track()
         self._layout_labels()
@@ -482,6 +484,10 @@ class LiveView(QWidget):
         w, h = vb.width(), vb.height()
         if w <= 1 or h <= 1 or x1 <= x0 or y1 <= y0:
             return
+        key = (x0, x1, y0, y1, w, h, tuple(id(it) for it in self._event_items))
+        if key == self._layout_key:
+            return                              # nothing moved since the last layout
+        self._layout_key = key
         px = w / (x1 - x0)
         dy = (y1 - y0) / h
         regions = sorted((it for it in self._event_items if isinstance(it, pg.LinearRegionItem)),

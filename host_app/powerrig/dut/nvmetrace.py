@@ -125,7 +125,8 @@ class NvmeTrace:
         return {"submit": np.array([c.t_submit for c in cs], float),
                 "complete": np.array([c.t_complete for c in cs], float),
                 "bytes": np.array(size, float), "write": np.array([c.io_kind == "write" for c in cs], bool),
-                "slba": np.array([int(c.args.get("slba", 0)) for c in cs], float)}
+                "slba": np.array([int(c.args.get("slba", 0)) for c in cs], float),
+                "blocks": np.array([int(c.args.get("len", -1)) + 1 for c in cs], float)}
 
 
 def _args(text: str) -> dict:

@@ -36,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from build_qemu_mp import VM_FRAMES_ON_STACK, Unavailable, _unpack, _vendor_dirs, amend, run_main  # noqa: E402  (one vendor search for both images)
 
-RECIPE = "rp2/pico-sdk-2.2.0/v2"         # bump when the build recipe below changes
+RECIPE = "rp2/pico-sdk-2.2.0/v3"         # bump when the build recipe below changes
 BOARDS = ("RPI_PICO", "RPI_PICO2")
 HOW_TO_GET = ("MicroPython rp2 source not found: put micropython-rp2-*.tar.gz and picotool-2.2.0.tar.gz into "
               "../shared/vendor/ next to the repository, or set MICROPYTHON_RP2_SRC and PICOTOOL_SRC to them")
@@ -102,6 +102,19 @@ ALIGN_ARMV6M_NATIVE_CODE = (
     "tools/mpy-tool.py", "        if config.native_arch in (\n            MP_NATIVE_ARCH_ARMV6,\n",
     "        if config.native_arch in (\n            MP_NATIVE_ARCH_ARMV6,\n"
     "            MP_NATIVE_ARCH_ARMV6M,  # powerrig: pc-relative literals need a word start\n")
+
+# The USB CDC's POLLOUT only when a whole 64-byte packet fits in TinyUSB's transmit FIFO. As shipped,
+# poll says writable at one byte free, and a write of more than the room left waits for the host, up to
+# MICROPY_HW_USB_CDC_TX_TIMEOUT (500 ms: shared/tinyusb/mp_usbd_cdc.c, mp_usbd_cdc_tx_strn): a host
+# that stopped reading held one pass of the emulated RP2040 486 ms and cost 185,500 samples (issue 43).
+# The firmware's UsbLink writes at most 64 bytes after each poll that said writable, so with this
+# change a write never waits; a frame that finds the queue full is dropped and counted instead.
+# tests/micropython/mcu_overrun.py runs the link against both polls (fwtest/tinyusb_cdc.py).
+USB_POLL_WRITABLE_PACKET = (
+    "shared/tinyusb/mp_usbd_cdc.c",
+    "(!tud_cdc_connected() || (tud_cdc_connected() && tud_cdc_write_available() > 0))) {\n",
+    "(!tud_cdc_connected() || (tud_cdc_connected() && tud_cdc_write_available() >= 64))) {  "
+    "/* powerrig: scripts/build_rp2_mp.py */\n")
 
 
 def firmware_hash(firmware: Path = FIRMWARE, packages: tuple[str, ...] = PACKAGES) -> str:
@@ -182,6 +195,7 @@ def build(board: str = "RPI_PICO", firmware: Path = FIRMWARE) -> Path:
             _run(["make", "install"], log, cwd=bld)
         amend(tree, ALIGN_ARMV6M_NATIVE_CODE)
         amend(tree, VM_FRAMES_ON_STACK)         # (build_qemu_mp: the main loop's frames off the heap)
+        amend(tree, USB_POLL_WRITABLE_PACKET)
         if not cross.exists():
             _run(["make", "-j", jobs, "-C", str(tree / "mpy-cross")], log)
         if not cross.exists():

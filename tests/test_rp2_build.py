@@ -130,3 +130,12 @@ def test_every_firmware_function_keeps_its_frame_off_the_heap(tree, tmp_path):
     shipped = 4 * 11
     for hot in ("powerrig_fw.device.poll", "powerrig_fw.burst.observe", "powerrig_fw.ping.answer"):
         assert frames[hot] > shipped, (hot, frames[hot])
+
+
+def test_the_usb_cdc_says_writable_only_when_a_packet_fits(tree):
+    """The image's USB CDC poll says POLLOUT only when a whole 64-byte packet fits in TinyUSB's FIFO, so
+    the firmware's 64-byte writes never wait for a host that stopped reading (as shipped: one byte
+    free, and a longer write waited up to 500 ms; tests/micropython/mcu_overrun.py runs both)."""
+    rel, old, new = build_rp2_mp.USB_POLL_WRITABLE_PACKET
+    text = (tree / "src" / rel).read_text()
+    assert new in text and old not in text

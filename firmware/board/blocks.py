@@ -121,6 +121,25 @@ def _now(st: ptr32, block: int) -> int:
 
 
 @micropython.viper
+def now_split(st: ptr32, block: int, out: ptr32, k: int) -> int:
+    """_now as out[k] * 2**24 + out[k + 1] with small ints only (a clock ping's stamps: past 2**30
+    samples, 71 minutes, the int itself would be a big int, which allocates). Blocks done
+    d = dh * 2**12 + dl, so d * block = (dh * block) * 2**12 + dl * block, plus the samples the running
+    channel has moved into the block being converted."""
+    q = _STREAMS + (st[_NSTREAM] - 1) * _SW
+    while True:
+        done = st[_DONE]
+        count = ptr32(st[q + 2 + 2 * (done & 1)])[0] & 0x0FFFFFFF
+        if st[_DONE] == done:
+            break
+    m = (done >> 12) * block           # < 2**28 while done < 2**30 blocks (12 days of 1 ms blocks)
+    lo = (done & 0xFFF) * block + ((m & 0xFFF) << 12) + block - count
+    out[k] = (m >> 12) + (lo >> 24)
+    out[k + 1] = lo & 0xFFFFFF
+    return 0
+
+
+@micropython.viper
 def _fire(st: ptr32, block: int, plan: ptr32, n: int) -> int:
     """powerrig_fw.actions' edges: for each row of plan (sample mod 2**32, register, value, -), wait
     until that sample is being converted, write the register, note the sample (the 4th word). The

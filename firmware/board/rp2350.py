@@ -7,12 +7,14 @@ memoryview and leaves its length and the samples lost before it in ``adc_n`` and
 The hardware (the capture chain, the USB streams) comes in through the constructor, so the same Board
 runs against RAM stand-ins on the emulated Cortex-M (tests/micropython/fwtest).
 """
+import array
 import sys
 
 import machine
 import micropython
 
 from board import kernels, pins
+from board.blocks import now_split
 from board.reducer import BoardReducer
 from board.usb import UsbLink, copy_bytes
 
@@ -76,6 +78,7 @@ class Board:
         self.sample_now = adc.ring.sample_now if clock is None else clock
         self.fire = adc.ring.fire if fire is None else fire
         self.block = adc.ring.block
+        self._split = array.array("i", [0, 0])
         # the hot path: viper + machine code, reading the DMA layout in place (docs/firmware-budget.md)
         self.reducer = BoardReducer(3)
         self.layout = adc.layout()          # the self-test and bursts read blocks through it too
@@ -159,16 +162,13 @@ class Board:
         return self.ring.last_block
 
     def sample_index(self):
-        # the ADC is clocked from the same crystal as ticks_us: 4 us per sample since start
-        return self.ring.done() * self.block
+        """The sample being converted now: the blocks done and how far the running DMA channel has got
+        into the next (the ADC runs from the crystal ticks_us runs from: 4 us a sample). A clock ping's
+        stamps come from here, so they fall on the sample, not on a block's start (issue 43)."""
+        s = self._split
+        now_split(self.ring.st, self.block, s, 0)     # (the ring's sample_now is 32-bit: it wraps at 2**31)
+        return (s[0] << 24) + s[1]
 
     def sample_index_into(self, out, k):
-        """sample_index() as out[k] * 2**24 + out[k + 1] with small ints only (a clock ping's
-        numbers: past 2**30 samples, 71 minutes, the int itself would be a big int, which allocates).
-        Blocks done d = dh * 2**12 + dl; d * block = (dh * block) * 2**12 + dl * block."""
-        d = self.ring.done()
-        b = self.block
-        m = (d >> 12) * b                  # < 2**28 while d < 2**30 blocks (12 days of 1 ms blocks)
-        lo = (d & 0xFFF) * b + ((m & 0xFFF) << 12)
-        out[k] = (m >> 12) + (lo >> 24)
-        out[k + 1] = lo & 0xFFFFFF
+        """sample_index() as out[k] * 2**24 + out[k + 1] with small ints only (board.blocks.now_split)."""
+        now_split(self.ring.st, self.block, out, k)

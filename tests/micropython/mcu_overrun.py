@@ -18,6 +18,7 @@ from board.reducer import BoardReducer
 from board.rp2350 import Board
 from fwtest.fake_dma import BLOCK, DIG_AT, HALFWORDS, REGION, FakeAdc
 from fwtest.fake_usb import Host
+from fwtest.tinyusb_cdc import TinyUsbCdc
 from powerrig_fw import rails_default, wire
 from powerrig_fw.device import Device
 import array
@@ -52,6 +53,7 @@ class Rig:
     def __init__(self):
         self.adc = FakeAdc(None)
         self.host = Host(fifo_bytes=1024, sink_bytes=16384)
+        self.cdc = self.host.from_board = TinyUsbCdc()     # the CDC as the powerrig image's TinyUSB drives it
         self.board = Board(adc=self.adc, usb_in=self.host.to_board, usb_out=self.host.from_board,
                            console=Console(), outputs={})
         self.dev = Device(self.board)
@@ -251,10 +253,12 @@ assert not check.wrong, ("wrong records delivered", len(check.wrong), check.wron
 ov0 = st["overruns"]
 drop0 = st["link"]["dropped_frames"]
 rig.reading = False
+rig.cdc.away = True
 for _ in range(500):
     rig.dma()
     rig.poll()
 rig.reading = True
+rig.cdc.away = False
 for _ in range(20):
     rig.dma()
     rig.poll()
@@ -266,6 +270,24 @@ assert st["overruns"] == ov0, ("samples lost while the host was away", st["overr
 assert dropped > 50 and check.link_lost == dropped, (dropped, check.link_lost)
 assert st["link"]["stalled_pumps"] > 0, st["link"]
 assert not check.wrong, ("wrong records delivered", len(check.wrong), check.wrong[:5])
+assert rig.cdc.waits == 0, ("a write waited for the host", rig.cdc.waits)
+print("cdc writes", rig.cdc.writes, "none waited")
+
+# the same away on stock MicroPython's poll (writable at one byte free): writes that wait up to 500 ms
+rig.cdc.packet_poll = False
+rig.cdc.away = True
+for k in range(300):
+    rig.dma()
+    rig.poll()
+    rig.cdc.away = k % 7 != 0           # the host takes what it can now and then: the FIFO's room gets odd
+rig.cdc.away = False
+rig.cdc.packet_poll = True
+print("stock poll: writes that would wait", rig.cdc.waits, "for up to", rig.cdc.wait_ms, "ms")
+assert rig.cdc.waits > 0, "the model cannot tell the two polls apart"
+rig.cdc.waits = 0
+for _ in range(30):
+    rig.dma()
+    rig.poll()
 r = rig.command({"id": 4, "cmd": "stop"})
 assert r["ok"], r
 print("records", check.records, "checked")

@@ -222,15 +222,35 @@ for p in pongs:
     assert 0 < p["rx_index"] <= p["index"] and p["us"] > 0, p
 assert all(pongs[k + 1]["index"] - pongs[k]["index"] == 5 * BLOCK for k in range(len(pongs) - 1)), pongs[:3]
 print("pings heap-locked ok:", len(pongs), "answered")
-# the board's (hi, lo) sample index is sample_index(), also past 2**30 samples (71 minutes) and 2**32
+# the board's (hi, lo) sample index is sample_index(), also past 2**30 samples (71 minutes) and 2**32,
+# and it falls on the sample being converted: the blocks done plus what the digital stream's running
+# channel has moved (its TRANS_COUNT counts down), not on a block's start (issue 43: pings were stamped
+# with multiples of the block)
 split = array.array("i", [0, 0])
 st = rig.board.ring.st
 done = st[0]
+regs = rig.adc.regs
+dig = [16 * ch + 2 for ch in (6, 7)]          # TRANS_COUNT of the digital stream's channels (fake_dma.CHANNELS)
+counts = [regs[a] for a in dig]
 for blocks in (done, 1 << 22, (1 << 22) + 4095, 17179869 + 3, (1 << 29) + 12345):
-    st[0] = blocks
-    rig.board.sample_index_into(split, 0)
-    assert split[0] * (1 << 24) + split[1] == rig.board.sample_index() == blocks * BLOCK and split[1] < 1 << 24, (blocks, list(split))
+    for left in (BLOCK, 77, 1):
+        for a in dig:
+            regs[a] = left
+        st[0] = blocks
+        rig.board.sample_index_into(split, 0)
+        want = blocks * BLOCK + BLOCK - left
+        assert split[0] * (1 << 24) + split[1] == rig.board.sample_index() == want and split[1] < 1 << 24, (blocks, left, list(split))
 st[0] = done
+for a in dig:
+    regs[a] = 77
+rig.host.received()
+rig.host.send(wire.encode_frame(wire.T_COMMAND, b'{"id":31,"cmd":"ping"}'))
+rig.dev.poll()
+rig.host.take()
+pong = rig.replies()[0]
+assert pong["id"] == 31 and pong["rx_index"] == done * BLOCK + BLOCK - 77 == pong["index"], (pong, done)
+for a, c in zip(dig, counts):
+    regs[a] = c
 print("split index ok")
 rig.command({"id": 8, "cmd": "stop"})
 mode("idle_stream_off", rig, 200)

@@ -63,8 +63,11 @@ class FrameDecoder:
 
     A header is only a claim: a corrupt or fake one that announces up to 2 KB would hold back every
     real frame behind it until that many more bytes arrive, so the wait is bounded in bytes
-    (``max_payload``) and in time (``max_wait_s``: a real frame's bytes arrive within milliseconds;
-    1 s leaves room for a starved host or device and stays well under the 3 s stall limit).
+    (``max_payload``) and in time (``max_wait_s`` of quiet: no byte at all for that long while the
+    frame is incomplete; 1 s stays well under the 3 s stall limit). The time is the link's quiet, not
+    the frame's age: a host starved under load reads a frame's bytes in pieces seconds apart, and a
+    frame whose bytes keep coming is not given up (issue 43: such frames were dropped as stale
+    although the board had lost nothing); bytes that keep coming end a false claim within 2 KB anyway.
     """
 
     def __init__(self, max_payload: int = fw.MAX_PAYLOAD, max_wait_s: float = 1.0):
@@ -72,6 +75,7 @@ class FrameDecoder:
         self.max_wait_s = max_wait_s
         self._buf = bytearray()
         self._waiting_since: float | None = None   # when the incomplete frame at the buffer's start was seen
+        self._last_data: float | None = None       # when the last bytes came (the link's quiet starts there)
         self._arrivals: list[list] = []     # [end offset in the buffer, read time] of the bytes held
         self.crc_errors = 0
         self.bad_version = 0
@@ -95,6 +99,7 @@ class FrameDecoder:
         arrivals = self._arrivals
         if data:
             arrivals.append([len(buf), now])
+            self._last_data = now
         out: list[Frame] = []
         pos = 0
         n = len(buf)
@@ -123,8 +128,9 @@ class FrameDecoder:
                 continue
             end = pos + fw.HEADER_SIZE + length
             if n < end + 4:
-                if pos == 0 and self._waiting_since is not None and now - self._waiting_since > self.max_wait_s:
-                    # waited too long for this frame's end: its header was a false claim; resync after it
+                if (pos == 0 and self._waiting_since is not None and not data
+                        and now - max(self._waiting_since, self._last_data or 0.0) > self.max_wait_s):
+                    # the link went quiet before this frame's end: its header was a false claim; resync after it
                     self.stale_headers += 1
                     self.bad_bytes += 1
                     self._waiting_since = None

@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
-# Sets up everything powerrig needs on a fresh Debian machine, skipping what is already there.
+# Sets up what powerrig needs on a fresh Debian machine, skipping what is already there.
 # Used by `make demo` and `make test`; safe to run again (a second run takes about a second).
+# POWERRIG_SETUP_FOR=demo (make demo): only the project virtualenv the demo and the README's commands
+# run in; the tiers only tests use (emulators, QEMU guest, Joulescope UI, labgrid, board tools, browser,
+# PostgreSQL) are left for `make test` (POWERRIG_SETUP_FOR=test) and a plain `make setup`, which set up
+# everything. POWERRIG_SETUP_LIST=1 prints the tiers that would be set up, one a line, and does nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { printf 'setup: %s\n' "$*"; }
+FOR=${POWERRIG_SETUP_FOR:-all}
+TIERS="venv"
+[ "$FOR" = demo ] || TIERS="debs venv qt joulescope-ui labgrid qemu-mp board rp2-emulator qemu-nvme"
+tier() { case " $TIERS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+if [ -n "${POWERRIG_SETUP_LIST:-}" ]; then printf '%s\n' $TIERS; exit 0; fi
 # install_debs WHAT PACKAGE...: Debian packages installed as root (apt-get update once a run), else
 # the apt-get line to run printed and 1 returned.
 apt_updated=
@@ -21,6 +30,7 @@ install_debs() {
 
 # 1. Distribution tools: the real fio, nvme-cli and sigrok-cli that users have on the bench.
 need=()
+if tier debs; then
 command -v fio >/dev/null || need+=(fio)
 command -v nvme >/dev/null || need+=(nvme-cli)
 command -v sigrok-cli >/dev/null || need+=(sigrok-cli)
@@ -47,6 +57,7 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql-15)
 # a real browser for the results web page's tests (tests/test_web_browser.py: selenium drives chromedriver)
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
+fi
 if ((${#need[@]})); then
   install_debs "missing Debian packages" "${need[@]}" || exit 1
 fi
@@ -63,6 +74,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+if tier qt; then
 # 2b. Qt's libraries from the distribution (the PySide6 wheel brings Qt, not the system libraries it links).
 if ! QT_QPA_PLATFORM=offscreen .venv/bin/python -c "from PySide6.QtWidgets import QApplication" 2>/dev/null; then
   install_debs "the system libraries Qt needs" libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3 \
@@ -79,8 +91,9 @@ fi
 # 2d. The Joulescope UI from PyPI in a test-only virtualenv (.venv-jsui): its own JLS loader and window
 #     open powerrig captures in tests/test_joulescope_ui.py and scripts/joulescope_ui_view.py. Kept apart
 #     from .venv (it pins its own PySide6, pyqtgraph and pyjls); re-done only when the pin changes.
+fi
 JSUI_PIN="joulescope_ui==1.5.5"
-if [ "$(cat .venv-jsui/.powerrig-installed 2>/dev/null)" != "$JSUI_PIN" ]; then
+if tier joulescope-ui && [ "$(cat .venv-jsui/.powerrig-installed 2>/dev/null)" != "$JSUI_PIN" ]; then
   say "installing the Joulescope UI tier into .venv-jsui ($JSUI_PIN)"
   rm -rf .venv-jsui
   "$PY" -m venv .venv-jsui
@@ -96,7 +109,7 @@ fi
 #     last win without a word. The fork is laid down last here, and `import powerrig.lab` checks it is
 #     whole (powerrig/lab/serial_fork.py). tests/test_lab.py and test_lab_hosts.py use this venv.
 lab_stamp=.venv-lab/.powerrig-installed
-if [ "$(cat "$lab_stamp" 2>/dev/null)" != "$want" ]; then
+if tier labgrid && [ "$(cat "$lab_stamp" 2>/dev/null)" != "$want" ]; then
   say "installing labgrid and powerrig into .venv-lab"
   [ -x .venv-lab/bin/python ] || "$PY" -m venv .venv-lab
   .venv-lab/bin/python -m pip install -q --upgrade pip
@@ -109,18 +122,20 @@ fi
 
 # 3. MicroPython for an emulated Cortex-M (QEMU), built once into ~/.cache/powerrig/qemu-mp. Without the
 #    MicroPython source the QEMU test tier is skipped with the reason; everything else still runs.
-if ! .venv/bin/python scripts/build_qemu_mp.py >/dev/null 2>.venv/.qemu-mp-build.err; then
+if tier qemu-mp && ! .venv/bin/python scripts/build_qemu_mp.py >/dev/null 2>.venv/.qemu-mp-build.err; then
   if [ "${CI:-}" = "true" ]; then   # CI must run the firmware's QEMU tier: a missing input is a failure
     say "emulated Cortex-M not built under CI=true: $(cat .venv/.qemu-mp-build.err)"; exit 1
   fi
   say "emulated Cortex-M not built, its tests will be skipped: $(cat .venv/.qemu-mp-build.err)"
 fi
 # 4. The board tool chain (KiCad 9, ngspice, SKiDL in .venv-hw) for `make hw` and tests/test_hw_board.py.
-bash scripts/setup_hw.sh || { [ "${CI:-}" = true ] && exit 1; say "board tools not installed: make hw and its tests will be skipped"; }
+! tier board || bash scripts/setup_hw.sh || { [ "${CI:-}" = true ] && exit 1; say "board tools not installed: make hw and its tests will be skipped"; }
 # 5. The emulator tier: MicroPython's rp2 port for the RP2040 built once into ~/.cache/powerrig/rp2-mp
 #    (~75 s on 2 cores, cached by a hash of its inputs), and rp2040js pinned by tools/rp2emu/package-lock.json.
 #    Without the vendored source the tier cannot run: its test skips with the reason, and FAILS under CI=true.
-if ! .venv/bin/python scripts/build_rp2_mp.py >/dev/null 2>.venv/.rp2-mp-build.err; then
+if ! tier rp2-emulator; then
+  :
+elif ! .venv/bin/python scripts/build_rp2_mp.py >/dev/null 2>.venv/.rp2-mp-build.err; then
   say "emulated RP2040 image not built, its test cannot run: $(cat .venv/.rp2-mp-build.err)"
 elif [ "${POWERRIG_SETUP_FOR:-}" = test ]; then
   # The board's RP2350 image (~80 s of compiling) builds at the lowest priority while the first tests
@@ -128,13 +143,13 @@ elif [ "${POWERRIG_SETUP_FOR:-}" = test ]; then
   nohup nice -n 19 .venv/bin/python scripts/build_rp2_mp.py --board RPI_PICO2 >/dev/null 2>&1 &
 fi
 lock=tools/rp2emu/package-lock.json
-if command -v npm >/dev/null && [ "$(cat tools/rp2emu/node_modules/.lock-hash 2>/dev/null)" != "$(sha256sum < $lock)" ]; then
+if tier rp2-emulator && command -v npm >/dev/null && [ "$(cat tools/rp2emu/node_modules/.lock-hash 2>/dev/null)" != "$(sha256sum < $lock)" ]; then
   say "installing rp2040js (npm ci in tools/rp2emu)"
   (cd tools/rp2emu && npm ci --no-audit --no-fund --loglevel=error >/dev/null) && sha256sum < $lock > tools/rp2emu/node_modules/.lock-hash
 fi
 # 6. The QEMU drive host's kernel (apt-get download of the Debian cloud kernel) and initramfs (busybox,
 #    this host's nvme-cli and fio), built once into ~/.cache/powerrig/qemu-nvme by a hash of its inputs.
-if ! nice -n 10 .venv/bin/python -m powerrig.sim.qemu.image >/dev/null 2>.venv/.qemu-nvme-build.err; then
+if tier qemu-nvme && ! nice -n 10 .venv/bin/python -m powerrig.sim.qemu.image >/dev/null 2>.venv/.qemu-nvme-build.err; then
   say "QEMU drive host not built, its tests will fail: $(cat .venv/.qemu-nvme-build.err)"
 fi
-say "ready"
+if [ "$FOR" = demo ]; then say "ready for the demo (make test sets up the test tiers)"; else say "ready"; fi

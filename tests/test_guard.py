@@ -332,7 +332,7 @@ def test_format_and_sanitize_are_guarded(virtual):
 
 def test_virtual_rig_refuses_a_write_on_an_unnamed_drive_before_fio_starts(tmp_path, monkeypatch):
     monkeypatch.setenv("POWERRIG_SIM_DIR", str(tmp_path / "rigs"))
-    r = run_cli("sim", "start", "--profile", "client-apst")
+    r = run_cli("sim", "start", "--json", "--profile", "client-apst")
     assert r.returncode == 0, r.stderr
     state = json.loads(r.stdout)
     try:

@@ -454,7 +454,7 @@ def test_a_plans_namespace_on_a_running_rig_is_honoured_or_refused(tmp_path, mon
     from powerrig.sweep.rig import bring_up
 
     monkeypatch.setenv("POWERRIG_SIM_DIR", str(tmp_path / "rigs"))
-    r = run_cli("sim", "start", "--profile", "micron-fdp")
+    r = run_cli("sim", "start", "--json", "--profile", "micron-fdp")
     assert r.returncode == 0, r.stderr
     st = json.loads(r.stdout)
     try:

@@ -155,7 +155,7 @@ rw = "read"
 
 def test_reserve_acquire_sweep_release_through_a_coordinator(lab_venv, tmp_path, monkeypatch):
     monkeypatch.setenv("POWERRIG_SIM_DIR", str(tmp_path / "sim"))
-    r = run_cli("sim", "start", "--profile", "d5-p5336")
+    r = run_cli("sim", "start", "--json", "--profile", "d5-p5336")
     assert r.returncode == 0, r.stderr
     rig = json.loads(r.stdout)
     coord_port = free_port()

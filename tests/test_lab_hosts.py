@@ -129,7 +129,7 @@ def test_a_plan_runs_through_a_coordinator_an_exporter_and_a_drive_host(hosts, t
     t0 = time.monotonic()
     venv = lab_bin()
     monkeypatch.setenv("POWERRIG_SIM_DIR", str(tmp_path / "sim"))
-    r = run_cli("sim", "start", "--profile", "d5-p5336")
+    r = run_cli("sim", "start", "--json", "--profile", "d5-p5336")
     assert r.returncode == 0, r.stderr
     rig = json.loads(r.stdout)
     procs: list[subprocess.Popen] = []

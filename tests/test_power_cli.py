@@ -11,7 +11,7 @@ from powerrig.interposer.client import Interposer
 
 @pytest.fixture
 def rig(simdir):
-    r = run_cli("sim", "start")
+    r = run_cli("sim", "start", "--json")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -22,13 +22,13 @@ def _status(port):
 
 
 def test_cycle_and_sequence_run_for_the_named_drive(rig):
-    r = run_cli("power", "cycle", "--port", rig["port"], "--serial", rig["serial"], "--off-ms", "30",
+    r = run_cli("power", "cycle", "--json", "--port", rig["port"], "--serial", rig["serial"], "--off-ms", "30",
                 "--watchdog-ms", "5000")
     assert r.returncode == 0, r.stderr
     edges = json.loads(r.stdout)["edges"]
     assert [(e["output"], e["level"]) for e in edges] == [("12V", 0), ("12V", 1)]
     assert edges[1]["requested"] - edges[0]["requested"] == 30000 // 4
-    r = run_cli("power", "sequence", "--port", rig["port"], "--serial", rig["serial"], "--watchdog-ms", "5000",
+    r = run_cli("power", "sequence", "--json", "--port", rig["port"], "--serial", rig["serial"], "--watchdog-ms", "5000",
                 "--actions", '[{"output": "PERST", "level": 1, "after_us": 2000}, '
                              '{"output": "PERST", "level": 0, "after_us": 10000}]')
     assert r.returncode == 0, r.stderr

@@ -74,7 +74,7 @@ def test_check_refuses_a_voltage_out_of_tolerance_in_one_line(tmp_path):
 
 @pytest.fixture
 def rig(simdir):
-    r = run_cli("sim", "start")
+    r = run_cli("sim", "start", "--json")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 

@@ -188,7 +188,7 @@ def test_check_lists_the_power_loss_step_and_refuses_a_bad_one_in_one_line(tmp_p
 def weak_rig(simdir, monkeypatch):
     """A virtual rig whose drive finds a weak PLP capacitor at every cut (so there are losses to find)."""
     monkeypatch.setenv("POWERRIG_SIM_POWER", json.dumps({"defect_rate": 1.0}))
-    r = run_cli("sim", "start")
+    r = run_cli("sim", "start", "--json")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -312,7 +312,7 @@ def test_fsync_every_is_optional_and_an_unset_one_keeps_the_plan_s_hash():
 @pytest.fixture
 def healthy_rig(simdir, monkeypatch):
     monkeypatch.setenv("POWERRIG_SIM_POWER", json.dumps({"defect_rate": 0.0}))
-    r = run_cli("sim", "start")
+    r = run_cli("sim", "start", "--json")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 

@@ -95,7 +95,7 @@ def virtual(tmp_path_factory):
     environment on: the rig's launchers name the Python path, as a lab's prefix names its tools."""
     root = tmp_path_factory.mktemp("rigs")
     os.environ["POWERRIG_SIM_DIR"] = str(root)
-    r = run_cli("sim", "start", "--profile", "client-apst")
+    r = run_cli("sim", "start", "--json", "--profile", "client-apst")
     assert r.returncode == 0, r.stderr
     state = json.loads(r.stdout)
     # the rig's launchers run its tool files by path (they find powerrig themselves): no environment to

@@ -31,7 +31,7 @@ def rig(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("rigs")
     os.environ["POWERRIG_SIM_DIR"] = str(root)
-    r = run_cli("sim", "start", "--profile", "d5-p5336")
+    r = run_cli("sim", "start", "--json", "--profile", "d5-p5336")
     assert r.returncode == 0, r.stderr
     state = json.loads(r.stdout)
     yield state
@@ -153,11 +153,11 @@ def test_every_phase_is_on_the_timeline(session):
 
 def test_several_rigs_at_once_and_clean_errors(rig):
     """A second rig (another profile) runs beside the first; devices finds both; stop ends only it."""
-    r = run_cli("sim", "start", "--profile", "micron-fdp")
+    r = run_cli("sim", "start", "--json", "--profile", "micron-fdp")
     assert r.returncode == 0, r.stderr
     second = json.loads(r.stdout)
     assert second["port"] != rig["port"] and second["endpoint"] != rig["endpoint"]
-    listed = [json.loads(line)["id"] for line in run_cli("sim", "list").stdout.splitlines()]
+    listed = [json.loads(line)["id"] for line in run_cli("sim", "list", "--json").stdout.splitlines()]
     assert {rig["id"], second["id"]} <= set(listed)
     found = {d["port"] for d in json.loads(run_cli("devices", "--json").stdout)}
     assert {rig["port"], second["port"]} <= found
@@ -165,9 +165,9 @@ def test_several_rigs_at_once_and_clean_errors(rig):
     assert "MICRON" in nvme.id_ctrl(second["controller"]).mn.upper()
     r = run_cli("sim", "stop", second["id"])
     assert r.returncode == 0 and second["id"] in r.stdout
-    listed = [json.loads(line)["id"] for line in run_cli("sim", "list").stdout.splitlines()]
+    listed = [json.loads(line)["id"] for line in run_cli("sim", "list", "--json").stdout.splitlines()]
     assert second["id"] not in listed and rig["id"] in listed
-    bad = run_cli("sim", "start", "--profile", "no-such-drive")
+    bad = run_cli("sim", "start", "--json", "--profile", "no-such-drive")
     assert bad.returncode == 2
     from powerrig.sim import profile as profiles
     shipped = profiles.available()
@@ -192,11 +192,11 @@ def test_a_rig_started_by_a_killed_process_stops_itself(tmp_path, monkeypatch):
                               "print(json.dumps(rig.start('client-apst', owned=True)), flush=True)\n"
                               "time.sleep(600)\n"], stdout=subprocess.PIPE, text=True)
     state = json.loads(owner.stdout.readline())
-    assert [json.loads(line)["id"] for line in run_cli("sim", "list").stdout.splitlines()] == [state["id"]]
+    assert [json.loads(line)["id"] for line in run_cli("sim", "list", "--json").stdout.splitlines()] == [state["id"]]
     owner.send_signal(signal.SIGKILL)
     owner.wait(timeout=10)
     deadline = time.monotonic() + 15
     while os.path.exists(f"/proc/{state['pid']}") and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not os.path.exists(f"/proc/{state['pid']}") or open(f"/proc/{state['pid']}/stat").read().split()[2] == "Z"
-    assert run_cli("sim", "list").stdout.strip() == ""
+    assert run_cli("sim", "list", "--json").stdout.strip() == ""

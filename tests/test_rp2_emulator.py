@@ -296,7 +296,7 @@ def test_rp2_emulator_sweep_step_stores_the_waveforms_power(board, streamed, tmp
     from powerrig.results import ResultStore
 
     monkeypatch.setenv("POWERRIG_SIM_DIR", str(tmp_path / "sim"))
-    r = run_cli("sim", "start")
+    r = run_cli("sim", "start", "--json")
     assert r.returncode == 0, r.stderr
     ssd = json.loads(r.stdout)
     try:

@@ -295,7 +295,7 @@ rw = "read"
 @pytest.fixture
 def running_rig(simdir):
     import json
-    r = run_cli("sim", "start", "--profile", "micron-fdp")
+    r = run_cli("sim", "start", "--json", "--profile", "micron-fdp")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 

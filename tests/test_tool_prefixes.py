@@ -131,7 +131,7 @@ def test_the_virtual_rigs_tools_are_one_program_each(tmp_path):
 
 def test_a_started_virtual_rig_publishes_programs(simdir):
     """`powerrig sim start`: the state's nvme and fio pass check_program as they are."""
-    r = run_cli("sim", "start", "--profile", "client-apst")
+    r = run_cli("sim", "start", "--json", "--profile", "client-apst")
     assert r.returncode == 0, r.stderr
     st = json.loads(r.stdout)
     for tool in ("nvme", "fio"):

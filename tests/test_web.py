@@ -47,7 +47,7 @@ def test_run_step_curves_and_compare_pages(site):
     assert len(rows) == 4
     assert "10.00" in rows[1] and "1000.0" in rows[1] and "100.00" in rows[1] and "1 pass" in rows[1]
     assert '<figure id="run-chart"><svg' in html
-    step = client.get(f"/run/{a}/step/1").get_data(as_text=True)
+    step = client.get(f"/run/{a}/step/2").get_data(as_text=True)
     assert "OCP PCM-1" in step and "25.000" in step and 'class="l pass"' in step
     curves = client.get(f"/curves?plan={parse(PLAN).hash}&drive=SN1").get_data(as_text=True)
     assert curves.count("<svg") == 1 and f'href="/run/{a}"' in curves and f'href="/run/{b}"' in curves
@@ -156,16 +156,16 @@ def test_a_run_page_with_many_steps_pages_them_and_compare_takes_run_ids(site):
              repetition=0, status="done", attempts=1) for k in range(120)]))
     html = client.get(f"/run/{many}").get_data(as_text=True)
     steps = [int(x) for x in re.findall(rf'class="step-link" href="/run/{many}/step/(\d+)"', html)]
-    assert steps == list(range(50)) and _link(html, "prev-page") is None
+    assert steps == list(range(1, 51)) and _link(html, "prev-page") is None
     assert html.count("<option") <= 50 and re.search(r'<input[^>]*name="b"', html)
     nxt = client.get(_link(html, "next-page")).get_data(as_text=True)
-    assert [int(x) for x in re.findall(rf'class="step-link" href="/run/{many}/step/(\d+)"', nxt)] == list(range(50, 100))
+    assert [int(x) for x in re.findall(rf'class="step-link" href="/run/{many}/step/(\d+)"', nxt)] == list(range(51, 101))
     last = client.get(_link(nxt, "next-page")).get_data(as_text=True)
-    assert [int(x) for x in re.findall(rf'class="step-link" href="/run/{many}/step/(\d+)"', last)] == list(range(100, 120))
+    assert [int(x) for x in re.findall(rf'class="step-link" href="/run/{many}/step/(\d+)"', last)] == list(range(101, 121))
     assert _link(last, "next-page") is None
     back = client.get(_link(last, "prev-page")).get_data(as_text=True)
-    assert [int(x) for x in re.findall(rf'class="step-link" href="/run/{many}/step/(\d+)"', back)] == list(range(50, 100))
-    assert "step 119" in client.get(f"/run/{many}/step/119").get_data(as_text=True)
+    assert [int(x) for x in re.findall(rf'class="step-link" href="/run/{many}/step/(\d+)"', back)] == list(range(51, 101))
+    assert "step 119" in client.get(f"/run/{many}/step/120").get_data(as_text=True)
     cmp = client.get(f"/compare?a={a}&b={b}").get_data(as_text=True)          # compare, by run id
     assert "ps0/seq-read/r1" in cmp and "-2.00" in cmp
 
@@ -186,7 +186,7 @@ def test_a_step_page_shows_the_referee_s_claims_beside_the_slot_with_plots(resul
                             "workload": s.workload.name, "repetition": 0, "status": "done", "params": "{}"}, [], ms)
     writer.set_run_status(run, "done")
     client = create_app(ResultStore(results_db, read_only=True)).test_client()
-    page = client.get(f"/run/{run}/step/{s.index}").get_data(as_text=True)
+    page = client.get(f"/run/{run}/step/{s.index + 1}").get_data(as_text=True)
     sec = page[page.index('id="referee"'):page.index('id="phases"')]
     table = sec[sec.index('id="referee-table"'):sec.index("</table>")]
     row = re.search(r"<tr><td[^>]*>ipm</td>.*?</tr>", table, re.S).group(0)
@@ -199,5 +199,5 @@ def test_a_step_page_shows_the_referee_s_claims_beside_the_slot_with_plots(resul
     assert "slot: mean over the second before each poll" in ipm_svg and "drive: SMART IPM" in ipm_svg
     assert len(re.findall(r'<g id="line2d_\d+">\s*<path', ipm_svg)) >= 2       # two series drawn, not an empty axis
     assert sec.count('id="patch_') > 20              # the histograms' bars
-    plain = client.get(f"/run/{run}/step/0").get_data(as_text=True)
+    plain = client.get(f"/run/{run}/step/1").get_data(as_text=True)
     assert 'id="referee"' not in plain               # a step without claims has no such section

@@ -137,7 +137,7 @@ def test_click_through_run_step_chart_in_chromium(served, browser, tmp_path):
     assert chart.size["width"] > 300 and chart.size["height"] > 150
     _shot(browser, tmp_path, "run")
     rows[1].find_element(By.CSS_SELECTOR, "a.step-link").click()
-    assert re.search(r"/run/\d+/step/1$", browser.current_url)
+    assert re.search(r"/run/\d+/step/2$", browser.current_url)     # as the page numbers it
     names = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#measurements td:first-child")]
     assert "power.mean" in names and "efficiency.mib_s_per_w" in names, names
     _shot(browser, tmp_path, "step")

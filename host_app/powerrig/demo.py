@@ -9,10 +9,10 @@ from __future__ import annotations
 import sys
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     from powerrig.sweep.demo import main as sweep_demo
 
-    return sweep_demo()
+    return sweep_demo(argv)
 
 
 if __name__ == "__main__":

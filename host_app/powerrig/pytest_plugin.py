@@ -298,8 +298,8 @@ def _asdict(x):
 
 @pytest.fixture(scope="session")
 def results(request):
-    from powerrig.results import DEFAULT_DB, ResultStore
-    return ResultStore(_opt(request.config, "--powerrig-results") or DEFAULT_DB)
+    from powerrig.results import ResultStore
+    return ResultStore(_opt(request.config, "--powerrig-results"))     # None: the user's store (core/paths.py)
 
 
 def pytest_generate_tests(metafunc):

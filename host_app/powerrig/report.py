@@ -25,12 +25,15 @@ STATUS_COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "partial": "#9a6700", "i
                   "n/a": "#57606a", "info": "#0969da"}
 
 
-def write_report(capture: str | Path, out_dir: str | Path | None = None, on_warning=None) -> Path:
+def write_report(capture: str | Path, out_dir: str | Path | None = None, on_warning=None,
+                 window: tuple[str | None, str | None] | None = None) -> Path:
     """Analyse a capture and write report.html, phases.csv, analysis PNGs into out_dir.
 
     The capture file is only read (one not closed cleanly is recovered from a temporary copy).
     ``on_warning(line)`` is called with each one-line alert about the capture itself (cut short, not
-    closed, a recording that got less than was asked), which the HTML shows in a box at the top."""
+    closed, a recording that got less than was asked), which the HTML shows in a box at the top.
+    ``window``: (from, to), each seconds from the capture's start or a phase's or marker's name (None:
+    the capture's start or end); the report is of that stretch alone (capture/window.py)."""
     capture = Path(capture)
     out = Path(out_dir) if out_dir else capture.with_suffix("").with_name(capture.stem + "_report")
     with CaptureReader(capture) as cap:
@@ -41,6 +44,12 @@ def write_report(capture: str | Path, out_dir: str | Path | None = None, on_warn
         if cap.length == 0:
             raise CaptureError(f"capture {capture} holds no intervals (the recording stopped before its first "
                                "data reached the file): nothing to report; record again")
+        if window and any(v is not None for v in window):
+            from powerrig.capture.window import CaptureWindow, bound_s
+            cap = CaptureWindow(cap, *(None if v is None else bound_s(cap, v, end=k == 1) for k, v in enumerate(window)))
+            w = cap.metadata["window"]
+            if not out_dir:
+                out = capture.with_name(f"{capture.stem}_report_{w['from_s']:.3f}-{w['to_s']:.3f}s")
         try:
             owned.owned_dir(out, top=True)
         except OSError as e:
@@ -195,6 +204,13 @@ def _table(headers, rows) -> str:
     return f"<table><thead><tr>{h}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _window_facts(meta: dict) -> list[str]:
+    """A window's place in its capture (`powerrig report --from/--to`): the times below count from it."""
+    w = meta.get("window")
+    return [f"window {w['from_s']:.3f} – {w['to_s']:.3f} s of the {w['capture_s']:.3f} s capture "
+            "(times here from the window's start)"] if w else []
+
+
 def _recording_facts(cap: CaptureReader) -> list[str]:
     """Asked / covered / why it ended, for the summary line (empty without recorder metadata)."""
     rec = cap.recording
@@ -229,7 +245,7 @@ def _html(cap: CaptureReader, a: Analysis, plots: dict, alerts: list[str] = ()) 
     if alerts:
         parts.append("<div class='alert'><b>This capture is not what it seems at first sight</b><ul>"
                      + "".join(f"<li>{html.escape(x)}</li>" for x in alerts) + "</ul></div>")
-    parts += ["<p>" + " · ".join([f"duration {cap.duration_s:.3f} s", *_recording_facts(cap), f"interval {cap.interval_s * 1e6:g} us",
+    parts += ["<p>" + " · ".join([f"duration {cap.duration_s:.3f} s", *_window_facts(meta), *_recording_facts(cap), f"interval {cap.interval_s * 1e6:g} us",
                                   f"rails {', '.join(cap.rails)}", f"events {len(cap.events)}",
                                   f"gaps {len(cap.gaps)} ({a.info['lost_s']:.3f} s lost)",
                                   f"drive {html.escape(str(idc.get('mn', drive.get('model', '?'))).strip())} "

@@ -53,9 +53,9 @@ def grid(rails: list[str], vf, if_) -> list[Point]:
 
 
 def measure(points: list[Point], ref, win: StreamWindows, channels: dict[str, int], seconds: float,
-            settle_s: float = 0.15, progress=None) -> None:
+            settle_s: float = 0.15, progress=None, label: str = "point") -> None:
     """Fill each point's readings: set, settle, one timed acquisition on the reference, the same host
-    window from the interposer."""
+    window from the interposer. ``label`` says in the progress line what the point is for."""
     import time
 
     chs = [channels[r] for r in win.rails]
@@ -80,8 +80,15 @@ def measure(points: list[Point], ref, win: StreamWindows, channels: dict[str, in
                     raise
                 log.warning("point %d: %s; measuring it again", n + 1, e)
         if progress:
-            progress(f"point {n + 1}/{len(points)}: " + "  ".join(
-                f"{r} {p.reference[r][0]:.4f} V {p.reference[r][1]:.4f} A" for r in win.rails))
+            progress(f"{label} {n + 1}/{len(points)}: reference " + "  ".join(
+                f"{r} {p.reference[r][0]:.4f} V {p.reference[r][1]:.4f} A" for r in win.rails)
+                + "; interposer off by " + "  ".join(
+                f"{r} {_pct(p.interposer[r][0], p.reference[r][0]):+.3f}% V {_pct(p.interposer[r][1], p.reference[r][1]):+.3f}% A"
+                for r in win.rails))
+
+
+def _pct(got: float, ref: float) -> float:
+    return 100.0 * (got - ref) / ref if ref else 0.0
 
 
 def _check_range(rail: str, ref: tuple[float, float], dut: tuple[float, ...]) -> None:
@@ -153,8 +160,8 @@ def calibrate(dev, ref, channels: dict[str, int], seconds: float = 0.3, max_resi
                                       "--channels RAIL=N,...")
             fit_pts, ver_before = grid(rails, FIT_V, FIT_I), grid(rails, VERIFY_V, VERIFY_I)
             say(f"measuring {len(fit_pts)} fit points and {len(ver_before)} verification points, {seconds:g} s each")
-            measure(fit_pts, ref, win, channels, seconds, progress=say)
-            measure(ver_before, ref, win, channels, seconds, progress=say)
+            measure(fit_pts, ref, win, channels, seconds, progress=say, label="fit point")
+            measure(ver_before, ref, win, channels, seconds, progress=say, label="check before writing")
         fits = {}
         for r in rails:
             for k, q in enumerate(("v", "i")):
@@ -176,7 +183,7 @@ def calibrate(dev, ref, channels: dict[str, int], seconds: float = 0.3, max_resi
         dev.set_calibration(new, save=True)
         try:
             with StreamWindows(dev) as win:
-                measure(ver_after, ref, win, channels, seconds, progress=say)
+                measure(ver_after, ref, win, channels, seconds, progress=say, label="check after writing")
             after = errors(ver_after, rails)
             worst = max(after.values(), key=lambda e: e["max_abs_pct"])
             if worst["max_abs_pct"] > verify_limit_pct:

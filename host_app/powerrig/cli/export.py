@@ -15,7 +15,7 @@ def register(sub) -> None:
     p = sub.add_parser("export", help="export a capture as a sigrok session (.sr) or CSV; print the decoders folder",
                        description="Export a capture (or the part --from/--to, in seconds from its start) for other "
                                    "tools. See docs/sigrok.md.")
-    p.add_argument("capture", nargs="?", help="capture file (.jls) written by `powerrig record`")
+    p.add_argument("capture", nargs="?", help="capture file (.jls) written by `powerrig record`, or `latest` (your newest)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--sigrok", action="store_true", help="write a sigrok session (.sr) for PulseView / sigrok-cli")
     fmt.add_argument("--csv", action="store_true", help="write a CSV table: time and every signal, one row per interval")
@@ -23,7 +23,8 @@ def register(sub) -> None:
                      help="print the folder of powerrig's sigrok decoders (put it in SIGROKDECODE_DIR) and exit")
     p.add_argument("--from", dest="from_s", type=float, metavar="T", help="start, seconds from the capture's start")
     p.add_argument("--to", dest="to_s", type=float, metavar="T", help="end, seconds from the capture's start")
-    p.add_argument("--out", help="output file (.sr for --sigrok, .csv for --csv)")
+    p.add_argument("--out", help="output file (.sr for --sigrok, .csv for --csv; default: beside the capture, "
+                                 "its name with that suffix)")
     p.set_defaults(func=run)
 
 
@@ -36,8 +37,13 @@ def run(args) -> int:
         raise UsageError("export needs a CAPTURE file: powerrig export --sigrok CAPTURE --out FILE.sr")
     if not (args.sigrok or args.csv):
         raise UsageError("say what to export: --sigrok (a .sr session) or --csv (a table)")
-    if not args.out:
-        raise UsageError(f"--out is required: the file to write (.{'sr' if args.sigrok else 'csv'})")
+    from pathlib import Path
+
+    from powerrig.cli.report import capture_path
+
+    args.capture = str(capture_path(args.capture))
+    if not args.out:                    # beside the capture, which is where its report goes too
+        args.out = str(Path(args.capture).with_suffix(".sr" if args.sigrok else ".csv"))
     if args.sigrok:
         from powerrig.export.sigrok import export_sigrok
         res = export_sigrok(args.capture, args.out, args.from_s, args.to_s)

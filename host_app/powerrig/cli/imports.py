@@ -26,7 +26,8 @@ def register(sub) -> None:
     cs.add_argument("csv", help="the meter's CSV file")
     cs.add_argument("--mapping", required=True, help="TOML mapping: time column and base, each rail's V and I columns")
     for q in (js, cs):
-        q.add_argument("--out", required=True, help="the capture to write (.jls; never overwritten)")
+        q.add_argument("--out", default=None, help="the capture to write (.jls; never overwritten; default: a new "
+                                                   "file in ~/.local/share/powerrig/captures)")
         q.add_argument("--events", action="append", default=[], metavar="FILE",
                        help="events to merge: powerrig's run log (JSONL) or fio --output-format=json output")
     js.add_argument("--interval-us", type=int, default=1000, help="capture interval (default 1000 us)")
@@ -62,6 +63,9 @@ def run(args) -> int:
         interval_s = prov["resampling"]["interval_s"]
         rails = list(mapping["rails"])
     prov["events"] = list(args.events)
+    if args.out is None:
+        from powerrig.core import paths
+        args.out = str(paths.new_file(paths.captures_dir(), "import", ".jls"))
     out = write_import(args.out, t0, interval_s, rails, cols, sampling, events, prov)
     n = len(cols["p"])
     bad = prov.get("invalid_samples", 0)

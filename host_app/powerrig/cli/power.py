@@ -26,7 +26,8 @@ def register(sub) -> None:
                                    "drive named by --serial. off holds power off while it runs; on restores; "
                                    "cycle cuts for --off-ms; sequence runs --actions.")
     p.add_argument("action", choices=("off", "on", "cycle", "sequence"))
-    p.add_argument("--port", required=True, help="serial port of the interposer (a virtual rig's pty works)")
+    p.add_argument("--port", required=True,
+                   help="serial port of the interposer, or `sim` for your running virtual rig (`powerrig sim start`)")
     p.add_argument("--serial", required=True, help="serial number of the drive in the slot (checked with nvme-cli)")
     p.add_argument("--device", default=None, help="the drive's controller, e.g. /dev/nvme0 (a virtual rig names its own)")
     p.add_argument("--off-ms", type=float, default=100.0, help="cycle: how long power stays off (default 100)")
@@ -36,6 +37,8 @@ def register(sub) -> None:
                         '{"output": "12V", "level": 1, "after_us": 50000}]\', or @FILE')
     p.add_argument("--watchdog-ms", type=int, default=1000,
                    help="the interposer restores power after this long without word from the host (10..60000)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (edges with sample indices, "
+                                                        "hold-up and inrush figures) instead of text")
     p.set_defaults(func=cmd_power)
 
 
@@ -79,6 +82,7 @@ def rig_for_port(port: str, device: str | None) -> tuple[dict, str]:
 
 
 def cmd_power(args) -> int:
+    from powerrig.cli._ports import resolve_port
     from powerrig.dut import destructive, runners
     from powerrig.interposer.client import Interposer
 
@@ -87,18 +91,71 @@ def cmd_power(args) -> int:
     if args.seconds is not None and not 0 < args.seconds < 1e6:
         raise OptionError(f"--seconds must be a positive number of seconds, not {args.seconds:g}")
     actions = _actions(args)
-    rig, controller = rig_for_port(args.port, args.device)
+    port = resolve_port(args.port, need_rig="a power action (the drive it switches)")
+    rig, controller = rig_for_port(port, args.device)
     nvme, _fio = runners(rig)
-    with Interposer.open(args.port) as dev:
+    with Interposer.open(port) as dev:
         try:
-            edges = destructive.power(nvme, controller, args.serial, dev, actions, args.watchdog_ms)
-            print(json.dumps({"action": args.action, "edges": edges}), flush=True)
+            if args.action == "cycle":
+                done = _cycle(dev, nvme, controller, args.serial, actions, args.watchdog_ms)
+            else:
+                done = {"edges": destructive.power(nvme, controller, args.serial, dev, actions, args.watchdog_ms)}
+            done = {"action": args.action, **done}
+            print(json.dumps(done) if args.json else "\n".join(said(done)), flush=True)
             if args.action == "off":
                 _hold(args.seconds)
         finally:
             if dev.power_status().get("enabled"):
                 destructive.power_release(dev)    # the safe state, power actions off for the session
     return 0
+
+
+def _cycle(dev, nvme, controller: str, serial: str, actions: list[dict], watchdog_ms: int) -> dict:
+    """The cut and restore measured as the desktop app's power panel and a power-loss sweep measure them
+    (powerrig.sweep.power_loss): a raw 4 us burst around the restore gives the hold-up after the cut and
+    the inrush at the restore. The guard's session first; the edges as the interposer executed them."""
+    from powerrig.dut import destructive
+    from powerrig.sweep.plan import PowerLoss
+    from powerrig.sweep.power_loss import BURST_WAIT_S, arm_burst, burst_figures, run_sequence
+
+    destructive.power_session(nvme, controller, serial, dev, watchdog_ms)
+    span_s = sum(a.get("after_us", 0) for a in actions) / 1e6
+    burst = arm_burst(dev, actions[-1]["after_us"], PowerLoss.inrush_trigger_w, BURST_WAIT_S + span_s)
+    edges, _utc, _rtt = run_sequence(dev, actions, 5.0 + span_s)
+    figures = burst_figures(burst, True, PowerLoss.holdup_threshold_v, edges)
+    return {"edges": edges, "holdup_threshold_v": PowerLoss.holdup_threshold_v, **figures}
+
+
+SAMPLE_MS = 0.004           # one interposer sample: the edges' indices are samples on its clock
+
+
+def said(done: dict) -> list[str]:
+    """The action in words: each edge at its time from the first (ms on the interposer's clock), and for
+    a cycle the hold-up and inrush, or why one is missing."""
+    from powerrig.sweep.power_loss import edge_name
+
+    edges = done["edges"]
+    first = edges[0]["index"] if edges else 0
+    out = [f"power {done['action']}: {len(edges)} edge(s) executed on the interposer's clock"]
+    for e in edges:
+        late = (e["index"] - e["requested"]) * SAMPLE_MS if e.get("requested") is not None else 0.0
+        note = f" ({late:+.3f} ms from its plan)" if abs(late) >= SAMPLE_MS else ""
+        out.append(f"  {(e['index'] - first) * SAMPLE_MS:9.3f} ms  {edge_name(e)}"
+                   f"{note}")
+    if done["action"] != "cycle":
+        return out
+    if done.get("holdup_s") is not None:
+        out.append(f"hold-up: {done['holdup_s'] * 1e3:.3f} ms (from the cut until the drive side's 12 V fell "
+                   f"below {done['holdup_threshold_v']:g} V)")
+    else:
+        out.append(f"hold-up: not measured ({done.get('holdup_reason') or done.get('burst_error') or 'no reason given'})")
+    if done.get("inrush_peak_a") is not None:
+        charge = done.get("inrush_charge_c")
+        out.append(f"inrush:  {done['inrush_peak_a']:.2f} A peak on 12 V"
+                   + (f", {charge * 1e3:.3f} mC while it settles" if charge is not None else ""))
+    else:
+        out.append(f"inrush:  not measured ({done.get('burst_error') or 'no rise found after the restore'})")
+    return out
 
 
 def _hold(seconds: float | None) -> None:

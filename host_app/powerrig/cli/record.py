@@ -1,7 +1,11 @@
-"""`powerrig record --port PORT --out FILE [--seconds N] [--interval-us US]`: stream to a capture.
+"""`powerrig record --port PORT [--out FILE] [--seconds N] [-- WORKLOAD COMMAND...]`: stream to a capture.
 
 Records through the one recorder (powerrig.capture.recorder); Ctrl-C and SIGTERM end it cleanly,
-with the capture's close record written and the reason it ended in its metadata.
+with the capture's close record written and the reason it ended in its metadata. Given a workload
+command after ``--`` (``-- fio job.fio``), it records an idle lead-in, runs the command, records an idle
+tail and stops; the three are phases in the capture ("idle before", "workload: fio job.fio", "idle
+after"), so the report gives idle and active watts and the energy of each, as it does for a sweep's
+step. Without --out the capture goes to your captures folder (core/paths.py).
 """
 from __future__ import annotations
 
@@ -13,34 +17,59 @@ from powerrig.core.errors import CaptureError, LinkError
 
 
 def register(sub) -> None:
-    p = sub.add_parser("record", help="record the interposer's stream to a capture file (.jls)")
+    p = sub.add_parser("record", help="record the interposer's stream to a capture file (.jls), optionally "
+                                      "around a workload command",
+                       description="Record the rails to a capture. After `--`, a workload command to run during "
+                                   "the recording, between idle windows of --idle-s, each a phase of the capture: "
+                                   "powerrig record --port sim -- fio fixtures/jobs/seq-read-128k.fio")
     p.add_argument("--port", default=None,
-                   help="serial port of the interposer (or a simulator's pty), or `sim` to start a virtual one")
+                   help="serial port of the interposer (or a simulator's pty), or `sim` for your running virtual "
+                        "rig (its fio and nvme come first on the workload's PATH)")
     p.add_argument("--source", default="interposer", metavar="SPEC",
                    help="what measures the rails (default: the interposer on --port): n6705c:RESOURCE[,12V=1,3V3=2] "
                         "or joulescope:12V=SERIAL,3V3=SERIAL (docs/lab-instruments.md)")
     p.add_argument("--visa-backend", default="@py", help="pyvisa backend for an n6705c source (default @py, pyvisa-py; "
                                                            "'' for the system VISA)")
-    p.add_argument("--out", required=True, help="capture file to write (.jls)")
-    p.add_argument("--seconds", type=float, default=None, help="stop after this much device time (default: until Ctrl-C)")
+    p.add_argument("--out", default=None, help="capture file to write (.jls; default: a new file in "
+                                               "~/.local/share/powerrig/captures)")
+    p.add_argument("--seconds", type=float, default=None,
+                   help="stop after this much device time (default: until Ctrl-C, or the workload's end)")
+    p.add_argument("--idle-s", type=float, default=2.0,
+                   help="with a workload: idle seconds recorded before and after it (default 2)")
+    p.add_argument("--drive", default=None, metavar="CONTROLLER",
+                   help="the drive's controller (e.g. /dev/nvme0): its identity (model, serial, firmware) is read "
+                        "with nvme-cli into the capture; a virtual rig's drive is read without it")
     p.add_argument("--interval-us", type=int, default=None, help="interval length in us (default: the device's)")
     p.add_argument("--rails", default=None, help="comma-separated rails (default: all the device has)")
+    p.add_argument("workload", nargs="*", metavar="-- COMMAND",
+                   help="a workload to run while recording, after `--` (e.g. -- fio job.fio)")
     opt.add_reply_timeout(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from powerrig.capture.recorder import Recorder
+    from powerrig.cli._ports import SIM_PORT, resolve_port, started_rig
+    from powerrig.core import paths
+    from powerrig.core.timeline import Timeline
     from powerrig.interposer.client import Interposer
-    from powerrig.cli._ports import resolve_port
 
-    out = _check_out(args.out)
+    workload = [w for w in args.workload]
+    if workload and workload[0] == "--":
+        workload = workload[1:]
+    if workload and args.seconds is not None:
+        raise opt.OptionError("give --seconds or a workload command, not both: with a workload the recording "
+                              "ends --idle-s after the command")
+    if workload and not (0 <= args.idle_s <= 3600):
+        raise opt.OptionError(f"--idle-s must be within 0..3600 seconds, not {args.idle_s:g}")
+    out = _check_out(args.out) if args.out else paths.new_file(paths.captures_dir(), "record", ".jls")
     seconds = opt.seconds(args.seconds, hint=" (leave it out to record until Ctrl-C)")
     interval = opt.interval_us(args.interval_us)
     rails = opt.rails(args.rails)
     reply_timeout = opt.reply_timeout(args.reply_timeout)
     live = opt.LiveLine()
     t0 = time.monotonic()
+    rig = started_rig() if args.port == SIM_PORT else None
     if args.source != "interposer":
         from powerrig.sources import open_source
         opened = open_source(args.source, backend=args.visa_backend or None)
@@ -48,13 +77,21 @@ def run(args) -> int:
         raise CaptureError("record needs --port (the interposer's serial port, or `sim`) or --source SPEC")
     else:
         opened = Interposer.open(resolve_port(args.port), timeout=reply_timeout)
+    tl = Timeline()
     with opened as dev:
         meta = {"device": dev.description, "calibration": dev.description.get("calibration"), "port": args.port,
                 "command": ["powerrig", "record", *sys.argv[2:]]}
-        rec = Recorder(dev, out, interval_us=interval, rails=rails, seconds=seconds, metadata=meta,
+        drive = _drive_identity(rig, args.drive, tl)
+        if drive:
+            meta["drive"] = drive
+        rec = Recorder(dev, out, interval_us=interval, rails=rails, seconds=seconds, metadata=meta, timeline=tl,
                        on_progress=lambda p: live.show(_live_text(p)))
         with opt.stop_on_signals(rec.stop) as caught:
-            res = rec.run()
+            if workload:
+                rc = _around_workload(rec, tl, workload, args.idle_s, rig, live)
+                res = rec.wait(60.0)
+            else:
+                rc, res = 0, rec.run()
     live.end()
     print(_result_text(res, time.monotonic() - t0))
     if res.end_reason == "interrupted" and seconds is not None and res.covered_s < seconds:
@@ -67,7 +104,85 @@ def run(args) -> int:
     if res.end_reason == "error":
         said = "" if str(out) in (res.error or "") else f" (the capture {out} is closed and holds what came before)"
         raise CaptureError(f"{res.error}{said}")
+    print(f"next: powerrig report {out}   (or `powerrig report latest`)", file=sys.stderr)
+    if rc:
+        print(f"powerrig: error: the workload exited with status {rc}; {out} holds the recording around it",
+              file=sys.stderr)
+        return rc if 0 < rc < 126 else 1
     return 0
+
+
+def _drive_identity(rig: dict | None, controller: str | None, tl) -> dict | None:
+    """The drive's identity for the capture (the report's "drive MN SN"): the virtual rig's own drive, or
+    --drive read with this host's nvme-cli. An identity that cannot be read is a warning, not a lost run."""
+    if rig is None and not controller:
+        return None
+    from dataclasses import asdict
+
+    from powerrig.core.errors import PowerrigError
+    from powerrig.dut import runners
+
+    nvme, _fio = runners({"nvme": rig["nvme"], "host": rig["host"]} if rig else {}, tl)
+    ctrl = controller or rig.get("controller", "/dev/nvme0")
+    try:
+        ident = nvme.id_ctrl(ctrl)
+    except PowerrigError as e:
+        print(f"powerrig: warning: the drive's identity was not read ({e}); the capture names no drive",
+              file=sys.stderr)
+        return None
+    return {"controller": ctrl, "id_ctrl": asdict(ident), "mn": ident.mn.strip(), "sn": ident.sn.strip()}
+
+
+def _around_workload(rec, tl, command: list[str], idle_s: float, rig: dict | None, live) -> int:
+    """Idle, the command, idle: each a phase on the capture's timeline (host UTC, placed on the samples
+    by the capture's clock). The recording starts first and its first block is waited for, so the idle
+    lead-in is inside it. The command's exit status, or 130 when a signal stopped the recording."""
+    import os
+    import shlex
+    import subprocess
+    import threading
+
+    from powerrig.core.timeline import PHASE
+
+    first = threading.Event()
+    shown = rec.on_progress
+
+    def progress(p):
+        first.set()
+        shown(p)
+    rec.on_progress = progress
+    rec.start()
+    first.wait(30.0)                    # a stream that never starts ends the recorder with its reason
+    env = dict(os.environ)
+    if rig is not None:                 # the virtual rig's fio and nvme, as a bench's are on its PATH
+        env["PATH"] = os.pathsep.join([os.path.dirname(rig["fio"][0]), env.get("PATH", "")])
+        live.end()
+        print(f"powerrig: the workload runs with virtual rig {rig['id']}'s fio and nvme first on PATH",
+              file=sys.stderr, flush=True)
+
+    def idle(name: str) -> None:
+        if idle_s > 0 and not rec.stop_event.is_set():
+            ev = tl.begin(PHASE, name, meta={"idle": True})
+            rec.stop_event.wait(idle_s)
+            tl.end(ev)
+
+    idle("idle before")
+    rc = 130
+    if not rec.stop_event.is_set():
+        ev = tl.begin(PHASE, f"workload: {shlex.join(command)}", argv=list(command), meta={"command": list(command)})
+        try:
+            rc = subprocess.run(command, env=env).returncode
+        except OSError as e:
+            tl.end(ev, ok=False, error=str(e))
+            if not rec.stop_event.is_set():
+                rec.stop("stopped")
+            raise CaptureError(f"the workload {shlex.join(command)} could not start: {e.strerror or e}") from None
+        live.end()
+        tl.end(ev, ok=rc == 0, error=None if rc == 0 else f"exit status {rc}", returncode=rc)
+        idle("idle after")
+    if not rec.stop_event.is_set():     # (a signal's stop keeps its reason, "interrupted")
+        rec.stop("stopped")
+    return rc
 
 
 def _check_out(path: str):

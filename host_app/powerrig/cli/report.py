@@ -13,10 +13,18 @@ from powerrig.core.errors import PowerrigError
 def register(sub) -> None:
     p = sub.add_parser("report", help="HTML report of a capture, or of a sweep run (by its id)")
     p.add_argument("target", metavar="CAPTURE|RUN",
-                   help="capture file (.jls) written by `powerrig record`, or a sweep run id (`powerrig results list`)")
+                   help="capture file (.jls) written by `powerrig record`, `latest` (your newest capture), or a sweep run "
+                        "id (`powerrig results list`)")
     p.add_argument("--out", help="output folder (default: <capture>_report next to the capture; for a run, "
                                  "the run's output folder /report)")
-    p.add_argument("--db", default=None, help="results database of the run (default out/results/powerrig.sqlite)")
+    p.add_argument("--db", default=None, help="results database of the run (default: your results store, ~/.local/share/powerrig/results.sqlite)")
+    p.add_argument("--from", dest="from_", metavar="T|NAME", default=None,
+                   help="for a capture: report from here, seconds from its start or the name of a phase, command "
+                        "or marker (its start)")
+    p.add_argument("--to", metavar="T|NAME", default=None,
+                   help="for a capture: report up to here, seconds from its start or a name (its end)")
+    p.add_argument("--phase", metavar="NAME", default=None,
+                   help="for a capture: report one phase or marker alone (the same as --from NAME --to NAME)")
     p.add_argument("--no-capture-reports", action="store_true",
                    help="for a run: do not write each step's capture report (the report shows the command instead)")
     p.set_defaults(func=run)
@@ -38,16 +46,36 @@ def sweep_report(db: str | None, run_id: int, out: str | None, capture_reports: 
     return write_sweep_report(open_existing(db), run_id, out, one if capture_reports else None)
 
 
+def capture_path(target: str) -> Path:
+    """A capture named on the command line: a file, or `latest`, the newest in your captures folder."""
+    from powerrig.core import paths
+
+    if target == paths.LATEST and not Path(target).exists():
+        found = paths.latest_capture()
+        if found is None:
+            raise PowerrigError(f"`latest`: no capture in {paths.captures_dir()} yet (`powerrig record` makes one)")
+        print(f"powerrig: latest capture: {found}", file=sys.stderr)
+        return found
+    return Path(target)
+
+
 def run(args) -> int:
     if is_run_id(args.target):
+        if args.phase or args.from_ or args.to:
+            raise PowerrigError("--from, --to and --phase are for a capture; a run's steps each have a capture "
+                                "(`powerrig results steps RUN`, then `powerrig report CAPTURE --phase NAME`)")
         path = sweep_report(args.db, int(args.target), args.out, not args.no_capture_reports)
         print(path)
         return 0
-    if not Path(args.target).exists():
+    window = (args.phase, args.phase) if args.phase else (args.from_, args.to)
+    if args.phase and (args.from_ or args.to):
+        raise PowerrigError("give --phase NAME, or --from and --to, not both")
+    target = capture_path(args.target)
+    if not target.exists():
         raise PowerrigError(f"{args.target}: no such capture file, and not a run id (a number from "
-                            "`powerrig results list`)")
+                            "`powerrig results list`) nor `latest`")
     from powerrig.report import write_report
-    path = write_report(args.target, args.out,
+    path = write_report(target, args.out, window=window,
                         on_warning=lambda line: print(f"powerrig: warning: {line}", file=sys.stderr))
     print(f"report: {path}  (table: {path.with_name('phases.csv')})", file=sys.stderr)
     return 0

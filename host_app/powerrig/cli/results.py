@@ -13,15 +13,24 @@ import time
 
 def register(sub) -> None:
     p = sub.add_parser("results", help="list, compare and export sweep results")
-    p.add_argument("--db", default=None, help="results database: a SQLite file (default out/results/powerrig.sqlite) "
+    p.add_argument("--db", default=None, help="results database: a SQLite file "
+                                              "(default: your results store, ~/.local/share/powerrig/results.sqlite, XDG_DATA_HOME) "
                                               "or a SQLAlchemy URL such as postgresql://user@host/db")
     rs = p.add_subparsers(dest="results_cmd", metavar="ACTION", required=True)
     rs.add_parser("list", help="runs in the database")
     s = rs.add_parser("steps", help="the steps of a run with W, MiB/s and MiB/s/W")
     s.add_argument("run", type=int)
-    c = rs.add_parser("compare", help="two runs side by side (the steps they share)")
-    c.add_argument("run_a", type=int)
-    c.add_argument("run_b", type=int)
+    c = rs.add_parser("compare", help="two runs side by side (the steps they share), as a table and a chart",
+                      description="Two runs side by side over the steps they share (same power state and workload): "
+                                  "idle W, W, MiB/s and MiB/s per W of each, and the differences (B - A). Two runs "
+                                  "of one drive show a change (firmware, setting, temperature); runs of two drives "
+                                  "compare the drives.")
+    c.add_argument("run_a", type=int, metavar="RUN_A", help="the first run's id (the baseline; `powerrig results list`)")
+    c.add_argument("run_b", type=int, metavar="RUN_B", help="the second run's id, compared against RUN_A")
+    c.add_argument("--png", nargs="?", const="", default=None, metavar="FILE",
+                   help="also draw the comparison as a PNG chart (throughput against power per workload with the "
+                        "two runs' curves overlaid, idle and active W, MiB/s per W); default file "
+                        "~/.local/share/powerrig/charts/compare-A-B.png")
     e = rs.add_parser("export", help="write a run as CSV, JSON or Parquet")
     e.add_argument("run", type=int)
     e.add_argument("file")
@@ -51,14 +60,17 @@ def open_existing(db: str | None):
     powerrig store of an older schema is opened to be moved forward."""
     from pathlib import Path
 
-    from powerrig.results import DEFAULT_DB, ResultsError, ResultStore
+    from powerrig.core import paths
+    from powerrig.results import ResultsError, ResultStore
     from powerrig.results.store import OldSchema
 
-    target = str(db or DEFAULT_DB)
+    target = str(db or paths.results_db())
     if "://" not in target and not Path(target).is_file():
-        what = "--db" if db else "the default database (a sweep creates it)"
-        raise ResultsError(f"no results database at {target}: check {what}, or run `powerrig sweep PLAN "
-                           f"--results {target}` first")
+        if db:
+            raise ResultsError(f"no results database at {target}: check --db, or run `powerrig sweep PLAN "
+                               f"--results {target}` first")
+        raise ResultsError(f"no results yet in your results store {target}: run `make demo` or `powerrig sweep "
+                           "PLAN` first (or name another store with --db)")
     try:
         return ResultStore(target, read_only=True)
     except OldSchema:
@@ -80,8 +92,18 @@ def run(args) -> int:
     elif args.results_cmd == "compare":
         store.run(args.run_a)
         store.run(args.run_b)
-        _table(compare(store, args.run_a, args.run_b),
-               ["step", "W_a", "W_b", "dW", "MiB/s/W_a", "MiB/s/W_b", "dMiB/s/W", "dMiB/s/W_%"])
+        a, b = args.run_a, args.run_b
+        rows = compare(store, a, b)
+        print(f"run {a} (A) against run {b} (B): {len(rows)} shared steps; W is the workload's mean power "
+              "(idle steps: idle), differences are B - A")
+        _table([{"step": r["step"], f"idle W A": r["idle W_a"], f"idle W B": r["idle W_b"], "W A": r["W_a"],
+                 "W B": r["W_b"], "dW": r["dW"], "MiB/s A": r["MiB/s_a"], "MiB/s B": r["MiB/s_b"],
+                 "MiB/s/W A": r["MiB/s/W_a"], "MiB/s/W B": r["MiB/s/W_b"], "dMiB/s/W %": r["dMiB/s/W_%"]}
+                for r in rows],
+               ["step", "idle W A", "idle W B", "W A", "W B", "dW", "MiB/s A", "MiB/s B", "MiB/s/W A", "MiB/s/W B",
+                "dMiB/s/W %"])
+        if args.png is not None:
+            print(f"chart: {_compare_png(store, a, b, args.png)}")
     elif args.results_cmd == "export":
         store.run(args.run)
         print(export(store, args.run, args.file, args.what))
@@ -89,3 +111,25 @@ def run(args) -> int:
         from powerrig.cli.report import sweep_report
         print(sweep_report(args.db, args.run, args.out, not args.no_capture_reports))
     return 0
+
+
+def _compare_png(store, run_a: int, run_b: int, name: str):
+    """Write the comparison chart; the path written."""
+    from pathlib import Path
+
+    from powerrig.core import paths
+    from powerrig.results import ResultsError
+    from powerrig.results.compare_chart import draw_compare
+
+    if name:
+        path = Path(name)
+        if path.suffix.lower() != ".png":
+            raise ResultsError(f"--png {name}: the chart is a PNG; give a file name ending in .png")
+        if not path.parent.is_dir():
+            raise ResultsError(f"--png {name}: folder {path.parent} does not exist")
+    else:
+        paths.charts_dir().mkdir(parents=True, exist_ok=True)
+        path = paths.charts_dir() / f"compare-{run_a}-{run_b}.png"
+    if not draw_compare(store, run_a, run_b, path, "png"):
+        raise ResultsError(f"runs {run_a} and {run_b} share no step with a measured power: nothing to draw")
+    return path

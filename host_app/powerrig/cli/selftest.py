@@ -52,7 +52,7 @@ def checks(report: dict) -> list[tuple[str, bool, str]]:
 
 def cmd_selftest(args) -> int:
     from powerrig.interposer.client import Interposer
-    from powerrig.sim.launch import resolve_port
+    from powerrig.cli._ports import resolve_port
 
     with Interposer.open(resolve_port(args.port)) as dev:
         report = dev.selftest()

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 def register(sub) -> None:
     p = sub.add_parser("serve", help="the results web page (read-only): runs per rig, steps, curves, live rigs")
-    p.add_argument("--db", default=None, help="results database: a SQLite file (default out/results/powerrig.sqlite) "
+    p.add_argument("--db", default=None, help="results database: a SQLite file "
+                                              "(default: your results store, ~/.local/share/powerrig/results.sqlite, XDG_DATA_HOME) "
                                               "or postgresql://user@host/db")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface of a lab LAN)")
     p.add_argument("--port", type=int, default=8080, help="TCP port, 1..65535 (default 8080)")
@@ -19,7 +20,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from powerrig.core.bounds import OPTIONS, show
     from powerrig.core.errors import PowerrigError
-    from powerrig.results import DEFAULT_DB, ResultStore
+    from powerrig.cli.results import open_existing
 
     try:
         from waitress import create_server
@@ -32,7 +33,7 @@ def run(args) -> int:
         b = OPTIONS[option]            # port 70000 listened on 4464 (mod 65536); 0 threads never answered
         if not b.lo <= value <= b.hi:
             raise PowerrigError(f"{option} must be a whole number from {show(b.lo)} to {show(b.hi)}, not {value}")
-    store = ResultStore(args.db or DEFAULT_DB, read_only=True)
+    store = open_existing(args.db)
     try:                               # bound before the line that says where: a name that does not resolve,
         server = create_server(create_app(store), host=args.host, port=args.port, threads=args.threads,
                                ident="powerrig")                   # a port in use, an address not of this host

@@ -26,8 +26,9 @@ def register(sub) -> None:
     i.set_defaults(func=_interposer)
 
     st = s.add_parser("start", help="start a whole virtual rig (interposer + SSD) in the background",
-                      description="Start a virtual rig in the background; print one JSON line with the interposer "
-                                  "port and the nvme and fio commands that reach its virtual SSD.")
+                      description="Start a virtual rig in the background and say what it is: the interposer's "
+                                  "port (`--port sim` finds it), the drive, the nvme and fio commands that reach it "
+                                  "and its reference meter (`--reference sim`). --json: one JSON line instead.")
     st.add_argument("--profile", default="d5-p5336", help="drive profile (default d5-p5336)")
     st.add_argument("--drive", choices=("virtual", "qemu"), default="virtual",
                     help="virtual: the modelled SSD of --profile (default); qemu: the real Linux NVMe driver, "
@@ -37,12 +38,15 @@ def register(sub) -> None:
     st.add_argument("--drift-ppm", type=float, default=35.0)
     st.add_argument("--uncalibrated", action="store_true",
                     help="leave the interposer without its factory calibration (to try `powerrig calibrate`)")
+    st.add_argument("--json", action="store_true", help="print the rig's state as one JSON line (for scripts)")
     st.set_defaults(func=_start)
-    ls = s.add_parser("list", help="list running virtual rigs")
+    ls = s.add_parser("list", help="list your running virtual rigs",
+                      description="Your running virtual rigs, oldest first (--json: one JSON line each).")
+    ls.add_argument("--json", action="store_true", help="one JSON line per rig (for scripts)")
     ls.set_defaults(func=_list)
     sp = s.add_parser("stop", help="stop a virtual rig")
     sp.add_argument("id", nargs="?", help="rig id (from `sim start` or `sim list`)")
-    sp.add_argument("--all", action="store_true", help="stop every running virtual rig")
+    sp.add_argument("--all", action="store_true", help="stop every virtual rig of yours")
     sp.set_defaults(func=_stop)
 
     for tool in ("nvme", "fio"):
@@ -73,17 +77,56 @@ def _start(args) -> int:
     from powerrig.sim import rig
 
     profile = rig.QEMU_DRIVE if args.drive == "qemu" else args.profile
-    print(json.dumps(rig.start(profile, args.seed, args.drift_ppm, calibrated=not args.uncalibrated)), flush=True)
+    state = rig.start(profile, args.seed, args.drift_ppm, calibrated=not args.uncalibrated)
+    if args.json:
+        print(json.dumps(state), flush=True)
+        return 0
+    print(f"virtual rig {state['id']} started: {describe(state)}")
+    for line in details(state):
+        print(f"  {line}")
+    print(f"  `--port sim` uses it (the newest of your rigs); `powerrig sim stop {state['id']}` ends it", flush=True)
     return 0
+
+
+def describe(state: dict) -> str:
+    """One line: the drive and where the interposer is."""
+    serial = f", serial {state['serial']}" if state.get("serial") else ""
+    return f"drive {state.get('profile', '?')}{serial}, interposer on {state.get('port', '?')}"
+
+
+def details(state: dict) -> list[str]:
+    """The commands and resources a user types after `sim start`."""
+    from shlex import join
+
+    out = []
+    for key, label in (("nvme", "nvme-cli"), ("fio", "fio"), ("controller", "controller"),
+                       ("namespaces", "namespaces"), ("reference", "reference meter"), ("log", "log")):
+        v = state.get(key)
+        if v:
+            out.append(f"{label + ':':<17}{join(v) if key in ('nvme', 'fio') else ', '.join(v) if isinstance(v, list) else v}")
+    return out
 
 
 def _list(args) -> int:
     import json
+    import time
 
     from powerrig.sim import rig
 
-    for r in rig.running():
-        print(json.dumps(r))
+    rigs = rig.running()
+    if args.json:
+        for r in rigs:
+            print(json.dumps(r))
+        return 0
+    if not rigs:
+        print("no virtual rigs of yours are running (start one with `powerrig sim start`)")
+        return 0
+    for r in rigs:
+        age = time.time() - float(r.get("started", time.time()))
+        owner = f"; ends with its owner, pid {r['owner']}" if r.get("owner") else ""
+        print(f"{r['id']}  {describe(r)}  (up {age / 60:.0f} min{owner})")
+        for line in details(r):
+            print(f"    {line}")
     return 0
 
 

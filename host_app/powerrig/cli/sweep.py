@@ -17,8 +17,12 @@ def register(sub) -> None:
     p.add_argument("--resume", action="store_true",
                    help="continue the latest unfinished run of this plan (finished steps are kept, not redone)")
     p.add_argument("--results", default=None,
-                   help="results database: SQLite file (default out/results/powerrig.sqlite) or postgresql://...")
-    p.add_argument("--out", default=None, help="folder for captures, fio output and logs (default out/sweeps/NAME-TIME)")
+                   help="results database: SQLite file or postgresql://... "
+                        "(default: your results store, ~/.local/share/powerrig/results.sqlite)")
+    p.add_argument("--out", default=None, help="folder for captures, fio output and logs (default ~/.local/share/powerrig/sweeps/NAME-TIME)")
+    p.add_argument("--quick", action="store_true",
+                   help="short windows (settle 0.5 s, idle 1.5 s, measure 3 s) to try a plan in about a third of its "
+                        "time; a quick run has its own plan hash (give --quick again with --resume)")
     p.add_argument("--check", action="store_true", help="only validate the plan (no rig needed) and print its steps")
     p.set_defaults(func=run)
 
@@ -26,13 +30,16 @@ def register(sub) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from powerrig.results import DEFAULT_DB, ResultStore
+    from powerrig.core import paths
+    from powerrig.results import ResultStore
     from powerrig.sweep.display import hms, for_stdout
     from powerrig.sweep.engine import Sweep
     from powerrig.sweep.ownership import check_out_name
-    from powerrig.sweep.plan import load
+    from powerrig.sweep.plan import load, quick
 
     plan = load(args.plan)
+    if args.quick:
+        plan = quick(plan)
     if args.check:
         from powerrig.sweep.rig import check_running
         note = check_running(plan)          # a running rig:ID judged as bring-up will; else why not now
@@ -42,10 +49,10 @@ def run(args) -> int:
         if note:
             print(note)
         return 0
-    out = Path(args.out) if args.out else Path("out/sweeps") / f"{_slug(plan.name)}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = Path(args.out) if args.out else paths.sweeps_dir() / f"{_slug(plan.name)}-{time.strftime('%Y%m%d-%H%M%S')}"
     if args.out:
         check_out_name(out)            # before the store or the folder is made: nothing is left behind
-    store = ResultStore(args.results or DEFAULT_DB)
+    store = ResultStore(args.results)      # None: the user's store (core/paths.py)
     show = for_stdout()
     sweep = Sweep(plan, store, out, on_progress=show, resume=args.resume)
     try:
@@ -68,7 +75,7 @@ def resume_command(args) -> str:
     store is opened and says "nothing to resume"), quoted for a shell."""
     import shlex
 
-    words = ["powerrig", "sweep", args.plan, "--resume"]
+    words = ["powerrig", "sweep", args.plan, "--resume"] + (["--quick"] if getattr(args, "quick", False) else [])
     for option, value in (("--results", args.results), ("--out", args.out)):
         if value:
             words += [option, value]

@@ -18,7 +18,8 @@ RIG_MODULE = b"powerrig.sim.rig"   # what a rig's process has on its command lin
 
 
 def root() -> Path:
-    """Where running virtual rigs register themselves ($POWERRIG_SIM_DIR or ~/.cache/powerrig/sim)."""
+    """Where running virtual rigs register themselves ($POWERRIG_SIM_DIR or ~/.cache/powerrig/sim: per
+    user; a shared $POWERRIG_SIM_DIR still lists and stops only the user's own rigs, see running())."""
     return Path(os.environ.get(ENV_DIR, Path.home() / ".cache" / "powerrig" / "sim"))
 
 
@@ -29,7 +30,7 @@ def state_file(rig_id: str, where: Path | None = None) -> Path:
 def register(state: dict, where: Path | None = None) -> Path:
     """Publish a rig's state (it needs at least "id" and "pid"); the file appears whole or not at all."""
     path = state_file(str(state["id"]), where)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(state))
     tmp.replace(path)
@@ -49,8 +50,18 @@ def is_alive(pid: int, rig_id: str) -> bool:
     return RIG_MODULE in cmdline and rig_id.encode() in cmdline
 
 
+def mine(pid: int) -> bool:
+    """Is the process ``pid`` this user's? (/proc/PID belongs to the process's real owner.)"""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid == os.getuid()
+    except OSError:
+        return False
+
+
 def running(where: Path | None = None) -> list[dict]:
-    """States of the rigs whose process is alive; registrations of dead ones are removed."""
+    """States of this user's rigs whose process is alive, oldest first; registrations of dead ones are
+    removed. Another user's rig in a shared folder is neither listed nor touched: `powerrig sim list` and
+    `sim stop --all` are about your own rigs."""
     base = where or root()
     out = []
     for f in sorted(base.glob("*.json")) if base.is_dir() else []:
@@ -61,7 +72,11 @@ def running(where: Path | None = None) -> list[dict]:
             logger.warning("dropping unreadable rig registration %s: %s", f, e)
             alive = False
         if not alive:
-            f.unlink(missing_ok=True)
+            try:
+                f.unlink(missing_ok=True)
+            except PermissionError:         # a shared folder: another user's file, theirs to clear
+                pass
             continue
-        out.append(st)
-    return out
+        if mine(int(st["pid"])):
+            out.append(st)
+    return sorted(out, key=lambda s: s.get("started", 0))

@@ -22,13 +22,12 @@ from sqlalchemy import create_engine, event, func, insert, inspect, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from powerrig.core import owned
+from powerrig.core import owned, paths
 from powerrig.core.bounds import ROW_ID
 from powerrig.core.errors import PowerrigError
 from powerrig.results import schema as S
 
 logger = logging.getLogger(__name__)
-DEFAULT_DB = Path("out/results/powerrig.sqlite")
 
 
 class ResultsError(PowerrigError):
@@ -129,13 +128,13 @@ def _retryable(e: DBAPIError) -> bool:
 
 
 class ResultStore:
-    def __init__(self, target: str | Path = DEFAULT_DB, timeout_s: float | None = None, read_only: bool = False):
+    def __init__(self, target: str | Path | None = None, timeout_s: float | None = None, read_only: bool = False):
         """``timeout_s``: how long a write waits for other writers (their locks, PostgreSQL's serialization
         failures and deadlocks) before it gives up; default ``POWERRIG_DB_WAIT_S`` or 600 s. A write tries
         for at most ATTEMPT_S at a time, then pauses and runs its transaction again, so it never fails
         while the lock is merely busy. ``read_only``: an existing database at the current schema, opened
-        so nothing can write (the web page)."""
-        self.url = database_url(target)
+        so nothing can write (the web page). No ``target``: the user's store (core/paths.py)."""
+        self.url = database_url(paths.results_db() if target is None else target)
         self.timeout_s = default_wait_s() if timeout_s is None else float(timeout_s)
         self.read_only = read_only
         self.path = Path(self.url[len("sqlite:///"):]) if self.url.startswith("sqlite:///") else None

@@ -23,11 +23,15 @@ def step_summary(store: ResultStore, run_id: int, steps: list[dict] | None = Non
     for s in store.steps(run_id) if steps is None else steps:
         by_step[s["key"]] = {"step": s["key"], "name": s["name"], "power_state": s["power_state"],
                              "workload": s["workload"] or "idle", "status": s["status"],
-                             "W": None, "MiB/s": None, "MiB/s/W": None, "IOPS/W": None}
+                             "W": None, "MiB/s": None, "MiB/s/W": None, "IOPS/W": None, "idle W": None}
     names = dict(zip(SUMMARY, ("W", "MiB/s", "MiB/s/W", "IOPS/W")))
     for m in store.measurements(run_id) if steps is None else store.measurements(run_id, lo, hi):
-        if m["name"] == "power.idle" and m["step"] in by_step and by_step[m["step"]]["workload"] == "idle":
-            by_step[m["step"]]["W"] = m["value"]
+        if m["name"] == "power.idle" and m["step"] in by_step:
+            row = by_step[m["step"]]
+            if row["idle W"] is None:       # the step's idle window (before its workload, or the whole step)
+                row["idle W"] = m["value"]
+            if row["workload"] == "idle":
+                row["W"] = m["value"]
         if m["name"] in names and m["step"] in by_step and m["phase"] is not None:
             row = by_step[m["step"]]
             if row[names[m["name"]]] is None:
@@ -42,7 +46,8 @@ def _pct(a, b):
 
 
 def compare(store: ResultStore, run_a: int, run_b: int) -> list[dict]:
-    """The steps both runs have, side by side, with deltas in W and MiB/s/W (b - a)."""
+    """The steps both runs have, side by side: idle W, W (the workload's, or idle's for an idle step),
+    MiB/s and MiB/s/W of each, with deltas in W and MiB/s/W (b - a)."""
     a = {r["step"]: r for r in step_summary(store, run_a)}
     b = {r["step"]: r for r in step_summary(store, run_b)}
     common = [k for k in a if k in b]
@@ -55,7 +60,9 @@ def compare(store: ResultStore, run_a: int, run_b: int) -> list[dict]:
                "dW": None if ra["W"] is None or rb["W"] is None else rb["W"] - ra["W"],
                "MiB/s/W_a": ra["MiB/s/W"], "MiB/s/W_b": rb["MiB/s/W"],
                "dMiB/s/W": None if ra["MiB/s/W"] is None or rb["MiB/s/W"] is None else rb["MiB/s/W"] - ra["MiB/s/W"],
-               "dMiB/s/W_%": _pct(rb["MiB/s/W"], ra["MiB/s/W"])}
+               "dMiB/s/W_%": _pct(rb["MiB/s/W"], ra["MiB/s/W"]),
+               "idle W_a": ra["idle W"], "idle W_b": rb["idle W"], "MiB/s_a": ra["MiB/s"], "MiB/s_b": rb["MiB/s"],
+               "power_state": ra["power_state"], "workload": ra["workload"]}
         out.append(row)
     return out
 

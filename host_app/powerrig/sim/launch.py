@@ -14,7 +14,6 @@ import sys
 
 from powerrig.core.errors import LinkError
 
-SIM_PORT = "sim"
 PR_SET_PDEATHSIG = 1        # <linux/prctl.h>
 
 
@@ -63,9 +62,3 @@ def stop(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
 
-
-def resolve_port(port: str) -> str:
-    """`sim` means: start a virtual interposer and use its pty."""
-    if port == SIM_PORT:
-        return start_interposer()[0]
-    return port

@@ -112,7 +112,7 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float, ca
     if profile != QEMU_DRIVE:
         server.io["/dev/nvme0"].attach(sim.drive)     # the endpoint's I/O sees the interposer's switches
     reference = ReferenceServer(ReferenceMeter(sim.frontend, fixture, seed=seed)).start()
-    state = {"id": rig_id, "pid": os.getpid(), "profile": profile, "port": sim.port, **drive_state,
+    state = {"id": rig_id, "pid": os.getpid(), "owner": owner, "profile": profile, "port": sim.port, **drive_state,
              "started": time.time(), "reference": reference.resource, "log": str(rig_dir / "rig.log")}
     rig_registry.register(state, root)
     stop = threading.Event()

@@ -8,12 +8,10 @@ and where the results database, the run record and the captures are.
 """
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 PLAN = Path(__file__).resolve().parents[3] / "fixtures" / "plans" / "d5-p5336-power-states.toml"
-OUT = Path("out/demo")
 
 
 def published_rows(profile_name: str, states) -> dict:
@@ -74,35 +72,50 @@ def print_table(rows: list[dict], say=print) -> None:
             f" {r['MiB/s/W']:7.1f} ({r['pub MiB/s/W']:7.1f} {r['diff MiB/s/W %']:+6.1f}%) | {idle}")
 
 
-def run(out: Path = OUT, plan_path: Path = PLAN, overrides: dict | None = None, progress=None) -> tuple[int, list, object]:
-    """Run the study; (run id, comparison rows, store)."""
+def run(out: Path | None = None, plan_path: Path = PLAN, overrides: dict | None = None, progress=None,
+        quick: bool = False, store=None) -> tuple[int, list, object]:
+    """Run the study; (run id, comparison rows, store). By default into the user's results store and a
+    folder of its own under their sweeps folder (core/paths.py), where every other command finds it."""
     import dataclasses
-    import time
 
+    from powerrig.core import paths
     from powerrig.results import ResultStore
     from powerrig.sweep.engine import Sweep
-    from powerrig.sweep.plan import load
+    from powerrig.sweep.plan import load, quick as shortened
 
     plan = load(plan_path)
+    if quick:
+        plan = shortened(plan)
     if overrides:
         plan = dataclasses.replace(plan, timing=dataclasses.replace(plan.timing, **overrides))
-    out.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("POWERRIG_SIM_DIR", str((out / "sim").resolve()))
-    store = ResultStore(out / "results.sqlite")
-    sweep = Sweep(plan, store, out / time.strftime("sweep-%Y%m%d-%H%M%S"), on_progress=progress)
+    if out is None:
+        store = store or ResultStore()
+        folder = paths.sweeps_dir() / f"demo-{paths.stamp()}"
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        store = store or ResultStore(out / "results.sqlite")
+        folder = out / f"sweep-{paths.stamp()}"
+    sweep = Sweep(plan, store, folder, on_progress=progress)
     run_id = sweep.run()
     return run_id, comparison(store, run_id, plan.rig.sim_profile or "d5-p5336", plan.power_states), store
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
     from powerrig.sweep.display import for_stdout
     from powerrig.core.errors import PowerrigError
 
+    ap = argparse.ArgumentParser(prog="powerrig demo", description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="3 s measurement windows instead of the plan's 8 s (about 1 minute instead of 2)")
+    args = ap.parse_args(argv)
     print("powerrig demo: the D5-P5336 power-state study as a sweep on the virtual rig "
-          "(seq 128 KiB read and write, QD128, PS0-PS2, plus idle)", flush=True)
+          "(seq 128 KiB read and write, QD128, PS0-PS2, plus idle)" + (", quick windows" if args.quick else ""),
+          flush=True)
     show = for_stdout()
     try:
-        run_id, rows, store = run(progress=show)
+        run_id, rows, store = run(progress=show, quick=args.quick)
     except PowerrigError as e:
         print(f"demo failed: {e}")
         return 2
@@ -113,13 +126,14 @@ def main() -> int:
     print(f"\n  published: StorageReview/OCP 2024, per drive with the host's share removed (docs/virtual-ssd.md); "
           f"largest difference {worst:.1f}%")
     from powerrig.results.report import write_sweep_report
-    print(f"  sweep report:     {write_sweep_report(store, run_id)}  (with each step's capture report: "
-          f"powerrig report {run_id} --db {store.path})")
-    print(f"  results database: {store.path}  (powerrig results --db {store.path} steps {run_id})")
+    print(f"  run {run_id} in your results store {store.path}  (`powerrig results list`)")
+    print(f"  sweep report:     {write_sweep_report(store, run_id)}")
+    print(f"                    (with each step's capture report: .venv/bin/powerrig report {run_id})")
     out = Path(store.run(run_id)["out_dir"])
     print(f"  run record:       {out / f'run-{run_id}.json'}")
-    print(f"  captures:         {out / 'captures'}/  (powerrig report CAPTURE for any of them)")
+    print(f"  captures:         {out / 'captures'}/  (.venv/bin/powerrig report CAPTURE for any of them)")
     print(f"  step log:         {out / 'sweep.jsonl'}")
+    print("  next: README.md, \"After the demo\"")
     return 0
 
 

@@ -1045,3 +1045,15 @@ def check_drive(plan: Plan, ident, host=None) -> None:
 
 def _writes(w: Workload) -> bool:
     return any(not s.rw.endswith("read") for s in w.all_streams())
+
+
+QUICK_TIMING = {"settle_s": 0.5, "idle_s": 1.5, "measure_s": 3.0}
+
+
+def quick(plan: Plan) -> Plan:
+    """The plan with short windows (`powerrig sweep --quick`, `powerrig demo --quick`): to try a plan or
+    see the whole flow in about a third of the time. Its hash differs (the timing is hashed), so a quick
+    run is never resumed or compared as the plan's own; a workload that names its own runtime keeps it."""
+    import dataclasses
+
+    return dataclasses.replace(plan, timing=dataclasses.replace(plan.timing, **QUICK_TIMING))

@@ -49,6 +49,13 @@ from powerrig.dut.sysfs import link as sysfs_link
 
 logger = logging.getLogger(__name__)
 PERIOD_S = 4e-6                 # one raw sample (rails_default.SAMPLE_PERIOD_US)
+EDGE_NAMES = {("12V", 0): "12 V off", ("12V", 1): "12 V on", ("3V3", 0): "3.3 Vaux off", ("3V3", 1): "3.3 Vaux on",
+              ("PERST", 1): "PERST# asserted", ("PERST", 0): "PERST# released",
+              ("PWRDIS", 1): "PWRDIS asserted", ("PWRDIS", 0): "PWRDIS released"}   # an edge in words
+
+
+def edge_name(edge: dict) -> str:
+    return EDGE_NAMES.get((edge["output"], edge["level"]), f"{edge['output']} -> {edge['level']}")
 BURST_CAPACITY = 16384          # samples the board's burst RAM holds (firmware burst.DEFAULT_CAPACITY)
 BURST_POST = 1000               # 4 ms after the restore: the inrush settles in a few hundred us
 BURST_WAIT_S = 20.0             # beyond the restore's time: a starved virtual rig reads its samples late

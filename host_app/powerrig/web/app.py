@@ -14,7 +14,7 @@ from flask import Flask, abort, render_template, request
 
 from powerrig.results import ResultsError, ResultStore
 from powerrig.results.tables import compare, fmt, step_summary
-from powerrig.web import charts
+from powerrig.web import charts, shown
 from powerrig.web.charts import efficiency_series, svg
 
 OUTCOME_RANK = {"fail": 0, "invalid": 1, "marginal": 2, "partial": 3, "pass": 4}
@@ -49,7 +49,8 @@ def _keyset_arg(name: str) -> int | None:
 def create_app(store: ResultStore, page_size: int = PAGE_SIZE) -> Flask:
     """page_size: runs on an index page, steps on a run page (each page read with LIMIT by keyset)."""
     app = Flask(__name__)
-    app.jinja_env.globals.update(fmt=fmt, utc=_utc)
+    app.jinja_env.globals.update(fmt=fmt, utc=_utc, notes_rows=shown.notes_rows, meaning=shown.meaning,
+                                 meanings=shown.meanings)
 
     @app.errorhandler(ResultsError)
     def _results_error(e):
@@ -84,12 +85,14 @@ def create_app(store: ResultStore, page_size: int = PAGE_SIZE) -> Flask:
         return render_template("run.html", run=r, rows=rows, steps=steps, verdicts=verdicts, chart=chart,
                                others=others, page=page)
 
-    @app.get("/run/<int:run_id>/step/<int:idx>")
-    def step(run_id: int, idx: int):
+    @app.get("/run/<int:run_id>/step/<int:n>")
+    def step(run_id: int, n: int):
+        """Step n as the run page numbers it (from 1; the store's index is n - 1)."""
         r = store.run(run_id)
-        s = next(iter(store.steps(run_id, idx, idx)), None)
+        idx = n - 1
+        s = next(iter(store.steps(run_id, idx, idx)), None) if n >= 1 else None
         if s is None:
-            return render_template("error.html", message=f"no step {idx} in run {run_id}"), 404
+            return render_template("error.html", message=f"no step {n} in run {run_id} (steps count from 1)"), 404
         ms = [m for m in store.measurements(run_id, idx, idx) if m["step"] == s["key"]]
         phases = [p for p in store.phases(run_id, idx, idx) if p["step"] == s["key"]]
         params = json.loads(s["params"]) if s.get("params") else {}
@@ -112,7 +115,9 @@ def create_app(store: ResultStore, page_size: int = PAGE_SIZE) -> Flask:
         if a is None or b is None:
             abort(400)
         ra, rb = store.run(a), store.run(b)
-        return render_template("compare.html", a=ra, b=rb, rows=compare(store, a, b))
+        from powerrig.results.compare_chart import draw_compare
+        chart = charts.svg_of(lambda buf, fmt: draw_compare(store, a, b, buf, fmt))   # as `results compare --png`
+        return render_template("compare.html", a=ra, b=rb, rows=compare(store, a, b), chart=chart)
 
     return app
 

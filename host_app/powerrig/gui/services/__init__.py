@@ -14,7 +14,6 @@ contract says so); a service never imports a widget.
 """
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 from powerrig.gui.core import Core
@@ -36,7 +35,8 @@ class Services:
     def __init__(self, capture_dir: str | Path | None = None, core: Core | None = None):
         from powerrig.core.timeline import Timeline
         self.core = core or Core()
-        self.capture_dir = Path(capture_dir or Path(tempfile.gettempdir()) / "powerrig-captures")
+        from powerrig.core import paths     # the user's data folder: not shared, not cleared at reboot
+        self.capture_dir = Path(capture_dir or paths.captures_dir())
         self.timeline = Timeline(keep=TIMELINE_KEEP)
         c = self.core
         self.connection = Connection(c)

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QHBoxLayout,
                                QPushButton, QScrollArea, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout,
                                QWidget)
 
+from powerrig.core import paths
 from powerrig.core.errors import PowerrigError
 from powerrig.gui.prefs import settings
 from powerrig.gui.services.sweeps import PLANS, hms
@@ -43,8 +44,8 @@ class SweepPanel(QWidget):
         for p in sorted(PLANS.glob("*.toml")) if PLANS.is_dir() else []:
             self.plan_box.addItem(p.stem, str(p))
         self.browse = QPushButton("Open plan...")
-        self.db = QLineEdit(str(s.value("sweep/results_db", "out/results/powerrig.sqlite")))
-        self.out_root = QLineEdit(str(s.value("sweep/out_dir", "out/sweeps")))
+        self.db = QLineEdit(str(s.value("sweep/results_db", paths.results_db())))     # the store every command shares
+        self.out_root = QLineEdit(str(s.value("sweep/out_dir", paths.sweeps_dir())))
         self.about = QLabel("")
         self.about.setWordWrap(True)
         self.run_button = QPushButton("Run")
@@ -153,7 +154,7 @@ class SweepPanel(QWidget):
 
     # -- running --------------------------------------------------------------------------------------
     def _open_store(self):
-        db = self.db.text().strip() or "out/results/powerrig.sqlite"
+        db = self.db.text().strip() or str(paths.results_db())
         self.store = self.sweeps.open_store(db)
         s = settings()
         s.setValue("sweep/results_db", db)
@@ -169,7 +170,7 @@ class SweepPanel(QWidget):
         except PowerrigError as e:
             self.core.error.emit(str(e))
             return
-        if not self.sweeps.start(self.plan, store, self.out_root.text().strip() or "out/sweeps", resume=resume):
+        if not self.sweeps.start(self.plan, store, self.out_root.text().strip() or str(paths.sweeps_dir()), resume=resume):
             return
         if not resume:
             self.rows = []

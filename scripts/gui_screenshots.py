@@ -6,7 +6,8 @@ First the window as `powerrig gui --sim` opens it (``--views start``): the defau
 its power-state table filled, no error shown, and no panel cut off on the screen (checked; exit 1
 otherwise). Then it brings up a virtual rig (client drive with APST and non-operational states), connects, runs a preset,
 sets a power state, places markers, then opens the recording as a saved capture; then runs the
-D5-P5336 power-state plan (timings shortened) in the Sweep panel; saves one PNG per view
+D5-P5336 power-state plan (timings shortened) in the Sweep panel, opens a workload step's capture
+whole (the sweep's events on it) and drags the bottom dock up as far as it goes; saves one PNG per view
 (``--views live`` or ``--views sweep`` for one part; tests/test_gui_screenshots.py takes ``live``). Needs a display (Xvfb) so the window is a real one, not the offscreen platform.
 """
 from __future__ import annotations
@@ -85,7 +86,7 @@ def main() -> int:
             if a.views in ("all", "live"):
                 live_views(app, svc, win, shooter(win), a.profile)
             if a.views in ("all", "sweep"):
-                sweep_views(app, win, shooter(win), tmp)
+                problems += sweep_views(app, win, shooter(win), tmp)
         finally:
             win.close()
     if errors or problems:
@@ -116,8 +117,13 @@ def cut_off(win) -> list[str]:
     lv = win.live_view
     for w in (lv.quantity, lv.auto_y, lv.y_min, lv.y_max, lv.markers_button, lv.float_button, lv.zoom_all,
               lv.live_button):
+        name = w.text() if hasattr(w, 'text') else type(w).__name__
         if not inside(w, lv):
-            out.append(f"the plot's {w.text() if hasattr(w, 'text') else type(w).__name__} control is cut off")
+            out.append(f"the plot's {name} control is cut off")
+        elif QRect(w.mapTo(lv, QPoint(0, 0)), w.size()).intersects(lv.plot.geometry()):
+            out.append(f"the plot covers its {name} control")
+    if lv.plot.height() < lv.PLOT_MIN_H:
+        out.append(f"the plot is squeezed to {lv.plot.height()} px (its axes need {lv.PLOT_MIN_H})")
     mm = win.multimeter
     if mm.table.horizontalHeader().length() > mm.table.viewport().width():
         out.append("the multimeter's columns do not all show")
@@ -125,23 +131,30 @@ def cut_off(win) -> list[str]:
 
 
 def start_view(app, svc, win, shot) -> list[str]:
-    """`powerrig gui --sim` on this screen: connected, the drive read (the default virtual drive has no
-    APST), samples on the plot, the Drive tab showing its power-state table."""
+    """`powerrig gui --sim` on this screen as it opens: connected, the drive read (the default virtual
+    drive has no APST), samples on the plot, the Connect tab raised with the Drive, Workload and Power
+    tabs beside it (no tab raised by hand)."""
+    from PySide6.QtWidgets import QTabBar
     wait(app, lambda: svc.recording.live is not None and svc.recording.live.duration_s > 4
          and win.live_view.last_summary is not None, 60, "samples")
     wait(app, lambda: win.drive_panel.table.rowCount() > 0, 60, "the drive's power-state table")
-    win.docks["Drive"].raise_()
     settle(app, 2.0)
     g = win.screen().geometry()
     shot(f"gui-sim-{g.width()}x{g.height()}")
     found = cut_off(win)
-    print(f"window {win.width()}x{win.height()} on a {g.width()}x{g.height()} screen; "
-          f"{win.drive_panel.table.rowCount()} power states; {win.drive_panel.apst.text()}; "
+    bars = [tb for tb in win.findChildren(QTabBar) if tb.isVisible() and "Connect" in
+            [tb.tabText(i) for i in range(tb.count())]]
+    tabs = [tb.tabText(i) for tb in bars[:1] for i in range(tb.count())]
+    raised = bars[0].tabText(bars[0].currentIndex()) if bars else None
+    if raised != "Connect" or "Power" not in tabs:
+        found.append(f"the window opens on {raised!r} with tabs {tabs}, not on Connect with a Power tab")
+    print(f"window {win.width()}x{win.height()} on a {g.width()}x{g.height()} screen; tabs {' | '.join(tabs)}, "
+          f"{raised} raised; {win.drive_panel.table.rowCount()} power states; {win.drive_panel.apst.text()}; "
           f"cut off: {found or 'nothing'}")
     return found
 
 
-def sweep_views(app, win, shot, tmp: Path) -> None:
+def sweep_views(app, win, shot, tmp: Path) -> list[str]:
     """The overnight sweep walk-through: the shipped D5-P5336 plan, timings cut to a minute's run."""
     from PySide6.QtCore import Qt
     plans = Path(__file__).resolve().parents[1] / "fixtures" / "plans"
@@ -169,6 +182,23 @@ def sweep_views(app, win, shot, tmp: Path) -> None:
     shot("sweep-done")
     panel.report_button.click()
     wait(app, lambda: hasattr(panel, "report_path"), 120, "the sweep report")
+
+    # a workload step's capture opened whole: its fio:/measure: phases, the power-state change and the
+    # drive polls of the step (a quiet track, not labels)
+    caps = sorted(Path(panel.out_root.text()).rglob("*.jls"))
+    step = next((c for c in caps if "seq-write" in c.name), caps[-1])
+    win.svc.captures.open(step)
+    wait(app, lambda: getattr(win.svc.captures.source, "path", None) == step
+         and win.analysis_table.table.rowCount() > 0, 120, "the step's capture")
+    win.docks["Analysis"].raise_()
+    win.resizeDocks([win.docks["Analysis"]], [250], Qt.Vertical)
+    win.live_view.show_all()
+    settle(app, 1.5)
+    shot("gui-whole-capture-sweep")
+    win.resizeDocks([win.docks["Analysis"]], [2000], Qt.Vertical)     # dragged up as far as it goes
+    settle(app, 1.5)
+    shot("gui-bottom-dock-enlarged")
+    return cut_off(win)
 
 
 def live_views(app, svc, win, shot, profile: str) -> None:

@@ -133,3 +133,37 @@ def test_idle_and_workload_phases_shaded_as_the_report_shades_them(window, qtbot
     for name, kind in (("idle ps0", "idle"), ("fio:seq-write", "workload")):
         shade = regions[name].brush.color()
         assert shade.name() == to_hex(KIND_COLOURS[kind]), (name, shade.name())
+
+
+def test_an_opened_captures_idle_between_workloads_is_shaded_as_idle(qtbot, tmp_path, window):
+    """The report shades every idle phase green, the ones no event names too (the time between
+    workloads its analysis finds); an opened capture's plot shades the same spans green, its
+    workloads orange."""
+    from powerrig.capture.writer import CaptureWriter
+    from powerrig.gui.live_view.widget import PHASE_COLOURS
+    from powerrig.gui.source import FileSource
+    win, svc = window
+    model = S.clock(first_index=0)
+    path = tmp_path / "alt.jls"
+    with CaptureWriter(path, metadata={"device": {"device": "test"}}, timeline=S.alternating_timeline(40.0, model, period_s=20.0),
+                       clock=model) as w:
+        for b in S.interval_blocks(40.0, rows_per_block=5000, period_s=20.0):
+            w.write(b)
+    svc.captures.open(path)
+    qtbot.waitUntil(lambda: isinstance(svc.captures.source, FileSource) and svc.captures.analysis is not None,
+                    timeout=30_000)
+    lv = win.live_view
+    qtbot.waitUntil(lambda: len([it for it in lv._event_items if isinstance(it, pg.LinearRegionItem)]) >= 3,
+                    timeout=10_000)
+    an = svc.captures.analysis
+    idle = sorted((r.start_s, r.stop_s) for r in an.phases if r.kind == "idle")
+    work = sorted((r.start_s, r.stop_s) for r in an.phases if r.kind == "workload")
+    assert idle and work
+    shaded = {}
+    for it in lv._event_items:
+        if isinstance(it, pg.LinearRegionItem):
+            a, b = it.getRegion()
+            shaded[(round(a, 3), round(b, 3))] = it.brush.color().name()
+    for spans, kind in ((idle, "idle"), (work, "workload")):
+        for a, b in spans:
+            assert shaded.get((round(a, 3), round(b, 3))) == PHASE_COLOURS[kind], (kind, a, b, shaded)

@@ -1,7 +1,8 @@
 """The user guide's screenshots come from a real window under Xvfb on a 1366x768 screen, taken by this
 test as a user would (scripts/gui_screenshots.py): first the window as `powerrig gui --sim` opens it
 (the default virtual drive, which has no APST: no error, its power-state table filled, nothing cut
-off), then the walk-through (virtual rig, connect, preset, power state, markers, saved capture)."""
+off, the Connect tab raised with the Power tab beside it), then the walk-through (virtual rig,
+connect, preset, power state, markers, saved capture)."""
 from __future__ import annotations
 
 import os
@@ -46,6 +47,8 @@ def test_gui_sim_starts_with_no_error_its_table_filled_and_nothing_cut_off_at_13
     assert r.returncode == 0, r.stdout + r.stderr
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("window "))
     assert "cut off: nothing" in line and "APST: not supported" in line, line
+    # as a fresh app opens: on the Connect tab, the Power tab beside it (the guide's first picture)
+    assert "Connect raised" in line and "Power" in line.split("tabs ")[1].split(",")[0], line
     assert int(re.search(r"(\d+) power states", line).group(1)) >= 1, line
     shot = tmp_path / f"gui-sim-{SCREEN[0]}x{SCREEN[1]}.png"
     _looks_like_a_window(shot)

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, QThreadPool, QTimer, Qt
+from PySide6.QtCore import QEvent, QRectF, QThreadPool, QTimer, Qt
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (QCheckBox, QGraphicsItem, QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel, QPushButton,
                                QVBoxLayout, QWidget)
@@ -137,6 +137,7 @@ class LiveView(QWidget):
         # the tool bar the height its wrapped rows need (a box layout ignores a flow's height-for-width:
         # squeezed, the plot was drawn over Markers, Float, Whole capture and Pause)
         self.plot.setMinimumHeight(self.PLOT_MIN_H)
+        self.bar.installEventFilter(self)
 
         self.marker_a = pg.InfiniteLine(movable=True, pen=pg.mkPen("#e377c2", width=2), label="A",
                                         labelOpts={"position": 0.95, "color": "#e377c2"})
@@ -168,6 +169,11 @@ class LiveView(QWidget):
         super().resizeEvent(e)
         self._fit_bar()
 
+    def eventFilter(self, obj, e) -> bool:  # noqa: N802 - Qt's name
+        if obj is self.bar and e.type() == QEvent.LayoutRequest:
+            QTimer.singleShot(0, self._fit_bar)      # a control changed size (rail boxes, Pause/Live)
+        return super().eventFilter(obj, e)
+
     def _fit_bar(self) -> None:
         """The tool bar's minimum height is what its rows need at the width it has (it wraps): the
         window's layout then never gives the plot the bar's room."""
@@ -196,7 +202,7 @@ class LiveView(QWidget):
             b.toggled.connect(self._rebuild)
             self.rail_boxes[r] = b
             self.rail_row.addWidget(b)
-        self._fit_bar()
+        QTimer.singleShot(0, self._fit_bar)          # once the new boxes have their sizes
         self._rebuild()
         if self.following:
             self._follow()

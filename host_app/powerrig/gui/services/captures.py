@@ -59,6 +59,7 @@ class Captures(QObject):
         super().__init__(parent)
         self.core, self.recording, self.timeline = core, recording, timeline
         self.source = None                     # what the plot shows
+        self.analysis = None                   # the opened capture's Analysis (None: live, or none)
         self._show_next_live = False           # a sweep's stream goes on the plot when it starts
         self._seen_events = 0
         recording.sweep_started.connect(self._follow_sweep)
@@ -67,6 +68,8 @@ class Captures(QObject):
 
     def show(self, src) -> None:
         """The plot shows ``src`` from now on (the markers follow: they listen to source_changed)."""
+        if src is not self.source:
+            self.analysis = None               # set again by open() once the plot shows its capture
         self.source = src
         self.source_changed.emit(src)
 
@@ -107,7 +110,7 @@ class Captures(QObject):
             evs, to_sid = list(self.timeline), src.sample_id
         if last is not None:
             evs = evs[-last:]
-        out = []
+        out = self._inferred_idle(src)
         for e in evs:
             try:
                 t0 = float(to_sid(e.t_start)) * src.interval_s
@@ -118,6 +121,17 @@ class Captures(QObject):
                         "utc0": e.t_start, "utc1": e.t_end, "idle": e.kind == PHASE and is_idle_phase(e),
                         "background": is_background(e)})
         return out
+
+    def _inferred_idle(self, src) -> list[dict]:
+        """An opened capture's idle phases that no event names (the time between workloads, as its
+        analysis finds it): shaded green like the named ones, as the report shades every idle phase."""
+        an = self.analysis if src is not None and src is self.source and hasattr(src, "reader") else None
+        if an is None:
+            return []
+        from powerrig.analysis.phases import IDLE
+        return [{"kind": "phase", "name": r.name, "t0": r.start_s, "t1": r.stop_s, "ok": True,
+                 "utc0": ("idle", r.phase.start), "utc1": r.phase.stop, "idle": True, "background": False}
+                for r in an.phases if r.kind == IDLE and r.phase.event is None]
 
     # ---- saved captures -----------------------------------------------------------------------------------
     def open(self, path: str | Path) -> None:
@@ -141,6 +155,7 @@ class Captures(QObject):
             src, an, figures = got
             old = self.source
             self.show(src)
+            self.analysis = an
             if old is not None and old is not self.recording.live and hasattr(old, "close"):
                 old.close()
             self.events.emit()

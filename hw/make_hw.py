@@ -181,7 +181,7 @@ def main(argv=None) -> int:
     for v in VARIANTS:
         print(f"{v}: {a.out / v / f'powerrig-{v}.net'}, .kicad_sch, .kicad_pcb ({summary.get(f'pcb_{v}', '')})")
     print(f"bom: {HW / 'bom.csv'}; simulation: {HW / 'sim' / 'results.json'}; {how} in {time.time() - t0:.1f} s "
-          f"(generation took {summary['timings']})")
+          f"(generation took {_timings(summary['timings'])})")
     problems = consistency(a.out)
     for line in problems:
         print("  CHECK: " + line)
@@ -198,6 +198,11 @@ def main(argv=None) -> int:
         print("  " + line)
     print(f"ERC: {len(summary['errors'])} errors, {len(summary['warnings'])} warnings")
     return 1 if problems or summary["errors"] or any("UNEXPLAINED" in w for w in summary["warnings"]) else 0
+
+
+def _timings(t) -> str:
+    """{'edsff': 48.3, 'sim': 11.5} as "edsff 48.3 s, sim 11.5 s" (a summary from an older cache may hold text)."""
+    return ", ".join(f"{k} {v:.1f} s" for k, v in t.items()) if isinstance(t, dict) else str(t)
 
 
 def consistency(out: Path) -> list[str]:

@@ -93,7 +93,8 @@ def run(args) -> int:
             else:
                 rc, res = 0, rec.run()
     live.end()
-    print(_result_text(res, time.monotonic() - t0))
+    print(_result_text(res, time.monotonic() - t0,
+                       f" (ended {args.idle_s:g} s after the workload)" if workload and res.end_reason == "stopped" else None))
     if res.end_reason == "interrupted" and seconds is not None and res.covered_s < seconds:
         sig = caught.name or "an interrupt"
         print(f"powerrig: error: recording stopped by {sig} after {res.covered_s:.3f} s of the {seconds:g} s asked; "
@@ -205,10 +206,10 @@ def _live_text(p) -> str:
             f"now {p.watts.get('total', float('nan')):7.3f} W")
 
 
-def _result_text(res, wall_s: float) -> str:
+def _result_text(res, wall_s: float, ended: str | None = None) -> str:
     s = res.summary
     mw = s.get("mean_power_w", {}).get("total", float("nan"))
-    ended = {"duration": "", "stopped": " (stopped)", "interrupted": " (stopped by a signal)",
-             "link-lost": " (link lost)", "error": " (failed)"}[res.end_reason]
+    ended = ended if ended is not None else {"duration": "", "stopped": " (stopped)", "interrupted": " (stopped by a signal)",
+                                             "link-lost": " (link lost)", "error": " (failed)"}[res.end_reason]
     return (f"{res.path}: {res.covered_s:.3f} s covered ({wall_s:.1f} s wall), {res.lost_s:.3f} s lost in "
             f"{s.get('gaps', 0)} gaps, mean {mw:.3f} W, crc errors {s.get('crc_errors', 0)}{ended}")

@@ -23,6 +23,7 @@ from powerrig_fw import rails_default
 SAFE = {"12V": 1, "3V3": 1, "PERST": 0, "PWRDIS": 0}   # rails on, nothing asserted
 MAX_ACTIONS = 32
 HORIZON_SAMPLES = 500          # 2 ms: longer than the slowest pass (docs/firmware-budget.md)
+EDGES_PER_NOTICE = 12          # a "power" NOTICE's edges (~70 bytes each): 32 in one did not fit a frame
 MAX_WATCHDOG_MS = 60000
 
 
@@ -123,14 +124,18 @@ class PowerActions:
         self.state[name] = level
 
     def poll(self):
-        """Once a pass while busy: the actions due within the horizon run by the board's fire() at
-        their samples, edges reported, the watchdog checked."""
+        """Once a pass while busy: when an action is due within the horizon, it and those due within
+        the horizon after it run by the board's fire() at their samples (one plan a pass: the pass waits
+        at most two horizons, 4 ms, which the DMA ring's slack absorbs; the later actions are the next
+        passes'; issue 43: a sequence of 32 edges 1.5 ms apart held one pass 36.6 ms and lost 26,500
+        samples), edges reported once none is due soon, the watchdog checked. An action the next pass
+        comes too late for is set late rather than samples lost, and its report says at which sample
+        (``index`` beside ``requested``)."""
         clock = self.clock
         queue = self.queue
         plan = self.plan
-        while queue and queue[0][0] <= clock() + HORIZON_SAMPLES:
-            # every action due within the horizon in one plan; again after it ran (nothing slow between)
-            horizon = clock() + HORIZON_SAMPLES
+        if queue and queue[0][0] <= clock() + HORIZON_SAMPLES:
+            horizon = queue[0][0] + HORIZON_SAMPLES      # the first due and those within the horizon after it
             n = 0
             while n < len(queue) and n < MAX_ACTIONS and queue[n][0] <= horizon:
                 at, name, level = queue[n]
@@ -147,9 +152,11 @@ class PowerActions:
                     late -= 0x100000000
                 self.state[name] = level
                 self.edges.append((name, level, at, at + late))
-        if self.edges:
-            edges = self.edges
-            self.edges = []
+        if self.edges and not (queue and queue[0][0] <= clock() + HORIZON_SAMPLES):
+            # reported once no action is due soon: the NOTICE's JSON takes milliseconds of the pass,
+            # which the next action's pass must not wait behind
+            edges = self.edges[:EDGES_PER_NOTICE]        # one NOTICE a pass, each fits its frame
+            self.edges = self.edges[EDGES_PER_NOTICE:]
             self.device.notice({"event": "power", "edges": [{"output": n, "level": v, "requested": r, "index": x}
                                                              for n, v, r, x in edges]})
         if self.enabled and self.watchdog and self.state != SAFE and \

@@ -21,6 +21,13 @@ A verdict per drive and kind: ``fail`` when any window fails it, else ``pass`` w
 - limit-late: an honest meter whose drive obeys a Power Limit (feature 23h) 5 s after it is set
   (referee.power_limit fails: more than 1 s); the others obey within 0.2 s (pass).
 
+- every drive: its total against the sum of the slot's rails fails where its average does (rails); its
+  power state descriptors (IDLP over the idle window, ACTP over the 10 s of 128 KiB writes, APW 2) are the
+  model's (pass); its OCP peak capability (1.4 x MP) is above the 100 us maximum (pass); a run of ~0.3 Wh
+  cannot tell a lifetime counter of whole Wh or kWh within 5 % (OLEC, OCP lifetime: n/a).
+
+The plan runs PS0 and PS2 (a verdict per power state; a kind fails when either does).
+
 limit_settle_error_ms_p99: per drive, the time until the slot's 100 ms means stay under the limit as
 powerrig measured it, against the same figure from the model's own power over the same span.
 
@@ -54,13 +61,24 @@ from powerrig.sweep.plan import parse  # noqa: E402
 
 PLAN = ROOT / "fixtures" / "plans" / "referee.toml"
 KINDS = {"referee.avg_power": "avg", "referee.max_power": "max", "referee.histogram": "hist",
-         "referee.measured": "measured", "referee.ipm_lag": "lag", "referee.power_limit": "limit"}
+         "referee.measured": "measured", "referee.ipm_lag": "lag", "referee.power_limit": "limit",
+         "referee.rail_split": "rails", "referee.idle_power": "idlp", "referee.active_power": "actp",
+         "referee.olec": "olec", "referee.ocp_lifetime": "ocp_lifetime", "referee.ocp_peak": "ocp_peak"}
+# what every drive's descriptors and counters make right: its IDLP / ACTP are the model's (pass), its peak
+# capability is above the 100 us maximum (pass), and a run of ~0.3 Wh cannot tell a lifetime counter of whole
+# Wh (or kWh) within 5 % (n/a)
+SAME = {"idlp": "pass", "actp": "pass", "olec": "n/a", "ocp_lifetime": "n/a", "ocp_peak": "pass"}
 EXPECTED = {
-    "honest": {"avg": "pass", "max": "pass", "hist": "pass", "measured": "pass", "lag": "pass", "limit": "pass"},
-    "biased": {"avg": "fail", "max": "fail", "hist": "fail", "measured": "pass", "lag": "pass", "limit": "pass"},
-    "estimated": {"avg": "pass", "max": "pass", "hist": "pass", "measured": "fail", "lag": "pass", "limit": "pass"},
-    "lagging": {"avg": "fail", "max": "pass", "hist": "fail", "measured": "pass", "lag": "fail", "limit": "pass"},
-    "limit-late": {"avg": "pass", "max": "pass", "hist": "pass", "measured": "pass", "lag": "pass", "limit": "fail"},
+    "honest": {"avg": "pass", "max": "pass", "hist": "pass", "measured": "pass", "lag": "pass", "limit": "pass",
+               "rails": "pass", **SAME},
+    "biased": {"avg": "fail", "max": "fail", "hist": "fail", "measured": "pass", "lag": "pass", "limit": "pass",
+               "rails": "fail", **SAME},
+    "estimated": {"avg": "pass", "max": "pass", "hist": "pass", "measured": "fail", "lag": "pass", "limit": "pass",
+                  "rails": "pass", **SAME},
+    "lagging": {"avg": "fail", "max": "pass", "hist": "fail", "measured": "pass", "lag": "fail", "limit": "pass",
+                "rails": "fail", **SAME},
+    "limit-late": {"avg": "pass", "max": "pass", "hist": "pass", "measured": "pass", "lag": "pass", "limit": "fail",
+                   "rails": "pass", **SAME},
 }
 
 

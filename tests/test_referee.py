@@ -394,3 +394,18 @@ def test_ocp_peak_capability_against_the_100_us_maximum():
     assert over.outcome == "fail" and over.error == pytest.approx(-100 / 6) and "upper bound" in over.why
     assert referee.referee_ocp_peak(None, 30.0, True, 5.0, "step").outcome == "n/a"
     assert referee.referee_ocp_peak(35.0, None, True, 5.0, "step").outcome == "n/a"
+
+
+def every_verdict(cfg: dict) -> list:
+    """verdicts_of(cfg) and the descriptor, rail, lifetime and peak verdicts on the same model (the web page's
+    and the report's tests show them all)."""
+    slot = TwoRails()
+    windows, _ = drive_session(cfg)
+    work = windows["measure:work"]
+    e, _ = referee.energy_wh(slot, 100.0, 118.0)
+    return verdicts_of(cfg) + [
+        referee.referee_rail_split(slot, work["avg_w"], work["t0"], work["t1"], 5.0, "measure:work"),
+        referee.referee_idle(slot, psd(idle=5.5), 100.0, T_WORK, "idle"),
+        referee.referee_active(slot, psd(active=25.0), T_WORK, T_END, "work", SEQ_WRITE),
+        referee.referee_lifetime("referee.olec", "SMART OLEC", 7200, 7201, 1.0, e, 5.0, "step"),
+        referee.referee_ocp_peak(35.0, 19.2, False, 5.0, "step")]

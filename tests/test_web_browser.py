@@ -182,3 +182,84 @@ def test_a_running_sweep_shows_its_live_state_in_chromium(served, browser, tmp_p
     time.sleep(1.5)                                        # the live writer clears the row after the last step
     browser.get(served["url"] + "/")
     assert "No sweep is running" in browser.page_source
+
+
+def _shot_between(drv, tmp_path: Path, name: str, top_css: str, bottom_css: str | None, docs_name: str) -> Path:
+    """A screenshot of the page from one element to the next (a section), whose pixels must show it."""
+    from PIL import Image
+
+    height = drv.execute_script("return document.body.scrollHeight")
+    drv.set_window_size(1280, min(height + 200, 16000))     # the whole page in the viewport: no reflow while shot
+    box = drv.execute_script(
+        "const a = document.querySelector(arguments[0]).getBoundingClientRect();"
+        "const b = arguments[1] ? document.querySelector(arguments[1]) : null;"
+        "const y0 = a.top + window.scrollY - 8;"
+        "const y1 = b ? b.getBoundingClientRect().top + window.scrollY : document.body.scrollHeight;"
+        "return [y0, y1 - y0, document.body.scrollWidth];", top_css, bottom_css)
+    shot = drv.execute_cdp_cmd("Page.captureScreenshot", {
+        "format": "png", "captureBeyondViewport": True,
+        "clip": {"x": 0, "y": box[0], "width": box[2], "height": box[1], "scale": 1}})
+    path = tmp_path / f"{name}.png"
+    path.write_bytes(base64.b64decode(shot["data"]))
+    img = Image.open(path).convert("RGB")
+    assert img.size[0] >= 900 and img.size[1] >= 400, img.size
+    assert len(img.getcolors(1 << 20) or []) > 50, f"{name}: the screenshot looks blank"
+    if os.environ.get("POWERRIG_DOCS_IMG") == "1":
+        shutil.copy(path, REPO / "docs" / "img" / docs_name)
+    return path
+
+
+def test_the_referee_s_plots_in_the_report_and_on_the_step_page_in_chromium(browser, tmp_path):
+    """Issue 38: the referee's verdicts of the virtual drive whose meter lags 5 s (its own meter,
+    sim/power_claims.py, on a model of known power: tests/test_referee.py) stored as a sweep stores them; the
+    sweep report's section "What the drive says vs what the slot measured" and the step page of `powerrig
+    serve` show the claim-vs-truth plots (IPM against the slot's last second over time; histograms side by
+    side). Set POWERRIG_DOCS_IMG=1 to refresh docs/img/referee-report.png and web-referee.png."""
+    from selenium.webdriver.common.by import By
+
+    from powerrig.results.report import write_sweep_report
+    from powerrig.results.store import ResultStore
+    from powerrig.sweep import measure
+    from powerrig.sweep.plan import parse
+    from test_referee import every_verdict
+
+    db = tmp_path / "r.sqlite"
+    store = ResultStore(db)
+    plan = parse(PLAN.format(idle=8.0, measure=10.0), "referee.toml")
+    run = store.start_run(plan, "out", station="sim:referee-lagging", drive={"sn": "VPHA5336000001"})
+    s = plan.steps()[1]
+    store.store_step(run, {"idx": s.index, "key": s.key, "name": s.name, "power_state": s.power_state,
+                           "workload": s.workload.name, "repetition": 0, "status": "done", "params": "{}"}, [],
+                     measure.referee(every_verdict({"lag_s": 5.0})))
+    store.set_run_status(run, "done")
+    report = write_sweep_report(store, run, tmp_path / "report")
+    browser.get(report.as_uri() + "#referee")
+    imgs = browser.find_elements(By.CSS_SELECTOR, "h2#referee ~ figure img[src^='referee_']")
+    assert len(imgs) == 3, [i.get_attribute("src") for i in imgs]       # IPM over time, two windows' histograms
+    assert all(browser.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 300", i) for i in imgs)
+    _shot_between(browser, tmp_path, "report-referee", "h2#referee", "h2#verdicts", "referee-report.png")
+
+    port = _free_port()
+    server = subprocess.Popen([*POWERRIG, "serve", "--db", str(db), "--port", str(port)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        line = server.stdout.readline()
+        assert f":{port}/" in line, line
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        browser.get(f"http://127.0.0.1:{port}/run/{run}/step/{s.index + 1}")        # the page numbers steps from 1
+        charts = browser.find_elements(By.CSS_SELECTOR, "#referee ~ figure.referee-chart svg")
+        assert len(charts) == 3 and all(c.size["width"] > 300 and c.size["height"] > 150 for c in charts)
+        caps = " ".join(e.text for e in browser.find_elements(By.CSS_SELECTOR, "figure.referee-chart figcaption"))
+        assert "IPM polled every second" in caps and "histogram beside the slot's" in caps
+        rows = {r.find_element(By.CSS_SELECTOR, "td:nth-child(2)").text: r.text
+                for r in browser.find_elements(By.CSS_SELECTOR, "#referee-table tr")[1:]}
+        assert "fail" in rows["IPM lag behind the slot"] and "pass" in rows["idle power (IDLP)"], rows
+        _shot_between(browser, tmp_path, "web-referee", "h2#referee", "h2#phases", "web-referee.png")
+    finally:
+        server.terminate()
+        server.wait(10)

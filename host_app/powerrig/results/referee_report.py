@@ -139,7 +139,7 @@ def figures(rows: list[dict], step_index: dict) -> list[tuple[str, str, object]]
                         lambda dest, fmt, m=m, n=n: plot_histograms(
                             n["drive_counts"], n.get("truth_counts") or [], 0.25,
                             f"{m['step']} {m['phase']}: histogram of interval power", dest, fmt)))
-    return out
+    return sorted(out, key=lambda f: not f[0].startswith("referee_ipm"))      # claim vs truth over time first
 
 
 def section(ms: list[dict], out: Path, step_index: dict) -> list[str]:

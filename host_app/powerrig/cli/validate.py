@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from powerrig.cli.calibrate import add_reference_args, parse_channels
+from powerrig.cli.calibrate import add_reference_args, parse_channels, sim_rig
 from powerrig.core.errors import InstrumentError
 
 
@@ -28,8 +28,9 @@ def run(args) -> int:
     channels = parse_channels(args.channels)
     if args.windows < 1 or not 0.05 <= args.seconds <= 60:
         raise InstrumentError("--windows must be >= 1 and --seconds within 0.05..60")
-    with open_analyzer(args.reference, args.visa_backend or None, "validate (V and I of every rail)") as ref:
-        with Interposer.open(args.port) as dev:
+    port, reference = sim_rig(args.port, args.reference)
+    with open_analyzer(reference, args.visa_backend or None, "validate (V and I of every rail)") as ref:
+        with Interposer.open(port) as dev:
             out = validate(dev, ref, channels, windows=args.windows, seconds=args.seconds, limit_pct=args.limit,
                            floor_codes=args.floor_codes,
                            progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True))

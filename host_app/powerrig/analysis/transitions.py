@@ -79,7 +79,7 @@ def time_transition(p: np.ndarray, first: int, submit: float, interval_s: float,
     if abs(step) <= band:
         # no level change to time (e.g. two states with the same idle power): the transient, if any, is all there is
         far = np.flatnonzero(np.abs(ps[a:end] - after) > band)
-        settle = (a + int(far[-1]) + 1 - sub) * dt if len(far) else nan
+        settle = max(0.0, (a + int(far[-1]) + 1 - (w - 1) // 2 - sub) * dt) if len(far) else nan
         return out(before, after, nan, settle, f"the level did not change by more than {band:.3f} W "
                                                f"({before:.3f} -> {after:.3f} W): no step to time")
     moved = (ps[a:end] - before) / step                  # 0 at the old level, 1 at the new
@@ -91,7 +91,8 @@ def time_transition(p: np.ndarray, first: int, submit: float, interval_s: float,
     onset = t25 if t75 is None else t25 - (t75 - t25) / math.log(3.0) * math.log(4.0 / 3.0)
     onset = a + onset
     far = np.flatnonzero(np.abs(ps[a:end] - after) > band)
-    settle_n = int(far[-1]) + 1 if len(far) else 0
+    # the boxcar holds a value outside the band up to half its width after the rails' last one
+    settle_n = int(far[-1]) + 1 - (w - 1) // 2 if len(far) else 0
     lat = max(0.0, (onset - sub) * dt)
     settle = max(lat, (a + settle_n - sub) * dt)
     return out(before, after, lat, settle, None)

@@ -11,6 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from powerrig.core import owned
+from powerrig.results import command_report
 from powerrig.results import referee_report
 from powerrig.results.store import ResultStore
 
@@ -269,6 +270,7 @@ def write_sweep_report(store: ResultStore, run_id: int, out_dir: str | Path | No
     h += _margin_section(ms)
     h += _power_loss_section(ms)
     h += referee_report.section(ms, out, {k: s["idx"] for k, s in by_key.items()})    # issue 38
+    h += command_report.section(ms, out, {k: s["power_state"] for k, s in by_key.items()})    # issue 37
     h.append("<h2 id=verdicts>Verdicts</h2><table><tr><th>step</th><th>check</th><th>phase</th><th>measured</th>"
              "<th>lower limit</th><th>upper limit</th><th>marginal from</th><th>outcome</th><th>requirement met</th>"
              "<th>notes</th></tr>")

@@ -51,3 +51,101 @@ def place(tl, rec, why: str | None) -> tuple[nvmetrace.NvmeTrace | None, str]:
                                                       "placed": sum(c.meta.get("placed") == "nvme_trace" for c in copies
                                                                     if c.kind == NVME)}))
     return trace, note
+
+
+# -- what the placed commands and traced I/O give the step's measurements --------------------------------
+TRANSITION_WINDOW_S = 0.6        # samples read around the set-feature
+MEASURE = "measure:"
+
+
+def measurements(cap, trace, limit_s: float | None, old_ps: int | None, new_ps: int) -> list[dict]:
+    """The step's rows: the power-state change timed from its traced submission (analysis/transitions.py)
+    and the energy per I/O class of each workload phase the trace covers (analysis/io_energy.py); a
+    phase without a trace gets one row saying why (its phase-level figures stand)."""
+    import logging
+    try:
+        return _transition_rows(cap, limit_s, old_ps, new_ps) + _io_rows(cap, trace)
+    except Exception as e:  # noqa: BLE001 - a refinement: the step's own figures stand without it
+        logging.getLogger(__name__).warning("nvme_trace measurements: %s", e, exc_info=True)
+        return []
+
+
+def _transition_rows(cap, limit_s, old_ps, new_ps) -> list[dict]:
+    import json
+    import math
+
+    from powerrig.analysis.transitions import time_transition
+    from powerrig.sweep.measure import row
+    sets = [e for e in cap.events if e.kind == NVME and e.name == "set-feature power" and e.t_end is not None]
+    if not sets:
+        return []
+    e = sets[-1]
+    source = "nvme_trace" if e.meta.get("placed") == "nvme_trace" else "host"
+    dt = cap.interval_s
+    s = float(cap.sample_id(e.t_start))
+    lo = max(0, int(s) - int(TRANSITION_WINDOW_S / dt))
+    hi = min(cap.length, int(s) + int(TRANSITION_WINDOW_S / dt))
+    if hi - lo < 8:
+        return []
+    nxt = [float(cap.sample_id(x.t_start)) for x in cap.events if x.t_start > e.t_end and _changes_load(x)]
+    p = cap.samples("p_total", lo, hi).astype(float)
+    limit = math.nan if limit_s is None else float(limit_s)
+    tr = time_transition(p, lo, s, dt, limit, old_ps, new_ps, source=source, end_at=min(nxt) if nxt else None)
+    notes = {"from_ps": old_ps, "to_ps": new_ps, "before_w": tr.before_w, "after_w": tr.after_w, "from": source,
+             "why": tr.note or e.meta.get("nvme_trace"), "limit": "EXLAT(old) + ENLAT(new)"}
+    ok = tr.verdict == "pass"
+    return [row("transition.latency_s", e.name, tr.latency_s, "s", "info", notes=json.dumps(notes, default=str)),
+            row("transition.rails_settle_s", e.name, tr.settle_s, "s", tr.verdict,
+                upper=None if math.isnan(limit) else limit, requirement_met=ok if tr.verdict != "n/a" else None,
+                notes=json.dumps(notes, default=str))]
+
+
+def _changes_load(e) -> bool:
+    """Events after which the rails may move for a reason of their own (a workload, another state, a
+    format): the transition's window ends at the first. Reads (get-feature, logs, identify) do not."""
+    if e.kind in ("fio", POWER_STATE):
+        return True
+    if e.kind == "phase":
+        return e.name != "idle"
+    return e.kind == NVME and e.name.startswith(("set-feature", "format", "sanitize", "reset", "fw-"))
+
+
+def _io_rows(cap, trace) -> list[dict]:
+    import json
+
+    from powerrig.analysis.io_energy import io_energy
+    from powerrig.sweep.measure import row
+    phases = [e for e in cap.events if e.kind == "phase" and e.name.startswith(MEASURE) and e.t_end is not None]
+    if not phases:
+        return []
+    if trace is None:
+        why = next((e.meta.get("nvme_trace") for e in cap.events if e.kind == NOTE and e.name == "nvme_trace"), None)
+        return [row("io.energy_per_io", ph.name, None, "J", "n/a",
+                    notes=json.dumps({"why": why or "no trace of the drive host's I/O: the phase-level figures only"}))
+                for ph in phases]
+    idle = next((e for e in cap.events if e.kind == "phase" and e.name == "idle" and e.t_end is not None), None)
+    io = trace.io_arrays()
+    dt = cap.interval_s
+    out = []
+    for ph in phases:
+        t0 = idle.t_start if idle is not None and idle.t_end <= ph.t_start else ph.t_start
+        lo, hi = max(0, int(cap.sample_id(t0))), min(cap.length, int(cap.sample_id(ph.t_end)) + 1)
+        if hi - lo < 10:
+            continue
+        t_first = cap.utc(lo)
+        p = cap.samples("p_total", lo, hi).astype(float)
+        m = (io["complete"] >= ph.t_start) & (io["submit"] <= ph.t_end)
+        sub = {k: v[m] for k, v in io.items()}
+        sub["submit"], sub["complete"] = sub["submit"] - t_first, sub["complete"] - t_first
+        span = [(ph.t_start - t_first, ph.t_end - t_first)]
+        idle_span = (idle.t_start - t_first, idle.t_end - t_first) if idle is not None and idle.t_end <= ph.t_start else None
+        got = io_energy(p, 0.0, dt, sub, span, idle_span)
+        if not got:
+            out.append(row("io.energy_per_io", ph.name, None, "J", "n/a",
+                           notes=json.dumps({"why": "no I/O traced in the phase"})))
+        for g in got:
+            out.append(row("io.energy_per_io", ph.name, g.energy_j, "J", "info",
+                           notes=json.dumps({"class": g.io_class, "ci_low_j": g.ci_low_j, "ci_high_j": g.ci_high_j,
+                                             "baseline_w": g.baseline_w, "ios": g.count, "windows": g.windows,
+                                             "why": g.note, "ci": "95 %"}, default=lambda o: None)))
+    return out

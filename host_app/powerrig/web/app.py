@@ -12,7 +12,7 @@ from collections import defaultdict
 
 from flask import Flask, abort, render_template, request
 
-from powerrig.results import ResultsError, ResultStore
+from powerrig.results import ResultsError, ResultStore, command_report
 from powerrig.results.tables import compare, fmt, step_summary
 from powerrig.web import charts, shown
 from powerrig.web.charts import efficiency_series, svg
@@ -97,7 +97,7 @@ def create_app(store: ResultStore, page_size: int = PAGE_SIZE) -> Flask:
         phases = [p for p in store.phases(run_id, idx, idx) if p["step"] == s["key"]]
         params = json.loads(s["params"]) if s.get("params") else {}
         return render_template("step.html", run=r, step=s, measurements=ms, phases=phases, params=params,
-                               referee=charts.referee(ms, {s["key"]: idx}))
+                               referee=charts.referee(ms, {s["key"]: idx}), commands=command_report.tables(ms))
 
     @app.get("/curves")
     def curves():

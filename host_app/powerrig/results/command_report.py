@@ -1,0 +1,129 @@
+"""The sweep report's and the web step page's "Commands on the drive's clock" (issue 37): each
+power-state change timed from its traced Set Features submission beside EXLAT(old) + ENLAT(new) with
+its verdict (transition.latency_s, transition.rails_settle_s), and the energy of one I/O per class
+with its 95 % interval and the idle baseline it stands on (io.energy_per_io), plotted against the I/O
+size per power state and kind (sweep/command_trace.py stores them; docs/analysis.md says how)."""
+from __future__ import annotations
+
+import html
+import json
+import math
+
+
+def _f(v, d=3) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    return f"{v:,.{d}f}"
+
+
+def _notes(m: dict) -> dict:
+    try:
+        n = json.loads(m.get("notes") or "{}")
+        return n if isinstance(n, dict) else {}
+    except ValueError:
+        return {}
+
+
+def _uj(v):
+    return None if v is None else v * 1e6
+
+
+def tables(ms: list[dict], step_names: dict | None = None) -> str:
+    """Both tables as HTML ('' when the run has neither)."""
+    lat = {m["step"]: m for m in ms if m["name"] == "transition.latency_s"}
+    settle = [m for m in ms if m["name"] == "transition.rails_settle_s"]
+    io = [m for m in ms if m["name"] == "io.energy_per_io"]
+    if not settle and not io:
+        return ""
+    h = []
+    if settle:
+        h.append("<h3 id=ps-transitions>Power-state changes timed from the rails</h3><p>From the Set Features "
+                 "submission the drive host's kernel traced (or nvme-cli's call when it was not traced, said so) to "
+                 "the rails leaving the old level (latency) and settling at the new one, beside EXLAT(old) + "
+                 "ENLAT(new).</p><table><tr><th>step</th><th>from</th><th>to</th><th>latency ms</th><th>settle ms</th>"
+                 "<th>EXLAT + ENLAT ms</th><th>verdict</th><th>W before</th><th>W after</th><th>timed from</th>"
+                 "<th>why</th></tr>")
+        for m in settle:
+            n = _notes(m)
+            la = lat.get(m["step"], {}).get("value")
+            h.append(f"<tr><td style=text-align:left>{html.escape(m['step'])}</td><td>PS{n.get('from_ps', '?')}</td>"
+                     f"<td>PS{n.get('to_ps', '?')}</td><td>{_f(la * 1e3 if la is not None else None, 2)}</td>"
+                     f"<td>{_f(m['value'] * 1e3 if m['value'] is not None else None, 2)}</td>"
+                     f"<td>{_f(m['upper'] * 1e3 if m['upper'] is not None else None, 1)}</td>"
+                     f"<td class={html.escape(m['outcome'])}><b>{html.escape(m['outcome'])}</b></td>"
+                     f"<td>{_f(n.get('before_w'), 2)}</td><td>{_f(n.get('after_w'), 2)}</td>"
+                     f"<td>{html.escape(str(n.get('from') or '-'))}</td>"
+                     f"<td style=text-align:left>{html.escape(str(n.get('why') or ''))}</td></tr>")
+        h.append("</table>")
+    if io:
+        h.append("<h3 id=io-energy>Energy per I/O</h3><p>Above the idle baseline, per class, from the traced I/O and "
+                 "the rails (least squares over 20 ms windows of the phase and the idle before it; 95 % interval). "
+                 "A phase without a trace has its phase-level figures only.</p><table><tr><th>step</th><th>phase</th>"
+                 "<th>class</th><th>uJ per I/O</th><th>95 % interval uJ</th><th>idle baseline W</th><th>I/Os</th>"
+                 "<th>why</th></tr>")
+        for m in io:
+            n = _notes(m)
+            ci = f"{_f(_uj(n.get('ci_low_j')), 2)} .. {_f(_uj(n.get('ci_high_j')), 2)}" if n.get("ci_low_j") is not None else "-"
+            h.append(f"<tr><td style=text-align:left>{html.escape(m['step'])}</td>"
+                     f"<td style=text-align:left>{html.escape(m['phase'] or '')}</td>"
+                     f"<td style=text-align:left>{html.escape(str(n.get('class') or '-'))}</td>"
+                     f"<td>{_f(_uj(m['value']), 2)}</td><td>{ci}</td><td>{_f(n.get('baseline_w'), 3)}</td>"
+                     f"<td>{n.get('ios', '-')}</td><td style=text-align:left>{html.escape(str(n.get('why') or ''))}</td></tr>")
+        h.append("</table>")
+    return "\n".join(h)
+
+
+def io_series(ms: list[dict], power_state_of: dict) -> dict:
+    """Energy per I/O (uJ) over I/O size (bytes) per power state and kind: {"PS0 read": [(bytes, uJ)]}."""
+    sizes = {"KiB": 1024, "MiB": 1024 * 1024}
+    out: dict = {}
+    for m in ms:
+        if m["name"] != "io.energy_per_io" or m["value"] is None:
+            continue
+        w = str(_notes(m).get("class") or "").split()
+        if len(w) < 3 or w[2] not in sizes:
+            continue
+        ps = power_state_of.get(m["step"])
+        out.setdefault(f"PS{ps} {w[0]}", []).append((int(w[1]) * sizes[w[2]], m["value"] * 1e6))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def section(ms: list[dict], out, power_state_of: dict) -> list[str]:
+    """The sweep report's section (with the energy-per-I/O plot when there is one)."""
+    body = tables(ms)
+    if not body:
+        return []
+    h = ["<h2 id=commands>Commands on the drive's clock</h2>", body]
+    series = io_series(ms, power_state_of)
+    if series and plot_io(series, out / "energy_per_io.png"):
+        h.append("<figure><img src=energy_per_io.png alt='energy per I/O over I/O size'><figcaption>Energy per "
+                 "I/O (uJ, above idle) over I/O size, per power state and kind</figcaption></figure>")
+    return h
+
+
+def plot_io(series: dict, path) -> bool:
+    """uJ per I/O over I/O size (log-log), a line per power state and kind; False without a point."""
+    if not any(series.values()):
+        return False
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from powerrig.core import owned
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for name, pts in sorted(series.items()):
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+    xs = sorted({p[0] for v in series.values() for p in v})
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(xs)
+    ax.set_xticklabels([f"{x // 2**20} MiB" if x >= 2**20 else f"{x // 1024} KiB" for x in xs])
+    ax.set_xlabel("I/O size")
+    ax.set_ylabel("uJ per I/O above idle")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    with owned.open_owned(path, "wb") as f:
+        fig.savefig(f, dpi=100, format="png")
+    plt.close(fig)
+    return True

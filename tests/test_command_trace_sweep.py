@@ -1,0 +1,90 @@
+"""A sweep on the virtual rig with every admin command placed from the virtual drive host's kernel
+trace (sweep/command_trace.py): the placed events in the capture, the power-state change timed from
+the traced Set Features against the model's switch, the energy per I/O of the workload against the
+model, and both in the sweep report and on the web step page."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from powerrig.capture import CaptureReader
+from powerrig.results import ResultStore
+from powerrig.results.report import write_sweep_report
+from powerrig.sim.model import JobLoad, idle_power, operating_point
+from powerrig.sim.profile import load
+from powerrig.sweep.engine import Sweep
+from powerrig.sweep.plan import parse
+from powerrig.web.app import create_app
+
+PLAN = '''name = "commands on the drive's clock"
+power_states = [0]
+idle_steps = false
+[rig]
+port = "sim:client-apst"
+interval_us = 100
+[drive]
+serial = "VCL0000000000001"
+[timing]
+settle_s = 0.3
+idle_s = 0.6
+measure_s = 1.0
+[[workload]]
+name = "r4k"
+rw = "randread"
+bs = "4k"
+iodepth = 2
+'''
+
+
+# idle steps only: a non-operational state takes no workload
+STATES = PLAN.split("[[workload]]")[0].replace("power_states = [0]\nidle_steps = false", "power_states = [0, 3]\nidle_steps = true")
+
+
+def test_command_trace_sweep_places_commands_times_the_transition_and_prices_an_io(tmp_path, simdir):
+    store = ResultStore(tmp_path / "r.sqlite")
+    run = Sweep(parse(PLAN, "p.toml"), store, tmp_path / "out").run()
+    run_ps = Sweep(parse(STATES, "states.toml"), store, tmp_path / "out-states").run()
+    steps = {s["key"]: s for r in (run, run_ps) for s in store.steps(r)}
+    assert [s["status"] for s in steps.values()] == ["done"] * 3
+    prof = load("client-apst")
+    by = {}
+    for m in store.measurements(run) + store.measurements(run_ps):
+        by.setdefault((m["step"], m["name"]), []).append(m)
+    for key, s in steps.items():
+        with CaptureReader(s["capture"]) as cap:
+            nv = [e for e in cap.events if e.kind == "nvme"]
+            note = next(e for e in cap.events if e.name == "nvme_trace")
+        # every admin command of the step placed on the controller's side, its host interval kept beside it
+        assert nv and all(e.meta.get("placed") == "nvme_trace" for e in nv), [e.meta for e in nv]
+        assert all(e.t_end - e.t_start < 0.002 < e.meta["host_t_end"] - e.meta["host_t_start"] for e in nv)
+        assert note.meta["nvme_trace"].startswith("nvme_trace: ") and "I/O commands traced" in note.meta["nvme_trace"]
+    # PS0 -> PS3 (1.1 W -> 0.07 W idle): the drive switches half of EXLAT(0) + ENLAT(3) after taking the command
+    key3 = next(k for k in steps if k.startswith("ps3"))
+    assert by[(next(k for k in steps if k.startswith("ps0/idle")), "transition.rails_settle_s")]
+    [lat] = by[(key3, "transition.latency_s")]
+    [settle] = by[(key3, "transition.rails_settle_s")]
+    model = 0.5 * (prof.state(0).exlat_us + prof.state(3).enlat_us) * 1e-6
+    assert lat["value"] == pytest.approx(model, abs=0.0005)
+    # settled: the virtual client drive's 0.2 ms time constant takes it past its ENLAT of 210 us, and the
+    # verdict says so against EXLAT(0) + ENLAT(3)
+    assert settle["upper"] == pytest.approx((0 + 210) * 1e-6) and lat["value"] < settle["value"] < 0.002
+    assert settle["outcome"] == ("pass" if settle["value"] <= settle["upper"] else "fail")
+    assert json.loads(settle["notes"])["from"] == "nvme_trace"
+    # one 4 KiB random read above idle, against the model's (power above idle / I/Os per second)
+    key0 = next(k for k in steps if k.startswith("ps0"))
+    [io] = by[(key0, "io.energy_per_io")]
+    n = json.loads(io["notes"])
+    op = operating_point(prof, 0, [JobLoad("r4k", "randread", 4096, 2)])
+    truth = (op.watts - idle_power(prof, 0)) / (op.total_Bps / 4096)
+    assert n["class"] == "read 4 KiB rand" and n["ios"] > 1000
+    assert io["value"] == pytest.approx(truth, rel=0.05)
+    assert n["ci_low_j"] <= io["value"] <= n["ci_high_j"]
+    # shown in the sweep report and on the step's web page
+    idx = write_sweep_report(store, run, tmp_path / "report")
+    html = idx.read_text()
+    assert "Commands on the drive&#x27;s clock" in html or "Commands on the drive's clock" in html
+    assert "read 4 KiB rand" in html and "EXLAT + ENLAT" in html
+    assert (tmp_path / "report" / "energy_per_io.png").exists()
+    page = create_app(store).test_client().get(f"/run/{run}/step/{steps[key0]['idx'] + 1}")
+    assert page.status_code == 200 and b'id="commands"' in page.data and b"read 4 KiB rand" in page.data

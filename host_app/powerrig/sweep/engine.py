@@ -512,6 +512,8 @@ class Sweep:
         t_an = time.monotonic()
         with CaptureReader(capture) as cap:
             an = analyse(cap, cap.events, cap.metadata)
+            traced = command_trace.measurements(cap, ntrace, self._transition_limit_s(self._prev_ps, step.power_state),
+                                                self._prev_ps, step.power_state)
             verdicts = self._referee(cap, tl, ipm_polls, step, an) if plan.checks.self_reported_power else []
             self._limit_verdicts = self._referee_limit(cap, tl) if plan.checks.power_limit_w else []
         t_an = time.monotonic() - t_an
@@ -524,6 +526,7 @@ class Sweep:
         extra += measure.transition(an, self._transition_limit_s(self._prev_ps, step.power_state), self._prev_ps,
                                     step.power_state)
         self._prev_ps = step.power_state
+        extra += traced
         extra += measure.self_reported(an, plan.checks.self_reported_tolerance_pct)
         extra += measure.referee(verdicts)
         if plan.checks.power_limit_w:

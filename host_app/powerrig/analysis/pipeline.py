@@ -11,6 +11,7 @@ steady state and write amplification are computed from the phase results.
 """
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 import queue
@@ -34,7 +35,7 @@ from powerrig.analysis.waf import waf_samples, waf_series
 from powerrig.analysis.windows import WindowMax, WindowSums
 from powerrig.core.errors import CaptureError, PowerrigError
 from powerrig.core.sampling import sampling_of
-from powerrig.core.timeline import POWER_STATE, Event
+from powerrig.core.timeline import FIO, NOTE, NVME, PHASE, POWER_STATE, Event
 
 logger = logging.getLogger(__name__)
 
@@ -478,22 +479,84 @@ def _result(a: _PhaseAcc, rails, dt) -> PhaseResult:
                        a.inst_max if a.inst_max > -math.inf else math.nan)
 
 
+def _load_edges(events, to_sid) -> list[tuple[float, str]]:
+    """Where the load changed other than by a command: each workload's start and end (a fio run, a
+    workload phase) and a drive's removal or return, as (sample id, what), in time order."""
+    out = []
+    for e in events:
+        workload = e.kind == FIO or (e.kind == PHASE and any(k in e.meta for k in ("rw", "bs", "iodepth"))
+                                     and not e.meta.get("idle"))
+        if workload:
+            out.append((float(to_sid(e.t_start)), f"{e.name} starting"))
+            if e.t_end is not None:
+                out.append((float(to_sid(e.t_end)), f"{e.name} stopping"))
+        elif e.kind == NOTE and (e.meta or {}).get("removal"):
+            out.append((float(to_sid(e.t_start)), e.name))
+    return sorted(out, key=lambda x: x[0])
+
+
 def _commands(source, events, to_sid, states, length) -> list[CommandEnergy]:
+    """Each command's energy in a window of its own (analysis/commands.py): the level before taken after
+    the last load edge or power-state change before it, the window ended at the next load edge or
+    command. A power-state change's
+    window runs on through the quiet reads that follow it (the get-feature that confirms it): its
+    settle is the transition measured against EXLAT + ENLAT; only a load edge or the next change ends it."""
     dt = source.interval_s
     pre = max(1, int(round(PRE_S / dt)))
     post = max(1, int(round(POST_S / dt)))
     out = []
     ps_now = None
-    for e, a, b in commands(events, to_sid, length):
+    cmds = commands(events, to_sid, length)               # in time order of their starts
+    edges = _load_edges(events, to_sid)
+    edge_at = [x for x, _ in edges]
+    is_tr = [e.kind == POWER_STATE or e.name.startswith("set-feature power") for e, _, _ in cmds]
+    starts = [a for _, a, _ in cmds]
+    tr_starts = [(a, k) for k, (_, a, _) in enumerate(cmds) if is_tr[k]]
+    ends = sorted((b, k) for k, (_, _, b) in enumerate(cmds) if is_tr[k])    # transitions: their level is new
+    end_at_ = [b for b, _ in ends]
+    for k, (e, a, b) in enumerate(cmds):
         lat = math.nan
         if e.kind == POWER_STATE:
             new = power_state_of(e)
             lat = transition_latency_us(states, ps_now, new) * 1e-6
             ps_now = new
+        # before: after the last load edge and the last power-state change (a quiet read before it
+        # moves the level by noise only: it does not end the level before)
+        prior = []
+        i = bisect.bisect_right(edge_at, a) - 1
+        if i >= 0:
+            prior.append(edges[i])
+        j = bisect.bisect_right(end_at_, a) - 1
+        while j >= 0 and ends[j][1] == k:
+            j -= 1
+        if j >= 0:
+            prior.append((ends[j][0], cmds[ends[j][1]][0].name))
+        pre_from, before_by = max(prior, key=lambda x: x[0], default=(None, ""))
+        # after: up to the next load edge or the next command (a transition: the next transition)
+        nxt = []
+        i = bisect.bisect_right(edge_at, a)
+        if i < len(edges):
+            nxt.append(edges[i])
+        if is_tr[k]:         # the next change after this one ended (its twin, PS event and set-feature, is one)
+            j = bisect.bisect_left(tr_starts, (b, -1))
+            while j < len(tr_starts) and tr_starts[j][1] == k:
+                j += 1
+            if j < len(tr_starts):
+                nxt.append((tr_starts[j][0], cmds[tr_starts[j][1]][0].name))
+        else:
+            j = bisect.bisect_right(starts, a)
+            if j < len(cmds):
+                nxt.append((starts[j], cmds[j][0].name))
+        end_at, cut_by = min(nxt, key=lambda x: x[0], default=(None, ""))
+        i = bisect.bisect_right(edge_at, a)
+        inside = edges[i][1] if i < len(edges) and edges[i][0] < b else ""
         lo = max(0, int(math.floor(a)) - pre)
         hi = min(length, int(math.ceil(b)) + post)
+        if end_at is not None and end_at >= hi:
+            end_at = None                  # the next event lies past the 2 s window: nothing cut
         p = np.concatenate([c["p_total"] for _, c in source.chunks(["p_total"], lo, hi)]).astype(np.float64)
-        out.append(command_energy(p, lo, a, b, dt, pre, lat, e.name, e.kind, e.argv))
+        out.append(command_energy(p, lo, a, b, dt, pre, lat, e.name, e.kind, e.argv, pre_from=pre_from,
+                                  end_at=end_at, before_by=before_by, cut_by=cut_by, inside=inside))
     return out
 
 

@@ -82,10 +82,13 @@ class CheckResult:
     requirement_met: bool       # did the data meet the check's sampling/length requirement
     where_s: tuple | None = None   # (start, end) of the deciding window, seconds from capture start
     notes: list = field(default_factory=list)
+    why: str = ""               # one line: why the verdict is not a plain pass / fail (short data, the band)
+    uncertainty: float | None = None    # the value's stated measurement error (W), the source's accuracy
+    marginal_from: float | None = None  # where the marginal band below the limit starts
 
     @property
     def passed(self) -> bool | None:
-        return {Verdict.PASS: True, Verdict.FAIL: False}.get(self.status)
+        return {Verdict.PASS: True, Verdict.FAIL: False}.get(self.status)    # marginal: neither, said so
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -38,6 +38,11 @@ from powerrig_fw.device import STREAMING, Device
 from powerrig_fw.timebase import Timebase
 
 TRUTH_BIN = 250          # truth power kept per 250 samples (1 ms)
+# Samples per DMA block of the board the simulator stands in for, the RP2350 (firmware/board/adc.py
+# BLOCK: 250, 1 ms; the RP2040's is 500). The board's main loop reduces one whole block per pass and a
+# DATA frame leaves in the pass of the block that completed it, so the simulator hands the firmware
+# whole blocks too: its frames leave when the board's would, never an interval at a time.
+DMA_BLOCK = 250
 # The DMA ring: a stall longer than this loses samples (an overrun, recorded as a gap). Deeper than the
 # board's own ring on purpose: the simulator runs when the host's scheduler lets it (a test machine
 # spawning nvme-cli and fio processes starves it for a few hundred ms), while the board's firmware is
@@ -170,16 +175,17 @@ class SimBoard:
         known = getattr(self.frontend.load, "known_until", None)
         if known is not None:            # a load fed live (a QEMU drive's trace): sample only what it knows
             now = min(now, self.index_of_utc(known()))
-        n = now - self.gen_index
+        n = (now - self.gen_index) // DMA_BLOCK * DMA_BLOCK    # the whole DMA blocks completed
         if n <= 0:
             return None
         if not self.samples_wanted():        # nobody reads them: the ring is overwritten, not lost
             self.samples_skipped += n
-            self.gen_index = self.last_block_index = now
+            self.gen_index += n
+            self.last_block_index = self.gen_index
             return None
         dropped = 0
-        ring = int(ADC_RING_S * 1e6 / self.period_us)
-        if n > ring:                      # the CPU did not keep up: DMA overwrote old samples
+        ring = int(ADC_RING_S * 1e6 / self.period_us) // DMA_BLOCK * DMA_BLOCK
+        if n > ring:                      # the CPU did not keep up: DMA overwrote old blocks
             dropped = n - ring
             self.gen_index += dropped
             n = ring
@@ -440,13 +446,16 @@ class VirtualInterposer:
     def _pass_s(self) -> float:
         """Sampling: how long to let samples come due before a pass. Each pass has a fixed cost (~40 numpy
         calls and the firmware's Python) whatever its length, so fewer, longer passes cost less CPU per
-        simulated second (benchmarks/bench_rig_cpu.py, docs/scale.md). One stream interval (the host sees
-        each interval at most that late, and never more than MAX_PASS_S; a command still wakes the loop at
-        once), never below MIN_PASS_S; bursts and self-tests keep MIN_PASS_S."""
+        simulated second (benchmarks/bench_rig_cpu.py, docs/scale.md). A stream's pass takes whole DMA
+        blocks as the board's does: one block (1 ms) for intervals up to a block, else the interval's
+        whole blocks, never more than MAX_PASS_S (a command still wakes the loop at once); bursts and
+        self-tests keep MIN_PASS_S (a pass then takes the blocks completed)."""
         stream = self.device.stream
         if not stream:
             return MIN_PASS_S
-        return min(MAX_PASS_S, max(MIN_PASS_S, stream["interval_us"] * 1e-6))
+        block_s = DMA_BLOCK * self.board.period_us * 1e-6
+        blocks = max(1, stream["interval_us"] // (DMA_BLOCK * self.board.period_us))
+        return min(MAX_PASS_S, blocks * block_s)
 
     def truth(self) -> dict:
         fr = self.device.framer

@@ -79,8 +79,7 @@ def test_a_host_gone_silent_gets_the_drive_powered_again(board):
     dev.power_sequence([{"output": "12V", "level": 0, "after_us": 2000}])
     dev.power_edges(1)
     assert sim.drive.level["12V"] == 0
-    dev._closing.set()                    # the host stops talking (its pinger ends), the link stays open
-    dev._pinger.join(timeout=2)
+    dev.stop_pinging()                    # the host stops talking (its pings end), the link stays open
     deadline = time.monotonic() + 5
     while sim.drive.level["12V"] == 0 and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -88,8 +88,41 @@ class Interposer:
         self.last_ping_error: str | None = None
         self.device_rate = 1.0          # device seconds per host second, as the pings see it
         self._closing = threading.Event()
-        self._pinger = threading.Thread(target=self._ping_loop, name="powerrig-pinger", daemon=True)
-        self._pinger.start()
+        self._t_end_burst = time.monotonic() + self.burst_s
+        self._first_ping: tuple[float, float] | None = None
+        self._pinger: threading.Thread | None = None
+        keep = getattr(link, "keep_pinging", None)     # the serial link pings from its reader thread
+        if keep is None or not keep(self._ping_every_s, self._on_ping_reply, self._on_ping_error):
+            self._pinger = threading.Thread(target=self._ping_loop, name="powerrig-pinger", daemon=True)
+            self._pinger.start()
+
+    def _ping_every_s(self) -> float:
+        """Host seconds to the next clock ping (see _ping_loop: in device time, burst first)."""
+        fast = time.monotonic() < self._t_end_burst
+        return (self.burst_interval if fast else self.ping_interval) / self.device_rate
+
+    def _on_ping_reply(self, r: dict) -> None:
+        """A ping's reply (from the link's reader thread, or _ping_loop) into the clock fit."""
+        try:
+            p = self._ping_tuple(r)
+            self.clock.add(*p)
+            self._first_ping = self._first_ping or (p[0], p[1])
+            self._observe_rate(self._first_ping, p)
+        except Exception as e:  # noqa: BLE001 - a malformed reply is a ping error, never the link's end
+            self._on_ping_error(f"{e.__class__.__name__}: {e}")
+
+    def _on_ping_error(self, text: str) -> None:
+        self.ping_errors += 1
+        self.last_ping_error = text
+
+    def stop_pinging(self) -> None:
+        """The host stops talking (the board's power watchdog then restores power); the link stays open."""
+        self._closing.set()
+        stop = getattr(self.link, "stop_pinging", None)
+        if stop is not None:
+            stop()
+        if self._pinger is not None:
+            self._pinger.join(timeout=2.0)
 
     def _ping_loop(self) -> None:
         """Keeps the clock model fresh. A failed ping is counted (``ping_errors``), never fatal.
@@ -97,20 +130,15 @@ class Interposer:
         The intervals are in DEVICE time: a board whose clock runs slower than the host's (an emulated
         one, docs/emulator.md) gets as many pings per device second as a real one, not a flood that
         would eat its CPU. ``device_rate`` is 1 on real hardware (within its crystal's ppm)."""
-        t_end_burst = time.monotonic() + self.burst_s
-        first: tuple[float, float] | None = None
-        while not self._closing.wait((self.burst_interval if time.monotonic() < t_end_burst else self.ping_interval)
-                                     / self.device_rate):
+        while not self._closing.wait(self._ping_every_s()):
             try:
-                p = self.ping()
-                self.clock.add(*p)
-                first = first or (p[0], p[1])
-                self._observe_rate(first, p)
+                r = self.link.command("ping", timeout=1.0)
             except Exception as e:  # noqa: BLE001 - the clock must keep trying while the link lives
-                self.ping_errors += 1
-                self.last_ping_error = str(e)
+                self._on_ping_error(str(e))
                 if self.link.error:
                     return
+                continue
+            self._on_ping_reply(r)
 
     def _observe_rate(self, first: tuple[float, float], ping: tuple[float, float, float, float]) -> None:
         """Device seconds per host second since the first ping (after 0.2 s of host time; at most 1)."""
@@ -162,8 +190,7 @@ class Interposer:
         self.close()
 
     def close(self) -> None:
-        self._closing.set()
-        self._pinger.join(timeout=2.0)
+        self.stop_pinging()
         self.link.close()
 
     # ---- commands ------------------------------------------------------------------------------------
@@ -174,7 +201,10 @@ class Interposer:
     def ping(self) -> tuple[float, float, float, float]:
         """(host UTC sent, device sample index when the ping arrived, host UTC received, device sample
         index when the reply left): the order ClockFit.add takes."""
-        r = self.link.command("ping", timeout=1.0)
+        return self._ping_tuple(self.link.command("ping", timeout=1.0))
+
+    @staticmethod
+    def _ping_tuple(r: dict) -> tuple[float, float, float, float]:
         # the frame header's index is stamped after the reply was encoded (firmware 0.1.0 from 23 Nov 2026), so it is
         # the later, tighter of the two; older firmware stamped it first, hence the max
         tx = max(float(r["index"]), float(r.get("_index", 0)))
@@ -411,45 +441,61 @@ class Stream:
             self.stop_error = str(e)
 
     # ---- data -------------------------------------------------------------------------------------------
-    def blocks(self, seconds: float | None = None, max_rows: int = 5000, stop: threading.Event | None = None):
+    def blocks(self, seconds: float | None = None, max_rows: int = 5000, stop: threading.Event | None = None,
+               every_s: float = 0.1):
         """Yield IntervalBlocks until ``seconds`` of device time have been covered (or forever, or
         until ``stop`` is set: a recorder's stop then ends it even while no data arrives).
 
         The run ends at its end index whatever happened around it: data lost just before the end
         (dropped, CRC-failed, a stall, an overrun) becomes a gap up to the end, so a timed stream
-        always finishes. Frames received are handed out at least every 0.1 s or ``max_rows``.
+        always finishes. Frames received are handed out at least every ``every_s`` or ``max_rows``.
         """
         end_index = None if seconds is None else self._next_index + int(round(seconds / self.period_s))
         pending, self._pending = self._pending, []      # what an earlier call received but did not hand out
         last_data = last_yield = time.monotonic()
+        rows = sum(f.count for f in pending)
         while end_index is None or self._next_index < end_index:
+            # paced by the hand-over, not by each read: sleep to the next one, then take all that came
+            rest = last_yield + every_s - time.monotonic()
+            if rest > 0 and (stop.wait(rest) if stop is not None else time.sleep(rest)):
+                break
             if stop is not None and stop.is_set():
                 break
-            f = self._receive()
+            got = self._receive(min(0.05, every_s))
             now = time.monotonic()
-            if f is not None:
-                pending.append(f)
+            if got:
+                pending += got
+                rows += sum(f.count for f in got)
                 last_data = now
-            if pending and (f is None or len(pending) * self.per_frame >= max_rows or now - last_yield > 0.1):
+            if pending and (not got or rows >= max_rows or now - last_yield > every_s):
                 yield from self._assemble(pending, end_index)
                 pending = []
+                rows = 0
                 last_yield = now
             self._check_stall(now - last_data)
         if pending:
             yield from self._assemble(pending, end_index)
 
-    def _receive(self) -> wire.Frame | None:
-        """The next DATA frame of this stream, or None after a short wait without one."""
+    def _receive(self, wait_s: float = 0.05) -> list[wire.Frame]:
+        """This stream's DATA frames waiting on the link (the link hands them over as one list per
+        read), or [] after a short wait without any."""
         link = self.dev.link
+        got: list[wire.Frame] = []
         try:
-            f = link.data.get(timeout=0.05)
+            item = link.data.get(timeout=wait_s)
+            while True:
+                if item is None:
+                    if got:                 # these first; the next call meets the end
+                        link.data.put(None)
+                        break
+                    raise LinkError(link.error or f"link to {link.port} closed")
+                for f in item if isinstance(item, list) else (item,):
+                    if f.type == wire.T_DATA and self._accept(f):
+                        got.append(f)
+                item = link.data.get_nowait()
         except queue.Empty:
-            return None
-        if f is None:
-            raise LinkError(link.error or f"link to {link.port} closed")
-        if f.type == wire.T_DATA and self._accept(f):
-            return f
-        return None
+            pass
+        return got
 
     def _check_stall(self, quiet_s: float) -> None:
         """A stall longer than the limit ends the stream with an error (shorter ones become gaps)."""

@@ -11,6 +11,7 @@ import itertools
 import json
 import logging
 import os
+import select
 import stat
 from collections import deque
 import queue
@@ -23,6 +24,24 @@ from powerrig.interposer import frames as wire
 from powerrig.core.errors import DeviceError, LinkError
 
 logger = logging.getLogger(__name__)
+
+# The reader's pace (docs/scale.md, "Where a recording's CPU goes"): while a stream flows and no
+# command waits, a read every BATCH_S takes ~12 KB at a time (the 100 us stream's 465 kB/s);
+# the kernel holds 64 KB for a USB serial port (130 ms at the link budget), a pty 20 KB (40 ms).
+BATCH_S = 0.025
+PING_TIMEOUT_S = 1.0      # a clock ping's reply (as Interposer.ping waits for it)
+PARTIAL_POLL_S = 0.25    # a held partial frame: look again this often (its wait is bounded in time)
+
+
+def _posix_fd(ser) -> int | None:
+    """The port's file descriptor when it is a local POSIX serial port (read with select and one
+    os.read); None for pyserial URL ports (rfc2217://, socket://, loop://), read through pyserial."""
+    try:
+        from serial.serialposix import Serial as PosixSerial
+    except ImportError:           # Windows
+        return None
+    fd = getattr(ser, "fd", None)
+    return fd if isinstance(ser, PosixSerial) and isinstance(fd, int) and fd >= 0 else None
 
 
 def open_serial(port: str, timeout: float = 0.02) -> serial.Serial:
@@ -102,25 +121,42 @@ class SerialLink:
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._stop = threading.Event()
+        self._wake = threading.Event()      # set by a command: the reader reads at once (see _read_loop)
+        # clock pings sent by the reader itself (keep_pinging): (every_s, on_reply, on_error) or None
+        self._beat: tuple | None = None
+        self._beat_due = 0.0                # monotonic time the next one is due
+        self._beat_out: tuple[int, float, float] | None = None   # (id, t_send, monotonic deadline) in flight
+        self._abort_r = self._abort_w = -1  # the reader's select ends when close() writes here
         self._thread = threading.Thread(target=self._read_loop, name=f"powerrig-link-{port}", daemon=True)
         self._thread.start()
 
     # ---- reader ----------------------------------------------------------------------------------
     def _read_loop(self) -> None:
+        """Read, decode, route; then, while a stream flows and no command waits for its reply, let
+        BATCH_S of bytes gather before the next read (``_pace``). A board's USB sends a 2 KB frame as
+        32 packets of 64 bytes and the kernel wakes a reader for each: read at once, a 100 us stream
+        cost hundreds of wake-ups a second, each with its decode and queue hand-over (docs/scale.md,
+        "Where a recording's CPU goes"). A command wakes the reader at once (``_wake``), so a reply
+        (a clock ping's) is still read and stamped the moment it arrives."""
         ser = self.ser
+        fd = _posix_fd(ser)
+        if fd is not None:
+            self._abort_r, self._abort_w = os.pipe()
         try:
             while not self._stop.is_set():
-                data = ser.read(max(1, min(ser.in_waiting, 1 << 16)))
+                self._wake.clear()
+                if self._beat is not None:
+                    self._heartbeat()
+                data = self._read_fd(fd) if fd is not None else ser.read(max(1, min(ser.in_waiting, 1 << 16)))
                 now = time.time()
                 if not data:
                     if self.decoder.buffered:      # lets a false header's bounded wait run out
-                        for f in self.decoder.feed(b"", now):
-                            self._route(f)
+                        self._route_all(self.decoder.feed(b"", now))
                     continue
                 self.last_rx = now
                 self.bytes_in += len(data)
-                for f in self.decoder.feed(data, now):
-                    self._route(f)
+                if self._route_all(self.decoder.feed(data, now)):
+                    self._pace()
         except (serial.SerialException, OSError, TypeError) as e:
             if not self._stop.is_set():
                 self.error = f"lost the serial port {self.port}: {str(e).splitlines()[0] if str(e) else e}"
@@ -133,6 +169,111 @@ class SerialLink:
             with self._lock:
                 for ev, _box in self._waiting.values():
                     ev.set()
+
+    def _read_fd(self, fd: int) -> bytes:
+        """What the port holds (up to 64 KB) in one read, once it holds something: a wait in select
+        with no timer while nothing is expected (a held partial frame's bounded wait excepted);
+        ``close`` ends it through the abort pipe."""
+        wait = PARTIAL_POLL_S if self.decoder.buffered else None
+        if self._beat is not None:
+            due = max(0.0, (self._beat_out[2] if self._beat_out else self._beat_due) - time.monotonic())
+            wait = due if wait is None else min(wait, due)
+        try:
+            ready, _, _ = select.select([fd, self._abort_r], [], [], wait)
+        except InterruptedError:
+            return b""
+        if not ready or self._abort_r in ready:
+            return b""
+        try:
+            data = os.read(fd, 1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return b""
+        if not data:        # as pyserial says it: readable yet empty is a port that went away
+            raise serial.SerialException("device reports readiness to read but returned no data "
+                                         "(device disconnected or multiple access on port?)")
+        return data
+
+    def _pace(self) -> None:
+        """Between reads of a flowing stream: wait BATCH_S for more bytes unless a command waits for
+        its reply (then read at once). Bounded far below what the kernel buffers for a port (64 KB:
+        130 ms at the link budget; a pty 20 KB), so pacing never costs the board a frame."""
+        if self._waiting or self._beat_out is not None or self._stop.is_set():
+            return
+        wait = BATCH_S
+        if self._beat is not None:
+            wait = min(wait, self._beat_due - time.monotonic())
+        if wait > 0:
+            self._wake.wait(wait)
+
+    # ---- clock pings from the reader thread --------------------------------------------------------
+    def keep_pinging(self, every_s, on_reply, on_error) -> bool:
+        """Send a clock ping every ``every_s()`` seconds from the reader thread for the life of the
+        link: ``on_reply(reply)`` (the reply as ``command`` returns it) or ``on_error(text)`` runs in
+        that thread. A pinger thread of its own cost two thread hand-overs per ping (its wake-up, the
+        reply's) beside the reader's: a quarter of a recording's CPU at 25 pings a second
+        (docs/scale.md). True: this link does it (a stand-in link without the method does not)."""
+        self._beat_due = time.monotonic() + every_s()
+        self._beat = (every_s, on_reply, on_error)
+        self._wake.set()
+        return True
+
+    def stop_pinging(self) -> None:
+        self._beat = None
+        self._beat_out = None
+
+    def _heartbeat(self) -> None:
+        """In the reader thread: a ping past its deadline is an error; a due one is sent."""
+        every_s, _on_reply, on_error = self._beat
+        now = time.monotonic()
+        out = self._beat_out
+        if out is not None:
+            if now < out[2]:
+                return
+            self._beat_out = None
+            self._beat_due = now + every_s()
+            on_error(f"no reply to 'ping' from {self.port} within {PING_TIMEOUT_S * self.time_scale:g} s")
+            return
+        if now < self._beat_due or self.error:
+            return
+        cid = next(self._ids)
+        frame = wire.encode_command({"id": cid, "cmd": "ping"}, cid)
+        t_send = time.time()
+        self._beat_out = (cid, t_send, now + PING_TIMEOUT_S * self.time_scale)
+        try:
+            self.write(frame)
+        except LinkError as e:
+            self._beat_out = None
+            self._beat_due = now + every_s()
+            on_error(str(e))
+
+    def _beat_reply(self, doc: dict) -> bool:
+        """The reply to the reader's own ping (True), handed to on_reply; else False."""
+        out, beat = self._beat_out, self._beat
+        if out is None or beat is None or doc.get("id") != out[0]:
+            return False
+        self._beat_out = None
+        every_s, on_reply, on_error = beat
+        self._beat_due = time.monotonic() + every_s()
+        if doc.get("ok"):
+            doc["_t_send"] = out[1]
+            on_reply(doc)
+        else:
+            on_error(f"interposer refused 'ping': {doc.get('error', 'no reason given')}")
+        return True
+
+    def _route_all(self, frames: list[wire.Frame]) -> bool:
+        """DATA frames go to the stream as one list per read (one queue hand-over, not one per frame);
+        True when a stream's frames (DATA, BURST) came: the reader then paces itself."""
+        data = [f for f in frames if f.type == wire.T_DATA]
+        if data:
+            self.data.put(data)
+        flowing = bool(data)
+        if len(data) != len(frames):
+            for f in frames:
+                if f.type != wire.T_DATA:
+                    flowing |= f.type == wire.T_BURST
+                    self._route(f)
+        return flowing
 
     def _route(self, f: wire.Frame) -> None:
         if f.type == wire.T_DATA:
@@ -148,6 +289,8 @@ class SerialLink:
             cid = doc.get("id")
             if not isinstance(cid, int) or isinstance(cid, bool):
                 self._bad_reply(f"a reply whose id is {cid!r}, not a command number")
+                return
+            if self._beat_out is not None and self._beat_reply(doc):
                 return
             with self._lock:
                 w = self._waiting.get(cid)
@@ -196,6 +339,7 @@ class SerialLink:
                 raise LinkError(self.error)
             t_send = time.time()
             bad0 = self.bad_replies
+            self._wake.set()             # the reader stops pacing and reads the reply as it comes
             self.write(frame)
             if not ev.wait(timeout * self.time_scale) or not box:
                 if self.error:
@@ -236,11 +380,21 @@ class SerialLink:
 
     def close(self) -> None:
         self._stop.set()
+        self._wake.set()
+        if self._abort_w >= 0:
+            try:
+                os.write(self._abort_w, b"x")
+            except OSError:
+                pass
         try:
             self.ser.cancel_read()
         except (AttributeError, NotImplementedError, OSError, serial.SerialException) as e:
             logger.debug("cancel_read on %s: %s (the reader ends at its next timeout)", self.port, e)
         self._thread.join(timeout=1.0)
+        if self._abort_w >= 0 and not self._thread.is_alive():
+            for fd in (self._abort_r, self._abort_w):
+                os.close(fd)
+            self._abort_r = self._abort_w = -1
         try:
             self.ser.close()
         except (OSError, serial.SerialException) as e:

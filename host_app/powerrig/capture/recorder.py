@@ -38,6 +38,8 @@ from powerrig.core.blocks import IntervalBlock
 logger = logging.getLogger(__name__)
 
 END_REASONS = ("duration", "stopped", "link-lost", "interrupted", "error")
+LIVE_EVERY_S = 0.1      # a block this often to on_block (a live view)
+WRITE_EVERY_S = 0.5     # ... and to the writer alone (still well inside its 1 s flush)
 
 
 @dataclass
@@ -270,7 +272,10 @@ class Recorder:
         seconds = self.seconds
         if seconds is not None and self._rows:       # after a reconnect: what is left of the duration
             seconds = max(0.0, seconds - self._rows * stream.interval_us * 1e-6)
-        for block in stream.blocks(seconds=seconds, stop=self._stop):
+        # a live view wants a block ten times a second; a file alone is fed half a second at a time
+        # (each hand-over costs the same ~20 library calls whatever its length: docs/scale.md)
+        every_s = LIVE_EVERY_S if self.on_block is not None else WRITE_EVERY_S
+        for block in stream.blocks(seconds=seconds, stop=self._stop, every_s=every_s):
             if self._away is not None and len(block):
                 self._after_away(block, writer)
             writer.write(block)

@@ -278,6 +278,9 @@ class CaptureWriter:
         """Record (sample id, UTC) from the current clock model every few seconds of samples."""
         if self.length == 0:
             return
+        last = self.length - 1
+        if self._anchored_model and last < self._next_anchor and not force:
+            return      # no anchor due: the fit is not asked for (a refit costs ms; this runs per block)
         model = self._model()
         if model is None:
             return
@@ -286,7 +289,6 @@ class CaptureWriter:
             self._write_anchor(0, model)
             self._anchored_model = True
             self._next_anchor = int(self.anchor_every_s * self.rate)
-        last = self.length - 1
         if last >= self._next_anchor or force:
             self._write_anchor(last, model)
             self._next_anchor = last + int(self.anchor_every_s * self.rate)

@@ -84,6 +84,22 @@ def test_pcm1_matches_brute_force_on_the_interval_means(world):
     assert lo * 1e-3 <= r.max_1s.start_s and r.max_1s.end_s <= hi * 1e-3
 
 
+def test_100ms_maximum_beside_the_1s_and_100us_ones_matches_brute_force(world):
+    """The highest 100 ms mean (reported beside PCM-1's 1 s and PCM-2's 100 us: published descriptions of
+    the OCP requirement disagree on the window) over the interval means, placed, between the other two."""
+    raw, _, cap, an, _ = world
+    p = cap.samples("p_total").astype(np.float64)
+    for name in ("seq write", "rand read"):
+        r = {r.name: r for r in an.phases}[name]
+        lo, hi = int(np.ceil(r.phase.start)), int(np.floor(r.phase.stop))
+        brute = max(p[k:k + 100].mean() for k in range(lo, hi - 99))
+        assert r.max_100ms.value_w == pytest.approx(brute, abs=0.01)
+        assert r.max_100ms.end_s - r.max_100ms.start_s == pytest.approx(0.1)
+        assert lo * 1e-3 <= r.max_100ms.start_s and r.max_100ms.end_s <= hi * 1e-3
+        assert r.max_1s.value_w < r.max_100ms.value_w < r.peak_100us.value_w
+        assert r.row()["max_100ms_w"] == r.max_100ms.value_w
+
+
 def test_array_source_gives_the_same_figures_as_the_capture(world):
     raw, model, _, an, blocks = world
     src = ArraySource.from_blocks(blocks, model)
@@ -115,3 +131,27 @@ def test_capture_without_events_still_analyses(tmp_path, world):
     an = analyse(ArraySource.from_blocks(blocks, model), [])
     assert [r.kind for r in an.phases] == ["capture"] and an.checks == []
     assert any("no events" in w for w in an.warnings)
+
+
+def test_one_thread_and_three_give_the_same_figures(world, monkeypatch):
+    """The pass on the caller's thread alone (a loaded host, analysis.pipeline.helper_threads) gives
+    exactly the figures of the pass with its reading and side threads, chunk by chunk (1,000 intervals)."""
+    _, _, cap, _, _ = world
+    got = {}
+    for threads in ("1", "3"):
+        monkeypatch.setenv("POWERRIG_ANALYSIS_THREADS", threads)
+        an = analyse(cap, cap.events, cap.metadata, chunk=1000)
+        got[threads] = (an.table(), [vars(c) for c in an.checks], an.info)
+    assert got["1"] == got["3"]
+    assert len(got["1"][0]) >= len(SEGS)
+
+
+def test_the_split_follows_the_free_cores(monkeypatch):
+    from powerrig.analysis import pipeline
+
+    monkeypatch.delenv("POWERRIG_ANALYSIS_THREADS", raising=False)
+    monkeypatch.setattr(pipeline.os, "sched_getaffinity", lambda _pid: {0, 1})
+    monkeypatch.setattr(pipeline.os, "getloadavg", lambda: (5.0, 5.0, 5.0))
+    assert pipeline.free_cores() == 0.0 and pipeline.helper_threads() == 0
+    monkeypatch.setattr(pipeline.os, "getloadavg", lambda: (0.2, 0.2, 0.2))
+    assert pipeline.free_cores() == pytest.approx(1.8) and pipeline.helper_threads() == 2

@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import logging
 import math
+import os
 import queue
 import threading
 from collections import defaultdict, deque
@@ -94,7 +95,7 @@ class _PhaseAcc:
         self.last = max([self.hi] + [e[0] + 1 for e in self.edges])
         self.stats = {n: SeriesStats(interval_s) for n in names}
         n1 = max(1, int(round(1.0 / interval_s)))
-        self.windows = [WindowMax(n1), WindowMax(10 * n1)]
+        self.windows = [WindowMax(n1), WindowMax(10 * n1), WindowMax(window_100ms(n1, interval_s))]
         self.peak = -math.inf
         self.peak_at = -1
         self.inst_max = -math.inf
@@ -278,6 +279,45 @@ def _sum64(cols: list, out: np.ndarray) -> np.ndarray:
     return out
 
 
+def free_cores() -> float:
+    """Cores this process may run on (its affinity) that the host's load leaves free, the caller's
+    own included (the 1-minute load average counts running and waiting threads)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):       # not Linux
+        cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return float(cores)
+    return max(0.0, cores - load)
+
+
+def helper_threads() -> int:
+    """Threads beside the caller's worth starting (0 or 1 each for reading ahead and side work): on a
+    host whose load leaves less than a second core free, two more threads only queue for the cores
+    and the GIL, and the pass ran slower than on one thread (issue 42: a 10-hour analysis at load 5
+    fell from 9.9x pandas to 4.2x in wall time), so the pass then runs on the caller's thread alone.
+    POWERRIG_ANALYSIS_THREADS=1 or 3 forces one way (benchmarks, tests)."""
+    forced = os.environ.get("POWERRIG_ANALYSIS_THREADS", "").strip()
+    if forced in ("1", "3"):
+        return 0 if forced == "1" else 2
+    return 2 if free_cores() >= 1.5 else 0
+
+
+class _InlineWork:
+    """_SideWork's interface, run at once on the caller's thread (no second thread)."""
+
+    def submit(self, fn, *args) -> None:
+        fn(*args)
+
+    def drain(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 class _SideWork:
     """Work handed to one second thread and run there in the order given: the values the phases keep
     (the histogram binning of long phases) and each finished phase's reduction to figures (its exact
@@ -319,10 +359,12 @@ def _stream(source, read, rails, accs, chunk, has_peak, series) -> None:
         return
     start = min(a.first for a in accs)
     stop = max(a.last for a in accs)
-    side = _SideWork()
+    threaded = helper_threads() > 0
+    side = _SideWork() if threaded else _InlineWork()
     try:
         p = _Pass(accs, rails, has_peak, series, start, side)
-        for c0, cols in _prefetched(source.chunks(read, start, stop, chunk)):
+        pieces = source.chunks(read, start, stop, chunk)
+        for c0, cols in _prefetched(pieces) if threaded else pieces:
             p.feed(c0, cols)
         p.finish()
         side.drain()
@@ -468,7 +510,7 @@ def _result(a: _PhaseAcc, rails, dt) -> PhaseResult:
     stats = {r: a.summary[f"p_{r}"] for r in rails}
     stats["total"] = a.summary["p_total"]
     lost = stats["total"]["lost_intervals"]
-    w1, w10 = a.windows
+    w1, w10, w100ms = a.windows
     if a.peak_at >= 0:
         # the device's window ends in interval peak_at; its 100 us lie at the end of that interval at the latest
         peak = WindowFigure(a.peak, (a.peak_at + 1) * dt - 1e-4, (a.peak_at + 1) * dt, 1, 0)
@@ -476,7 +518,19 @@ def _result(a: _PhaseAcc, rails, dt) -> PhaseResult:
         peak = WindowFigure()
     return PhaseResult(p, p.start * dt, p.stop * dt, (p.stop - p.start) * dt, stats, lost * dt,
                        _figure(w1, dt), _figure(w10, dt), peak, a.has_peak and len(rails) == 1,
-                       a.inst_max if a.inst_max > -math.inf else math.nan)
+                       a.inst_max if a.inst_max > -math.inf else math.nan, max_100ms=_figure(w100ms, dt))
+
+
+def window_100ms(n1: int, interval_s: float) -> int:
+    """Samples in the 100 ms window (the maximum average published descriptions of OCP's power requirement
+    give beside PCM-1's 1 s and PCM-2's 100 us): the divisor of the 1 s window nearest 100 ms, so the
+    window sums keep their block size."""
+    want = min(n1, max(1, int(round(0.1 / interval_s))))
+    for k in range(want):
+        for d in (want - k, want + k):
+            if 1 <= d <= n1 and n1 % d == 0:
+                return d
+    return 1
 
 
 def _load_edges(events, to_sid) -> list[tuple[float, str]]:

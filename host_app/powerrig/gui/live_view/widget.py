@@ -564,7 +564,7 @@ class LiveView(QWidget):
             r.setBrush(pg.mkBrush(c))
             r.setVisible(True)
             r.event_name = r.name_label.event_name = e["name"]
-            r.name_label.setColor(pg.mkColor(colour).darker(130))
+            r.name_label.setColor(colour)
             r.name_label.setText(e["name"])
             r.name_label.setVisible(False)       # placed by _layout_labels
             return r

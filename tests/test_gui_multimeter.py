@@ -50,6 +50,20 @@ def test_multimeter_follows_the_plotted_source(qtbot, tmp_path):
         finally:
             own.close()
         assert "busy.jls" in meter.title.text()
+        # the analysis' capture phase and the range pass without it give the same rows
+        from powerrig.analysis.pipeline import analyse
+        from powerrig.gui.services.captures import whole_capture_figures
+        own = FileSource(path)
+        try:
+            r = own.reader
+            with_an = whole_capture_figures(r, analyse(r, r.events, r.metadata))
+            alone = whole_capture_figures(r)
+        finally:
+            own.close()
+        assert with_an.keys() == alone.keys() == {"12V", "3V3", "total"}
+        for k in with_an:
+            for a, b in zip(with_an[k], alone[k]):
+                assert a == b or a == pytest.approx(b, rel=1e-9), (k, with_an[k], alone[k])
         assert _cell(meter, "total", 4) == f"{whole.energy_j['total']:.3f}" != live_energy
         assert _cell(meter, "12V", 0) == f"{whole.mean_w['12V']:.4f}"
         for _ in range(5):                                          # the stream goes on behind the capture

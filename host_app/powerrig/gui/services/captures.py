@@ -29,23 +29,27 @@ def is_background(e) -> bool:
         bool(words) and words[0] in NVME_READ | NVME_VOLATILE)
 
 
-def whole_capture_figures(reader) -> dict:
+def whole_capture_figures(reader, analysis=None) -> dict:
     """The multimeter's row per rail and "total" over a whole capture: (mean W, min W, max W, peak 100 us
-    W or None, energy J), by the analysis' own range pass (gaps left out), the peak from the device's
-    100 us windows when the capture holds them."""
-    from powerrig.analysis.selection import SelectionError, range_figures
+    W or None, energy J): the analysis' own capture phase when the capture was analysed (no second pass
+    over the samples), else the same range pass over it; the peak from the device's 100 us windows when
+    the capture holds them (the file's summary levels)."""
+    from powerrig.analysis.phases import CAPTURE
+    from powerrig.analysis.selection import SelectionError, range_stats
     from powerrig.core.names import RailField, rail_signal
-    try:
-        fig = range_figures(reader, 0.0, reader.length * reader.interval_s)
-    except SelectionError:
-        return {}
+    whole = next((r for r in analysis.phases if r.kind == CAPTURE), None) if analysis is not None else None
+    if whole is None:
+        try:
+            whole = range_stats(reader, 0.0, reader.length * reader.interval_s, name="capture")
+        except SelectionError:
+            return {}
     out = {}
-    for k in fig.mean_w:
+    for k, st in whole.rails.items():
         peak = None
         name = rail_signal(RailField.P_PEAK, k) if k != "total" else None
         if name is not None and reader.has(name):
             peak = reader.range_stats(name)["max"]
-        out[k] = (fig.mean_w[k], fig.min_w[k], fig.max_w[k], peak, fig.energy_j[k])
+        out[k] = (st["mean_w"], st["min_w"], st["max_w"], peak, st["energy_j"])
     return out
 
 
@@ -148,7 +152,7 @@ class Captures(QObject):
                 logger.info("analysis of %s: %s", path, e)
                 an = None
             with src._lock:
-                figures = whole_capture_figures(src.reader)
+                figures = whole_capture_figures(src.reader, an)
             return src, an, figures
 
         def opened(got):

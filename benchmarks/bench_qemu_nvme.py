@@ -13,13 +13,19 @@ and prints last one JSON object:
                                 timing.block_trace, within fio's per-I/O logs' span, timing.io_log; --no-block-trace: fio's
                                 logs alone; on the guest's clock, mapped by the agent's clock samples) against the trace's
                                 first submit and last completion
-  command_event_contains_pct    admin commands whose trace time lies inside powerrig's event for the call
-  command_event_width_ms_p50    ... and how wide those events are
+  command_event_contains_pct    admin commands whose trace time lies inside powerrig's event for the call (the host interval:
+                                nvme-cli's call and return)
+  command_event_width_ms_p50    ... and how wide those host intervals are
+  command_event_width_ms_p99    the same events placed from the guest kernel's nvme tracepoints (dut/nvmetrace.py: every
+                                admin command moved to its traced submission and completion): how wide they are
+  command_event_error_ms_p99    ... and how far each placed submission lies from QEMU's own stamp of that command
+  command_events_placed_pct     the admin commands placed (the rest keep their host interval, with why)
   phase_energy_error_pct_max    the energy powerrig reports per phase against the power model's truth
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import sys
@@ -34,7 +40,7 @@ from hostinfo import machine  # noqa: E402
 
 from powerrig.capture import CaptureReader  # noqa: E402
 from powerrig.core.timeline import FIO, NVME, PHASE, Timeline  # noqa: E402
-from powerrig.dut import runners  # noqa: E402
+from powerrig.dut import nvmetrace, runners  # noqa: E402
 from powerrig.dut.commands import helper_argv  # noqa: E402
 from powerrig.dut.remote import drive_host  # noqa: E402
 from powerrig.results import ResultStore  # noqa: E402
@@ -83,10 +89,12 @@ def main() -> int:
         # admin commands through the dut layer, each an event; the trace says when each really ran
         tl = Timeline()
         nvme, _ = runners({"nvme": st["nvme"], "fio": st["fio"], "drive_host": st["drive_host"]}, tl)
+        ktrace = nvmetrace.KernelTrace(remote, "/dev/nvme0", "bench").start()
         t_admin0 = time.time()
         for k in range(a.admin):
             nvme.smart_log("/dev/nvme0") if k % 2 == 0 else nvme.id_ctrl("/dev/nvme0")
         t_admin1 = time.time()
+        traced, trace_note = nvmetrace.load(ktrace)
         time.sleep(0.2)
         evs = [e for e in tl.events(kind=NVME) if e.name in ("smart-log", "id-ctrl")]
         cmds = [c for c in read_all(st["trace"]) if c.kind == "admin" and t_admin0 <= c.t_submit <= t_admin1 + 1
@@ -97,6 +105,13 @@ def main() -> int:
             k = int(np.searchsorted(starts, c.t_submit, side="right")) - 1
             inside += k >= 0 and evs[k].t_start <= c.t_submit <= evs[k].t_end
         widths = [(e.t_end - e.t_start) * 1e3 for e in evs]
+        # the same events placed from the guest kernel's trace, against QEMU's stamp of each command
+        placed = [copy.deepcopy(e) for e in evs]
+        nvmetrace.place(placed, traced, None if traced else trace_note)
+        placed = [e for e in placed if e.meta.get("placed") == "nvme_trace"]
+        q_sub = np.array(sorted(c.t_submit for c in cmds))
+        placed_err = [float(np.min(np.abs(q_sub - e.t_start))) * 1e3 for e in placed] if len(q_sub) else []
+        placed_w = [(e.t_end - e.t_start) * 1e3 for e in placed]
 
         # the sweep
         plan = parse(plan_text(st["id"], st["serial"], a.phases, not a.no_block_trace), str(tmp / "plan.toml"))
@@ -138,13 +153,19 @@ def main() -> int:
                       "sweep_s": round(t_sweep, 1), "phase_lost_s_max": round(max(lost), 3) if lost else None,
                       "phase_energy_error_pct": [round(e, 3) for e in energy_err],
                       "phase_edge_error_ms": signed, "guest_clock_uncertainty_ms": round(clock_ms, 2),
-                      "load_average": [round(x, 2) for x in os.getloadavg()], "edge_sources": sources}))
+                      "load_average": [round(x, 2) for x in os.getloadavg()], "edge_sources": sources,
+                      "command_trace": trace_note,
+                      "command_event_width_ms_p50": round(pct(placed_w, 50), 3) if placed_w else None,
+                      "command_event_error_ms_p50": round(pct(placed_err, 50), 3) if placed_err else None}))
     print(json.dumps({"boot_s": round(st["boot_s"], 2), "command_roundtrip_ms_p50": round(pct(rt, 50), 1),
                       "trace_lag_ms_p99": round(pct(lags, 99) * 1e3, 2),
                       "phase_edge_error_ms_p99": round(pct(edge_err, 99), 2),
                       "command_event_contains_pct": round(100.0 * inside / max(1, len(cmds)), 2),
                       "command_event_width_ms_p50": round(pct(widths, 50), 1),
-                      "phase_energy_error_pct_max": round(max(energy_err), 4) if energy_err else None}))
+                      "phase_energy_error_pct_max": round(max(energy_err), 4) if energy_err else None,
+                      "command_events_placed_pct": round(100.0 * len(placed) / max(1, len(evs)), 2),
+                      "command_event_width_ms_p99": round(pct(placed_w, 99), 3) if placed_w else None,
+                      "command_event_error_ms_p99": round(pct(placed_err, 99), 3) if placed_err else None}))
     return 0
 
 

@@ -155,8 +155,8 @@ def main() -> int:
                       "phase_edge_error_ms": signed, "guest_clock_uncertainty_ms": round(clock_ms, 2),
                       "load_average": [round(x, 2) for x in os.getloadavg()], "edge_sources": sources,
                       "command_trace": trace_note,
-                      "command_event_width_ms_p50": round(pct(placed_w, 50), 3) if placed_w else None,
-                      "command_event_error_ms_p50": round(pct(placed_err, 50), 3) if placed_err else None}))
+                      "placed_event_width_ms_p50": round(pct(placed_w, 50), 3) if placed_w else None,
+                      "placed_event_error_ms_p50": round(pct(placed_err, 50), 3) if placed_err else None}))
     print(json.dumps({"boot_s": round(st["boot_s"], 2), "command_roundtrip_ms_p50": round(pct(rt, 50), 1),
                       "trace_lag_ms_p99": round(pct(lags, 99) * 1e3, 2),
                       "phase_edge_error_ms_p99": round(pct(edge_err, 99), 2),

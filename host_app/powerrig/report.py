@@ -21,8 +21,8 @@ from powerrig.core.errors import CaptureError  # noqa: E402
 
 PLOT_POINTS = 2000
 KIND_COLOURS = {"workload": "tab:orange", "idle": "tab:green", "dwell": "tab:purple"}
-STATUS_COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "partial": "#9a6700", "invalid": "#8250df",
-                  "n/a": "#57606a", "info": "#0969da"}
+STATUS_COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "marginal": "#bc4c00", "partial": "#9a6700",
+                  "invalid": "#8250df", "n/a": "#57606a", "info": "#0969da"}
 
 
 def write_report(capture: str | Path, out_dir: str | Path | None = None, on_warning=None,
@@ -270,18 +270,23 @@ def _html(cap: CaptureReader, a: Analysis, plots: dict, alerts: list[str] = ()) 
     for c in a.checks:
         col = STATUS_COLOURS.get(c.status, "#000")
         where = f"{c.where_s[0]:.4f} – {c.where_s[1]:.4f}" if c.where_s else "–"
-        crow.append([c.check, html.escape(c.phase), _f(c.value), _f(c.limit),
-                     f"<b style='color:{col}'>{c.status.upper()}</b>", "yes" if c.requirement_met else "no", where,
-                     html.escape("; ".join(c.notes))])
-    parts.append("<h2>OCP and NVMe verdicts</h2>" + (_table(
-        ["check", "phase", "value (W)", "limit (W)", "verdict", "requirement met", "worst window (s)", "notes"], crow)
+        crow.append([c.check, html.escape(c.phase), _f(c.value), _f(c.limit), _f(c.marginal_from),
+                     _f(c.uncertainty), f"<b style='color:{col}'>{c.status.upper()}</b>",
+                     "enough" if c.requirement_met else "short", where,
+                     html.escape("; ".join(([c.why] if c.why else []) + [n for n in c.notes if n not in c.why]))])
+    parts.append("<h2 id=verdicts>OCP and NVMe verdicts</h2>" + (_table(
+        ["check", "phase", "value (W)", "limit (W)", "marginal from (W)", "+- (W)", "verdict", "data",
+         "worst window (s)", "why / notes"], crow)
         if crow else "<p>No phase to check (no workload or idle phases in the capture).</p>"))
     if a.commands:
-        parts.append("<h2>Energy per command</h2>" + _table(
+        parts.append("<h2 id=commands>Energy per command</h2><p>Each command's window starts after the last "
+                     "event that changed the load and ends before the next one (a workload starting or stopping, "
+                     "another command); a window cut short says by what.</p>" + _table(
             ["command", "kind", "start (s)", "before (W)", "after (W)", "energy above before (mJ)", "settle (ms)",
-             "EXLAT+ENLAT (ms)"],
+             "EXLAT+ENLAT (ms)", "window", "why"],
             [[html.escape(c.name), c.kind, _f(c.start_s), _f(c.before_w), _f(c.after_w), _f(c.energy_above_j * 1e3, 2),
-              _f(c.settle_s * 1e3, 1), _f(c.latency_limit_s * 1e3, 1)] for c in a.commands]))
+              _f(c.settle_s * 1e3, 1), _f(c.latency_limit_s * 1e3, 1), html.escape(c.cut_short or "full 2 s"),
+              html.escape(c.note or "")] for c in a.commands]))
     if a.efficiency:
         parts.append("<h2>Efficiency</h2>" + _table(
             ["phase", "rw", "bs", "QD", "PS", "MiB/s", "IOPS", "W", "MiB/s per W", "IOPS per W", "J per GiB", "uJ per I/O"],

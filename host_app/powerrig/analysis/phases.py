@@ -20,6 +20,10 @@ DWELL = PhaseKind.DWELL
 CAPTURE = PhaseKind.CAPTURE
 IDLE_WINDOW = PhaseKind.IDLE_WINDOW
 WAF_INTERVAL = PhaseKind.WAF_INTERVAL
+WINDOW = PhaseKind.WINDOW
+# a PHASE whose meta holds one of these is a comparison window over other phases (the drive's own power
+# report, the span after a Power Limit was set), not a workload of its own: it is measured, not checked
+WINDOW_KEYS = ("self_report_w", "referee_claim", "limit_w")
 
 IDLP_SETTLE_S = 10.0            # NVMe IDLP: measure after 10 s of idle ...
 IDLP_WINDOW_S = 30.0            # ... for 30 s
@@ -98,7 +102,7 @@ def phases_from_events(events: list[Event], to_sample_id: Callable, length: int,
             if not any(pa < b and pb > a for _, pa, pb in spans):
                 spans.append((e, a, b))
     spans.sort(key=lambda s: s[1])
-    work, idle_named = [], []
+    work, idle_named, windows_cmp = [], [], []
     for e, a, b in spans:
         if b <= a:
             continue
@@ -107,6 +111,9 @@ def phases_from_events(events: list[Event], to_sample_id: Callable, length: int,
         meta = dict(e.meta)
         meta.update({k: v for k, v in e.result.items() if k in ("bw_bytes", "iops", "io_bytes", "total_ios")
                      and k not in meta})
+        if any(k in e.meta for k in WINDOW_KEYS):
+            windows_cmp.append(Phase(e.name, WINDOW, a, b, ps, meta, e))
+            continue
         ph = Phase(e.name, IDLE if is_idle_phase(e) else WORKLOAD, a, b, ps, meta, e)
         (idle_named if ph.kind == IDLE else work).append(ph)
 
@@ -128,7 +135,7 @@ def phases_from_events(events: list[Event], to_sample_id: Callable, length: int,
         if b > a:
             windows.append(Phase(f"{ph.name} (idle window)", IDLE_WINDOW, a, b, ph.power_state,
                                  {"complete": b - a >= IDLP_WINDOW_S / interval_s - 1e-6}, parent=ph.name))
-    out += sorted(work + idle, key=lambda p: p.start) + dwells + windows
+    out += sorted(work + idle, key=lambda p: p.start) + dwells + windows + windows_cmp
     return out
 
 

@@ -88,11 +88,14 @@ class PhaseKind(StrEnum):
     DWELL = "dwell"                # from one power-state change to the next
     IDLE_WINDOW = "idle_window"    # the IDLP / PWR-6 measurement window inside an idle phase
     WAF_INTERVAL = "waf_interval"  # between two write-amplification counter samples
+    WINDOW = "window"              # a span measured to compare with a claim (a drive's self-report): no checks
 
 
 class Verdict(StrEnum):
-    """A check's outcome. Only PASS and FAIL are verdicts on the drive; the rest say why not."""
+    """A check's outcome (decided in one place: powerrig.analysis.checks.judge). PASS, MARGINAL and FAIL
+    are verdicts on the drive; the rest say why there is none."""
     PASS = "pass"
+    MARGINAL = "marginal"          # within the limit's marginal band or its measurement uncertainty
     FAIL = "fail"
     PARTIAL = "partial"            # under the limit, but on incomplete or too short data
     INVALID = "invalid"            # the data cannot be trusted (thermal throttling)

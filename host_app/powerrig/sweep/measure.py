@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import math
 
+from powerrig.analysis.checks import judge
+from powerrig.core.names import Verdict
+
 WAF_KEEP = 2000          # WAF samples kept per step (10 h at one a minute is 600)
 SELF_REPORT = "self-report:"   # phases over which the drive's own power report is compared
 MEASURE = "measure:"           # the phase over the measured part of a workload: MEASURE + its name
 LIMIT = "limit:"               # the phase from a Power Limit's set to the end of the workload run under it
-MARGINAL = 0.05          # within 5 % of a maximum limit: "marginal" (still within the limit)
 
 
 def _num(v):
@@ -44,15 +46,11 @@ row = _m          # for the steps that make their own rows (sweep/power_loss.py)
 
 
 def _check(c) -> dict:
-    lim = _num(c.limit)
-    outcome = c.status
-    marginal = None
-    if lim is not None:
-        marginal = lim * (1 - MARGINAL)
-        if outcome == "pass" and c.value is not None and c.value >= marginal:
-            outcome = "marginal"
-    return _m(c.check, c.phase, c.value, c.unit, outcome, upper=lim, marginal_upper=marginal,
-              requirement_met=bool(c.requirement_met), notes=json.dumps(c.notes) if c.notes else None)
+    """A check as the store keeps it: its verdict as analysis.checks.judge decided it (never decided
+    again here), the marginal band's start, and the why first among the notes."""
+    notes = ([c.why] if c.why else []) + [n for n in c.notes if n not in c.why]
+    return _m(c.check, c.phase, c.value, c.unit, str(c.status), upper=_num(c.limit), marginal_upper=_num(c.marginal_from),
+              requirement_met=bool(c.requirement_met), notes=json.dumps(notes) if notes else None)
 
 
 def measurements(an, measure_phase: str | None, idle_phase: str | None, capacity_bytes: int | None = None,
@@ -110,13 +108,15 @@ def transition(an, limit_s: float | None, old_ps: int | None, new_ps: int) -> li
         return []
     c = sets[-1]
     after = max(0.0, c.settle_s - c.duration_s)
-    ok = after <= limit
+    j = judge(after, limit, units="s")
+    ok = j.verdict in (Verdict.PASS, Verdict.MARGINAL)
     return [_m("transition.settle_s", c.name, c.settle_s, "s", "info",
                notes=json.dumps({"from": "set-feature start", "command_s": c.duration_s, "before_w": _num(c.before_w),
                                  "after_w": _num(c.after_w)})),
-            _m("transition.after_completion_s", c.name, after, "s", "pass" if ok else "fail", upper=limit,
-               requirement_met=ok, notes=json.dumps({"limit": "EXLAT(old) + ENLAT(new)", "from_ps": old_ps,
-                                                     "to_ps": new_ps}))]
+            _m("transition.after_completion_s", c.name, after, "s", str(j.verdict), upper=limit,
+               marginal_upper=j.marginal_from, requirement_met=ok,
+               notes=json.dumps({"limit": "EXLAT(old) + ENLAT(new)", "from_ps": old_ps, "to_ps": new_ps,
+                                 **({"why": j.why} if j.why else {})}))]
 
 
 def self_reported(an, tolerance_pct: float) -> list[dict]:
@@ -130,15 +130,18 @@ def self_reported(an, tolerance_pct: float) -> list[dict]:
         if drive_w is None or not rig_w:
             continue
         err = 100.0 * (drive_w - rig_w) / rig_w
-        ok = abs(err) <= tolerance_pct
+        j = judge(err, tolerance_pct, -tolerance_pct, units="%")
+        ok = j.verdict in (Verdict.PASS, Verdict.MARGINAL)
         of = r.name[len(SELF_REPORT):]
         out += [_m("power.self_reported", of, drive_w, "W", "info",
                    notes=json.dumps({"interposer_w": rig_w, "intervals": r.phase.meta.get("self_report_intervals"),
                                      "window_s": r.duration_s, "max_w": r.phase.meta.get("self_report_max_w"),
                                      "error_bound_pct": r.phase.meta.get("self_report_error_bound_pct"),
                                      "estimated": r.phase.meta.get("self_report_estimated")})),
-                _m("power.self_reported.error_pct", of, err, "%", "pass" if ok else "fail", lower=-tolerance_pct,
-                   upper=tolerance_pct, requirement_met=ok)]
+                _m("power.self_reported.error_pct", of, err, "%", str(j.verdict), lower=-tolerance_pct,
+                   upper=tolerance_pct, marginal_upper=j.marginal_from if err >= 0 else None,
+                   marginal_lower=j.marginal_from if err < 0 else None, requirement_met=ok,
+                   notes=json.dumps([j.why]) if j.why else None)]
     return out
 
 

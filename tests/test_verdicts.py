@@ -1,0 +1,130 @@
+"""The one verdict model (analysis/checks.judge) over the cases issue 40 names: a value over its limit, the
+marginal band (PS2's 9.995 W against its 10 W maximum), short phases, the same value in two steps;
+the store keeps the verdict the check decided (never decided again), each check runs once per
+requirement and phase, and the run's summary lists what to read first with its why."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from powerrig.analysis.checks import IDLE_WINDOW_S, PWR6_LIMIT_W, idlp, judge, pcm1, pwr6, run_checks
+from powerrig.analysis.descriptors import PowerState
+from powerrig.analysis.phases import Phase
+from powerrig.analysis.result import PhaseResult, WindowFigure
+from powerrig.core.names import Verdict
+from powerrig.results import verdicts
+from powerrig.sweep import measure
+
+STATES = {0: PowerState(0, 25.0, False, 0, 0, 5.5, 21.5, 2), 2: PowerState(2, 10.0, False, 0, 0, 5.5, 9.9, 2)}
+
+
+def _phase(name, kind, start_s, dur_s, value, ps=0, lost_s=0.0, rails=True, invalid=None, parent=None):
+    """A phase result with ``value`` as every figure; per-rail means on 12V and 3V3 (so the source's
+    stated accuracy gives an uncertainty) unless ``rails`` is False."""
+    dt = 1e-3
+    ph = Phase(name, kind, start_s / dt, (start_s + dur_s) / dt, ps, {"rw": "write"}, parent=parent)
+    w = WindowFigure(value, start_s, start_s + 1, 10, 0)
+    tot = {"mean_w": value, "energy_j": value * dur_s, "intervals": int(dur_s / dt)}
+    r = {"total": tot}
+    if rails:
+        r |= {"12V": {"mean_w": value * 0.9}, "3V3": {"mean_w": value * 0.1}}
+    return PhaseResult(ph, start_s, start_s + dur_s, dur_s, r, lost_s, w, w, w, True, value, invalid)
+
+
+CASES = [
+    # (why, value, upper, lower, uncertainty, enough, expected)
+    ("clearly over the limit", 5.498, 5.25, None, 0.04, True, Verdict.FAIL),
+    ("clearly over the limit on short data: still a fail", 5.498, 5.25, None, 0.04, False, Verdict.FAIL),
+    ("PS2 9.995 W against 10 W: marginal, not partial", 9.995, 10.0, None, 0.03, False, Verdict.MARGINAL),
+    ("inside the 5 % band on enough data", 9.6, 10.0, None, 0.03, True, Verdict.MARGINAL),
+    ("over the limit but inside the uncertainty", 10.02, 10.0, None, 0.05, True, Verdict.MARGINAL),
+    ("room under the limit on enough data", 9.0, 10.0, None, 0.03, True, Verdict.PASS),
+    ("room under the limit on a short phase: partial", 9.0, 10.0, None, 0.03, False, Verdict.PARTIAL),
+    ("an error under its lower bound", -12.0, 10.0, -10.0, 0.0, True, Verdict.FAIL),
+    ("an error near its lower bound", -9.8, 10.0, -10.0, 0.0, True, Verdict.MARGINAL),
+    ("an error inside both bounds", 2.0, 10.0, -10.0, 0.0, True, Verdict.PASS),
+    ("no limit: a measurement", 7.0, None, None, 0.0, True, Verdict.INFO),
+    ("no value", math.nan, 10.0, None, 0.0, True, Verdict.NA),
+]
+
+
+@pytest.mark.parametrize("why, value, upper, lower, u, enough, want", CASES, ids=[c[0] for c in CASES])
+def test_judge_table(why, value, upper, lower, u, enough, want):
+    j = judge(value, upper, lower, uncertainty=u, enough=enough, short="phase is 30 s; OCP asks for >= 15 min")
+    assert j.verdict == want, (why, j)
+    if want not in (Verdict.PASS,):
+        assert j.why, f"{want} says why"
+    if want == Verdict.FAIL and not enough:
+        assert "short data" in j.why
+    if want == Verdict.MARGINAL and upper is not None and lower is None:
+        assert j.marginal_from == pytest.approx(upper - max(0.05 * upper, u))
+
+
+def test_invalid_data_is_never_judged():
+    assert judge(99.0, 10.0, invalid="thermal throttling").verdict == Verdict.INVALID
+
+
+def test_the_same_idle_in_two_steps_gets_one_verdict():
+    """5.498 W idle against PWR-6 (5.25 W) and IDLP (5.5 W): a full 30 s window, one placed a few ms
+    short by host timing, and a 12 s window all say the same; IDLP is marginal, never partial."""
+    windows = [_phase("idle (idle window)", "idle_window", 10, d, 5.498, parent="idle") for d in
+               (IDLE_WINDOW_S, IDLE_WINDOW_S - 0.004, 12.0)]
+    assert {str(pwr6(w).status) for w in windows} == {"fail"}
+    assert {str(idlp(w, STATES).status) for w in windows} == {"marginal"}
+    assert {pwr6(w).limit for w in windows} == {PWR6_LIMIT_W}
+    # and a passing idle says partial on the short window only (a pass needs the whole window)
+    assert [str(pwr6(_phase("i", "idle_window", 10, d, 4.0, parent="i")).status) for d in (30.0, 29.996, 12.0)] == \
+        ["pass", "pass", "partial"]
+
+
+def test_ps2_at_its_maximum_is_marginal_on_a_short_phase_and_the_store_keeps_it():
+    c = pcm1(_phase("measure:w", "workload", 40, 30, 9.995, ps=2), STATES, 1e-3)
+    assert c.status == Verdict.MARGINAL and "9.995 W is within the 10 W limit" in c.why and "15 min" in c.why
+    assert c.uncertainty and 0 < c.uncertainty < 0.1                  # the interposer's stated accuracy
+    row = measure._check(c)
+    assert row["outcome"] == "marginal" and row["upper"] == 10.0 and row["marginal_upper"] == pytest.approx(9.5)
+    assert json.loads(row["notes"])[0] == c.why                       # the why comes first, for every face
+
+
+def test_each_check_once_per_requirement_and_phase():
+    """fio's job phase and the sweep's measured phase over the same run, the dwell around both and the
+    drive's self-report window (kind window): PCM-1/2/3 and ACTP once, on the measured phase."""
+    res = [_phase("capture", "capture", 0, 80, 12.0),
+           _phase("idle", "idle", 2, 40, 5.5),
+           _phase("fio:w", "workload", 44.0, 30.0, 21.3),
+           _phase("measure:w", "workload", 44.0, 30.0, 21.3),
+           _phase("PS0 dwell 1", "dwell", 0.5, 79.0, 11.8),
+           _phase("self-report:measure:w", "window", 43.7, 31.0, 20.8),
+           _phase("idle (idle window)", "idle_window", 12, 30, 5.5, parent="idle")]
+    got = [(c.check, c.phase) for c in run_checks(res, STATES, 1e-3)]
+    assert sorted(got) == sorted([("OCP PCM-1", "measure:w"), ("OCP PCM-2", "measure:w"), ("OCP PCM-3", "measure:w"),
+                                  ("NVMe ACTP", "measure:w"), ("OCP PWR-6", "idle"), ("NVMe IDLP", "idle")])
+    # an idle-only step: the dwell is the state's span and is checked once
+    idle_only = [res[0], res[1], res[4], res[6]]
+    assert [c.phase for c in run_checks(idle_only, STATES, 1e-3) if c.check == "OCP PCM-1"] == ["PS0 dwell 1"]
+    # two streams of one workload inside the sweep's phase: the sweep's phase only
+    streams = [_phase("measure:w", "workload", 44.0, 30.0, 21.3), _phase("fio:w.0", "workload", 44.0, 29.9, 21.3),
+               _phase("fio:w.1", "workload", 44.05, 29.9, 21.3)]
+    assert {c.phase for c in run_checks(streams, STATES, 1e-3)} == {"measure:w"}
+
+
+def _m(step, name, outcome, value=1.0, upper=2.0, notes=None):
+    return {"step": step, "name": name, "phase": "p", "value": value, "units": "W", "outcome": outcome,
+            "upper": upper, "lower": None, "notes": json.dumps(notes) if notes else None}
+
+
+def test_summary_counts_worst_first_and_says_why():
+    ms = [_m("a", "OCP PCM-1", "pass"), _m("a", "OCP PWR-6", "fail", 5.498, 5.25, ["5.498 W over the 5.25 W limit"]),
+          _m("b", "NVMe IDLP", "marginal", 5.498, 5.5, ["within"]), _m("b", "OCP PCM-2", "partial", upper=None,
+                                                                       notes=["phase is 30 s"]),
+          _m("b", "power.mean", "info", upper=None)]
+    s = verdicts.summary(ms)
+    assert s["counts"] == {"fail": 1, "marginal": 1, "partial": 1, "pass": 1} and s["worst"] == "fail"
+    assert [r["outcome"] for r in s["look"]] == ["fail", "marginal", "partial"]
+    assert s["look"][0]["why"] == "5.498 W over the 5.25 W limit"
+    text = verdicts.lines(s)
+    assert text[0] == "verdicts: 1 fail, 1 marginal, 1 partial, 1 pass (of 4 verdicts)"
+    assert "fail     a OCP PWR-6 (p) 5.498 W: 5.498 W over the 5.25 W limit" in text[1]
+    assert verdicts.by_step(ms)["b"]["worst"] == "marginal"

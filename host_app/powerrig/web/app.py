@@ -13,26 +13,18 @@ from collections import defaultdict
 from flask import Flask, abort, render_template, request
 
 from powerrig.results import ResultsError, ResultStore, command_report
+from powerrig.results import verdicts as verdict_model
 from powerrig.results.tables import compare, fmt, step_summary
 from powerrig.web import charts, shown
 from powerrig.web.charts import efficiency_series, svg
 
-OUTCOME_RANK = {"fail": 0, "invalid": 1, "marginal": 2, "partial": 3, "pass": 4}
 PAGE_SIZE = 50             # runs on an index page, steps on a run page
 LIVE_STALE_S = 60.0        # a live row older than this is shown as stale (the sweep process may be gone)
 
 
 def _verdicts(measurements: list[dict]) -> dict:
-    """Per step key: counts of outcomes of the measurements that have a limit, and the worst one."""
-    out: dict = defaultdict(lambda: {"counts": defaultdict(int), "worst": None})
-    for m in measurements:
-        if m["outcome"] in OUTCOME_RANK and (m["upper"] is not None or m["lower"] is not None
-                                             or m["outcome"] != "pass"):
-            v = out[m["step"]]
-            v["counts"][m["outcome"]] += 1
-            if v["worst"] is None or OUTCOME_RANK[m["outcome"]] < OUTCOME_RANK[v["worst"]]:
-                v["worst"] = m["outcome"]
-    return out
+    """Per step key: counts of its verdicts and the worst one (results/verdicts.py, as every face counts them)."""
+    return verdict_model.by_step(measurements)
 
 
 def _keyset_arg(name: str) -> int | None:

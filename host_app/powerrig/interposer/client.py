@@ -461,7 +461,7 @@ class Stream:
                 break
             if stop is not None and stop.is_set():
                 break
-            got = self._receive(min(0.05, every_s))
+            got = self._receive(min(0.05, every_s), max_rows - rows)
             now = time.monotonic()
             if got:
                 pending += got
@@ -476,9 +476,9 @@ class Stream:
         if pending:
             yield from self._assemble(pending, end_index)
 
-    def _receive(self, wait_s: float = 0.05) -> list[wire.Frame]:
+    def _receive(self, wait_s: float = 0.05, rows: int = 5000) -> list[wire.Frame]:
         """This stream's DATA frames waiting on the link (the link hands them over as one list per
-        read), or [] after a short wait without any."""
+        read), about ``rows`` intervals' worth at most, or [] after a short wait without any."""
         link = self.dev.link
         got: list[wire.Frame] = []
         try:
@@ -492,6 +492,9 @@ class Stream:
                 for f in item if isinstance(item, list) else (item,):
                     if f.type == wire.T_DATA and self._accept(f):
                         got.append(f)
+                        rows -= f.count
+                if rows <= 0:
+                    break
                 item = link.data.get_nowait()
         except queue.Empty:
             pass

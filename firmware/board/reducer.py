@@ -89,20 +89,11 @@ _ARBEG = const(20)
 _RS = const(21)       # words per rail block
 _BADDR = const(32 + 21 * 4)   # the one-call block pass (BoardReducer.stream): address of the block in progress (0: none)
 _BN = const(33 + 21 * 4)      # and its samples
-# the mark: where the stream stood when the block in progress was taken, so that a block DMA came round
-# to while it was reduced can be taken back whole (BoardReducer.abandon): the link's bytes queued (its
-# st[WRITTEN]), the framer's seq | flags << 16, its records held and their first index, the interval in
-# progress' index
-_SEQF = const(34 + 21 * 4)    # the framer's seq | flags << 16 (stream() sets it at each call)
-_LINKA = const(35 + 21 * 4)   # address of the link's state words (board.usb.UsbLink.st), 0: none
-_M_W = const(36 + 21 * 4)
-_M_SEQF = const(37 + 21 * 4)
-_M_NREC = const(38 + 21 * 4)
-_M_FHI = const(39 + 21 * 4)
-_M_FLO = const(40 + 21 * 4)
-_M_IHI = const(41 + 21 * 4)
-_M_ILO = const(42 + 21 * 4)
-_STATE_WORDS = const(43 + 21 * 4)
+# the mark: the link's bytes queued (its st[WRITTEN]) when a block's reduction began (_run at sample 0),
+# so that the frames of a block DMA came round to while it was reduced come back out (BoardReducer.abandon)
+_LINKA = const(34 + 21 * 4)   # address of the link's state words (board.usb.UsbLink.st), 0: none
+_M_W = const(35 + 21 * 4)
+_STATE_WORDS = const(36 + 21 * 4)
 _MAXW = const(64)     # MAX_WINDOW
 _HEAD = const(18)     # wire.HEADER_SIZE
 
@@ -116,6 +107,8 @@ def _run(st: ptr32, sx: ptr16, raw: ptr16, n: int, out: ptr8, ring: ptr16, fn) -
     ((high half sign-extended) << 16) | low half, because viper loads ptr32 words zero-extended on
     64-bit ports and sign-less on 32-bit ones. The window ring holds (hi + 0x8000, lo) as halfwords.
     """
+    if st[_POS] == 0 and st[_LINKA] != 0:
+        st[_M_W] = ptr32(st[_LINKA])[_LINK_WRITTEN]     # the mark, as the block's reduction begins
     if st[_ASMF] == 2:
         # Thumb-2: the block kernel does runs and records; only a discard comes back here
         st[_RAWA] = int(raw)
@@ -376,28 +369,12 @@ def _block_pass(st, rst, out, ring, fn) -> int:
             return 3
         s[_BADDR] = a
         s[_POS] = 0
-        _mark(s)
     if int(_run(st, st, a, s[_BN], out, ring, fn)):
         return 2
     s[_BADDR] = 0
     if int(block_intact(rst)):
         return 1
     return 4
-
-
-@micropython.viper
-def _mark(s: ptr32) -> int:
-    """Where the stream stands before a block is reduced (the words BoardReducer.abandon reads)."""
-    s[_M_SEQF] = s[_SEQF]
-    s[_M_NREC] = s[_NREC]
-    s[_M_FHI] = s[_FHI]
-    s[_M_FLO] = s[_FLO]
-    s[_M_IHI] = s[_IHI]
-    s[_M_ILO] = s[_ILO]
-    la = s[_LINKA]
-    if la != 0:
-        s[_M_W] = ptr32(la)[_LINK_WRITTEN]
-    return 0
 
 
 @micropython.viper
@@ -534,7 +511,6 @@ class BoardReducer:
         st[_NREC] = framer.n                 # the framer may have flushed since the last block
         st[_PERF] = framer.per_frame
         st[_RECSZ] = framer.rec_size
-        st[_SEQF] = framer.seq | (framer.flags << 16)
         r = _block_pass(st, self.ring_state, framer.buf, self.ring, self.rail_run)
         if r == 0 or r == 3:
             return r
@@ -556,15 +532,6 @@ class BoardReducer:
         self.usb = link
         self.st[_LINKA] = _address(link.st)
 
-    def set_mark(self, framer):
-        """Mark where the stream stands before a block is fed (stream() marks by itself)."""
-        st = self.st
-        st[_NREC] = framer.n
-        st[_FHI] = framer.idx_hi
-        st[_FLO] = framer.idx_lo
-        st[_SEQF] = framer.seq | (framer.flags << 16)
-        _mark(st)
-
     def abandon(self, framer):
         """The block reduced since the mark was overwritten by DMA while it was reduced: every record
         holding one of its samples is dropped, none is delivered as valid (issue 43). The frames sent
@@ -572,23 +539,34 @@ class BoardReducer:
         records held and the interval in progress are dropped, and reduction resumes on the interval
         grid at the next boundary with a fresh peak window; the next frame carries F_OVERRUN, so the
         host sees a gap of whole intervals. Returns the samples of the gap: from the first record
-        not delivered to the first the next frame will hold."""
+        not delivered to the first the next frame will hold. Not a hot path (it allocates nothing
+        but may form a small tuple)."""
         st = self.st
         usb = getattr(self, "usb", None)
-        if usb is not None:
-            usb.take_back(st[_M_W])
-        seqf = st[_M_SEQF]
-        seq = seqf & 0xFFFF
-        framer.frames_sent -= (framer.seq - seq) & 0xFFFF
-        framer.seq = seq
-        framer.flags = (seqf >> 16) | wire.F_OVERRUN
+        n = usb.take_back(st[_M_W]) if usb is not None else 0
+        flags = framer.flags
+        if n:
+            # full frames only since the mark (send_full); the first taken back is the oldest record
+            # not delivered, and its flags are the ones the mark saw (a RESTART is kept)
+            back = n // (wire.OVERHEAD + framer.per_frame * framer.rec_size)
+            framer.frames_sent -= back
+            framer.seq = (framer.seq - back) & 0xFFFF
+            q = usb.queue
+            h = usb.head
+            size = usb.size
+            flags = q[(h + 4) % size]
+            lo = q[(h + 10) % size] | (q[(h + 11) % size] << 8) | (q[(h + 12) % size] << 16)
+            hi = q[(h + 13) % size] | (q[(h + 14) % size] << 8) | (q[(h + 15) % size] << 16) | (q[(h + 16) % size] << 24)
+        elif framer.n:
+            hi = framer.idx_hi                    # the records held were the first lost
+            lo = framer.idx_lo
+        else:
+            hi = st[_IHI]                         # else the interval in progress
+            lo = st[_ILO]
+        framer.flags = flags | wire.F_OVERRUN
         framer.n = 0
         st[_NREC] = 0
-        if st[_M_NREC]:
-            hi, lo = st[_M_FHI], st[_M_FLO]      # the records held at the mark were the first lost
-        else:
-            hi, lo = st[_M_IHI], st[_M_ILO]      # else the interval then in progress
-        self.skip(0)                             # the interval in progress is dropped: the next boundary
+        self.skip(0)                              # the interval in progress is dropped: the next boundary
         return ((st[_IHI] - hi) << wire.INDEX_LO_BITS) + st[_ILO] - lo
 
     def feed(self, raw, n_samples, framer):

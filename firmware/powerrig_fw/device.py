@@ -114,7 +114,6 @@ class Device:
         self.timebase = getattr(board, "timebase", None) or Timebase()
         self.pings = ClockPing(board, self.timebase, self.crc_into)    # the host's clock pings, in place
         self.reducer = getattr(board, "reducer", None) or Reducer(len(self.rail_names))
-        self._set_mark = getattr(self.reducer, "set_mark", None)
         self.burst = Burst(self, len(self.rail_names), LINK_BUDGET_BPS)
         self.cal = calibration.load(board.cal_path)
         self.state = IDLE
@@ -191,9 +190,6 @@ class Device:
                 if dropped:
                     self.framer.mark_overrun()
                     self.reducer.skip(dropped)
-                mark = self._set_mark
-                if mark is not None:
-                    mark(self.framer)        # (stream_block marks by itself)
                 self.reducer.feed(raw, n, self.framer)
             burst = self.burst
             if burst.state is not BURST_IDLE:

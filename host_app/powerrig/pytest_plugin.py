@@ -262,6 +262,7 @@ def capture(rig, dut, tmp_path, powerrig_record):
         r = next(p for p in an.phases if p.name == f"block:{name}")
         c.analysis = an
         c.figures = {"power_state": ps, "mean_w": r.mean_w, "energy_j": r.energy_j, "max_1s_w": r.max_1s.value_w,
+                     "max_100ms_w": r.max_100ms.value_w,
                      "max_10s_w": r.max_10s.value_w, "peak_100us_w": r.peak_100us.value_w,
                      "duration_s": r.duration_s, "lost_s": r.lost_s,
                      "lost_frames": (res.summary or {}).get("dropped_frames", 0) if res else None}

@@ -261,11 +261,13 @@ def _html(cap: CaptureReader, a: Analysis, plots: dict, alerts: list[str] = ()) 
         t = r.rails["total"]
         rows.append([html.escape(r.name), r.kind, _f(r.phase.power_state), _f(r.start_s), _f(r.duration_s),
                      _f(r.lost_s), _f(t["mean_w"]), _f(t["std_w"]), _f(t["min_w"]), _f(t["p50_w"]), _f(t["p99_w"]),
-                     _f(t["max_w"]), _f(r.max_1s.value_w), _f(r.peak_100us.value_w), _f(t["energy_j"], 4),
+                     _f(t["max_w"]), _f(r.max_1s.value_w), _f(r.max_100ms.value_w), _f(r.peak_100us.value_w),
+                     _f(t["energy_j"], 4),
                      html.escape(r.invalid or "")])
     parts.append("<h2>Phases (total power; per-rail figures in phases.csv)</h2>" + _table(
         ["phase", "kind", "PS", "start (s)", "duration (s)", "lost (s)", "mean (W)", "std (W)", "min (W)",
-         "median (W)", "p99 (W)", "max (W)", "max 1 s (W)", "peak 100 us (W)", "energy (J)", "invalid"], rows))
+         "median (W)", "p99 (W)", "max (W)", "max 1 s (W)", "max 100 ms (W)", "peak 100 us (W)", "energy (J)",
+         "invalid"], rows))
     crow = []
     for c in a.checks:
         col = STATUS_COLOURS.get(c.status, "#000")

@@ -15,7 +15,8 @@ from powerrig.results import command_report
 from powerrig.results import referee_report
 from powerrig.results.store import ResultStore
 
-FIGS = (("power.idle", "idle W"), ("power.mean", "W"), ("power.max_1s", "1 s max W"), ("throughput.mib_s", "MiB/s"),
+FIGS = (("power.idle", "idle W"), ("power.mean", "W"), ("power.max_1s", "1 s max W"), ("power.max_100ms", "100 ms max W"),
+        ("power.peak_100us", "100 us max W"), ("throughput.mib_s", "MiB/s"),
         ("throughput.iops", "IOPS"), ("efficiency.mib_s_per_w", "MiB/s/W"), ("efficiency.iops_per_w", "IOPS/W"),
         ("efficiency.j_per_gib", "J/GiB"), ("waf.cumulative", "WAF"))
 

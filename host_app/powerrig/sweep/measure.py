@@ -34,7 +34,9 @@ def phase_rows(an) -> list[dict]:
                     "duration_s": r.duration_s, "lost_s": r.lost_s, "mean_w": r.mean_w, "energy_j": r.energy_j,
                     "max_1s_w": r.max_1s.value_w, "max_10s_w": r.max_10s.value_w,
                     "peak_100us_w": r.peak_100us.value_w, "mib_s": bw / 2**20 if bw is not None else None,
-                    "iops": _num(m.get("iops")), "invalid": r.invalid, "rails": r.rails})
+                    "iops": _num(m.get("iops")), "invalid": r.invalid,
+                    # the 100 ms maximum beside the 1 s and 100 us ones: a metric of the total (no new column)
+                    "rails": {**r.rails, "total": {**r.rails.get("total", {}), "max_100ms_w": r.max_100ms.value_w}}})
     return out
 
 
@@ -70,6 +72,8 @@ def measurements(an, measure_phase: str | None, idle_phase: str | None, capacity
                 out.append(_m(f"power.mean.{rail}", r.name, s.get("mean_w"), "W", o))
         out.append(_m("energy", r.name, r.energy_j, "J", o))
         out.append(_m("power.max_1s", r.name, r.max_1s.value_w, "W", o))
+        out.append(_m("power.max_100ms", r.name, r.max_100ms.value_w, "W", o))
+        out.append(_m("power.peak_100us", r.name, r.peak_100us.value_w, "W", o))
         e = eff.get(r.name)
         if e:
             out += [_m("throughput.mib_s", r.name, e["mib_s"], "MiB/s", o),

@@ -13,6 +13,23 @@ MEANINGS = {
     "power.mean": "mean power of the step's measured phase at the slot (both rails), W",
     "power.idle": "mean power of the step's idle window (the drive idle in this power state), W",
     "power.max_1s": "highest mean over any 1 s window of the phase (OCP's maximum average power), W",
+    "power.max_100ms": "highest mean over any 100 ms window of the phase (given beside the 1 s and 100 us "
+                       "maxima: published descriptions of OCP's requirement disagree on the window), W",
+    "power.peak_100us": "highest mean over any 100 us window of the phase (OCP PCM-2's peak), W",
+    "referee.avg_power": "the drive's own average interval power (log 25h AIPWR) against the slot's mean over "
+                         "the same span, error in % of the slot's",
+    "referee.max_power": "the drive's maximum interval power (MIPWR) against the slot's largest mean over the "
+                         "drive's own sampling interval, %",
+    "referee.histogram": "the drive's 250 mW histogram against the slot's: earth mover's distance, W",
+    "referee.measured": "whether the drive flags its numbers 'estimated, not measured'",
+    "referee.ipm_lag": "how late the drive's SMART interval power (IPM) follows the slot's last second, s",
+    "referee.power_limit": "seconds from a Power Limit's set until the slot's 100 ms means stay under it",
+    "referee.rail_split": "the drive's total against the sum of the slot's rails, W",
+    "referee.idle_power": "the power state's IDLP (id-ctrl) against the slot's idle mean, %",
+    "referee.active_power": "the power state's ACTP against the slot's largest 10 s mean under its workload, %",
+    "referee.olec": "SMART lifetime energy (OLEC) over the run against the slot's integrated energy, Wh",
+    "referee.ocp_lifetime": "OCP C0h lifetime power consumed over the run against the slot's energy, Wh",
+    "referee.ocp_peak": "OCP C0h peak power capability against the slot's 100 us maximum, %",
     "energy": "energy of the phase, J",
     "throughput.mib_s": "data moved per second by the workload (fio), MiB/s",
     "throughput.iops": "I/O operations per second by the workload (fio)",

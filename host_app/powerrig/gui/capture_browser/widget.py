@@ -7,7 +7,8 @@ import math
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
-COLUMNS = ["phase", "kind", "start s", "duration s", "mean W", "energy J", "max 1 s W", "peak 100 us W", "verdicts"]
+COLUMNS = ["phase", "kind", "start s", "duration s", "mean W", "energy J", "max 1 s W", "max 100 ms W", "peak 100 us W",
+           "verdicts"]
 
 
 class AnalysisTable(QWidget):
@@ -45,7 +46,7 @@ class AnalysisTable(QWidget):
         for k, r in enumerate(rows):
             s = r.rails["total"]
             vals = [r.name, str(r.kind), f"{r.start_s:.3f}", f"{r.duration_s:.3f}", _f(s["mean_w"]),
-                    _f(s["energy_j"]), _f(r.max_1s.value_w), _f(r.peak_100us.value_w),
+                    _f(s["energy_j"]), _f(r.max_1s.value_w), _f(r.max_100ms.value_w), _f(r.peak_100us.value_w),
                     ", ".join(verdicts.get(r.name, []))]
             for j, v in enumerate(vals):
                 self.table.setItem(k, j, QTableWidgetItem(v))

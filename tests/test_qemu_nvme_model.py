@@ -189,6 +189,20 @@ def test_qemu_nvme_io_log_plan_places_its_job_from_the_recorded_log(tmp_path):
     assert r2.time_source == "runner_clock"
 
 
+def test_qemu_nvme_clock_stepped_by_an_hour_maps_by_the_samples_after_the_step():
+    """A guest clock stepped by 1 h between samples of the last 90 s (a GUI, a pytest session or two
+    sweeps in a row sampled it before): the map follows the clock as it is now, and the step is seen."""
+    from powerrig.dut.agent import estimate, jump_s
+
+    off = -0.25
+    before = [(100.0 + k, 100.0 + k + 0.0004 + off, 100.001 + k) for k in range(8)]
+    after = [(130.0 + k, 130.0 + k + 0.0006 + off + 3600.0, 130.001 + k) for k in range(8)]
+    c = estimate(before + after)
+    assert c.offset_s == pytest.approx(off + 3600.0, abs=0.001) and c.uncertainty_s < 0.001
+    assert jump_s(before + after) == pytest.approx(3600.0, abs=0.002)
+    assert jump_s(before) is None and estimate(before).offset_s == pytest.approx(off, abs=0.001)
+
+
 def test_qemu_nvme_clock_estimate_is_the_intersection_of_the_samples_bounds():
     from powerrig.dut.agent import estimate
 
@@ -198,6 +212,6 @@ def test_qemu_nvme_clock_estimate_is_the_intersection_of_the_samples_bounds():
     c = estimate(samples)
     assert c.offset_s == pytest.approx(off, abs=c.uncertainty_s) and c.uncertainty_s <= 0.0011
     assert c.uncertainty_s < min(b - a for a, g, b in samples) / 2          # narrower than any round trip
-    # bounds that do not meet (the host's clock stepped): the shortest round trip alone
+    # bounds that do not meet (a clock stepped between them): the newest that agree are the clock now
     c = estimate([(0.0, 0.005 + off, 0.010), (50.0, 50.5 + off, 50.030)])
-    assert c.offset_s == pytest.approx(off) and c.uncertainty_s == pytest.approx(0.005)
+    assert c.offset_s == pytest.approx(off + 0.485) and c.uncertainty_s == pytest.approx(0.015)

@@ -42,15 +42,36 @@ def estimate(samples) -> GuestClock:
     Each bounds the offset to ``[guest - answered, guest - sent]``; the guest's clock runs on QEMU's
     virtual clock, which is this host's, so the bounds of recent samples all hold at once and their
     intersection is far narrower than any one round trip (one sample's request path and another's
-    answer path may each have been quick). Bounds that do not meet (a stepped clock) leave the
-    sample of the shortest round trip alone."""
-    lo = max(g - b for a, g, b in samples)
-    hi = min(g - a for a, g, b in samples)
-    last = max(b for a, g, b in samples)
-    if lo <= hi:
-        return GuestClock((lo + hi) / 2, (hi - lo) / 2, last)
-    a, g, b = min(samples, key=lambda s: s[2] - s[0])
-    return GuestClock(g - (a + b) / 2, (b - a) / 2, last)
+    answer path may each have been quick). Bounds that do not meet mean a clock was stepped between
+    samples (the guest's ``date -s``, an NTP step on either side): the newest samples that agree with
+    each other are the clock as it is now, and they alone map it (``current``); the older ones would
+    place everything by the clock before the step (an hour off after a 1 h step)."""
+    cur = current(samples)
+    lo = max(g - b for a, g, b in cur)
+    hi = min(g - a for a, g, b in cur)
+    return GuestClock((lo + hi) / 2, (hi - lo) / 2, max(b for a, g, b in cur))
+
+
+def current(samples) -> list:
+    """The newest samples whose bounds all meet (in the order taken, by answer time)."""
+    out, lo, hi = [], -float("inf"), float("inf")
+    for a, g, b in sorted(samples, key=lambda x: x[2], reverse=True):
+        nlo, nhi = max(lo, g - b), min(hi, g - a)
+        if nlo > nhi:
+            break
+        out.append((a, g, b))
+        lo, hi = nlo, nhi
+    return out[::-1]
+
+
+def jump_s(samples) -> float | None:
+    """How far the clock moved between the samples before the newest agreeing run and that run
+    (``current``), or None when all agree: the size of a step, for the reason a step gives."""
+    cur = current(samples)
+    older = [x for x in samples if x not in cur]
+    if not older:
+        return None
+    return estimate(cur).offset_s - estimate(older).offset_s
 
 
 _samples: dict[str, list[tuple[float, float, float]]] = {}

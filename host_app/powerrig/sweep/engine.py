@@ -29,7 +29,7 @@ from powerrig.core import owned
 from powerrig.core.errors import CaptureError, PowerrigError
 from powerrig.core.timeline import NOTE, NVME, PHASE, Event, Timeline
 from powerrig.results import DatabaseFault
-from powerrig.sweep import command_trace, measure
+from powerrig.sweep import clock_check, command_trace, measure
 from powerrig.sweep.live import LiveState
 from powerrig.sweep.plan import Plan, PlanError, Step, Workload, check_drive
 from powerrig.capture.recorder import Recorder
@@ -458,6 +458,7 @@ class Sweep:
             if not self._wait_for_level(rec, have_pre):
                 logger.warning("step %s: the capture had no %.1f s of samples before the set-feature", step.key,
                                PRE_LEVEL_S)
+            clock = clock_check.ClockCheck(rig).before()     # the drive host's clock map, checked again after
             if plan.timing.command_trace:        # every admin command from here on placed from the drive host's kernel
                 ctrace = command_trace.recorder(rig, f"{self.run_id}-{step.index}-a{attempt}")
             nvme.set_power_state(rig.controller, step.power_state)
@@ -507,6 +508,7 @@ class Sweep:
             res = rec.wait(30)
         if res is None or res.end_reason == "link-lost":
             raise StepLost(res.error if res else "the recorder did not finish")
+        clock_moved = clock.after()
         if res.end_reason == "error":
             raise PowerrigError(f"step {step.name}: recording failed: {res.error}")
         t_an = time.monotonic()
@@ -539,6 +541,7 @@ class Sweep:
             extra += power_loss.measurements(cycles, f"{step.power_loss.prefix}:{step.power_loss.name}")
         ms = measure.measurements(an, measure_name, "idle", self._ident.tnvmcap, extra)
         invalid = next((p["invalid"] for p in phases if p["invalid"] and p["name"] in (measure_name, "idle")), None)
+        invalid = invalid or clock_moved
         lost_pct = 100.0 * res.lost_s / res.covered_s if res.covered_s else 0.0
         if invalid is None and plan.checks.max_lost_pct is not None and lost_pct > plan.checks.max_lost_pct:
             invalid = (f"{lost_pct:.1f} % of the step's recording was lost in gaps (link, overloads); the plan allows "

@@ -1,0 +1,105 @@
+"""A drive host's clock stepped by an hour (issue 37): in a QEMU guest, `date -s` an hour ahead between
+a first clock map and a fio run. The map follows the clock as it is now (the phase lands within 5 ms of
+QEMU's own trace of its I/O), the step's clock check sees the move and gives the reason a sweep stores
+the step invalid with, and a command trace across the step refuses its markers. QEMU's trace is truth
+only. The unit half (a fake drive host's clock) runs without a guest."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import pytest
+
+from powerrig.core.timeline import PHASE, Timeline
+from powerrig.dut import nvmetrace, runners
+from powerrig.dut.agent import GuestClock
+from powerrig.dut.commands import helper_argv
+from powerrig.dut.fio import FioJob, FioPlan
+from powerrig.dut.remote import drive_host
+from powerrig.sweep import clock_check
+
+NS = "/dev/nvme0n1"
+STEP = 'date -s "$(date -d @$(( $(date +%s) + 3600 )) "+%Y-%m-%d %H:%M:%S")" > /dev/null'
+
+
+@dataclass
+class _Rig:
+    drive_host: str | None
+
+
+class _Clock:
+    def __init__(self, offsets):
+        self.offsets = list(offsets)
+
+    def clock(self, fresh=False):
+        return GuestClock(self.offsets.pop(0), 0.0004, 0.0)
+
+
+def test_clock_check_gives_a_reason_only_when_the_clock_moved(monkeypatch):
+    for offsets, moved in (([-0.25, -0.25 + 0.003], False), ([-0.25, 3599.75], True), ([1.0, 0.97], True)):
+        monkeypatch.setattr("powerrig.dut.remote.drive_host", lambda url, o=offsets: _Clock(o))
+        why = clock_check.ClockCheck(_Rig("agent:///x.sock")).before().after()
+        assert (why is not None) == moved
+        if moved:
+            assert why.startswith("the drive host's clock moved") and "run the step again" in why and "\n" not in why
+    # a rig whose tools run on this host: nothing to check
+    assert clock_check.ClockCheck(_Rig(None)).before().after() is None
+
+
+@pytest.fixture(scope="module")
+def qrig(tmp_path_factory):
+    from powerrig.sim import rig as simrig
+    from powerrig.sim.qemu.image import ImageError, find
+
+    try:
+        find()
+    except ImageError as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"the QEMU drive host is missing under CI: {e}")
+        pytest.skip(str(e))
+    os.environ.setdefault("POWERRIG_SIM_DIR", str(tmp_path_factory.mktemp("rigs")))
+    st = simrig.start(simrig.QEMU_DRIVE, owned=True)
+    yield st
+    simrig.stop(st["id"])
+
+
+def test_qemu_nvme_clock_stepped_an_hour_is_remapped_or_refused(qrig, tmp_path):
+    from powerrig.sim.qemu.trace import read_all
+    import time
+
+    st = qrig
+    remote = drive_host(st["drive_host"])
+    tl = Timeline()
+    nvme, fio = runners({"nvme": st["nvme"], "fio": st["fio"], "drive_host": st["drive_host"]}, tl)
+    before = remote.clock(fresh=True)
+    check = clock_check.ClockCheck(_Rig(st["drive_host"])).before()
+    trace = nvmetrace.KernelTrace(remote, "/dev/nvme0", "clock").start()
+    assert trace.started, trace.reason
+    remote.run(helper_argv("sh", "-c", STEP), timeout=30)
+    # the step's check sees the hour and says why the step cannot stand
+    why = check.after()
+    # (date -s sets whole seconds: the step is 3600 s less the fraction of a second it dropped)
+    assert why is not None and 3599.0 < float(why.split("moved ")[1].split(" s ")[0]) < 3601.0
+    # a command trace across the step refuses its markers: the host intervals stand, said why
+    got, note = nvmetrace.load(trace)
+    assert got is None and "stepped" in note
+    # the map follows the clock as it is now: a fio run after the step lands on QEMU's trace of its I/O
+    after = remote.clock()
+    assert after.offset_s - before.offset_s == pytest.approx(3600.0, abs=1.0)
+    plan = FioPlan([FioJob("r", rw="read", bs="128k", iodepth=8, runtime=0.6, time_based=True, filename=NS,
+                           direct=True)], io_log=True, block_trace=True)
+    res = fio.run(plan, tmp_path / "r")
+    job = res.jobs[0]
+    nvme.smart_log("/dev/nvme0")              # a command after the run: QEMU's trace has the run once it has this
+    deadline = time.time() + 30               # (its file is written late on a loaded host)
+    while True:
+        q = read_all(st["trace"])
+        if any(c.kind == "admin" and c.t_submit >= res.t_return for c in q) or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    io = [c for c in q if c.kind == "read" and c.t_complete is not None and res.t_call - 1 <= c.t_submit <= res.t_return + 1]
+    assert io, "QEMU traced no read of the run"
+    assert abs(job.start_utc - min(c.t_submit for c in io)) < 0.005
+    assert abs(job.end_utc - max(c.t_complete for c in io)) < 0.005
+    ph = [e for e in tl.events(kind=PHASE) if e.name.startswith("fio:")]
+    assert ph and abs(ph[-1].t_start - job.start_utc) < 1e-6

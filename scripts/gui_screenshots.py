@@ -175,10 +175,12 @@ def sweep_views(app, win, shot, tmp: Path) -> list[str]:
     shot("sweep-plan")
     panel.run_button.click()
     wait(app, lambda: panel.table.rowCount() >= 4 or not panel.runner.running, 300, "four steps of the sweep")
+    show_table(panel)
     shot("sweep-running")
     wait(app, lambda: not panel.runner.running, 600, "the end of the sweep")
     wait(app, lambda: panel.table.rowCount() == 9, 60, "the whole results table")
     settle(app, 1.0)
+    show_table(panel)
     shot("sweep-done")
     panel.report_button.click()
     wait(app, lambda: hasattr(panel, "report_path"), 120, "the sweep report")
@@ -199,6 +201,14 @@ def sweep_views(app, win, shot, tmp: Path) -> list[str]:
     settle(app, 1.5)
     shot("gui-bottom-dock-enlarged")
     return cut_off(win)
+
+
+def show_table(panel) -> None:
+    """The sweep panel's controls scrolled down to its results table, as a user does on a short dock
+    (the plot above keeps its room; the charts beside always show whole)."""
+    from PySide6.QtWidgets import QScrollArea
+    area = next(a for a in panel.findChildren(QScrollArea) if a.widget().isAncestorOf(panel.table))
+    area.verticalScrollBar().setValue(area.verticalScrollBar().maximum())
 
 
 def live_views(app, svc, win, shot, profile: str) -> None:

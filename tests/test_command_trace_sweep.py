@@ -88,3 +88,17 @@ def test_command_trace_sweep_places_commands_times_the_transition_and_prices_an_
     assert (tmp_path / "report" / "energy_per_io.png").exists()
     page = create_app(store).test_client().get(f"/run/{run}/step/{steps[key0]['idx'] + 1}")
     assert page.status_code == 200 and b'id="commands"' in page.data and b"read 4 KiB rand" in page.data
+
+
+def test_a_step_whose_drive_host_clock_moved_is_stored_invalid_with_the_reason(tmp_path, simdir, monkeypatch):
+    """The engine's side of sweep/clock_check.py (the check itself against a stepped QEMU guest:
+    tests/test_qemu_nvme_clock.py): the reason it gives makes the step invalid, never done."""
+    from powerrig.sweep import clock_check
+
+    why = "the drive host's clock moved +3599.775 s against this host's during the step (...); run the step again"
+    monkeypatch.setattr(clock_check.ClockCheck, "after", lambda self: why)
+    store = ResultStore(tmp_path / "r.sqlite")
+    run = Sweep(parse(STATES.replace("power_states = [0, 3]", "power_states = [0]"), "s.toml"), store,
+                tmp_path / "out").run()
+    [s] = store.steps(run)
+    assert s["status"] == "invalid" and s["invalid_reason"] == why

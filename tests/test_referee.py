@@ -303,8 +303,15 @@ def test_the_referee_plan_end_to_end_on_the_simulator(tmp_path):
     assert got[("referee.ocp_lifetime", "step")]["outcome"] == "n/a"
     peak = got[("referee.ocp_peak", "step")]
     assert peak["outcome"] == "pass" and 10.0 < json.loads(peak["notes"])["truth"] < 35.0
+    figs = {m["name"]: m["value"] for m in ms if m["name"].startswith("power.")}
+    assert figs["power.max_1s"] < figs["power.max_100ms"] <= figs["power.peak_100us"], figs    # beside each other
     out = write_sweep_report(store, run, tmp_path / "report")
     page = out.read_text()
+    assert "1 s max W</th><th>100 ms max W</th><th>100 us max W" in page
+    from powerrig.web.app import create_app
+    step = create_app(ResultStore(tmp_path / "r.sqlite", read_only=True)).test_client().get(f"/run/{run}/step/1")
+    phases = step.get_data(as_text=True).split('id="phases"')[1]
+    assert "<th>100 ms max W</th><th>100 us max W</th>" in phases and f"{figs['power.max_100ms']:.3f}" in phases
     assert "What the drive says vs what the slot measured" in page and "Power Limit (23h) compliance" in page
     assert (tmp_path / "report" / "referee_ipm_000.png").stat().st_size > 1000
     assert (tmp_path / "report" / "referee_hist_000_measure_seq_write_128k.png").exists()

@@ -232,6 +232,20 @@ def test_virtual_drive_obeys_a_power_limit_when_its_profile_says_and_the_referee
     v = referee.referee_limit(Arr(), 12.0, t_set, t_set + 10.0, "w")
     assert v.outcome == ("pass" if delay < 1 else "fail") and v.error == pytest.approx(settle, abs=0.002)
     assert v.notes["max_1s_w"] <= 12.0 * 1.02 and v.notes["max_100ms_w"] <= 12.0 * 1.02
+    assert v.notes["max_100us_w"] is None                        # a capture without peak signals
+
+    class WithPeaks(Arr):                                        # one rail's 100 us peaks: exact
+        rails = ("12V",)
+
+        def has(self, name):
+            return name in (TOTAL_POWER, "p_peak_12V")
+
+        def chunks(self, names, start=None, stop=None, chunk=1 << 20):
+            peak = self.p.copy()
+            peak[int(round((delay + 1.0) / 0.001))] = 14.5          # one 100 us burst after it complied
+            yield start, {n: (self.p if n == TOTAL_POWER else peak)[start:stop] for n in names}
+    v = referee.referee_limit(WithPeaks(), 12.0, t_set, t_set + 10.0, "w")
+    assert v.notes["max_100us_w"] == pytest.approx(14.5) and v.notes["max_100us_exact"]
     ssd.set_power_feature(0x23, 0)                               # lifted
     clk.t += delay + 1.0
     assert float(ssd.power_at(np.array([clk.t]))[0]) > 18.0

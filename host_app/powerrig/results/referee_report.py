@@ -107,7 +107,12 @@ def table(rows: list[dict], with_step: bool = True) -> list[str]:
             says, measured = ("estimated" if n.get("claim") else "measured"), "-"
         elif m["name"] == "referee.power_limit":
             says = f"limit {says}"
-            measured = f"max 100 ms {measured} after" if m["value"] is not None else f"max 1 s {measured}"
+            if m["value"] is None:
+                measured = f"max 1 s {measured}"
+            else:
+                measured = f"max 100 ms {measured} after" + (
+                    f" (100 us {_f(n['max_100us_w'])}{'' if n.get('max_100us_exact') else ' or less'})"
+                    if n.get("max_100us_w") is not None else "")
         bound = m["upper"] if m["upper"] is not None else m["lower"]     # one-sided checks carry a lower limit
         h.append("<tr>" + (f"<td style=text-align:left>{html.escape(m['step'])}</td>" if with_step else "") +
                  f"<td style=text-align:left>{html.escape(m['phase'] or '')}</td><td style=text-align:left>"

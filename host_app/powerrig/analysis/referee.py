@@ -318,7 +318,7 @@ def referee_limit(source, limit_w: float, t_set: float, t_end: float, phase: str
         return Verdict("referee.power_limit", phase, limit_w, float(np.nanmax(m1)), None, "W", "s", LIMIT_SETTLE_S,
                        "fail", f"the slot's 100 ms means were still over the {limit_w:g} W limit when the workload "
                                f"ended ({t_end - t_set:.1f} s after it was set): it never complied", base)
-    settle += lead
+    settle = max(0.0, settle + lead)       # the first sample may lie a fraction of an interval before the set
     after = x[int(round((settle - lead) / dt)):]
     figs = {"settle_s": settle, "mean_1s_after_w": float(np.nanmean(after[:int(round(1.0 / dt))])),
             "mean_after_w": float(np.nanmean(after)) if len(after) else None}

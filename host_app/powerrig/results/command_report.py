@@ -46,8 +46,10 @@ def tables(ms: list[dict], step_names: dict | None = None) -> str:
         for m in settle:
             n = _notes(m)
             la = lat.get(m["step"], {}).get("value")
-            h.append(f"<tr><td style=text-align:left>{html.escape(m['step'])}</td><td>PS{n.get('from_ps', '?')}</td>"
-                     f"<td>PS{n.get('to_ps', '?')}</td><td>{_f(la * 1e3 if la is not None else None, 2)}</td>"
+            fr, to = n.get("from_ps"), n.get("to_ps")
+            h.append(f"<tr><td style=text-align:left>{html.escape(m['step'])}</td>"
+                     f"<td>{'PS%s' % fr if fr is not None else 'unknown'}</td>"
+                     f"<td>{'PS%s' % to if to is not None else '-'}</td><td>{_f(la * 1e3 if la is not None else None, 2)}</td>"
                      f"<td>{_f(m['value'] * 1e3 if m['value'] is not None else None, 2)}</td>"
                      f"<td>{_f(m['upper'] * 1e3 if m['upper'] is not None else None, 1)}</td>"
                      f"<td class={html.escape(m['outcome'])}><b>{html.escape(m['outcome'])}</b></td>"
@@ -113,9 +115,12 @@ def plot_io(series: dict, path) -> bool:
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for name, pts in sorted(series.items()):
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
-    xs = sorted({p[0] for v in series.values() for p in v})
     ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+    xs = sorted({p[0] for v in series.values() for p in v})
+    if len(xs) > 1 and min(p[1] for v in series.values() for p in v) > 0:
+        ax.set_yscale("log")
+    else:
+        ax.ticklabel_format(axis="y", useOffset=False, style="plain")
     ax.set_xticks(xs)
     ax.set_xticklabels([f"{x // 2**20} MiB" if x >= 2**20 else f"{x // 1024} KiB" for x in xs])
     ax.set_xlabel("I/O size")

@@ -36,7 +36,10 @@ def recorder(rig, name: str):
 def place(tl, rec, why: str | None) -> tuple[nvmetrace.NvmeTrace | None, str]:
     """Read the recorder (None: ``why``) and add the placed copies of the step's admin command and
     power-state events to ``tl``; a NOTE event carries the trace's one-line summary or why not."""
-    trace, note = nvmetrace.load(rec) if rec is not None else (None, why or LOCAL)
+    try:
+        trace, note = nvmetrace.load(rec) if rec is not None else (None, why or LOCAL)
+    except Exception as e:  # noqa: BLE001 - runs in the step's finally: never hides why the step ended
+        trace, note = None, f"nvme_trace: the trace could not be read ({' '.join(str(e).split())[:200]}); the host intervals stand"
     evs = [e for e in tl.events() if e.kind in (NVME, POWER_STATE) and e.t_end is not None
            and "replaces" not in (e.meta or {})]
     copies = [copy.deepcopy(e) for e in evs]

@@ -167,3 +167,34 @@ def test_an_opened_captures_idle_between_workloads_is_shaded_as_idle(qtbot, tmp_
     for spans, kind in ((idle, "idle"), (work, "workload")):
         for a, b in spans:
             assert shaded.get((round(a, 3), round(b, 3))) == PHASE_COLOURS[kind], (kind, a, b, shaded)
+
+
+def test_whole_capture_of_a_long_recording_shows_its_first_phase_and_every_poll(qtbot, tmp_path, window):
+    """An hour of a drive polled every 5 s is 720 events; the plot of an opened capture places all of
+    them (a live stream's last 300 only): its first phase is drawn at "Whole capture", every poll a
+    tick on the quiet track."""
+    from powerrig.capture.writer import CaptureWriter
+    from powerrig.core.timeline import Timeline
+    from powerrig.gui.source import FileSource
+    win, svc = window
+    model = S.clock(first_index=0)
+    seconds, n_polls = 120.0, 400
+    tl = Timeline()
+    utc = lambda t: float(model.utc(t / S.PERIOD_S))     # noqa: E731 - the capture's clock at t s
+    tl.add(Event(PHASE, "fio:first-job", utc(2.0), utc(6.0), meta={"rw": "write", "bs": "128k"}))
+    for k in range(n_polls):
+        t = 8.0 + k * 0.25
+        tl.add(Event(NVME, "smart-log", utc(t), utc(t + 0.01), argv=["nvme", "smart-log", "/dev/nvme0"]))
+    path = tmp_path / "long.jls"
+    with CaptureWriter(path, metadata={"device": {"device": "test"}}, timeline=tl, clock=model) as w:
+        for b in S.interval_blocks(seconds, rows_per_block=10_000):
+            w.write(b)
+    svc.captures.open(path)
+    qtbot.waitUntil(lambda: isinstance(svc.captures.source, FileSource) and svc.captures.analysis is not None,
+                    timeout=30_000)
+    lv = win.live_view
+    lv.show_all()
+    lv._draw_events()
+    names = {it.event_name for it in lv._event_items if isinstance(it, pg.LinearRegionItem)}
+    assert "fio:first-job" in names, names
+    assert len(lv.quiet_item.opts["x0"]) == n_polls

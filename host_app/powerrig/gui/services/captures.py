@@ -64,6 +64,7 @@ class Captures(QObject):
         self.core, self.recording, self.timeline = core, recording, timeline
         self.source = None                     # what the plot shows
         self.analysis = None                   # the opened capture's Analysis (None: live, or none)
+        self._placed: tuple = (None, [])       # (source and analysis, its events placed): a capture's, once
         self._show_next_live = False           # a sweep's stream goes on the plot when it starts
         self._seen_events = 0
         recording.sweep_started.connect(self._follow_sweep)
@@ -103,17 +104,24 @@ class Captures(QObject):
 
     # ---- the time axis ----------------------------------------------------------------------------------
     def events_s(self, source=None, last: int | None = None) -> list[dict]:
-        """Timeline events placed on the plot's time axis (s from capture start); ``last``: only the
-        newest that many (the live view asks at every scroll step: the rest are not placed)."""
+        """Timeline events placed on the plot's time axis (s from capture start); ``last``: of a live
+        stream only the newest that many (the live view asks at every scroll step: the rest are not
+        placed). An opened capture's events never change: all of them, placed once (its "Whole
+        capture" shows the first phase of a long recording too, not only the last 300 events)."""
         src = source or self.source
         if src is None:
             return []
         if hasattr(src, "reader"):
-            evs, to_sid = src.reader.events, src.reader.sample_id
-        else:
-            evs, to_sid = list(self.timeline), src.sample_id
+            key = (id(src), id(self.analysis) if src is self.source else None)
+            if self._placed[0] != key:
+                self._placed = (key, self._place(src, src.reader.events, src.reader.sample_id))
+            return self._placed[1]
+        evs = list(self.timeline)
         if last is not None:
             evs = evs[-last:]
+        return self._place(src, evs, src.sample_id)
+
+    def _place(self, src, evs, to_sid) -> list[dict]:
         out = self._inferred_idle(src)
         for e in evs:
             try:

@@ -29,6 +29,8 @@ logger = logging.getLogger(__name__)
 # command waits, a read every BATCH_S takes ~12 KB at a time (the 100 us stream's 465 kB/s);
 # the kernel holds 64 KB for a USB serial port (130 ms at the link budget), a pty 20 KB (40 ms).
 BATCH_S = 0.025
+FLOWING_S = 0.1          # a stream whose frames came this recently still flows
+PING_MERGE = 1.6         # a ping due within this many BATCH_S is waited for instead (40 ms: ~19 KB)
 PING_TIMEOUT_S = 1.0      # a clock ping's reply (as Interposer.ping waits for it)
 PARTIAL_POLL_S = 0.25    # a held partial frame: look again this often (its wait is bounded in time)
 
@@ -142,6 +144,7 @@ class SerialLink:
         fd = _posix_fd(ser)
         if fd is not None:
             self._abort_r, self._abort_w = os.pipe()
+        flowed = 0.0            # when a stream's frames last came
         try:
             while not self._stop.is_set():
                 self._wake.clear()
@@ -156,6 +159,8 @@ class SerialLink:
                 self.last_rx = now
                 self.bytes_in += len(data)
                 if self._route_all(self.decoder.feed(data, now)):
+                    flowed = now
+                if now - flowed < FLOWING_S:     # a reply between a stream's reads paces too
                     self._pace()
         except (serial.SerialException, OSError, TypeError) as e:
             if not self._stop.is_set():
@@ -201,7 +206,9 @@ class SerialLink:
             return
         wait = BATCH_S
         if self._beat is not None:
-            wait = min(wait, self._beat_due - time.monotonic())
+            # a ping due soon ends the wait and its read takes the bytes too: one wake-up, not two
+            due = self._beat_due - time.monotonic()
+            wait = due if due < BATCH_S * PING_MERGE else min(wait, due)
         if wait > 0:
             self._wake.wait(wait)
 

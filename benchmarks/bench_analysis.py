@@ -6,6 +6,10 @@ Prints figures; asserts nothing. 1) OCP PCM-1 (1 s) and PCM-2 (100 us) highest w
 4 us power, streamed in chunks; pandas rolling windows on a subset, scaled. 2) A long capture at
 1 ms written to JLS and analysed in full (phases, energy, windows, checks); pandas on a subset.
 3) Peak traced memory of the analysis for two capture lengths (flat = does not grow with length).
+Beside 2), in the same run, the floor: the time to read every byte of the capture file once, warm
+(page cache) and cold (dropped first), and the analysis's ratio to it. The last line is a JSON object.
+The analysis picks its threads from the cores the load leaves free (analysis.pipeline.helper_threads):
+the line "analysis threads" says which.
 
 The long capture is analysed COLD (the file dropped from the page cache with posix_fadvise
 DONTNEED after an fsync, so it is read from disk as a capture opened the next day would be) and
@@ -20,6 +24,7 @@ other jobs the wall figures move with their load from minute to minute, CPU seco
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 import time
@@ -118,6 +123,20 @@ def drop_from_page_cache(path: Path) -> bool:
         os.close(fd)
 
 
+def read_floor(path: Path, cold: bool) -> tuple[float, float]:
+    """(wall s, CPU s) to read every byte of the capture once, 8 MB at a time into one buffer: from the
+    page cache (warm), or from disk after dropping it (cold). The floor any analysis of the file stands
+    on; the analysis reads only the signals it needs, so it may even go below it."""
+    if cold:
+        drop_from_page_cache(path)
+    buf = bytearray(8 << 20)
+    with open(path, "rb", buffering=0) as f:
+        c, t = time.process_time(), time.perf_counter()
+        while f.readinto(buf):
+            pass
+        return time.perf_counter() - t, time.process_time() - c
+
+
 def analyse_file(path: Path, cpu: list | None = None):
     """(wall s, analysis, intervals); appends the process CPU seconds (both threads) to ``cpu``."""
     with CaptureReader(path) as cap:
@@ -206,8 +225,17 @@ def main() -> None:
         short = Path(d) / "short.jls"
         tw = write_capture(long, args.hours)
         size = os.path.getsize(long) / 1e9
+        read_cold = read_floor(long, cold=True)
+        read_floor(long, cold=False)                       # (back in the page cache)
+        read_warm = sorted(read_floor(long, cold=False) for _ in range(3))[1]
+        print(f"\nread floor of the {size:.2f} GB capture: warm {read_warm[0]:.2f} s ({size / read_warm[0]:.2f} GB/s, "
+              f"CPU {read_warm[1]:.2f} s; median of 3), cold {read_cold[0]:.2f} s ({size / read_cold[0]:.2f} GB/s, CPU "
+              f"{read_cold[1]:.2f} s); load average {os.getloadavg()[0]:.1f}")
+        from powerrig.analysis.pipeline import free_cores, helper_threads
+        print(f"analysis threads: {1 + helper_threads()} ({free_cores():.1f} cores free by the load average)")
         dropped = drop_from_page_cache(long)
         cpu_cold, cpu_warm = [], []
+        load_cold = os.getloadavg()[0]
         tc, an, rows = analyse_file(long, cpu_cold)
         warm = [analyse_file(long, cpu_warm)[0] for _ in range(args.warm_runs)]
         ta = float(np.median(warm))
@@ -232,11 +260,27 @@ def main() -> None:
               f"100 us peak (1 h, scaled; median of {args.pandas_runs} after a first call of {first:.2f} s scaled; "
               f"CPU {cs:.2f} s): analyse is {ts / ta:.1f}x faster warm, {ts / tc:.1f}x cold; in CPU time "
               f"{cs / cw:.1f}x warm, {cs / cpu_cold[0]:.1f}x cold")
+        print(f"  floor     analyse warm {ta:.2f} s = {ta / read_warm[0]:.2f}x the warm read of the file "
+              f"({read_warm[0]:.2f} s); cold {tc:.2f} s = {tc / read_cold[0]:.2f}x the cold read ({read_cold[0]:.2f} s)")
+        summary = {"hours": args.hours, "file_gb": round(size, 3), "intervals": rows,
+                   "read_warm_s": round(read_warm[0], 3), "read_warm_cpu_s": round(read_warm[1], 3),
+                   "read_cold_s": round(read_cold[0], 3), "read_cold_cpu_s": round(read_cold[1], 3),
+                   "analyse_warm_s": round(ta, 3), "analyse_warm_cpu_s": round(cw, 3),
+                   "analyse_cold_s": round(tc, 3), "analyse_cold_cpu_s": round(cpu_cold[0], 3),
+                   "analyse_to_warm_read": round(ta / read_warm[0], 2),
+                   "analyse_cold_to_cold_read": round(tc / read_cold[0], 2),
+                   "pandas_same_work_s": round(ts, 3), "pandas_same_work_cpu_s": round(cs, 3),
+                   "pandas_wall_x_warm": round(ts / ta, 2), "pandas_wall_x_cold": round(ts / tc, 2),
+                   "pandas_cpu_x_warm": round(cs / cw, 2), "pandas_cpu_x_cold": round(cs / cpu_cold[0], 2),
+                   "analysis_threads": 1 + helper_threads(), "load_cold": round(load_cold, 2)}
         write_capture(short, args.hours / 10)
         m_short = traced_peak(short)
         m_long = traced_peak(long)
         print(f"\npeak traced memory of analyse(): {args.hours / 10:g} h {m_short:.0f} MB, {args.hours:g} h "
               f"{m_long:.0f} MB")
+        summary.update(peak_mb_long=round(m_long, 1), peak_mb_short=round(m_short, 1),
+                       load_average=[round(x, 2) for x in os.getloadavg()], machine=machine())
+        print(json.dumps(summary))
 
 
 if __name__ == "__main__":

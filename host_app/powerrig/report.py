@@ -211,6 +211,20 @@ def _window_facts(meta: dict) -> list[str]:
             "(times here from the window's start)"] if w else []
 
 
+def _drive_said(cap: CaptureReader) -> list[str]:
+    """A line per thing the drive said (a critical warning, a removal, its return, a reset) with its time
+    into the capture (analysis/drive_said.py)."""
+    from powerrig.analysis.drive_said import said
+    out = []
+    for x in said(cap.events):
+        try:
+            t = f"{float(cap.sample_id(x.t_utc)) * cap.interval_s:.2f} s"
+        except CaptureError:
+            t = "at an unplaced time"
+        out.append(f"{x.text} at {t}")
+    return out
+
+
 def _recording_facts(cap: CaptureReader) -> list[str]:
     """Asked / covered / why it ended, for the summary line (empty without recorder metadata)."""
     rec = cap.recording
@@ -251,6 +265,10 @@ def _html(cap: CaptureReader, a: Analysis, plots: dict, alerts: list[str] = ()) 
                                   f"drive {html.escape(str(idc.get('mn', drive.get('model', '?'))).strip())} "
                                   f"SN {html.escape(str(idc.get('sn', drive.get('serial', '?'))).strip())}"]) + "</p>",
              f"<p>idle {_f(ia['idle'])} W · active {_f(ia['workload'])} W (energy-weighted means over all idle and workload phases)</p>"]
+    said = _drive_said(cap)
+    if said:
+        parts.append("<div class='alert' id=drive-said><b>What the drive said during this capture</b><ul>"
+                     + "".join(f"<li>{html.escape(x)}</li>" for x in said) + "</ul></div>")
     if a.warnings:
         parts.append("<div class='warn'><b>Warnings</b><ul>" + "".join(f"<li>{html.escape(w)}</li>" for w in a.warnings) + "</ul></div>")
     parts.append(f"<h2>Power over time</h2><img src='{plots['power']}' alt='power over time'>")

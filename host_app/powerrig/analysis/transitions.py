@@ -20,6 +20,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from powerrig.analysis.checks import judge
+from powerrig.core.names import Verdict
+
 PRE_S = 0.05
 POST_S = 0.5
 BAND_FRAC = 0.1
@@ -37,7 +40,7 @@ class Transition:
     latency_s: float            # submission -> the rails leave the level before
     settle_s: float             # submission -> the rails stay within the band of the new level
     limit_s: float              # EXLAT(old) + ENLAT(new) from id-ctrl (NaN when unknown)
-    verdict: str                # "pass" (settled within the limit), "fail", or "n/a"
+    verdict: str                # pass / marginal / fail (checks.judge against the limit), or "n/a"
     source: str                 # "nvme_trace" (kernel submission) or "host" (nvme-cli's call)
     note: str | None = None
 
@@ -60,7 +63,8 @@ def time_transition(p: np.ndarray, first: int, submit: float, interval_s: float,
     nan = math.nan
 
     def out(before, after, lat, settle, note):
-        ok = "n/a" if math.isnan(settle) or math.isnan(limit_s) else ("pass" if settle <= limit_s else "fail")
+        j = judge(settle, limit_s, uncertainty=dt, units="s")      # the one verdict model (analysis/checks.py)
+        ok = str(j.verdict) if j.verdict in (Verdict.PASS, Verdict.MARGINAL, Verdict.FAIL) else "n/a"
         return Transition(from_ps, to_ps, submit * dt, before, after, lat, settle, limit_s, ok, source, note)
 
     if a - lo < 1 or end - a < 4:

@@ -67,6 +67,10 @@ def run(args) -> int:
         return 143 if isinstance(e, Terminated) else 130
     finally:
         show.close()
+    from powerrig.sweep.reporting import write_run_report      # the report, with each step's, made here
+    path = write_run_report(store, sweep.run_id,
+                            on_warning=lambda line: print(f"powerrig: warning: {line}", file=sys.stderr))
+    print(f"report: {path}", flush=True)
     return 0
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from powerrig.core import owned
 from powerrig.results import command_report
-from powerrig.results import referee_report
+from powerrig.results import first_screen, referee_report, verdicts
 from powerrig.results.store import ResultStore
 
 FIGS = (("power.idle", "idle W"), ("power.mean", "W"), ("power.max_1s", "1 s max W"), ("power.max_100ms", "100 ms max W"),
@@ -239,14 +239,16 @@ def write_sweep_report(store: ResultStore, run_id: int, out_dir: str | Path | No
             if s["capture"] and Path(s["capture"]).exists():
                 cap_reports[s["key"]] = capture_report(s["capture"], out / "captures" / Path(s["capture"]).stem)
     h = ["<!doctype html><meta charset=utf-8><title>powerrig sweep run %d</title>" % run_id,
-         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
-         "padding:3px 8px;text-align:right}th{background:#eee}.fail{color:#b00}.marginal{color:#a60}"
-         ".pass{color:#070}</style>",
+         "<style>body{font-family:sans-serif;margin:1.2em 2em}table{border-collapse:collapse}td,th{border:1px solid "
+         "#ccc;padding:3px 8px;text-align:right}th{background:#eee}.fail{color:#b00}.marginal{color:#a60}"
+         ".pass{color:#070}.partial{color:#7a5c00}.invalid{color:#8250df}" + first_screen.STYLE + "</style>",
          f"<h1>Sweep run {run_id}: {html.escape(run['plan_name'])}</h1>",
          f"<p>plan hash {run['plan_hash']}, status <b>{run['status']}</b>, started "
          f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(run['started_utc']))}; station "
          f"{html.escape(run['station'] or '')}; drive {html.escape(run['dut_model'] or '')} sn "
          f"{html.escape(run['dut_serial'] or '')} fw {html.escape(run['dut_firmware'] or '')}</p>",
+         first_screen.summary_html(ms),
+         first_screen.steps_html(steps, ms, store.phases(run_id), out, cap_reports),
          "<h2 id=figures>Figures per power state and workload</h2><table><tr><th>PS</th><th>workload</th>"
          "<th>rw</th><th>bs</th><th>QD</th><th>jobs</th>"
          + "".join(f"<th>{t}</th>" for _, t in FIGS) + "</tr>"]
@@ -272,11 +274,13 @@ def write_sweep_report(store: ResultStore, run_id: int, out_dir: str | Path | No
     h += _power_loss_section(ms)
     h += referee_report.section(ms, out, {k: s["idx"] for k, s in by_key.items()})    # issue 38
     h += command_report.section(ms, out, {k: s["power_state"] for k, s in by_key.items()})    # issue 37
-    h.append("<h2 id=verdicts>Verdicts</h2><table><tr><th>step</th><th>check</th><th>phase</th><th>measured</th>"
-             "<th>lower limit</th><th>upper limit</th><th>marginal from</th><th>outcome</th><th>requirement met</th>"
-             "<th>notes</th></tr>")
+    h.append("<h2 id=verdicts>Verdicts</h2><p>Each check once per requirement and phase; the verdict is decided "
+             "from the limit, the measured value, its uncertainty and whether the data met the check's "
+             "requirement (data: enough / short), and says why when it is not a plain pass or fail.</p><table><tr>"
+             "<th>step</th><th>check</th><th>phase</th><th>measured</th><th>lower limit</th><th>upper limit</th>"
+             "<th>marginal from</th><th>verdict</th><th>data</th><th>why and notes</th></tr>")
     for m in ms:
-        if m["upper"] is None and m["lower"] is None and m["outcome"] == "info":
+        if not verdicts.is_judged(m):
             continue
         notes = m["notes"] or ""
         if notes.startswith("[") or notes.startswith("{"):
@@ -288,20 +292,23 @@ def write_sweep_report(store: ResultStore, run_id: int, out_dir: str | Path | No
                 pass
         h.append(f"<tr><td style=text-align:left>{html.escape(m['step'])}</td><td>{html.escape(m['name'])}</td>"
                  f"<td>{html.escape(m['phase'] or '')}</td><td>{_f(m['value'], 3)} {html.escape(m['units'] or '')}</td>"
-                 f"<td>{_f(m['lower'], 3)}</td><td>{_f(m['upper'], 3)}</td><td>{_f(m['marginal_upper'], 3)}</td>"
-                 f"<td class={m['outcome']}>{m['outcome']}</td><td>{m['requirement_met']}</td>"
+                 f"<td>{_f(m['lower'], 3)}</td><td>{_f(m['upper'], 3)}</td>"
+                 f"<td>{_f(m['marginal_upper'] if m['marginal_upper'] is not None else m['marginal_lower'], 3)}</td>"
+                 f"<td class={html.escape(m['outcome'])}><b>{html.escape(m['outcome'])}</b></td>"
+                 f"<td>{'-' if m['requirement_met'] is None else 'enough' if m['requirement_met'] else 'short'}</td>"
                  f"<td style=text-align:left>{html.escape(str(notes))}</td></tr>")
     h.append("</table><h2 id=steps>Steps and captures</h2><table><tr><th>#</th><th>step</th><th>status</th>"
              "<th>attempts</th><th>lost s</th><th>capture</th><th>capture report</th></tr>")
     for s in steps:
         cap = s["capture"] or ""
         rep = cap_reports.get(s["key"])
-        link = (f"<a href='{html.escape(str(Path(rep).relative_to(out)))}'>report</a>" if rep else
+        link = (f"<a href='{first_screen.href(rep, out)}'>report</a>" if rep else
                 f"<code>powerrig report {html.escape(cap)}</code>")
         h.append(f"<tr><td>{s['idx'] + 1}</td><td style=text-align:left>{html.escape(s['key'])}</td>"
                  f"<td>{s['status']}{(': ' + html.escape(s['invalid_reason'])) if s['invalid_reason'] else ''}</td>"
                  f"<td>{s['attempts']}</td><td>{_f(s['lost_s'], 3)}</td>"
-                 f"<td style=text-align:left><a href='file://{html.escape(cap)}'>{html.escape(Path(cap).name)}</a></td>"
+                 f"<td style=text-align:left><a href='{first_screen.href(cap, out)}'>{html.escape(Path(cap).name)}</a>"
+                 "</td>"
                  f"<td style=text-align:left>{link}</td></tr>")
     h.append("</table>")
     return owned.write_owned(out / "index.html", "\n".join(h))

@@ -125,10 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     worst = max(abs(r[k]) for r in rows for k in ("diff MiB/s %", "diff W %", "diff MiB/s/W %"))
     print(f"\n  published: StorageReview/OCP 2024, per drive with the host's share removed (docs/virtual-ssd.md); "
           f"largest difference {worst:.1f}%")
-    from powerrig.results.report import write_sweep_report
+    from powerrig.sweep.reporting import write_run_report
     print(f"  run {run_id} in your results store {store.path}  (`powerrig results list`)")
-    print(f"  sweep report:     {write_sweep_report(store, run_id)}")
-    print(f"                    (with each step's capture report: .venv/bin/powerrig report {run_id})")
+    print(f"  sweep report:     {write_run_report(store, run_id)}  (each step's capture report linked from it)")
     out = Path(store.run(run_id)["out_dir"])
     print(f"  run record:       {out / f'run-{run_id}.json'}")
     print(f"  captures:         {out / 'captures'}/  (.venv/bin/powerrig report CAPTURE for any of them)")

@@ -39,6 +39,8 @@ class PlainProgress:
             print(f"[{el}] {d['text']}", flush=True)
         elif k == "done":
             print(f"sweep done in {el}: record {d['record']}", flush=True)
+            for line in verdict_lines(d):
+                print(line, flush=True)
 
     def close(self) -> None:
         pass
@@ -81,9 +83,19 @@ class RichProgress:
             self.console.print(f"  {d['text']}")
         elif k == "done":
             self.console.print(f"sweep done: record {d['record']}")
+            for line in verdict_lines(d):
+                self.console.print(line, markup=False, highlight=False)
 
     def close(self) -> None:
         self.p.stop()
+
+
+def verdict_lines(d: dict) -> list[str]:
+    """The run's verdict summary (the "done" event's, results/verdicts.py) as terminal lines, every
+    name in them made printable (a plan's or a drive's text is foreign)."""
+    from powerrig.results.verdicts import lines
+    s = d.get("verdicts")
+    return [printable(x) for x in lines(s)] if s else []
 
 
 def _figs(f: dict) -> str:

@@ -26,8 +26,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from powerrig.core import owned
-from powerrig.core.errors import CaptureError, PowerrigError
-from powerrig.core.timeline import NOTE, NVME, PHASE, Event, Timeline
+from powerrig.core.errors import CaptureError, PowerrigError, ToolError
+from powerrig.core.timeline import FIO, NOTE, NVME, PHASE, Event, Timeline
 from powerrig.results import DatabaseFault
 from powerrig.sweep import clock_check, command_trace, measure
 from powerrig.sweep.live import LiveState
@@ -45,6 +45,15 @@ PRE_LEVEL_S = 0.25         # captured before the set-feature: the old level (ana
 
 class StepLost(PowerrigError):
     """The interposer link went away during a step; the step is redone once it is back."""
+
+
+def _removal(tl: Timeline, e: ToolError) -> str | None:
+    """Why the workload stopped when the drive went away under it (fio's runner marks its FIO event
+    interrupted by removal and the presence watcher's "drive removed" / "drive back" are on the
+    timeline), or None for any other failure, which stays one."""
+    if not any((ev.meta or {}).get("interrupted") == "removal" for ev in tl.events(kind=FIO)):
+        return None
+    return f"interrupted: {e}"
 
 
 def steady_state_met(values: list[float], rounds: int, range_pct: float, slope_pct: float) -> bool:
@@ -208,8 +217,18 @@ class Sweep:
             rig.close()
         self.store.set_run_status(self.run_id, "done")
         record = self.store.write_record(self.run_id, self.out)
-        self._emit("done", record=str(record), out=str(self.out))
+        self._emit("done", record=str(record), out=str(self.out), verdicts=self._verdict_summary())
         return self.run_id
+
+    def _verdict_summary(self) -> dict | None:
+        """The run's verdict summary (results/verdicts.py) for the display's last lines; None (said in the
+        log) when the store cannot give it: the run is stored and done either way."""
+        from powerrig.results.verdicts import summary
+        try:
+            return summary(self.store.measurements(self.run_id))
+        except DatabaseFault as e:
+            logger.warning("run %s: no verdict summary: %s", self.run_id, e)
+            return None
 
     def _open_source(self, rig, wait_s: float = 0.0):
         """What measures the rails: the interposer on the rig's port, or the plan's rig.source (an N6705C,
@@ -403,6 +422,7 @@ class Sweep:
 
     def _run_step(self, dev, step: Step, attempt: int) -> dict:
         from powerrig.analysis import analyse
+        from powerrig.analysis.drive_said import said
         from powerrig.capture import CaptureReader
 
         plan, rig = self.plan, self._rig
@@ -480,12 +500,20 @@ class Sweep:
             if sr is not None:
                 self._self_report(nvme, tl, "idle", sr)
             self._check_link(rec)
+            removal = None
             if step.workload is not None:
                 sr = self._self_report_start(nvme) if plan.checks.self_reported_power else None
-                measure_name, bw_rounds, steady = self._workload(step, tl, nvme, fio, fio_dir, rec)
-                if sr is not None:
+                try:
+                    measure_name, bw_rounds, steady = self._workload(step, tl, nvme, fio, fio_dir, rec)
+                except ToolError as e:            # the drive went away under fio: the step is interrupted,
+                    removal = _removal(tl, e)     # stored with its times, and the run goes on
+                    if removal is None:
+                        raise
+                    self._emit("note", text=f"{step.name}: {removal}; the step is stored as interrupted and the run "
+                                            "goes on")
+                if sr is not None and removal is None:
                     self._self_report(nvme, tl, measure_name, sr)
-                if plan.checks.power_limit_w:
+                if plan.checks.power_limit_w and removal is None:
                     self._power_limit(step, tl, nvme, fio, fio_dir)
             if ipm is not None:
                 ipm_polls = ipm()
@@ -495,7 +523,11 @@ class Sweep:
             if margin_v is not None:       # the rail over the idle window and the workload at this point
                 margin_v["during_v"] = rail_v.mean(0.0, 0.0)
             t_after = time.time()
-            nvme.smart_log(rig.controller)                  # the thermal reading after ...
+            try:
+                nvme.smart_log(rig.controller)              # the thermal reading after ...
+            except PowerrigError:
+                if removal is None:
+                    raise                                   # (a drive that went away may not be back yet)
             time.sleep(max(0.0, 0.3 - (time.time() - t_after)))   # ... while the last intervals reach the capture
         finally:
             if ipm is not None and not ipm_polls:
@@ -518,7 +550,11 @@ class Sweep:
                                                 self._prev_ps, step.power_state)
             verdicts = self._referee(cap, tl, ipm_polls, step, an) if plan.checks.self_reported_power else []
             self._limit_verdicts = self._referee_limit(cap, tl) if plan.checks.power_limit_w else []
+            said_rows = measure.drive_said(said(cap.events), lambda u: float(cap.sample_id(u)) * cap.interval_s)
         t_an = time.monotonic() - t_an
+        if said_rows:
+            self._emit("note", text=f"{step.name}: the drive said: " + "; ".join(json.loads(m["notes"])[0]
+                                                                                 for m in said_rows))
         phases = measure.phase_rows(an)
         extra = []
         if steady is not None:
@@ -539,6 +575,7 @@ class Sweep:
         if cycles is not None:
             from powerrig.sweep import power_loss
             extra += power_loss.measurements(cycles, f"{step.power_loss.prefix}:{step.power_loss.name}")
+        extra += said_rows
         ms = measure.measurements(an, measure_name, "idle", self._ident.tnvmcap, extra)
         invalid = next((p["invalid"] for p in phases if p["invalid"] and p["name"] in (measure_name, "idle")), None)
         invalid = invalid or clock_moved
@@ -561,8 +598,9 @@ class Sweep:
                   "cut_captures": sorted(str(p) for p in capture.parent.glob(f"{capture.stem}.cut*.jls"))}
         step_row = {"idx": step.index, "key": step.key, "name": step.name, "power_state": step.power_state,
                     "workload": w.name if w else (pl.name if pl else None), "repetition": step.repetition,
-                    "params": json.dumps(params, default=str), "status": "invalid" if invalid else "done",
-                    "invalid_reason": invalid, "started_utc": t_start, "finished_utc": time.time(),
+                    "params": json.dumps(params, default=str),
+                    "status": "interrupted" if removal else "invalid" if invalid else "done",
+                    "invalid_reason": removal or invalid, "started_utc": t_start, "finished_utc": time.time(),
                     "capture": str(capture), "lost_s": res.lost_s}
         nvme_s = sum(e.duration or 0.0 for e in tl.events(kind=NVME) if e.t_start > settle.t_end or e.t_end < settle.t_start)
         timing = {"wall_s": time.time() - t_start, "settle_s": plan.timing.settle_s, "analysis_s": t_an,

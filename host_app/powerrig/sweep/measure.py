@@ -165,3 +165,30 @@ def referee(verdicts) -> list[dict]:
                       requirement_met=v.outcome == "pass" if v.outcome != "n/a" else None,
                       notes=json.dumps(notes, default=lambda o: None)))
     return out
+
+
+def drive_said(said, to_s) -> list[dict]:
+    """What the drive said during the step (analysis/drive_said.py) as verdicts of the step, each with its
+    time in the step's capture (``to_s(utc)``): a critical warning fails it (the byte against 0), a
+    removal or a controller reset makes its figures invalid from then on (with the return's time)."""
+    from powerrig.analysis import drive_said as D
+    out = []
+    back = [s for s in said if s.kind == D.BACK]
+    for s in said:
+        t = to_s(s.t_utc)
+        if s.kind == D.WARNING:
+            out.append(_m("drive.critical_warning", f"at {t:.2f} s", float(s.value), "", "fail", upper=0.0,
+                          requirement_met=True, notes=json.dumps([f"{s.text} at {t:.2f} s into the step",
+                                                                  {"t_s": t}], default=str)))
+        elif s.kind == D.REMOVED:
+            ret = next((to_s(b.t_utc) for b in back if b.t_utc >= s.t_utc), None)
+            why = (f"{s.text} at {t:.2f} s into the step" + (f", back at {ret:.2f} s" if ret is not None else
+                                                             ", not back before the step ended")
+                   + ": the figures after it are not the drive's")
+            out.append(_m("drive.removed", f"at {t:.2f} s", t, "s", "invalid", requirement_met=False,
+                          notes=json.dumps([why, {"t_s": t, "back_s": ret}])))
+        elif s.kind == D.RESET:
+            out.append(_m("drive.reset", f"at {t:.2f} s", t, "s", "invalid", requirement_met=False,
+                          notes=json.dumps([f"{s.text} at {t:.2f} s into the step: the figures around it are not "
+                                            "the drive's steady behaviour", {"t_s": t}])))
+    return out

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import run_cli
 from powerrig.analysis.drive_said import BACK, REMOVED, RESET, WARNING, said, warning_text
 from powerrig.core.timeline import NOTE, NVME, Event
@@ -76,3 +78,66 @@ def test_a_critical_warning_raised_mid_step_fails_the_step_in_every_report(tmp_p
     [cap_report] = (tmp_path / "out" / "report" / "captures").glob("*/report.html")
     text = cap_report.read_text()
     assert "What the drive said during this capture" in text and "critical warning 0x02" in text
+
+
+TWO = """name = "removal"
+power_states = [0]
+idle_steps = false
+[rig]
+port = "sim:d5-p5336"
+[drive]
+serial = "VPHA5336000001"
+[timing]
+settle_s = 0.3
+idle_s = 1.0
+measure_s = 2.0
+command_trace = false
+[[workload]]
+name = "first"
+rw = "write"
+[[workload]]
+name = "second"
+rw = "read"
+"""
+
+
+def test_a_removal_under_fio_stores_the_step_interrupted_and_the_run_goes_on(tmp_path, simdir, monkeypatch):
+    """The drive host's presence watch (dut/presence.py) is the boundary: on a drive host fio's runner adds
+    its "drive removed" / "drive back" NOTEs and fails the FIO event as interrupted by removal. A virtual
+    rig's drive cannot leave its slot, so the first workload's run fails that way here, as the runner
+    fails it (tests/test_qemu_nvme.py pulls a real one in the QEMU guest)."""
+    import time
+
+    from powerrig.core.errors import ToolError
+    from powerrig.core.timeline import FIO
+    from powerrig.results import ResultStore
+    from powerrig.sweep.engine import Sweep
+    from powerrig.sweep.plan import parse
+
+    real = Sweep._workload
+
+    def pulled(self, step, tl, nvme, fio, fio_dir, rec):
+        if step.workload.name != "first":
+            return real(self, step, tl, nvme, fio, fio_dir, rec)
+        ev = tl.begin(FIO, "fio")
+        t = time.time()
+        time.sleep(0.6)
+        tl.add(Event(NOTE, "drive removed", t + 0.2, t + 0.2, ok=True, meta={"controller": "nvme0", "removal": True}))
+        tl.add(Event(NOTE, "drive back", t + 0.5, t + 0.5, ok=True, meta={"controller": "nvme0", "removal": True}))
+        ev.meta["interrupted"] = "removal"
+        tl.end(ev, ok=False, error="removal")
+        raise ToolError("fio interrupted by removal: nvme0 went away 0.20 s into the run and came back 0.30 s later")
+
+    monkeypatch.setattr(Sweep, "_workload", pulled)
+    store = ResultStore(tmp_path / "r.sqlite")
+    run = Sweep(parse(TWO, "removal.toml"), store, tmp_path / "out").run()
+    assert store.run(run)["status"] == "done"
+    first, second = store.steps(run)
+    assert first["status"] == "interrupted" and "went away 0.20 s into the run" in first["invalid_reason"]
+    assert second["status"] == "done"
+    [gone] = [m for m in store.measurements(run) if m["name"] == "drive.removed"]
+    why, times = json.loads(gone["notes"])
+    assert gone["step"] == first["key"] and gone["outcome"] == "invalid"
+    assert times["back_s"] - times["t_s"] == pytest.approx(0.3, abs=0.01) and "back at" in why
+    look = verdicts.summary(store.measurements(run))["look"]
+    assert any(r["name"] == "drive.removed" and r["step"] == first["key"] and "back at" in r["why"] for r in look)

@@ -44,7 +44,8 @@ def _value(m: dict) -> str:
 
 
 def summary(measurements: list[dict]) -> dict:
-    """{"counts": {verdict: n} worst first, "worst": verdict or None, "total": n, "look": rows to read
+    """{"counts": {verdict: n} worst first, "worst": verdict or None, "total": n, "line": the counts in
+    words, "look": rows to read
     first (fail, marginal, invalid, partial, worst first, each with its why; what the drive said during
     a step is among them: drive.* rows, sweep/drive_said.py)}."""
     judged = [m for m in measurements if is_judged(m)]
@@ -52,10 +53,12 @@ def summary(measurements: list[dict]) -> dict:
     look = sorted((m for m in judged if m["outcome"] in NEEDS_A_LOOK),
                   key=lambda m: (RANK[m["outcome"]], m.get("step") or "", m.get("name") or ""))
     worst = min(counts, key=RANK.__getitem__) if counts else None
-    return {"counts": {k: counts[k] for k in ORDER if counts.get(k)}, "worst": worst, "total": len(judged),
-            "look": [{"step": m.get("step"), "name": m["name"], "phase": m.get("phase"), "outcome": m["outcome"],
-                      "value": _value(m), "upper": m.get("upper"), "lower": m.get("lower"), "why": why_of(m)}
-                     for m in look]}
+    out = {"counts": {k: counts[k] for k in ORDER if counts.get(k)}, "worst": worst, "total": len(judged),
+           "look": [{"step": m.get("step"), "name": m["name"], "phase": m.get("phase"), "outcome": m["outcome"],
+                     "value": _value(m), "upper": m.get("upper"), "lower": m.get("lower"), "why": why_of(m)}
+                    for m in look]}
+    out["line"] = counts_line(out)          # for a face that shows one line (the GUI's sweep panel)
+    return out
 
 
 def counts_line(s: dict) -> str:

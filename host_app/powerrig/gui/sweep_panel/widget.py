@@ -218,13 +218,16 @@ class SweepPanel(QWidget):
             self.live.setText(d["text"])
         elif k == "done":
             self.progress_bar.setValue(self.progress_bar.maximum())
+            self._verdict_line = (d.get("verdicts") or {}).get("line")     # the engine's summary (results/verdicts.py)
         self._buttons()
 
     def _finished(self, d: dict) -> None:
         if d.get("run") is not None:
             self.run_id = d["run"]
         if d["state"] == "done":
-            self.state.setText(f"run {self.run_id} done in {self.progress_bar.maximum()} steps")
+            line = getattr(self, "_verdict_line", None)
+            self.state.setText(f"run {self.run_id} done in {self.progress_bar.maximum()} steps"
+                               + (f"; verdicts: {line}" if line else ""))
         elif d["state"] == "stopped":
             self.state.setText(f"run {self.run_id} stopped ({d['error']}); Resume continues it")
         else:

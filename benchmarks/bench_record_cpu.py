@@ -95,7 +95,7 @@ def share(argv_of, seconds: float, tmp: Path, name: str) -> dict:
 def burst_child(port: str, seconds: float, out: str) -> int:
     """The recorder at 100 us with raw bursts uploading back to back beside it (one process)."""
     from powerrig.capture.recorder import Recorder
-    from powerrig.core.errors import LinkError
+    from powerrig.core.errors import PowerrigError
     from powerrig.interposer.client import Interposer
 
     with Interposer.open(port) as dev:
@@ -106,7 +106,7 @@ def burst_child(port: str, seconds: float, out: str) -> int:
             try:
                 dev.burst(pre=2500, post=2500, trigger="now", timeout=10.0)
                 bursts += 1
-            except LinkError as e:        # counted: a loaded host's virtual rig may lose a burst's blocks
+            except PowerrigError as e:    # counted: a loaded host's virtual rig may lose a burst's blocks
                 failed += 1
                 print(f"burst not taken: {e}", file=sys.stderr)
         res = rec.wait(30)

@@ -128,7 +128,9 @@ class SerialLink:
         self._beat: tuple | None = None
         self._beat_due = 0.0                # monotonic time the next one is due
         self._beat_out: tuple[int, float, float] | None = None   # (id, t_send, monotonic deadline) in flight
-        self._abort_r = self._abort_w = -1  # the reader's select ends when close() writes here
+        self._fd = _posix_fd(self.ser)
+        # the reader's select ends when a byte is written here (close, keep_pinging)
+        self._abort_r, self._abort_w = os.pipe() if self._fd is not None else (-1, -1)
         self._thread = threading.Thread(target=self._read_loop, name=f"powerrig-link-{port}", daemon=True)
         self._thread.start()
 
@@ -141,9 +143,7 @@ class SerialLink:
         "Where a recording's CPU goes"). A command wakes the reader at once (``_wake``), so a reply
         (a clock ping's) is still read and stamped the moment it arrives."""
         ser = self.ser
-        fd = _posix_fd(ser)
-        if fd is not None:
-            self._abort_r, self._abort_w = os.pipe()
+        fd = self._fd
         flowed = 0.0            # when a stream's frames last came
         try:
             while not self._stop.is_set():
@@ -187,7 +187,10 @@ class SerialLink:
             ready, _, _ = select.select([fd, self._abort_r], [], [], wait)
         except InterruptedError:
             return b""
-        if not ready or self._abort_r in ready:
+        if not ready:
+            return b""
+        if self._abort_r in ready:          # poked: look at the stop flag and the pings again
+            os.read(self._abort_r, 64)
             return b""
         try:
             data = os.read(fd, 1 << 16)
@@ -221,8 +224,17 @@ class SerialLink:
         (docs/scale.md). True: this link does it (a stand-in link without the method does not)."""
         self._beat_due = time.monotonic() + every_s()
         self._beat = (every_s, on_reply, on_error)
-        self._wake.set()
+        self._poke()
         return True
+
+    def _poke(self) -> None:
+        """End the reader's wait (its select, or its pace) so it looks at its flags again."""
+        self._wake.set()
+        if self._abort_w >= 0:
+            try:
+                os.write(self._abort_w, b"x")
+            except OSError:
+                pass
 
     def stop_pinging(self) -> None:
         self._beat = None
@@ -387,12 +399,7 @@ class SerialLink:
 
     def close(self) -> None:
         self._stop.set()
-        self._wake.set()
-        if self._abort_w >= 0:
-            try:
-                os.write(self._abort_w, b"x")
-            except OSError:
-                pass
+        self._poke()
         try:
             self.ser.cancel_read()
         except (AttributeError, NotImplementedError, OSError, serial.SerialException) as e:

@@ -137,8 +137,10 @@ def analyse(source, events: list[Event] | None = None, metadata: dict | None = N
     _mark_invalid(results, events_placed, to_sid, source)
     chks = C.run_checks(results, states, dt, sampling_of(metadata))
     cmds = _commands(source, events_placed, to_sid, states, length) if to_sid else []
-    eff = [e for e in (phase_efficiency(r) for r in results if r.kind == WORKLOAD) if e]
-    ss = _steady(results)
+    # each run once: a fio job's phase under the sweep's phase over it is not a second round or row
+    runs = [r for r in C.checked_phases(results, dt) if r.kind == WORKLOAD]
+    eff = [e for e in (phase_efficiency(r) for r in runs) if e]
+    ss = _steady(runs)
     _attach_waf_power(results, waf_rows)
     info = _capture_info(results[0], rails, dt, length, states, source, warnings)
     return Analysis(info, [r for r in results if r.kind != WAF_INTERVAL], chks, cmds, eff, curves(eff), ss,

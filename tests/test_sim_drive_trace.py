@@ -62,3 +62,20 @@ def test_sim_drive_trace_instance_gone_is_a_reason(endpoint):
     assert tr is None and "is gone" in why and why.startswith("nvme_trace:")
     bad = SimTrace(ep + ".missing", "/dev/nvme0", "t3").start()
     assert not bad.started and "not available on the virtual drive host" in bad.reason
+
+
+def test_sim_drive_trace_places_a_format_from_its_real_start(endpoint):
+    """A format (and so its energy window) starts where the controller took it, not where nvme-cli was called."""
+    from powerrig.core.timeline import NVME, Event
+
+    ep, _ = endpoint
+    st = SimTrace(ep, "/dev/nvme0", "t4").start()
+    t_call = time.time()
+    time.sleep(0.05)                       # nvme-cli's start: the host interval begins before the command
+    request(ep, {"op": "format", "dev": "/dev/nvme0n1"})
+    t_ret = time.time() + 0.05
+    tr, note = nvmetrace.load(st)
+    ev = Event(NVME, "format", t_call, t_ret, meta={"device": "/dev/nvme0n1"})
+    assert nvmetrace.place([ev], tr) == {"placed": 1, "unplaced": 0}
+    assert ev.meta["opcode"] == "nvme_admin_format_nvm" and ev.meta["host_t_start"] == t_call
+    assert ev.t_start >= t_call + 0.05 and ev.t_end <= t_ret - 0.05

@@ -128,3 +128,15 @@ def test_summary_counts_worst_first_and_says_why():
     assert text[0] == "verdicts: 1 fail, 1 marginal, 1 partial, 1 pass (of 4 verdicts)"
     assert "fail     a OCP PWR-6 (p) 5.498 W: 5.498 W over the 5.25 W limit" in text[1]
     assert verdicts.by_step(ms)["b"]["worst"] == "marginal"
+
+
+def test_a_run_is_one_round_and_one_efficiency_row():
+    """fio's job phase and the sweep's phase over the same run are one steady-state round (and one
+    efficiency row, checked_phases); the sweep's phase over its last rounds is no round of its own."""
+    from powerrig.analysis.pipeline import _rounds
+
+    rounds = [_phase("fio:w", "workload", 11.0 * k, 10.0, 20.0) for k in range(3)]
+    over = _phase("measure:w", "workload", 11.0, 21.0, 20.0)
+    assert _rounds(rounds + [over], 1e-3) == rounds
+    one = [_phase("fio:w", "workload", 44.0, 30.0, 21.3), _phase("measure:w", "workload", 44.0, 30.0, 21.3)]
+    assert len(_rounds(one, 1e-3)) == 1

@@ -137,10 +137,9 @@ def analyse(source, events: list[Event] | None = None, metadata: dict | None = N
     _mark_invalid(results, events_placed, to_sid, source)
     chks = C.run_checks(results, states, dt, sampling_of(metadata))
     cmds = _commands(source, events_placed, to_sid, states, length) if to_sid else []
-    # each run once: a fio job's phase under the sweep's phase over it is not a second round or row
-    runs = [r for r in C.checked_phases(results, dt) if r.kind == WORKLOAD]
-    eff = [e for e in (phase_efficiency(r) for r in runs) if e]
-    ss = _steady(runs)
+    # each run once: a fio job's phase under the sweep's phase over it is not a second row or round
+    eff = [e for e in (phase_efficiency(r) for r in C.checked_phases(results, dt) if r.kind == WORKLOAD) if e]
+    ss = _steady(_rounds(results, dt))
     _attach_waf_power(results, waf_rows)
     info = _capture_info(results[0], rails, dt, length, states, source, warnings)
     return Analysis(info, [r for r in results if r.kind != WAF_INTERVAL], chks, cmds, eff, curves(eff), ss,
@@ -613,6 +612,22 @@ def _commands(source, events, to_sid, states, length) -> list[CommandEnergy]:
         p = np.concatenate([c["p_total"] for _, c in source.chunks(["p_total"], lo, hi)]).astype(np.float64)
         out.append(command_energy(p, lo, a, b, dt, pre, lat, e.name, e.kind, e.argv, pre_from=pre_from,
                                   end_at=end_at, before_by=before_by, cut_by=cut_by, inside=inside))
+    return out
+
+
+def _rounds(results: list[PhaseResult], dt: float) -> list[PhaseResult]:
+    """The workload runs as rounds: one phase per span (fio's job phase and the sweep's phase over the same
+    run are one round), and no phase that holds several rounds (a sweep's phase over its steady rounds)."""
+    slack = max(2 * dt, 0.05)
+    same = lambda a, b: abs(a.start_s - b.start_s) <= slack and abs(a.stop_s - b.stop_s) <= slack  # noqa: E731
+    work, out = [r for r in results if r.kind == WORKLOAD], []
+    for r in work:
+        if any(same(r, q) for q in out):
+            continue
+        if any(q is not r and not same(q, r) and q.start_s >= r.start_s - slack and q.stop_s <= r.stop_s + slack
+               for q in work):
+            continue
+        out.append(r)
     return out
 
 

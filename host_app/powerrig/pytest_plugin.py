@@ -220,6 +220,7 @@ class Captured:
         self.figures: dict = {}
         self.analysis = None
         self.path: Path | None = None
+        self.trace = None           # the block's NVMe commands traced on the drive host (dut/nvmetrace.NvmeTrace)
 
     def __getitem__(self, k):
         return self.figures[k]
@@ -245,6 +246,8 @@ def capture(rig, dut, tmp_path, powerrig_record):
                        on_progress=lambda p: seen.append((time.time(), p.covered_s)), progress_every_s=0.1)
         rec.start()
         _wait(lambda: seen, 15.0)                     # the stream is flowing before the block starts
+        from powerrig.sweep import command_trace      # the block's admin commands placed from the drive host's kernel
+        ctrace = command_trace.recorder(rig.handle, f"pytest-{name}-{time.time_ns()}")
         ps = dut.nvme.get_power_state(dut.controller).power_state
         ev = tl.begin(PHASE, f"block:{name}", meta={"power_state": ps})
         try:
@@ -255,6 +258,7 @@ def capture(rig, dut, tmp_path, powerrig_record):
             # data lags the host clock by the link's latency: wait until the block's end (+ margin) is in
             t0, c0 = seen[0] if seen else (time.time(), 0.0)
             _wait(lambda: seen and seen[-1][1] - c0 >= ev.t_end - t0 + 1.0, 15.0)
+            c.trace = command_trace.place(tl, *ctrace)[0]
             rec.stop()
             res = rec.wait(30)
         with CaptureReader(c.path) as cap:

@@ -286,7 +286,7 @@ def test_the_referee_plan_end_to_end_on_the_simulator(tmp_path):
     from powerrig.sweep.plan import parse
 
     text = open(os.path.join(os.path.dirname(__file__), "..", "fixtures", "plans", "referee.toml")).read()
-    for old, new in (("settle_s = 1.0", "settle_s = 0.5"), ("idle_s = 8.0", "idle_s = 2.0"),
+    for old, new in (("settle_s = 6.0", "settle_s = 0.5"), ("idle_s = 8.0", "idle_s = 2.0"),
                      ("measure_s = 10.0", "measure_s = 4.0"), ("power_states = [0, 2]", "power_states = [0]")):
         assert old in text
         text = text.replace(old, new)

@@ -11,7 +11,7 @@ import pytest
 from conftest import run_cli
 from powerrig.analysis.drive_said import BACK, REMOVED, RESET, WARNING, said, warning_text
 from powerrig.core.timeline import NOTE, NVME, Event
-from powerrig.results import verdicts
+from powerrig.analysis import verdicts
 from powerrig.sweep import measure
 
 

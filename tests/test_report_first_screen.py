@@ -63,7 +63,7 @@ def test_the_sweep_ends_with_the_verdict_summary_and_its_report(swept):
 
 def test_one_verdict_per_requirement_and_value_and_ps2_at_its_maximum_is_marginal(swept):
     from powerrig.results import ResultStore
-    from powerrig.results.verdicts import is_judged
+    from powerrig.analysis.verdicts import is_judged
 
     ms = [m for m in ResultStore(str(swept["db"])).measurements(1) if is_judged(m)]
     seen = defaultdict(set)
@@ -114,9 +114,15 @@ def test_no_negative_energy_per_command_in_any_capture_report(swept):
         bad = [(x.name, x.start_s, x.energy_above_j) for x in an.commands if x.energy_above_j < 0]
         assert not bad, (cap.name, bad)
         assert all(x.note for x in an.commands if x.energy_above_j != x.energy_above_j), cap.name   # NaN says why
-    for page in (swept["report"].parent / "captures").glob("*/report.html"):
-        cells = re.findall(r"<td>(-\d[\d.]*)</td><td>[\d.–-]+</td><td>[\d.–-]+</td><td>(?:cut|full)", page.read_text())
+    pages = list((swept["report"].parent / "captures").glob("*/report.html"))
+    assert len(pages) == 2
+    for page in pages:
+        text = page.read_text()
+        cells = re.findall(r"<td>(-\d[\d.]*)</td><td>[\d.–-]+</td><td>[\d.–-]+</td><td>(?:cut|full)", text)
         assert not cells, (page, cells)
+        # every report opens with its verdicts: the capture's own summary above its trace
+        assert text.index("<b>Verdicts: ") < text.index("Power over time"), page
+        assert re.search(r"fail</b> OCP PWR-6 \(idle\) 5.498 W: 5.498 W over the 5.25 W limit", text), page
 
 
 def test_the_first_screen_in_chromium(swept, tmp_path):

@@ -14,7 +14,7 @@ from powerrig.analysis.descriptors import PowerState
 from powerrig.analysis.phases import Phase
 from powerrig.analysis.result import PhaseResult, WindowFigure
 from powerrig.core.names import Verdict
-from powerrig.results import verdicts
+from powerrig.analysis import verdicts
 from powerrig.sweep import measure
 
 STATES = {0: PowerState(0, 25.0, False, 0, 0, 5.5, 21.5, 2), 2: PowerState(2, 10.0, False, 0, 0, 5.5, 9.9, 2)}

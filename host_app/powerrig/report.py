@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import html
+import json
 import math
 from pathlib import Path
 
@@ -14,7 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from powerrig.analysis import Analysis, analyse  # noqa: E402
+from powerrig.analysis import Analysis, analyse, verdicts  # noqa: E402
 from powerrig.capture import CaptureReader  # noqa: E402
 from powerrig.core import owned  # noqa: E402
 from powerrig.core.errors import CaptureError  # noqa: E402
@@ -211,6 +212,20 @@ def _window_facts(meta: dict) -> list[str]:
             "(times here from the window's start)"] if w else []
 
 
+def _verdict_summary(a: Analysis, cap: CaptureReader) -> str:
+    """The capture's verdicts at the top (analysis/verdicts.py, as a sweep report's): counts, then each
+    fail, marginal, invalid and partial with its why; what the drive said is in the box below it."""
+    rows = [{"step": None, "name": c.check, "phase": c.phase, "value": c.value, "units": c.unit,
+             "outcome": str(c.status), "upper": c.limit, "lower": None, "notes": json.dumps([c.why] if c.why else [])}
+            for c in a.checks]
+    s = verdicts.summary(rows)
+    look = "".join(f"<li><b style='color:{STATUS_COLOURS.get(r['outcome'], '#000')}'>{html.escape(r['outcome'])}</b> "
+                   f"{html.escape(r['name'])} ({html.escape(r['phase'] or '')}) {html.escape(r['value'])}"
+                   f"{': ' + html.escape(r['why']) if r['why'] else ''}</li>" for r in s["look"])
+    return (f"<div class='summary' id=summary><b>Verdicts: {html.escape(s['line'])}</b>"
+            + (f"<ul>{look}</ul>" if look else "") + " <a href='#verdicts'>all verdicts</a></div>")
+
+
 def _drive_said(cap: CaptureReader) -> list[str]:
     """A line per thing the drive said (a critical warning, a removal, its return, a reset) with its time
     into the capture (analysis/drive_said.py)."""
@@ -259,6 +274,7 @@ def _html(cap: CaptureReader, a: Analysis, plots: dict, alerts: list[str] = ()) 
     if alerts:
         parts.append("<div class='alert'><b>This capture is not what it seems at first sight</b><ul>"
                      + "".join(f"<li>{html.escape(x)}</li>" for x in alerts) + "</ul></div>")
+    parts.append(_verdict_summary(a, cap))
     parts += ["<p>" + " · ".join([f"duration {cap.duration_s:.3f} s", *_window_facts(meta), *_recording_facts(cap), f"interval {cap.interval_s * 1e6:g} us",
                                   f"rails {', '.join(cap.rails)}", f"events {len(cap.events)}",
                                   f"gaps {len(cap.gaps)} ({a.info['lost_s']:.3f} s lost)",
@@ -335,5 +351,6 @@ def _html(cap: CaptureReader, a: Analysis, plots: dict, alerts: list[str] = ()) 
              "font-size:13px;margin-bottom:1em}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
              "td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}img{max-width:100%}"
              ".warn{background:#fff8c5;border:1px solid #d4a72c;padding:4px 12px}"
+             ".summary{border:1px solid #ccc;padding:4px 12px;margin-bottom:1em}"
              ".alert{background:#ffebe9;border:2px solid #cf222e;padding:4px 12px;margin-bottom:1em}")
     return f"<!doctype html><html><head><meta charset='utf-8'><title>powerrig report</title><style>{style}</style></head><body>{''.join(parts)}</body></html>"

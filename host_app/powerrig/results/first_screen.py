@@ -1,4 +1,4 @@
-"""The sweep report's first screen: the run's verdict summary (results/verdicts.py: counts, then the
+"""The sweep report's first screen: the run's verdict summary (analysis/verdicts.py: counts, then the
 fails, marginals, invalid data and partials with their why, what the drive said among them), then
 one card per step: its power over time (results/step_trace.py), its worst verdict, the energy of each
 phase, and links to its capture report and capture that are relative to the report's folder (they
@@ -12,7 +12,8 @@ from collections import defaultdict
 from pathlib import Path
 from urllib.parse import quote
 
-from powerrig.results import step_trace, verdicts
+from powerrig.analysis import verdicts
+from powerrig.results import step_trace
 
 STYLE = (".chip{display:inline-block;padding:1px 8px;border-radius:10px;margin-right:4px;font-weight:bold;"
          "border:1px solid currentColor}.chip.fail{color:#b00}.chip.marginal{color:#a60}.chip.pass{color:#070}"

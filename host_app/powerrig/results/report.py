@@ -10,9 +10,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from powerrig.analysis import verdicts
 from powerrig.core import owned
-from powerrig.results import command_report
-from powerrig.results import first_screen, referee_report, verdicts
+from powerrig.results import command_report, first_screen, referee_report
 from powerrig.results.store import ResultStore
 
 FIGS = (("power.idle", "idle W"), ("power.mean", "W"), ("power.max_1s", "1 s max W"), ("power.max_100ms", "100 ms max W"),

@@ -91,9 +91,9 @@ class RichProgress:
 
 
 def verdict_lines(d: dict) -> list[str]:
-    """The run's verdict summary (the "done" event's, results/verdicts.py) as terminal lines, every
+    """The run's verdict summary (the "done" event's, analysis/verdicts.py) as terminal lines, every
     name in them made printable (a plan's or a drive's text is foreign)."""
-    from powerrig.results.verdicts import lines
+    from powerrig.analysis.verdicts import lines
     s = d.get("verdicts")
     return [printable(x) for x in lines(s)] if s else []
 

@@ -221,9 +221,9 @@ class Sweep:
         return self.run_id
 
     def _verdict_summary(self) -> dict | None:
-        """The run's verdict summary (results/verdicts.py) for the display's last lines; None (said in the
+        """The run's verdict summary (analysis/verdicts.py) for the display's last lines; None (said in the
         log) when the store cannot give it: the run is stored and done either way."""
-        from powerrig.results.verdicts import summary
+        from powerrig.analysis.verdicts import summary
         try:
             return summary(self.store.measurements(self.run_id))
         except DatabaseFault as e:

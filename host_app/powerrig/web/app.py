@@ -13,7 +13,7 @@ from collections import defaultdict
 from flask import Flask, abort, render_template, request
 
 from powerrig.results import ResultsError, ResultStore, command_report
-from powerrig.results import verdicts as verdict_model
+from powerrig.analysis import verdicts as verdict_model
 from powerrig.results.tables import compare, fmt, step_summary
 from powerrig.web import charts, shown
 from powerrig.web.charts import efficiency_series, svg
@@ -23,7 +23,7 @@ LIVE_STALE_S = 60.0        # a live row older than this is shown as stale (the s
 
 
 def _verdicts(measurements: list[dict]) -> dict:
-    """Per step key: counts of its verdicts and the worst one (results/verdicts.py, as every face counts them)."""
+    """Per step key: counts of its verdicts and the worst one (analysis/verdicts.py, as every face counts them)."""
     return verdict_model.by_step(measurements)
 
 

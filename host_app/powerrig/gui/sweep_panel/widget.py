@@ -218,7 +218,7 @@ class SweepPanel(QWidget):
             self.live.setText(d["text"])
         elif k == "done":
             self.progress_bar.setValue(self.progress_bar.maximum())
-            self._verdict_line = (d.get("verdicts") or {}).get("line")     # the engine's summary (results/verdicts.py)
+            self._verdict_line = (d.get("verdicts") or {}).get("line")     # the engine's summary (analysis/verdicts.py)
         self._buttons()
 
     def _finished(self, d: dict) -> None:

@@ -12,7 +12,8 @@ import math
 
 from powerrig.results.tables import compare
 
-COLOURS = ("tab:blue", "tab:orange")
+COLOURS = ("tab:blue", "tab:orange")                      # run A, run B (the bars)
+CURVE_COLOURS = ("tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")
 
 
 def _ok(v) -> bool:
@@ -31,26 +32,27 @@ def draw_compare(store, run_a: int, run_b: int, out, fmt: str | None = None) -> 
     if not any(_ok(r[k]) for r in rows for k in ("W_a", "W_b", "idle W_a", "idle W_b")):
         return False
     labels = (f"run {run_a}", f"run {run_b}")
-    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4.8))
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 5.4))
 
     # 1. MiB/s against W per workload, through the power states: the overlaid curves
-    for wl in dict.fromkeys(r["workload"] for r in work):
+    for n, wl in enumerate(dict.fromkeys(r["workload"] for r in work)):
         pts = sorted((r for r in work if r["workload"] == wl), key=lambda r: (r["power_state"] is None, r["power_state"]))
         for k, side in enumerate("ab"):
             xy = [(r[f"W_{side}"], r[f"MiB/s_{side}"], r["power_state"]) for r in pts
                   if _ok(r[f"W_{side}"]) and _ok(r[f"MiB/s_{side}"])]
             if not xy:
                 continue
-            ax1.plot([p[0] for p in xy], [p[1] for p in xy], marker="o", color=COLOURS[k],
-                     ls="-" if k == 0 else "--", label=f"{labels[k]} {wl}")
+            ax1.plot([p[0] for p in xy], [p[1] for p in xy], marker="o" if k == 0 else "s",
+                     color=CURVE_COLOURS[n % len(CURVE_COLOURS)], ls="-" if k == 0 else "--", mfc="none" if k else None,
+                     label=f"{wl}, {labels[k]}")
             for x, y, ps in xy:
                 if ps is not None:
                     ax1.annotate(f"PS{ps}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
     ax1.set_xlabel("power at the slot (W)")
     ax1.set_ylabel("throughput (MiB/s)")
-    ax1.set_title("throughput against power, per power state")
+    ax1.set_title(f"throughput against power ({labels[0]} solid, {labels[1]} dashed)")
     if ax1.lines:
-        ax1.legend(fontsize=7)
+        ax1.legend(fontsize=7, loc="lower right")
     ax1.grid(alpha=0.3)
 
     # 2. idle and active W per power state, side by side
@@ -71,10 +73,10 @@ def draw_compare(store, run_a: int, run_b: int, out, fmt: str | None = None) -> 
         ys = [val.get((*g, side)) for g in groups]
         ax2.bar([i + (k - 0.5) * width for i in range(len(groups))], [y if _ok(y) else 0 for y in ys], width,
                 color=COLOURS[k], label=labels[k])
-    ax2.set_xticks(range(len(groups)), [f"PS{s}\n{w}" for w, s in groups], fontsize=7)
+    ax2.set_xticks(range(len(groups)), [f"PS{s} {w}" for w, s in groups], fontsize=7, rotation=35, ha="right")
     ax2.set_ylabel("W")
     ax2.set_title("idle and active power")
-    ax2.legend(fontsize=7)
+    ax2.legend(fontsize=7, loc="upper left")
     ax2.grid(alpha=0.3, axis="y")
 
     # 3. MiB/s per W per workload step
@@ -83,10 +85,11 @@ def draw_compare(store, run_a: int, run_b: int, out, fmt: str | None = None) -> 
         ys = [r[f"MiB/s/W_{side}"] for r in eff]
         ax3.bar([i + (k - 0.5) * width for i in range(len(eff))], [y if _ok(y) else 0 for y in ys], width,
                 color=COLOURS[k], label=labels[k])
-    ax3.set_xticks(range(len(eff)), [f"PS{r['power_state']}\n{r['workload']}" for r in eff], fontsize=7)
+    ax3.set_xticks(range(len(eff)), [f"PS{r['power_state']} {r['workload']}" for r in eff], fontsize=7, rotation=35,
+                   ha="right")
     ax3.set_ylabel("MiB/s per W")
     ax3.set_title("throughput per watt")
-    ax3.legend(fontsize=7)
+    ax3.legend(fontsize=7, loc="upper right")
     ax3.grid(alpha=0.3, axis="y")
 
     fig.suptitle(f"run {run_a} against run {run_b}: the {len(rows)} steps they share")

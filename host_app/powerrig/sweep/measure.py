@@ -112,7 +112,9 @@ def transition(an, limit_s: float | None, old_ps: int | None, new_ps: int) -> li
         return []
     c = sets[-1]
     after = max(0.0, c.settle_s - c.duration_s)
-    j = judge(after, limit, units="s")
+    # settle_s counts whole sample intervals: with the set-feature placed on its traced submission (~1 ms
+    # wide, dut/nvmetrace.py) rather than nvme-cli's ~100 ms call, that interval is the figure's resolution
+    j = judge(after, limit, units="s", uncertainty=(getattr(an, "info", None) or {}).get("interval_s"))
     ok = j.verdict in (Verdict.PASS, Verdict.MARGINAL)
     return [_m("transition.settle_s", c.name, c.settle_s, "s", "info",
                notes=json.dumps({"from": "set-feature start", "command_s": c.duration_s, "before_w": _num(c.before_w),

@@ -25,6 +25,7 @@ import numpy as np
 
 WINDOW_S = 0.02
 EDGE_S = 0.03
+MIN_IOS = 100        # fewer I/Os of a class: the estimate stands with a note
 
 
 @dataclass
@@ -123,8 +124,10 @@ def estimate(energy: np.ndarray, seconds: np.ndarray, counts: np.ndarray, names:
     t = _t975(dof)
     for j, k in enumerate(cols, start=1):
         se = math.sqrt(max(cov[j, j], 0.0))
-        out.append(IoClassEnergy(names[k], int(counts[:, k].sum()), float(beta[j]), float(beta[j] - t * se),
-                                 float(beta[j] + t * se), float(beta[0]), n))
+        ios = int(counts[:, k].sum())
+        out.append(IoClassEnergy(names[k], ios, float(beta[j]), float(beta[j] - t * se), float(beta[j] + t * se),
+                                 float(beta[0]), n, f"only {ios} I/Os of the class in the phase: the interval says how "
+                                                    "little they tell" if ios < MIN_IOS else None))
     return out
 
 

@@ -79,3 +79,17 @@ def test_sim_drive_trace_places_a_format_from_its_real_start(endpoint):
     assert nvmetrace.place([ev], tr) == {"placed": 1, "unplaced": 0}
     assert ev.meta["opcode"] == "nvme_admin_format_nvm" and ev.meta["host_t_start"] == t_call
     assert ev.t_start >= t_call + 0.05 and ev.t_end <= t_ret - 0.05
+
+
+def test_sim_drive_trace_more_io_than_a_buffer_holds_is_an_overflow_said_in_one_line(endpoint, monkeypatch):
+    from powerrig.sim import drive_trace
+
+    monkeypatch.setattr(drive_trace, "MAX_EVENTS", 500)
+    ep, _ = endpoint
+    st = SimTrace(ep, "/dev/nvme0", "t5").start()
+    run = request(ep, {"op": "start_io", "dev": "/dev/nvme0n1", "runtime_s": 0.3,
+                       "jobs": [{"name": "r", "rw": "randread", "bs": 4096, "iodepth": 8, "rate_iops": 5000}]})["run_id"]
+    time.sleep(0.3)
+    request(ep, {"op": "stop_io", "dev": "/dev/nvme0n1", "run_id": run})
+    tr, why = nvmetrace.load(st)
+    assert tr is None and "overflowed" in why and why.startswith("nvme_trace: the trace buffer overflowed")

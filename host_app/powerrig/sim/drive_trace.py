@@ -99,10 +99,10 @@ class Instance:
                            f"nvme_complete_rq: nvme{self.ctrl}: {d}qid={qid}, cmdid={self.cid}, res=0x0, retries=0, "
                            f"flags=0x{2 if qid == 0 else 0:x}, status={status:#x}"))
 
-    def text(self, extra: list | None = None) -> str:
+    def text(self, extra: list | None = None, written: int | None = None) -> str:
         lines = sorted(self.lines + (extra or []), key=lambda x: x[0])
-        written = len(lines)
-        kept = lines if written <= MAX_EVENTS else lines[:MAX_EVENTS]
+        written = max(len(lines), written or 0)
+        kept = lines if written <= MAX_EVENTS else lines[-min(len(lines), MAX_EVENTS):]
         head = ["# tracer: nop", "#", f"# entries-in-buffer/entries-written: {len(kept)}/{written}   #P:2", "#",
                 "#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION", "#              | |         |   |||||     |         |"]
         return "\n".join(head + [f"{task:>16} [000] .....  {s:11.6f}: {txt}" for s, task, txt in kept]) + "\n"
@@ -191,9 +191,14 @@ class DriveTrace:
             bw = max(max(s.read_MiBps, s.write_MiBps) for s in p.states) * 2**20
             lat = {"read": float(p.power["read_latency_us"]), "write": float(p.power["write_latency_us"])}
             t_end = self.ssd.clock()
-            extra = io_lines(inst, segs, lat, bw, inst.t_start, t_end)
+            # the I/O a buffer could not hold is not laid out line by line (millions of 4 KiB reads): the
+            # header says how many events were written, as a kernel's does after an overflow
+            n_io = 2 * sum(max(0.0, min(b, t_end) - max(a, inst.t_start)) * (rb + wb) / bs
+                           for a, b, jobs in segs for _, _, bs, _, _, rb, wb in jobs)
             inst.marks(self.wall_clock)
-            return inst.text(extra)
+            if len(inst.lines) + n_io > MAX_EVENTS:
+                return inst.text(written=len(inst.lines) + int(n_io))
+            return inst.text(io_lines(inst, segs, lat, bw, inst.t_start, t_end))
 
 
 class SimTrace:

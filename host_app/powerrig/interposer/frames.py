@@ -106,6 +106,7 @@ class FrameDecoder:
         unpack = HEADER.unpack_from
         crc = zlib.crc32
         waiting = False
+        mv = memoryview(buf)        # one view per read: slices of it copy once (released before the del)
         while True:
             i = buf.find(SYNC, pos)
             if i < 0:
@@ -140,7 +141,7 @@ class FrameDecoder:
                     self._waiting_since = now       # a new incomplete frame: start timing its wait
                 waiting = True
                 break
-            if crc(memoryview(buf)[pos + 2:end]) != int.from_bytes(buf[end:end + 4], "little"):
+            if crc(mv[pos + 2:end]) != int.from_bytes(mv[end:end + 4], "little"):
                 self.crc_errors += 1
                 self.bad_bytes += 1
                 pos += 1
@@ -148,8 +149,9 @@ class FrameDecoder:
             t_first = now
             if pos < held:                  # began in an earlier read: the time of that read
                 t_first = next(t for e, t in arrivals if e > pos)
-            out.append(Frame(ftype, flags, count, seq, index, bytes(buf[pos + fw.HEADER_SIZE:end]), now, t_first))
+            out.append(Frame(ftype, flags, count, seq, index, bytes(mv[pos + fw.HEADER_SIZE:end]), now, t_first))
             pos = end + 4
+        mv.release()
         if not waiting:
             self._waiting_since = None
         del buf[:pos]

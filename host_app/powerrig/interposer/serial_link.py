@@ -255,7 +255,7 @@ class SerialLink:
         if now < self._beat_due or self.error:
             return
         cid = next(self._ids)
-        frame = wire.encode_command({"id": cid, "cmd": "ping"}, cid)
+        frame = wire.encode(wire.T_COMMAND, b'{"id":%d,"cmd":"ping"}' % cid, cid)   # encode_command's bytes, no json
         t_send = time.time()
         self._beat_out = (cid, t_send, now + PING_TIMEOUT_S * self.time_scale)
         try:

@@ -47,9 +47,9 @@ def request(endpoint: str | None, req: dict, timeout: float = 10.0) -> dict:
             s.settimeout(timeout)
             s.connect(endpoint)
             s.sendall((json.dumps(req) + "\n").encode())
-            buf = b""
-            while not buf.endswith(b"\n"):
-                chunk = s.recv(65536)
+            buf = bytearray()        # grows in place: bytes += chunk copied the whole reply per chunk, and a
+            while not buf.endswith(b"\n"):     # drive trace of tens of MB held the GIL for minutes
+                chunk = s.recv(1 << 20)
                 if not chunk:
                     break
                 buf += chunk

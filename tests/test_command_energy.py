@@ -121,3 +121,16 @@ def test_io_classes_by_kind_size_and_pattern():
     assert set(classes(io)) == {"read 128 KiB seq"}
     io["slba"] = np.array([0, 9000, 512, 77777, 3, 1e6])
     assert set(classes(io)) == {"read 128 KiB rand"}
+
+
+def test_transition_timing_is_not_moved_by_a_gap_in_the_rails():
+    clk = _Clock(1000.0)
+    ssd = VirtualSSD("d5-p5336", clock=clk)
+    ssd.start_io([JobLoad("w", "write", 131072, 32)], 60.0, t=1000.2)
+    clk.t = 1001.0
+    eff = ssd.set_power_state(2, t=1001.0)
+    clk.t = 1002.0
+    p = _rails(ssd, 1000.0, 1002.0)
+    p[int(1.2 / DT):int(1.25 / DT)] = np.nan          # 50 ms lost in a gap after the switch
+    tr = time_transition(p, 0, 1.0 / DT, DT, 0.12, 0, 2)
+    assert tr.latency_s == pytest.approx(eff - 1001.0, abs=0.0005) and tr.settle_s < 0.07 and tr.verdict == "pass"

@@ -71,7 +71,7 @@ def time_transition(p: np.ndarray, first: int, submit: float, interval_s: float,
         return out(nan, nan, nan, nan, "too few samples around the set-feature")
     # a 1 ms boxcar, centred: a drive's 1 kHz program ripple (and noise) off the edges, none of its timing
     w = max(1, int(round(SMOOTH_S / dt)))
-    ps = np.convolve(np.nan_to_num(p, nan=float(np.nanmean(p))), np.ones(w) / w, mode="same") if w > 1 else p
+    ps = np.convolve(_filled(p), np.ones(w) / w, mode="same") if w > 1 else _filled(p)
     seg = p[lo:a]
     before = float(np.nanmean(seg))
     sd = float(np.nanstd(ps[lo + w:a - w // 2 - 1])) if a - lo > 2 * w + 2 else 0.0
@@ -100,6 +100,23 @@ def time_transition(p: np.ndarray, first: int, submit: float, interval_s: float,
     lat = max(0.0, (onset - sub) * dt)
     settle = max(lat, (a + settle_n - sub) * dt)
     return out(before, after, lat, settle, None)
+
+
+def _filled(p: np.ndarray) -> np.ndarray:
+    """Intervals lost in a gap (NaN) take the value of the interval before them (the first valid one at
+    the start): a gap never reads as the rails leaving or not yet reaching a level."""
+    p = np.asarray(p, dtype=float)
+    bad = np.isnan(p)
+    if not bad.any():
+        return p
+    if bad.all():
+        return np.zeros_like(p)
+    idx = np.where(~bad, np.arange(len(p)), 0)
+    np.maximum.accumulate(idx, out=idx)
+    out = p[idx]
+    first = int(np.argmax(~bad))
+    out[:first] = p[first]
+    return out
 
 
 def _crossing(x: np.ndarray, level: float) -> float | None:

@@ -42,19 +42,20 @@ SLACK_S = 0.005               # a traced submission is looked for this far outsi
 EVENTS = ("nvme_setup_cmd", "nvme_complete_rq")
 
 # One line each (the door refuses newlines); both write only inside the instance they make ($1).
-# $2: the controller's number (nvme0 -> 0). Prints "lba DISK BYTES" for the controller's disks.
+# $2: the controller's number (nvme0 -> 0); $3: "admin" (qid 0), "io" (the I/O queues) or "all". Prints
+# "lba DISK BYTES" for the controller's disks.
 START = (
     'T=/sys/kernel/tracing; [ -d $T/instances ] || mount -t tracefs nodev $T 2>/dev/null; '
     '[ -d $T/instances ] || T=/sys/kernel/debug/tracing; '
     '[ -d $T/instances ] || { echo "no tracefs on the drive host (mount -t tracefs nodev /sys/kernel/tracing as root)" >&2; exit 3; }; '
     '[ -d $T/events/nvme/nvme_setup_cmd ] || { echo "the drive host kernel has no nvme tracepoints (CONFIG_TRACING, the nvme driver built with trace.o)" >&2; exit 3; }; '
-    'I=$T/instances/$1; N=$2; '
+    'I=$T/instances/$1; N=$2; case "$3" in admin) Q=" && qid == 0";; io) Q=" && qid != 0";; *) Q="";; esac; '
     'mkdir "$I" 2>/dev/null || { echo "cannot make a tracefs instance in $T/instances (not root?)" >&2; exit 4; }; '
     'for b in /sys/class/block/nvme${N}n*; do [ -e "$b/queue/logical_block_size" ] && '
     'echo "lba $(basename $b) $(cat $b/queue/logical_block_size)"; done; '
     'c=$(grep -c ^processor /proc/cpuinfo); kb=$(( %TOTAL% / (c > 0 ? c : 1) )); [ $kb -ge 1024 ] || kb=1024; '
     'ok=1; { echo mono > "$I/trace_clock" && echo $kb > "$I/buffer_size_kb"; } || ok=; '
-    'for e in nvme_setup_cmd nvme_complete_rq; do { echo "ctrl_id == $N" > "$I/events/nvme/$e/filter" && '
+    'for e in nvme_setup_cmd nvme_complete_rq; do { echo "ctrl_id == $N$Q" > "$I/events/nvme/$e/filter" && '
     'echo 1 > "$I/events/nvme/$e/enable"; } || ok=; done; '
     '[ -n "$ok" ] || { for e in nvme_setup_cmd nvme_complete_rq; do echo 0 > "$I/events/nvme/$e/enable"; done; '
     'rmdir "$I"; echo "cannot set up the nvme tracepoints in $I" >&2; exit 6; }; '
@@ -111,6 +112,14 @@ class NvmeTrace:
     commands: list[Command] = field(default_factory=list)
     bound_s: float = 0.0
     lba_bytes: dict[str, int] = field(default_factory=dict)      # disk -> logical block size
+    io_note: str | None = None      # why the I/O queues' commands are missing (their own buffer overflowed ...)
+
+    def merge(self, other: "NvmeTrace") -> "NvmeTrace":
+        """Another instance's commands (the I/O queues' beside the admin queue's), in submission order."""
+        self.commands = sorted(self.commands + other.commands, key=lambda c: c.t_submit)
+        self.bound_s = max(self.bound_s, other.bound_s)
+        self.lba_bytes.update(other.lba_bytes)
+        return self
 
     def admin(self) -> list[Command]:
         return [c for c in self.commands if c.admin]
@@ -323,9 +332,12 @@ class KernelTrace:
     (``remote``, ssh as root or a QEMU guest's agent): the trace text comes back on stdout.
     ``reason`` says why not when it could not."""
 
-    def __init__(self, remote, controller: str, name: str):
+    def __init__(self, remote, controller: str, name: str, queues: str = "all"):
+        """``queues``: "admin" (qid 0: powerrig's commands, a few a step), "io" (every read and write:
+        millions on a fast drive, so in a buffer of its own whose overflow leaves the admin queue's
+        whole) or "all"."""
         m = re.fullmatch(r"/dev/nvme(\d+)", controller or "")
-        self.remote, self.ctrl = remote, (m.group(1) if m else None)
+        self.remote, self.ctrl, self.queues = remote, (m.group(1) if m else None), queues
         self.instance = "powerrig-nvme-" + re.sub(r"[^A-Za-z0-9_-]", "-", name)
         self.lba: dict[str, int] = {}
         self.reason: str | None = None
@@ -337,7 +349,8 @@ class KernelTrace:
             self.reason = "nvme_trace: the controller is not a /dev/nvmeN character device; the host intervals stand"
             return self
         try:
-            out = self.remote.run(helper_argv("sh", "-c", START, "sh", self.instance, self.ctrl), timeout=60)
+            out = self.remote.run(helper_argv("sh", "-c", START, "sh", self.instance, self.ctrl, self.queues),
+                                  timeout=60)
         except Exception as e:  # noqa: BLE001 - tracing is a refinement: the host intervals stand without it
             self.reason = f"nvme_trace: not available on the drive host ({_last(e)}); the host intervals stand"
             return self

@@ -79,6 +79,7 @@ class Instance:
     lines: list = field(default_factory=list)    # (mono stamp, task, text)
     cid: int = 0
     t_start: float = 0.0
+    queues: str = "all"                          # "admin", "io" or "all" (the kernel's qid filter)
 
     def marks(self, wall_clock=time.time) -> None:
         for k in range(MARKERS + 1):
@@ -154,11 +155,12 @@ class DriveTrace:
         self.instances: dict[str, Instance] = {}
         self._lock = threading.Lock()
 
-    def start(self, name: str) -> dict:
+    def start(self, name: str, queues: str = "all") -> dict:
         with self._lock:
             if name in self.instances:
                 raise ValueError(f"cannot make a tracefs instance {name}: it exists")
-            inst = Instance(name, self.ctrl, self.wall_clock() - time.monotonic(), t_start=self.ssd.clock())
+            inst = Instance(name, self.ctrl, self.wall_clock() - time.monotonic(), t_start=self.ssd.clock(),
+                            queues=queues)
             inst.marks(self.wall_clock)
             self.instances[name] = inst
             if self.ssd.io_segments is None:
@@ -174,7 +176,8 @@ class DriveTrace:
             return
         with self._lock:
             for inst in self.instances.values():
-                inst.command(a[0], 0, a[1], a[2], t0, t1, 0 if ok else 0x4002)
+                if inst.queues != "io":
+                    inst.command(a[0], 0, a[1], a[2], t0, t1, 0 if ok else 0x4002)
 
     def stop(self, name: str) -> str:
         with self._lock:
@@ -193,6 +196,8 @@ class DriveTrace:
             t_end = self.ssd.clock()
             # the I/O a buffer could not hold is not laid out line by line (millions of 4 KiB reads): the
             # header says how many events were written, as a kernel's does after an overflow
+            if inst.queues == "admin":
+                segs = []
             n_io = 2 * sum(max(0.0, min(b, t_end) - max(a, inst.t_start)) * (rb + wb) / bs
                            for a, b, jobs in segs for _, _, bs, _, _, rb, wb in jobs)
             inst.marks(self.wall_clock)
@@ -205,9 +210,9 @@ class SimTrace:
     """The sweep's recorder on a virtual rig: the same ``start``/``stop``/``lba``/``reason`` as
     dut/nvmetrace.KernelTrace, through the rig's endpoint instead of a shell on a drive host."""
 
-    def __init__(self, endpoint: str, controller: str, name: str):
+    def __init__(self, endpoint: str, controller: str, name: str, queues: str = "all"):
         import re
-        self.endpoint, self.controller = endpoint, controller
+        self.endpoint, self.controller, self.queues = endpoint, controller, queues
         self.instance = "powerrig-nvme-" + re.sub(r"[^A-Za-z0-9_-]", "-", name)
         self.lba: dict[str, int] = {}
         self.reason: str | None = None
@@ -218,7 +223,8 @@ class SimTrace:
     def start(self) -> "SimTrace":
         from powerrig.sim.ssd_client import request
         try:
-            r = request(self.endpoint, {"op": "trace_start", "dev": self.controller, "instance": self.instance})
+            r = request(self.endpoint, {"op": "trace_start", "dev": self.controller, "instance": self.instance,
+                                        "queues": self.queues})
         except Exception as e:  # noqa: BLE001 - tracing is a refinement
             r = {"ok": False, "error": str(e)}
         if not r.get("ok"):

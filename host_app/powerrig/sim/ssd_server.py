@@ -249,7 +249,7 @@ class SsdServer:
     def _op_trace_start(self, ssd, nsid, req):
         """A tracefs instance on the virtual drive host (sim/drive_trace.py): its disks' block sizes."""
         try:
-            return self._trace(ssd).start(str(req["instance"]))
+            return self._trace(ssd).start(str(req["instance"]), str(req.get("queues", "all")))
         except ValueError as e:
             raise SsdError(str(e)) from None
 

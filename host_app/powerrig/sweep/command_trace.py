@@ -18,26 +18,61 @@ LOCAL = ("nvme_trace: the drive's tools run on this host (no drive host, no virt
          "the host intervals stand")
 
 
+class Recorders:
+    """The step's two trace instances: the admin queue's (powerrig's commands: a few, never lost to
+    an overflow) and the I/O queues' (every read and write, in a buffer of its own), or the reason
+    the I/O one could not start."""
+
+    def __init__(self, admin, io, io_reason: str | None):
+        self.admin, self.io, self.io_reason = admin, io, io_reason
+
+
 def recorder(rig, name: str):
-    """A started recorder for the step (KernelTrace on a drive host, SimTrace on a virtual rig), or
+    """Started recorders for the step (KernelTrace on a drive host, SimTrace on a virtual rig), or
     None and why not."""
     endpoint = (rig.info or {}).get("endpoint")
     if rig.drive_host:
         from powerrig.dut.remote import drive_host
-        rec = nvmetrace.KernelTrace(drive_host(rig.drive_host), rig.controller, name).start()
+        remote = drive_host(rig.drive_host)
+
+        def make(suffix, queues):
+            return nvmetrace.KernelTrace(remote, rig.controller, name + suffix, queues).start()
     elif endpoint:
         from powerrig.sim.drive_trace import SimTrace
-        rec = SimTrace(endpoint, rig.controller, name).start()
+
+        def make(suffix, queues):
+            return SimTrace(endpoint, rig.controller, name + suffix, queues).start()
     else:
         return None, LOCAL
-    return (rec, None) if rec.started else (None, rec.reason)
+    admin = make("-a", "admin")
+    if not admin.started:
+        return None, admin.reason
+    io = make("-q", "io")
+    return Recorders(admin, io if io.started else None, io.reason), None
+
+
+def _load(rec) -> tuple[nvmetrace.NvmeTrace | None, str]:
+    """Both instances read: the admin queue's trace with the I/O queues' commands merged in (or, when
+    they could not be had, the reason on ``io_note``) and one line saying what was traced."""
+    if not isinstance(rec, Recorders):
+        return nvmetrace.load(rec)
+    trace, note = nvmetrace.load(rec.admin)
+    io, io_note = nvmetrace.load(rec.io) if rec.io is not None else (None, rec.io_reason)
+    if trace is None:
+        return None, note
+    if io is not None:
+        trace.merge(io)
+        n_io = sum(not c.admin for c in trace.commands)
+        return trace, note.replace(" and 0 I/O commands traced", f" and {n_io} I/O commands traced")
+    trace.io_note = io_note
+    return trace, f"{note}; I/O not traced: {io_note}"
 
 
 def place(tl, rec, why: str | None) -> tuple[nvmetrace.NvmeTrace | None, str]:
     """Read the recorder (None: ``why``) and add the placed copies of the step's admin command and
     power-state events to ``tl``; a NOTE event carries the trace's one-line summary or why not."""
     try:
-        trace, note = nvmetrace.load(rec) if rec is not None else (None, why or LOCAL)
+        trace, note = _load(rec) if rec is not None else (None, why or LOCAL)
     except Exception as e:  # noqa: BLE001 - runs in the step's finally: never hides why the step ended
         trace, note = None, f"nvme_trace: the trace could not be read ({' '.join(str(e).split())[:200]}); the host intervals stand"
     evs = [e for e in tl.events() if e.kind in (NVME, POWER_STATE) and e.t_end is not None
@@ -121,8 +156,9 @@ def _io_rows(cap, trace) -> list[dict]:
     phases = [e for e in cap.events if e.kind == "phase" and e.name.startswith(MEASURE) and e.t_end is not None]
     if not phases:
         return []
-    if trace is None:
-        why = next((e.meta.get("nvme_trace") for e in cap.events if e.kind == NOTE and e.name == "nvme_trace"), None)
+    if trace is None or trace.io_note:
+        why = trace.io_note if trace is not None else \
+            next((e.meta.get("nvme_trace") for e in cap.events if e.kind == NOTE and e.name == "nvme_trace"), None)
         return [row("io.energy_per_io", ph.name, None, "J", "n/a",
                     notes=json.dumps({"why": why or "no trace of the drive host's I/O: the phase-level figures only"}))
                 for ph in phases]

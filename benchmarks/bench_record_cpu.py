@@ -64,11 +64,15 @@ def _board_priority() -> None:
         pass
 
 
-def lost_s(path: Path) -> float:
+def lost(path: Path) -> tuple[float, dict]:
+    """Seconds lost in the capture, and why: the board's overruns (the virtual rig starved) or frames
+    lost on the link (the host did not read in time)."""
     from powerrig.capture.reader import CaptureReader
 
     with CaptureReader(path) as r:
-        return float(r.metadata["recording"]["lost_s"])
+        s = r.metadata.get("stream", {})
+        why = {k: s.get(k) for k in ("overruns", "dropped_frames", "crc_errors")}
+        return float(r.metadata["recording"]["lost_s"]), why
 
 
 def share(argv_of, seconds: float, tmp: Path, name: str) -> dict:
@@ -78,12 +82,13 @@ def share(argv_of, seconds: float, tmp: Path, name: str) -> dict:
         out = tmp / f"{name}-{s:g}.jls"
         load0 = _load()
         cpu, wall, said = run_measured(argv_of(s, out))
-        runs[s] = {"cpu_s": round(cpu, 3), "wall_s": round(wall, 2), "lost_s": lost_s(out),
+        lost_s, why = lost(out)
+        runs[s] = {"cpu_s": round(cpu, 3), "wall_s": round(wall, 2), "lost_s": lost_s, "lost_why": why,
                    "load": [load0, _load()]}
         last = said.strip().splitlines()[-1:]
         if last and last[0].startswith("{"):         # the burst child's own count
             runs[s]["child"] = json.loads(last[0])
-        print(f"  {name} {s:g} s: {cpu:.2f} CPU s in {wall:.1f} s wall, lost {runs[s]['lost_s']:.3f} s, "
+        print(f"  {name} {s:g} s: {cpu:.2f} CPU s in {wall:.1f} s wall, lost {runs[s]['lost_s']:.3f} s {why}, "
               f"load {load0:.1f} -> {_load():.1f}{'; ' + json.dumps(runs[s]['child']) if 'child' in runs[s] else ''}",
               flush=True)
         out.unlink(missing_ok=True)

@@ -1,8 +1,8 @@
 """fixtures/plans/ocp-quick.toml (issue 40 item 13): the shortest plan whose OCP verdicts are real, not
 "partial": its idle window is as long as PWR-6 needs and its workload as long as PCM-1/2/3 need (the
 requirements as analysis/checks.py judges them), and it runs in minutes, not the full plan's 1 h 19 min.
-(Its pass and fail on the simulator, PCM-1 at about 9.3 W against 25 W and PWR-6 at 5.50 W against
-5.25 W, are in docs/sweeps.md with the run that showed them.)"""
+(What it gives on the simulator, PWR-6 failing at 5.50 W against 5.25 W and PCM-1 at 9.3 W against
+25 W, is in docs/sweeps.md with the runs that showed it; 17 minutes is too long to run here.)"""
 from __future__ import annotations
 
 from conftest import REPO, run_cli

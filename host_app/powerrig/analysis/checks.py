@@ -141,8 +141,9 @@ def _check(name: str, r: PhaseResult, phase: str, value, limit, requirement_met:
     u = uncertainty_w(r, v, sampling)
     j = judge(v, limit, uncertainty=u, enough=r.complete and requirement_met, short="; ".join(short),
               invalid=r.invalid, no_limit=no_limit)
-    return CheckResult(name, phase, v, limit, "W", j.verdict, requirement_met, where, notes, j.why, u,
-                       j.marginal_from)
+    # requirement_met: the data was enough for the check (its length and sampling, and no gaps)
+    return CheckResult(name, phase, v, limit, "W", j.verdict, r.complete and requirement_met, where, notes, j.why,
+                       u, j.marginal_from)
 def _where(w) -> tuple | None:
     return None if math.isnan(w.start_s) else (w.start_s, w.end_s)
 

@@ -18,7 +18,7 @@ from powerrig.core import owned
 from powerrig.core.timeline import NVME, POWER_STATE
 
 POINTS = 1200
-LABEL_MIN_FRAC = 0.12             # a phase shorter than this share of the step gets no label
+LABEL_MIN_FRAC = 0.18             # a phase shorter than this share of the step gets no label
 INSET_S = 0.040                    # the inset's span around the highest 100 us peak
 SHADE = {"workload": ("tab:orange", 0.16), "idle": ("tab:green", 0.10)}
 RAIL_COLOURS = ("tab:orange", "tab:green", "tab:purple", "tab:brown")

@@ -15,6 +15,12 @@ nearest shift that puts it there, None for none within 20,000 samples).
 
     .venv/bin/python benchmarks/bench_rp2_emulator.py [--intervals 10000,5000,2000,1000] [--seconds 0.2]
     .venv/bin/python benchmarks/bench_rp2_emulator.py --intervals 2000 --armed-seconds 0.5 --bursts 8
+    .venv/bin/python benchmarks/bench_rp2_emulator.py --intervals 2000 --pings 100
+
+With --pings N it sends N clock pings in the host's form, one at a time, and fits the host's clock model
+(powerrig.core.clock.ClockFit) to them with times taken from the emulator's time log (when each host
+byte reached the board and each board byte left it, in conversions of the converters: the waveform's
+clock), and prints the fit's error against that clock (`clock`: p50, p99 and max in us).
 
 Cycle counts are rp2040js's (no flash cache misses, no bus contention): silicon may need a longer
 interval; docs/bring-up.md has the on-board check.
@@ -32,6 +38,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tools" / "rp2emu"))
+import clock_truth  # noqa: E402
 import emulated_board as eb  # noqa: E402
 
 from powerrig.core.errors import LinkError  # noqa: E402
@@ -90,13 +97,18 @@ def main() -> int:
     ap.add_argument("--firmware", default=str(REPO / "firmware"))
     ap.add_argument("--armed-seconds", type=float, default=0.0, help="emulated seconds with a burst armed that never fires")
     ap.add_argument("--bursts", type=int, default=0, help="edge bursts on the marker input to take")
+    ap.add_argument("--pings", type=int, default=0,
+                    help="clock pings whose fit is checked against the waveform's clock (tools/rp2emu/clock_truth.py)")
     a = ap.parse_args()
     intervals = [int(x) for x in a.intervals.split(",")]
     codes, cal = eb.demo_codes(2.0 + a.armed_seconds + 0.2 * a.bursts + len(intervals) * a.seconds)
     codes[:, -1] |= (np.arange(len(codes)) // MARKER_HALF_PERIOD % 2 * MARKER_BIT).astype(np.int16)
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, \
-            eb.EmulatedBoard(codes, Path(tmp), calibration=cal, firmware=Path(a.firmware)) as board:
+    tmp_dir = tempfile.TemporaryDirectory()
+    timelog = Path(tmp_dir.name) / "time.log"
+    with tmp_dir as tmp, \
+            eb.EmulatedBoard(codes, Path(tmp), calibration=cal, firmware=Path(a.firmware),
+                             runner_args=("--timelog", str(timelog)) if a.pings else ()) as board:
         print(f"board on {board.port}; left out for ARMv6-M: {board.filesystem['not_for_armv6m']}", flush=True)
         extra = {}
         dev = open_slow(board.port)
@@ -124,6 +136,11 @@ def main() -> int:
                     print(json.dumps({"burst": b}), flush=True)
         finally:
             dev.close()
+        if a.pings:
+            pings = clock_truth.ping_board(board.port, a.pings, 0.05, timelog)
+            time.sleep(1.0)                      # (the runner writes its time log every half second)
+            extra["clock"] = clock_truth.clock_error(pings, timelog)
+            print(json.dumps({"clock": extra["clock"]}), flush=True)
     clean = [r["interval_us"] for r in rows if r["overruns"] == 0 and r["lost_intervals"] == 0 and r["frames"]]
     print(json.dumps({"shortest_clean_interval_us": min(clean) if clean else None, "rails": RAILS,
                       "seconds_each": a.seconds, "runs": rows, **extra}))

@@ -169,6 +169,10 @@ class Board:
         now_split(self.ring.st, self.block, s, 0)     # (the ring's sample_now is 32-bit: it wraps at 2**31)
         return (s[0] << 24) + s[1]
 
+    def stamp_rx_with(self, fn):
+        """The clock ping's receive stamp, taken as a read finds the host's first byte (board.usb)."""
+        self.usb.stamp_first(fn)
+
     def sample_index_into(self, out, k):
         """sample_index() as out[k] * 2**24 + out[k + 1] with small ints only (board.blocks.now_split)."""
         now_split(self.ring.st, self.block, out, k)

@@ -90,10 +90,13 @@ def _pump(st: ptr32, ipoll, write, queue) -> int:
 
 
 @micropython.viper
-def _read(ipoll, readinto, slot, one: ptr8, dst: ptr8, at: int, room: int) -> int:
+def _read(ipoll, readinto, slot, one: ptr8, dst: ptr8, at: int, room: int, first) -> int:
     """The bytes the host has sent, one at a time while poll says another is there, into
     dst[at:at + room]; their count. viper: a command's bytes cost two C calls each, no bytecode
-    between them (a 46-byte ping took ~5 ms of the RP2040's main loop byte by byte in Python)."""
+    between them (a 46-byte ping took ~5 ms of the RP2040's main loop byte by byte in Python).
+    ``first()`` is called when the first byte is there, before any is read: the clock ping's receive
+    stamp (a ping's bytes take ~0.5 ms to read on the RP2040, which a stamp after them added to the
+    clock's asymmetry)."""
     k = 0
     while k < room:
         ready = 0
@@ -102,11 +105,17 @@ def _read(ipoll, readinto, slot, one: ptr8, dst: ptr8, at: int, room: int) -> in
             break
         if ready == 0:
             break
+        if k == 0:
+            first()
         if int(readinto(slot)) <= 0:
             break
         dst[at + k] = one[0]
         k += 1
     return k
+
+
+def _nothing():
+    return 0
 
 
 class UsbLink:
@@ -127,6 +136,7 @@ class UsbLink:
         self.slot = memoryview(self.one)
         self.rx_ipoll = self.rx_poll.ipoll
         self.inp_readinto = usb_in.readinto
+        self.first = _nothing          # called as a read finds its first byte (stamp_first)
         self.dropped_frames = 0    # frames the queue had no room for (back-pressure from the host)
         self.dropped_bytes = 0
 
@@ -189,4 +199,8 @@ class UsbLink:
     def read_into(self, buf, at, room):
         """The bytes the host has sent so far into buf[at:at + room]; their count. Never waits,
         never allocates (the device's FrameReader holds buf)."""
-        return _read(self.rx_ipoll, self.inp_readinto, self.slot, self.one, buf, at, room)
+        return _read(self.rx_ipoll, self.inp_readinto, self.slot, self.one, buf, at, room, self.first)
+
+    def stamp_first(self, fn):
+        """fn() is called whenever a read finds the host's first byte there, before reading it."""
+        self.first = fn

@@ -268,7 +268,7 @@ class Device:
         one through the JSON path; the rest next pass (``reader.more``). A clock ping allocates
         nothing. ``fresh``: bytes were just read (the clock ping's first stamp)."""
         pings = self.pings
-        if fresh:
+        if fresh and not pings.by_board:
             pings.stamp()
         reader = self.reader
         reader.budget = FRAMES_PER_PASS

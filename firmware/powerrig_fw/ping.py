@@ -42,6 +42,12 @@ class ClockPing:
         self.rx_index_of = getattr(board, "rx_index", None)          # (the simulator's USB stamp)
         self.index_of = getattr(board, "sample_index_into", None)
         self.put_dec = getattr(board, "put_dec", None) or wire.put_dec   # (machine code on the board)
+        # a board that stamps as its read finds the host's first byte (before reading any: the RP2040
+        # reads a ping's bytes one by one for ~0.5 ms) takes the stamp; else the device stamps after the read
+        hook = getattr(board, "stamp_rx_with", None)
+        self.by_board = hook is not None
+        if hook is not None:
+            hook(self.stamp)
 
     def index_into(self, k, index=None):
         """A sample index (now, when None) into when[k], when[k + 1]: on the board without forming

@@ -44,16 +44,35 @@ export class CdcBridge {
     // every 10 us that ate most of the emulated CPU (a main-loop pass took 20 ms). Hold the read instead.
     const usb = mcu.usbCtrl, read = usb.onEndpointRead;
     this.heldRead = null;
+    // --timelog: when each host byte reached the device and each device byte left it, in emulated ns and
+    // in the converters' conversion count (the waveform's own clock): the truth a clock fit is checked
+    // against (benchmarks/bench_rp2_emulator.py --pings). Lines "o NS ROW BYTES_SO_FAR" (an OUT packet
+    // handed to the device, the count after it) and "i NS ROW BYTES_BEFORE LEN" (an IN packet).
+    this.timelog = null;
+    this.rowOf = () => -1;
+    this.outBytes = 0;
+    this.inBytes = 0;
     usb.onEndpointRead = (endpoint, size) => {
       if (endpoint === this.cdc.outEndpoint) { this.stats.out_reads++; this.stats.last_out_ns = mcu.clock.nanos; }
       if (endpoint === this.cdc.outEndpoint && this.cdc.txFIFO.itemCount === 0) { this.heldRead = [endpoint, size]; return; }
+      logged(endpoint, size);
+    };
+    const logged = (endpoint, size) => {
+      if (endpoint === this.cdc.outEndpoint && this.timelog !== null) {
+        this.outBytes += Math.min(size, this.cdc.txFIFO.itemCount);
+        this.timelog.push(`o ${mcu.clock.nanos} ${this.rowOf()} ${this.outBytes}`);
+      }
       read(endpoint, size);
     };
     this.releaseRead = () => {
-      if (this.heldRead && this.cdc.txFIFO.itemCount > 0) { const [e, n] = this.heldRead; this.heldRead = null; read(e, n); }
+      if (this.heldRead && this.cdc.txFIFO.itemCount > 0) { const [e, n] = this.heldRead; this.heldRead = null; logged(e, n); }
     };
     this.cdc.onSerialData = (data) => {
       const b = Buffer.from(data);
+      if (this.timelog !== null) {
+        this.timelog.push(`i ${mcu.clock.nanos} ${this.rowOf()} ${this.inBytes} ${b.length}`);
+        this.inBytes += b.length;
+      }
       this.stats.in_packets++;
       this.stats.last_in_ns = mcu.clock.nanos;
       this.stats.device_to_host += b.length;

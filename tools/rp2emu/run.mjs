@@ -4,7 +4,7 @@
 //
 //   node run.mjs --fw firmware.bin [--fs lfs.bin --fs-offset 0xA0000] [--waveform wave.i16 --stride 7]
 //       [--pins sclk=2,cs=3,sdi=7,sdo=4:5:6,dig=10:11:12] [--pty-fd 3] [--stats stats.json]
-//       [--rate 0.05] [--wall 600] [--echo] [--usb-trace] [--pcs N [--stack-words W]]
+//       [--rate 0.05] [--wall 600] [--echo] [--usb-trace] [--pcs N [--stack-words W]] [--timelog FILE]
 //
 // --rate R: emulated seconds per wall second at most (0: as fast as it goes). A steady rate is a steady
 //           crystal for the host's clock fit (docs/emulator.md, "Time").
@@ -74,6 +74,10 @@ if (args.waveform) {
 
 // ---- USB CDC <-> pty ----
 const usb = new CdcBridge(mcu, args['pty-fd'] !== undefined ? Number(args['pty-fd']) : -1, !!args.echo);
+if (args.timelog) {
+  usb.timelog = [];
+  usb.rowOf = () => (adc ? adc.row : -1);
+}
 if (args['usb-trace']) {
   usb.traceOn = true;
   const entry2 = mcu.core.exceptionEntry.bind(mcu.core);
@@ -102,6 +106,7 @@ function top(hist) {
     .map(([pc, n]) => [pc.toString(16), n]);
 }
 function writeStats() {
+  if (args.timelog && usb.timelog.length) { fs.appendFileSync(args.timelog, usb.timelog.join('\n') + '\n'); usb.timelog = []; }
   if (!args.stats) return;
   const tmp = `${args.stats}.${process.pid}.tmp`;
   fs.writeFileSync(tmp, JSON.stringify(stats()));

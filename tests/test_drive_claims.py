@@ -478,6 +478,14 @@ def test_profile_knobs_reach_the_virtual_drive(tmp_path):
     assert log["estimated"] and log["pmc"] >= 2
     assert log["aipwr_w"] == pytest.approx(1.08 * float(ssd._power_target(np.array([time.time()]))[0]), rel=1e-6)
     assert VirtualSSD("micron-fdp").claims is None
+    (tmp_path / "12v.toml").write_text(text.replace("estimated = true", 'estimated = true\nrails = "12V"'))
+    only_12v = VirtualSSD(load(tmp_path / "12v.toml"))           # a wrong rail split: the 3.3 V rail's 0.1 W left out
+    assert only_12v.claims.rails == "12V" and only_12v.claims.left_out_w == pytest.approx(0.10)
+    only_12v.set_power_measurement(1)
+    time.sleep(0.35)
+    log = only_12v.power_measurement()
+    assert log["aipwr_w"] == pytest.approx(1.08 * (float(only_12v._power_target(np.array([time.time()]))[0]) - 0.10),
+                                           rel=1e-6)
 
 
 def test_sweep_check_skips_a_drive_that_claims_nothing_with_one_note(vrig):

@@ -430,3 +430,25 @@ def every_verdict(cfg: dict) -> list:
         referee.referee_active(slot, psd(active=25.0), T_WORK, T_END, "work", SEQ_WRITE),
         referee.referee_lifetime("referee.olec", "SMART OLEC", 7200, 7201, 1.0, e, 5.0, "step"),
         referee.referee_ocp_peak(35.0, 19.2, False, 5.0, "step")]
+
+
+def test_a_virtual_meter_with_the_wrong_rail_split_is_nearest_the_12v_rail():
+    """[power.self_report] rails = "12V": the drive's meter leaves out the 3.3 V rail (aux_3v3_w); the
+    referee's rail split finds its total 2 W under the sum of the slot's rails, nearest 12 V alone."""
+
+    class AuxDrive(ModelDrive):
+        profile = SimpleNamespace(state=lambda ps: SimpleNamespace(mp_w=25.0), power={"aux_3v3_w": 2.0})
+
+    slot = TwoRails()
+    for rails, want, nearest in (("all", "pass", "12V+3.3V"), ("12V", "fail", "12V")):
+        m = PowerClaims(AuxDrive(), {"interval_ms": 100, "samples_per_interval": 20, "histogram_bins": 120,
+                                     "bias_pct": 0.0, "rails": rails}, 90.0)
+        m.set_measurement(1, 0, 0, 110.0)
+        m.set_measurement(0, 0, 0, 118.0)
+        log = m.log(118.3)
+        t1 = log["smts_ms"] / 1000.0
+        v = referee.referee_rail_split(slot, log["aipwr_w"], t1 - log["pmc"] * m.interval_s, t1, 5.0, "w")
+        assert v.outcome == want and v.notes["nearest_rails"] == nearest, (rails, v.why)
+    assert v.error == pytest.approx(-2.0, abs=0.05)
+    with pytest.raises(ValueError, match="rails"):
+        PowerClaims(AuxDrive(), {"rails": "5V"}, 0.0)

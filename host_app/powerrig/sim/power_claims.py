@@ -5,7 +5,8 @@ the SMART log's interval power (IPM) and lifetime energy (OLEC), Power Limit / P
 The drive measures the way a firmware would, with a configurable honesty (profile ``[power.self_report]``,
 docs/virtual-ssd.md): every ``interval_ms`` it makes one *interval power measurement*, the mean of
 ``samples_per_interval`` instants spread over the interval (1 = coarse: one point sample, which aliases),
-of the true power ``lag_s`` seconds ago, times ``1 + bias_pct / 100`` plus ``offset_w``; with
+of the true power ``lag_s`` seconds ago (less the 3.3 V rail's ``aux_3v3_w`` with ``rails = "12V"``: a
+wrong rail split), times ``1 + bias_pct / 100`` plus ``offset_w``; with
 ``estimated = true`` it reports its model's settled level instead (no transients, no ripple) and sets
 the log's "estimated, not measured" flag. ``error_pct`` is the error bound it states (IPWRPE).
 
@@ -42,6 +43,13 @@ class PowerClaims:
         self.offset_w = float(cfg.get("offset_w", 0.0))
         self.lag_s = float(cfg.get("lag_s", 0.0))
         self.estimated = bool(cfg.get("estimated", False))
+        # which rails the meter counts: "all" (the NVM subsystem total) or "12V" (a wrong rail split: the
+        # 3.3 V rail's aux_3v3_w left out, as a drive metering only its 12 V input would)
+        self.rails = str(cfg.get("rails", "all"))
+        if self.rails not in ("all", "12V"):
+            raise ValueError(f"[power.self_report] rails {self.rails!r} is not 'all' or '12V'")
+        power = getattr(ssd.profile, "power", None) or {}
+        self.left_out_w = float(power.get("aux_3v3_w", 0.0)) if self.rails == "12V" else 0.0
         self.error_pct = int(cfg.get("error_pct", 5))              # IPWRPE; 255 = not reported
         self.bins = int(cfg.get("histogram_bins", 0)) or int(math.ceil(ssd.profile.state(0).mp_w * 1.2 / BIN_W))
         self.msmt_min = int(cfg.get("max_stop_minutes", 1440))    # MSMT: the largest SMT accepted
@@ -80,7 +88,7 @@ class PowerClaims:
             w = self.ssd._power_target(t)
         else:
             w = self.ssd._power_eval(t)
-        return w.reshape(len(starts), self.samples).mean(axis=1) * self.gain + self.offset_w
+        return (w.reshape(len(starts), self.samples).mean(axis=1) - self.left_out_w) * self.gain + self.offset_w
 
     def update(self, t: float) -> None:
         """Process every interval that ended by ``t`` (called under the drive's lock, from advance)."""

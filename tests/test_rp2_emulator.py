@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ import pytest
 from conftest import REPO, run_cli
 
 sys.path.insert(0, str(REPO / "tools" / "rp2emu"))
+import clock_truth  # noqa: E402
 import emulated_board as eb  # noqa: E402
 
 from powerrig.core.errors import LinkError  # noqa: E402
@@ -87,9 +89,12 @@ def board(tmp_path_factory):
     except eb.Unavailable as e:
         unavailable(str(e))
     codes, cal = waveform()
-    b = eb.EmulatedBoard(codes, tmp_path_factory.mktemp("rp2emu"), calibration=cal)
+    work = tmp_path_factory.mktemp("rp2emu")
+    timelog = work / "time.log"          # when host bytes reached the board and board bytes left it (clock_truth)
+    b = eb.EmulatedBoard(codes, work, calibration=cal, runner_args=("--timelog", str(timelog)))
     b.start()
     b.cal = cal
+    b.timelog = timelog
     yield b
     b.close()
 
@@ -332,3 +337,26 @@ def test_rp2_emulator_sweep_step_stores_the_waveforms_power(board, streamed, tmp
             assert abs(ph["mean_w"] / expected_power(board.codes, board.cal, a, b) - 1) < 0.03, ph
     print(f"rp2 emulator via powerrig sweep: {len(steps)} steps at {CAPTURE_US} us, workload phase "
           f"{phases[('ps0/rr/r1', 'fio:rr')]['mean_w']:.3f} W over {phases[('ps0/rr/r1', 'fio:rr')]['duration_s']:.3f} s")
+
+
+def test_rp2_emulator_clock_fit_against_the_waveforms_clock(board):
+    """Issue 43, item 6: clock pings in the host's form, fitted by the host's own ClockFit with times
+    taken where the truth is known (the emulator's time log, in conversions of the converters: the
+    waveform's clock). The stamps fall on the sample, not on the 2 ms block's start (20 of 20 were
+    multiples of 500 before), and the fit is within 150 us of the waveform's clock at p99 (116, 122
+    and 142 us in three runs; -366 us with the stamp taken after reading the ping's bytes; right
+    after boot, before the board had answered anything, one run gave 1,455 us: not understood yet)."""
+    from powerrig.interposer.serial_link import SerialLink
+
+    link = SerialLink(board.port)            # the board up and answering (right after its boot the fit was
+    try:                                     # 1,455 us off: not understood yet)
+        link.command("describe", timeout=900)
+        link.command("status", timeout=900)
+    finally:
+        link.close()
+    pings = clock_truth.ping_board(board.port, 40, 0.05, board.timelog)
+    time.sleep(1.5)                          # (the runner writes its time log every half second)
+    c = clock_truth.clock_error(pings, board.timelog)
+    assert c["pings"] == 40 and c["rx_on_block_start"] <= 4, c
+    assert c["p99_us"] <= 150, c
+    print(f"rp2 emulator clock: error p50 {c['p50_us']:.0f} us, p99 {c['p99_us']:.0f} us against the waveform's clock")

@@ -32,7 +32,8 @@ BATCH_S = 0.025
 FLOWING_S = 0.1          # a stream whose frames came this recently still flows
 PING_MERGE = 1.6         # a ping due within this many BATCH_S is waited for instead (40 ms: ~19 KB)
 PING_TIMEOUT_S = 1.0      # a clock ping's reply (as Interposer.ping waits for it)
-PARTIAL_POLL_S = 0.25    # a held partial frame: look again this often (its wait is bounded in time)
+PARTIAL_POLL_S = 0.25
+READ_MAX = 1 << 18       # bytes taken in one wake-up at most (reads of up to 4 KB each, drained)    # a held partial frame: look again this often (its wait is bounded in time)
 
 
 def _posix_fd(ser) -> int | None:
@@ -199,7 +200,20 @@ class SerialLink:
         if not data:        # as pyserial says it: readable yet empty is a port that went away
             raise serial.SerialException("device reports readiness to read but returned no data "
                                          "(device disconnected or multiple access on port?)")
-        return data
+        # a tty read returns at most 4,095 bytes (the line discipline's buffer): take all it holds now,
+        # one wake-up and one decode for it, not one per 4 KB (114 a second at the 100 us stream's rate)
+        parts = [data]
+        got = len(data)
+        while got < READ_MAX:
+            try:
+                more = os.read(fd, 1 << 16)
+            except (BlockingIOError, InterruptedError):
+                break
+            if not more:
+                break
+            parts.append(more)
+            got += len(more)
+        return data if len(parts) == 1 else b"".join(parts)
 
     def _pace(self) -> None:
         """Between reads of a flowing stream: wait BATCH_S for more bytes unless a command waits for

@@ -97,12 +97,12 @@ def clock_offset(markers: list[tuple[float, float]]) -> tuple[float, float] | No
     return (lo + hi) / 2, (hi - lo) / 2
 
 
-def parse(text: str) -> tuple[dict[str, list[float]], dict[str, list[float]], list[list[tuple[float, float]]], str | None]:
-    """(issue stamps by device, completion stamps by device, marker runs, why the trace cannot be
-    trusted or None) of a tracefs instance's ``trace`` text; stamps on the trace clock. Markers come
-    in runs (at the start, at the stop), each closed by its "powerrig-clock-end" marker."""
-    issues: dict[str, list[float]] = {}
-    done: dict[str, list[float]] = {}
+def walk(text: str, line_re: re.Pattern) -> tuple[list[tuple[float, str, str]], list[list[tuple[float, float]]], str | None]:
+    """The events of a tracefs instance's ``trace`` text that ``line_re`` matches (groups: stamp,
+    event name, the rest) as (stamp, name, rest), the clock-marker runs (each closed by its
+    "powerrig-clock-end" marker) and why the trace cannot be trusted (its buffer overflowed) or None.
+    One walk for every tracer of ours (this module's block events, dut/nvmetrace.py's NVMe commands)."""
+    out: list[tuple[float, str, str]] = []
     runs: list[list[tuple[float, float]]] = []
     cur: list[tuple[float, float]] = []
     why = None
@@ -113,17 +113,30 @@ def parse(text: str) -> tuple[dict[str, list[float]], dict[str, list[float]], li
                 why = (f"the trace buffer overflowed ({int(m.group(2)) - int(m.group(1))} of "
                        f"{m.group(2)} events lost)")
             continue
-        m = _LINE.search(line)
+        m = line_re.search(line)
         if not m:
             continue
-        t, kind, rest = float(m.group(1)), m.group(2), m.group(3).split()
+        t, kind, rest = float(m.group(1)), m.group(2), m.group(3)
         if kind == "tracing_mark_write":
-            if len(rest) == 2 and rest[0] in ("powerrig-clock", "powerrig-clock-end"):
-                cur.append((t, float(rest[1])))
-                if rest[0] == "powerrig-clock-end":
+            w = rest.split()
+            if len(w) == 2 and w[0] in ("powerrig-clock", "powerrig-clock-end"):
+                cur.append((t, float(w[1])))
+                if w[0] == "powerrig-clock-end":
                     runs.append(cur)
                     cur = []
             continue
+        out.append((t, kind, rest))
+    return out, runs, why
+
+
+def parse(text: str) -> tuple[dict[str, list[float]], dict[str, list[float]], list[list[tuple[float, float]]], str | None]:
+    """(issue stamps by device, completion stamps by device, marker runs, why the trace cannot be
+    trusted or None) of a tracefs instance's ``trace`` text; stamps on the trace clock."""
+    issues: dict[str, list[float]] = {}
+    done: dict[str, list[float]] = {}
+    events, runs, why = walk(text, _LINE)
+    for t, kind, rest in events:
+        rest = rest.split()
         if not rest or not re.fullmatch(r"\d+,\d+", rest[0]):
             continue
         if kind == "block_rq_complete" and rest[-1] != "[0]":

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from powerrig.dut.blocktrace import MARK, offset_of_runs
+from powerrig.dut.blocktrace import MARK, offset_of_runs, walk
 from powerrig.dut.commands import helper_argv
 
 TOTAL_BUFFER_KB = 65536       # the instance's ring buffer over all CPUs (at least 1 MiB per CPU)
@@ -73,7 +73,6 @@ _SETUP = re.compile(r"nvme(\d+): (?:disk=(\S+), )?qid=(\d+), cmdid=(\d+), nsid=(
                     r"meta=0x([0-9a-f]+), cmd=\((\w+) ?(.*)\)$")
 _DONE = re.compile(r"nvme(\d+): (?:disk=(\S+), )?qid=(\d+), cmdid=(\d+), res=(0x[0-9a-f]+|0), retries=(\d+), "
                    r"flags=0x([0-9a-f]+), status=(0x[0-9a-f]+|0)")
-_WRITTEN = re.compile(r"entries-in-buffer/entries-written: (\d+)/(\d+)")
 
 IO_KINDS = {"nvme_cmd_read": "read", "nvme_cmd_write": "write"}
 
@@ -169,28 +168,8 @@ def parse(text: str) -> tuple[list[Command], list[list[tuple[float, float]]], st
     last submission of its (controller, queue, command id) still open."""
     out: list[Command] = []
     open_: dict[tuple[int, int, int], Command] = {}
-    runs: list[list[tuple[float, float]]] = []
-    cur: list[tuple[float, float]] = []
-    why = None
-    for line in text.splitlines():
-        if line.startswith("#"):
-            m = _WRITTEN.search(line)
-            if m and int(m.group(1)) < int(m.group(2)):
-                why = (f"the trace buffer overflowed ({int(m.group(2)) - int(m.group(1))} of "
-                       f"{m.group(2)} events lost)")
-            continue
-        m = _LINE.search(line)
-        if not m:
-            continue
-        t, kind, rest = float(m.group(1)), m.group(2), m.group(3)
-        if kind == "tracing_mark_write":
-            w = rest.split()
-            if len(w) == 2 and w[0] in ("powerrig-clock", "powerrig-clock-end"):
-                cur.append((t, float(w[1])))
-                if w[0] == "powerrig-clock-end":
-                    runs.append(cur)
-                    cur = []
-            continue
+    events, runs, why = walk(text, _LINE)
+    for t, kind, rest in events:
         if kind == "nvme_setup_cmd":
             s = _SETUP.match(rest)
             if not s:

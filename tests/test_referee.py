@@ -317,6 +317,8 @@ def test_the_referee_plan_end_to_end_on_the_simulator(tmp_path):
     assert got[("referee.ocp_lifetime", "step")]["outcome"] == "n/a"
     peak = got[("referee.ocp_peak", "step")]
     assert peak["outcome"] == "pass" and 10.0 < json.loads(peak["notes"])["truth"] < 35.0
+    avg = got[("referee.ocp_max_avg", "step")]        # the drive's largest 1 s average is what it reported
+    assert avg["outcome"] == "pass" and 10.0 < json.loads(avg["notes"])["truth"] <= json.loads(avg["notes"])["claim"] + 1
     figs = {m["name"]: m["value"] for m in ms if m["name"].startswith("power.")}
     assert figs["power.max_1s"] < figs["power.max_100ms"] <= figs["power.peak_100us"], figs    # beside each other
     out = write_sweep_report(store, run, tmp_path / "report")
@@ -417,6 +419,19 @@ def test_ocp_peak_capability_against_the_100_us_maximum():
     assert referee.referee_ocp_peak(35.0, None, True, 5.0, "step").outcome == "n/a"
 
 
+def test_ocp_current_maximum_average_against_the_1_s_maximum():
+    """One-sided: the drive's largest 1 s average may be from before the step, so only a claim below what
+    the slot saw (by more than one whole count plus the bound) fails."""
+    assert referee.referee_ocp_max_avg(21.0, 20.4, 5.0, "step").outcome == "pass"
+    busier = referee.referee_ocp_max_avg(30.0, 20.4, 5.0, "step")
+    assert busier.outcome == "pass" and "before the step" in busier.why
+    under = referee.referee_ocp_max_avg(18.0, 20.4, 5.0, "step")        # 2.4 W under: over 1 W + 1.02 W
+    assert under.outcome == "fail" and under.error == pytest.approx(-2.4) and under.bound == pytest.approx(2.02)
+    assert referee.referee_ocp_max_avg(19.0, 20.4, 5.0, "step").outcome == "pass"   # 1.4 W under: one count
+    assert referee.referee_ocp_max_avg(0, 20.4, 5.0, "step").outcome == "n/a"
+    assert referee.referee_ocp_max_avg(21.0, float("nan"), 5.0, "step").outcome == "n/a"
+
+
 def every_verdict(cfg: dict) -> list:
     """verdicts_of(cfg) and the descriptor, rail, lifetime and peak verdicts on the same model (the web page's
     and the report's tests show them all)."""
@@ -429,7 +444,8 @@ def every_verdict(cfg: dict) -> list:
         referee.referee_idle(slot, psd(idle=5.5), 100.0, T_WORK, "idle"),
         referee.referee_active(slot, psd(active=25.0), T_WORK, T_END, "work", SEQ_WRITE),
         referee.referee_lifetime("referee.olec", "SMART OLEC", 7200, 7201, 1.0, e, 5.0, "step"),
-        referee.referee_ocp_peak(35.0, 19.2, False, 5.0, "step")]
+        referee.referee_ocp_peak(35.0, 19.2, False, 5.0, "step"),
+        referee.referee_ocp_max_avg(20.0, 19.0, 5.0, "step")]
 
 
 def test_a_virtual_meter_with_the_wrong_rail_split_is_nearest_the_12v_rail():

@@ -343,7 +343,8 @@ APW_WORKLOADS = {1: "APW 1 (5 min idle, 32 random 1 MiB writes, 30 s idle)",
                  2: "APW 2 (80,000 sequential 128 KiB writes, several commands pending)"}
 # which way a verdict's error is bounded (sweep/measure.py turns it into the stored lower/upper limits)
 SIDES = {"referee.histogram": "upper", "referee.ipm_lag": "upper", "referee.power_limit": "upper",
-         "referee.active_power": "lower", "referee.ocp_peak": "lower"}
+         "referee.active_power": "lower", "referee.ocp_peak": "lower",
+         "referee.ocp_max_avg": "lower"}
 
 
 def referee_idle(source, psd, t0: float, t1: float, phase: str) -> Verdict:
@@ -487,6 +488,33 @@ def referee_lifetime(name: str, what: str, start: float | None, end: float | Non
                        f"a run of {need:g} Wh tells a {bound_pct:g} % error", base)
     return Verdict(name, phase, delta, truth_wh, err, "Wh", "Wh", lim, "pass",
                    f"{span}: within one count plus {bound_pct:g} %", base)
+
+
+def referee_ocp_max_avg(claim_w: float | None, measured_w: float | None, bound_pct: float, phase: str,
+                        notes: dict | None = None) -> Verdict:
+    """OCP C0h's current maximum average power (the drive's largest 1 s average since it counts, in whole
+    units, units unconfirmed: read as W) against the slot's largest 1 s mean (OCP PCM-1) over the step.
+    One-sided, as the drive's maximum may come from before the step: it fails when the slot saw more than
+    the drive says its maximum is by over one count plus the bound; a claim far above what the slot saw is
+    consistent (an earlier, busier time) and says so."""
+    base = dict(notes or {})
+    if claim_w is None or not claim_w:
+        return Verdict("referee.ocp_max_avg", phase, None, measured_w, None, "W", "W", None, "n/a",
+                       "the drive reports no OCP current maximum average power (C0h 262-263)", base)
+    if measured_w is None or not math.isfinite(measured_w):
+        return Verdict("referee.ocp_max_avg", phase, claim_w, None, None, "W", "W", None, "n/a",
+                       "the slot has no 1 s maximum over the step", base)
+    lim = 1.0 + bound_pct / 100.0 * measured_w
+    err = claim_w - measured_w
+    if err < -lim:
+        return Verdict("referee.ocp_max_avg", phase, claim_w, measured_w, err, "W", "W", lim, "fail",
+                       f"OCP C0h current maximum average power {claim_w:g} W (units unconfirmed) is below the slot's "
+                       f"largest 1 s mean {measured_w:.3f} W (PCM-1) by more than one count plus {bound_pct:g} %", base)
+    above = "; the drive's maximum is higher (it may be from before the step)" if err > lim else ""
+    return Verdict("referee.ocp_max_avg", phase, claim_w, measured_w, err, "W", "W", lim, "pass",
+                   f"OCP C0h current maximum average power {claim_w:g} W (units unconfirmed) against the slot's largest "
+                   f"1 s mean {measured_w:.3f} W (PCM-1): not below it by more than one count plus {bound_pct:g} %{above}",
+                   base)
 
 
 def referee_ocp_peak(capability_w: float | None, measured_w: float | None, exact: bool, bound_pct: float,

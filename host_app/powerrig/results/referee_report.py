@@ -17,7 +17,8 @@ TITLES = {"referee.avg_power": "average interval power (AIPWR)", "referee.max_po
           "referee.rail_split": "drive total vs the sum of the slot's rails", "referee.idle_power": "idle power (IDLP)",
           "referee.active_power": "active power (ACTP)", "referee.olec": "lifetime energy (SMART OLEC)",
           "referee.ocp_lifetime": "lifetime power consumed (OCP C0h)",
-          "referee.ocp_peak": "peak power capability (OCP C0h) vs 100 us max"}
+          "referee.ocp_peak": "peak power capability (OCP C0h) vs 100 us max",
+          "referee.ocp_max_avg": "current maximum average power (OCP C0h) vs 1 s max"}
 
 
 def _f(v, d=3) -> str:

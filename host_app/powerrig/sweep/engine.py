@@ -818,7 +818,8 @@ class Sweep:
 
     def _referee_lifetime(self, cap, polls, an) -> list:
         """SMART OLEC (first and last poll) and OCP C0h's lifetime power (read before and after) against the
-        slot's energy between the reads; OCP's peak capability against the step's largest 100 us mean."""
+        slot's energy between the reads; OCP's peak capability against the step's largest 100 us mean and its
+        current maximum average power against the step's largest 1 s mean."""
         from powerrig.analysis import referee
 
         out = []
@@ -842,6 +843,11 @@ class Sweep:
         out.append(referee.referee_ocp_peak(cap_w, top.peak_100us.value_w if top else None,
                                             bool(top.peak_exact) if top else False, bound, "step",
                                             {"phase": top.name if top else None}))
+        means = [r for r in an.phases if r.kind == "workload" and math.isfinite(r.max_1s.value_w)]
+        busiest = max(means, key=lambda r: r.max_1s.value_w, default=None)
+        out.append(referee.referee_ocp_max_avg(float(ocp[-1][1].current_max_avg_power) if ocp else None,
+                                               busiest.max_1s.value_w if busiest else None, bound, "step",
+                                               {"phase": busiest.name if busiest else None}))
         return out
 
     def _check_link(self, rec) -> None:

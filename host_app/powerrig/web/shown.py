@@ -30,6 +30,7 @@ MEANINGS = {
     "referee.olec": "SMART lifetime energy (OLEC) over the run against the slot's integrated energy, Wh",
     "referee.ocp_lifetime": "OCP C0h lifetime power consumed over the run against the slot's energy, Wh",
     "referee.ocp_peak": "OCP C0h peak power capability against the slot's 100 us maximum, %",
+    "referee.ocp_max_avg": "OCP C0h current maximum average power against the slot's largest 1 s mean (PCM-1), W",
     "energy": "energy of the phase, J",
     "throughput.mib_s": "data moved per second by the workload (fio), MiB/s",
     "throughput.iops": "I/O operations per second by the workload (fio)",

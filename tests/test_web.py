@@ -201,3 +201,31 @@ def test_a_step_page_shows_the_referee_s_claims_beside_the_slot_with_plots(resul
     assert sec.count('id="patch_') > 20              # the histograms' bars
     plain = client.get(f"/run/{run}/step/1").get_data(as_text=True)
     assert 'id="referee"' not in plain               # a step without claims has no such section
+
+
+def test_a_step_page_shows_its_power_over_time_from_the_capture(results_db, tmp_path):
+    """The step page draws the step's trace as the report's first screen does (its own plotter, inline
+    SVG) from the capture the sweep wrote; a capture not on this host is said, not a broken image."""
+    from powerrig.capture import CaptureWriter
+    from powerrig.testing import synthetic as syn
+
+    cap = tmp_path / "step.jls"
+    with CaptureWriter(cap, metadata={"device": {"device": "t"}}, clock=syn.clock(0)) as w:
+        for b in syn.interval_blocks(3.0, rows_per_block=250):
+            w.write(b)
+    writer = ResultStore(results_db)
+    plan = parse(PLAN)
+    run = writer.start_run(plan, "out", station="rig-1", drive={"sn": "SN1"})
+    for k, (s, path) in enumerate(zip(plan.steps(), (cap, tmp_path / "moved.jls"))):
+        writer.store_step(run, {"idx": s.index, "key": s.key, "name": s.name, "power_state": s.power_state,
+                                "workload": None, "repetition": 0, "status": "done", "params": "{}",
+                                "capture": str(path)},
+                          [{"name": "idle", "kind": "idle", "start_s": 0.5, "duration_s": 2.0, "mean_w": 5.0,
+                            "energy_j": 10.0}], [])
+    client = create_app(ResultStore(results_db, read_only=True)).test_client()
+    page = client.get(f"/run/{run}/step/1").get_data(as_text=True)
+    trace = page.split('<h2 id="trace">')[1].split("<h2")[0]
+    assert "<svg" in trace and "busiest 40 ms" in trace and "no trace" not in trace
+    assert "<text" in trace                        # labels as text (selectable), not paths
+    gone = client.get(f"/run/{run}/step/2").get_data(as_text=True).split('<h2 id="trace">')[1].split("<h2")[0]
+    assert "<svg" not in gone and "moved.jls is not on this host" in gone

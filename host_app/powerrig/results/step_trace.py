@@ -150,16 +150,22 @@ def _open(capture) -> CaptureReader | None:
     return cap
 
 
-def _save(fig, path: Path) -> None:
-    with owned.open_owned(path, "wb") as f:
-        fig.savefig(f, format="png", bbox_inches="tight", pad_inches=0.05)
-    _pyplot().close(fig)
+def _save(fig, out, fmt: str = "png") -> None:
+    """To a file of ours (a path: no-follow, never through a link) or to a stream (the web page's SVG)."""
+    try:
+        if hasattr(out, "write"):
+            fig.savefig(out, format=fmt, bbox_inches="tight", pad_inches=0.05)
+        else:
+            with owned.open_owned(out, "wb") as f:
+                fig.savefig(f, format=fmt, bbox_inches="tight", pad_inches=0.05)
+    finally:
+        _pyplot().close(fig)
 
 
-def plot_step(capture: str | Path, phases: list[dict], path: Path, title: str = "") -> bool:
-    """The step's trace beside its busiest 40 ms to ``path``; False (nothing written) when the capture
-    cannot be read or is empty. ``phases``: the step's stored phases (name, kind, start_s, duration_s,
-    energy_j, mean_w)."""
+def plot_step(capture: str | Path, phases: list[dict], path, title: str = "", fmt: str = "png") -> bool:
+    """The step's trace beside its busiest 40 ms to ``path`` (a file, or a stream: the web page draws it
+    as SVG); False (nothing written) when the capture cannot be read or is empty. ``phases``: the step's
+    stored phases (name, kind, start_s, duration_s, energy_j, mean_w)."""
     cap = _open(capture)
     if cap is None:
         return False
@@ -174,7 +180,7 @@ def plot_step(capture: str | Path, phases: list[dict], path: Path, title: str = 
         if not _detail(det, cap, list(cap.rails)):
             det.set_axis_off()
         fig.tight_layout(pad=0.4)
-        _save(fig, path)
+        _save(fig, path, fmt)
     return True
 
 

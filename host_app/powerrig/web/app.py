@@ -89,7 +89,8 @@ def create_app(store: ResultStore, page_size: int = PAGE_SIZE) -> Flask:
         phases = [p for p in store.phases(run_id, idx, idx) if p["step"] == s["key"]]
         params = json.loads(s["params"]) if s.get("params") else {}
         return render_template("step.html", run=r, step=s, measurements=ms, phases=phases, params=params,
-                               referee=charts.referee(ms, {s["key"]: idx}), commands=command_report.tables(ms))
+                               referee=charts.referee(ms, {s["key"]: idx}), commands=command_report.tables(ms),
+                               trace=charts.step_trace(s, phases))
 
     @app.get("/curves")
     def curves():

@@ -39,6 +39,19 @@ def svg_of(draw) -> str | None:
     return text[re.search(r"<svg\b", text).start():]      # no XML prolog or DOCTYPE inside HTML
 
 
+def step_trace(step: dict, phases: list[dict]) -> str | None:
+    """The step's power over time as the sweep report's first screen draws it (rails and total, phases,
+    commands, its busiest 40 ms at the interposer's resolution), as inline SVG; None when the step's
+    capture is not there or cannot be read."""
+    from pathlib import Path
+
+    from powerrig.results.step_trace import plot_step
+    cap = step.get("capture")
+    if not cap or not Path(cap).exists():
+        return None
+    return svg_of(lambda buf, fmt: plot_step(cap, phases, buf, fmt=fmt))
+
+
 def referee(measurements: list[dict], step_index: dict) -> dict | None:
     """A step's referee verdicts (issue 38) as the report shows them: the table's HTML and the claim-vs-truth
     plots (IPM against the slot's last second over time, the histograms side by side) as inline SVG."""

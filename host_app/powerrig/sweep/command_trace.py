@@ -10,9 +10,17 @@ reader keeps the placed one (capture/reader.py). A rig without a drive host or v
 from __future__ import annotations
 
 import copy
+import json
+import logging
+import math
 
+from powerrig.analysis.io_energy import io_energy
+from powerrig.analysis.transitions import time_transition
 from powerrig.core.timeline import NOTE, NVME, POWER_STATE, Event
 from powerrig.dut import nvmetrace
+from powerrig.dut.remote import drive_host
+from powerrig.sim.drive_trace import SimTrace
+from powerrig.sweep.measure import row
 
 LOCAL = ("nvme_trace: the drive's tools run on this host (no drive host, no virtual drive host): "
          "the host intervals stand")
@@ -32,14 +40,11 @@ def recorder(rig, name: str):
     None and why not."""
     endpoint = (rig.info or {}).get("endpoint")
     if rig.drive_host:
-        from powerrig.dut.remote import drive_host
         remote = drive_host(rig.drive_host)
 
         def make(suffix, queues):
             return nvmetrace.KernelTrace(remote, rig.controller, name + suffix, queues).start()
     elif endpoint:
-        from powerrig.sim.drive_trace import SimTrace
-
         def make(suffix, queues):
             return SimTrace(endpoint, rig.controller, name + suffix, queues).start()
     else:
@@ -100,7 +105,6 @@ def measurements(cap, trace, limit_s: float | None, old_ps: int | None, new_ps: 
     """The step's rows: the power-state change timed from its traced submission (analysis/transitions.py)
     and the energy per I/O class of each workload phase the trace covers (analysis/io_energy.py); a
     phase without a trace gets one row saying why (its phase-level figures stand)."""
-    import logging
     try:
         return _transition_rows(cap, limit_s, old_ps, new_ps) + _io_rows(cap, trace)
     except Exception as e:  # noqa: BLE001 - a refinement: the step's own figures stand without it
@@ -109,11 +113,6 @@ def measurements(cap, trace, limit_s: float | None, old_ps: int | None, new_ps: 
 
 
 def _transition_rows(cap, limit_s, old_ps, new_ps) -> list[dict]:
-    import json
-    import math
-
-    from powerrig.analysis.transitions import time_transition
-    from powerrig.sweep.measure import row
     sets = [e for e in cap.events if e.kind == NVME and e.name == "set-feature power" and e.t_end is not None]
     if not sets:
         return []
@@ -149,10 +148,6 @@ def _changes_load(e) -> bool:
 
 
 def _io_rows(cap, trace) -> list[dict]:
-    import json
-
-    from powerrig.analysis.io_energy import io_energy
-    from powerrig.sweep.measure import row
     phases = [e for e in cap.events if e.kind == "phase" and e.name.startswith(MEASURE) and e.t_end is not None]
     if not phases:
         return []

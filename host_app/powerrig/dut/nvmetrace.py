@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from powerrig.core.timeline import NVME, POWER_STATE
 from powerrig.dut.blocktrace import MARK, offset_of_runs, walk
 from powerrig.dut.commands import helper_argv
 
@@ -255,7 +256,6 @@ def place(events, trace: NvmeTrace | None, why: str | None = None) -> dict:
     submission and completion; the host interval stays in ``meta["host_t_start"/"host_t_end"]``.
     Without a trace, or for an event nothing matched, the host interval stands and
     ``meta["nvme_trace"]`` says why. Returns counts {"placed", "unplaced"}."""
-    from powerrig.core.timeline import NVME, POWER_STATE
     evs = sorted((e for e in events if e.kind == NVME and e.t_end is not None), key=lambda e: e.t_start)
     taken: set[int] = set()
     admin = trace.admin() if trace is not None else []

@@ -9,6 +9,8 @@ import html
 import json
 import math
 
+from powerrig.core import owned
+
 
 def _f(v, d=3) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
@@ -110,8 +112,6 @@ def plot_io(series: dict, path) -> bool:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from powerrig.core import owned
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for name, pts in sorted(series.items()):
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)

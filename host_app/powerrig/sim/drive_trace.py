@@ -15,11 +15,14 @@ sweep uses on a virtual rig (the endpoint's client, beside KernelTrace for real 
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from powerrig.sim.ssd_client import request
 
 MARKERS = 8                 # as dut/blocktrace.MARKERS
 LBA_BYTES = 4096            # the virtual namespaces' logical block size
@@ -211,7 +214,6 @@ class SimTrace:
     dut/nvmetrace.KernelTrace, through the rig's endpoint instead of a shell on a drive host."""
 
     def __init__(self, endpoint: str, controller: str, name: str, queues: str = "all"):
-        import re
         self.endpoint, self.controller, self.queues = endpoint, controller, queues
         self.instance = "powerrig-nvme-" + re.sub(r"[^A-Za-z0-9_-]", "-", name)
         self.lba: dict[str, int] = {}
@@ -221,7 +223,6 @@ class SimTrace:
         self.remote = None
 
     def start(self) -> "SimTrace":
-        from powerrig.sim.ssd_client import request
         try:
             r = request(self.endpoint, {"op": "trace_start", "dev": self.controller, "instance": self.instance,
                                         "queues": self.queues})
@@ -235,7 +236,6 @@ class SimTrace:
         return self
 
     def stop(self) -> str | None:
-        from powerrig.sim.ssd_client import request
         if not self.started or self.text is not None:
             return self.text
         self.started = False

@@ -8,12 +8,13 @@ host's fio stamps are taken on its own clock and moved by the block and command 
 which refuse a stepped clock themselves (dut/blocktrace.py, dut/nvmetrace.py)."""
 from __future__ import annotations
 
+from powerrig.dut.remote import drive_host
+
 TOL_S = 0.005           # the placement the QEMU tier keeps phases within
 
 
 class ClockCheck:
     def __init__(self, rig):
-        from powerrig.dut.remote import drive_host
         remote = drive_host(rig.drive_host) if getattr(rig, "drive_host", None) else None
         self.remote = remote if remote is not None and hasattr(remote, "clock") else None
         self.c0 = None

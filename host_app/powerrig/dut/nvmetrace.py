@@ -29,12 +29,13 @@ interval stands and ``meta["nvme_trace"]`` says why in one line.
 """
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from powerrig.core.timeline import NVME, POWER_STATE
+from powerrig.core.timeline import NOTE, NVME, POWER_STATE, Event
 from powerrig.dut.blocktrace import MARK, offset_of_runs, walk
 from powerrig.dut.commands import helper_argv
 
@@ -299,6 +300,31 @@ def place(events, trace: NvmeTrace | None, why: str | None = None) -> dict:
         elif trace is None:
             p.meta["nvme_trace"] = why or "nvme_trace: no trace; the host interval stands"
     return {"placed": placed, "unplaced": unplaced}
+
+
+def add_placed(tl, events, trace: NvmeTrace | None, note: str, note_event: bool = True) -> list:
+    """Placed copies of ``events``' admin commands and power-state changes (those ended and not
+    themselves copies) added to ``tl``, and what they are placed from in a NOTE event (``note_event``).
+
+    A capture writes each event when it ends, so the host-stamped event is already out when the
+    trace is read: the copy names the start it replaces (``meta["replaces"]``) and readers keep the
+    copy (capture/reader.placed_over_host). Without a trace the copies keep the host interval and
+    carry ``note`` (why) on ``meta["nvme_trace"]``. The sweep's steps, the pytest plugin's blocks and
+    the desktop app's drive actions all place this way. Returns the copies."""
+    evs = [e for e in events if e.kind in (NVME, POWER_STATE) and e.t_end is not None
+           and "replaces" not in (e.meta or {})]
+    copies = [copy.deepcopy(e) for e in evs]
+    for c in copies:
+        c.meta["replaces"] = c.t_start
+    place(copies, trace, None if trace is not None else note)
+    for c in copies:
+        tl.add(c)
+    t = max((e.t_end for e in evs), default=None)
+    if t is not None and note_event:
+        tl.add(Event(NOTE, "nvme_trace", t, t, meta={"nvme_trace": note,
+                                                      "placed": sum(c.meta.get("placed") == "nvme_trace" for c in copies
+                                                                    if c.kind == NVME)}))
+    return copies
 
 
 def _printable(args: dict) -> dict:

@@ -9,14 +9,13 @@ reader keeps the placed one (capture/reader.py). A rig without a drive host or v
 """
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import math
 
 from powerrig.analysis.io_energy import io_energy
 from powerrig.analysis.transitions import time_transition
-from powerrig.core.timeline import NOTE, NVME, POWER_STATE, Event
+from powerrig.core.timeline import NOTE, NVME, POWER_STATE
 from powerrig.dut import nvmetrace
 from powerrig.dut.remote import drive_host
 from powerrig.sim.drive_trace import SimTrace
@@ -35,25 +34,39 @@ class Recorders:
         self.admin, self.io, self.io_reason = admin, io, io_reason
 
 
+def _maker(drive_host_url, endpoint: str | None, controller: str):
+    """A function (instance name, queues) -> started recorder for the rig's drive host (KernelTrace)
+    or virtual drive host (SimTrace), or None when the tools run on this host."""
+    remote = drive_host(drive_host_url) if drive_host_url else None
+    if remote is not None:
+        return lambda name, queues: nvmetrace.KernelTrace(remote, controller, name, queues).start()
+    if endpoint:
+        return lambda name, queues: SimTrace(endpoint, controller, name, queues).start()
+    return None
+
+
 def recorder(rig, name: str):
     """Started recorders for the step (KernelTrace on a drive host, SimTrace on a virtual rig), or
     None and why not."""
-    endpoint = (rig.info or {}).get("endpoint")
-    if rig.drive_host:
-        remote = drive_host(rig.drive_host)
-
-        def make(suffix, queues):
-            return nvmetrace.KernelTrace(remote, rig.controller, name + suffix, queues).start()
-    elif endpoint:
-        def make(suffix, queues):
-            return SimTrace(endpoint, rig.controller, name + suffix, queues).start()
-    else:
+    make = _maker(rig.drive_host, (rig.info or {}).get("endpoint"), rig.controller)
+    if make is None:
         return None, LOCAL
-    admin = make("-a", "admin")
+    admin = make(name + "-a", "admin")
     if not admin.started:
         return None, admin.reason
-    io = make("-q", "io")
+    io = make(name + "-q", "io")
     return Recorders(admin, io if io.started else None, io.reason), None
+
+
+def admin_recorder(rig: dict, name: str):
+    """The admin queue's started recorder alone for a rig description (``drive_host``, ``endpoint``,
+    ``controller``: the desktop app's drive, whose actions are a few admin commands and no I/O), or
+    None and why not; read it with :func:`place`."""
+    make = _maker(rig.get("drive_host"), rig.get("endpoint"), rig.get("controller"))
+    if make is None:
+        return None, LOCAL
+    rec = make(name, "admin")
+    return (rec, None) if rec.started else (None, rec.reason)
 
 
 def _load(rec) -> tuple[nvmetrace.NvmeTrace | None, str]:
@@ -73,26 +86,15 @@ def _load(rec) -> tuple[nvmetrace.NvmeTrace | None, str]:
     return trace, f"{note}; I/O not traced: {io_note}"
 
 
-def place(tl, rec, why: str | None) -> tuple[nvmetrace.NvmeTrace | None, str]:
-    """Read the recorder (None: ``why``) and add the placed copies of the step's admin command and
-    power-state events to ``tl``; a NOTE event carries the trace's one-line summary or why not."""
+def place(tl, rec, why: str | None, events=None, note_event: bool = True) -> tuple[nvmetrace.NvmeTrace | None, str]:
+    """Read the recorder (None: ``why``) and add placed copies of the admin command and power-state
+    events (``events``, default all of ``tl``'s) to ``tl`` (dut/nvmetrace.add_placed); a NOTE event
+    carries the trace's one-line summary or why not (unless ``note_event`` is False)."""
     try:
         trace, note = _load(rec) if rec is not None else (None, why or LOCAL)
     except Exception as e:  # noqa: BLE001 - runs in the step's finally: never hides why the step ended
         trace, note = None, f"nvme_trace: the trace could not be read ({' '.join(str(e).split())[:200]}); the host intervals stand"
-    evs = [e for e in tl.events() if e.kind in (NVME, POWER_STATE) and e.t_end is not None
-           and "replaces" not in (e.meta or {})]
-    copies = [copy.deepcopy(e) for e in evs]
-    for c in copies:
-        c.meta["replaces"] = c.t_start
-    nvmetrace.place(copies, trace, None if trace is not None else note)
-    for c in copies:
-        tl.add(c)
-    t = max((e.t_end for e in evs), default=None)
-    if t is not None:
-        tl.add(Event(NOTE, "nvme_trace", t, t, meta={"nvme_trace": note,
-                                                      "placed": sum(c.meta.get("placed") == "nvme_trace" for c in copies
-                                                                    if c.kind == NVME)}))
+    nvmetrace.add_placed(tl, tl.events() if events is None else events, trace, note, note_event)
     return trace, note
 
 

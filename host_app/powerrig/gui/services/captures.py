@@ -9,6 +9,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from powerrig.analysis.phases import is_idle_phase
+from powerrig.capture.reader import placed_over_host
 from powerrig.core.errors import PowerrigError
 from powerrig.core.timeline import NVME, PHASE
 from powerrig.dut.commands import NVME_READ, NVME_VOLATILE
@@ -119,7 +120,7 @@ class Captures(QObject):
         evs = list(self.timeline)
         if last is not None:
             evs = evs[-last:]
-        return self._place(src, evs, src.sample_id)
+        return self._place(src, placed_over_host(evs), src.sample_id)    # a placed command, not also its host-stamped one
 
     def _place(self, src, evs, to_sid) -> list[dict]:
         out = self._inferred_idle(src)

@@ -2,15 +2,24 @@
 drive has it, and the temperature and throttle poll. nvme-cli runs on the drive's own worker (one
 command at a time, in the order asked), recorded on the app's timeline.
 
+Each action's admin commands are placed on the drive host kernel's traced submission and completion
+(sweep/command_trace.admin_recorder: the virtual drive host's trace on a virtual rig, the kernel's on
+an ssh or QEMU drive host) as a sweep step's are: nvme-cli's host interval is a process start and a
+device open wide (~100 ms), the controller's a few ms. A rig whose tools run on this host, or a trace
+that fails, keeps the host interval; the status bar says why once, and each event carries it.
+
 The runners come from ``powerrig.dut.runners`` only (see :func:`build_runners`): the one constructor
 the faces use, so the GUI's writes meet the same guard as the sweep engine's and the CLI's."""
 from __future__ import annotations
 
 import logging
+import time
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from powerrig.core.errors import PowerrigError
+from powerrig.core.timeline import NOTE, NVME, POWER_STATE, Event
+from powerrig.sweep import command_trace
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +64,9 @@ class Drive(QObject):
         self.ps_target: int | None = None      # the power state this app last asked for (or read)
         self._last_smart = None
         self._polling = False
+        self._rig: dict | None = None
+        self.trace_note: str | None = None     # why the last action's commands kept nvme-cli's interval (None: placed)
+        self._said: str | None = None          # the reason last put on the status bar and the timeline
         self._poll_timer = QTimer(self)
         self._poll_timer.timeout.connect(self.poll_thermal)
         core.on_shutdown(self._poll_timer.stop)
@@ -63,12 +75,46 @@ class Drive(QObject):
         """The drive of a rig description (a virtual rig's state, or a plan's rig): its runners, its
         controller, first namespace and serial; the thermal poll starts."""
         self.nvme, self.fio = build_runners(rig, self.timeline)
+        self._rig = rig
         self.controller, self.namespace, self.serial = rig["controller"], rig["namespaces"][0], rig.get("serial")
         self._poll_timer.start(self.POLL_MS)
 
     def run(self, fn, **kw) -> None:
         """``fn`` on the drive's worker (after every command asked before it)."""
         self.core.run(fn, pool=self.pool, **kw)
+
+    def traced(self, what: str, fn):
+        """``fn()`` (on the drive's worker) with the admin commands it issues recorded in the drive
+        host's kernel, and placed copies of exactly the events it added to the timeline; tracing
+        that fails never fails the action (the host interval stands, and one line says why)."""
+        k0 = self.timeline.added
+        try:
+            rec, why = command_trace.admin_recorder(self._rig or {}, f"gui-{what}-{time.time_ns()}")
+        except Exception as e:  # noqa: BLE001 - a refinement: the action runs without it
+            rec, why = None, f"nvme_trace: could not start the trace ({_one_line(e)}); the host interval stands"
+        try:
+            return fn()
+        finally:
+            try:
+                self._place(k0, rec, why)
+            except Exception as e:  # noqa: BLE001 - never fails the action, nor hides why it failed
+                logger.warning("placing the drive's commands: %s", e, exc_info=True)
+
+    def _place(self, k0: int, rec, why: str | None) -> None:
+        """Placed copies of the NVME and POWER_STATE events added since the ``k0``-th; the reason any
+        kept the host interval in ``trace_note``, said (status bar, a NOTE event) when it changes."""
+        added = [e for e in self.timeline.since(k0)[1] if e.kind in (NVME, POWER_STATE) and e.t_end is not None]
+        if not added:
+            return
+        command_trace.place(self.timeline, rec, why, events=added, note_event=False)
+        copies = [e for e in self.timeline.since(k0)[1] if e.kind == NVME and "replaces" in (e.meta or {})]
+        left = next((c.meta.get("nvme_trace") for c in copies if c.meta.get("placed") != "nvme_trace"), None)
+        self.trace_note = left
+        if left and left != self._said:          # once per reason: the 5 s poll would repeat it forever
+            t = max(e.t_end for e in added)
+            self.timeline.add(Event(NOTE, "nvme_trace", t, t, meta={"nvme_trace": left, "placed": 0}))
+            self.core.status.emit(left)
+        self._said = left
 
     def need(self) -> None:
         if self.nvme is None:
@@ -81,6 +127,9 @@ class Drive(QObject):
         never asked), temperature."""
         def read():
             self.need()
+            return self.traced("refresh", read_all)
+
+        def read_all():
             ident = self.nvme.id_ctrl(self.controller)
             ps = self.nvme.get_power_state(self.controller).power_state
             apst = self.nvme.get_apst(self.controller).enabled if ident.apsta else None
@@ -101,12 +150,12 @@ class Drive(QObject):
 
         def go():
             self.need()
-            got = self.nvme.set_power_state(self.controller, int(ps))
-            return {"power_state": got.power_state}
+            got = self.traced("set-ps", lambda: self.nvme.set_power_state(self.controller, int(ps)))
+            return {"power_state": got.power_state, "nvme_trace": self.trace_note}
 
         def done(d):
             self.updated.emit(d)
-            self.core.status.emit(f"drive in PS{d['power_state']}")
+            self.core.status.emit(f"drive in PS{d['power_state']}" + (f" ({d['nvme_trace']})" if d["nvme_trace"] else ""))
             self.poll_thermal()               # a fresh reading (or the reason for none) for the new state
         self.run(go, done=done, doing=f"setting PS{ps}")
 
@@ -128,7 +177,7 @@ class Drive(QObject):
             if self._non_operational(ps):
                 return {"thermal": f"not read in PS{ps} (non-operational): a log read would wake the drive",
                         "thermal_skipped": True}
-            smart = self.nvme.smart_log(self.controller)
+            smart = self.traced("poll", lambda: self.nvme.smart_log(self.controller))
             return {"temperature_c": smart.temperature_c, "smart": smart,
                     "throttle": throttle_of(self._last_smart, smart)}
 
@@ -148,6 +197,12 @@ class Drive(QObject):
             self.need()
             if self.identity is not None and not self.identity.apsta:
                 raise DriveError("this drive has no APST (id-ctrl APSTA = 0); nothing to switch")
-            self.nvme.set_apst(self.controller, enabled, [])
-            return {"apst": self.nvme.get_apst(self.controller).enabled, "apst_set": True}
+            def both():
+                self.nvme.set_apst(self.controller, enabled, [])
+                return self.nvme.get_apst(self.controller).enabled
+            return {"apst": self.traced("apst", both), "apst_set": True}
         self.run(go, done=self.updated.emit)
+
+
+def _one_line(e: Exception) -> str:
+    return " ".join(str(e).split())[:200]

@@ -73,7 +73,12 @@ def _other_ps(svc, bot) -> int:
 
 def test_a_power_state_set_in_the_app_is_placed_from_the_drive_hosts_trace(rig_window):
     win, svc, bot = rig_window
+    k0 = svc.timeline.added
     ps = _other_ps(svc, bot)
+    # Read drive's commands are placed too (id-ctrl, get-feature power, smart-log)
+    read = [e for e in svc.timeline.since(k0)[1] if e.kind == NVME and "replaces" in e.meta]
+    assert {e.name for e in read} >= {"id-ctrl", "get-feature power", "smart-log"}, [e.name for e in read]
+    assert all(e.meta.get("placed") == "nvme_trace" for e in read), [e.meta for e in read]
     evs = _set_ps(svc, bot, ps)
     sets = [e for e in evs if e.kind == NVME and e.name == "set-feature power" and e.meta.get("value") == ps]
     host = [e for e in sets if "replaces" not in e.meta]
@@ -83,6 +88,7 @@ def test_a_power_state_set_in_the_app_is_placed_from_the_drive_hosts_trace(rig_w
     assert p.meta["placed"] == "nvme_trace" and p.meta["replaces"] == h.t_start
     assert p.meta["host_t_start"] == h.t_start and p.meta["host_t_end"] == h.t_end
     width, host_width = p.t_end - p.t_start, h.t_end - h.t_start
+    print(f"set-feature power: placed {width * 1e3:.3f} ms wide, host interval {host_width * 1e3:.1f} ms")
     assert 0 <= width < 0.01, width                   # the controller's few ms ...
     assert host_width > 3 * width, (host_width, width)  # ... not nvme-cli's process and device open
     assert h.t_start - 0.005 <= p.t_start and p.t_end <= h.t_end + 0.005

@@ -9,10 +9,21 @@ import sys
 from pathlib import Path
 
 import pytest
+import tier_registry
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 POWERRIG = [sys.executable, "-m", "powerrig"]
+
+
+# -- the test tiers (tests/tiers.toml, docs/testing.md): `pytest -m TIER` runs one ----------------
+def pytest_configure(config):
+    for name, tier in tier_registry.load().items():
+        config.addinivalue_line("markers", f"{name}: {tier['description']} (needs {tier['needs']})")
+
+
+def pytest_collection_modifyitems(config, items):
+    tier_registry.mark(items, tier_registry.load())
 
 
 class SimProcess:

@@ -1,0 +1,120 @@
+"""The test tiers (tests/tiers.toml, docs/testing.md): every test file is in exactly one tier, every
+tier says what it needs, a file missing from the registry stops collection (tried on a copy of the
+registry, the conftest and its helper), `-m TIER` selects one tier, and scripts/tier_times.py sums a
+JUnit XML's times per tier."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tier_registry
+
+REPO = Path(__file__).resolve().parents[1]
+TESTS = REPO / "tests"
+
+
+def test_every_test_file_is_in_exactly_one_tier_and_every_tier_says_what_it_needs():
+    tiers = tier_registry.load()
+    assert tier_registry.problems(tiers) == []
+    on_disk = {p.name for p in TESTS.glob("test_*.py")}
+    assert set(tier_registry.tier_of_file(tiers)) == on_disk
+    for name, tier in tiers.items():
+        assert tier["description"].strip() and tier["needs"].strip(), name
+        assert isinstance(tier["realtime"], bool), name
+
+
+def test_problems_names_a_missing_a_doubled_and_a_stale_file(tmp_path):
+    for name in ("test_a.py", "test_b.py"):
+        (tmp_path / name).write_text("")
+    tiers = {"unit": {"description": "d", "needs": "n", "realtime": False, "files": ["test_a.py", "test_gone.py"]},
+             "gui": {"description": "d", "needs": "", "realtime": True, "files": ["test_a.py"]}}
+    found = tier_registry.problems(tiers, tmp_path)
+    assert "test_b.py is in no tier: add it to tests/tiers.toml" in found
+    assert any("test_a.py is in two tiers (unit and gui)" in f for f in found)
+    assert any("lists test_gone.py" in f for f in found)
+    assert "tier gui: no 'needs'" in found
+
+
+@pytest.fixture
+def copy(tmp_path):
+    """A tests folder of its own: the real conftest, helper and registry, and two small test files
+    whose names the registry lists in different tiers (one parametrized over results_db)."""
+    d = tmp_path / "tests"
+    d.mkdir()
+    for name in ("conftest.py", "tier_registry.py", "tiers.toml"):
+        shutil.copy(TESTS / name, d / name)
+    (d / "test_timebase.py").write_text("def test_pure():\n    pass\n")
+    (d / "test_sweep_engine.py").write_text("def test_on_a_store(results_db):\n    pass\n")
+    return d
+
+
+def collect(where: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "--rootdir", str(where), *args, str(where)],
+                          capture_output=True, text=True, timeout=120, cwd=where)
+
+
+def test_a_file_removed_from_the_registry_fails_collection_in_one_line(copy):
+    ok = collect(copy)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    toml = copy / "tiers.toml"
+    text = toml.read_text()
+    assert text.count('"test_timebase.py",') == 1
+    toml.write_text(text.replace('"test_timebase.py",', ""))
+    r = collect(copy)
+    assert r.returncode != 0
+    said = [ln for ln in (r.stdout + r.stderr).splitlines() if "tiers.toml" in ln]
+    assert len(said) == 1 and "test_timebase.py is in no test tier: add it to tests/tiers.toml" in said[0]
+
+
+def test_one_tier_is_selected_by_its_marker_and_postgres_runs_are_postgres_too(copy):
+    def ids(*args):
+        r = collect(copy, *args)
+        assert r.returncode in (0, 5), r.stdout + r.stderr           # 5: nothing selected
+        return sorted(ln.split("::", 1)[1] for ln in r.stdout.splitlines() if "::" in ln)
+
+    assert ids("-m", "unit") == ["test_pure"]
+    assert ids("-m", "simulator") == ["test_on_a_store[postgresql]", "test_on_a_store[sqlite]"]
+    assert ids("-m", "postgres") == ["test_on_a_store[postgresql]"]
+    assert ids("-m", "simulator and not postgres") == ["test_on_a_store[sqlite]"]
+    assert ids("-m", "gui") == []
+    assert len(ids()) == 3
+
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" tests="5">
+ <testcase classname="tests.test_timebase" name="test_fit[10]" time="1.5"/>
+ <testcase classname="tests.test_timebase" name="test_fit[20]" time="2.25"/>
+ <testcase classname="tests.test_sweep_engine" name="test_resume[sqlite]" time="40.0"/>
+ <testcase classname="tests.test_sweep_engine" name="test_resume[postgresql]" time="45.5"/>
+ <testcase classname="tests.test_gui.TestWindow" name="test_open" time="3.0"><skipped/></testcase>
+ <testcase classname="tests.test_not_registered" name="test_x" time="0.75"/>
+</testsuite></testsuites>
+"""
+
+
+def test_tier_times_sums_a_junit_xml_per_tier(tmp_path):
+    xml = tmp_path / "junit.xml"
+    xml.write_text(JUNIT)
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "tier_times.py"), str(xml)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.splitlines()[-1])
+    assert got["unit"] == {"tests": 2, "seconds": 3.8}
+    assert got["simulator"] == {"tests": 1, "seconds": 40.0}
+    assert got["postgres"] == {"tests": 1, "seconds": 45.5}
+    assert got["gui"] == {"tests": 1, "seconds": 3.0}
+    assert got["(not in tests/tiers.toml)"] == {"tests": 1, "seconds": 0.8}
+    assert list(got)[:len(tier_registry.load())] == list(tier_registry.load())
+    assert "| simulator | yes | 1 | 0:40 |" in r.stdout
+    assert "| all | | 6 | 1:33 |" in r.stdout
+
+
+def test_tier_times_says_what_it_cannot_read(tmp_path):
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "tier_times.py"), str(tmp_path / "none.xml")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "cannot read" in r.stderr

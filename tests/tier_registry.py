@@ -1,0 +1,68 @@
+"""The test tiers of tests/tiers.toml: which tier each test file is in, so one tier can be run alone
+(`pytest -m simulator`) and the per-tier times summed (scripts/tier_times.py). docs/testing.md."""
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+TIERS_TOML = TESTS / "tiers.toml"
+POSTGRES = "postgres"
+FIELDS = ("description", "needs", "realtime", "files")
+
+
+def load(path: Path = TIERS_TOML) -> dict[str, dict]:
+    """The [tier.NAME] tables of the registry, in the file's order."""
+    return tomllib.loads(Path(path).read_text())["tier"]
+
+
+def tier_of_file(tiers: dict[str, dict]) -> dict[str, str]:
+    """Test file name -> its tier (the first that lists it; problems() reports a file listed twice)."""
+    out: dict[str, str] = {}
+    for name, tier in tiers.items():
+        for f in tier.get("files", []):
+            out.setdefault(f, name)
+    return out
+
+
+def problems(tiers: dict[str, dict], tests: Path = TESTS) -> list[str]:
+    """Every way the registry disagrees with the test files in `tests`, one line each."""
+    found: list[str] = []
+    seen: dict[str, str] = {}
+    for name, tier in tiers.items():
+        found += [f"tier {name}: no {k!r}" for k in FIELDS if k not in tier or tier[k] in ("", None)]
+        for f in tier.get("files", []):
+            if f in seen:
+                found.append(f"{f} is in two tiers ({seen[f]} and {name}): keep it in one")
+            seen[f] = name
+            if not (tests / f).is_file():
+                found.append(f"tier {name} lists {f}, which is not in {tests}")
+    found += [f"{p.name} is in no tier: add it to tests/tiers.toml"
+              for p in sorted(tests.glob("test_*.py")) if p.name not in seen]
+    return found
+
+
+def uses_postgres(item) -> bool:
+    """A test that runs on PostgreSQL: results_db's postgresql parameter or the pg_cluster fixture."""
+    callspec = getattr(item, "callspec", None)
+    on_pg = callspec is not None and callspec.params.get("results_db") == "postgresql"
+    return on_pg or "pg_cluster" in getattr(item, "fixturenames", ())
+
+
+def mark(items, tiers: dict[str, dict], tests: Path = TESTS) -> None:
+    """Mark each test collected from `tests` with its file's tier (and postgres where it uses it);
+    a test file the registry does not list stops the run with one line."""
+    import pytest
+
+    tier_of = tier_of_file(tiers)
+    for item in items:
+        path = Path(str(item.path))
+        if path.parent != tests:
+            continue
+        tier = tier_of.get(path.name)
+        if tier is None:
+            raise pytest.UsageError(f"{path.name} is in no test tier: add it to tests/tiers.toml "
+                                    f"(docs/testing.md says which tier)")
+        item.add_marker(tier)
+        if tier != POSTGRES and uses_postgres(item):
+            item.add_marker(POSTGRES)

@@ -118,3 +118,13 @@ def test_tier_times_says_what_it_cannot_read(tmp_path):
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "tier_times.py"), str(tmp_path / "none.xml")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "cannot read" in r.stderr
+
+
+def test_docs_table_lists_every_tier_as_the_registry_does():
+    """docs/testing.md's tiers table: one row per registered tier, its real-time column as registered."""
+    rows = {}
+    for line in (REPO / "docs" / "testing.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| `") and len(cells) == 4:
+            rows[cells[0].strip("`")] = cells[3] == "**yes**"
+    assert rows == {name: tier["realtime"] for name, tier in tier_registry.load().items()}

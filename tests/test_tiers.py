@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 import tier_registry
 
 REPO = Path(__file__).resolve().parents[1]

@@ -15,7 +15,8 @@ demo: setup
 
 test: export POWERRIG_SETUP_FOR := test
 test: setup
-	@$(PY) -m pytest -q -p no:cacheprovider --durations=15
+	@$(PY) -m pytest -q -p no:cacheprovider --durations=15 --junitxml=out/junit.xml; s=$$?; \
+	  $(PY) scripts/tier_times.py out/junit.xml || true; exit $$s
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -304,6 +304,7 @@ def test_only_the_doors_build_permits_command_lines_and_guard_decisions():
 # the modules that start processes, and why; everything else goes through dut/_run.py or remote.py
 SPAWNERS = {"dut/_run.py", "dut/remote.py",               # the runners: Argv from dut/commands.py only
             "cli/flash.py",                                  # mpy-cross and mpremote (the firmware, not a drive)
+            "cli/record.py",                                 # `record -- COMMAND`: typed by hand, judged by dut/door.judge_here first
             "sim/launch.py", "sim/rig.py", "sim/interposer.py",   # the simulator's own processes
             "testing/postgres.py",                            # the tests' throwaway PostgreSQL server
             "sim/qemu/machine.py", "sim/qemu/image.py"}          # the QEMU drive host: qemu, its image build

@@ -50,3 +50,22 @@ def test_a_recorded_workload_has_its_phases_and_a_window_reports_alone(tmp_path,
     bad = run_cli("report", str(cap), "--from", "no such phase")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
     assert "'idle before'" in bad.stderr                       # it lists the names the capture has
+
+
+def test_a_workload_typed_after_the_dashes_passes_the_drive_guard_first(tmp_path, simdir):
+    """`record -- COMMAND` runs what the user typed: a fio write to the drive needs --serial (and the
+    guard's checks), another program --allow-unguarded; a refusal is one line and records nothing."""
+    assert run_cli("sim", "start", "--json").returncode == 0
+    job = tmp_path / "w.fio"
+    job.write_text("[w]\nfilename=/dev/nvme0n1\nrw=write\nbs=128k\nsize=1m\n")
+    cap = tmp_path / "w.jls"
+    r = run_cli("record", "--port", "sim", "--out", str(cap), "--", "fio", str(job), timeout=120)
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "refusing a fio write on /dev/nvme0n1" in r.stderr and "--serial" in r.stderr
+    assert not cap.exists()
+    wrong = run_cli("record", "--port", "sim", "--out", str(cap), "--serial", "NOT-THIS-DRIVE", "--", "fio", str(job),
+                    timeout=120)
+    assert wrong.returncode != 0 and "serial" in wrong.stderr.lower() and not cap.exists(), wrong.stderr
+    dd = run_cli("record", "--port", "sim", "--out", str(cap), "--", "dd", "if=/dev/zero", "of=/dev/nvme0n1",
+                 timeout=120)
+    assert dd.returncode != 0 and "--allow-unguarded" in dd.stderr and not cap.exists(), dd.stderr

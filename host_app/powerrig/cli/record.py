@@ -39,6 +39,11 @@ def register(sub) -> None:
     p.add_argument("--drive", default=None, metavar="CONTROLLER",
                    help="the drive's controller (e.g. /dev/nvme0): its identity (model, serial, firmware) is read "
                         "with nvme-cli into the capture; a virtual rig's drive is read without it")
+    p.add_argument("--serial", default=None, metavar="SN",
+                   help="the drive's serial number: a workload that writes to or erases a drive runs only with it, "
+                        "after the drive guard has checked it (the same guard as sweeps)")
+    p.add_argument("--allow-unguarded", action="store_true",
+                   help="run a workload program other than fio or nvme-cli (the guard cannot judge what it writes)")
     p.add_argument("--interval-us", type=int, default=None, help="interval length in us (default: the device's)")
     p.add_argument("--rails", default=None, help="comma-separated rails (default: all the device has)")
     p.add_argument("workload", nargs="*", metavar="-- COMMAND",
@@ -70,6 +75,8 @@ def run(args) -> int:
     live = opt.LiveLine()
     t0 = time.monotonic()
     rig = started_rig() if args.port == SIM_PORT else None
+    if workload:
+        _judge(workload, args.serial, args.allow_unguarded, rig)     # before anything is recorded or run
     if args.source != "interposer":
         from powerrig.sources import open_source
         opened = open_source(args.source, backend=args.visa_backend or None)
@@ -111,6 +118,21 @@ def run(args) -> int:
               file=sys.stderr)
         return rc if 0 < rc < 126 else 1
     return 0
+
+
+def _judge(command: list[str], serial: str | None, unguarded: bool, rig: dict | None) -> None:
+    """The workload typed after `--` through the drive guard, as the agent's by-hand door judges one
+    (dut/door.judge_here): reads run; a write or erase needs --serial and passes destructive.permit; any
+    other program needs --allow-unguarded. A refusal is one line and nothing is recorded."""
+    from powerrig.core.errors import PowerrigError
+    from powerrig.core.timeline import Timeline
+    from powerrig.dut import door, runners
+
+    nvme, _fio = runners({"nvme": rig["nvme"], "host": rig["host"]} if rig else {}, Timeline())
+    try:
+        door.judge_here(command, serial, nvme, unguarded)
+    except door.Refused as e:
+        raise PowerrigError(f"record: {e}") from None
 
 
 def _drive_identity(rig: dict | None, controller: str | None, tl) -> dict | None:

@@ -169,13 +169,37 @@ def _scopes(pairs: list[tuple[str, str | None]], where: str) -> tuple[dict, list
     return glob, jobs
 
 
-def _guard(host: AgentHost, cmd: list[str], serial: str | None) -> None:
+class _HereFiles:
+    """Job files read on this host (``record -- fio job.fio``): the one helper the door's fio reading asks."""
+
+    def run(self, argv) -> bytes:
+        if list(argv)[:1] != ["cat"] or len(argv) != 2:
+            raise RemoteError(f"not a job file read: {list(argv)}")
+        try:
+            with open(argv[1], "rb") as f:
+                return f.read()
+        except OSError as e:
+            raise RemoteError(str(e)) from None
+
+
+def judge_here(cmd: list[str], serial: str | None, nvme, allow_unguarded: bool = False) -> None:
+    """A workload typed by hand that powerrig runs on this host (``powerrig record -- COMMAND``), judged
+    as the agent's door judges one in a guest: nvme-cli reads and read-only fio run; a write or erase
+    needs the drive's serial and passes destructive.permit through ``nvme`` (the rig's own nvme-cli for
+    a virtual rig, whose tree the guard reads); another program only with ``allow_unguarded``.
+    Refused (one line) otherwise."""
+    if allow_unguarded:
+        return
+    _guard(_HereFiles(), cmd, serial, nvme)
+
+
+def _guard(host, cmd: list[str], serial: str | None, nvme=None) -> None:
     """Classify a by-hand command and judge it as the runners' commands are (destructive.permit):
     reads run, a write or erase needs the drive's serial, any other program is refused."""
     from powerrig.core.timeline import Timeline
 
     prog = os.path.basename(cmd[0])
-    nvme = NvmeCli(["nvme"], Timeline(), remote=host)
+    nvme = nvme or NvmeCli(["nvme"], Timeline(), remote=host)
     if prog == "nvme":
         action, dev, nsid = _nvme_request(cmd)
         if action in commands.NVME_READ | commands.NVME_VOLATILE:

@@ -115,7 +115,8 @@ def test_a_timeout_on_a_quiet_host_suspects_the_device(monkeypatch, tmp_path):
 
 def test_a_streaming_pass_waits_for_one_interval_at_most_max_pass_s(tmp_path):
     """Each pass has a fixed cost however few samples it takes: a 10 ms stream is served every 10 ms,
-    a 1 ms stream (the default) every 1 ms, a 100 us one every MIN_PASS_S, as bursts and self-tests."""
+    a 1 ms stream (the default) every 1 ms, a 100 us one once per 1 ms DMA block as the board's loop
+    (issue 42: it was every MIN_PASS_S), bursts and self-tests every MIN_PASS_S."""
     from powerrig.sim import interposer
 
     sim = interposer.VirtualInterposer(state_dir=str(tmp_path / "board"))
@@ -126,7 +127,8 @@ def test_a_streaming_pass_waits_for_one_interval_at_most_max_pass_s(tmp_path):
         sim.device.cmd_start({"interval_us": 1000, "rails": ["12V"]})
         assert sim._pass_s() == pytest.approx(0.001)
         sim.device.cmd_start({"interval_us": 100, "rails": ["12V"]})
-        assert sim._pass_s() == interposer.MIN_PASS_S
+        block_s = interposer.DMA_BLOCK * sim.board.period_us * 1e-6
+        assert block_s == pytest.approx(0.001) and sim._pass_s() == pytest.approx(block_s)
     finally:
         sim.stop()
 

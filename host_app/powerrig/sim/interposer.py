@@ -454,6 +454,9 @@ class VirtualInterposer:
         if not stream:
             return MIN_PASS_S
         block_s = DMA_BLOCK * self.board.period_us * 1e-6
+        if self.device.actions.queue:
+            return block_s          # timed power actions: the board's loop passes every block, and the firmware
+                                    # waits for an edge only within a short horizon of a pass (actions.py)
         blocks = max(1, stream["interval_us"] // (DMA_BLOCK * self.board.period_us))
         return min(MAX_PASS_S, blocks * block_s)
 

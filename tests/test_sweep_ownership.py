@@ -335,3 +335,24 @@ def test_the_sweep_report_never_writes_through_a_link_in_its_folder(tmp_path, na
         write_sweep_report(store, run, out)
     assert v.read_bytes() == VICTIM
     assert [p.name for p in out.iterdir()] == [name]
+
+
+def test_ctrl_c_interrupts_a_sweep_started_with_sigint_ignored():
+    """A shell script's `powerrig sweep plan.toml &` starts it with SIGINT ignored, so Python installs no
+    KeyboardInterrupt of its own: a later Ctrl-C or `kill -INT` was ignored and the run went on to the end
+    (seen in a background CI-like run: exit 0, nothing said). The sweep's handler is installed whatever
+    was inherited."""
+    code = ("import os, signal, time\n"
+            "from powerrig.cli._options import sigterm_interrupts\n"
+            "assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN\n"
+            "try:\n"
+            "    with sigterm_interrupts():\n"
+            "        os.kill(os.getpid(), signal.SIGINT)\n"
+            "        time.sleep(5)\n"
+            "    print('went on')\n"
+            "except KeyboardInterrupt:\n"
+            "    print('interrupted')\n"
+            "assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN   # restored after\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert r.returncode == 0 and r.stdout.strip() == "interrupted", (r.stdout, r.stderr)

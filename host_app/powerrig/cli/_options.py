@@ -118,10 +118,15 @@ class Terminated(KeyboardInterrupt):
 
 @contextmanager
 def sigterm_interrupts():
+    """SIGTERM raises Terminated and SIGINT KeyboardInterrupt wherever the program is, whatever was
+    inherited: a shell script's `powerrig sweep plan.toml &` starts us with SIGINT ignored (so Python
+    installs no handler of its own), and a later `kill -INT` or Ctrl-C did nothing: the run went on."""
     def handler(_signum, _frame):
         raise Terminated()
     saved = signal.signal(signal.SIGTERM, handler)
+    saved_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, saved)
+        signal.signal(signal.SIGINT, saved_int)

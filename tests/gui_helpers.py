@@ -1,5 +1,9 @@
-"""Shared by the GUI tests: a settings store of the test's own, and a synthetic stream on the plot."""
+"""Shared by the GUI tests: a settings store of the test's own, a synthetic stream on the plot, and a
+window on a virtual rig of its own."""
 from __future__ import annotations
+
+import os
+from contextlib import contextmanager
 
 from PySide6.QtCore import QSettings
 
@@ -21,3 +25,36 @@ def show_synthetic(svc, seconds: float = 3.0):
         live.feed(b)
     svc.captures.show(live)
     return live
+
+
+@contextmanager
+def sim_window(qapp, folder, ready):
+    """A main window connected to a virtual rig of its own (POWERRIG_SIM_DIR under ``folder``, private
+    settings), yielded as (window, services, qtbot) once the live stream runs and ``ready(win, svc)``
+    holds; errors in ``svc.errors``, status lines in ``svc.said``. The window closes and the sim folder
+    setting is restored after."""
+    from pytestqt.qtbot import QtBot
+
+    from powerrig.gui.main_window import MainWindow
+    from powerrig.gui.services import Services
+    old = os.environ.get("POWERRIG_SIM_DIR")
+    os.environ["POWERRIG_SIM_DIR"] = str(folder / "sim")
+    private_settings(folder)
+    svc = Services(capture_dir=folder / "captures")
+    win = MainWindow(svc)
+    win.show()
+    bot = QtBot(qapp)
+    svc.errors, svc.said = [], []
+    svc.core.error.connect(svc.errors.append)
+    svc.core.status.connect(svc.said.append)
+    svc.connection.connect_sim()
+    try:
+        bot.waitUntil(lambda: svc.recording.live is not None and svc.recording.live.length > 2000
+                      and ready(win, svc), timeout=60_000)
+        yield win, svc, bot
+    finally:
+        win.close()
+        if old is None:
+            os.environ.pop("POWERRIG_SIM_DIR", None)
+        else:
+            os.environ["POWERRIG_SIM_DIR"] = old

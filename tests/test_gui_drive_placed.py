@@ -13,39 +13,16 @@ import pytest  # noqa: E402
 
 pytest.importorskip("pytestqt")
 
-from gui_helpers import private_settings  # noqa: E402
+from gui_helpers import sim_window  # noqa: E402
 from powerrig.core.timeline import NOTE, NVME, POWER_STATE  # noqa: E402
-from powerrig.gui.main_window import MainWindow  # noqa: E402
-from powerrig.gui.services import Services  # noqa: E402
 from powerrig.sweep.command_trace import LOCAL  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def rig_window(qapp, tmp_path_factory):
     """One window on one virtual rig (the default enterprise drive) for the module."""
-    from pytestqt.qtbot import QtBot
-    tmp = tmp_path_factory.mktemp("gui-placed")
-    old = os.environ.get("POWERRIG_SIM_DIR")
-    os.environ["POWERRIG_SIM_DIR"] = str(tmp / "sim")
-    private_settings(tmp)
-    svc = Services(capture_dir=tmp / "captures")
-    win = MainWindow(svc)
-    win.show()
-    bot = QtBot(qapp)
-    svc.errors, svc.said = [], []
-    svc.core.error.connect(svc.errors.append)
-    svc.core.status.connect(svc.said.append)
-    svc.connection.connect_sim()
-    try:
-        bot.waitUntil(lambda: svc.recording.live is not None and svc.recording.live.length > 2000
-                      and svc.drive.nvme is not None, timeout=60_000)
-        yield win, svc, bot
-    finally:
-        win.close()
-        if old is None:
-            os.environ.pop("POWERRIG_SIM_DIR", None)
-        else:
-            os.environ["POWERRIG_SIM_DIR"] = old
+    with sim_window(qapp, tmp_path_factory.mktemp("gui-placed"), lambda win, svc: svc.drive.nvme is not None) as got:
+        yield got
 
 
 def _set_ps(svc, bot, ps: int) -> list:

@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 
 pytest.importorskip("pytestqt")
 
-from gui_helpers import private_settings  # noqa: E402
+from gui_helpers import private_settings, sim_window  # noqa: E402
 from powerrig.gui.main_window import MainWindow  # noqa: E402
 from powerrig.gui.services import Services  # noqa: E402
 
@@ -21,28 +21,8 @@ from powerrig.gui.services import Services  # noqa: E402
 @pytest.fixture(scope="module")
 def rig_window(qapp, tmp_path_factory):
     """One window on one virtual rig (the default enterprise drive) for the module."""
-    from pytestqt.qtbot import QtBot
-    tmp = tmp_path_factory.mktemp("gui-power")
-    old = os.environ.get("POWERRIG_SIM_DIR")
-    os.environ["POWERRIG_SIM_DIR"] = str(tmp / "sim")
-    private_settings(tmp)
-    svc = Services(capture_dir=tmp / "captures")
-    win = MainWindow(svc)
-    win.show()
-    bot = QtBot(qapp)
-    svc.errors = []
-    svc.core.error.connect(svc.errors.append)
-    svc.connection.connect_sim()
-    try:
-        bot.waitUntil(lambda: svc.recording.live is not None and svc.recording.live.length > 2000
-                      and bool(win.power_panel.serial.text()), timeout=60_000)
-        yield win, svc, bot
-    finally:
-        win.close()
-        if old is None:
-            os.environ.pop("POWERRIG_SIM_DIR", None)
-        else:
-            os.environ["POWERRIG_SIM_DIR"] = old
+    with sim_window(qapp, tmp_path_factory.mktemp("gui-power"), lambda win, svc: bool(win.power_panel.serial.text())) as got:
+        yield got
 
 
 def _edges(svc):

@@ -46,7 +46,8 @@ class Judged:
     marginal_from: float | None = None   # the band's start below an upper limit (above a lower one)
 
 
-def _num(v) -> float | None:
+def number_or_none(v) -> float | None:
+    """A finite float of ``v`` (a stored value, a meta field), or None for none, a bool, text or NaN/inf."""
     if v is None or isinstance(v, bool):
         return None
     try:
@@ -69,14 +70,14 @@ def judge(value, upper=None, lower=None, *, uncertainty: float | None = 0.0, eno
     cannot be trusted; ``no_limit``: why there is no limit (for the info verdict's why)."""
     if invalid:
         return Judged(Verdict.INVALID, str(invalid))
-    v = _num(value)
+    v = number_or_none(value)
     if v is None:
         return Judged(Verdict.NA, "no value: " + (short or "nothing was measured") if short else "no value measured")
-    hi, lo = _num(upper), _num(lower)
+    hi, lo = number_or_none(upper), number_or_none(lower)
     if hi is None and lo is None:
         why = no_limit or "a measurement with no limit"
         return Judged(Verdict.INFO if enough else Verdict.PARTIAL, why if enough else f"{why}; {short}")
-    u = abs(_num(uncertainty) or 0.0)
+    u = abs(number_or_none(uncertainty) or 0.0)
     u_txt = f" (measurement uncertainty +-{_g(u)} {units})" if u else ""
     short_txt = f"; on short data: {short}" if not enough and short else ""
     band_hi = band_lo = None
@@ -117,14 +118,14 @@ def uncertainty_w(r: PhaseResult, value_w, sampling: Sampling = INTERPOSER) -> f
     """The source's stated error (W) of a total-power figure of this phase: each rail's share of the
     value at its nominal volts, through the source's accuracy (core/sampling.py); None when a rail's
     accuracy or volts is unknown."""
-    v = _num(value_w)
-    mean = _num(r.mean_w)
+    v = number_or_none(value_w)
+    mean = number_or_none(r.mean_w)
     rails = {k: s for k, s in r.rails.items() if k != "total"}
     if v is None or not mean or not rails:
         return None
     total = 0.0
     for rail, s in rails.items():
-        volts, acc, p = _rail_volts(rail), sampling.accuracy.get(rail), _num(s.get("mean_w"))
+        volts, acc, p = _rail_volts(rail), sampling.accuracy.get(rail), number_or_none(s.get("mean_w"))
         if volts is None or acc is None or p is None:
             return None
         share = p / mean * v
@@ -137,7 +138,7 @@ def _check(name: str, r: PhaseResult, phase: str, value, limit, requirement_met:
     """One check's record, its verdict from judge()."""
     if not r.complete:
         short = short + [f"{r.lost_s:.3f} s of the phase was lost in gaps"]
-    v = _num(value)
+    v = number_or_none(value)
     u = uncertainty_w(r, v, sampling)
     j = judge(v, limit, uncertainty=u, enough=r.complete and requirement_met, short="; ".join(short),
               invalid=r.invalid, no_limit=no_limit)

@@ -4,9 +4,9 @@ measurement)."""
 from __future__ import annotations
 
 import json
-import math
 
 from powerrig.analysis.checks import judge
+from powerrig.analysis.checks import number_or_none as _number
 from powerrig.core.names import Verdict
 
 WAF_KEEP = 2000          # WAF samples kept per step (10 h at one a minute is 600)
@@ -15,33 +15,23 @@ MEASURE = "measure:"           # the phase over the measured part of a workload:
 LIMIT = "limit:"               # the phase from a Power Limit's set to the end of the workload run under it
 
 
-def _num(v):
-    if v is None:
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
 def phase_rows(an) -> list[dict]:
     out = []
     for r in an.phases:
         m = r.phase.meta or {}
-        bw = _num(m.get("bw_bytes"))
+        bw = _number(m.get("bw_bytes"))
         out.append({"name": r.name, "kind": r.kind, "power_state": r.phase.power_state, "start_s": r.start_s,
                     "duration_s": r.duration_s, "lost_s": r.lost_s, "mean_w": r.mean_w, "energy_j": r.energy_j,
                     "max_1s_w": r.max_1s.value_w, "max_10s_w": r.max_10s.value_w,
                     "peak_100us_w": r.peak_100us.value_w, "mib_s": bw / 2**20 if bw is not None else None,
-                    "iops": _num(m.get("iops")), "invalid": r.invalid,
+                    "iops": _number(m.get("iops")), "invalid": r.invalid,
                     # the 100 ms maximum beside the 1 s and 100 us ones: a metric of the total (no new column)
                     "rails": {**r.rails, "total": {**r.rails.get("total", {}), "max_100ms_w": r.max_100ms.value_w}}})
     return out
 
 
 def _m(name, phase, value, units, outcome="info", **kw) -> dict:
-    return {"name": name, "phase": phase, "value": _num(value), "units": units, "outcome": outcome, **kw}
+    return {"name": name, "phase": phase, "value": _number(value), "units": units, "outcome": outcome, **kw}
 
 
 row = _m          # for the steps that make their own rows (sweep/power_loss.py)
@@ -51,7 +41,7 @@ def _check(c) -> dict:
     """A check as the store keeps it: its verdict as analysis.checks.judge decided it (never decided
     again here), the marginal band's start, and the why first among the notes."""
     notes = ([c.why] if c.why else []) + [n for n in c.notes if n not in c.why]
-    return _m(c.check, c.phase, c.value, c.unit, str(c.status), upper=_num(c.limit), marginal_upper=_num(c.marginal_from),
+    return _m(c.check, c.phase, c.value, c.unit, str(c.status), upper=_number(c.limit), marginal_upper=_number(c.marginal_from),
               requirement_met=bool(c.requirement_met), notes=json.dumps(notes) if notes else None)
 
 
@@ -91,8 +81,8 @@ def measurements(an, measure_phase: str | None, idle_phase: str | None, capacity
     if an.waf:
         last = an.waf[-1]
         # the series beside its power (per sample interval), for the sweep report's WAF-over-time plot
-        series = [[_num(w.get("start_s")), _num(w.get("end_s")), _num(w.get("waf_instant")),
-                   _num(w.get("waf_cumulative")), _num(w.get("mean_w")), _num(w.get("host_mib_s"))] for w in an.waf]
+        series = [[_number(w.get("start_s")), _number(w.get("end_s")), _number(w.get("waf_instant")),
+                   _number(w.get("waf_cumulative")), _number(w.get("mean_w")), _number(w.get("host_mib_s"))] for w in an.waf]
         out.append(_m("waf.cumulative", measure_phase, last.get("waf_cumulative"), "", "info",
                       notes=json.dumps({"waf_series": series[-WAF_KEEP:],
                                         "columns": ["start_s", "end_s", "waf_instant", "waf_cumulative", "mean_w",
@@ -106,7 +96,7 @@ def transition(an, limit_s: float | None, old_ps: int | None, new_ps: int) -> li
     rails were still moving to the new state's level (a drive may complete the command first and
     finish the transition after). ``limit_s``: old EXLAT + new ENLAT from id-ctrl (the engine knows
     the state it leaves; a capture alone does not)."""
-    limit = _num(limit_s)
+    limit = _number(limit_s)
     sets = [c for c in an.commands if c.name == "set-feature power"]
     if not sets or limit is None:
         return []
@@ -117,8 +107,8 @@ def transition(an, limit_s: float | None, old_ps: int | None, new_ps: int) -> li
     j = judge(after, limit, units="s", uncertainty=(getattr(an, "info", None) or {}).get("interval_s"))
     ok = j.verdict in (Verdict.PASS, Verdict.MARGINAL)
     return [_m("transition.settle_s", c.name, c.settle_s, "s", "info",
-               notes=json.dumps({"from": "set-feature start", "command_s": c.duration_s, "before_w": _num(c.before_w),
-                                 "after_w": _num(c.after_w)})),
+               notes=json.dumps({"from": "set-feature start", "command_s": c.duration_s, "before_w": _number(c.before_w),
+                                 "after_w": _number(c.after_w)})),
             _m("transition.after_completion_s", c.name, after, "s", str(j.verdict), upper=limit,
                marginal_upper=j.marginal_from, requirement_met=ok,
                notes=json.dumps({"limit": "EXLAT(old) + ENLAT(new)", "from_ps": old_ps, "to_ps": new_ps,
@@ -132,7 +122,7 @@ def self_reported(an, tolerance_pct: float) -> list[dict]:
     for r in an.phases:
         if not r.name.startswith(SELF_REPORT):
             continue
-        drive_w, rig_w = _num((r.phase.meta or {}).get("self_report_w")), _num(r.mean_w)
+        drive_w, rig_w = _number((r.phase.meta or {}).get("self_report_w")), _number(r.mean_w)
         if drive_w is None or not rig_w:
             continue
         err = 100.0 * (drive_w - rig_w) / rig_w
@@ -158,11 +148,11 @@ def referee(verdicts) -> list[dict]:
 
     out = []
     for v in verdicts:
-        b = _num(v.bound)
+        b = _number(v.bound)
         sides = SIDES.get(v.name, "both")       # which way the error is bounded (analysis/referee.py)
         lower = None if b is None or sides == "upper" else -b
         upper = None if sides == "lower" else b
-        notes = {"claim": _num(v.claim), "truth": _num(v.truth), "units": v.units, "why": v.why, **(v.notes or {})}
+        notes = {"claim": _number(v.claim), "truth": _number(v.truth), "units": v.units, "why": v.why, **(v.notes or {})}
         out.append(_m(v.name, v.phase, v.error, v.error_units, v.outcome, lower=lower, upper=upper,
                       requirement_met=v.outcome == "pass" if v.outcome != "n/a" else None,
                       notes=json.dumps(notes, default=lambda o: None)))

@@ -5,7 +5,6 @@ formatted between tests. QEMU's trace is read here only as truth to check agains
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from powerrig.dut.guard import DriveGuard, GuardRefused
 from powerrig.dut.commands import helper_argv
 from powerrig.dut.remote import drive_host
 from powerrig.dut import verify
+from qemu_helpers import qemu_rig
 
 NS, CTRL = "/dev/nvme0n1", "/dev/nvme0"
 
@@ -27,20 +27,7 @@ NS, CTRL = "/dev/nvme0n1", "/dev/nvme0"
 @pytest.fixture(scope="module")
 def qrig(tmp_path_factory):
     """One QEMU rig for the module (fails under CI=true when QEMU or its image is missing)."""
-    from powerrig.sim import rig as simrig
-    from powerrig.sim.qemu.image import ImageError, find
-
-    try:
-        find()
-    except ImageError as e:
-        if os.environ.get("CI"):
-            pytest.fail(f"the QEMU drive host is missing under CI: {e}")
-        pytest.skip(str(e))
-    os.environ.setdefault("POWERRIG_SIM_DIR", str(tmp_path_factory.mktemp("rigs")))
-    st = simrig.start(simrig.QEMU_DRIVE, owned=True)
-    print(f"\nQEMU drive host booted in {st['boot_s']:.1f} s")
-    yield st
-    simrig.stop(st["id"])
+    yield from qemu_rig(tmp_path_factory)
 
 
 def _runners(st, tl=None):

@@ -5,7 +5,6 @@ the step invalid with, and a command trace across the step refuses its markers. 
 only. The unit half (a fake drive host's clock) runs without a guest."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import pytest
@@ -17,6 +16,7 @@ from powerrig.dut.commands import helper_argv
 from powerrig.dut.fio import FioJob, FioPlan
 from powerrig.dut.remote import drive_host
 from powerrig.sweep import clock_check
+from qemu_helpers import qemu_rig
 
 NS = "/dev/nvme0n1"
 STEP = 'date -s "$(date -d @$(( $(date +%s) + 3600 )) "+%Y-%m-%d %H:%M:%S")" > /dev/null'
@@ -37,7 +37,7 @@ class _Clock:
 
 def test_clock_check_gives_a_reason_only_when_the_clock_moved(monkeypatch):
     for offsets, moved in (([-0.25, -0.25 + 0.003], False), ([-0.25, 3599.75], True), ([1.0, 0.97], True)):
-        monkeypatch.setattr("powerrig.dut.remote.drive_host", lambda url, o=offsets: _Clock(o))
+        monkeypatch.setattr(clock_check, "drive_host", lambda url, o=offsets: _Clock(o))
         why = clock_check.ClockCheck(_Rig("agent:///x.sock")).before().after()
         assert (why is not None) == moved
         if moved:
@@ -48,19 +48,7 @@ def test_clock_check_gives_a_reason_only_when_the_clock_moved(monkeypatch):
 
 @pytest.fixture(scope="module")
 def qrig(tmp_path_factory):
-    from powerrig.sim import rig as simrig
-    from powerrig.sim.qemu.image import ImageError, find
-
-    try:
-        find()
-    except ImageError as e:
-        if os.environ.get("CI"):
-            pytest.fail(f"the QEMU drive host is missing under CI: {e}")
-        pytest.skip(str(e))
-    os.environ.setdefault("POWERRIG_SIM_DIR", str(tmp_path_factory.mktemp("rigs")))
-    st = simrig.start(simrig.QEMU_DRIVE, owned=True)
-    yield st
-    simrig.stop(st["id"])
+    yield from qemu_rig(tmp_path_factory)
 
 
 def test_qemu_nvme_clock_stepped_an_hour_is_remapped_or_refused(qrig, tmp_path):

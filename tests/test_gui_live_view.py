@@ -324,6 +324,31 @@ def test_a_job_that_outlives_its_core_is_dropped_quietly(qapp, caplog, tmp_path)
     assert [r for r in caplog.records if "outcome dropped" in r.getMessage()]
 
 
+def test_a_job_finishing_after_shutdown_calls_nothing(qapp, qtbot, tmp_path):
+    """The live view's own pool is not the core's: a summary job still running when the window shuts
+    down finishes after it, when its widget may be deleted. Its outcome calls nothing, and nothing new
+    starts after shutdown (a widget's frame timer firing late)."""
+    import threading
+
+    from PySide6.QtCore import QThreadPool
+    svc = Services(capture_dir=tmp_path)
+    go, called = threading.Event(), []
+
+    def slow():
+        go.wait(10)
+        return 1
+    pool = QThreadPool()
+    svc.core.run(slow, pool=pool, done=called.append, failed=called.append)
+    svc.shutdown()                            # waits for the core's pools, not this one
+    go.set()
+    assert pool.waitForDone(10_000)
+    qtbot.wait(200)                           # the queued outcome is delivered (to no one)
+    svc.core.run(lambda: 2, done=called.append)
+    svc.core.pool.waitForDone(10_000)
+    qtbot.wait(200)
+    assert called == [] and svc.core.pending == 0
+
+
 def test_a_closed_capture_says_so_instead_of_crashing(tmp_path):
     from powerrig.gui.source.file import FileSource, SourceClosed
     path = tmp_path / "short.jls"

@@ -78,6 +78,7 @@ class Core(QObject):
         self._serial_pools: list[QThreadPool] = []
         self._jobs: dict = {}                  # key -> a job's (done, failed, doing) until its outcome arrives
         self._job_ids = itertools.count()
+        self._closed = False
         self._results = _Results(self)         # lives on the GUI thread: outcomes arrive there, queued
         self._results.done.connect(self._job_done)
         self._results.failed.connect(self._job_failed)
@@ -91,6 +92,8 @@ class Core(QObject):
         the GUI thread (default for failures: the ``error`` signal). ``doing`` ("opening x.jls"): the
         status bar says it while the job runs and says it failed if it fails, so a failure never leaves
         "opening ..." behind (``done`` says what came of it)."""
+        if self._closed:                   # a widget's timer after shutdown: nothing may start
+            return
         key = next(self._job_ids)
         self._jobs[key] = (done, failed, doing)
         if doing:
@@ -139,3 +142,5 @@ class Core(QObject):
         for p in self._serial_pools:
             p.waitForDone(30_000)
         self.pool.waitForDone(10_000)
+        self._jobs.clear()                # a job still running on a widget's own pool reports to no one:
+        self._closed = True               # its widget may be deleted by the time the result is queued

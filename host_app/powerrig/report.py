@@ -19,6 +19,8 @@ from powerrig.analysis import Analysis, analyse, verdicts  # noqa: E402
 from powerrig.capture import CaptureReader  # noqa: E402
 from powerrig.core import owned  # noqa: E402
 from powerrig.core.errors import CaptureError  # noqa: E402
+from powerrig.capture.window import CaptureWindow, bound_s
+from powerrig.analysis.drive_said import said
 
 PLOT_POINTS = 2000
 KIND_COLOURS = {"workload": "tab:orange", "idle": "tab:green", "dwell": "tab:purple"}
@@ -46,7 +48,6 @@ def write_report(capture: str | Path, out_dir: str | Path | None = None, on_warn
             raise CaptureError(f"capture {capture} holds no intervals (the recording stopped before its first "
                                "data reached the file): nothing to report; record again")
         if window and any(v is not None for v in window):
-            from powerrig.capture.window import CaptureWindow, bound_s
             cap = CaptureWindow(cap, *(None if v is None else bound_s(cap, v, end=k == 1) for k, v in enumerate(window)))
             w = cap.metadata["window"]
             if not out_dir:
@@ -229,7 +230,6 @@ def _verdict_summary(a: Analysis, cap: CaptureReader) -> str:
 def _drive_said(cap: CaptureReader) -> list[str]:
     """A line per thing the drive said (a critical warning, a removal, its return, a reset) with its time
     into the capture (analysis/drive_said.py)."""
-    from powerrig.analysis.drive_said import said
     out = []
     for x in said(cap.events):
         try:

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from powerrig.core.errors import InstrumentError
+from powerrig_fw.calibration import TC_LIMIT_PPM, gain_at
 
 OFFSET_LIMIT_CODES = 4096        # what the firmware accepts (powerrig_fw.calibration.validate)
 GAIN_RANGE = (0.8, 1.2)
@@ -83,7 +84,6 @@ def apply_temperature_fit(cal: dict, fits: dict[str, ChannelFit], t_first_c: flo
     over the difference gets a temperature coefficient (ppm/K) so that the gain is right at both
     temperatures, referred to ``t_first_c``: G(T) = g * (1 + tc * (T - t_first_c)).
     """
-    from powerrig_fw.calibration import TC_LIMIT_PPM, gain_at
 
     dt = t_now_c - t_first_c
     if abs(dt) < 10.0:
@@ -110,7 +110,6 @@ def apply_temperature_fit(cal: dict, fits: dict[str, ChannelFit], t_first_c: flo
 def rebase_temperature(cal: dict, t_c: float) -> dict:
     """The same calibration referred to board temperature ``t_c``: each gain becomes its value at
     ``t_c`` and ``t_ref_c`` = ``t_c`` (coefficients kept), so a fit made at ``t_c`` multiplies it."""
-    from powerrig_fw.calibration import gain_at
 
     t_ref = cal.get("t_ref_c", 25.0)
     rails = {r: dict(c, v_gain=gain_at(c, "v", t_c, t_ref), i_gain=gain_at(c, "i", t_c, t_ref))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from dataclasses import dataclass, field
+import time
 
 import numpy as np
 
@@ -56,7 +57,6 @@ def measure(points: list[Point], ref, win: StreamWindows, channels: dict[str, in
             settle_s: float = 0.15, progress=None, label: str = "point") -> None:
     """Fill each point's readings: set, settle, one timed acquisition on the reference, the same host
     window from the interposer. ``label`` says in the progress line what the point is for."""
-    import time
 
     chs = [channels[r] for r in win.rails]
     for n, p in enumerate(points):

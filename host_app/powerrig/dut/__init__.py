@@ -3,6 +3,11 @@ and job file for another program goes through (commands.py), and the guarded doo
 erase and namespace or firmware change goes through (destructive.py). A drive is reached only
 through these."""
 from __future__ import annotations
+from powerrig.dut import commands
+from powerrig.dut.fio import Fio
+from powerrig.dut.guard import HostView
+from powerrig.dut.nvme import NvmeCli
+from powerrig.dut.remote import drive_host
 
 
 def runners(rig: dict, timeline=None):
@@ -16,11 +21,6 @@ def runners(rig: dict, timeline=None):
     guarded alike everywhere: the Fio gets the NvmeCli the destructive door reads serials with, and
     both read the same host (this one, the virtual rig's tree, or the drive host's over ssh).
     """
-    from powerrig.dut import commands
-    from powerrig.dut.fio import Fio
-    from powerrig.dut.guard import HostView
-    from powerrig.dut.nvme import NvmeCli
-    from powerrig.dut.remote import drive_host
 
     for tool in ("nvme", "fio"):
         if rig.get(tool) is not None:

@@ -19,7 +19,7 @@ import os
 
 from powerrig.core.errors import ToolError
 from powerrig.dut.commands import FIO_WRITE, GUARDED_FEATURES, Permit, UnsafeArgument, fio_value, fio_write_targets
-from powerrig.dut.guard import BROADCAST, DriveGuard, GuardRefused, RemoteHostView, decision, is_drive, opens, resolve
+from powerrig.dut.guard import BROADCAST, DriveGuard, GuardRefused, RemoteHostView, decision, is_drive, opens, resolve, host_view
 
 
 def permit(nvme, action: str, dev: str, serial: str | None, allow_unguarded: bool = False,
@@ -171,7 +171,6 @@ def fio_write(fio, plan, serial: str | None, allow_unguarded: bool = False) -> P
     nvme = fio.nvme
     host = nvme.host if nvme is not None else None
     if host is None and fio.remote is not None:
-        from powerrig.dut.guard import host_view
         host = host_view(None, fio.remote)
     with decision(host):             # a drive host is read once for each target (is_drive, then judged)
         return _fio_write(fio, plan, serial, allow_unguarded, targets, nvme, host)

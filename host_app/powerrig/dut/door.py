@@ -23,6 +23,7 @@ from powerrig.dut.commands import helper_argv
 from powerrig.dut.guard import is_drive
 from powerrig.dut.nvme import NvmeCli
 from powerrig.dut.transport import SSH_FAILED, RemoteError
+from powerrig.core.timeline import Timeline
 
 USAGE = "usage: python -m powerrig.dut.agent SOCKET [--serial SN] [--allow-unguarded] -- PROGRAM [ARG...]"
 READ_ONLY = frozenset({"cat", "ls", "stat", "readlink", "uname", "true", "echo", "df", "ps", "sleep", "lsblk"})
@@ -196,7 +197,6 @@ def judge_here(cmd: list[str], serial: str | None, nvme, allow_unguarded: bool =
 def _guard(host, cmd: list[str], serial: str | None, nvme=None) -> None:
     """Classify a by-hand command and judge it as the runners' commands are (destructive.permit):
     reads run, a write or erase needs the drive's serial, any other program is refused."""
-    from powerrig.core.timeline import Timeline
 
     prog = os.path.basename(cmd[0])
     nvme = nvme or NvmeCli(["nvme"], Timeline(), remote=host)

@@ -20,15 +20,17 @@ import warnings
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+import os
 
 import numpy as np
 
-from powerrig.dut import blocktrace, commands
+from powerrig.dut import blocktrace, commands, guard, destructive
 from powerrig.dut._run import fail, run_tool
 from powerrig.dut.commands import RW_MODES, WRITE_MODES, _truthy, job_writes  # noqa: F401 - fio's vocabulary, kept here too
 from powerrig.core import owned
 from powerrig.core.errors import PowerrigError, ToolError
-from powerrig.core.timeline import FIO, PHASE, Timeline
+from powerrig.core.timeline import FIO, PHASE, Timeline, Event
+from powerrig.dut.presence import PresenceWatch
 
 logger = logging.getLogger(__name__)
 
@@ -491,11 +493,9 @@ class Fio:
         the ones the guard resolves it to there; never a controller guessed from a file's name."""
         if self.remote is None:
             return None
-        from powerrig.dut.presence import PresenceWatch
         return PresenceWatch(self.remote, ctrls) if (ctrls := self._watched(plan, permit)) else None
 
     def _watched(self, plan: "FioPlan", permit=None) -> tuple[str, ...]:
-        from powerrig.dut import guard
         ctrls = set(permit.controllers) if permit is not None else set()
         host = self.nvme.host if self.nvme is not None and self.nvme.host is not None else \
             guard.host_view(None, self.remote)
@@ -533,7 +533,6 @@ class Fio:
         commands.fio_sections(plan)             # a malformed plan fails before anything is checked or run
         permit = None
         if commands.fio_write_targets(plan):    # writes: only through the guarded door, which checks the drive
-            from powerrig.dut import destructive
             permit = destructive.fio_write(self, plan, serial, allow_unguarded)
         out = owned.owned_dir(out_dir, top=True)        # fio's own files there: never through a link
         logs = owned.owned_dir(out / "logs")
@@ -634,7 +633,6 @@ class Fio:
 def _phase(j: JobResult, spec: "FioJob | None"):
     """A PHASE event for one job: what was asked (rw, bs, iodepth, numjobs) and what it did, so
     efficiency (MiB/s per W, IOPS per W, J per GiB) can be computed from the capture alone."""
-    from powerrig.core.timeline import Event
     meta = {"time_source": j.time_source, "job_index": j.index, "groupid": j.groupid, "members": list(j.members),
             "bw_bytes": sum(d.bw_bytes for d in j.directions.values()),
             "iops": sum(d.iops for d in j.directions.values()),
@@ -663,7 +661,6 @@ def parse_size(s: str, whole: int | None = None) -> int:
 
 
 def _errno_text(err: int) -> str:
-    import os
     try:
         return os.strerror(err)
     except ValueError:

@@ -28,6 +28,9 @@ from powerrig.dut import sysfs
 from powerrig.dut.sysfs import BOOT_MOUNTS, BROADCAST, HostView, Target
 from powerrig.core.errors import PowerrigError
 from powerrig.core.timeline import NOTE
+from powerrig.dut.remote import RemoteError
+from powerrig.dut.commands import helper_argv
+from powerrig.dut.sysfs_mirror import probe
 
 logger = logging.getLogger(__name__)
 
@@ -73,14 +76,12 @@ class RemoteHostView(HostView):
         return got
 
     def _probe(self, dev: str, nsid: int | None, scope: str | None) -> dict:
-        from powerrig.dut.remote import RemoteError
 
         args = {"dev": dev, "nsid": nsid, "scope": scope,
                 "host": {k: getattr(self, k) for k in HOST_FIELDS}}
         if getattr(self.ssh, "python", "python3") is None:
             return self._probe_copy(dev, nsid, scope)
         try:
-            from powerrig.dut.commands import helper_argv
             out = self.ssh.run(helper_argv("python3", "-", json.dumps(args)), timeout=60,
                                stdin=Path(sysfs.__file__).read_bytes())
             return json.loads(out)
@@ -95,8 +96,6 @@ class RemoteHostView(HostView):
     def _probe_copy(self, dev: str, nsid: int | None, scope: str | None = None) -> dict:
         """A drive host without python3: the path resolved there by its shell (readlink -f, stat),
         its sysfs, mounts and swaps copied here (sysfs_mirror), then the same reading as there."""
-        from powerrig.dut.remote import RemoteError
-        from powerrig.dut.sysfs_mirror import probe
 
         try:
             return probe(self.ssh, dev, nsid, scope)

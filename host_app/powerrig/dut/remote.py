@@ -142,6 +142,8 @@ def drive_host(spec) -> RemoteHost | None:
     if isinstance(spec, RemoteHost):
         return spec
     if str(spec).startswith("agent:"):
+        # local on purpose: dut.agent also runs as `python -m powerrig.dut.agent`, and the package's
+        # runners import this module: loaded at its top, runpy would find the agent imported twice
         from powerrig.dut.agent import AgentHost
         return AgentHost.parse(spec)
     return SshHost.parse(spec)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from powerrig.core.errors import PowerrigError
+from powerrig.export.table import export_csv
+from powerrig.export.sigrok import export_sigrok
 
 FORMATS = {".csv": "CSV table", ".sr": "sigrok session (PulseView)"}
 
@@ -19,14 +21,12 @@ def export_range(capture: str | Path, out: str | Path, t_a: float | None = None,
     out = Path(out)
     a, b = (sorted((t_a, t_b)) if t_a is not None and t_b is not None else (None, None))
     if out.suffix.lower() == ".csv":
-        from powerrig.export.table import export_csv
         res = export_csv(capture, out, a, b, decimate=decimate)
         return f"exported {res.rows} rows to {res.path}" + (f" (1 row per {decimate} intervals)" if decimate > 1 else
                                                             " (full rate)")
     if out.suffix.lower() == ".sr":
         if decimate != 1:
             raise ExportError("a sigrok session is exported at full rate; choose no decimation, or export CSV")
-        from powerrig.export.sigrok import export_sigrok
         res = export_sigrok(capture, out, a, b)
         return f"exported {res.samples} intervals to {res.path} (full rate)"
     raise ExportError(f"{out.name}: export to .csv (a table) or .sr (a sigrok session for PulseView)")

@@ -9,6 +9,8 @@ import logging
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from powerrig.core.errors import InstrumentError
 
 log = logging.getLogger(__name__)
@@ -30,14 +32,19 @@ def invalid_reading(x: float) -> str | None:
     return None
 
 
+def _pyvisa():
+    """pyvisa, of the 'instruments' extra: imported when an instrument is opened, so everything else
+    runs without it (the one deliberate function-local import here)."""
+    import pyvisa
+    return pyvisa
+
+
 NOT_A_NUMBER, OVERLOAD = 1, 2          # reading_faults codes (0: a reading)
 
 
 def reading_faults(x) -> "np.ndarray":
     """``invalid_reading`` over an array: per value 0 (a reading), NOT_A_NUMBER (NaN, SCPI 9.91E37) or
     OVERLOAD (+-9.9E37, +-inf), so a data log can mark each record instead of refusing the whole fetch."""
-    import numpy as np
-
     a = np.abs(np.asarray(x, dtype=np.float64))
     nan = np.isnan(a) | ((a >= SCPI_NAN * 0.9995) & (a <= SCPI_NAN * 1.0005))
     over = ~nan & (a >= SCPI_OVERFLOW * 0.9995)          # inf included
@@ -72,7 +79,7 @@ class Identity:
 
 def open_resource(resource: str, backend: str | None = None, timeout_ms: int = 5000):
     """A pyvisa resource with SCPI line endings; a missing resource or backend is one clear line."""
-    import pyvisa
+    pyvisa = _pyvisa()
 
     try:
         rm = pyvisa.ResourceManager(backend) if backend else pyvisa.ResourceManager()
@@ -115,7 +122,7 @@ class ScpiInstrument:
 
     # ---- I/O -------------------------------------------------------------------------------------
     def _io(self, what: str, fn, *args):
-        import pyvisa
+        pyvisa = _pyvisa()
 
         try:
             return fn(*args)
@@ -200,7 +207,7 @@ class ScpiInstrument:
 
 
 def identify(res, resource: str) -> Identity:
-    import pyvisa
+    pyvisa = _pyvisa()
 
     try:
         return Identity.parse(res.query("*IDN?"))

@@ -6,6 +6,8 @@ from labgrid.driver.common import Driver
 from labgrid.factory import target_factory
 from labgrid.step import step
 
+from powerrig.interposer.client import Interposer
+
 
 @target_factory.reg_driver
 @attr.s(eq=False)
@@ -38,7 +40,6 @@ class PowerrigDriver(Driver):
     def interposer(self):
         """The open Interposer (opened once per activation, closed on deactivate)."""
         if self._dev is None:
-            from powerrig.interposer.client import Interposer
             self._dev = Interposer.open(self.slot.port, timeout=10)
         return self._dev
 

@@ -5,12 +5,16 @@ import attr
 from labgrid.factory import target_factory
 from labgrid.resource.common import Resource
 
+from powerrig.core.errors import PowerrigError
+from powerrig.dut.commands import UnsafeArgument, check_device
+from powerrig.dut.remote import drive_host
+from powerrig.interposer.rfc2217 import check_url
+
 _str = attr.validators.instance_of(str)
 
 
 def _refused_as_value_error(inst, attribute, v, check) -> None:
     """A string, passed by powerrig's own check; its one-line refusal as attrs' ValueError."""
-    from powerrig.core.errors import PowerrigError
     _str(inst, attribute, v)
     try:
         check(v)
@@ -21,19 +25,16 @@ def _refused_as_value_error(inst, attribute, v, check) -> None:
 def _drive_host(inst, attribute, v) -> None:
     """An exporter on another machine publishes this: checked by the door to other programs (an
     ``ssh://-oProxyCommand=...`` or ``?LocalCommand=`` would run a program on the worker)."""
-    from powerrig.dut.remote import drive_host
     _refused_as_value_error(inst, attribute, v, drive_host)
 
 
 def _port(inst, attribute, v) -> None:
     """A serial port on the exporter, or rfc2217://host:port with pyserial's options (?ign_set_control
     for ser2net), checked by the link's own check."""
-    from powerrig.interposer.rfc2217 import check_url
     _refused_as_value_error(inst, attribute, v, lambda u: u.startswith("rfc2217://") and check_url(u))
 
 
 def _device(inst, attribute, v) -> None:
-    from powerrig.dut.commands import UnsafeArgument, check_device
     _str(inst, attribute, v)
     try:
         check_device(f"PowerrigSlot.{attribute.name}", v)

@@ -10,6 +10,7 @@ import json
 import math
 
 from powerrig.core import owned
+from powerrig.results.pyplot import pyplot
 
 
 def _f(v, d=3) -> str:
@@ -109,9 +110,7 @@ def plot_io(series: dict, path) -> bool:
     """uJ per I/O over I/O size (log-log), a line per power state and kind; False without a point."""
     if not any(series.values()):
         return False
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for name, pts in sorted(series.items()):
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)

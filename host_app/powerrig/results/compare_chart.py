@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from powerrig.results.tables import compare
+from powerrig.results.pyplot import pyplot
 
 COLOURS = ("tab:blue", "tab:orange")                      # run A, run B (the bars)
 CURVE_COLOURS = ("tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")
@@ -23,9 +24,7 @@ def _ok(v) -> bool:
 def draw_compare(store, run_a: int, run_b: int, out, fmt: str | None = None) -> bool:
     """Draw the comparison into ``out`` (a path or a binary stream; ``fmt`` png or svg). False when the
     runs share no step with a figure to draw."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rows = compare(store, run_a, run_b)
     work = [r for r in rows if r["workload"] != "idle"]

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 from powerrig.core import owned
+from powerrig.results.pyplot import pyplot
 
 TITLES = {"referee.avg_power": "average interval power (AIPWR)", "referee.max_power": "maximum interval power (MIPWR)",
           "referee.histogram": "250 mW histogram", "referee.measured": "measured, not estimated",
@@ -49,9 +50,7 @@ def plot_claim_vs_truth(series: list, title: str, path, fmt: str = "png") -> boo
     pts = [p for p in series if p and p[0] is not None and p[1] is not None]
     if len(pts) < 2:
         return False
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     t0 = pts[0][0]
     fig, ax = plt.subplots(figsize=(6.5, 3.2))
     ax.plot([p[0] - t0 for p in pts], [p[2] if p[2] is not None else math.nan for p in pts], "s-", ms=3,
@@ -72,9 +71,7 @@ def plot_histograms(drive: list, truth: list, bin_w: float, title: str, path, fm
     """The drive's histogram and the interposer's of the same windows, side by side per 250 mW bin."""
     if not drive or not truth or not sum(drive) or not sum(truth):
         return False
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     used = [k for k in range(max(len(drive), len(truth))) if (k < len(drive) and drive[k]) or (k < len(truth) and truth[k])]
     lo, hi = max(0, min(used) - 2), max(used) + 3
     xs = [k * bin_w for k in range(lo, hi)]

@@ -14,6 +14,7 @@ from powerrig.analysis import verdicts
 from powerrig.core import owned
 from powerrig.results import command_report, first_screen, referee_report
 from powerrig.results.store import ResultStore
+from powerrig.results.pyplot import pyplot
 
 FIGS = (("power.idle", "idle W"), ("power.mean", "W"), ("power.max_1s", "1 s max W"), ("power.max_100ms", "100 ms max W"),
         ("power.peak_100us", "100 us max W"), ("throughput.mib_s", "MiB/s"),
@@ -29,12 +30,6 @@ def _f(v, d=2) -> str:
     return html.escape(str(v))
 
 
-def _pyplot():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
 
 def plot_curves(series: dict, path, xlabel: str, log2: bool = False, fmt: str | None = None) -> bool:
     """MiB/s per W over one parameter, one line per series, to a file or a binary stream (``fmt``: "png",
@@ -42,7 +37,7 @@ def plot_curves(series: dict, path, xlabel: str, log2: bool = False, fmt: str | 
     series = {k: sorted(v) for k, v in series.items() if len({x for x, _ in v}) >= 2}
     if not series:
         return False
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for name, pts in sorted(series.items()):
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
@@ -77,7 +72,7 @@ def _plot_waf(series: list, title: str, path: Path) -> bool:
     pts = [r for r in series if r[0] is not None and r[1] is not None]
     if not pts:
         return False
-    plt = _pyplot()
+    plt = pyplot()
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(6.5, 4.2), sharex=True)
     t = [0.5 * (r[0] + r[1]) for r in pts]
     a1.step(t, [r[2] if r[2] is not None else math.nan for r in pts], where="mid", label="instantaneous")

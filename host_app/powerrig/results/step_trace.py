@@ -16,6 +16,7 @@ from powerrig.analysis.drive_said import said
 from powerrig.capture import CaptureReader
 from powerrig.core import owned
 from powerrig.core.timeline import NVME, POWER_STATE
+from powerrig.results.pyplot import pyplot
 
 POINTS = 1200
 LABEL_MIN_FRAC = 0.18             # a phase shorter than this share of the step gets no label
@@ -23,12 +24,6 @@ INSET_S = 0.040                    # the inset's span around the highest 100 us 
 SHADE = {"workload": ("tab:orange", 0.16), "idle": ("tab:green", 0.10)}
 RAIL_COLOURS = ("tab:orange", "tab:green", "tab:purple", "tab:brown")
 
-
-def _pyplot():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
 
 
 def _place(cap: CaptureReader, utc: float) -> float | None:
@@ -159,7 +154,7 @@ def _save(fig, out, fmt: str = "png") -> None:
             with owned.open_owned(out, "wb") as f:
                 fig.savefig(f, format=fmt, bbox_inches="tight", pad_inches=0.05)
     finally:
-        _pyplot().close(fig)
+        pyplot().close(fig)
 
 
 def plot_step(capture: str | Path, phases: list[dict], path, title: str = "", fmt: str = "png") -> bool:
@@ -170,7 +165,7 @@ def plot_step(capture: str | Path, phases: list[dict], path, title: str = "", fm
     if cap is None:
         return False
     with cap:
-        plt = _pyplot()
+        plt = pyplot()
         fig, (ax, det) = plt.subplots(1, 2, figsize=(8.0, 2.6), dpi=100, gridspec_kw={"width_ratios": [3, 1]})
         _draw(ax, cap, phases)
         ax.set_xlabel("s into the step", fontsize=7, labelpad=1)
@@ -192,7 +187,7 @@ def plot_strip(steps: list[tuple[str, str | Path, list[dict]]], path: Path, per_
     if not caps:
         return False
     try:
-        plt = _pyplot()
+        plt = pyplot()
         rows = [caps[k:k + per_row] for k in range(0, len(caps), per_row)]
         top = 0.0
         for _, cap, _ in caps:

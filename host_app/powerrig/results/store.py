@@ -21,6 +21,8 @@ from urllib.parse import quote
 from sqlalchemy import create_engine, event, func, insert, inspect, select, text, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from powerrig.core import owned, paths
 from powerrig.core.bounds import ROW_ID
@@ -70,12 +72,10 @@ def _reason(e: DBAPIError) -> str:
 def _dialect_insert(c, table):
     """The connection's dialect's INSERT, which has ON CONFLICT (SQLite and PostgreSQL)."""
     if c.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert
-    elif c.dialect.name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    else:
-        raise ResultsError(f"the results store needs SQLite or PostgreSQL, not {c.dialect.name}")
-    return dialect_insert(table)
+        return postgresql_insert(table)
+    if c.dialect.name == "sqlite":
+        return sqlite_insert(table)
+    raise ResultsError(f"the results store needs SQLite or PostgreSQL, not {c.dialect.name}")
 
 
 def _insert_or_skip(c, table, keys: list[str]):

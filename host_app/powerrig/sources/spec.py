@@ -9,6 +9,8 @@ say it the same way:
 from __future__ import annotations
 
 from powerrig.core.errors import InstrumentError
+from powerrig.sources.n6705c import N6705CSource
+from powerrig.sources.joulescope import JoulescopeSource
 
 KINDS = ("interposer", "n6705c", "joulescope")
 
@@ -44,7 +46,6 @@ def open_source(spec: str, rig_info: dict | None = None, backend: str | None = N
     if kind == "interposer":
         raise InstrumentError("the interposer is opened on its port, not as an instrument source")
     if kind == "n6705c":
-        from powerrig.sources.n6705c import N6705CSource
         if address == "sim":
             if not rig_info or not rig_info.get("reference"):
                 raise InstrumentError("n6705c:sim needs a virtual rig (rig.port = \"sim:PROFILE\"); give a VISA "
@@ -55,5 +56,4 @@ def open_source(spec: str, rig_info: dict | None = None, backend: str | None = N
         except ValueError:
             raise InstrumentError(f"measurement source {spec!r}: channels are numbers 1..4 (12V=1)") from None
         return N6705CSource.open(address, channels, backend)
-    from powerrig.sources.joulescope import JoulescopeSource
     return JoulescopeSource.open(mapping)

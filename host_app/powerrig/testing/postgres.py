@@ -14,6 +14,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from sqlalchemy import create_engine, text
+
+from powerrig.results.store import database_url
+
 PG_BIN_GLOB = "/usr/lib/postgresql/*/bin"
 SUPERUSER = "powerrig"
 
@@ -71,9 +75,7 @@ class Cluster:
 
     def database(self, name: str | None = None) -> str:
         """A new empty database; its URL."""
-        from sqlalchemy import create_engine, text
 
-        from powerrig.results.store import database_url
 
         self._n += 1
         name = name or f"t{os.getpid()}_{self._n}"

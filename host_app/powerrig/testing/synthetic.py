@@ -16,6 +16,7 @@ from powerrig.core.timeline import NVME, PHASE, POWER_STATE, Event, Timeline
 from powerrig.core.blocks import IntervalBlock
 from powerrig.core.names import DEVICE_NAME
 from powerrig.core.clock import ClockModel
+from powerrig.capture import CaptureWriter
 
 PERIOD_S = 4e-6
 NOMINAL_V = {"12V": 12.0, "3V3": 3.3, "5V": 5.0}
@@ -225,7 +226,6 @@ def id_ctrl(mp=(25.0, 15.0, 10.0, 0.05), idlp=(5.0, 5.0, 5.0, 0.05), actp=(20.0,
 def demo(path, minutes: float = 3.0):
     """A small but complete capture: power states, workloads over block size and QD, idle windows,
     smart-log and FDP counters; for the report demo and its tests."""
-    from powerrig.capture import CaptureWriter
     segs = [Segment("idle", 45, {"12V": 4.6, "3V3": 0.25})]
     host = media = 0.0
     counters = []

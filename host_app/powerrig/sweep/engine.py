@@ -21,23 +21,29 @@ import os
 import re
 import threading
 import time
-from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
 
+from powerrig.analysis import analyse, referee
+from powerrig.analysis.drive_said import said
+from powerrig.analysis.verdicts import summary
+from powerrig.capture import CaptureReader
+from powerrig.capture.recorder import Recorder
 from powerrig.core import owned
-from powerrig.core.errors import CaptureError, PowerrigError, ToolError
-from powerrig.core.timeline import FIO, NOTE, NVME, PHASE, Event, Timeline
+from powerrig.core.errors import CaptureError, PowerrigError
+from powerrig.core.timeline import NOTE, NVME, PHASE, Event, Timeline
+from powerrig.dut import claims, destructive
+from powerrig.dut.fio import FioJob, FioPlan
 from powerrig.results import DatabaseFault
+from powerrig.sources import open_source
 from powerrig.sweep import clock_check, command_trace, measure
 from powerrig.sweep.live import LiveState
-from powerrig.sweep.plan import Plan, PlanError, Step, Workload, check_drive
-from powerrig.capture.recorder import Recorder
 from powerrig.sweep.ownership import RunLock, check_out_name, describe, this_process
+from powerrig.sweep.plan import Plan, PlanError, Step, Workload, check_drive
 from powerrig.sweep.rig import bring_up, open_interposer
+from powerrig.sweep.steps import StepRun, kind_of
 
 logger = logging.getLogger(__name__)
-KEEP_BW_ROUNDS = 64
 UNSTORED = "unstored-steps.jsonl"   # finished steps the database could not take; --resume stores them
 LIMIT_LEAD_S = 2.0         # the workload runs this long (at most a quarter of it) at its own power before the limit
 PRE_LEVEL_S = 0.25         # captured before the set-feature: the old level (analysis averages up to 0.5 s)
@@ -45,15 +51,6 @@ PRE_LEVEL_S = 0.25         # captured before the set-feature: the old level (ana
 
 class StepLost(PowerrigError):
     """The interposer link went away during a step; the step is redone once it is back."""
-
-
-def _removal(tl: Timeline, e: ToolError) -> str | None:
-    """Why the workload stopped when the drive went away under it (fio's runner marks its FIO event
-    interrupted by removal and the presence watcher's "drive removed" / "drive back" are on the
-    timeline), or None for any other failure, which stays one."""
-    if not any((ev.meta or {}).get("interrupted") == "removal" for ev in tl.events(kind=FIO)):
-        return None
-    return f"interrupted: {e}"
 
 
 def steady_state_met(values: list[float], rounds: int, range_pct: float, slope_pct: float) -> bool:
@@ -72,11 +69,11 @@ def steady_state_met(values: list[float], rounds: int, range_pct: float, slope_p
 
 
 def software_versions() -> dict:
-    try:
+    try:        # a local import on purpose: the capture writer's optional dependencies may be absent
         from powerrig.capture.writer import software_versions as sv
         return sv()
     except ImportError:
-        from powerrig import __version__
+        from powerrig import __version__       # (only then)
         return {"powerrig": __version__}
 
 
@@ -126,13 +123,7 @@ class Sweep:
 
     def _planned(self, s: Step) -> float:
         t = self.plan.timing
-        if s.power_loss is not None:
-            from powerrig.sweep.plan import power_loss_cycle_s
-            return t.settle_s + t.idle_s + s.power_loss.cycles * power_loss_cycle_s(s.power_loss)
-        if s.workload is None:
-            return t.settle_s + t.idle_s
-        rt = self.plan.runtime_of(s.workload) or t.measure_s
-        return t.settle_s + t.idle_s + rt * (self.plan.steady.rounds if s.workload.steady_state else 1)
+        return t.settle_s + t.idle_s + kind_of(s).planned_s(self.plan, s)
 
     def _eta(self, remaining: list[Step]) -> float:
         """Planned time of the remaining steps, scaled by how finished steps compared with their plan."""
@@ -223,7 +214,6 @@ class Sweep:
     def _verdict_summary(self) -> dict | None:
         """The run's verdict summary (analysis/verdicts.py) for the display's last lines; None (said in the
         log) when the store cannot give it: the run is stored and done either way."""
-        from powerrig.analysis.verdicts import summary
         try:
             return summary(self.store.measurements(self.run_id))
         except DatabaseFault as e:
@@ -235,7 +225,6 @@ class Sweep:
         Joulescopes), used exactly as the interposer is (powerrig.sources)."""
         if self.plan.rig.source == "interposer":
             return open_interposer(rig.port, wait_s, reply_timeout=self.plan.rig.reply_timeout_s)
-        from powerrig.sources import open_source
         return open_source(self.plan.rig.source, rig.info)
 
     def _resumable(self) -> dict:
@@ -376,8 +365,6 @@ class Sweep:
         """Format, precondition or a fio job: each through the guarded door (powerrig.dut.destructive),
         on the namespace the steps' fio uses (the virtual rig's own on sim: plans), checked there:
         its controller must be the plan's and its serial the plan's."""
-        from powerrig.dut import destructive
-
         plan, rig = self.plan, self._rig
         kind = plan.preparation.kind
         self._emit("note", text=f"preparation: {kind}")
@@ -398,8 +385,6 @@ class Sweep:
         return {"serial": self.plan.drive.serial}
 
     def _fio_plan(self, w: Workload, runtime: float | None, io_log: bool = False, block_trace: bool = False):
-        from powerrig.dut.fio import FioJob, FioPlan
-
         jobs = []
         for k, s in enumerate(w.all_streams()):
             ns = s.namespace or self._rig.namespaces[0]
@@ -421,10 +406,6 @@ class Sweep:
         return self.out / "captures" / f"{step.index:03d}-{_safe(step.key)}-a{attempt}.jls"
 
     def _run_step(self, dev, step: Step, attempt: int) -> dict:
-        from powerrig.analysis import analyse
-        from powerrig.analysis.drive_said import said
-        from powerrig.capture import CaptureReader
-
         plan, rig = self.plan, self._rig
         tl = Timeline()
         nvme, fio = rig.runners(tl)
@@ -457,21 +438,16 @@ class Sweep:
 
         t_start = time.time()
         self._fio_overhead_s = 0.0
-        on_block, rail_v, margin_stack = self.on_block, None, ExitStack()
-        if step.margin is not None:          # the interposer's reading of the margined rail, from the same blocks
-            from powerrig.sweep.margin import RailVolts
-            rail_v = RailVolts(step.margin.rail)
-            on_block = rail_v.feed if self.on_block is None else (lambda b: (rail_v.feed(b), self.on_block(b)))
+        kind = kind_of(step)            # what this kind of step does at each point below (sweep/steps/)
+        run = StepRun(self, step, plan, tl, nvme, fio, fio_dir, dev, attempt, on_block=self.on_block)
+        kind.start(run)
         # progress often: the step waits on it for the level before set-feature
         ipm, ipm_polls = None, []
         ctrace, ntrace = (None, "nvme_trace: off ([timing] command_trace = false)" if not plan.timing.command_trace else
                           "nvme_trace: the step ended before its first admin command"), None
-        rec = Recorder(dev, capture, interval_us=plan.rig.interval_us, metadata=meta, timeline=tl, on_progress=live,
-                       progress_every_s=0.1, on_block=on_block)
+        rec = run.rec = Recorder(dev, capture, interval_us=plan.rig.interval_us, metadata=meta, timeline=tl,
+                                 on_progress=live, progress_every_s=0.1, on_block=run.on_block)
         rec.start()
-        bw_rounds: list[float] = []
-        steady = None
-        measure_name = None
         try:
             # the rails before the set-feature are part of the transition measurement (the level it
             # leaves); the recorder's first samples take a moment to arrive
@@ -491,7 +467,7 @@ class Sweep:
             time.sleep(max(0.0, plan.timing.settle_s - (time.time() - settle.t_start)))
             tl.end(settle)
             self._check_link(rec)
-            margin_v = self._margin(step, tl, nvme, rail_v, margin_stack) if step.margin is not None else None
+            kind.after_settle(run)
             sr = self._self_report_start(nvme) if plan.checks.self_reported_power else None
             ipm = self._ipm_poller(nvme) if sr is not None else None     # the referee's IPM each second
             idle = tl.begin(PHASE, "idle", meta={"idle": True, "power_state": step.power_state})
@@ -500,33 +476,15 @@ class Sweep:
             if sr is not None:
                 self._self_report(nvme, tl, "idle", sr)
             self._check_link(rec)
-            removal = None
-            if step.workload is not None:
-                sr = self._self_report_start(nvme) if plan.checks.self_reported_power else None
-                try:
-                    measure_name, bw_rounds, steady = self._workload(step, tl, nvme, fio, fio_dir, rec)
-                except ToolError as e:            # the drive went away under fio: the step is interrupted,
-                    removal = _removal(tl, e)     # stored with its times, and the run goes on
-                    if removal is None:
-                        raise
-                    self._emit("note", text=f"{step.name}: {removal}; the step is stored as interrupted and the run "
-                                            "goes on")
-                if sr is not None and removal is None:
-                    self._self_report(nvme, tl, measure_name, sr)
-                if plan.checks.power_limit_w and removal is None:
-                    self._power_limit(step, tl, nvme, fio, fio_dir)
+            kind.act(run)
             if ipm is not None:
                 ipm_polls = ipm()
-            cycles = None
-            if step.power_loss is not None:
-                cycles = self._power_loss(dev, step, tl, nvme, fio, fio_dir, attempt)
-            if margin_v is not None:       # the rail over the idle window and the workload at this point
-                margin_v["during_v"] = rail_v.mean(0.0, 0.0)
+            kind.after(run)
             t_after = time.time()
             try:
                 nvme.smart_log(rig.controller)              # the thermal reading after ...
             except PowerrigError:
-                if removal is None:
+                if run.removal is None:
                     raise                                   # (a drive that went away may not be back yet)
             time.sleep(max(0.0, 0.3 - (time.time() - t_after)))   # ... while the last intervals reach the capture
         finally:
@@ -534,7 +492,7 @@ class Sweep:
                 ipm()                                       # the poller stopped, however the step ended
             ntrace = command_trace.place(tl, *ctrace)[0]    # read (and removed) however the step ended
             try:
-                margin_stack.close()                        # the margined rail back at nominal, however it ended
+                run.stack.close()                           # e.g. a margined rail back at nominal, however it ended
             finally:
                 rec.stop()
             res = rec.wait(30)
@@ -544,6 +502,7 @@ class Sweep:
         if res.end_reason == "error":
             raise PowerrigError(f"step {step.name}: recording failed: {res.error}")
         t_an = time.monotonic()
+        measure_name, removal = run.measure_name, run.removal
         with CaptureReader(capture) as cap:
             an = analyse(cap, cap.events, cap.metadata)
             traced = command_trace.measurements(cap, ntrace, self._transition_limit_s(self._prev_ps, step.power_state),
@@ -551,16 +510,15 @@ class Sweep:
             verdicts = self._referee(cap, tl, ipm_polls, step, an) if plan.checks.self_reported_power else []
             self._limit_verdicts = self._referee_limit(cap, tl) if plan.checks.power_limit_w else []
             said_rows = measure.drive_said(said(cap.events), lambda u: float(cap.sample_id(u)) * cap.interval_s)
+            run.an, run.cap = an, cap
+            own_first = kind.rows_first(run)
+            own = kind.rows(run)
         t_an = time.monotonic() - t_an
         if said_rows:
             self._emit("note", text=f"{step.name}: the drive said: " + "; ".join(json.loads(m["notes"])[0]
                                                                                  for m in said_rows))
         phases = measure.phase_rows(an)
-        extra = []
-        if steady is not None:
-            extra.append({"name": "steady_state.rounds", "phase": measure_name, "value": float(len(bw_rounds)),
-                          "units": "rounds", "outcome": "pass" if steady else "fail",
-                          "notes": json.dumps({"bandwidth_MiBps": [b / 2**20 for b in bw_rounds[-KEEP_BW_ROUNDS:]]})})
+        extra = list(own_first)
         extra += measure.transition(an, self._transition_limit_s(self._prev_ps, step.power_state), self._prev_ps,
                                     step.power_state)
         self._prev_ps = step.power_state
@@ -569,12 +527,7 @@ class Sweep:
         extra += measure.referee(verdicts)
         if plan.checks.power_limit_w:
             extra += measure.referee(self._limit_verdicts)
-        if margin_v is not None:
-            from powerrig.sweep import margin
-            extra += margin.measurements(step.margin, step.margin_v, margin_v["measured_v"], margin_v["during_v"])
-        if cycles is not None:
-            from powerrig.sweep import power_loss
-            extra += power_loss.measurements(cycles, f"{step.power_loss.prefix}:{step.power_loss.name}")
+        extra += own
         extra += said_rows
         ms = measure.measurements(an, measure_name, "idle", self._ident.tnvmcap, extra)
         invalid = next((p["invalid"] for p in phases if p["invalid"] and p["name"] in (measure_name, "idle")), None)
@@ -585,19 +538,16 @@ class Sweep:
                        f"{plan.checks.max_lost_pct:g} % (checks.max_lost_pct)")
         figs = {m["name"]: m["value"] for m in ms if m["name"] in
                 ("power.mean", "power.idle", "throughput.mib_s", "efficiency.mib_s_per_w")}
-        w = step.workload
-        pl = step.power_loss
         params = {"power_state": step.power_state, "settle_s": plan.timing.settle_s, "idle_s": plan.timing.idle_s,
-                  "workload": asdict(w) if w else None, "runtime_s": plan.runtime_of(w) if w else None,
-                  "interval_us": plan.rig.interval_us, "fio_dir": str(fio_dir) if w or pl else None,
-                  "power_loss": asdict(pl) if pl else None,
-                  "margin": {**asdict(step.margin), "volts_set": step.margin_v} if step.margin else None,
-                  "power_cycles": len(cycles) if cycles is not None else 0,     # planned cuts: never data loss
+                  "workload": None, "runtime_s": None, "interval_us": plan.rig.interval_us, "fio_dir": None,
+                  "power_loss": None, "margin": None,
+                  "power_cycles": 0,     # planned cuts: never data loss
                   "recording": {"covered_s": res.covered_s, "lost_s": res.lost_s, "end_reason": res.end_reason},
                   "lost_attempts": list(getattr(self, "_lost_attempts", [])),
                   "cut_captures": sorted(str(p) for p in capture.parent.glob(f"{capture.stem}.cut*.jls"))}
+        params.update(kind.params(run))       # a kind's own keys after these (the stored text as it was)
         step_row = {"idx": step.index, "key": step.key, "name": step.name, "power_state": step.power_state,
-                    "workload": w.name if w else (pl.name if pl else None), "repetition": step.repetition,
+                    "workload": kind.row_workload(step), "repetition": step.repetition,
                     "params": json.dumps(params, default=str),
                     "status": "interrupted" if removal else "invalid" if invalid else "done",
                     "invalid_reason": removal or invalid, "started_utc": t_start, "finished_utc": time.time(),
@@ -605,7 +555,7 @@ class Sweep:
         nvme_s = sum(e.duration or 0.0 for e in tl.events(kind=NVME) if e.t_start > settle.t_end or e.t_end < settle.t_start)
         timing = {"wall_s": time.time() - t_start, "settle_s": plan.timing.settle_s, "analysis_s": t_an,
                   "nvme_s": nvme_s, "fio_overhead_s": self._fio_overhead_s,
-                  "measured_s": plan.timing.idle_s + (self._measured_s if w else 0.0)}
+                  "measured_s": plan.timing.idle_s + kind.measured_s(run)}
         return {"step": step_row, "phases": phases, "measurements": ms, "figures": figs, "timing": timing}
 
     def _transition_limit_s(self, old: int | None, new: int) -> float | None:
@@ -623,8 +573,6 @@ class Sweep:
         """Start the drive's own power measurement (Set Features 25h, through the guarded door; the
         sample interval read once from Identify Controller's IPMSR): the host time it was asked, or
         None (a note) when the drive has no such measurement."""
-        from powerrig.dut import claims
-
         ctrl = self._rig.controller
         if getattr(self, "_sr_absent", False):
             return None                 # said once: the drive does not claim to measure its power
@@ -649,8 +597,6 @@ class Sweep:
         """Stop the measurement (guarded) and read log 25h: a PHASE over the span its average covers
         (claims.interval_span: to its stop timestamp, back its count of intervals), so the interposer's
         mean is taken over the same time, carrying the drive's average, maximum and stated error."""
-        from powerrig.dut import claims
-
         ctrl = self._rig.controller
         try:
             claims.set_measurement(nvme, ctrl, self.plan.drive.serial, start=False)
@@ -679,8 +625,6 @@ class Sweep:
         """Power Limit compliance: the workload again, the plan's limit set (Set Features 23h, through the
         guarded door) LIMIT_LEAD_S into it, a PHASE from the set to the workload's end; the limit the drive
         had before is set back in a ``finally``, however the run ends."""
-        from powerrig.dut import claims
-
         ctrl, serial, limit = self._rig.controller, self.plan.drive.serial, self.plan.checks.power_limit_w
         try:
             before = claims.read_feature(nvme, ctrl, claims.FID_POWER_LIMIT)
@@ -728,8 +672,6 @@ class Sweep:
                            "bw_bytes": bw, "previous_limit_w": before.watts, "power_state": step.power_state}))
 
     def _referee_limit(self, cap, tl) -> list:
-        from powerrig.analysis import referee
-
         # timed from the set's completion (the drive has the limit by then; nvme-cli's own start-up is not the drive's)
         free = {e.name[len(measure.MEASURE):]: (e.meta or {}).get("bw_bytes") for e in tl.events(kind=PHASE)
                 if e.name.startswith(measure.MEASURE)}
@@ -749,8 +691,6 @@ class Sweep:
         for the referee's lag and lifetime verdicts, and OCP C0h at the first poll and after the last; returns
         a function that stops it and gives [(host UTC of the read, IPM W, OLEC Wh)] (the two C0h reads in
         ``self._ocp_reads``)."""
-        from powerrig.dut import claims
-
         stop, polls = threading.Event(), []
         ctrl = self._rig.controller
         self._ocp_reads = []
@@ -792,8 +732,6 @@ class Sweep:
         """The referee's verdicts (analysis/referee.py): every window the drive measured (and its total against
         the slot's rails), its IPM, the step's power state descriptor (IDLP over the idle window, ACTP over
         the workload), SMART OLEC and OCP C0h's lifetime power over the polls, OCP's peak capability."""
-        from powerrig.analysis import referee
-
         out = []
         for e in tl.events(kind=PHASE):
             claim = (e.meta or {}).get("referee_claim")
@@ -820,8 +758,6 @@ class Sweep:
         """SMART OLEC (first and last poll) and OCP C0h's lifetime power (read before and after) against the
         slot's energy between the reads; OCP's peak capability against the step's largest 100 us mean and its
         current maximum average power against the step's largest 1 s mean."""
-        from powerrig.analysis import referee
-
         out = []
         olec = [(t, o) for t, _, o in polls if o is not None]
         t0, t1 = (olec[0][0], olec[-1][0]) if len(olec) >= 2 else (polls[0][0], polls[-1][0])
@@ -929,36 +865,6 @@ class Sweep:
         self._measured_s = sum(s[1] - s[0] for s in spans)        # every round ran under measurement
         tl.add(Event(PHASE, name, t0, t1, ok=True, meta=meta))
         return name, bw, steady
-
-    def _power_loss(self, dev, step: Step, tl, nvme, fio, fio_dir: Path, attempt: int = 1) -> list[dict]:
-        """The power-loss cycles (sweep/power_loss.py), on the namespace the steps' fio uses; a redone
-        step (``attempt`` > 1) draws fresh cycle seeds."""
-        from powerrig.sweep.power_loss import PowerLossStep
-
-        if not hasattr(dev, "power_sequence"):
-            raise PowerrigError(f"step {step.name}: the rails are measured by {self.plan.rig.source}, which cannot "
-                                "switch the drive's power; a power_loss step needs the interposer")
-        return PowerLossStep(step.power_loss, step, dev, nvme, fio, self._rig.controller, self._rig.namespaces[0],
-                             self.plan.drive.serial, fio_dir, tl,
-                             lambda text: self._emit("note", text=text), attempt=attempt).run()
-
-    def _margin(self, step: Step, tl, nvme, rail_v, stack: ExitStack) -> dict:
-        """The margin point of this step (sweep/margin.py): the guard's permit, the supply set and its
-        voltage checked on the interposer; ``stack`` brings the rail back to nominal when it closes."""
-        from powerrig.dut import destructive
-        from powerrig.sweep.margin import MarginPoint, channel_of, supply_resource
-
-        m, spec = step.margin, self.plan.rig
-        destructive.margin_permit(nvme, self._rig.controller, self.plan.drive.serial)
-        ev = tl.begin(NOTE, "margin", meta={"rail": m.rail, "volts_set": step.margin_v, "margin": m.name})
-        point = stack.enter_context(MarginPoint(m, step.margin_v, supply_resource(spec, self._rig.info),
-                                                channel_of(spec, m.rail), rail_v,
-                                                lambda text: self._emit("note", text=text)))
-        measured = point.apply()
-        ev.meta["volts_measured"] = measured
-        tl.end(ev)
-        rail_v.reset()
-        return {"measured_v": measured, "during_v": None}
 
     def _sample_waf(self, nvme, every: float, stop: threading.Event) -> None:
         """Write-amplification counters every ``every`` s (FDP statistics, else SMART + OCP)."""

@@ -23,10 +23,17 @@ import time
 import numpy as np
 
 from powerrig.core.errors import PowerrigError
-from powerrig.sweep.plan import DEFAULT_SUPPLY_CHANNELS, MARGIN_NOMINAL
+from powerrig.instruments import open_analyzer
+from powerrig.sweep.measure import row
 
 logger = logging.getLogger(__name__)
 READ_S = 0.5              # the interposer's reading that must agree with the set point
+# Margining limits: 12 V from 10.8 to 13.2 V (+-10 %, issue 29; past the CEM's +5 %/-8 % operating
+# tolerance on purpose: a margin test shows how far outside it the drive still works) and 3.3 Vaux
+# within its +-9 % (PCIe CEM). A plan asking for more is refused: it could damage the drive.
+MARGIN_LIMITS = {"12V": (10.8, 13.2), "3V3": (3.003, 3.597)}
+MARGIN_NOMINAL = {"12V": 12.0, "3V3": 3.3}
+DEFAULT_SUPPLY_CHANNELS = (("12V", 1), ("3V3", 2))
 
 
 class MarginError(PowerrigError):
@@ -95,7 +102,6 @@ class MarginPoint:
         self._changed = False
 
     def __enter__(self) -> "MarginPoint":
-        from powerrig.instruments import open_analyzer
         self._ref = open_analyzer(self.resource, "@py", f"margin {self.m.name} (it feeds the slot's {self.m.rail})")
         return self
 
@@ -141,8 +147,6 @@ class MarginPoint:
 
 def measurements(m, set_v: float, measured_v: float | None, during_v: float | None) -> list[dict]:
     """The point's figures beside the step's throughput and per-rail power: the set and measured volts."""
-    from powerrig.sweep.measure import row
-
     phase = f"margin:{m.name}"
     return [row("margin.volts_set", phase, set_v, "V", notes=m.rail),
             row("margin.volts_measured", phase, during_v if during_v is not None else measured_v, "V",

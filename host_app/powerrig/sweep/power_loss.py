@@ -46,6 +46,7 @@ from powerrig.core.timeline import NOTE, Event
 from powerrig.dut import destructive, verify
 from powerrig.dut.fio import FioJob, FioPlan, complete_documents
 from powerrig.dut.sysfs import link as sysfs_link
+from powerrig.sweep.measure import row
 
 logger = logging.getLogger(__name__)
 PERIOD_S = 4e-6                 # one raw sample (rails_default.SAMPLE_PERIOD_US)
@@ -324,8 +325,6 @@ def _stats(values) -> dict:
 def measurements(cycles: list[dict], phase: str) -> list[dict]:
     """The step's figures: integrity verdict counts, power-on to ready and to first I/O, hold-up and
     inrush (each with min/mean/max in its notes)."""
-    from powerrig.sweep.measure import row
-
     lost = sum(c["lost"] for c in cycles)
     after_flush = sum(c.get("lost_after_flush", 0) for c in cycles)
     seeds = [c["seed"] for c in cycles if "seed" in c]

@@ -8,16 +8,26 @@ and where the results database, the run record and the captures are.
 """
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import sys
 from pathlib import Path
+
+from powerrig.core import paths
+from powerrig.core.errors import PowerrigError
+from powerrig.results import ResultStore
+from powerrig.sim import profile as profiles
+from powerrig.sweep import plan as plans
+from powerrig.sweep.display import for_stdout
+from powerrig.sweep.engine import Sweep
+from powerrig.sweep.reporting import write_run_report
 
 PLAN = Path(__file__).resolve().parents[3] / "fixtures" / "plans" / "d5-p5336-power-states.toml"
 
 
 def published_rows(profile_name: str, states) -> dict:
     """{(ps, direction): (MiB/s, W, MiB/s/W)} the published figures, host share removed."""
-    from powerrig.sim.profile import load
-    prof = load(profile_name)
+    prof = profiles.load(profile_name)
     out = {}
     for ps in states:
         for d in ("read", "write"):
@@ -76,16 +86,9 @@ def run(out: Path | None = None, plan_path: Path = PLAN, overrides: dict | None 
         quick: bool = False, store=None) -> tuple[int, list, object]:
     """Run the study; (run id, comparison rows, store). By default into the user's results store and a
     folder of its own under their sweeps folder (core/paths.py), where every other command finds it."""
-    import dataclasses
-
-    from powerrig.core import paths
-    from powerrig.results import ResultStore
-    from powerrig.sweep.engine import Sweep
-    from powerrig.sweep.plan import load, quick as shortened
-
-    plan = load(plan_path)
+    plan = plans.load(plan_path)
     if quick:
-        plan = shortened(plan)
+        plan = plans.quick(plan)
     if overrides:
         plan = dataclasses.replace(plan, timing=dataclasses.replace(plan.timing, **overrides))
     if out is None:
@@ -101,11 +104,6 @@ def run(out: Path | None = None, plan_path: Path = PLAN, overrides: dict | None 
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    from powerrig.sweep.display import for_stdout
-    from powerrig.core.errors import PowerrigError
-
     ap = argparse.ArgumentParser(prog="powerrig demo", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true",
                     help="3 s measurement windows instead of the plan's 8 s (about 1 minute instead of 2)")
@@ -125,7 +123,6 @@ def main(argv: list[str] | None = None) -> int:
     worst = max(abs(r[k]) for r in rows for k in ("diff MiB/s %", "diff W %", "diff MiB/s/W %"))
     print(f"\n  published: StorageReview/OCP 2024, per drive with the host's share removed (docs/virtual-ssd.md); "
           f"largest difference {worst:.1f}%")
-    from powerrig.sweep.reporting import write_run_report
     print(f"  run {run_id} in your results store {store.path}  (`powerrig results list`)")
     print(f"  sweep report:     {write_run_report(store, run_id)}  (each step's capture report linked from it)")
     out = Path(store.run(run_id)["out_dir"])

@@ -7,6 +7,11 @@ from __future__ import annotations
 
 import sys
 
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from powerrig.analysis import verdicts
 from powerrig.core.shown import printable
 
 
@@ -50,10 +55,6 @@ class RichProgress:
     """A live progress bar (rich) with the current step, watts, MiB/s and lost frames."""
 
     def __init__(self):
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-            TimeRemainingColumn
-
         self.console = Console()
         self.p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                           TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[live]}"),
@@ -62,7 +63,6 @@ class RichProgress:
         self.p.start()
 
     def __call__(self, d: dict) -> None:
-        from rich.markup import escape
         d = {k: escape(v) if isinstance(v, str) else v for k, v in _shown(d).items()}     # no [markup] either
         k = d["kind"]
         if k == "start":
@@ -93,9 +93,8 @@ class RichProgress:
 def verdict_lines(d: dict) -> list[str]:
     """The run's verdict summary (the "done" event's, analysis/verdicts.py) as terminal lines, every
     name in them made printable (a plan's or a drive's text is foreign)."""
-    from powerrig.analysis.verdicts import lines
     s = d.get("verdicts")
-    return [printable(x) for x in lines(s)] if s else []
+    return [printable(x) for x in verdicts.lines(s)] if s else []
 
 
 def _figs(f: dict) -> str:

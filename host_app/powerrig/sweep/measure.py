@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 
 from powerrig.analysis.checks import judge
+from powerrig.analysis import drive_said as D
 from powerrig.analysis.checks import number_or_none as _number
+from powerrig.analysis.referee import SIDES
 from powerrig.core.names import Verdict
 
 WAF_KEEP = 2000          # WAF samples kept per step (10 h at one a minute is 600)
@@ -144,7 +146,6 @@ def self_reported(an, tolerance_pct: float) -> list[dict]:
 def referee(verdicts) -> list[dict]:
     """The referee's verdicts (analysis/referee.py) as measurements: the error as the value with the bound
     as its limits, the outcome (pass / fail / n/a), and the claim, the truth and why in the notes."""
-    from powerrig.analysis.referee import SIDES
 
     out = []
     for v in verdicts:
@@ -163,7 +164,6 @@ def drive_said(said, to_s) -> list[dict]:
     """What the drive said during the step (analysis/drive_said.py) as verdicts of the step, each with its
     time in the step's capture (``to_s(utc)``): a critical warning fails it (the byte against 0), a
     removal or a controller reset makes its figures invalid from then on (with the return's time)."""
-    from powerrig.analysis import drive_said as D
     out = []
     back = [s for s in said if s.kind == D.BACK]
     for s in said:

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from powerrig.core import owned
+from powerrig.dut.commands import UnsafeArgument, fio_value
 from powerrig.sweep.plan import PlanError
 
 LOCK_NAME = ".powerrig-run.lock"
@@ -43,7 +44,6 @@ def describe(owner: dict) -> str:
 def check_out_name(out: str | Path) -> None:
     """The folder's name reaches fio's job file (its logs' paths): a name fio would read otherwise ('$',
     '#', ';', a line break, a blank at an end) is refused before anything is made, not at the first step."""
-    from powerrig.dut.commands import UnsafeArgument, fio_value
     try:
         fio_value("write_bw_log", str(Path(out) / "fio" / "logs"))
     except UnsafeArgument as e:

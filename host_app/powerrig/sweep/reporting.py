@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from powerrig.report import write_report
+from powerrig.results.report import write_sweep_report
+
 
 def write_run_report(store, run_id: int, out_dir: str | Path | None = None, on_warning=None) -> Path:
     """Write the sweep report of ``run_id`` (default folder: the run's output folder /report) with every
     step's capture report under captures/; returns index.html. ``on_warning(line)``: a capture's alerts."""
-    from powerrig.report import write_report
-    from powerrig.results.report import write_sweep_report
-
     def one(capture, out):
         return write_report(capture, out, on_warning=(lambda line: on_warning(f"{capture}: {line}"))
                             if on_warning else None)

@@ -10,7 +10,13 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from powerrig.core import rig_registry
 from powerrig.core.errors import LinkError, PowerrigError
+from powerrig.dut import guard, remote
+from powerrig.dut import runners as make_runners
+from powerrig.interposer.client import Interposer
+from powerrig.sim import rig as simrig
+from powerrig.sweep.plan import DriveSpec, PlanError, line_of
 
 logger = logging.getLogger(__name__)
 
@@ -31,19 +37,15 @@ class RigHandle:
     def host_view(self):
         """Where the drive guard looks: the virtual rig's own sysfs and mounts, or this host's, read on
         the drive host when the drive sits in another machine (the checks run there, over ssh)."""
-        from powerrig.dut.guard import host_view
-        from powerrig.dut.remote import drive_host
-        return host_view(self.host, drive_host(self.drive_host))
+        return guard.host_view(self.host, remote.drive_host(self.drive_host))
 
     def runners(self, timeline):
         """(NvmeCli, Fio) for this rig, with the drive guard on every write."""
-        from powerrig.dut import runners
-        return runners({"nvme": self.nvme, "fio": self.fio, "host": self.host, "drive_host": self.drive_host},
+        return make_runners({"nvme": self.nvme, "fio": self.fio, "host": self.host, "drive_host": self.drive_host},
                        timeline)
 
     def close(self) -> None:
         if self.sim_id:
-            from powerrig.sim import rig as simrig
             try:
                 simrig.stop(self.sim_id)
             except PowerrigError as e:
@@ -53,17 +55,14 @@ class RigHandle:
 def bring_up(plan) -> RigHandle:
     r = plan.rig
     if r.running_rig:                     # a rig `powerrig sim start` left running: used, not stopped
-        from powerrig.core import rig_registry
         st = next((x for x in rig_registry.running() if x["id"] == r.running_rig), None)
         if st is None:
-            from powerrig.sweep.plan import PlanError
             raise PlanError(f"rig.port: no running virtual rig {r.running_rig!r} (see `powerrig sim list`)")
         drive_host = st.get("drive_host") or plan.drive.host or None
         ctrl, nss = drive_names(plan, st, drive_host)
         return RigHandle(st["port"], st["nvme"], st["fio"], ctrl, nss, f"sim:{st['profile']}:{st['id']}", None, st,
                          st.get("host"), drive_host)
     if r.sim_profile:
-        from powerrig.sim import rig as simrig
         st = simrig.start(r.sim_profile, owned=True)
         drive_host = st.get("drive_host") or plan.drive.host or None
         handle = RigHandle(st["port"], st["nvme"], st["fio"], st["controller"], st["namespaces"],
@@ -81,7 +80,6 @@ def bring_up(plan) -> RigHandle:
 
 def _named(plan, key: str) -> bool:
     """Does the plan name drive.<key> (a value other than DriveSpec's default, or the key written)?"""
-    from powerrig.sweep.plan import DriveSpec, line_of
 
     value = getattr(plan.drive, key)
     source = getattr(plan, "source", None)
@@ -92,11 +90,10 @@ def _identity(path: str, view) -> tuple | None:
     """What a path is on the rig's host, for comparing two names of one device: the subsystem (or
     controllers) and the namespace's NSID, as the drive guard resolves it; None when it resolves to
     nothing there (then only the same text is the same)."""
-    from powerrig.dut.guard import GuardRefused, resolve
 
     try:
-        t = resolve(path, view)
-    except GuardRefused:
+        t = guard.resolve(path, view)
+    except guard.GuardRefused:
         return None
     return (t.subsystem or t.controllers, t.nsid if t.namespace else None)
 
@@ -106,16 +103,13 @@ def drive_names(plan, st: dict, drive_host: str | None = None) -> tuple[str, lis
     drive.namespace when it names them and the rig has them (the same text, or the same device read
     through the rig's own host view), the rig's own otherwise. Never silently another: a plan naming
     what the rig lacks is a PlanError (one line, what the rig has), not a format of the rig's first."""
-    from powerrig.sweep.plan import PlanError
 
     ctrl, nss = st["controller"], list(st["namespaces"])
     want_c, want_n = _named(plan, "controller"), _named(plan, "namespace")
     streams = stream_namespaces(plan)
     if not (want_c or want_n or streams):
         return ctrl, nss
-    from powerrig.dut.guard import host_view
-    from powerrig.dut.remote import drive_host as remote_of
-    view = host_view(st.get("host"), remote_of(drive_host))
+    view = guard.host_view(st.get("host"), remote.drive_host(drive_host))
     seen: dict[str, tuple] = {}          # one resolution a name: on a drive host each is a probe there
 
     def ident(path: str) -> tuple:
@@ -165,7 +159,6 @@ def check_running(plan) -> str | None:
     rig_id = plan.rig.running_rig
     if not rig_id:
         return None
-    from powerrig.core import rig_registry
     st = next((x for x in rig_registry.running() if x["id"] == rig_id), None)
     if st is not None:
         drive_names(plan, st, st.get("drive_host") or plan.drive.host or None)
@@ -181,8 +174,6 @@ def check_running(plan) -> str | None:
 def open_interposer(port: str, wait_s: float = 0.0, what: str = "rig.port", reply_timeout: float = 2.0):
     """Open the interposer; retry for up to ``wait_s`` (an unplugged board coming back).
     ``reply_timeout``: how long its first reply may take (plan rig.reply_timeout_s)."""
-    from powerrig.interposer.client import Interposer
-    from powerrig.sweep.plan import PlanError
 
     deadline = time.monotonic() + wait_s
     while True:

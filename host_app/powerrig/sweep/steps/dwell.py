@@ -1,0 +1,118 @@
+"""[[dwell]]: a power state held for ``hold_s`` with no I/O, measured as a whole and in ``windows`` equal
+parts: whether the state's power is steady or creeps (a drive warming up, background work starting after
+minutes idle) shows as the drift from the first window's mean to the last's. The idle step's few seconds
+cannot show it.
+
+    [[dwell]]  name, hold_s (default 60), windows (default 4), power_states (default: the plan's)
+
+In every listed power state and repetition, after that state's workloads: key ``dwell/NAME/psN/rR``,
+its phase ``dwell:NAME`` (the step's power.mean, energy and peaks are over it) and the measurement
+``dwell.drift_pct`` (last window's mean - first's, in % of the first; each window's watts in its notes).
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+
+from powerrig.analysis.referee import energy_wh
+from powerrig.core.bounds import Bound
+from powerrig.core.timeline import PHASE
+from powerrig.sweep import measure
+from powerrig.sweep.steps import values as V
+from powerrig.sweep.steps.base import IN_EACH_STATE, ParseContext, StepKind, StepRun, register
+
+PREFIX = "dwell:"           # its phase: PREFIX + its name
+
+
+@dataclass(frozen=True)
+class Dwell:
+    name: str
+    hold_s: float = 60.0
+    windows: int = 4
+    power_states: tuple = ()       # (): every power state of the plan
+
+
+@register
+class DwellKind(StepKind):
+    name = table = "dwell"
+    spec = Dwell
+    order = 30                     # after the state's idle step and workloads
+    stage = IN_EACH_STATE
+    bounds = {"hold_s": Bound(1.0, 7 * 86_400.0, "s"), "windows": Bound(2, 1000, "", True),
+              "power_states": Bound(0, 31, "", True)}
+
+    def parse(self, path, d, ctx: ParseContext) -> Dwell:
+        V.table(path, d)
+        V.known(path, d, self.keys())
+        df = Dwell("")
+        name = V.step_name(path, d, "dwell")
+        pss = V.want(path + ("power_states",), d.get("power_states", []), (list,), "an array of power state numbers")
+        planned = ctx.d.get("power_states", [0])
+        for k, ps in enumerate(pss):
+            if V.integer(path + ("power_states", k), ps) not in planned:
+                raise V.Bad(path + ("power_states", k), f"PS{ps} is not one of the plan's power_states "
+                                                        f"({', '.join(f'PS{p}' for p in planned)}): add it there")
+        V.no_repeats(path + ("power_states",), list(pss), lambda ps: f"PS{ps}", "list each power state once")
+        return Dwell(name, V.number(path + ("hold_s",), d.get("hold_s", df.hold_s)),
+                     V.integer(path + ("windows",), d.get("windows", df.windows)), tuple(pss))
+
+    def resolved(self, d: dict) -> None:
+        pass                       # its tables as they are: only the plans that have them carry them
+
+    def key_name(self, plan, dw, rep, ps=None):
+        return (f"dwell/{dw.name}/ps{ps}/r{rep + 1}",
+                f"PS{ps} dwell {dw.name}" + (f" #{rep + 1}" if plan.timing.repetitions > 1 else ""))
+
+    def steps(self, plan, ps, rep):
+        return [dict(zip(("key", "name"), self.key_name(plan, dw, rep, ps)), power_state=ps, workload=None, spec=dw)
+                for dw in self.specs(plan) if not dw.power_states or ps in dw.power_states]
+
+    def estimate_s(self, plan, step):
+        return step.spec.hold_s
+
+    def durations(self, plan):
+        return [(("dwell", k, "hold_s"), dw.hold_s) for k, dw in enumerate(self.specs(plan))]
+
+    def fits(self, plan, fits, S, top_ps, top_rep):
+        for k, dw in enumerate(self.specs(plan)):
+            key, name = self.key_name(plan, dw, top_rep, top_ps)
+            fits(("dwell", k, "name"), dw.name, S.steps.c.workload)
+            fits(("dwell", k, "name"), key, S.steps.c.key)
+            fits(("dwell", k, "name"), name, S.steps.c.name)
+            fits(("dwell", k, "name"), f"{PREFIX}{dw.name}", S.phases.c.name, S.measurements.c.phase)
+
+    def act(self, run: StepRun) -> None:
+        """Hold the state: a PHASE over the hold, the link checked each second (a lost link redoes the step)."""
+        dw = run.step.spec
+        ev = run.tl.begin(PHASE, f"{PREFIX}{dw.name}", meta={"power_state": run.step.power_state, "dwell": True})
+        end = time.monotonic() + dw.hold_s
+        while (left := end - time.monotonic()) > 0:
+            time.sleep(min(1.0, left))
+            run.sweep._check_link(run.rec)
+        run.tl.end(ev)
+        run.measure_name = ev.name
+        run.state["span"] = (ev.t_start, ev.t_end)
+
+    def rows(self, run: StepRun) -> list[dict]:
+        dw = run.step.spec
+        t0, t1 = run.state["span"]
+        step_s = (t1 - t0) / dw.windows
+        watts = []
+        for k in range(dw.windows):
+            a = t0 + k * step_s
+            wh, covered = energy_wh(run.cap, a, a + step_s)
+            watts.append(wh * 3600.0 / (covered * step_s) if covered else None)
+        first, last = watts[0], watts[-1]
+        drift = 100.0 * (last - first) / first if first and last is not None else None
+        return [measure.row("dwell.drift_pct", f"{PREFIX}{dw.name}", drift, "%",
+                            notes=json.dumps({"window_s": step_s, "window_w": watts}))]
+
+    def params(self, run):
+        return {"dwell": asdict(run.step.spec)}
+
+    def measured_s(self, run):
+        return run.step.spec.hold_s
+
+    def row_workload(self, step):
+        return step.spec.name

@@ -1,6 +1,6 @@
 """Every NVMe command on the sample clock, on the virtual rig: power-state transitions timed from the
 rails from the Set Features submission the virtual drive host's kernel trace gives (dut/nvmetrace.py,
-sim/drive_trace.py), and the energy of one I/O per class from the traced I/O stream and the rails
+sim/ssd/drive_trace.py), and the energy of one I/O per class from the traced I/O stream and the rails
 (analysis/io_energy.py), each against the virtual SSD's power model.
 
     .venv/bin/python benchmarks/bench_command_energy.py [--transitions 14] [--interval-us 100]
@@ -15,7 +15,7 @@ tracepoints for the whole run, and does:
      holds), then one with 1 MiB reads.
 The admin commands are placed on their traced submission and completion. Each transition's latency
 (submission -> the rails leave the old level: analysis/transitions.py) is compared with the model's
-(the drive switches at half of EXLAT(old) + ENLAT(new) after taking the command, sim/ssd.py); each
+(the drive switches at half of EXLAT(old) + ENLAT(new) after taking the command, sim/ssd/drive.py); each
 class's energy per I/O (above idle, least squares over 20 ms windows of the phase and the idle before
 it) with the model's: (the model's true mean power over the phase's steady part - its idle power) /
 the I/Os per second the drive moved (fio's iops, the drive's own accounting).
@@ -47,9 +47,9 @@ from powerrig.core.timeline import NVME, Timeline  # noqa: E402
 from powerrig.dut import nvmetrace, runners  # noqa: E402
 from powerrig.dut.fio import FioJob, FioPlan  # noqa: E402
 from powerrig.sim import rig as simrig  # noqa: E402
-from powerrig.sim.drive_trace import SimTrace  # noqa: E402
-from powerrig.sim.profile import load as load_profile  # noqa: E402
-from powerrig.sim.ssd_client import request  # noqa: E402
+from powerrig.sim.ssd.drive_trace import SimTrace  # noqa: E402
+from powerrig.sim.ssd.profile import load as load_profile  # noqa: E402
+from powerrig.sim.ssd.client import request  # noqa: E402
 from powerrig.sweep.rig import open_interposer  # noqa: E402
 
 PROFILE = "d5-p5336"

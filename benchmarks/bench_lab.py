@@ -201,7 +201,7 @@ def main() -> int:
                     help="each virtual rig's sampling thread: 'idle' (only CPU nobody else wants), N (N nicer "
                          "than the sweeps and the tools) or 0 (as they are); see docs/scale.md")
     a = ap.parse_args()
-    from powerrig.sim.interposer import SAMPLER_PRIORITY_ENV
+    from powerrig.sim.interposer.board import SAMPLER_PRIORITY_ENV
     os.environ[SAMPLER_PRIORITY_ENV] = a.sampler_priority
     from powerrig.testing.postgres import Cluster
 

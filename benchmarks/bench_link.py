@@ -29,7 +29,7 @@ from hostinfo import machine
 from powerrig.interposer import frames as wire
 from powerrig.interposer.client import Interposer
 from powerrig.core.rails import rails
-from powerrig.sim.reducer import NumpyReducer
+from powerrig.sim.interposer.reducer import NumpyReducer
 from powerrig_fw import crc, wire as fw
 
 INTERVAL_US = 100

@@ -18,7 +18,7 @@ on burst sample p, p running through the burst's first 64 and last 64 samples in
 the (k mod 128)-th); the record (sweep/power_loss.burst_figures, given the interposer's reported
 edges as the sweep has them) must place the cut on its sample or say why, and give a hold-up within
 1 % of the model's or say why. ``--fio-verify`` (item 4): each cycle's acknowledged writes are also
-read back through the virtual drive's own fio verify pass (sim/fio_cli.py, in-process), 128 KiB
+read back through the virtual drive's own fio verify pass (sim/tools/fio_cli.py, in-process), 128 KiB
 blocks on the d5-p5336 namespace, the media holding what the drive kept: a block it reports lost
 that the drive did not lose is a false loss.
 """
@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 from powerrig.analysis import power_events
-from powerrig.sim.power import PowerSpec
+from powerrig.sim.ssd.power import PowerSpec
 from powerrig.sim.power_loop import SteppedRig
 
 PRE = 250            # samples before the edge in each burst
@@ -47,7 +47,7 @@ class _Endpoint:
     """The virtual SSD's endpoint as the impersonated fio asks it, in-process (identify, verify)."""
 
     def __init__(self):
-        from powerrig.sim.power_io import PatternMedia
+        from powerrig.sim.ssd.power_io import PatternMedia
         self.media = PatternMedia()
 
     def __call__(self, ep, req, timeout=None):
@@ -68,7 +68,7 @@ def fio_verify_lost(acked: list[int], lost: set[int], seed: int) -> set[int]:
     import io
 
     from powerrig.dut import commands, verify
-    from powerrig.sim import fio_cli
+    from powerrig.sim.tools import fio_cli
 
     ep = _Endpoint()
     first = acked[0] if acked else 0
@@ -212,7 +212,7 @@ def main() -> None:
         "inrush_peak_error_pct": 100 * max(r["peak_err"] for r in rows),
         "inrush_charge_error_pct": 100 * max(r["charge_err"] for r in rows),
         "wall_s": round(time.perf_counter() - t0, 1), "cpu_s": round(time.process_time() - cpu0, 1),
-        "path": "in-process: powerrig_fw.actions + sim.power on a stepped clock (powerrig.sim.power_loop)",
+        "path": "in-process: powerrig_fw.actions + sim.ssd.power on a stepped clock (powerrig.sim.power_loop)",
     }))
 
 

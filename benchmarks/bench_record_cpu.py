@@ -122,7 +122,7 @@ def burst_child(port: str, seconds: float, out: str) -> int:
 def make_frames(seconds: float) -> tuple[bytes, int]:
     """The firmware's DATA frames of ``seconds`` at 100 us, 2 rails: the simulator's reducer into the
     firmware's own Framer, records per frame as the firmware's plan_stream picks them."""
-    from powerrig.sim.reducer import NumpyReducer
+    from powerrig.sim.interposer.reducer import NumpyReducer
     from powerrig_fw import crc, wire as fw
     from powerrig_fw.device import plan_stream
 

@@ -1,7 +1,7 @@
 """The referee (analysis/referee.py) against virtual drives of known dishonesty (issue 38).
 
 Runs fixtures/plans/referee.toml through the sweep engine on the simulator, once per drive profile
-(sim/profiles/referee-*.toml: honest, biased +8 %, estimated-only, lagging 5 s, obeying a power limit
+(sim/ssd/profiles/referee-*.toml: honest, biased +8 %, estimated-only, lagging 5 s, obeying a power limit
 5 s late), and checks the
 referee's verdicts against what each drive's dishonesty makes right. Meanwhile the virtual drive's own
 model is read (the endpoint's ``power_model``: the true watts every 1 ms), so powerrig's own measurement
@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT / "host_app"))
 from powerrig.results.report import write_sweep_report  # noqa: E402
 from powerrig.results.store import ResultStore  # noqa: E402
 from powerrig.sim import rig as simrig  # noqa: E402
-from powerrig.sim.ssd_client import request  # noqa: E402
+from powerrig.sim.ssd.client import request  # noqa: E402
 from powerrig.sweep.engine import Sweep  # noqa: E402
 from powerrig.sweep.plan import parse  # noqa: E402
 

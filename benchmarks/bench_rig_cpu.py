@@ -52,11 +52,11 @@ def rig_share(interval_us: int, seconds: float) -> None:
 
 def pass_cost() -> None:
     """CPU per simulated second of 250 kS/s by pass length: the fixed cost of a pass's numpy calls."""
-    from powerrig.sim.calbench import BenchFixture
-    from powerrig.sim.frontend import FrontEnd
-    from powerrig.sim.power import PoweredDrive
-    from powerrig.sim.reducer import NumpyReducer
-    from powerrig.sim.ssd import VirtualSSD
+    from powerrig.sim.bench.calbench import BenchFixture
+    from powerrig.sim.interposer.frontend import FrontEnd
+    from powerrig.sim.ssd.power import PoweredDrive
+    from powerrig.sim.interposer.reducer import NumpyReducer
+    from powerrig.sim.ssd.drive import VirtualSSD
 
     fe = FrontEnd(PoweredDrive(BenchFixture(VirtualSSD("d5-p5336"))), seed=1)
     red = NumpyReducer(3)

@@ -44,7 +44,7 @@ import emulated_board as eb  # noqa: E402
 from powerrig.core.errors import LinkError  # noqa: E402
 from powerrig.interposer.client import Interposer, learn_rate  # noqa: E402
 from powerrig.interposer.serial_link import SerialLink  # noqa: E402
-from powerrig.sim.frontend import MARKER_BIT  # noqa: E402
+from powerrig.sim.interposer.frontend import MARKER_BIT  # noqa: E402
 
 RAILS = ["12V", "3V3"]
 MARKER_HALF_PERIOD = 10_000  # samples: the marker toggles every 40 ms

@@ -16,9 +16,9 @@ from powerrig.calibration.procedure import Point, errors, measure
 from powerrig.calibration.window import StreamWindows
 from powerrig.instruments import open_reference
 from powerrig.interposer.client import Interposer
-from powerrig.sim.calbench import BenchFixture, ReferenceMeter, ReferenceServer
-from powerrig.sim.frontend import ScriptedLoad
-from powerrig.sim.interposer import VirtualInterposer
+from powerrig.sim.bench.calbench import BenchFixture, ReferenceMeter, ReferenceServer
+from powerrig.sim.interposer.frontend import ScriptedLoad
+from powerrig.sim.interposer.board import VirtualInterposer
 
 CHANNELS = {"12V": 1, "3V3": 2, "5V": 3}
 FRESH = [Point({"12V": (11.7, 2.2), "3V3": (3.2, 0.2)}), Point({"12V": (12.4, 4.8), "3V3": (3.4, 0.4)}),

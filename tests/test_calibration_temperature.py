@@ -10,7 +10,7 @@ from powerrig.interposer import frames as wire
 from powerrig.calibration.fit import ChannelFit, apply_temperature_fit, rebase_temperature
 from powerrig.core.errors import InstrumentError
 from powerrig.core.rails import load_rails
-from powerrig.sim.frontend import FrontEnd, FrontEndSpec
+from powerrig.sim.interposer.frontend import FrontEnd, FrontEndSpec
 from powerrig_fw import calibration as fw_cal
 
 

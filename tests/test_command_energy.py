@@ -10,8 +10,8 @@ import pytest
 
 from powerrig.analysis.io_energy import classes, io_energy, size_label
 from powerrig.analysis.transitions import time_transition
-from powerrig.sim.model import JobLoad
-from powerrig.sim.ssd import VirtualSSD
+from powerrig.sim.ssd.model import JobLoad
+from powerrig.sim.ssd.drive import VirtualSSD
 
 DT = 1e-4
 

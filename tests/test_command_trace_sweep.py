@@ -11,8 +11,8 @@ import pytest
 from powerrig.capture import CaptureReader
 from powerrig.results import ResultStore
 from powerrig.results.report import write_sweep_report
-from powerrig.sim.model import JobLoad, idle_power, operating_point
-from powerrig.sim.profile import load
+from powerrig.sim.ssd.model import JobLoad, idle_power, operating_point
+from powerrig.sim.ssd.profile import load
 from powerrig.sweep.engine import Sweep
 from powerrig.sweep.plan import parse
 from powerrig.web.app import create_app

@@ -3,7 +3,7 @@
 nvme-types-base.h (struct nvme_power_meas_log, struct nvme_power_histogram_desc, struct nvme_timestamp,
 struct nvme_id_ctrl, struct nvme_smart_log, enum nvme_feat / NVME_FEAT_POWER_*) and OCP's
 ocp-smart-extended-log.h; the gateway (Set Features 23h/25h only through the guarded door); the virtual
-drive's honesty knobs (sim/power_claims.py); and, as the issue's item 2 asks, the virtual drive's raw
+drive's honesty knobs (sim/ssd/power_claims.py); and, as the issue's item 2 asks, the virtual drive's raw
 log 25h read by an independent decoder written in this file from the header (not powerrig's).
 """
 from __future__ import annotations
@@ -22,11 +22,11 @@ from powerrig.dut import claims
 from powerrig.dut.commands import UnsafeArgument, nvme_action, nvme_argv
 from powerrig.dut.guard import GuardRefused, HostView
 from powerrig.dut.nvme import NvmeCli
-from powerrig.sim.power_claims import PowerClaims
-from powerrig.sim.profile import load
+from powerrig.sim.ssd.power_claims import PowerClaims
+from powerrig.sim.ssd.profile import load
 from powerrig.sim.rig import tool_launcher
-from powerrig.sim.ssd import VirtualSSD
-from powerrig.sim.ssd_server import SsdServer
+from powerrig.sim.ssd.drive import VirtualSSD
+from powerrig.sim.ssd.server import SsdServer
 
 SERIAL = "VPHA5336000001"
 

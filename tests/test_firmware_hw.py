@@ -13,7 +13,7 @@ import numpy as np
 
 from conftest import REPO
 from powerrig.core.rails import load_rails
-from powerrig.sim.frontend import FrontEnd, FrontEndSpec
+from powerrig.sim.interposer.frontend import FrontEnd, FrontEndSpec
 
 
 def error_budget():

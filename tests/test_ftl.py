@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from powerrig.sim.ftl import Ftl, Stream, run_streams
-from powerrig.sim.model import JobLoad, operating_point
-from powerrig.sim.profile import load
+from powerrig.sim.ssd.ftl import Ftl, Stream, run_streams
+from powerrig.sim.ssd.model import JobLoad, operating_point
+from powerrig.sim.ssd.profile import load
 
 # Micron, FMS 2025 (REFERENCE.md): (WAF, MiB/s, W, MiB/s per W)
 MICRON = {

@@ -29,9 +29,9 @@ from powerrig.dut.fio import Fio, FioJob, FioPlan
 from powerrig.dut.guard import GuardRefused, HostView
 from powerrig.dut.nvme import NvmeCli
 from powerrig.dut.remote import RemoteError, SshHost, drive_host
-from powerrig.sim.ssd import VirtualSSD
+from powerrig.sim.ssd.drive import VirtualSSD
 from powerrig.sim.rig import tool_launcher
-from powerrig.sim.ssd_server import SsdServer
+from powerrig.sim.ssd.server import SsdServer
 from powerrig.sweep.plan import PlanError, parse
 
 PKG = REPO / "host_app" / "powerrig"
@@ -305,7 +305,7 @@ def test_only_the_doors_build_permits_command_lines_and_guard_decisions():
 SPAWNERS = {"dut/_run.py", "dut/remote.py",               # the runners: Argv from dut/commands.py only
             "cli/flash.py",                                  # mpy-cross and mpremote (the firmware, not a drive)
             "cli/record.py",                                 # `record -- COMMAND`: typed by hand, judged by dut/door.judge_here first
-            "sim/launch.py", "sim/rig.py", "sim/interposer.py",   # the simulator's own processes
+            "sim/interposer/launch.py", "sim/rig.py", "sim/interposer/board.py",   # the simulator's own processes
             "testing/postgres.py",                            # the tests' throwaway PostgreSQL server
             "sim/qemu/machine.py", "sim/qemu/image.py"}          # the QEMU drive host: qemu, its image build
 

@@ -18,8 +18,8 @@ from powerrig.dut.fio import Fio, FioJob, FioPlan
 from powerrig.dut.guard import GuardRefused, HostView, check_destructive, in_use, resolve
 from powerrig.dut.nvme import NvmeCli
 from powerrig.core.timeline import FIO, NOTE, NVME, Timeline
-from powerrig.sim.ssd import VirtualSSD
-from powerrig.sim.ssd_server import SsdServer
+from powerrig.sim.ssd.drive import VirtualSSD
+from powerrig.sim.ssd.server import SsdServer
 
 
 def link(link_path: Path, target: Path) -> None:

@@ -26,8 +26,8 @@ from powerrig.core.timeline import NOTE, Timeline
 from powerrig.dut import destructive, guard
 from powerrig.dut.guard import DriveGuard, GuardRefused, HostView, is_drive, resolve
 from powerrig.dut.nvme import NvmeCli
-from powerrig.sim.ssd import VirtualSSD
-from powerrig.sim.ssd_server import SsdServer
+from powerrig.sim.ssd.drive import VirtualSSD
+from powerrig.sim.ssd.server import SsdServer
 
 BROADCAST = 0xFFFFFFFF
 

@@ -48,7 +48,7 @@ def _wait_result(bot, svc):
 
 
 def test_a_cycle_with_the_drives_serial_shows_edges_inrush_and_holdup(rig_window):
-    from powerrig.sim.power import PowerSpec
+    from powerrig.sim.ssd.power import PowerSpec
     win, svc, bot = rig_window
     panel = win.power_panel
     # prefilled from the drive nvme-cli read, not from the rig's description
@@ -178,8 +178,8 @@ def test_firmware_without_power_actions_is_said_so():
     from powerrig.core.errors import PowerrigError
     from powerrig.gui.services.power import one_line
     from powerrig.interposer.client import Interposer
-    from powerrig.sim.interposer import VirtualInterposer
-    from powerrig.sim.power import SteadyLoad
+    from powerrig.sim.interposer.board import VirtualInterposer
+    from powerrig.sim.ssd.power import SteadyLoad
     sim = VirtualInterposer(load=SteadyLoad()).start()
     try:
         sim.device.commands.pop("power")                 # a firmware from before issue 29

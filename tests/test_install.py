@@ -63,7 +63,7 @@ def installed(tmp_path_factory):
 
 def test_installed_package_imports_from_the_venv_not_the_checkout(installed):
     py, _bin, env, away, site = installed
-    code = ("import json, powerrig, powerrig.interposer.frames, powerrig.core.rails, powerrig_fw, powerrig.sim.interposer;"
+    code = ("import json, powerrig, powerrig.interposer.frames, powerrig.core.rails, powerrig_fw, powerrig.sim.interposer.board;"
             "print(json.dumps({'powerrig': powerrig.__file__, 'fw': powerrig_fw.__file__,"
             " 'rails': powerrig.core.rails.rails().names, 'version': powerrig.interposer.frames.fw.VERSION}))")
     out = json.loads(_run(py, "-c", code, cwd=away, env=env).stdout)

@@ -135,9 +135,9 @@ class Spoiler:
 
 @pytest.fixture
 def bench(tmp_path):
-    from powerrig.sim.calbench import BenchFixture, ReferenceMeter, ReferenceServer
-    from powerrig.sim.frontend import ScriptedLoad
-    from powerrig.sim.interposer import VirtualInterposer
+    from powerrig.sim.bench.calbench import BenchFixture, ReferenceMeter, ReferenceServer
+    from powerrig.sim.interposer.frontend import ScriptedLoad
+    from powerrig.sim.interposer.board import VirtualInterposer
 
     fixture = BenchFixture(ScriptedLoad())
     sim = VirtualInterposer(load=fixture, seed=3, state_dir=str(tmp_path / "board")).start()

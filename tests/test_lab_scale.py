@@ -39,14 +39,14 @@ def test_impersonated_tools_import_only_what_they_need(tool, args, says, tmp_pat
     mods, p = _imports(tool_command(tool, str(tmp_path / "ssd.sock")) + args)
     assert p.returncode == 0 and says in p.stdout, p.stderr[-500:]
     assert not mods & NEVER, sorted(mods & NEVER)
-    assert "powerrig.sim.ssd_client" in mods
+    assert "powerrig.sim.ssd.client" in mods
     assert len(mods) <= MAX_MODULES, (len(mods), sorted(mods))
 
 
 def test_tools_run_by_path_talk_to_the_drive(tmp_path):
     """The path launch (no site, -P) still finds powerrig and reaches the endpoint."""
-    from powerrig.sim.ssd import VirtualSSD
-    from powerrig.sim.ssd_server import SsdServer
+    from powerrig.sim.ssd.drive import VirtualSSD
+    from powerrig.sim.ssd.server import SsdServer
 
     sock = str(tmp_path / "ssd.sock")
     with SsdServer(VirtualSSD("d5-p5336"), sock):
@@ -65,7 +65,7 @@ def _poll(sim, n: int) -> None:
 def test_an_idle_virtual_interposer_synthesizes_no_samples(tmp_path):
     """No stream, burst, self-test or timed action: the samples are skipped, not made and dropped;
     a stream gets every sample from its start."""
-    from powerrig.sim.interposer import VirtualInterposer
+    from powerrig.sim.interposer.board import VirtualInterposer
 
     sim = VirtualInterposer(state_dir=str(tmp_path / "board"))
     made = []
@@ -117,7 +117,7 @@ def test_a_streaming_pass_waits_for_one_interval_at_most_max_pass_s(tmp_path):
     """Each pass has a fixed cost however few samples it takes: a 10 ms stream is served every 10 ms,
     a 1 ms stream (the default) every 1 ms, a 100 us one once per 1 ms DMA block as the board's loop
     (issue 42: it was every MIN_PASS_S), bursts and self-tests every MIN_PASS_S."""
-    from powerrig.sim import interposer
+    from powerrig.sim.interposer import board as interposer
 
     sim = interposer.VirtualInterposer(state_dir=str(tmp_path / "board"))
     try:
@@ -137,7 +137,7 @@ def test_the_sampling_thread_alone_runs_nicer(tmp_path, monkeypatch):
     """POWERRIG_SIM_SAMPLER_PRIORITY (bench_lab.py): the sampling thread yields the CPU; the process's
     other threads (the drive endpoint nvme-cli and fio wait on) keep their priority."""
     import os
-    from powerrig.sim import interposer
+    from powerrig.sim.interposer import board as interposer
 
     monkeypatch.setenv(interposer.SAMPLER_PRIORITY_ENV, "3")
     base = os.getpriority(os.PRIO_PROCESS, 0)
@@ -154,7 +154,7 @@ def test_the_sampling_thread_alone_runs_nicer(tmp_path, monkeypatch):
 
 def test_the_sampling_thread_can_take_only_idle_cpu(tmp_path, monkeypatch):
     import os
-    from powerrig.sim import interposer
+    from powerrig.sim.interposer import board as interposer
 
     monkeypatch.setenv(interposer.SAMPLER_PRIORITY_ENV, "idle")
     sim = interposer.VirtualInterposer(state_dir=str(tmp_path / "board")).start()

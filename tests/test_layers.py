@@ -83,7 +83,7 @@ def test_cli_modules_resolve_ports_through_the_cli_not_the_simulator():
     for name in ("stream", "record"):
         text = (REPO / "host_app" / "powerrig" / "cli" / f"{name}.py").read_text()
         assert re.search(r"from powerrig\.cli\._ports import [^\n]*\bresolve_port\b", text)
-        assert "powerrig.sim.launch import resolve_port" not in text
+        assert "powerrig.sim.interposer.launch import resolve_port" not in text
 
 
 def test_every_gui_widget_is_held_to_the_services_contract():

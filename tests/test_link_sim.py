@@ -125,7 +125,7 @@ def test_short_stall_becomes_a_recorded_gap(sim):
     assert sum(len(b) for b in blocks) == 5000
     assert summary["overruns"] == 1 and summary["dropped_frames"] == 0
     # about 1 s lost, less what the simulated DMA ring holds
-    from powerrig.sim.interposer import ADC_RING_S
+    from powerrig.sim.interposer.board import ADC_RING_S
     lost = (1.0 - ADC_RING_S) * 1000
     assert lost - 150 <= summary["gap_intervals"] <= lost + 100, summary
     assert [b.flags["gap"] for b in blocks if b.flags.get("gap")] == ["overrun"]
@@ -286,7 +286,7 @@ def _children(pid: int) -> list[int]:
 
 
 def test_a_killed_sim_leaves_no_usb_process_behind(sim):
-    """The sim's USB OUT endpoint is its own process (sim/usb_rx.py); killed with SIGKILL, the sim
+    """The sim's USB OUT endpoint is its own process (sim/interposer/usb_rx.py); killed with SIGKILL, the sim
     cannot stop it, so it must notice and go, or every killed test or sweep would leave one behind."""
     import signal as signals
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from powerrig.dut import commands, verify
-from powerrig.sim import fio_cli
-from powerrig.sim.power_io import PatternMedia
+from powerrig.sim.tools import fio_cli
+from powerrig.sim.ssd.power_io import PatternMedia
 
 CAP = 61_440_000_000_000           # the d5-p5336 profile's capacity (one namespace)
 BS, QD = 131072, 8
@@ -77,7 +77,7 @@ def test_the_in_flight_pass_still_finds_the_writes_never_made(monkeypatch):
 
 # -- item 5: a cut anywhere in a burst ----------------------------------------------------------------
 def _stepped(off_us: int, defect_rate: float = 0.0):
-    from powerrig.sim.power import PowerSpec
+    from powerrig.sim.ssd.power import PowerSpec
     from powerrig.sim.power_loop import SteppedRig
 
     rig = SteppedRig(PowerSpec(defect_rate=defect_rate), seed=3)

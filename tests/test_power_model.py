@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from powerrig.analysis import power_events
-from powerrig.sim.power import PoweredDrive, PowerSpec, SteadyLoad, SwitchedOutputs
+from powerrig.sim.ssd.power import PoweredDrive, PowerSpec, SteadyLoad, SwitchedOutputs
 from powerrig.sim.power_loop import SteppedRig
 
 PRE = 250
@@ -105,7 +105,7 @@ def test_analysis_on_known_shapes():
 def test_the_perst_input_reads_the_line_the_board_drives():
     """The front end's PERST# lane (high = released) goes low on the assertion's sample and back on the
     release's: a capture shows each reset where the board set it."""
-    from powerrig.sim.frontend import PERST_BIT
+    from powerrig.sim.interposer.frontend import PERST_BIT
 
     rig = _rig()
     on, off = rig.run([{"output": "PERST", "level": 1, "after_us": 3000},

@@ -11,11 +11,11 @@ from conftest import run_cli
 from powerrig.capture import CaptureReader
 from powerrig.results.report import write_sweep_report
 from powerrig.results.store import ResultStore
-from powerrig.sim.model import JobLoad
-from powerrig.sim.power import PoweredDrive, PowerSpec
-from powerrig.sim.power_io import PatternMedia, PowerLossIO
-from powerrig.sim.ssd import VirtualSSD
-from powerrig.sim.ssd_client import request
+from powerrig.sim.ssd.model import JobLoad
+from powerrig.sim.ssd.power import PoweredDrive, PowerSpec
+from powerrig.sim.ssd.power_io import PatternMedia, PowerLossIO
+from powerrig.sim.ssd.drive import VirtualSSD
+from powerrig.sim.ssd.client import request
 from powerrig.sweep.engine import Sweep
 from powerrig.sweep.plan import PlanError, parse
 
@@ -261,7 +261,7 @@ def test_power_loss_sweep_finds_exactly_the_acknowledged_writes_the_drive_lost(t
 
 def test_the_link_is_read_from_the_controllers_pci_function_and_none_without_one(tmp_path):
     from powerrig.dut.sysfs import HostView, link
-    from powerrig.sim.ssd_server import write_host_view
+    from powerrig.sim.ssd.server import write_host_view
 
     view = HostView(**write_host_view(tmp_path / "h", {"/dev/nvme0": VirtualSSD("d5-p5336")}))
     assert link("/dev/nvme0", view) == {"speed": "16.0 GT/s PCIe", "width": 4}

@@ -12,8 +12,8 @@ from powerrig.analysis import power_events
 from powerrig.core.errors import DeviceError
 from powerrig.dut.commands import Permit
 from powerrig.interposer.client import Interposer
-from powerrig.sim.interposer import VirtualInterposer
-from powerrig.sim.power import SteadyLoad
+from powerrig.sim.interposer.board import VirtualInterposer
+from powerrig.sim.ssd.power import SteadyLoad
 
 PERMIT = Permit("power", frozenset({"/dev/nvme0"}), "SN")     # what dut.destructive.power hands over
 

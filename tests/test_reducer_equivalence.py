@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from powerrig.sim.reducer import NumpyReducer
+from powerrig.sim.interposer.reducer import NumpyReducer
 from powerrig.interposer.frames import fw
 from powerrig_fw import crc, reduce, wire
 

@@ -1,6 +1,6 @@
 """The referee (analysis/referee.py): each virtual drive of known dishonesty gets the right verdict.
 
-Fast: the virtual drive's own meter (sim/power_claims.PowerClaims) on a model of known power, and the
+Fast: the virtual drive's own meter (sim/ssd/power_claims.PowerClaims) on a model of known power, and the
 slot's truth as 1 ms intervals of that model (a duck-typed AnalysisSource); no rig, no processes. The
 end-to-end run on the simulator is benchmarks/bench_referee.py."""
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pytest
 
 from powerrig.analysis import referee
 from powerrig.core.names import TOTAL_POWER
-from powerrig.sim.power_claims import PowerClaims
-from powerrig.sim.profile import load
+from powerrig.sim.ssd.power_claims import PowerClaims
+from powerrig.sim.ssd.profile import load
 from powerrig.sweep import measure
 
 IDLE_W, WORK_W, T_WORK, T_END = 5.5, 18.0, 108.0, 118.0
@@ -207,8 +207,8 @@ def test_virtual_drive_obeys_a_power_limit_when_its_profile_says_and_the_referee
     """Set Features 23h during a workload: the drive's power falls under the limit limit_delay_s later
     (throughput with it, as thermal throttling); the referee's settle time is that delay, and more than
     1 s fails. A limit lifted (0) is obeyed the same way."""
-    from powerrig.sim.model import JobLoad
-    from powerrig.sim.ssd import VirtualSSD
+    from powerrig.sim.ssd.model import JobLoad
+    from powerrig.sim.ssd.drive import VirtualSSD
 
     clk = FakeClock()
     ssd = VirtualSSD(profile, clock=clk)
@@ -252,8 +252,8 @@ def test_virtual_drive_obeys_a_power_limit_when_its_profile_says_and_the_referee
 
 
 def test_a_drive_that_never_complies_fails_and_one_that_ignores_stores_only(tmp_path):
-    from powerrig.sim.model import JobLoad
-    from powerrig.sim.ssd import VirtualSSD
+    from powerrig.sim.ssd.model import JobLoad
+    from powerrig.sim.ssd.drive import VirtualSSD
 
     (tmp_path / "ignoring.toml").write_text('format = 1\nextends = "referee-honest"\nname = "ignoring"\n'
                                             '[power.self_report]\nlimit_obey = "ignore"\n')

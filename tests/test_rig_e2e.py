@@ -22,7 +22,7 @@ from powerrig.dut.nvme import NvmeCli
 from powerrig.core.timeline import NVME, PHASE, POWER_STATE, Timeline
 from powerrig.interposer.client import Interposer
 from powerrig.core.blocks import IntervalBlock
-from powerrig.sim.model import expected_point
+from powerrig.sim.ssd.model import expected_point
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +169,7 @@ def test_several_rigs_at_once_and_clean_errors(rig):
     assert second["id"] not in listed and rig["id"] in listed
     bad = run_cli("sim", "start", "--json", "--profile", "no-such-drive")
     assert bad.returncode == 2
-    from powerrig.sim import profile as profiles
+    from powerrig.sim.ssd import profile as profiles
     shipped = profiles.available()
     assert {"client-apst", "d5-p5336", "micron-fdp"} <= set(shipped)
     assert bad.stderr.strip().splitlines() == [

@@ -32,7 +32,7 @@ import emulated_board as eb  # noqa: E402
 
 from powerrig.core.errors import LinkError  # noqa: E402
 from powerrig.interposer.client import Interposer  # noqa: E402
-from powerrig.sim.frontend import ACTIVITY_BIT, MARKER_BIT, PERST_BIT, FrontEnd  # noqa: E402
+from powerrig.sim.interposer.frontend import ACTIVITY_BIT, MARKER_BIT, PERST_BIT, FrontEnd  # noqa: E402
 
 # The shortest interval the RP2040 path keeps up with, 2 rails, found by benchmarks/bench_rp2_emulator.py
 # (docs/emulator.md has the sweep); the RP2350's budget is QEMU's (docs/firmware-budget.md).

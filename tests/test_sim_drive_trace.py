@@ -1,4 +1,4 @@
-"""The virtual drive host's nvme tracepoints (sim/drive_trace.py): the text the endpoint writes is
+"""The virtual drive host's nvme tracepoints (sim/ssd/drive_trace.py): the text the endpoint writes is
 read by the same parser as a real kernel's (dut/nvmetrace.py) and says what the virtual SSD did."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import time
 import pytest
 
 from powerrig.dut import nvmetrace
-from powerrig.sim.drive_trace import LBA_BYTES, SimTrace
-from powerrig.sim.ssd import VirtualSSD
-from powerrig.sim.ssd_client import request
-from powerrig.sim.ssd_server import SsdServer
+from powerrig.sim.ssd.drive_trace import LBA_BYTES, SimTrace
+from powerrig.sim.ssd.drive import VirtualSSD
+from powerrig.sim.ssd.client import request
+from powerrig.sim.ssd.server import SsdServer
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ def test_sim_drive_trace_places_a_format_from_its_real_start(endpoint):
 
 
 def test_sim_drive_trace_more_io_than_a_buffer_holds_is_an_overflow_said_in_one_line(endpoint, monkeypatch):
-    from powerrig.sim import drive_trace
+    from powerrig.sim.ssd import drive_trace
 
     monkeypatch.setattr(drive_trace, "MAX_EVENTS", 500)
     ep, _ = endpoint

@@ -14,8 +14,8 @@ import pytest
 
 from conftest import REPO
 from powerrig.interposer import frames as wire
-from powerrig.sim import interposer as sim_interposer
-from powerrig.sim.interposer import DMA_BLOCK, VirtualInterposer
+from powerrig.sim.interposer import board as sim_interposer
+from powerrig.sim.interposer.board import DMA_BLOCK, VirtualInterposer
 from powerrig_fw import crc, reduce, wire as fw
 from powerrig_fw.device import plan_stream
 

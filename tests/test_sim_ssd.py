@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from powerrig.sim.model import JobLoad, expected_point
-from powerrig.sim.profile import ProfileError, available, load
-from powerrig.sim.ssd import SsdError, VirtualSSD
+from powerrig.sim.ssd.model import JobLoad, expected_point
+from powerrig.sim.ssd.profile import ProfileError, available, load
+from powerrig.sim.ssd.drive import SsdError, VirtualSSD
 
 
 class Clock:
@@ -143,7 +143,7 @@ def test_smart_and_fdp_counters_follow_the_bytes():
 def test_get_features_reports_the_state_set_while_the_drive_switches():
     """Set then Get at once (a fast host): the feature's value is the new state, though the power
     follows only after the transition (half of EXLAT+ENLAT on the virtual drive)."""
-    from powerrig.sim.ssd import VirtualSSD
+    from powerrig.sim.ssd.drive import VirtualSSD
 
     ssd = VirtualSSD("d5-p5336")
     t0 = ssd.clock()

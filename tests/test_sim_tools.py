@@ -18,11 +18,11 @@ from powerrig.dut.nvme import NvmeCli
 from powerrig.dut.guard import GuardRefused
 from powerrig.core.errors import ToolError
 from powerrig.core.timeline import FIO, NVME, PHASE, POWER_STATE, Timeline
-from powerrig.sim.model import expected_point
-from powerrig.sim.profile import load
+from powerrig.sim.ssd.model import expected_point
+from powerrig.sim.ssd.profile import load
 from powerrig.sim.rig import tool_launcher
-from powerrig.sim.ssd import VirtualSSD
-from powerrig.sim.ssd_server import SsdServer
+from powerrig.sim.ssd.drive import VirtualSSD
+from powerrig.sim.ssd.server import SsdServer
 
 
 @pytest.fixture
@@ -178,14 +178,14 @@ def test_endpoint_missing_is_a_clear_error(tmp_path):
 
 
 def test_module_entry_points_run():
-    p = subprocess.run([sys.executable, "-m", "powerrig.sim.fio_cli", "--version"], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "powerrig.sim.tools.fio_cli", "--version"], capture_output=True, text=True)
     assert p.returncode == 0 and p.stdout.strip() == "fio-3.33"
 
 
 def _sim_nvme(sock, version, *args):
     import os
     env = dict(os.environ, POWERRIG_SIM_NVME_VERSION=version)
-    p = subprocess.run([sys.executable, "-m", "powerrig.sim.nvme_cli", "--endpoint", sock, *args],
+    p = subprocess.run([sys.executable, "-m", "powerrig.sim.tools.nvme_cli", "--endpoint", sock, *args],
                        capture_output=True, text=True, env=env)
     assert p.returncode == 0, p.stderr
     return p.stdout
@@ -250,7 +250,7 @@ def test_impersonated_fio_reports_groups_as_real_fio_does(rig, tmp_path):
 
 
 def test_impersonated_fio_reads_sizes_itself():
-    from powerrig.sim import fio_cli
+    from powerrig.sim.tools import fio_cli
     import powerrig.dut.fio as runner
     assert fio_cli.parse_size is not runner.parse_size
     assert [fio_cli.parse_size(s) for s in ("4k", "4KiB", "1m", "512", "1.5g")] == [4096, 4096, 1 << 20, 512, 3 << 29]
@@ -276,7 +276,7 @@ def test_power_measurement_log_through_get_log(rig):
     assert log.aipwr_w == pytest.approx(1.04 * true_w - 0.35, abs=0.01)
     ev = [e for e in tl.events(NVME) if e.name == "get-log power-measurement"][0]
     assert ev.argv[-2:] == ["--log-id=0x25", "--log-len=512"] and ev.ok
-    cmd = [sys.executable, "-m", "powerrig.sim.nvme_cli", "--endpoint", sock, "get-log", "/dev/nvme0",
+    cmd = [sys.executable, "-m", "powerrig.sim.tools.nvme_cli", "--endpoint", sock, "get-log", "/dev/nvme0",
            "--log-id=0x25", "--log-len=24"]
     raw = subprocess.run(cmd + ["-b"], capture_output=True).stdout
     assert len(raw) == 24 and raw[0] == 0 and int.from_bytes(raw[8:12], "little") >= log.pmc

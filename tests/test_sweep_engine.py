@@ -14,7 +14,7 @@ import pytest
 
 from conftest import run_cli
 from powerrig.results import ResultStore
-from powerrig.sim.model import expected_point
+from powerrig.sim.ssd.model import expected_point
 from powerrig.sweep.engine import Sweep, steady_state_met
 from powerrig.sweep.plan import PlanError, parse
 
@@ -233,8 +233,8 @@ def test_snia_emerald_hot_band_plan_short_form_runs_and_reports_efficiency(tmp_p
     virtual SSD ran its FTL for the new mix (many random writers take seconds of CPU, past the
     endpoint's 10 s on a loaded host); fio's job set-up now waits for it. IOPS/W, MiB/s/W and the
     ready-idle GB/W come out, with the IOPS the plan's rate limits ask (100,000 x 8 KiB)."""
-    from powerrig.sim.model import JobLoad, operating_point
-    from powerrig.sim.profile import load
+    from powerrig.sim.ssd.model import JobLoad, operating_point
+    from powerrig.sim.ssd.profile import load
     with open(os.path.join(PLANS, "snia-emerald-hotband.toml")) as f:
         text = f.read()
     for old, new in (("idle_s = 40.0", "idle_s = 1.0\nsettle_s = 0.3"), ("measure_s = 300.0", "measure_s = 3.0")):

@@ -115,8 +115,8 @@ def test_the_virtual_rigs_tools_are_one_program_each(tmp_path):
     (the arguments pass through as they are)."""
     from powerrig.dut.nvme import NvmeCli
     from powerrig.sim.rig import tool_launcher
-    from powerrig.sim.ssd import VirtualSSD
-    from powerrig.sim.ssd_server import SsdServer
+    from powerrig.sim.ssd.drive import VirtualSSD
+    from powerrig.sim.ssd.server import SsdServer
 
     sock = str(tmp_path / "s p a c e" / "ssd.sock")
     Path(sock).parent.mkdir()

@@ -211,7 +211,7 @@ def _shot_between(drv, tmp_path: Path, name: str, top_css: str, bottom_css: str 
 
 def test_the_referee_s_plots_in_the_report_and_on_the_step_page_in_chromium(browser, tmp_path):
     """Issue 38: the referee's verdicts of the virtual drive whose meter lags 5 s (its own meter,
-    sim/power_claims.py, on a model of known power: tests/test_referee.py) stored as a sweep stores them; the
+    sim/ssd/power_claims.py, on a model of known power: tests/test_referee.py) stored as a sweep stores them; the
     sweep report's section "What the drive says vs what the slot measured" and the step page of `powerrig
     serve` show the claim-vs-truth plots (IPM against the slot's last second over time; histograms side by
     side). Set POWERRIG_DOCS_IMG=1 to refresh docs/img/referee-report.png and web-referee.png."""

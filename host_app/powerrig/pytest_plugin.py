@@ -315,7 +315,7 @@ def pytest_generate_tests(metafunc):
     if slot is not None and slot.port == "sim:qemu":
         states = [0]                     # QEMU's NVMe controller has one power state
     elif slot is not None and slot.port.startswith("sim:"):
-        from powerrig.sim.profile import load
+        from powerrig.sim.ssd.profile import load
         states = [s.ps for s in load(slot.port[4:]).states if not s.nops]
     elif slot is not None:
         states = [s.ps for s in _collection_ident(metafunc.config, slot).power_states if not s.non_operational]

@@ -21,7 +21,7 @@
 // All converters share CS, SCLK and SDI; each has its own SDOA pin.
 //
 // The analog inputs come from a waveform: rows of int16 (v0 i0 v1 i1 ... digital), the host
-// simulator's front-end layout (powerrig.sim.frontend). Row r is the input at the r-th conversion the
+// simulator's front-end layout (powerrig.sim.interposer.frontend). Row r is the input at the r-th conversion the
 // PIO clocks (CS driven by PIO0); earlier frames (register set-up from the CPU) convert row 0. The
 // digital bits of row r are driven on the digital input pins at that conversion's CS falling edge.
 

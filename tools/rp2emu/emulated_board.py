@@ -2,7 +2,7 @@
 """The emulated interposer board on a pseudo-terminal: the real rp2 image, firmware/ in its flash,
 AD7380s fed from a waveform, its USB CDC at /dev/pts/N for the unmodified host.
 
-    with EmulatedBoard(codes, workdir) as board:        # codes: n x 7 int16 (powerrig.sim.frontend layout)
+    with EmulatedBoard(codes, workdir) as board:        # codes: n x 7 int16 (powerrig.sim.interposer.frontend layout)
         subprocess.run(["powerrig", "stream", "--port", board.port, ...])
         print(board.stats())                             # the converters' and the emulator's counters
 
@@ -228,7 +228,7 @@ class EmulatedBoard:
 def demo_codes(seconds: float) -> tuple[np.ndarray, dict]:
     """The host simulator's scripted load through its front-end model: (codes, factory calibration)."""
     sys.path.insert(0, str(REPO / "host_app"))
-    from powerrig.sim.frontend import FrontEnd, ScriptedLoad
+    from powerrig.sim.interposer.frontend import FrontEnd, ScriptedLoad
 
     fe = FrontEnd(ScriptedLoad(), seed=3)
     t = np.arange(int(seconds / 4e-6)) * 4e-6

@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) >= 2 and argv[0] == "sim" and argv[1] in ("nvme", "fio"):
         # impersonated tools take their own arguments verbatim (nvme-cli / fio syntax)
-        mod = importlib.import_module(f"powerrig.sim.{argv[1]}_cli")
+        mod = importlib.import_module(f"powerrig.sim.tools.{argv[1]}_cli")
         return int(mod.main(argv[2:]) or 0)
     ap = build_parser()
     args = ap.parse_args(argv)

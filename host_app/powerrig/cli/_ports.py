@@ -42,7 +42,7 @@ def resolve_port(port: str, need_rig: str = "") -> str:
     if need_rig:
         raise PowerrigError(f"--port sim: no virtual rig of yours is running; {need_rig} needs one: run "
                             "`powerrig sim start` first")
-    from powerrig.sim.launch import start_interposer   # a process launcher: nothing of the simulator is imported
+    from powerrig.sim.interposer.launch import start_interposer   # a process launcher: nothing of the simulator is imported
 
     path, proc = start_interposer()
     logger.info("started a virtual interposer (pid %d) on %s: no virtual rig of yours is running, so no drive "

@@ -23,7 +23,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     if args.profile is not None:
-        from powerrig.sim.profile import available
+        from powerrig.sim.ssd.profile import available
         if not args.sim:
             raise GuiStartError("--profile names the virtual drive of --sim; add --sim, or leave --profile out")
         if args.profile not in available():

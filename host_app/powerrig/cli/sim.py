@@ -58,7 +58,7 @@ def register(sub) -> None:
 
 def _interposer(args) -> int:
     from powerrig.cli import _options as opt
-    from powerrig.sim.interposer import serve
+    from powerrig.sim.interposer.board import serve
 
     args.seconds = opt.seconds(args.seconds, hint=" (leave it out to run until Ctrl-C)")   # core/bounds.py's
     return serve(args)
@@ -66,7 +66,7 @@ def _interposer(args) -> int:
 
 def _tool(name: str):
     def run(args) -> int:
-        mod = importlib.import_module(f"powerrig.sim.{name}_cli")
+        mod = importlib.import_module(f"powerrig.sim.tools.{name}_cli")
         return mod.main(list(args.args))
     return run
 

@@ -1,7 +1,7 @@
 """nvme-cli's fields, read and written one way for the whole package.
 
 The drive-control runner (powerrig.dut.nvme), the analysis (power state limits from a capture's
-id-ctrl) and the nvme-cli impersonation (powerrig.sim.nvme_cli) all use this module, so every
+id-ctrl) and the nvme-cli impersonation (powerrig.sim.tools.nvme_cli) all use this module, so every
 spelling nvme-cli 1.x to 2.16 prints is understood in one place. It depends on nothing in powerrig
 but the error base, so any layer may import it.
 

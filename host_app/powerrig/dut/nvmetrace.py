@@ -10,7 +10,7 @@ and every I/O queue, with the opcode, namespace and command dwords 10..15. They 
 way dut/blocktrace.py records block I/O: in a tracefs instance of powerrig's own (filtered to the
 controller), through the same transport and door (ssh as root or a QEMU guest's agent), with the
 same clock markers tying the trace clock to the drive host's wall clock (blocktrace.MARK,
-blocktrace.offset_of_runs). A virtual rig's drive host writes the same text (sim/drive_trace.py),
+blocktrace.offset_of_runs). A virtual rig's drive host writes the same text (sim/ssd/drive_trace.py),
 so one parser places commands everywhere.
 
 Text format: Linux 6.1 ``drivers/nvme/host/trace.h`` (TP_printk of nvme_setup_cmd:
@@ -383,7 +383,7 @@ class KernelTrace:
 
 
 def load(recorder) -> tuple[NvmeTrace | None, str]:
-    """Stop a recorder (KernelTrace, or the virtual drive host's sim/drive_trace.SimTrace: ``stop()``
+    """Stop a recorder (KernelTrace, or the virtual drive host's sim/ssd/drive_trace.SimTrace: ``stop()``
     gives the text, ``lba``, ``reason``, ``remote``) and read its trace."""
     text = recorder.stop()
     if text is None:

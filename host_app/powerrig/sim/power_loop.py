@@ -19,8 +19,8 @@ import numpy as np
 from powerrig.core.rails import rails as default_rails
 from powerrig.interposer.client import Burst
 from powerrig.interposer.frames import fw  # noqa: F401  (puts firmware/ on sys.path)
-from powerrig.sim.frontend import FrontEnd
-from powerrig.sim.power import PoweredDrive, PowerSpec, SteadyLoad, SwitchedOutputs
+from powerrig.sim.interposer.frontend import FrontEnd
+from powerrig.sim.ssd.power import PoweredDrive, PowerSpec, SteadyLoad, SwitchedOutputs
 from powerrig_fw.actions import PowerActions
 
 T0 = 1.8e9          # UTC of sample 0 (any fixed instant)

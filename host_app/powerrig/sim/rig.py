@@ -24,10 +24,19 @@ from pathlib import Path
 
 from powerrig.core import rig_registry
 from powerrig.core.errors import PowerrigError
+from powerrig.sim.bench.calbench import BenchFixture, ReferenceMeter, ReferenceServer
+from powerrig.sim.interposer.board import Faults, VirtualInterposer
+from powerrig.sim.qemu.drive import QemuDrive
+from powerrig.sim.qemu import image as qemu_image
+from powerrig.sim.ssd import profile as profiles
+from powerrig.sim.ssd.drive import VirtualSSD
+from powerrig.sim.ssd.power import PowerSpec
+from powerrig.sim.ssd.server import SsdServer
 
 DEFAULT_PROFILE = "d5-p5336"
 QEMU_DRIVE = "qemu"       # not a profile: the drive is QEMU's NVMe controller in a guest (sim/qemu)
 BOOT_TIMEOUT_S = 330.0    # a QEMU guest boots in 2-3 s on an idle machine; a loaded one takes longer
+TOOLS_DIR = Path(__file__).with_name("tools")      # the impersonated nvme-cli and fio (sim/tools)
 
 
 class RigError(PowerrigError):
@@ -44,7 +53,7 @@ def tool_command(tool: str, endpoint: str) -> list[str]:
     without ``site`` (the venv's .pth files: ~45 ms here) and the heavy standard modules to about
     half that (docs/scale.md, "Many virtual rigs on one host"). The modules one start imports are
     counted by tests/test_lab_scale.py."""
-    return [sys.executable, "-S", "-P", str(Path(__file__).with_name(f"{tool}_cli.py")), "--endpoint", endpoint]
+    return [sys.executable, "-S", "-P", str(TOOLS_DIR / f"{tool}_cli.py"), "--endpoint", endpoint]
 
 
 def tool_launcher(tool: str, endpoint: str, folder) -> list[str]:
@@ -80,16 +89,9 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float, ca
     """Run one rig in the foreground until SIGTERM/SIGINT, or until the ``owner`` process is gone.
     ``calibrated=False`` leaves the interposer with its board's raw gain and offset errors (no factory
     calibration), for calibration runs."""
-    from powerrig.sim.calbench import BenchFixture, ReferenceMeter, ReferenceServer
-    from powerrig.sim.interposer import Faults, VirtualInterposer
-    from powerrig.sim.power import PowerSpec
-    from powerrig.sim.ssd import VirtualSSD
-    from powerrig.sim.ssd_server import SsdServer
-
     rig_dir = root / rig_id
     rig_dir.mkdir(parents=True, exist_ok=True)
     if profile == QEMU_DRIVE:
-        from powerrig.sim.qemu.drive import QemuDrive
         drive = QemuDrive(rig_dir, f"QEMU{rig_id.upper()}").start()     # the real NVMe stack in a guest
         load, server, drive_state = drive.power, drive, drive.state()
     else:
@@ -104,7 +106,7 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float, ca
                        "serial": drive.sn, "host": server.host}
     fixture = BenchFixture(load)            # the reference meter's outputs can take a rail over
     faults = json.loads(os.environ.get("POWERRIG_SIM_FAULTS", "{}"))    # tests: e.g. {"stall_at": 8, "stall_for": 5}
-    # the drive's power model (sim/power.py PowerSpec), e.g. {"defect_rate": 1.0} for a weak PLP capacitor
+    # the drive's power model (sim/ssd/power.py PowerSpec), e.g. {"defect_rate": 1.0} for a weak PLP capacitor
     power = PowerSpec.for_rail("12V" if profile == QEMU_DRIVE else drive.profile.rail,
                                **json.loads(os.environ.get("POWERRIG_SIM_POWER", "{}")))
     sim = VirtualInterposer(load=fixture, seed=seed, drift_ppm=drift_ppm, faults=Faults(seed=seed, **faults),
@@ -137,13 +139,10 @@ def start(profile: str = DEFAULT_PROFILE, seed: int = 1, drift_ppm: float = 35.0
     """Start a rig in the background and return its state once it is ready. ``owned``: the rig ends
     with this process however it ends (a killed sweep must not leave a rig burning CPU); `powerrig sim
     start` leaves it False, its rigs live until `powerrig sim stop`."""
-    from powerrig.sim import profile as profiles
-
     if profile == QEMU_DRIVE:
-        from powerrig.sim.qemu.image import ImageError, find
         try:
-            find()
-        except ImageError as e:
+            qemu_image.find()
+        except qemu_image.ImageError as e:
             raise RigError(str(e)) from None
         timeout = max(timeout, BOOT_TIMEOUT_S)
     elif profile not in profiles.available() and not Path(profile).is_file():

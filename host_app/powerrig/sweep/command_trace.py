@@ -18,7 +18,7 @@ from powerrig.analysis.transitions import time_transition
 from powerrig.core.timeline import NOTE, NVME, POWER_STATE
 from powerrig.dut import nvmetrace
 from powerrig.dut.remote import drive_host
-from powerrig.sim.drive_trace import SimTrace
+from powerrig.sim.ssd.drive_trace import SimTrace
 from powerrig.sweep.measure import row
 
 LOCAL = ("nvme_trace: the drive's tools run on this host (no drive host, no virtual drive host): "

@@ -16,7 +16,7 @@ from pathlib import Path
 from powerrig.core import paths
 from powerrig.core.errors import PowerrigError
 from powerrig.results import ResultStore
-from powerrig.sim import profile as profiles
+from powerrig.sim.ssd import profile as profiles
 from powerrig.sweep import plan as plans
 from powerrig.sweep.display import for_stdout
 from powerrig.sweep.engine import Sweep

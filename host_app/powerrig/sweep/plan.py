@@ -35,7 +35,7 @@ from powerrig.dut.guard import GuardRefused, in_use, resolve
 from powerrig.dut.remote import RemoteError, drive_host
 from powerrig.interposer.rfc2217 import check_url
 from powerrig.results import schema as S
-from powerrig.sim import profile as profiles
+from powerrig.sim.ssd import profile as profiles
 from powerrig.sweep.steps import Step, kind_of, kinds, parse_kinds
 from powerrig.sweep.steps import values as V
 from powerrig.sweep.steps.base import IN_EACH_STATE, ParseContext

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from powerrig.core.errors import PowerrigError
-from powerrig.sim.launch import _die_with_parent
+from powerrig.sim.processes import die_with_parent
 from powerrig.sim.qemu.image import QEMU, find
 
 # the NVMe events the power model needs: each command's kind and size, submit and completion
@@ -355,7 +355,7 @@ class Guest:
         self._log = open(self.rundir / "qemu.log", "wb")
         # the guest ends with the process that started it, however that ends (a killed rig leaves no QEMU)
         self.proc = subprocess.Popen(self.argv(), stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent(os.getpid()))
+                                     stdin=subprocess.DEVNULL, preexec_fn=die_with_parent(os.getpid()))
         try:
             self.qmp = Qmp(self.rundir / "rig.qmp", timeout, self.proc)
             self.agent = AgentLink(_connect(str(self.rundir / "agent.sock"), timeout, self.proc))

@@ -1,4 +1,4 @@
-"""Drive profiles: the data a virtual SSD is built from (sim/profiles/*.toml).
+"""Drive profiles: the data a virtual SSD is built from (sim/ssd/profiles/*.toml).
 
 A profile holds identity, power states (MP, ENLAT/EXLAT, NOPS, the media bandwidth each state allows),
 energy per MiB moved, thermal constants and FTL geometry. Published results a profile is modeled on

@@ -4,7 +4,7 @@ dut/nvmetrace.py, which parses this text exactly as it parses a real kernel's), 
 virtual SSD really received and the I/O it really moved.
 
 A tracefs instance is one ``Instance``: started by the endpoint's ``trace_start`` request and read
-by ``trace_stop`` (sim/ssd_server.py), as dut/nvmetrace.KernelTrace starts and reads one on a real
+by ``trace_stop`` (sim/ssd/server.py), as dut/nvmetrace.KernelTrace starts and reads one on a real
 drive host. Its clock is "mono" (this machine's CLOCK_MONOTONIC, which the virtual drive host
 shares), and powerrig's clock markers are written into it as the marker script writes them: the
 wall clock read, then the stamp. Admin commands are stamped when the endpoint takes and answers the
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from powerrig.sim.ssd_client import request
+from powerrig.sim.ssd.client import request
 
 MARKERS = 8                 # as dut/blocktrace.MARKERS
 LBA_BYTES = 4096            # the virtual namespaces' logical block size

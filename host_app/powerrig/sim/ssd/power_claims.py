@@ -17,7 +17,7 @@ one. IPMSR in Identify Controller is ``interval_ms`` (each interval is one measu
 mean of the intervals that ended in the last second; OLEC the energy of every interval since the drive
 was made (``lifetime_wh`` before the virtual drive was created), in Wh rounded up.
 
-This module writes the numbers; the byte layouts are written by the impersonated nvme-cli (sim/nvme_cli.py).
+This module writes the numbers; the byte layouts are written by the impersonated nvme-cli (sim/tools/nvme_cli.py).
 """
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ class PowerClaims:
         self.msmt_min = int(cfg.get("max_stop_minutes", 1440))    # MSMT: the largest SMT accepted
         self.lifetime_j = float(cfg.get("lifetime_wh", 0.0)) * 3600.0
         self.power_limit = 0          # feature 23h dword (PLV | PLS << 16); 0: no limit
-        self.limit_obey = str(cfg.get("limit_obey", "obey"))      # obey | late | ignore (sim/ssd.py applies it)
+        self.limit_obey = str(cfg.get("limit_obey", "obey"))      # obey | late | ignore (sim/ssd/drive.py applies it)
         if self.limit_obey not in ("obey", "late", "ignore"):
             raise ValueError(f"[power.self_report] limit_obey {self.limit_obey!r} is not obey, late or ignore")
         self.limit_delay_s = float(cfg.get("limit_delay_s", 5.0 if self.limit_obey == "late" else 0.2))
@@ -167,7 +167,7 @@ class PowerClaims:
 
     # -- what the logs carry ---------------------------------------------------------------------
     def log(self, t: float) -> dict:
-        """Log 25h's values (sim/nvme_cli.py lays out the bytes)."""
+        """Log 25h's values (sim/tools/nvme_cli.py lays out the bytes)."""
         self.update(t)
         remaining = 0
         if self.active and self.t_stop_at is not None:

@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 
 from powerrig.core.rails import rails as default_rails
-from powerrig.sim import usb_rx
-from powerrig.sim.frontend import FrontEnd, FrontEndSpec, ScriptedLoad
-from powerrig.sim.power import PoweredDrive, PowerSpec, SwitchedOutputs
-from powerrig.sim.reducer import NumpyReducer
+from powerrig.sim.interposer import usb_rx
+from powerrig.sim.interposer.frontend import FrontEnd, FrontEndSpec, ScriptedLoad
+from powerrig.sim.ssd.power import PoweredDrive, PowerSpec, SwitchedOutputs
+from powerrig.sim.interposer.reducer import NumpyReducer
 from powerrig.interposer.frames import fw  # noqa: F401  (puts firmware/ on sys.path)
 from powerrig_fw import crc as fw_crc
 from powerrig_fw.burst import IDLE as BURST_IDLE
@@ -380,7 +380,7 @@ class VirtualInterposer:
         self.state_dir = Path(state_dir or tempfile.mkdtemp(prefix="powerrig-sim-"))
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.faults = faults or Faults()
-        # the drive sits behind the interposer's switches (sim/power.py): power actions work here
+        # the drive sits behind the interposer's switches (sim/ssd/power.py): power actions work here
         self.drive = PoweredDrive(load or ScriptedLoad(), power)
         self.frontend = FrontEnd(self.drive, seed=seed, spec=spec)
         cal_path = str(self.state_dir / "calibration.json")

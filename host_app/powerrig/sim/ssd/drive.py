@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from powerrig.core.errors import PowerrigError
-from powerrig.sim.model import JobLoad, OperatingPoint, idle_power, operating_point
-from powerrig.sim.power_claims import PowerClaims
-from powerrig.sim.profile import Profile, load
+from powerrig.sim.ssd.model import JobLoad, OperatingPoint, idle_power, operating_point
+from powerrig.sim.ssd.power_claims import PowerClaims
+from powerrig.sim.ssd.profile import Profile, load
 
 RIPPLE_HZ = 1000.0          # NAND program pulses show as ripple on the rail while writing
 RIPPLE_FRACTION = 0.06      # of the throughput-dependent power; mean zero, so averages are unchanged
@@ -67,7 +67,7 @@ def ripple_wave(t: np.ndarray) -> np.ndarray:
 
 
 class VirtualSSD:
-    """A drive built from a profile (see ``powerrig.sim.profile``)."""
+    """A drive built from a profile (see ``powerrig.sim.ssd.profile``)."""
 
     nominal_volts = {"12V": 12.0, "3V3": 3.3, "5V": 5.0}
 
@@ -103,7 +103,7 @@ class VirtualSSD:
         self._t_rates = now
         self.fault_after_s: float | None = None
         self.erases: list[tuple[float, str, int | None]] = []    # (time, "format" | "sanitize", nsid)
-        # while a drive-host trace instance is open (sim/drive_trace.py): each span of constant rates,
+        # while a drive-host trace instance is open (sim/ssd/drive_trace.py): each span of constant rates,
         # (t_from, t_to, [(job key, rw, bs, random, nsid, read B/s, write B/s)])
         self.io_segments: list | None = None
         # lifetime counters
@@ -119,7 +119,7 @@ class VirtualSSD:
         # power history for the rails: segment start, level at start, target, time constant, spike
         self._seg = np.zeros((0, 6))
         self._add_segment(now, self._target_power(), SETTLE_S, 0.0, 0.0)
-        # the drive's own power measurement (sim/power_claims.py): profiles with [power.self_report]
+        # the drive's own power measurement (sim/ssd/power_claims.py): profiles with [power.self_report]
         sr = self.profile.power.get("self_report")
         self.claims = PowerClaims(self, sr, now) if isinstance(sr, dict) and sr.get("supported", True) else None
 
@@ -505,7 +505,7 @@ class VirtualSSD:
             self._account(self.clock())
             return {"hbmw": int(self.fdp_host_bytes), "mbmw": int(self.fdp_media_bytes), "mbe": int(self.fdp_media_bytes)}
 
-    # -- what the drive says about its own power (sim/power_claims.py) --------------------------
+    # -- what the drive says about its own power (sim/ssd/power_claims.py) --------------------------
     def _claims(self, what: str, status: str = "INVALID_FIELD") -> PowerClaims:
         if self.claims is None:
             raise SsdError(f"{what} not supported by this controller", status=status)

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from powerrig.sim.drive_trace import DriveTrace
-from powerrig.sim.model import JobLoad
-from powerrig.sim.power_io import PowerLossIO
-from powerrig.sim.ssd import SsdError, VirtualSSD
+from powerrig.sim.ssd.drive_trace import DriveTrace
+from powerrig.sim.ssd.model import JobLoad
+from powerrig.sim.ssd.power_io import PowerLossIO
+from powerrig.sim.ssd.drive import SsdError, VirtualSSD
 
-from powerrig.sim.ssd_client import ENDPOINT_ENV, EndpointError, endpoint_from, request  # noqa: F401 (re-exported)
+from powerrig.sim.ssd.client import ENDPOINT_ENV, EndpointError, endpoint_from, request  # noqa: F401 (re-exported)
 
 _DEV = re.compile(r"^/dev/(nvme\d+)(?:n(\d+))?$")
 LINK = ("16.0 GT/s PCIe", 4)      # what the virtual drives train to (PCIe 4.0 x4, as the D5-P5336)
@@ -49,7 +49,7 @@ class SsdServer:
         self.ssds: dict[str, VirtualSSD] = dict(ssds)
         # per drive: its data as fio's verify sees it, and its power side once the rig attaches one
         self.io: dict[str, PowerLossIO] = {k: PowerLossIO(s) for k, s in self.ssds.items()}
-        # per drive: the virtual drive host's nvme tracepoints (sim/drive_trace.py)
+        # per drive: the virtual drive host's nvme tracepoints (sim/ssd/drive_trace.py)
         self.traces: dict[str, DriveTrace] = {k: DriveTrace(s, int(re.sub(r"\D", "", k) or 0))
                                               for k, s in self.ssds.items()}
         self.socket_path = str(socket_path)
@@ -247,7 +247,7 @@ class SsdServer:
         return next(self.traces[k] for k, s in self.ssds.items() if s is ssd)
 
     def _op_trace_start(self, ssd, nsid, req):
-        """A tracefs instance on the virtual drive host (sim/drive_trace.py): its disks' block sizes."""
+        """A tracefs instance on the virtual drive host (sim/ssd/drive_trace.py): its disks' block sizes."""
         try:
             return self._trace(ssd).start(str(req["instance"]), str(req.get("queues", "all")))
         except ValueError as e:

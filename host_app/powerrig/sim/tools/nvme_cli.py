@@ -21,10 +21,10 @@ import struct
 import sys
 
 if __name__ == "__main__" and not __package__:      # run by path (sim/rig.py: tool_command): find powerrig
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 
 from powerrig.core.nvme_numbers import KELVIN_OFFSET_NVME_CLI, encode_power, parse_int
-from powerrig.sim.ssd_client import EndpointError, endpoint_from, request
+from powerrig.sim.ssd.client import EndpointError, endpoint_from, request
 
 VERSION_ENV = "POWERRIG_SIM_NVME_VERSION"
 FEATURE_NAMES = {0x02: "Power Management", 0x0C: "Autonomous Power State Transition",

@@ -18,8 +18,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from powerrig.sim.ftl import Ftl, Stream, run_streams
-from powerrig.sim.profile import Profile, load
+from powerrig.sim.ssd.ftl import Ftl, Stream, run_streams
+from powerrig.sim.ssd.profile import Profile, load
 
 MiB = 2**20
 FTL_PAGES = 16000          # scaled-down logical size the FTL runs at

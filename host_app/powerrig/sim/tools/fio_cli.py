@@ -15,9 +15,9 @@ import sys
 import time
 
 if __name__ == "__main__" and not __package__:      # run by path (sim/rig.py: tool_command): find powerrig
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 
-from powerrig.sim.ssd_client import EndpointError, endpoint_from, request
+from powerrig.sim.ssd.client import EndpointError, endpoint_from, request
 
 VERSION_ENV = "POWERRIG_SIM_FIO_VERSION"
 PERCENTILES = (1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 99, 99.5, 99.9, 99.95, 99.99)

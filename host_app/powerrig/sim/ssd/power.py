@@ -120,7 +120,7 @@ class PoweredDrive:
         self.cut_tau: list[tuple[float, float, float]] = []     # (t_cut, tau_s, v0) of each 12 V cut
         self.changed_at = -math.inf                      # the last edge that changed a level
         self.truth: list[dict] = []                      # per edge: output, level, t, and what it did
-        # what else sees the edges (the virtual SSD's I/O side, sim/power_io.py): ``before_edge(name,
+        # what else sees the edges (the virtual SSD's I/O side, sim/ssd/power_io.py): ``before_edge(name,
         # level, t, cache)`` puts its writes still in the cache there before a cut is decided,
         # ``after_edge(rec, lost)`` learns which acknowledged writes the cut lost
         self.listeners: list = []

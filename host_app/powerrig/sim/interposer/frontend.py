@@ -87,7 +87,7 @@ class FrontEnd:
         n = len(t_utc)
         amps = self.load.rail_currents(t_utc)
         nominal = getattr(self.load, "nominal_volts", ScriptedLoad.nominal_volts)
-        # a switched-off rail (sim/power.py) shows the drive side's own volts where they are not NaN
+        # a switched-off rail (sim/ssd/power.py) shows the drive side's own volts where they are not NaN
         forced = self.load.rail_volts(t_utc) if hasattr(self.load, "rail_volts") else {}
         out = {}
         for r in self.cfg.rails:

@@ -36,7 +36,7 @@ def is_run_id(target: str) -> bool:
 
 
 def sweep_report(db: str | None, run_id: int, out: str | None, capture_reports: bool = True) -> Path:
-    from powerrig.cli.results import open_existing
+    from powerrig.results.store import open_existing
     from powerrig.report import write_report
     from powerrig.results.report import write_sweep_report
 

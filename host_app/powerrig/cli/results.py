@@ -53,31 +53,9 @@ def _table(rows: list[dict], cols: list[str]) -> None:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
 
 
-def open_existing(db: str | None):
-    """The results database to read from, opened read-only. A SQLite file that is not there, is empty
-    or is another program's is refused in one line and nothing is created in it (a typo in --db must not
-    leave an empty database and its folder behind, nor powerrig's tables in someone's file); only a
-    powerrig store of an older schema is opened to be moved forward."""
-    from pathlib import Path
-
-    from powerrig.core import paths
-    from powerrig.results import ResultsError, ResultStore
-    from powerrig.results.store import OldSchema
-
-    target = str(db or paths.results_db())
-    if "://" not in target and not Path(target).is_file():
-        if db:
-            raise ResultsError(f"no results database at {target}: check --db, or run `powerrig sweep PLAN "
-                               f"--results {target}` first")
-        raise ResultsError(f"no results yet in your results store {target}: run `make demo` or `powerrig sweep "
-                           "PLAN` first (or name another store with --db)")
-    try:
-        return ResultStore(target, read_only=True)
-    except OldSchema:
-        return ResultStore(target)
-
-
 def run(args) -> int:
+    from powerrig.cli.report import sweep_report
+    from powerrig.results.store import open_existing
     from powerrig.results.tables import compare, export, step_summary
 
     store = open_existing(args.db)
@@ -108,7 +86,6 @@ def run(args) -> int:
         store.run(args.run)
         print(export(store, args.run, args.file, args.what))
     elif args.results_cmd == "report":          # the same as `powerrig report RUN`
-        from powerrig.cli.report import sweep_report
         print(sweep_report(args.db, args.run, args.out, not args.no_capture_reports))
     return 0
 

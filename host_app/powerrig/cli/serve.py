@@ -20,7 +20,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from powerrig.core.bounds import OPTIONS, show
     from powerrig.core.errors import PowerrigError
-    from powerrig.cli.results import open_existing
+    from powerrig.results.store import open_existing
 
     try:
         from waitress import create_server

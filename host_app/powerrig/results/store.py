@@ -672,3 +672,21 @@ class ResultStore:
         owned.owned_dir(d, top=True)
         return owned.write_owned(d / f"run-{run_id}.json", json.dumps(self.run_record(run_id), indent=1, default=str),
                                  atomic=True)
+
+
+def open_existing(db: str | None):
+    """The results database to read from, opened read-only. A SQLite file that is not there, is empty
+    or is another program's is refused in one line and nothing is created in it (a typo in --db must not
+    leave an empty database and its folder behind, nor powerrig's tables in someone's file); only a
+    powerrig store of an older schema is opened to be moved forward."""
+    target = str(db or paths.results_db())
+    if "://" not in target and not Path(target).is_file():
+        if db:
+            raise ResultsError(f"no results database at {target}: check --db, or run `powerrig sweep PLAN "
+                               f"--results {target}` first")
+        raise ResultsError(f"no results yet in your results store {target}: run `make demo` or `powerrig sweep "
+                           "PLAN` first (or name another store with --db)")
+    try:
+        return ResultStore(target, read_only=True)
+    except OldSchema:
+        return ResultStore(target)

@@ -9,7 +9,7 @@ has no energy of its own (NaN, with the reason), and an energy below zero always
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -35,7 +35,6 @@ class CommandEnergy:
     note: str | None = None        # why the energy is NaN or below zero, when it is
 
     def to_dict(self) -> dict:
-        from dataclasses import asdict
         return asdict(self)
 
 

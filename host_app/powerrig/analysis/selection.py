@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from powerrig.analysis.phases import CAPTURE, Phase
 from powerrig.analysis.result import PhaseResult
 from powerrig.core.errors import PowerrigError
+from powerrig.analysis.pipeline import _phase_pass
 
 CHUNK = 1 << 20
 
@@ -23,7 +24,6 @@ def range_stats(source, t_a: float, t_b: float, rails: list[str] | None = None, 
                 chunk: int = CHUNK) -> PhaseResult:
     """Statistics of [t_a, t_b] s from the source's first sample (either order), clipped to the data,
     over any AnalysisSource (a capture, an array, the live view's full-rate rows)."""
-    from powerrig.analysis.pipeline import _phase_pass
 
     a, b = sorted((float(t_a), float(t_b)))
     dt = source.interval_s

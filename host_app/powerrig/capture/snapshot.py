@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 from powerrig.core.errors import PowerrigError
+from powerrig.capture.reader import CaptureReader
 
 
 class SnapshotError(PowerrigError):
@@ -15,7 +16,6 @@ class SnapshotError(PowerrigError):
 def save_buffer(capture: str | Path, out: str | Path) -> str:
     """A copy of the capture so far (the recording goes on). The copy ends at the last flush; it opens
     like any capture (its note says it was not closed: it was still recording). One line back."""
-    from powerrig.capture.reader import CaptureReader
     out = Path(out)
     if out.suffix.lower() != ".jls":
         raise SnapshotError(f"{out.name}: save the buffer as a .jls capture")

@@ -5,6 +5,7 @@ from serial.tools import list_ports
 
 from powerrig.core import rig_registry
 from powerrig.core.errors import PowerrigError
+from powerrig.interposer.client import Interposer
 
 RP2_USB_VID = 0x2E8A   # Raspberry Pi: MicroPython on the RP2350 enumerates with this vendor id
 
@@ -26,7 +27,6 @@ def candidate_ports(extra: list[str] | None = None, all_ports: bool = False) -> 
 def probe(port: str, timeout: float = 0.5, errors: dict | None = None) -> dict | None:
     """The interposer's identity at ``port``, or None; ``errors[port]`` then says why (for ports the
     user named: a dead one must be said, not dropped)."""
-    from powerrig.interposer.client import Interposer
 
     try:
         with Interposer.open(port, timeout=timeout) as dev:

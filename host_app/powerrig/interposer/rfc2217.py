@@ -18,6 +18,7 @@ import urllib.parse
 
 import serial
 from serial import rfc2217 as _r
+from powerrig.core.errors import LinkError
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +31,6 @@ def check_url(url: str) -> str:
     """``rfc2217://host:port[?option[&option=value]]`` with pyserial's options only (``ign_set_control``
     for ser2net, ``poll_modem``, ``timeout=S``, ``logging=LEVEL``); a bad one is a one-line LinkError
     saying how to write it, before any connection. Returns the URL unchanged."""
-    from powerrig.core.errors import LinkError
     how = "write rfc2217://host:port, with ?ign_set_control for ser2net"
     parts = urllib.parse.urlsplit(url)
     hostport = parts.netloc

@@ -3,6 +3,7 @@ and the modules that used to tie layers together have homes of their own: the re
 virtual rigs (devices and sim.rig imported each other) and the CLI's port resolver."""
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -23,6 +24,45 @@ def test_import_contracts_are_kept():
                        cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, f"lint-imports found broken layer contracts:\n{r.stdout}\n{r.stderr}"
     assert "0 broken" in r.stdout
+
+
+FACES = ("cli/", "gui/", "web/", "pytest_plugin.py", "demo.py", "__main__.py")
+LOCAL_IMPORTS_OUTSIDE_FACES = 20
+
+
+def local_imports(root) -> list[str]:
+    """Every import statement inside a function body, outside the faces (which load their commands'
+    and widgets' packages on demand on purpose), as "path:line: text"."""
+    found = []
+    for p in sorted(root.rglob("*.py")):
+        rel = p.relative_to(root).as_posix()
+        if rel.startswith(FACES):
+            continue
+        lines = p.read_text().split("\n")
+        for fn in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found += [f"{rel}:{n.lineno}: {lines[n.lineno - 1].strip()}" for n in ast.walk(fn)
+                          if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return found
+
+
+def test_imports_sit_at_the_top_outside_the_faces():
+    """A function-local import hides an edge of the graph (the one cycle left lived in two of them):
+    outside the faces only the deliberate late loads remain (an optional extra, matplotlib at the first
+    figure, a module also run with python -m), each with its reason beside it."""
+    found = local_imports(REPO / "host_app" / "powerrig")
+    assert len(found) <= LOCAL_IMPORTS_OUTSIDE_FACES, \
+        f"{len(found)} function-local imports outside the faces (at most {LOCAL_IMPORTS_OUTSIDE_FACES}); " \
+        "move these to the module's top or say why they load late:\n" + "\n".join(found)
+
+
+def test_the_local_import_count_sees_a_function_local_import(tmp_path):
+    """The count is not blind: a module with one import in a function and one at the top counts one."""
+    pkg = tmp_path / "pkg"
+    (pkg / "cli").mkdir(parents=True)
+    (pkg / "m.py").write_text("import os\n\n\ndef f():\n    import json\n    return json\n")
+    (pkg / "cli" / "c.py").write_text("def g():\n    import json\n")
+    assert local_imports(pkg) == ["m.py:5: import json"]
 
 
 @pytest.fixture

@@ -50,7 +50,7 @@ from powerrig.sim import rig as simrig  # noqa: E402
 from powerrig.sim.ssd.drive_trace import SimTrace  # noqa: E402
 from powerrig.sim.ssd.profile import load as load_profile  # noqa: E402
 from powerrig.sim.ssd.client import request  # noqa: E402
-from powerrig.sweep.rig import open_interposer  # noqa: E402
+from powerrig.sweep.plan_rig import open_interposer  # noqa: E402
 
 PROFILE = "d5-p5336"
 # (rw, bs, rate_iops): a class each

@@ -54,7 +54,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "host_app"))
 
-from powerrig.results.report import write_sweep_report  # noqa: E402
+from powerrig.results.sweep_report import write_sweep_report  # noqa: E402
 from powerrig.results.store import ResultStore  # noqa: E402
 from powerrig.sim import rig as simrig  # noqa: E402
 from powerrig.sim.ssd.client import request  # noqa: E402

@@ -8,7 +8,7 @@ from powerrig.testing import synthetic as S
 from powerrig.analysis import ArraySource, analyse
 from powerrig.analysis import stats as ST
 from powerrig.analysis.checks import pcm1, pwr6
-from powerrig.analysis.commands import command_energy
+from powerrig.analysis.command_energy import command_energy
 from powerrig.analysis.descriptors import number, ocp_peak_limit, power_states, transition_latency_us
 from powerrig.analysis.phases import Phase
 from powerrig.analysis.result import PhaseResult, WindowFigure

@@ -10,7 +10,7 @@ import pytest
 
 from powerrig.capture import CaptureReader
 from powerrig.results import ResultStore
-from powerrig.results.report import write_sweep_report
+from powerrig.results.sweep_report import write_sweep_report
 from powerrig.sim.ssd.model import JobLoad, idle_power, operating_point
 from powerrig.sim.ssd.profile import load
 from powerrig.sweep.engine import Sweep

@@ -1,4 +1,4 @@
-"""Per-command energy never counts a neighbour (analysis/commands.py, pipeline._commands): a command's
+"""Per-command energy never counts a neighbour (analysis/command_energy.py, pipeline._commands): a command's
 window ends where the next event that changes the load begins (a workload starting or stopping,
 another command) and says so; its level before starts after the last one; an energy below zero is
 either inside the level's noise (then 0) or carries why. The case of issue 40: an id-ctrl read just
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from powerrig.analysis import ArraySource, analyse
-from powerrig.analysis.commands import command_energy
+from powerrig.analysis.command_energy import command_energy
 from powerrig.core.timeline import FIO, NVME, PHASE, Event
 from powerrig.testing import synthetic as S
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from powerrig.sim.ssd.ftl import Ftl, Stream, run_streams
+from powerrig.sim.ssd.ftl import Ftl, WriteStream, run_streams
 from powerrig.sim.ssd.model import JobLoad, operating_point
 from powerrig.sim.ssd.profile import load
 
@@ -44,19 +44,19 @@ def test_fdp_beats_non_fdp_on_efficiency_by_more_than_2x():
 
 def test_single_sequential_stream_has_no_write_amplification():
     ftl = Ftl(4000, 32, 0.08)
-    st = run_streams(ftl, [Stream(0, 4000, 1.0)])
+    st = run_streams(ftl, [WriteStream(0, 4000, 1.0)])
     assert st.waf == pytest.approx(1.0, abs=0.01)
 
 
 def test_random_overwrites_amplify_and_more_spare_helps():
     def waf(op):
-        return run_streams(Ftl(4000, 32, op), [Stream(0, 4000, 1.0, random=True)], fills=5, measure_fills=2).waf
+        return run_streams(Ftl(4000, 32, op), [WriteStream(0, 4000, 1.0, random=True)], fills=5, measure_fills=2).waf
     tight, roomy = waf(0.08), waf(0.30)
     assert tight > 2.5 and roomy < tight
 
 
 def test_mixed_rates_in_one_handle_amplify_separate_handles_do_not():
-    streams = [Stream(k * 1000, 1000, r) for k, r in enumerate([1, 2, 4, 8])]
+    streams = [WriteStream(k * 1000, 1000, r) for k, r in enumerate([1, 2, 4, 8])]
     shared = run_streams(Ftl(4000, 32, 0.08, handles=1), streams).waf
     separate = run_streams(Ftl(4000, 32, 0.08, handles=4), streams, handles=[0, 1, 2, 3]).waf
     assert shared > 1.5 and separate < 1.05
@@ -64,7 +64,7 @@ def test_mixed_rates_in_one_handle_amplify_separate_handles_do_not():
 
 def test_gc_data_stays_with_its_handle():
     ftl = Ftl(2000, 16, 0.1, handles=2)
-    run_streams(ftl, [Stream(0, 1000, 1.0, random=True), Stream(1000, 1000, 3.0, random=True)], handles=[0, 1],
+    run_streams(ftl, [WriteStream(0, 1000, 1.0, random=True), WriteStream(1000, 1000, 3.0, random=True)], handles=[0, 1],
                 fills=3, measure_fills=1)
     mapped = ftl.l2p >= 0
     owners = ftl.owner[ftl.l2p[mapped] // ftl.ru_pages]

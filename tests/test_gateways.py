@@ -175,7 +175,7 @@ def test_the_sweep_formats_only_the_namespace_it_checked(two_drives, tmp_path):
     """Before: the guard checked the controller (nvme0, serial right), then `nvme format` ran on the
     plan's namespace, here one of the other drive, which it erased."""
     from powerrig.sweep.engine import Sweep
-    from powerrig.sweep.rig import bring_up
+    from powerrig.sweep.plan_rig import bring_up
 
     server, a, b, prog, fio = two_drives
     plan = parse(FORMAT_PLAN.format(port="/dev/ttyNONE", namespace="/dev/nvme1n1", serial=a.sn))
@@ -195,7 +195,7 @@ def test_on_a_virtual_rig_format_and_fio_use_the_same_namespace(tmp_path, monkey
     rig's namespace silently replaced the plan's (issue 36). Now a namespace the rig lacks stops
     bring-up in one line, and the one the plan names is the one formatted and written."""
     from powerrig.sweep.engine import Sweep
-    from powerrig.sweep.rig import bring_up
+    from powerrig.sweep.plan_rig import bring_up
 
     monkeypatch.setenv("POWERRIG_SIM_DIR", str(tmp_path / "sim"))
     with pytest.raises(PlanError, match="drive.namespace /dev/nvme0n7 is not one of this rig's") as e:
@@ -447,7 +447,7 @@ def test_fuzz_plan_fields_reach_nvme_and_fio_only_as_the_values_they_are(field, 
     or the engine's nvme-cli and fio runs carry exactly the value, in exactly the intended argv and
     job file, and nothing else runs or is created."""
     from powerrig.sweep.engine import Sweep
-    from powerrig.sweep.rig import bring_up
+    from powerrig.sweep.plan_rig import bring_up
 
     work, ran = boundary
     rng = random.Random(zlib.crc32(".".join(field).encode()))      # seeded: the same strings every run

@@ -451,7 +451,7 @@ def test_a_plans_namespace_on_a_running_rig_is_honoured_or_refused(tmp_path, mon
     """Before: `rig:ID` ignored drive.namespace and used the rig's first (a format of nsid 1 for a
     plan naming nsid 3)."""
     from powerrig.sweep.plan import PlanError, parse
-    from powerrig.sweep.rig import bring_up
+    from powerrig.sweep.plan_rig import bring_up
 
     monkeypatch.setenv("POWERRIG_SIM_DIR", str(tmp_path / "rigs"))
     r = run_cli("sim", "start", "--json", "--profile", "micron-fdp")

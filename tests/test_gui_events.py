@@ -120,7 +120,7 @@ def test_phase_names_never_overlap_at_any_zoom(window, qtbot):
 def test_idle_and_workload_phases_shaded_as_the_report_shades_them(window, qtbot):
     from matplotlib.colors import to_hex
 
-    from powerrig.report import KIND_COLOURS
+    from powerrig.capture_report import KIND_COLOURS
     win, svc = window
     src, utc = _stream(svc, qtbot, seconds=20.0)
     lv = win.live_view

@@ -10,7 +10,7 @@ import pytest
 from conftest import run_cli
 from powerrig.core.errors import PowerrigError
 from powerrig.instruments import open_analyzer
-from powerrig.results.report import write_sweep_report
+from powerrig.results.sweep_report import write_sweep_report
 from powerrig.results.store import ResultStore
 from powerrig.sweep.engine import Sweep
 from powerrig.sweep.plan import PlanError, parse

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import run_cli
 from powerrig.capture import CaptureReader
-from powerrig.results.report import write_sweep_report
+from powerrig.results.sweep_report import write_sweep_report
 from powerrig.results.store import ResultStore
 from powerrig.sim.ssd.model import JobLoad
 from powerrig.sim.ssd.power import PoweredDrive, PowerSpec

@@ -343,7 +343,7 @@ iodepth = 8
 
 def test_qemu_nvme_short_sweep_stored_with_its_report(qrig, drive, tmp_path):
     from powerrig.results import ResultStore
-    from powerrig.results.report import write_sweep_report
+    from powerrig.results.sweep_report import write_sweep_report
     from powerrig.sweep.engine import Sweep
     from powerrig.sweep.plan import parse
 

@@ -280,7 +280,7 @@ def test_the_referee_plan_end_to_end_on_the_simulator(tmp_path):
     """fixtures/plans/referee.toml, shortened (2 s idle, 4 s of writes): the sweep measures with the drive
     (25h started and stopped, guarded), polls IPM, runs the workload again under a 12 W limit and restores
     the limit; the referee's verdicts are stored with their bounds and the report has its section and plots."""
-    from powerrig.results.report import write_sweep_report
+    from powerrig.results.sweep_report import write_sweep_report
     from powerrig.results.store import ResultStore
     from powerrig.sweep.engine import Sweep
     from powerrig.sweep.plan import parse

@@ -173,7 +173,7 @@ def test_results_cli(results_db, tmp_path):
 
 
 def test_sweep_report_shows_figures_curves_and_every_verdict(results_db, tmp_path):
-    from powerrig.results.report import write_sweep_report
+    from powerrig.results.sweep_report import write_sweep_report
     store = ResultStore(results_db)
     plan = parse(PLAN)
     run = fill(store, plan, [5.0, 10.0, 6.0, 9.0])

@@ -330,7 +330,7 @@ def test_check_judges_a_streams_namespace_against_the_running_rig(running_rig, t
 
 
 def test_bring_up_refuses_a_streams_namespace_the_rig_lacks(running_rig):
-    from powerrig.sweep.rig import bring_up
+    from powerrig.sweep.plan_rig import bring_up
 
     st = running_rig
     bad = 'streams = [{rw = "read", namespace = "/dev/nvme0n9"}]'

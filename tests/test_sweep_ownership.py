@@ -322,7 +322,7 @@ def test_an_out_folder_fio_would_read_otherwise_is_refused_at_start_and_nothing_
 def test_the_sweep_report_never_writes_through_a_link_in_its_folder(tmp_path, name):
     """`powerrig report N` writes into OUT/report: a link left there is one line, and nothing is written."""
     from powerrig.core.errors import PowerrigError
-    from powerrig.results.report import write_sweep_report
+    from powerrig.results.sweep_report import write_sweep_report
     from test_results_store import PLAN as RESULTS_PLAN, fill
 
     store = ResultStore(tmp_path / "r.sqlite")

@@ -217,7 +217,7 @@ def test_the_referee_s_plots_in_the_report_and_on_the_step_page_in_chromium(brow
     side). Set POWERRIG_DOCS_IMG=1 to refresh docs/img/referee-report.png and web-referee.png."""
     from selenium.webdriver.common.by import By
 
-    from powerrig.results.report import write_sweep_report
+    from powerrig.results.sweep_report import write_sweep_report
     from powerrig.results.store import ResultStore
     from powerrig.sweep import measure
     from powerrig.sweep.plan import parse

@@ -177,7 +177,7 @@ def rig(request, tmp_path_factory):
     slot = _slot(request.config)
     if slot is None:
         pytest.skip("no rig: pass --powerrig-rig PORT|rfc2217://host:port|sim:PROFILE (or --powerrig-inventory)")
-    from powerrig.sweep.rig import RigHandle, open_interposer
+    from powerrig.sweep.plan_rig import RigHandle, open_interposer
     if slot.port.startswith("sim:"):
         from powerrig.sim import rig as simrig
         os.environ.setdefault("POWERRIG_SIM_DIR", str(tmp_path_factory.mktemp("sim")))

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from powerrig.analysis import checks as C
-from powerrig.analysis.commands import POST_S, PRE_S, CommandEnergy, command_energy
+from powerrig.analysis.command_energy import POST_S, PRE_S, CommandEnergy, command_energy
 from powerrig.analysis.descriptors import power_states, transition_latency_us
 from powerrig.analysis.efficiency import curves, phase_efficiency
 from powerrig.analysis.phases import WAF_INTERVAL, WORKLOAD, Phase, commands, phases_from_events, power_state_of
@@ -551,7 +551,7 @@ def _load_edges(events, to_sid) -> list[tuple[float, str]]:
 
 
 def _commands(source, events, to_sid, states, length) -> list[CommandEnergy]:
-    """Each command's energy in a window of its own (analysis/commands.py): the level before taken after
+    """Each command's energy in a window of its own (analysis/command_energy.py): the level before taken after
     the last load edge or power-state change before it, the window ended at the next load edge or
     command. A power-state change's
     window runs on through the quiet reads that follow it (the get-feature that confirms it): its

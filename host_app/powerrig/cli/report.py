@@ -37,8 +37,8 @@ def is_run_id(target: str) -> bool:
 
 def sweep_report(db: str | None, run_id: int, out: str | None, capture_reports: bool = True) -> Path:
     from powerrig.results.store import open_existing
-    from powerrig.report import write_report
-    from powerrig.results.report import write_sweep_report
+    from powerrig.capture_report import write_report
+    from powerrig.results.sweep_report import write_sweep_report
 
     def one(capture, out_dir):
         return write_report(capture, out_dir,
@@ -74,7 +74,7 @@ def run(args) -> int:
     if not target.exists():
         raise PowerrigError(f"{args.target}: no such capture file, and not a run id (a number from "
                             "`powerrig results list`) nor `latest`")
-    from powerrig.report import write_report
+    from powerrig.capture_report import write_report
     path = write_report(target, args.out, window=window,
                         on_warning=lambda line: print(f"powerrig: warning: {line}", file=sys.stderr))
     print(f"report: {path}  (table: {path.with_name('phases.csv')})", file=sys.stderr)

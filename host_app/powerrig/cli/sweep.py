@@ -41,7 +41,7 @@ def run(args) -> int:
     if args.quick:
         plan = quick(plan)
     if args.check:
-        from powerrig.sweep.rig import check_running
+        from powerrig.sweep.plan_rig import check_running
         note = check_running(plan)          # a running rig:ID judged as bring-up will; else why not now
         for s in plan.steps():
             print(f"{s.index + 1:3d}  {s.key:<40} {s.name}")

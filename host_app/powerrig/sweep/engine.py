@@ -40,7 +40,7 @@ from powerrig.sweep import clock_check, command_trace, measure
 from powerrig.sweep.live import LiveState
 from powerrig.sweep.ownership import RunLock, check_out_name, describe, this_process
 from powerrig.sweep.plan import Plan, PlanError, Step, Workload, check_drive
-from powerrig.sweep.rig import bring_up, open_interposer
+from powerrig.sweep.plan_rig import bring_up, open_interposer
 from powerrig.sweep.steps import StepRun, kind_of
 
 logger = logging.getLogger(__name__)

@@ -42,10 +42,10 @@ from powerrig.sweep.steps.base import IN_EACH_STATE, ParseContext
 from powerrig.sweep.steps.margin import Margin
 from powerrig.sweep.steps.power_loss import PowerLoss, power_loss_cycle_s
 from powerrig.sweep.steps.values import Bad, no_repeats
-from powerrig.sweep.steps.workload import Stream, Workload, parse_workload, writes
+from powerrig.sweep.steps.workload import WorkloadStream, Workload, parse_workload, writes
 from powerrig.sweep.margin import DEFAULT_SUPPLY_CHANNELS, MARGIN_LIMITS, MARGIN_NOMINAL
 
-__all__ = ["Plan", "PlanError", "Step", "Workload", "Stream", "PowerLoss", "Margin", "power_loss_cycle_s",
+__all__ = ["Plan", "PlanError", "Step", "Workload", "WorkloadStream", "PowerLoss", "Margin", "power_loss_cycle_s",
            "DEFAULT_SUPPLY_CHANNELS", "MARGIN_LIMITS", "MARGIN_NOMINAL", "parse", "load", "check_drive", "quick",
            "line_of"]     # the step kinds' specs, where the faces and tests have always found them
 

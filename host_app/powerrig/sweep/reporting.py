@@ -1,12 +1,12 @@
-"""The report a sweep leaves when it ends: the run's sweep report (results/report.py, its first screen the
-verdict summary and every step's trace) with each step's capture report (powerrig/report.py) beside it,
+"""The report a sweep leaves when it ends: the run's sweep report (results/sweep_report.py, its first screen the
+verdict summary and every step's trace) with each step's capture report (powerrig/capture_report.py) beside it,
 linked relatively, so `powerrig sweep` and the demo hand over one page and no second command is needed."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from powerrig.report import write_report
-from powerrig.results.report import write_sweep_report
+from powerrig.capture_report import write_report
+from powerrig.results.sweep_report import write_sweep_report
 
 
 def write_run_report(store, run_id: int, out_dir: str | Path | None = None, on_warning=None) -> Path:

@@ -5,7 +5,7 @@ import io
 import re
 
 from powerrig.results import referee_report
-from powerrig.results.report import plot_curves
+from powerrig.results.sweep_report import plot_curves
 from powerrig.results.tables import step_summary
 
 

@@ -176,7 +176,7 @@ class Sweeps(QObject):
         self.core.run(lambda: step_summary(store, run_id), done=done)
 
     def write_report(self, store, run_id: int, done) -> None:
-        from powerrig.results.report import write_sweep_report
+        from powerrig.results.sweep_report import write_sweep_report
         self.core.run(lambda: write_sweep_report(store, run_id), done=done, doing=f"writing the report of run {run_id}")
 
     def _stop(self) -> None:

@@ -136,7 +136,7 @@ class Ftl:
 
 
 @dataclass(frozen=True)
-class Stream:
+class WriteStream:
     """One writer: sequential overwrites of its own LBA range, at a relative rate."""
     first_page: int
     pages: int
@@ -144,7 +144,7 @@ class Stream:
     random: bool = False   # random overwrites within the range instead of sequential
 
 
-def run_streams(ftl: Ftl, streams: list[Stream], handles: list[int] | None = None, fills: float = 6.0,
+def run_streams(ftl: Ftl, streams: list[WriteStream], handles: list[int] | None = None, fills: float = 6.0,
                 measure_fills: float = 3.0, chunk_pages: int = 4, seed: int = 1) -> FtlStats:
     """Precondition by filling every range once, then interleave the streams; WAF over the last fills.
 

@@ -18,7 +18,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from powerrig.sim.ssd.ftl import Ftl, Stream, run_streams
+from powerrig.sim.ssd.ftl import Ftl, WriteStream, run_streams
 from powerrig.sim.ssd.profile import Profile, load
 
 MiB = 2**20
@@ -98,7 +98,7 @@ def _steady_waf(streams: tuple, fdp: bool, op: float, seed: int = 1) -> float:
         if used[a:a + n].any():        # overlapping ranges share data: merge into the first stream's range
             continue
         used[a:a + n] = True
-        ftl_streams.append(Stream(a, n, rate, rnd))
+        ftl_streams.append(WriteStream(a, n, rate, rnd))
         handles.append(handle if fdp else 0)
     # the rest of the namespace holds cold, valid data (the drive was preconditioned full)
     free = np.flatnonzero(~used)
@@ -107,7 +107,7 @@ def _steady_waf(streams: tuple, fdp: bool, op: float, seed: int = 1) -> float:
         starts = np.r_[free[0], free[cuts + 1]]
         ends = np.r_[free[cuts], free[-1]] + 1
         for s, e in zip(starts, ends):
-            ftl_streams.append(Stream(int(s), int(e - s), 0.0))
+            ftl_streams.append(WriteStream(int(s), int(e - s), 0.0))
             handles.append(0)
     n_handles = max(handles) + 1
     ftl = Ftl(FTL_PAGES, FTL_RU_PAGES, op, handles=n_handles)

@@ -19,7 +19,7 @@ KEEP_BW_ROUNDS = 64         # the steady-state row keeps the last rounds' bandwi
 
 
 @dataclass(frozen=True)
-class Stream:
+class WorkloadStream:
     """One fio job of a workload (several streams run together in one fio process)."""
     rw: str
     bs: int
@@ -31,7 +31,7 @@ class Stream:
     fdp: bool = False                  # writes carry the namespace's FDP placement handle (fio fdp=1)
 
 
-STREAM = {f.metadata.get("toml", f.name) for f in Stream.__dataclass_fields__.values()}
+STREAM = {f.metadata.get("toml", f.name) for f in WorkloadStream.__dataclass_fields__.values()}
 
 
 @dataclass(frozen=True)
@@ -49,10 +49,10 @@ class Workload:
     waf_every_s: float | None = None   # sample write-amplification counters this often
     fdp: bool = False                  # every stream's writes carry FDP placement handles
 
-    def all_streams(self) -> tuple[Stream, ...]:
+    def all_streams(self) -> tuple[WorkloadStream, ...]:
         if self.streams:
             return self.streams
-        return (Stream(self.rw, self.bs, self.iodepth, self.rwmixread, fdp=self.fdp),)
+        return (WorkloadStream(self.rw, self.bs, self.iodepth, self.rwmixread, fdp=self.fdp),)
 
 
 def writes(w: Workload) -> bool:
@@ -89,7 +89,7 @@ def parse_workload(path, d, default_name=None) -> Workload:
         if bs_list is not None and len(bs_list) != len(rs):
             raise V.Bad(path + ("bs",), f"{len(bs_list)} block sizes for {len(rs)} ranges (give one each, or one)")
         for k, r in enumerate(rs):
-            streams.append(Stream(rw, bs_list[k] if bs_list else bs, qd, mix, V.pct_range(path + ("ranges", k), r),
+            streams.append(WorkloadStream(rw, bs_list[k] if bs_list else bs, qd, mix, V.pct_range(path + ("ranges", k), r),
                                   fdp=fdp))
     elif bs_list is not None:
         raise V.Bad(path + ("bs",), "a list of block sizes needs ranges (one stream per range)")
@@ -101,7 +101,7 @@ def parse_workload(path, d, default_name=None) -> Workload:
             p = path + ("streams", k)
             V.table(p, s)
             V.known(p, s, STREAM)
-            streams.append(Stream(V.rw_mode(p + ("rw",), s.get("rw", rw)), V.block_size(p + ("bs",), s.get("bs", bs)),
+            streams.append(WorkloadStream(V.rw_mode(p + ("rw",), s.get("rw", rw)), V.block_size(p + ("bs",), s.get("bs", bs)),
                                   V.integer(p + ("iodepth",), s.get("iodepth", qd)),
                                   V.integer(p + ("rwmixread",), s["rwmixread"]) if "rwmixread" in s else mix,
                                   V.pct_range(p + ("range",), s["range"]) if "range" in s else None,

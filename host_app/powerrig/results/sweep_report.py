@@ -184,7 +184,7 @@ def _margin_section(ms: list[dict]) -> list[str]:
 def write_sweep_report(store: ResultStore, run_id: int, out_dir: str | Path | None = None,
                        capture_report=None) -> Path:
     """Write index.html (and its PNGs) for a run. ``capture_report(capture, out_dir) -> Path``, when
-    given, makes each step's capture report (the face passes powerrig.report.write_report) so the
+    given, makes each step's capture report (the face passes powerrig.capture_report.write_report) so the
     sweep report links to them; without it the link is the command that makes one."""
     run = store.run(run_id)
     out = owned.owned_dir(Path(out_dir) if out_dir else Path(run["out_dir"]) / "report", top=True)

@@ -248,6 +248,11 @@ class BlockRing:
         self.adc_dropped = st[_DROP] * self.block
         return self.views[(st[_READING] - 1) & (self.nbuf - 1)]
 
+    def taken(self):
+        """The block handed out last (by adc_read or by the reducer's one-call block pass), as its
+        memoryview: an armed burst reads the block the stream's native pass has just reduced."""
+        return self.views[(self.st[_READING] - 1) & (self.nbuf - 1)]
+
     @property
     def index(self):
         """Sample index of the next block adc_read() returns (whole blocks since reset: the blocks

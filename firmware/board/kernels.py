@@ -237,9 +237,21 @@ class BurstKernels:
         _copy_block(job)
 
     def scan(self, raw, start, n, spec):
+        """The first triggering sample in start..n-1 of the block, or -1 (one bytecode call: an armed
+        burst runs it every block)."""
         p = self.p
         if self.use_asm:
-            return start + self._scan_asm(raw, start, n, spec)
+            job = self.job
+            if spec is not self.spec:            # a new burst: its trigger's words, once
+                self._prepare(spec)
+            job[0] = _address(raw) + self.scan_off + start * self.scan_step
+            job[1] = n - start
+            if self.edge:
+                job[4] = spec["prev"] ^ self.invert
+                k = _scan_edge_asm(job)
+            else:
+                k = _scan_threshold_asm(job)
+            return start + k if k < n - start else -1
         if spec["trigger"] == "threshold":
             p[_P_C] = p[_P_BASES + spec["rail_index"]]
             p[_P_OV] = 0x8000 + spec["v_offset"]
@@ -250,20 +262,6 @@ class BurstKernels:
         p[_P_OV] = spec["prev"]
         p[_P_OI] = 1 if spec["rising"] else 0
         return _scan_edge(raw, p, start, n)
-
-    def _scan_asm(self, raw, start, n, spec):
-        """Offset from ``start`` of the first trigger, or -1 - start (so the caller's sum is -1)."""
-        job = self.job
-        if spec is not self.spec:            # a new burst: its trigger's words, once
-            self._prepare(spec)
-        job[0] = _address(raw) + self.scan_off + start * self.scan_step
-        job[1] = n - start
-        if self.edge:
-            job[4] = spec["prev"] ^ self.invert
-            k = _scan_edge_asm(job)
-        else:
-            k = _scan_threshold_asm(job)
-        return k if k < n - start else -1 - start
 
     def _prepare(self, spec):
         p = self.p

@@ -37,12 +37,18 @@ class Burst:
         self.ring = make(self.capacity * self.stride) if make else array.array("h", bytes(2 * self.capacity * self.stride))
         self.unit = len(self.ring) // (self.capacity * self.stride)   # ring items per halfword: 2 for a board's bytes
         self.chunk = (wire.MAX_PAYLOAD // (2 * self.stride))
+        # the upload's frame, made once: a chunk a pass beside a stream allocates nothing (two 2 kB
+        # objects a chunk filled the RP2040's heap, and its 10 ms collection cost a 2 ms stream samples)
+        self.out = bytearray(wire.OVERHEAD + 2 * self.chunk * self.stride)
+        self.view = memoryview(self.ring) if self.unit == 2 else None    # a board's ring of bytes
         self.bases, self.step, self.dbase, self.dstep, self.dshift = layout.of(board, n_rails_total)
         self.copy = getattr(board, "burst_copy", None)     # (ring, head, raw, start, run)
         self.scan = getattr(board, "scan_trigger", None)   # (raw, start, n, spec) -> k or -1
         if self.copy is None and (self.step != self.stride or self.dbase != self.stride - 1 or self.dshift):
             raise ValueError("a board with its own block layout must give burst_copy")
         self._last_dig = 0
+        self.pre = 0
+        self.edge = False
         self.disarm()
 
     def disarm(self):
@@ -104,6 +110,9 @@ class Burst:
             raise ValueError("trigger must be now, threshold, edge or off")
         self.disarm()
         self.spec = spec
+        # read for every block while armed: attributes, not the spec's keys (fewer lookups a block)
+        self.pre = pre
+        self.edge = trig == "edge"
         self.state = ARMED
         return {"armed": spec, "capacity": self.capacity}
 
@@ -119,11 +128,13 @@ class Burst:
         spec = self.spec
         if start >= n:
             return -1
-        if spec["trigger"] == "now":
-            return start
-        if spec["trigger"] == "edge":
+        if self.edge:
             mask = 1 << spec["bit"]
-            spec["prev"] = 1 if (self._dig(raw, start - 1) if start else self._last_dig) & mask else 0
+            # (_dig inline: this runs every block while armed)
+            d = (int(raw[self.dbase + (start - 1) * self.dstep]) & 0xFFFF) >> self.dshift if start else self._last_dig
+            spec["prev"] = 1 if d & mask else 0
+        elif spec["trigger"] == "now":
+            return start
         if self.scan is not None:
             return self.scan(raw, start, n, spec)
         if spec["trigger"] == "threshold":
@@ -154,11 +165,13 @@ class Burst:
         start = 0
         take = n
         if self.state == ARMED:
-            if self.spec["trigger"] == "edge" and self.filled == 0:
+            pre = self.pre
+            filled = self.filled
+            if self.edge and filled == 0:
                 self._last_dig = self._dig(raw, 0)
-            k = self._scan(raw, n, max(0, self.spec["pre"] - self.filled))
-            if self.spec["trigger"] == "edge":
-                self._last_dig = self._dig(raw, n - 1)
+            k = self._scan(raw, n, pre - filled if pre > filled else 0)
+            if self.edge:                       # (_dig inline)
+                self._last_dig = (int(raw[self.dbase + (n - 1) * self.dstep]) & 0xFFFF) >> self.dshift
             if k >= 0:
                 self.state = POST
                 self.remaining = self.spec["post"]
@@ -166,6 +179,15 @@ class Burst:
                 self._store(raw, 0, k)
                 start = k
                 take = n - k
+            elif n > pre:
+                # only the block's last `pre` samples can precede a trigger in a later block: the
+                # history starts again there, and an armed burst copies at most `pre` samples a block
+                # (a whole block each pass outgrew the RP2040's 2 ms block beside a stream, issue 43).
+                # At least one: filled 0 means no history (the edge's previous input is then unknown)
+                keep = pre if pre else 1
+                self.filled = 0
+                self._store(raw, n - keep, keep)
+                return
             else:
                 self._store(raw, 0, n)
                 return
@@ -237,13 +259,21 @@ class Burst:
             self.device.notice({"event": "burst_triggered", "trigger_index": self.trigger_index,
                                 "first_index": self.first_index, "samples": self.count})
         u = s * self.unit
-        payload = bytes(memoryview(self.ring)[self.read_pos * u:(self.read_pos + n) * u])
+        a = self.read_pos * u
+        size = 2 * n * s
+        out = self.out
+        h = wire.HEADER_SIZE
+        if self.view is not None:
+            out[h:h + size] = self.view[a:a + size]
+        else:                    # a ring of halfwords (the reference boards): its bytes
+            out[h:h + size] = bytes(memoryview(self.ring)[a:a + n * u])
         idx = self.first_index + self.sent
         self.sent += n
         self.read_pos = (self.read_pos + n) % self.capacity
         last = self.sent >= self.count
-        frame = wire.encode_frame(wire.T_BURST, payload, self.sent & 0xFFFF, wire.F_LAST if last else 0, s,
-                                  idx >> wire.INDEX_LO_BITS, idx & wire.INDEX_LO_MASK, self.device.crc_into)
-        self.device.board.write(frame)
+        wire.put_header(out, wire.T_BURST, wire.F_LAST if last else 0, s, size, self.sent & 0xFFFF,
+                        idx >> wire.INDEX_LO_BITS, idx & wire.INDEX_LO_MASK)
+        self.device.crc_into(out, 2, h + size)
+        self.device.board.write(out, h + size + wire.CRC_SIZE)
         if last:
             self.state = IDLE

@@ -9,7 +9,8 @@ import sys
 
 from powerrig_fw import VERSION, PROTOCOL_VERSION, calibration, rails_default, wire
 from powerrig_fw.actions import PowerActions
-from powerrig_fw.burst import Burst, IDLE as BURST_IDLE, UPLOAD as BURST_UPLOAD
+from powerrig_fw.burst import Burst, ARMED as BURST_ARMED, IDLE as BURST_IDLE, POST as BURST_POST, \
+    UPLOAD as BURST_UPLOAD
 from powerrig_fw.crc import crc32_into_c
 from powerrig_fw.ping import ClockPing
 from powerrig_fw.reduce import Reducer, MAX_INTERVAL_SAMPLES
@@ -130,6 +131,8 @@ class Device:
         # a board may take, reduce and check a whole block in one call while nothing but the stream
         # runs (board.reducer.BoardReducer.stream: 0 no block, 1 done, 3 lost samples first, 4 overwritten)
         self._stream = getattr(board, "stream_block", None)
+        # the block that call took, for an armed burst beside the stream (board.blocks.BlockRing.taken)
+        self._taken = getattr(self.blocks, "taken", None)
         # sleep until the next interrupt (a DMA block, USB) when a pass found nothing to do: on the
         # board it saves power, in the emulator it saves the idle passes' emulation (docs/emulator.md)
         self._idle = getattr(board, "idle", None)
@@ -166,8 +169,10 @@ class Device:
         blocks = self.blocks
         raw = None
         hot = 0
-        if self._stream is not None and self.state == STREAMING and self.burst.state is BURST_IDLE \
-                and self.selftest is None:
+        burst = self.burst
+        bs = burst.state
+        if self._stream is not None and self.state == STREAMING and self.selftest is None \
+                and (bs is BURST_IDLE or bs is BURST_UPLOAD or self._taken is not None):
             # the board's one native call takes, reduces and checks a block (0: none ready)
             hot = self._stream(self.framer)
             if hot == 3:                # samples were lost before the oldest block: the path below counts them
@@ -175,6 +180,13 @@ class Device:
                 raw = blocks.adc_read()
             elif hot == 4:
                 self._overwritten()
+            elif hot == 1 and (bs is BURST_ARMED or bs is BURST_POST):
+                # an armed burst reads the block the native pass has just reduced (issue 43: through
+                # adc_read and feed, a burst armed during a 2 ms stream outgrew the RP2040's block),
+                # and the block is checked again after it
+                burst.observe(self._taken(), blocks.adc_n, 0)
+                if not self._intact():
+                    self._overwritten()
         else:
             raw = blocks.adc_read()
         if raw is None:
@@ -191,7 +203,6 @@ class Device:
                     self.framer.mark_overrun()
                     self.reducer.skip(dropped)
                 self.reducer.feed(raw, n, self.framer)
-            burst = self.burst
             if burst.state is not BURST_IDLE:
                 burst.observe(raw, n, dropped)
             if self.selftest is not None:
@@ -200,9 +211,9 @@ class Device:
                 self._overwritten()
         # else: a block nobody asked for (no stream, burst or self-test), taken to keep the ring
         # moving; one lost meanwhile (a long command pass while idle) is not an overrun of anything
-        uploading = self.burst.state is BURST_UPLOAD
+        uploading = burst.state is BURST_UPLOAD
         if uploading:
-            self.burst.upload_step()
+            burst.upload_step()
         sent = self._pump() if self._pump is not None else 0
         if raw is None and not got and not hot:
             if not sent and not uploading and not actions.busy and self._idle is not None:

@@ -77,6 +77,13 @@ def test_two_step_plan_runs_pauses_stops_and_resumes_to_the_end(qtbot, window, t
     assert svc.recording.sweeping and svc.recording.recorder is None       # the engine records, the window only shows
     assert "follows the running sweep" in win.status_label.text()
     assert np.nanmean(lv.last_summary.mean["p_total"]) > 0.1     # the drive's watts, not an empty plot
+    # the sweep's own events on that stream: its source's clock places its steps' commands and phases
+    qtbot.waitUntil(lambda: svc.recording.live.clock is not None, timeout=30_000)
+    qtbot.waitUntil(lambda: any(e["kind"] == "phase" for e in svc.captures.events_s(svc.recording.live)),
+                    timeout=60_000)
+    placed = svc.captures.events_s(svc.recording.live)
+    assert all(-1.0 <= e["t0"] <= svc.recording.live.duration_s + 1.0 for e in placed), placed
+    assert lv._event_drawn, "the live view drew none of the sweep's events"
     qtbot.waitUntil(lambda: "paused before step 2 of 2" in panel.state.text(), timeout=120_000)
     assert panel.progress_bar.value() == 1
     qtbot.waitUntil(lambda: panel.table.rowCount() == 1, timeout=30_000)

@@ -99,6 +99,8 @@ class Sweep:
         """on_block(IntervalBlock): every block the steps' recorder receives (a live view; the GUI)."""
         self.plan = plan
         self.on_block = on_block
+        self._source = None                      # what measures the rails, while open (clock_model)
+        self._step_timelines: list[Timeline] = []   # each step's run here, for a live view (events)
         self.store = store
         self.out = Path(out_dir)
         self.on_progress = on_progress or (lambda d: None)
@@ -223,9 +225,29 @@ class Sweep:
     def _open_source(self, rig, wait_s: float = 0.0):
         """What measures the rails: the interposer on the rig's port, or the plan's rig.source (an N6705C,
         Joulescopes), used exactly as the interposer is (powerrig.sources)."""
+        self._source = None
         if self.plan.rig.source == "interposer":
-            return open_interposer(rig.port, wait_s, reply_timeout=self.plan.rig.reply_timeout_s)
-        return open_source(self.plan.rig.source, rig.info)
+            self._source = open_interposer(rig.port, wait_s, reply_timeout=self.plan.rig.reply_timeout_s)
+        else:
+            self._source = open_source(self.plan.rig.source, rig.info)
+        return self._source
+
+    def clock_model(self):
+        """The measuring source's clock (its sample index <-> UTC) while the sweep runs, for a live view
+        that places the sweep's commands and phases on the stream it draws; None with no source open or
+        a source that keeps no clock (read from another thread: the model is a snapshot)."""
+        clock = getattr(self._source, "clock", None)
+        return clock.model() if clock is not None else None
+
+    def events(self) -> list:
+        """Every event of the steps run so far in this process (each step's own timeline: commands,
+        phases, power-state changes), for a live view that draws them on the stream; safe from another
+        thread (a timeline copies under its lock)."""
+        return [e for tl in list(self._step_timelines) for e in tl]
+
+    def events_added(self) -> int:
+        """How many events the steps have added so far: a live view redraws when it changes."""
+        return sum(tl.added for tl in list(self._step_timelines))
 
     def _resumable(self) -> dict:
         """The run --resume continues, or PlanError saying why there is none."""
@@ -408,6 +430,7 @@ class Sweep:
     def _run_step(self, dev, step: Step, attempt: int) -> dict:
         plan, rig = self.plan, self._rig
         tl = Timeline()
+        self._step_timelines.append(tl)
         nvme, fio = rig.runners(tl)
         nvme._id[rig.controller] = self._ident          # id-ctrl read once per sweep
         owned.owned_dir(self.out / "captures")

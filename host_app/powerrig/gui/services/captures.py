@@ -95,8 +95,10 @@ class Captures(QObject):
                 and not hasattr(self.source, "reader"))):
             self._show_next_live = False
             self.show(live)
-        if self.timeline.added != self._seen_events:
-            self._seen_events = self.timeline.added
+        engine = rec.followed_sweep()
+        added = self.timeline.added + (engine.events_added() if engine is not None else 0)
+        if added != self._seen_events:
+            self._seen_events = added
             self.events.emit()
 
     def _close(self) -> None:
@@ -118,6 +120,9 @@ class Captures(QObject):
                 self._placed = (key, self._place(src, src.reader.events, src.reader.sample_id))
             return self._placed[1]
         evs = list(self.timeline)
+        engine = self.recording.followed_sweep()
+        if engine is not None:                  # a running sweep's steps: their commands and phases too
+            evs = sorted(evs + engine.events(), key=lambda e: e.t_start)
         if last is not None:
             evs = evs[-last:]
         return self._place(src, placed_over_host(evs), src.sample_id)    # a placed command, not also its host-stamped one

@@ -29,6 +29,7 @@ class Recording(QObject):
         self.capture_path: Path | None = None
         self.live_capture: Path | None = None  # the capture file holding all of ``live`` (None: a sweep's steps)
         self.sweeping = False                  # the live source follows a sweep's recordings
+        self._sweep = lambda: None             # the engine of the sweep followed (follow_sweep)
         self.interval_us: int | None = None    # None: the device's default interval
         self.reconnect_s = self.RECONNECT_S
         self._seen_rows = 0
@@ -123,16 +124,20 @@ class Recording(QObject):
                                          f"{time.monotonic() - self._lost_at:.1f} s; the capture goes on")
         return dev
 
-    def follow_sweep(self):
+    def follow_sweep(self, sweep=None):
         """The live view follows a sweep: returns the callback the sweep engine hands its steps'
         recorder (``Sweep(on_block=...)``); the engine records, one capture per step, and the plot shows
         a fresh live stream of those steps (the time between them shaded as a gap). This window's own
-        recording ends first (its capture is saved) and starts again after the sweep while connected."""
+        recording ends first (its capture is saved) and starts again after the sweep while connected.
+        ``sweep()``: the running engine (or None before it exists): its source's clock is refitted as this
+        window's own is and its steps' events are drawn (followed_sweep), so the sweep's commands and
+        phases land on the stream where they happened."""
         if self.recorder is not None:
             self.stop()
         self.live = None
         self._seen_rows = 0
         self._next_index = self._lost_at = None
+        self._sweep = sweep or (lambda: None)
         self.sweeping = True
         self.sweep_started.emit()
         self.core.status.emit("the plot follows the running sweep (each step records its own capture)")
@@ -148,17 +153,29 @@ class Recording(QObject):
         else:
             self.core.status.emit("the sweep ended; its captures and report are in the sweep panel's output folder")
 
+    def _clock_source(self):
+        """Whose clock places events on the live stream: the sweep's source while a sweep runs, else this
+        window's interposer; None when neither has one."""
+        if self.sweeping:
+            engine = self._sweep()
+            return engine.clock_model if engine is not None else None
+        return self.dev.clock.model if self.dev is not None else None
+
+    def followed_sweep(self):
+        """The engine of the sweep the live view follows (its events go on the plot), or None."""
+        return self._sweep() if self.sweeping else None
+
     def _tick(self) -> None:
         """The only place live data is announced; the clock model refitted; a lost link that did not
         come back ends the connection."""
         live = self.live
         if live is not None:
             now = time.monotonic()
-            if self.dev is not None and not self.sweeping and (live.clock is None
-                                                               or now - self._clock_at >= self.CLOCK_REFIT_S):
+            clock = self._clock_source()
+            if clock is not None and (live.clock is None or now - self._clock_at >= self.CLOCK_REFIT_S):
                 # a refit costs ~3 ms of the GUI thread (bench_gui --profile): once a second, not every tick
                 self._clock_at = now
-                m = self.dev.clock.model()
+                m = clock()
                 if m is not None:
                     live.clock = m
             if live.length != self._seen_rows:

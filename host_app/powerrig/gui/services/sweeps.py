@@ -163,7 +163,8 @@ class Sweeps(QObject):
             self.core.error.emit("a sweep is already running; stop it first")
             return False
         try:
-            self.runner.start(plan, store, out_root, resume=resume, on_block=self.recording.follow_sweep())
+            on_block = self.recording.follow_sweep(lambda: self.runner.sweep)
+            self.runner.start(plan, store, out_root, resume=resume, on_block=on_block)
         except PowerrigError as e:
             self.recording.sweep_ended()
             self.core.error.emit(str(e))

@@ -26,14 +26,16 @@ from powerrig.core.errors import DeviceError, LinkError
 logger = logging.getLogger(__name__)
 
 # The reader's pace (docs/scale.md, "Where a recording's CPU goes"): while a stream flows and no
-# command waits, a read every BATCH_S takes ~12 KB at a time (the 100 us stream's 465 kB/s);
-# the kernel holds 64 KB for a USB serial port (130 ms at the link budget), a pty 20 KB (40 ms).
-BATCH_S = 0.025
+# command waits, a read every BATCH_S takes ~19 KB at a time (the 100 us stream's 465 kB/s); it is
+# the clock pings' interval, so one wake-up serves a ping and the bytes of a whole interval (pings
+# are sent just before the read). The kernel holds 64 KB for a USB serial port (130 ms at the link
+# budget), a pty 20 KB (44 ms; the virtual rig queues what does not fit, as a board's USB FIFO waits).
+BATCH_S = 0.04
 FLOWING_S = 0.1          # a stream whose frames came this recently still flows
-PING_MERGE = 1.6         # a ping due within this many BATCH_S is waited for instead (40 ms: ~19 KB)
+PING_MERGE = 1.6         # a ping due within this many BATCH_S is waited for instead (64 ms: ~30 KB)
 PING_TIMEOUT_S = 1.0      # a clock ping's reply (as Interposer.ping waits for it)
-PARTIAL_POLL_S = 0.25
-READ_MAX = 1 << 18       # bytes taken in one wake-up at most (reads of up to 4 KB each, drained)    # a held partial frame: look again this often (its wait is bounded in time)
+PARTIAL_POLL_S = 0.25    # a held partial frame: look again this often (its wait is bounded in time)
+READ_MAX = 1 << 18       # bytes taken in one wake-up at most (reads of up to 4 KB each, drained)
 
 
 def _posix_fd(ser) -> int | None:
@@ -132,6 +134,8 @@ class SerialLink:
         self._fd = _posix_fd(self.ser)
         # the reader's select ends when a byte is written here (close, keep_pinging)
         self._abort_r, self._abort_w = os.pipe() if self._fd is not None else (-1, -1)
+        if self._abort_w >= 0:
+            os.set_blocking(self._abort_w, False)      # a poke never blocks the caller (a full pipe is poked already)
         self._thread = threading.Thread(target=self._read_loop, name=f"powerrig-link-{port}", daemon=True)
         self._thread.start()
 
@@ -191,7 +195,7 @@ class SerialLink:
         if not ready:
             return b""
         if self._abort_r in ready:          # poked: look at the stop flag and the pings again
-            os.read(self._abort_r, 64)
+            os.read(self._abort_r, 4096)
             return b""
         try:
             data = os.read(fd, 1 << 16)
@@ -226,8 +230,19 @@ class SerialLink:
             # a ping due soon ends the wait and its read takes the bytes too: one wake-up, not two
             due = self._beat_due - time.monotonic()
             wait = due if due < BATCH_S * PING_MERGE else min(wait, due)
-        if wait > 0:
+        if wait <= 0:
+            return
+        if self._abort_r < 0:
             self._wake.wait(wait)
+            return
+        # a local port: sleep in select on the abort pipe alone (a command pokes it), one system call
+        # and no lock: Event.wait with a timeout builds and takes a fresh lock every time
+        try:
+            ready, _, _ = select.select([self._abort_r], [], [], wait)
+        except InterruptedError:
+            return
+        if ready:
+            os.read(self._abort_r, 4096)
 
     # ---- clock pings from the reader thread --------------------------------------------------------
     def keep_pinging(self, every_s, on_reply, on_error) -> bool:
@@ -372,7 +387,7 @@ class SerialLink:
                 raise LinkError(self.error)
             t_send = time.time()
             bad0 = self.bad_replies
-            self._wake.set()             # the reader stops pacing and reads the reply as it comes
+            self._poke()                 # the reader stops pacing and reads the reply as it comes
             self.write(frame)
             if not ev.wait(timeout * self.time_scale) or not box:
                 if self.error:
@@ -407,9 +422,24 @@ class SerialLink:
     def write(self, data: bytes) -> None:
         with self._write_lock:
             try:
-                self.ser.write(data)
+                if self._fd is not None:
+                    self._write_fd(data)
+                else:
+                    self.ser.write(data)
             except (serial.SerialException, OSError) as e:
                 raise LinkError(f"cannot write to {self.port}: {e}") from None
+
+    def _write_fd(self, data: bytes) -> None:
+        """A local port: os.write straight to its descriptor (a command, a clock ping: tens of bytes the
+        kernel takes at once); pyserial's write for what is left when it does not (a full buffer: it
+        waits for room). pyserial's write added a Timeout object and a select per call: 25 times a
+        second from the reader thread for the pings alone."""
+        try:
+            k = os.write(self._fd, data)
+        except BlockingIOError:
+            k = 0
+        if k < len(data):
+            self.ser.write(data[k:])
 
     def close(self) -> None:
         self._stop.set()

@@ -10,13 +10,15 @@ voltage where the board can measure it (``board.vref_v()``); firmware version an
 from powerrig_fw import PROTOCOL_VERSION, VERSION, layout, rails_default
 
 SAMPLES = 1000            # 4 ms at 4 us
-# samples taken from each block: the statistics are plain Python per sample, and a whole block of them
-# (500 samples x 6 channels on the RP2040) outlasted the DMA ring's slack: the self-test lost 29,000-35,500
-# samples on the emulated RP2040 and so failed its own "no samples lost" check on a good board (issue 43).
-# So it reads PER_BLOCK samples of one block in EVERY (the others pass through untouched, and the DMA
-# ring's slack absorbs its slower passes): the noise of an idle input needs no contiguous samples, and
-# a sample lost now is the capture chain's, not the self-test's own.
-PER_BLOCK = 50
+# samples taken from a block: the statistics are plain Python, ~150 us per sample point (6 channels and
+# the digital word) on the emulated RP2040. 50 samples of one block in four took ~7.7 ms of each 8 ms:
+# the main loop fell behind its DMA ring, each block it then read was the oldest, which DMA overwrote
+# while it was read, and the self-test lost 22,000-35,500 samples and failed its own "no samples lost"
+# check on a good board (issue 43). PER_BLOCK samples of one block in EVERY bound its work to ~1.5 ms
+# of each 8 ms there (the other blocks pass through untouched): 1000 samples in 0.8 s on the RP2040,
+# 0.4 s on the RP2350. The noise of an idle input needs no contiguous samples, and a sample lost now is
+# the capture chain's, not the self-test's own.
+PER_BLOCK = 10
 EVERY = 4
 WAIT_SAMPLES = 750000     # 3 s at 4 us: how long to wait for the drive to go idle
 ACTIVITY = 1              # the activity input's bit in the digital word

@@ -296,7 +296,9 @@ print("device ok")
 # selftest: answered once it has read its samples (idle only), with noise per channel
 r = command({"id": 50, "cmd": "selftest"})
 assert r == [], r                       # no blocks yet: no reply yet
-# it reads 50 samples of one block in four (selftest.PER_BLOCK, EVERY: its Python keeps up on the RP2040)
+# it reads PER_BLOCK samples of one block in EVERY (its Python keeps up on the RP2040): this many blocks
+from powerrig_fw import selftest as _st
+need = _st.EVERY * ((_st.SAMPLES + _st.PER_BLOCK - 1) // _st.PER_BLOCK)
 for s in range(0, 250, 50):             # the drive is busy in the first eight blocks: they do not count
     board.block[s * 7 + 6] = 3
     board.block[s * 7 + 1] = 9000
@@ -306,9 +308,9 @@ for _ in range(8):
 for s in range(0, 250, 50):
     board.block[s * 7 + 6] = 2
     board.block[s * 7 + 1] = 4000
-board.pending = 80
+board.pending = need
 replies = []
-for _ in range(81):
+for _ in range(need + 1):
     dev.poll()
     for b in board.sent:
         replies += [json.loads(f[2]) for f in reader.feed(b) if f[0] == wire.T_REPLY]

@@ -4,7 +4,7 @@
 //
 //   node run.mjs --fw firmware.bin [--fs lfs.bin --fs-offset 0xA0000] [--waveform wave.i16 --stride 7]
 //       [--pins sclk=2,cs=3,sdi=7,sdo=4:5:6,dig=10:11:12] [--pty-fd 3] [--stats stats.json]
-//       [--rate 0.05] [--wall 600] [--echo] [--usb-trace] [--pcs N [--stack-words W]] [--timelog FILE]
+//       [--rate 0.05] [--wall 600] [--echo] [--usb-trace] [--pcs N [--stack-words W]] [--timelog FILE] [--vref 2.5]
 //
 // --rate R: emulated seconds per wall second at most (0: as fast as it goes). A steady rate is a steady
 //           crystal for the host's clock fit (docs/emulator.md, "Time").
@@ -71,6 +71,10 @@ if (args.waveform) {
   const wave = new Int16Array(raw.buffer, raw.byteOffset, raw.length >> 1);
   adc = new AD7380Bank(mcu, () => clock.nowNs(), pins, wave, Number(args.stride || 2 * pins.sdo.length + 1));
 }
+
+// ---- the RP2's own ADC: the converters' reference at GPIO 26 (ADC0), what the self-test reads
+// (board.rp2350.Board.vref_v); --vref V, default the interposer's 2.5 V (rp2040js reads 0 V there) ----
+mcu.adc.channelValues[0] = Math.round(Number(args.vref ?? 2.5) / 3.3 * 4095);
 
 // ---- USB CDC <-> pty ----
 const usb = new CdcBridge(mcu, args['pty-fd'] !== undefined ? Number(args['pty-fd']) : -1, !!args.echo);

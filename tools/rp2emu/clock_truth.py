@@ -38,12 +38,15 @@ def _log(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return np.array(outs, dtype=np.int64).reshape(-1, 3), np.array(ins, dtype=np.int64).reshape(-1, 4)
 
 
-def ping_board(port: str, n: int, gap_s: float, timelog: Path, reply_timeout_s: float = 120.0) -> list[dict]:
+def ping_board(port: str, n: int, gap_s: float, timelog: Path, reply_timeout_s: float = 120.0,
+               describe_first: bool = False) -> list[dict]:
     """n clock pings in the host's own form over the raw pty, one at a time: per ping the host->board
     byte offset just after its last byte, the board->host offset of its reply's first byte, and the
     reply's indices. Opens the port after a resync preamble, as the host does. The offsets count from
     the board's boot (the time log's): what earlier hosts exchanged is read from the log first, with
-    the link quiet (the runner writes its log every half second)."""
+    the link quiet (the runner writes its log every half second). ``describe_first``: a describe
+    answered before the first ping, as the host's open does (powerrig.interposer.client): right
+    after boot a ping sent before the board's main loop runs is read only when the loop starts."""
     time.sleep(1.5)
     outs, ins = _log(timelog) if timelog.exists() else (np.zeros((0, 3), np.int64), np.zeros((0, 4), np.int64))
     fd = os.open(port, os.O_RDWR | os.O_NOCTTY)
@@ -54,8 +57,8 @@ def ping_board(port: str, n: int, gap_s: float, timelog: Path, reply_timeout_s: 
     try:
         os.write(fd, bytes(wire.fw.RESYNC_PREAMBLE))
         sent += wire.fw.RESYNC_PREAMBLE
-        for k in range(n):
-            f = wire.encode_command({"id": 1000 + k, "cmd": "ping"}, seq=k)
+        for k in range(-1 if describe_first else 0, n):
+            f = wire.encode_command({"id": 1000 + k, "cmd": "ping" if k >= 0 else "describe"}, seq=k & 0xFFFF)
             os.write(fd, f)
             sent += len(f)
             end = time.monotonic() + reply_timeout_s
@@ -81,9 +84,10 @@ def ping_board(port: str, n: int, gap_s: float, timelog: Path, reply_timeout_s: 
                         import json
                         doc = json.loads(payload)
                         if doc.get("id") == 1000 + k:
-                            reply = {"sent_end": sent, "reply_at": at, "rx_index": doc["rx_index"],
-                                     "index": doc["index"], "header_index": index}
-            out.append(reply)
+                            reply = {"sent_end": sent, "reply_at": at, "rx_index": doc.get("rx_index"),
+                                     "index": doc.get("index"), "header_index": index}
+            if k >= 0:
+                out.append(reply)
             time.sleep(gap_s)
     finally:
         os.close(fd)

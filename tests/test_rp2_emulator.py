@@ -345,11 +345,13 @@ def test_rp2_emulator_clock_fit_against_the_waveforms_clock(board):
     waveform's clock). The stamps fall on the sample, not on the 2 ms block's start (20 of 20 were
     multiples of 500 before), and the fit is within 150 us of the waveform's clock at p99 (116, 122
     and 142 us in three runs; -366 us with the stamp taken after reading the ping's bytes; right
-    after boot, before the board had answered anything, one run gave 1,455 us: not understood yet)."""
+    after boot, before the board had answered anything, one run gave 1,455 us: a ping sent before the
+    main loop ran, read ~24 ms after it arrived; test_rp2_emulator_boot.py fits the host's first pings
+    after its describe, as the host sends them, within 150 us)."""
     from powerrig.interposer.serial_link import SerialLink
 
-    link = SerialLink(board.port)            # the board up and answering (right after its boot the fit was
-    try:                                     # 1,455 us off: not understood yet)
+    link = SerialLink(board.port)            # the board up and answering, as the host's open leaves it
+    try:
         link.command("describe", timeout=900)
         link.command("status", timeout=900)
     finally:

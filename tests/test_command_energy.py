@@ -25,11 +25,13 @@ class _Clock:
 
 
 def _rails(ssd, t0, t1, dt=DT, noise_w=0.05, seed=1):
-    """Interval means of the model's power (10 sub-instants each) plus measurement noise."""
+    """Interval means of the model's power (its 4 us instants, as the interposer averages them: the
+    drive's program pulses alias in a few points per interval) plus measurement noise."""
     n = int(round((t1 - t0) / dt))
-    sub = (np.arange(10) + 0.5) / 10 * dt
+    k = max(1, int(round(dt / 4e-6)))
+    sub = (np.arange(k) + 0.5) / k * dt
     t = (t0 + np.arange(n)[:, None] * dt + sub[None, :]).ravel()
-    p = ssd.power_at(t).reshape(n, 10).mean(axis=1)
+    p = ssd.power_at(t).reshape(n, k).mean(axis=1)
     return p + np.random.default_rng(seed).normal(0, noise_w, n)
 
 

@@ -140,3 +140,54 @@ def test_a_run_is_one_round_and_one_efficiency_row():
     assert _rounds(rounds + [over], 1e-3) == rounds
     one = [_phase("fio:w", "workload", 44.0, 30.0, 21.3), _phase("measure:w", "workload", 44.0, 30.0, 21.3)]
     assert len(_rounds(one, 1e-3)) == 1
+
+
+def test_span_selection_matches_the_pairwise_rules_on_random_nested_phases():
+    """checked_phases and the rounds compare each phase with all others at once (numpy, issue 42: the
+    pairwise loops were a fifth of a 10-hour analysis); the same phases come out as the rules say
+    pair by pair, on random nested, repeated and near-slack spans (the rules written out here)."""
+    import random
+
+    from powerrig.analysis.checks import checked_phases
+    from powerrig.analysis.pipeline import _rounds
+
+    slack = 0.05
+
+    def inside(a, b):
+        return a.start_s >= b.start_s - slack and a.stop_s <= b.stop_s + slack
+
+    def same(a, b):
+        return abs(a.start_s - b.start_s) <= slack and abs(a.stop_s - b.stop_s) <= slack
+
+    def checked_ref(rs):
+        work = [r for r in rs if r.kind == "workload"]
+        keep = []
+        for r in work:
+            outer = [q for q in work if q is not r and inside(r, q)]
+            if any(not inside(q, r) for q in outer) or (outer and r.name.startswith("fio:")):
+                continue
+            keep.append(r)
+        return keep + [r for r in rs if r.kind == "dwell" and not any(inside(q, r) for q in work)]
+
+    def rounds_ref(rs):
+        work, out = [r for r in rs if r.kind == "workload"], []
+        for r in work:
+            if any(same(r, q) for q in out) or any(
+                    q is not r and not same(q, r) and q.start_s >= r.start_s - slack and q.stop_s <= r.stop_s + slack
+                    for q in work):
+                continue
+            out.append(r)
+        return out
+
+    rng = random.Random(42)
+    for _trial in range(200):
+        rs = []
+        for k in range(rng.randint(0, 25)):
+            t0 = rng.choice([0.0, 10.0, 10.04, 10.06, 20.0]) + rng.randint(0, 3) * 11.0
+            d = rng.choice([5.0, 10.0, 10.04, 21.0, 40.0])
+            name = rng.choice(["fio:w", "measure:w", f"w{k}"])
+            rs.append(_phase(name, rng.choice(["workload", "workload", "dwell", "idle"]), t0, d, 20.0))
+        if rs and rng.random() < 0.3:
+            rs.append(rs[0])                  # one phase listed twice
+        assert checked_phases(rs, 1e-3) == checked_ref(rs)
+        assert _rounds(rs, 1e-3) == rounds_ref(rs)

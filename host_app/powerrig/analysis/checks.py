@@ -23,6 +23,8 @@ import math
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from powerrig.analysis.descriptors import PowerState, ocp_peak_limit
 from powerrig.analysis.result import CheckResult, PhaseResult
 from powerrig.core.names import PhaseKind, Verdict
@@ -237,8 +239,12 @@ def actp(r: PhaseResult, states: dict, tolerance: float = 0.0, sampling: Samplin
                   "the drive reports no ACTP for this state")
 
 
-def _inside(a: PhaseResult, b: PhaseResult, slack_s: float) -> bool:
-    return a.start_s >= b.start_s - slack_s and a.stop_s <= b.stop_s + slack_s
+def spans(rs: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, stops, identities) of phase results as arrays: a phase is compared with all the
+    others at once (numpy), not pair by pair in Python: a 10-hour capture's ~840 workload phases made
+    700,000 pairs, a fifth of its analysis (issue 42)."""
+    return (np.array([r.start_s for r in rs], np.float64), np.array([r.stop_s for r in rs], np.float64),
+            np.array([id(r) for r in rs], np.int64))
 
 
 def checked_phases(results: list[PhaseResult], interval_s: float) -> list[PhaseResult]:
@@ -246,19 +252,22 @@ def checked_phases(results: list[PhaseResult], interval_s: float) -> list[PhaseR
     another (a fio job's phase around a sweep's measured phase over the same run, or the jobs of
     several streams inside it) is checked as the outer one only; a fio job's own phase inside another
     workload phase is not checked again; a dwell is checked only when no workload phase lies in it
-    (the workload's own checks say what the state drew under I/O)."""
+    (the workload's own checks say what the state drew under I/O). "a inside b" is
+    a.start >= b.start - slack and a.stop <= b.stop + slack."""
     slack = max(2 * interval_s, 0.05)
     work = [r for r in results if r.kind == PhaseKind.WORKLOAD]
+    s, e, ids = spans(work)
     keep = []
     for r in work:
-        outer = [q for q in work if q is not r and _inside(r, q, slack)]
-        if any(not _inside(q, r, slack) for q in outer):
-            continue                   # strictly inside another workload phase: that one is checked
-        if outer and r.name.startswith(FIO_JOB_PREFIX):
-            continue                   # the same span as the sweep's phase over it: checked under that name
+        outer = (r.start_s >= s - slack) & (r.stop_s <= e + slack) & (ids != id(r))    # q holding r
+        if outer.any():
+            if not ((s[outer] >= r.start_s - slack) & (e[outer] <= r.stop_s + slack)).all():
+                continue               # strictly inside another workload phase: that one is checked
+            if r.name.startswith(FIO_JOB_PREFIX):
+                continue               # the same span as the sweep's phase over it: checked under that name
         keep.append(r)
     for r in results:
-        if r.kind == PhaseKind.DWELL and not any(_inside(q, r, slack) for q in work):
+        if r.kind == PhaseKind.DWELL and not ((s >= r.start_s - slack) & (e <= r.stop_s + slack)).any():
             keep.append(r)
     return keep
 

@@ -619,14 +619,16 @@ def _rounds(results: list[PhaseResult], dt: float) -> list[PhaseResult]:
     """The workload runs as rounds: one phase per span (fio's job phase and the sweep's phase over the same
     run are one round), and no phase that holds several rounds (a sweep's phase over its steady rounds)."""
     slack = max(2 * dt, 0.05)
-    same = lambda a, b: abs(a.start_s - b.start_s) <= slack and abs(a.stop_s - b.stop_s) <= slack  # noqa: E731
     work, out = [r for r in results if r.kind == WORKLOAD], []
-    for r in work:
-        if any(same(r, q) for q in out):
+    s, e, ids = C.spans(work)                   # each phase against all at once (numpy), not pair by pair
+    taken = np.zeros(len(work), bool)           # the rounds kept so far
+    for k, r in enumerate(work):
+        same = (np.abs(s - r.start_s) <= slack) & (np.abs(e - r.stop_s) <= slack)
+        if (same & taken).any():
             continue
-        if any(q is not r and not same(q, r) and q.start_s >= r.start_s - slack and q.stop_s <= r.stop_s + slack
-               for q in work):
-            continue
+        if ((ids != id(r)) & ~same & (s >= r.start_s - slack) & (e <= r.stop_s + slack)).any():
+            continue                            # holds another round
+        taken[k] = True
         out.append(r)
     return out
 

@@ -95,7 +95,7 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float, ca
         drive = QemuDrive(rig_dir, f"QEMU{rig_id.upper()}").start()     # the real NVMe stack in a guest
         load, server, drive_state = drive.power, drive, drive.state()
     else:
-        drive = VirtualSSD(profile)
+        drive = VirtualSSD(profile, seed=seed)
         endpoint = str(rig_dir / "ssd.sock")
         server = SsdServer({"/dev/nvme0": drive}, endpoint)
         server.start()

@@ -2,8 +2,10 @@
 
 Time is host UTC (``time.time()``), the same clock the interposer's samples are mapped to, so what
 the rails show lines up with the nvme/fio events the host records. The drive keeps a short history
-of power "segments" (a level it approaches exponentially plus a decaying transient) so that
-``rail_currents`` can evaluate any recent instants at once with numpy.
+of power "segments" (a level it approaches exponentially plus a power-state change's overshoot, and
+the parts of its dynamic power that pulse: NAND program, GC copies, NAND reads) so that
+``rail_currents`` can evaluate any recent instants at once with numpy; ``waveform.py`` draws the
+pulses, GC episodes and the overshoot's ringing (the 4 us structure), mean-preserving.
 
 Everything that changes the drive (commands, runs starting and stopping, APST and thermal
 transitions) happens under one lock, and autonomous changes are replayed in time order by
@@ -19,13 +21,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from powerrig.core.errors import PowerrigError
-from powerrig.sim.ssd.model import JobLoad, OperatingPoint, idle_power, operating_point
+from powerrig.sim.ssd.model import JobLoad, OperatingPoint, idle_power, operating_point, pulsing_parts
 from powerrig.sim.ssd.power_claims import PowerClaims
 from powerrig.sim.ssd.profile import Profile, load
+from powerrig.sim.ssd.waveform import Waveform, WaveformSpec, transient
 
-RIPPLE_HZ = 1000.0          # NAND program pulses show as ripple on the rail while writing
-RIPPLE_FRACTION = 0.06      # of the throughput-dependent power; mean zero, so averages are unchanged
-SETTLE_S = 0.003            # how fast power follows a change of workload
+SETTLE_S = 0.003
+SEG_COLS = 9                # t, level, target, tau, overshoot, io, program W, gc W, read W            # how fast power follows a change of workload
 HISTORY_S = 30.0            # how far back rail_currents can look
 
 
@@ -56,24 +58,18 @@ class Run:
         self.write_bytes = np.zeros(n)
 
 
-def ripple_wave(t: np.ndarray) -> np.ndarray:
-    """sin(2 pi RIPPLE_HZ t) at host UTC instants, its phase taken from the first instant (t - t[0] is
-    small): sin of arguments near 1e13 rad took numpy's slow path (4x the time) and was no more
-    exact (the float64 product's last bit there is ~0.002 rad)."""
-    if not len(t):
-        return np.zeros(0)
-    t0 = float(t[0])
-    return np.sin(2 * np.pi * (math.fmod(RIPPLE_HZ * t0, 1.0) + RIPPLE_HZ * (t - t0)))
-
-
 class VirtualSSD:
     """A drive built from a profile (see ``powerrig.sim.ssd.profile``)."""
 
     nominal_volts = {"12V": 12.0, "3V3": 3.3, "5V": 5.0}
 
-    def __init__(self, profile: str | Profile = "d5-p5336", clock=time.time, sn: str | None = None):
+    def __init__(self, profile: str | Profile = "d5-p5336", clock=time.time, sn: str | None = None, seed: int = 1):
         self.profile = profile if isinstance(profile, Profile) else load(profile)
         self.clock = clock
+        try:
+            self.waveform = Waveform(WaveformSpec.from_profile(self.profile.power), seed)
+        except ValueError as e:
+            raise SsdError(f"drive profile {self.profile.name}: {e}") from None
         self.sn = sn or self.profile.sn
         self._lock = threading.RLock()
         now = clock()
@@ -116,8 +112,10 @@ class VirtualSSD:
         self.fdp_media_bytes = 0.0
         self.power_on_base_h = 1200
         self._t_created = now
-        # power history for the rails: segment start, level at start, target, time constant, spike
-        self._seg = np.zeros((0, 6))
+        # power history for the rails: segment start, level at start, target, time constant, overshoot (W),
+        # I/O in flight (1/0: the activity LED), and the watts of the target that pulse (waveform.py):
+        # NAND program of host data, GC copies, NAND reads
+        self._seg = np.zeros((0, SEG_COLS))
         self._add_segment(now, self._target_power(), SETTLE_S, 0.0, 0.0)
         # the drive's own power measurement (sim/ssd/power_claims.py): profiles with [power.self_report]
         sr = self.profile.power.get("self_report")
@@ -141,23 +139,31 @@ class VirtualSSD:
             self.advance(float(t.max()))
         return self._power_eval(t)
 
-    def _power_eval(self, t: np.ndarray) -> np.ndarray:
-        """power_at without replaying autonomous changes first (the drive's own meter calls it from advance)."""
+    def _power_eval(self, t: np.ndarray, pulsed: bool = True) -> np.ndarray:
+        """power_at without replaying autonomous changes first. ``pulsed=False``: without the sub-ms pulses
+        and the overshoot's ringing, what a meter averaging over ~1 ms reads (the drive's own)."""
         with self._lock:
             seg = self._seg
         one = self._one_segment(seg, t)
         if one is not None:
-            return self._segment_power(one, t)
+            return self._segment_power(one, t, pulsed)
         k = np.searchsorted(seg[:, 0], t, side="right") - 1
         k = np.clip(k, 0, len(seg) - 1)
         s = seg[k]
         dt = np.maximum(t - s[:, 0], 0.0)
-        p = s[:, 2] + (s[:, 1] - s[:, 2]) * np.exp(-dt / s[:, 3]) + s[:, 4] * np.exp(-dt / 2e-4)
-        ripple = s[:, 5] * ripple_wave(t)
-        return p + ripple
+        p = s[:, 2] + (s[:, 1] - s[:, 2]) * np.exp(-dt / s[:, 3])
+        if s[:, 4].any():
+            p += transient(dt, 1.0, self.waveform.spec) * s[:, 4] if pulsed else \
+                s[:, 4] * np.exp(-dt / (self.waveform.spec.transient_us * 1e-6))
+        return p + self.waveform.detail(t, s[:, 6], s[:, 8], s[:, 7], pulsed)
+
+    def _power_metered(self, t: np.ndarray) -> np.ndarray:
+        """What the drive's own power monitor reads (sim/ssd/power_claims.py): its conversion averages the
+        sub-ms pulses away; GC episodes and the levels it sees."""
+        return self._power_eval(t, pulsed=False)
 
     def _power_target(self, t: np.ndarray) -> np.ndarray:
-        """The level the model settles at for each instant (no transient, no ripple): what a drive that
+        """The level the model settles at for each instant (no transient, no pulses): what a drive that
         estimates its power from its own state, rather than measuring it, would report."""
         with self._lock:
             seg = self._seg
@@ -176,25 +182,26 @@ class VirtualSSD:
             return None
         return seg[k0]
 
-    @staticmethod
-    def _segment_power(s: np.ndarray, t: np.ndarray) -> np.ndarray:
-        """power_at's formula on one segment, the same numbers with scalars for its columns and without
-        the terms that are exactly zero there: an exponential past exp's underflow (x > 746: 0.0), a spike
-        or a ripple of 0. A few numpy calls per pass instead of a gather and three transcendentals."""
-        t_start, level, target, tau, spike, ripple = (float(x) for x in s)
+    def _segment_power(self, s: np.ndarray, t: np.ndarray, pulsed: bool = True) -> np.ndarray:
+        """_power_eval's formula on one segment, the same numbers with scalars for its columns and without
+        the terms that are exactly zero there: an exponential past exp's underflow (x > 746: 0.0), an
+        overshoot of 0, a part that does not pulse. A few numpy calls per pass instead of a gather."""
+        t_start, level, target, tau, spike, _io, prog, gc, read = (float(x) for x in s)
         dt_min = max(float(t[0]) - t_start, 0.0)
         p = np.full(t.shape, target)
         if level != target and dt_min / tau <= 746.0:
             dt = np.maximum(t - t_start, 0.0)
             p = target + (level - target) * np.exp(-dt / tau)
-        if spike != 0.0 and dt_min / 2e-4 <= 746.0:
-            p = p + spike * np.exp(-np.maximum(t - t_start, 0.0) / 2e-4)
-        if ripple != 0.0:
-            p = p + ripple * ripple_wave(t)
+        tr_s = self.waveform.spec.transient_us * 1e-6
+        if spike != 0.0 and dt_min / tr_s <= 746.0:
+            dt = t - t_start
+            p = p + (transient(dt, spike, self.waveform.spec) if pulsed else spike * np.exp(-np.maximum(dt, 0) / tr_s))
+        if prog or gc or read:
+            p = p + self.waveform.detail(t, prog, read, gc, pulsed)
         return p
 
     def activity(self, t_utc: np.ndarray) -> np.ndarray:
-        """The activity LED: lit while a segment with I/O power (ripple) is in force."""
+        """The activity LED: lit while a segment with I/O in flight is in force."""
         t = np.asarray(t_utc, dtype=float)
         with self._lock:
             seg = self._seg
@@ -204,13 +211,15 @@ class VirtualSSD:
         k = np.clip(np.searchsorted(seg[:, 0], t, side="right") - 1, 0, len(seg) - 1)
         return seg[k, 5] > 0
 
-    def _add_segment(self, t: float, target: float, tau: float, spike: float, ripple: float) -> None:
+    def _add_segment(self, t: float, target: float, tau: float, spike: float, io: bool,
+                     parts: tuple[float, float, float] = (0.0, 0.0, 0.0)) -> None:
+        """A new level from ``t`` on; ``parts``: the watts of ``target`` that pulse (program, GC, read)."""
         if len(self._seg):
             s = self._seg[-1]
             level = s[2] + (s[1] - s[2]) * math.exp(-max(t - s[0], 0.0) / s[3])
         else:
             level = target
-        row = np.array([[t, level, target, max(tau, 1e-5), spike, ripple]])
+        row = np.array([[t, level, target, max(tau, 1e-5), spike, 1.0 if io else 0.0, *parts]])
         keep = self._seg[:, 0] >= t - HISTORY_S
         keep[-1:] = True
         self._seg = np.vstack([self._seg[keep], row])
@@ -465,9 +474,8 @@ class VirtualSSD:
             run.history.append((t, self._op.read_Bps[i:i + n].copy(), self._op.write_Bps[i:i + n].copy()))
             i += n
         target = self._target_power()
-        dyn = max(0.0, target - idle_power(self.profile, self.ps) - self.profile.power["active_w"])
-        ripple = RIPPLE_FRACTION * dyn if (self._op.write_Bps.sum() > 0) else (1e-9 if jobs else 0.0)
-        self._add_segment(t, target, tau, spike, ripple)
+        parts = pulsing_parts(self.profile, self._op) if jobs else (0.0, 0.0, 0.0)
+        self._add_segment(t, target, tau, spike, bool(jobs), parts)
 
     def operating_point(self) -> OperatingPoint | None:
         self.advance()

@@ -214,6 +214,18 @@ def _power_terms(profile: Profile, ps: int, read_Bps: float, write_Bps: float, w
     return base, dyn
 
 
+def pulsing_parts(profile: Profile, op: OperatingPoint) -> tuple[float, float, float]:
+    """(NAND program of host data, GC copies programmed and read back, NAND reads of host data) in W: the
+    parts of ``op.watts`` that pulse on the rail (sim/ssd/waveform.py); the host transfer and the
+    fixed terms stay flat. The same terms as ``_power_terms``, on the rates ``op`` moves (throttled)."""
+    pw = profile.power
+    w, r = float(op.write_Bps.sum()) / MiB, float(op.read_Bps.sum()) / MiB
+    extra = max(op.waf - 1.0, 0.0)
+    return (1e-3 * pw["program_mj_per_mib"] * w,
+            1e-3 * (pw["program_mj_per_mib"] + pw["read_mj_per_mib"]) * w * extra,
+            1e-3 * pw["read_mj_per_mib"] * r)
+
+
 def expected_point(profile: str | Profile, ps: int, rw: str = "write", bs: int = 131072, iodepth: int = 128,
                    numjobs: int = 1, fdp: bool = False) -> dict:
     """What the virtual SSD will do in steady state: for checks through the rig (the lead's e2e test).

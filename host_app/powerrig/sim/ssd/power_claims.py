@@ -31,10 +31,13 @@ MAX_CATCH_UP = 200000   # intervals evaluated at most in one update (a fake cloc
 
 class PowerClaims:
     """The drive's own power measurement state. ``ssd`` gives ``_power_eval(t)`` (true watts) and
-    ``_power_target(t)`` (the settled level the model aims at), both vectorized, without side effects."""
+    ``_power_target(t)`` (the settled level the model aims at), both vectorized, without side effects;
+    ``_power_metered(t)`` if it has one: what its on-board monitor reads (the monitor's conversion
+    averages the sub-ms pulses the rig sees, sim/ssd/waveform.py), else ``_power_eval``."""
 
     def __init__(self, ssd, cfg: dict, t0: float):
         self.ssd = ssd
+        self._metered = getattr(ssd, "_power_metered", None) or ssd._power_eval
         self.interval_s = float(cfg.get("interval_ms", 100)) / 1000.0
         if not 1e-4 <= self.interval_s <= 2.55:
             raise ValueError(f"[power.self_report] interval_ms {cfg.get('interval_ms')} is outside 0.1..2550 ms")
@@ -87,7 +90,7 @@ class PowerClaims:
         if self.estimated:
             w = self.ssd._power_target(t)
         else:
-            w = self.ssd._power_eval(t)
+            w = self._metered(t)
         return (w.reshape(len(starts), self.samples).mean(axis=1) - self.left_out_w) * self.gain + self.offset_w
 
     def update(self, t: float) -> None:

@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from powerrig.core.errors import PowerrigError
-from powerrig.sim.ssd.model import JobLoad, OperatingPoint, idle_power, operating_point, pulsing_parts
+from powerrig.sim.ssd.model import (JobLoad, OperatingPoint, idle_power, operating_point,
+                                    pulsing_parts)
 from powerrig.sim.ssd.power_claims import PowerClaims
 from powerrig.sim.ssd.profile import Profile, load
 from powerrig.sim.ssd.waveform import Waveform, WaveformSpec, transient
 
-SETTLE_S = 0.003
-SEG_COLS = 9                # t, level, target, tau, overshoot, io, program W, gc W, read W            # how fast power follows a change of workload
+SETTLE_S = 0.003            # how fast power follows a change of workload
+SEG_COLS = 9                # t, level, target, tau, overshoot, io, program W, gc W, read W
 HISTORY_S = 30.0            # how far back rail_currents can look
 
 

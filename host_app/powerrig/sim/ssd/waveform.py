@@ -12,8 +12,9 @@ NAND program of host data, GC copies, NAND reads; the host transfer stays flat),
 so that each frame's integral is exactly its mean's:
 
 - program pulses: in each ``program_frame_us`` frame one pulse ``program_width_us`` wide at
-  ``program_height`` x the mean (starting up to ``program_jitter`` of the frame late), with a leading-edge spike (``edge_height``, decaying in ``edge_us``),
-  and the rest of the frame at the level that makes the frame's mean 1;
+  ``program_height`` x the mean (starting up to ``program_jitter`` of the frame late), with a
+  leading-edge spike (``edge_height``, decaying in ``edge_us``), and the rest of the frame at the
+  level that makes the frame's mean 1;
 - read pulses: the same with ``read_*`` (shorter frames, narrower pulses);
 - GC episodes: in each ``gc_frame_ms`` frame one episode ``gc_episode_ms`` long in which the
   episodic share (``gc_episodic``) of the GC work is done, the rest spread over the frame.

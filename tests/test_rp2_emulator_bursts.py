@@ -107,7 +107,7 @@ def test_an_edge_that_comes_fires_the_burst_during_the_stream_and_its_upload_arr
     assert np.array_equal(b.codes[:, -1], codes[b.first_index:b.first_index + PRE + POST, -1])
     assert np.array_equal(b.codes[:, :6], codes[b.first_index - 1:b.first_index - 1 + PRE + POST, :6])
     # the stream goes on after the upload: intervals arrive to its end, and any sample lost on the way
-    # (in 2 of 3 runs 2-4 intervals were lost around the trigger: docs/emulator.md) is one the board counted
+    # (in 2 of 4 runs 4 intervals were lost after the trigger: docs/emulator.md) is one the board counted
     s = run["summary"]
     after = run["after"]
     assert intervals(after) >= 0.9 * AFTER_S * 1e6 / INTERVAL_US and s["dropped_frames"] == 0, (s, [len(x) for x in after])

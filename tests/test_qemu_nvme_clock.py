@@ -91,3 +91,90 @@ def test_qemu_nvme_clock_stepped_an_hour_is_remapped_or_refused(qrig, tmp_path):
     assert abs(job.end_utc - max(c.t_complete for c in io)) < 0.005
     ph = [e for e in tl.events(kind=PHASE) if e.name.startswith("fio:")]
     assert ph and abs(ph[-1].t_start - job.start_utc) < 1e-6
+
+
+SWEEP = """
+name = "qemu clock stepped mid-step"
+power_states = [0]
+idle_steps = false
+[rig]
+port = "rig:{rig}"
+interval_us = 1000
+[drive]
+controller = "/dev/nvme0"
+namespace = "/dev/nvme0n1"
+serial = "{serial}"
+[timing]
+settle_s = 0.2
+measure_s = 3.0
+block_trace = true     # fio's edges from the guest kernel's first and last block I/O (ms placement)
+[[workload]]
+name = "read-4k"
+rw = "randread"
+bs = "4k"
+iodepth = 8
+[[workload]]
+name = "read-128k"
+rw = "read"
+bs = "128k"
+iodepth = 8
+"""
+
+
+def test_qemu_nvme_sweep_with_the_clock_stepped_inside_a_step(qrig, tmp_path, monkeypatch):
+    """A real sweep on the QEMU drive host whose guest clock is stepped an hour ahead while its first
+    step's fio runs: that step is stored invalid with the reason (its phases were placed by a clock that
+    changed under them), the run goes on, and the next step is done with its fio phase within 5 ms of
+    QEMU's own trace of its reads (the map follows the clock as it is after the step)."""
+    import threading
+    import time
+
+    from powerrig.capture import CaptureReader
+    from powerrig.results import ResultStore
+    from powerrig.sim.qemu.trace import read_all
+    from powerrig.sweep.engine import Sweep
+    from powerrig.sweep.plan import parse
+
+    remote = drive_host(qrig["drive_host"])
+    stepped = threading.Event()
+    real_before = clock_check.ClockCheck.before
+
+    def before(self):
+        out = real_before(self)
+        if not stepped.is_set() and not getattr(before, "armed", False):
+            before.armed = True                      # the first step: step the guest's clock 1 s into its fio
+
+            def step_clock():
+                time.sleep(1.0)
+                remote.run(helper_argv("sh", "-c", STEP), timeout=30)
+                stepped.set()
+            threading.Thread(target=step_clock, daemon=True).start()
+        return out
+    monkeypatch.setattr(clock_check.ClockCheck, "before", before)
+    plan = parse(SWEEP.format(rig=qrig["id"], serial=qrig["serial"]), str(tmp_path / "plan.toml"))
+    store = ResultStore(tmp_path / "r.sqlite")
+    run_id = Sweep(plan, store, tmp_path / "out").run()
+    assert stepped.is_set()
+    first, second = store.steps(run_id)
+    assert first["status"] == "invalid", first
+    assert "clock moved" in first["invalid_reason"] and "run the step again" in first["invalid_reason"]
+    assert 3599.0 < float(first["invalid_reason"].split("moved ")[1].split(" s ")[0]) < 3601.0
+    assert second["status"] == "done", second
+    assert store.run(run_id)["status"] == "done"
+    # the second step's fio phase against QEMU's trace of its reads
+    with CaptureReader(second["capture"]) as r:
+        ph = [e for e in r.events_in(kind=PHASE) if e.name.startswith("fio:")]
+    assert ph, "the second step's capture has no fio phase"
+    deadline = time.time() + 30                   # QEMU's trace file is written late on a loaded host
+    while True:
+        q = read_all(qrig["trace"])
+        io = [c for c in q if c.kind == "read" and c.t_complete is not None
+              and ph[-1].t_start - 1 <= c.t_submit <= ph[-1].t_end + 1]
+        if (io and max(c.t_complete for c in io) >= ph[-1].t_end - 0.005) or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    assert io, "QEMU traced no read of the second step"
+    d0, d1 = ph[-1].t_start - min(c.t_submit for c in io), ph[-1].t_end - max(c.t_complete for c in io)
+    assert ph[-1].meta["time_source"] == "block_trace", ph[-1].meta
+    assert abs(d0) < 0.005 and abs(d1) < 0.005, (d0, d1)
+

@@ -195,16 +195,16 @@ def test_the_sweep_hands_the_attempt_to_the_power_loss_step(monkeypatch, tmp_pat
     from types import SimpleNamespace
 
     from powerrig.sweep import power_loss
-    from powerrig.sweep.engine import Sweep
+    from powerrig.sweep.steps import REGISTRY, StepRun
 
     seen = {}
     monkeypatch.setattr(power_loss.PowerLossStep, "run", lambda self: seen.setdefault("attempt", self.attempt) and [])
-    sw = object.__new__(Sweep)
-    sw.plan = SimpleNamespace(rig=SimpleNamespace(source="interposer"), drive=SimpleNamespace(serial="SN"))
-    sw._rig = SimpleNamespace(controller="/dev/nvme0", namespaces=["/dev/nvme0n1"])
-    sw._emit = lambda *a, **k: None
+    sweep = SimpleNamespace(_rig=SimpleNamespace(controller="/dev/nvme0", namespaces=["/dev/nvme0n1"]),
+                            _emit=lambda *a, **k: None)
+    plan = SimpleNamespace(rig=SimpleNamespace(source="interposer"), drive=SimpleNamespace(serial="SN"))
     step = SimpleNamespace(power_loss=SimpleNamespace(), name="s", key="power-loss/s/r1")
-    sw._power_loss(SimpleNamespace(power_sequence=None), step, None, None, None, tmp_path, attempt=2)
+    run = StepRun(sweep, step, plan, None, None, None, tmp_path, SimpleNamespace(power_sequence=None), attempt=2)
+    REGISTRY["power_loss"].after(run)           # the kind's run hook (sweep/steps/power_loss.py)
     assert seen["attempt"] == 2
 
 

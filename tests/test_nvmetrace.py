@@ -154,3 +154,53 @@ def test_nvmetrace_scripts_are_one_line_and_touch_only_their_instance():
         assert "\n" not in s
         assert "$T/events/nvme/nvme_setup_cmd/enable" not in s       # the host's own tracing is left alone
     assert 'ctrl_id == $N' in nvmetrace.START
+
+
+def _per_line(text):
+    """The reference: each I/O-queue line in turn, a completion closing the last open submission of its key."""
+    import re
+    open_, out = {}, []
+    for line in text.splitlines():
+        m = re.search(r"\s(\d+\.\d+): nvme_(setup_cmd|complete_rq): nvme(\d+): (?:disk=\S+, )?qid=(\d+), cmdid=(\d+), "
+                      r"(?:nsid=\d+, .*cmd=\((\w+) ?(?:slba=(\d+), len=(\d+))?|.*status=(0x[0-9a-f]+))", line)
+        if not m or m.group(4) == "0":
+            continue
+        key = (m.group(3), m.group(4), m.group(5))
+        if m.group(2) == "setup_cmd":
+            open_[key] = c = [float(m.group(1)), None, None, m.group(6), m.group(7), m.group(8)]
+            out.append(c)
+        elif key in open_:
+            c = open_.pop(key)
+            c[1], c[2] = float(m.group(1)), int(m.group(9), 16)
+    return out
+
+
+def test_nvmetrace_reads_the_io_queues_in_bulk_as_a_line_by_line_reader_would():
+    """The bulk reader (dut/nvme_io_lines.py) on the kernel's text with what a busy queue adds: a command
+    id reused, a completion of nothing, a submission never completed, a failed read, a flush."""
+    text = (REC / "trace.txt").read_text()
+    io = [line for line in text.splitlines() if "qid=2" in line]
+    setup, done = io[0], io[1]
+    extra = [setup.replace("143.979853", "150.000001"), done.replace("143.981024", "150.000101").replace("status=0x0", "status=0x2"),
+             done.replace("143.981024", "150.000201"),                                 # completes nothing
+             setup.replace("143.979853", "150.000301").replace("slba=24", "slba=99"),  # cid reused, never completed
+             setup.replace("143.979853", "150.000302").replace("cmdid=16896", "cmdid=7")
+             .replace("cmd=(nvme_cmd_read slba=24, len=7, ctrl=0x0, dsmgmt=0, reftag=0)", "cmd=(nvme_cmd_flush cdw10=00 00)"),
+             done.replace("143.981024", "150.000400").replace("cmdid=16896", "cmdid=7")]
+    lines = text.splitlines()
+    end = max(k for k, line in enumerate(lines) if "qid=2" in line) + 1
+    text = "\n".join(lines[:end] + extra + lines[end:]) + "\n"
+    cmds, rw, runs, why = nvmetrace.read(text)
+    ref = _per_line(text)
+    ref_rw = sorted((c for c in ref if c[3] in ("nvme_cmd_read", "nvme_cmd_write")), key=lambda c: c[0])
+    assert len(rw["submit"]) == len(ref_rw) == 72 + 2
+    assert rw["submit"].tolist() == [c[0] for c in ref_rw]
+    assert [None if np.isnan(t) else t for t in rw["complete"].tolist()] == [c[1] for c in ref_rw]
+    assert [None if s < 0 else s for s in rw["status"].tolist()] == [c[2] for c in ref_rw]
+    assert rw["slba"].tolist() == [float(c[4]) for c in ref_rw]
+    assert rw["blocks"].tolist() == [int(c[5]) + 1 for c in ref_rw]           # NLB is 0's based
+    flush = [c for c in cmds if c.opcode == "nvme_cmd_flush"]
+    assert len(flush) == 1 and flush[0].t_complete == 150.0004 and flush[0].status == 0 and not flush[0].admin
+    assert [c.opcode for c in cmds if c.admin][:2] == ["nvme_admin_identify", "nvme_admin_set_features"]
+    tr, note = nvmetrace.load_text(text, {"nvme0n1": 512})
+    assert len(tr.io_arrays()["submit"]) == 72 and " and 75 I/O commands traced" in note   # the failed and the open one left out

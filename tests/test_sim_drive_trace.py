@@ -93,3 +93,26 @@ def test_sim_drive_trace_more_io_than_a_buffer_holds_is_an_overflow_said_in_one_
     request(ep, {"op": "stop_io", "dev": "/dev/nvme0n1", "run_id": run})
     tr, why = nvmetrace.load(st)
     assert tr is None and "overflowed" in why and why.startswith("nvme_trace: the trace buffer overflowed")
+
+
+def test_sim_drive_trace_io_rows_are_the_kernels_lines():
+    """The I/O built as byte rows (sim/ssd/trace_lines.py) is, line for line, what trace.h's TP_printk
+    writes: the per-line f-strings it replaced, cmdid wrapping at 16 bits and slba carried per job."""
+    from powerrig.sim.ssd import drive_trace
+
+    inst = drive_trace.Instance("x", 0, skew=1000.0, cid=65534)
+    segs = [(1000.5, 1000.6, [("a", "read", 131072, False, 1, 40 * 131072, 0.0)]),
+            (1000.6, 1000.7, [("a", "read", 131072, False, 1, 40 * 131072, 20 * 131072.0)])]
+    text = inst.text(drive_trace.io_lines(inst, segs, {"read": 80.0, "write": 20.0}, 2e9, 1000.0, 1001.0))
+    io = [line for line in text.splitlines() if "qid=1" in line]
+    n_reads = 8
+    assert len(io) == 2 * (n_reads + 2)
+    first = ("           fio-1 [000] .....      0.525000: nvme_setup_cmd: nvme0: disk=nvme0n1, qid=1, cmdid=65535, "
+             "nsid=1, flags=0x0, meta=0x0, cmd=(nvme_cmd_read slba=0, len=31, ctrl=0x0, dsmgmt=0, reftag=0)")
+    assert io[0] == first
+    done = ("        <idle>-0 [000] .....      0.525146: nvme_complete_rq: nvme0: disk=nvme0n1, qid=1, cmdid=65535, "
+            "res=0x0, retries=0, flags=0x0, status=0x0")
+    assert done in io                          # 80 us + 128 KiB at 2 GB/s later
+    assert "cmdid=0, nsid=1" in io[2] and "slba=32, len=31" in io[2]
+    _, rw, _, _ = nvmetrace.read(text)
+    assert rw["write"].sum() == 2 and rw["slba"][~rw["write"]].tolist() == [32.0 * k for k in range(n_reads)]

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from powerrig.core.timeline import NOTE, NVME, POWER_STATE, Event
+from powerrig.dut import nvme_io_lines
 from powerrig.dut.blocktrace import MARK, offset_of_runs, walk
 from powerrig.dut.commands import helper_argv
 
@@ -109,15 +110,19 @@ class Command:
 
 @dataclass
 class NvmeTrace:
-    """A step's traced commands, on this host's UTC clock, with the markers' bound."""
+    """A step's traced commands, on this host's UTC clock, with the markers' bound: the admin queue's
+    (and any other non-read/write) as Command objects, the reads and writes as arrays
+    (dut/nvme_io_lines.py: half a million a step on a fast drive)."""
     commands: list[Command] = field(default_factory=list)
     bound_s: float = 0.0
     lba_bytes: dict[str, int] = field(default_factory=dict)      # disk -> logical block size
     io_note: str | None = None      # why the I/O queues' commands are missing (their own buffer overflowed ...)
+    rw: dict = field(default_factory=nvme_io_lines.empty)         # the reads and writes (nvme_io_lines.read)
 
     def merge(self, other: "NvmeTrace") -> "NvmeTrace":
         """Another instance's commands (the I/O queues' beside the admin queue's), in submission order."""
         self.commands = sorted(self.commands + other.commands, key=lambda c: c.t_submit)
+        self.rw = nvme_io_lines.concat(self.rw, other.rw)
         self.bound_s = max(self.bound_s, other.bound_s)
         self.lba_bytes.update(other.lba_bytes)
         return self
@@ -125,18 +130,18 @@ class NvmeTrace:
     def admin(self) -> list[Command]:
         return [c for c in self.commands if c.admin]
 
-    def io(self) -> list[Command]:
-        return [c for c in self.commands if c.io_kind and c.t_complete is not None and c.status == 0]
+    def n_io(self) -> int:
+        """Commands traced on the I/O queues."""
+        return len(self.rw["submit"]) + sum(not c.admin for c in self.commands)
 
     def io_arrays(self) -> dict[str, np.ndarray]:
-        """The completed reads and writes as arrays: submit, complete, bytes, is_write, slba."""
-        cs = self.io()
-        size = [c.nbytes(self.lba_bytes.get(c.disk or "", 512)) or 0 for c in cs]
-        return {"submit": np.array([c.t_submit for c in cs], float),
-                "complete": np.array([c.t_complete for c in cs], float),
-                "bytes": np.array(size, float), "write": np.array([c.io_kind == "write" for c in cs], bool),
-                "slba": np.array([int(c.args.get("slba", 0)) for c in cs], float),
-                "blocks": np.array([int(c.args.get("len", -1)) + 1 for c in cs], float)}
+        """The completed reads and writes as arrays: submit, complete, bytes, is_write, slba, blocks."""
+        r = self.rw
+        ok = (r["status"] == 0) & ~np.isnan(r["complete"])
+        lba = np.array([self.lba_bytes.get(d, 512) for d in r["disks"]], float)
+        blocks = r["blocks"][ok].astype(float)
+        return {"submit": r["submit"][ok], "complete": r["complete"][ok], "bytes": blocks * lba[r["disk"][ok]],
+                "write": r["write"][ok], "slba": r["slba"][ok], "blocks": blocks}
 
 
 def _args(text: str) -> dict:
@@ -164,13 +169,16 @@ def dword(args: dict, k: int) -> int | None:
     return int.from_bytes(b[4 * k:4 * k + 4], "little")
 
 
-def parse(text: str) -> tuple[list[Command], list[list[tuple[float, float]]], str | None]:
-    """(commands in submission order, marker runs, why the trace cannot be trusted or None) of a
-    tracefs instance's ``trace`` text; times on the trace clock. A completion is paired with the
-    last submission of its (controller, queue, command id) still open."""
-    out: list[Command] = []
+def read(text: str) -> tuple[list[Command], dict, list[list[tuple[float, float]]], str | None]:
+    """(commands other than reads and writes in submission order, the reads and writes as arrays
+    (dut/nvme_io_lines.py), marker runs, why the trace cannot be trusted or None) of a tracefs
+    instance's ``trace`` text; times on the trace clock. A completion is paired with the last
+    submission of its (controller, queue, command id) still open."""
+    rw, lines, others = nvme_io_lines.read(text)
+    out: list[Command] = [Command(ctrl, qid, cid, 0, op, _args(args), float(t0), t1, st, disk=disk)
+                          for t0, t1, st, ctrl, qid, cid, op, args, disk in others]
     open_: dict[tuple[int, int, int], Command] = {}
-    events, runs, why = walk(text, _LINE)
+    events, runs, why = walk("\n".join(lines), _LINE)
     for t, kind, rest in events:
         if kind == "nvme_setup_cmd":
             s = _SETUP.match(rest)
@@ -187,13 +195,28 @@ def parse(text: str) -> tuple[list[Command], list[list[tuple[float, float]]], st
             c = open_.pop((int(d.group(1)), int(d.group(3)), int(d.group(4))), None)
             if c is not None:
                 c.t_complete, c.status = t, int(d.group(8), 16)
-    return out, runs, why
+    out.sort(key=lambda c: c.t_submit)
+    return out, rw, runs, why
+
+
+def parse(text: str) -> tuple[list[Command], list[list[tuple[float, float]]], str | None]:
+    """:func:`read` with every read and write as a Command too (one object per I/O: for small traces
+    and tests; the sweep reads the arrays)."""
+    cmds, rw, runs, why = read(text)
+    disks = rw["disks"]
+    for k in range(len(rw["submit"])):
+        t1, st = float(rw["complete"][k]), int(rw["status"][k])
+        cmds.append(Command(-1, -1, -1, 0, "nvme_cmd_write" if rw["write"][k] else "nvme_cmd_read",
+                            {"slba": int(rw["slba"][k]), "len": int(rw["blocks"][k]) - 1}, float(rw["submit"][k]),
+                            None if np.isnan(t1) else t1, None if st < 0 else st, disk=disks[rw["disk"][k]] or None))
+    cmds.sort(key=lambda c: c.t_submit)
+    return cmds, runs, why
 
 
 def load_text(text: str, lba: dict[str, int] | None = None, to_wall=None) -> tuple[NvmeTrace | None, str]:
     """The step's NvmeTrace from the trace text (``to_wall`` maps the drive host's wall clock onto
     this host's), or None and why not (one line); else a one-line summary."""
-    cmds, runs, why = parse(text)
+    cmds, rw, runs, why = read(text)
     if why:
         return None, f"nvme_trace: {why}; the host intervals stand"
     off = offset_of_runs(runs)
@@ -207,9 +230,11 @@ def load_text(text: str, lba: dict[str, int] | None = None, to_wall=None) -> tup
         c.t_submit += shift
         if c.t_complete is not None:
             c.t_complete += shift
-    tr = NvmeTrace(cmds, bound, dict(lba or {}))
+    rw["submit"] += shift
+    rw["complete"] += shift
+    tr = NvmeTrace(cmds, bound, dict(lba or {}), rw=rw)
     n_admin = sum(c.admin for c in cmds)
-    return tr, (f"nvme_trace: {n_admin} admin and {len(cmds) - n_admin} I/O commands traced "
+    return tr, (f"nvme_trace: {n_admin} admin and {tr.n_io()} I/O commands traced "
                 f"(trace clock to the drive host's within {bound * 1e3:.2f} ms)")
 
 

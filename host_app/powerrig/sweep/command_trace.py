@@ -80,7 +80,7 @@ def _load(rec) -> tuple[nvmetrace.NvmeTrace | None, str]:
         return None, note
     if io is not None:
         trace.merge(io)
-        n_io = sum(not c.admin for c in trace.commands)
+        n_io = trace.n_io()
         return trace, note.replace(" and 0 I/O commands traced", f" and {n_io} I/O commands traced")
     trace.io_note = io_note
     return trace, f"{note}; I/O not traced: {io_note}"

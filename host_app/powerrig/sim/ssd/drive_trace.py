@@ -15,13 +15,17 @@ sweep uses on a virtual rig (the endpoint's client, beside KernelTrace for real 
 """
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
+from powerrig.sim.ssd import trace_lines
 from powerrig.sim.ssd.client import request
 
 MARKERS = 8                 # as dut/blocktrace.MARKERS
@@ -103,22 +107,33 @@ class Instance:
                            f"nvme_complete_rq: nvme{self.ctrl}: {d}qid={qid}, cmdid={self.cid}, res=0x0, retries=0, "
                            f"flags=0x{2 if qid == 0 else 0:x}, status={status:#x}"))
 
-    def text(self, extra: list | None = None, written: int | None = None) -> str:
-        lines = sorted(self.lines + (extra or []), key=lambda x: x[0])
-        written = max(len(lines), written or 0)
-        kept = lines if written <= MAX_EVENTS else lines[-min(len(lines), MAX_EVENTS):]
-        head = ["# tracer: nop", "#", f"# entries-in-buffer/entries-written: {len(kept)}/{written}   #P:2", "#",
-                "#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION", "#              | |         |   |||||     |         |"]
-        return "\n".join(head + [f"{task:>16} [000] .....  {s:11.6f}: {txt}" for s, task, txt in kept]) + "\n"
+    def text(self, io: tuple | None = None, written: int | None = None) -> str:
+        """The instance's ``trace`` file: its own lines and ``io`` (io_lines' stamps and byte rows) in
+        stamp order, the header saying how many events were written (more than kept: an overflow)."""
+        own = sorted(self.lines, key=lambda x: x[0])
+        stamps, io_rows = io if io is not None else (np.zeros(0), [])
+        n = len(own) + len(stamps)
+        written = max(n, written or 0)
+        if n > MAX_EVENTS:           # only the instance's own lines can be many here: io is laid out only when it fits
+            own, n = own[-MAX_EVENTS:], MAX_EVENTS
+        head = "\n".join(["# tracer: nop", "#", f"# entries-in-buffer/entries-written: {n}/{written}   #P:2", "#",
+                          "#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION",
+                          "#              | |         |   |||||     |         |"]) + "\n"
+        mine = [np.frombuffer(f"{task:>16} [000] .....  {t:12.6f}: {txt}\n".encode(), np.uint8)[None, :]
+                for t, task, txt in own]
+        order = np.argsort(np.concatenate([[t for t, _, _ in own], stamps]), kind="stable")
+        return head + trace_lines.join(mine + io_rows, order)
 
 
-def io_lines(inst: Instance, segments: list, latency_us: dict, bw_Bps: float, t0: float, t1: float) -> list:
+def io_lines(inst: Instance, segments: list, latency_us: dict, bw_Bps: float, t0: float, t1: float) -> tuple:
     """The I/O a span of segments ``(t_from, t_to, [(key, rw, bs, random, nsid, read_Bps, write_Bps)])``
     moved, as setup/complete lines: per job one command per block at even spacing (the job's phase
-    carried across segments), completing after the command latency plus the transfer."""
-    out = []
+    carried across segments), completing after the command latency plus the transfer. Returns (mono
+    stamps, blocks of byte rows: sim/ssd/trace_lines.py), one row per line in the blocks' order."""
+    stamps, blocks = [], []
     phase: dict = {}
     rng = np.random.default_rng(7)
+    c = inst.ctrl
     for a, b, jobs in segments:
         a, b = max(a, t0), min(b, t1)
         if b <= a:
@@ -131,23 +146,33 @@ def io_lines(inst: Instance, segments: list, latency_us: dict, bw_Bps: float, t0
                 ph, lba = phase.get((key, kind), (0.0, 0))
                 n1 = ph + iops * (b - a)                     # I/Os owed since the job began, fractional
                 ms = np.arange(np.floor(ph) + 1, np.floor(n1) + 1)
-                ts = a + (ms - ph) / iops
+                phase[(key, kind)] = (n1, lba)
+                n = len(ms)
+                if n == 0:
+                    continue
+                ts = _mono_of(a + (ms - ph) / iops, inst.skew)
                 nlb = bs // LBA_BYTES
                 lat = latency_us[kind] * 1e-6 + bs / max(bw_Bps, 1.0)
                 opcode = "nvme_cmd_read" if kind == "read" else "nvme_cmd_write"
-                for t in ts:
-                    slba = int(rng.integers(0, 1 << 24)) * nlb if rnd else lba
-                    lba = slba + nlb
-                    inst.cid = (inst.cid + 1) & 0xFFFF
-                    d = f"disk=nvme{inst.ctrl}n{nsid}, "
-                    out.append((_mono_of(t, inst.skew), "fio-1",
-                                f"nvme_setup_cmd: nvme{inst.ctrl}: {d}qid=1, cmdid={inst.cid}, nsid={nsid}, flags=0x0, "
-                                f"meta=0x0, cmd=({opcode} slba={slba}, len={nlb - 1}, ctrl=0x0, dsmgmt=0, reftag=0)"))
-                    out.append((_mono_of(t + lat, inst.skew), "<idle>-0",
-                                f"nvme_complete_rq: nvme{inst.ctrl}: {d}qid=1, cmdid={inst.cid}, res=0x0, retries=0, "
-                                f"flags=0x0, status=0x0"))
-                phase[(key, kind)] = (n1, lba)
-    return out
+                if rnd:
+                    slba = rng.integers(0, 1 << 24, size=n).astype(np.int64) * nlb
+                else:
+                    slba = lba + nlb * np.arange(n, dtype=np.int64)
+                phase[(key, kind)] = (n1, int(slba[-1]) + nlb)
+                cid = (inst.cid + 1 + np.arange(n, dtype=np.int64)) & 0xFFFF
+                inst.cid = int(cid[-1])
+                cids = trace_lines.decimal(cid, 5)
+                d = f"nvme{c}: disk=nvme{c}n{nsid}, qid=1, cmdid="
+                blocks.append(trace_lines.rows([f"{'fio-1':>16} [000] .....  ", trace_lines.stamp(ts),
+                                                f": nvme_setup_cmd: {d}", cids,
+                                                f", nsid={nsid}, flags=0x0, meta=0x0, cmd=({opcode} slba=",
+                                                trace_lines.decimal(slba),
+                                                f", len={nlb - 1}, ctrl=0x0, dsmgmt=0, reftag=0)\n"]))
+                blocks.append(trace_lines.rows([f"{'<idle>-0':>16} [000] .....  ", trace_lines.stamp(ts + lat),
+                                                f": nvme_complete_rq: {d}", cids,
+                                                ", res=0x0, retries=0, flags=0x0, status=0x0\n"]))
+                stamps += [ts, ts + lat]
+    return (np.concatenate(stamps) if stamps else np.zeros(0)), blocks
 
 
 class DriveTrace:
@@ -239,13 +264,19 @@ class SimTrace:
         if not self.started or self.text is not None:
             return self.text
         self.started = False
+        fd, path = tempfile.mkstemp(prefix=self.instance + "-", suffix=".trace")
+        os.close(fd)
+        os.unlink(path)           # the endpoint makes it (open "x"): the text goes through a file, not the JSON
         try:
-            r = request(self.endpoint, {"op": "trace_stop", "dev": self.controller, "instance": self.instance},
-                        timeout=120)
+            r = request(self.endpoint, {"op": "trace_stop", "dev": self.controller, "instance": self.instance,
+                                        "path": path}, timeout=120)
+            if r.get("ok"):
+                self.text = r["text"] if "text" in r else Path(path).read_text(encoding="utf-8")
         except Exception as e:  # noqa: BLE001
             r = {"ok": False, "error": str(e)}
+        finally:
+            Path(path).unlink(missing_ok=True)
         if not r.get("ok"):
             self.reason = f"nvme_trace: the trace could not be read ({r.get('error')}); the host intervals stand"
             return None
-        self.text = r["text"]
         return self.text

@@ -54,8 +54,8 @@ def uniforms(frames: np.ndarray, salt: int, n: int) -> np.ndarray:
 class WaveformSpec:
     """Profile ``[power.waveform]`` (every key optional; these defaults are the D5-P5336's)."""
     program_frame_us: float = 250.0
-    program_width_us: tuple[float, float] = (100.0, 140.0)
-    program_height: tuple[float, float] = (1.45, 1.6)     # pulse / the program power's mean
+    program_width_us: tuple[float, float] = (100.0, 110.0)
+    program_height: tuple[float, float] = (1.45, 1.5)     # pulse / the program power's mean
     program_jitter: float = 0.2                           # a pulse starts this share of its frame late at most
     edge_height: float = 0.5                              # leading-edge spike / the program power's mean
     edge_us: float = 6.0

@@ -103,7 +103,7 @@ def test_sim_drive_trace_io_rows_are_the_kernels_lines():
     inst = drive_trace.Instance("x", 0, skew=1000.0, cid=65534)
     segs = [(1000.5, 1000.6, [("a", "read", 131072, False, 1, 40 * 131072, 0.0)]),
             (1000.6, 1000.7, [("a", "read", 131072, False, 1, 40 * 131072, 20 * 131072.0)])]
-    text = inst.text(drive_trace.io_lines(inst, segs, {"read": 80.0, "write": 20.0}, 2e9, 1000.0, 1001.0))
+    text = inst.text(drive_trace.io_lines(inst, segs, {"read": 80.0, "write": 20.0}, 2e9, 1000.0, 1001.0)).decode()
     io = [line for line in text.splitlines() if "qid=1" in line]
     n_reads = 8
     assert len(io) == 2 * (n_reads + 2)

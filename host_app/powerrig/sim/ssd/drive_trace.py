@@ -107,8 +107,8 @@ class Instance:
                            f"nvme_complete_rq: nvme{self.ctrl}: {d}qid={qid}, cmdid={self.cid}, res=0x0, retries=0, "
                            f"flags=0x{2 if qid == 0 else 0:x}, status={status:#x}"))
 
-    def text(self, io: tuple | None = None, written: int | None = None) -> str:
-        """The instance's ``trace`` file: its own lines and ``io`` (io_lines' stamps and byte rows) in
+    def text(self, io: tuple | None = None, written: int | None = None) -> bytes:
+        """The instance's ``trace`` file's bytes: its own lines and ``io`` (io_lines' stamps and byte rows) in
         stamp order, the header saying how many events were written (more than kept: an overflow)."""
         own = sorted(self.lines, key=lambda x: x[0])
         stamps, io_rows = io if io is not None else (np.zeros(0), [])
@@ -122,7 +122,7 @@ class Instance:
         mine = [np.frombuffer(f"{task:>16} [000] .....  {t:12.6f}: {txt}\n".encode(), np.uint8)[None, :]
                 for t, task, txt in own]
         order = np.argsort(np.concatenate([[t for t, _, _ in own], stamps]), kind="stable")
-        return head + trace_lines.join(mine + io_rows, order)
+        return head.encode() + trace_lines.join(mine + io_rows, order)
 
 
 def io_lines(inst: Instance, segments: list, latency_us: dict, bw_Bps: float, t0: float, t1: float) -> tuple:
@@ -207,7 +207,7 @@ class DriveTrace:
                 if inst.queues != "io":
                     inst.command(a[0], 0, a[1], a[2], t0, t1, 0 if ok else 0x4002)
 
-    def stop(self, name: str) -> str:
+    def stop(self, name: str) -> bytes:
         with self._lock:
             inst = self.instances.pop(name, None)
             if inst is None:

@@ -262,13 +262,13 @@ class SsdServer:
         except ValueError as e:
             raise SsdError(str(e)) from None
         if not req.get("path"):
-            return {"text": text}
+            return {"text": text.decode()}
         try:
-            with open(str(req["path"]), "x", encoding="utf-8") as f:
+            with open(str(req["path"]), "xb") as f:
                 f.write(text)
         except OSError as e:
             raise SsdError(f"cannot write the trace to {req['path']}: {e.strerror or e}") from None
-        return {"path": str(req["path"]), "chars": len(text)}
+        return {"path": str(req["path"]), "bytes": len(text)}
 
     def _op_inject_fault(self, ssd, nsid, req):
         ssd.inject_fault(float(req["after_s"]))

@@ -53,12 +53,13 @@ def rows(parts: list) -> np.ndarray:
     return np.hstack([const(p, n) if isinstance(p, str) else p for p in parts])
 
 
-def join(blocks: list[np.ndarray], order: np.ndarray | None = None) -> str:
-    """Row blocks (of any widths) stacked, taken in ``order``, NUL columns dropped: the text."""
+def join(blocks: list[np.ndarray], order: np.ndarray | None = None) -> bytes:
+    """Row blocks (of any widths) stacked, taken in ``order``, NUL columns dropped: the text's bytes
+    (UTF-8; kept as bytes: the endpoint writes them to a file as they are)."""
     w = max((b.shape[1] for b in blocks), default=0)
     m = np.concatenate([b if b.shape[1] == w else np.pad(b, ((0, 0), (0, w - b.shape[1]))) for b in blocks]) \
         if blocks else np.zeros((0, 0), np.uint8)
     if order is not None:
         m = np.take(m, order, axis=0)
     flat = m.ravel()
-    return flat[flat != NUL].tobytes().decode()
+    return flat[flat != NUL].tobytes()

@@ -12,11 +12,14 @@ its phase ``dwell:NAME`` (the step's power.mean, energy and peaks are over it) a
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict, dataclass
 
-from powerrig.analysis.referee import energy_wh
+import numpy as np
+
 from powerrig.core.bounds import Bound
+from powerrig.core.names import TOTAL_POWER
 from powerrig.core.timeline import PHASE
 from powerrig.sweep import measure
 from powerrig.sweep.steps import values as V
@@ -95,18 +98,20 @@ class DwellKind(StepKind):
         run.state["span"] = (ev.t_start, ev.t_end)
 
     def rows(self, run: StepRun) -> list[dict]:
-        dw = run.step.spec
+        """The hold's recorded samples of total power in ``windows`` equal parts (a gap's left out): each
+        part's mean, and the drift from the first to the last."""
+        dw, cap = run.step.spec, run.cap
         t0, t1 = run.state["span"]
-        step_s = (t1 - t0) / dw.windows
-        watts = []
-        for k in range(dw.windows):
-            a = t0 + k * step_s
-            wh, covered = energy_wh(run.cap, a, a + step_s)
-            watts.append(wh * 3600.0 / (covered * step_s) if covered else None)
+        a = max(0, math.floor(float(cap.sample_id(t0))))
+        b = min(int(cap.length), math.ceil(float(cap.sample_id(t1))))
+        x = np.concatenate([np.empty(0)] + [c[TOTAL_POWER] for _, c in cap.chunks([TOTAL_POWER], a, b)]) \
+            if b > a else np.empty(0)
+        parts = np.array_split(x.astype(np.float64), dw.windows)
+        watts = [float(np.nanmean(p)) if np.isfinite(p).any() else None for p in parts]
         first, last = watts[0], watts[-1]
         drift = 100.0 * (last - first) / first if first and last is not None else None
         return [measure.row("dwell.drift_pct", f"{PREFIX}{dw.name}", drift, "%",
-                            notes=json.dumps({"window_s": step_s, "window_w": watts}))]
+                            notes=json.dumps({"window_s": len(x) * cap.interval_s / dw.windows, "window_w": watts}))]
 
     def params(self, run):
         return {"dwell": asdict(run.step.spec)}

@@ -5,7 +5,10 @@
 
 Each test case counts once: in its file's tier from tests/tiers.toml, or in postgres when it ran on
 PostgreSQL (a [postgresql] parameter of results_db). Prints a Markdown table for docs/testing.md,
-then one JSON line {tier: {"tests": n, "seconds": s}}. A test file not in the registry is its own row.
+then one JSON line {tier: {"tests": n, "seconds": s, "cpu_seconds": c}}. A test file not in the
+registry is its own row. Several JUnit files (make test's parallel and serial runs) are summed as one
+run; --merge writes them as one JUnit file. The CPU column is the tests' cpu_s properties
+(tests/conftest.py): pytest's and its waited-for children's CPU time, so wall-clock waits show.
 """
 from __future__ import annotations
 
@@ -35,38 +38,79 @@ def case_tier(case: ET.Element, tier_of: dict[str, str]) -> str:
 def tier_times(junit: Path, tiers: dict[str, dict]) -> dict[str, dict]:
     """{tier: {"tests": count, "seconds": summed time}} in the registry's order, over every test case."""
     tier_of = tier_registry.tier_of_file(tiers)
-    out = {name: {"tests": 0, "seconds": 0.0} for name in tiers}
+    out = {name: {"tests": 0, "seconds": 0.0, "cpu_seconds": 0.0} for name in tiers}
     for case in ET.parse(junit).getroot().iter("testcase"):
-        row = out.setdefault(case_tier(case, tier_of), {"tests": 0, "seconds": 0.0})
+        row = out.setdefault(case_tier(case, tier_of), {"tests": 0, "seconds": 0.0, "cpu_seconds": 0.0})
         row["tests"] += 1
         row["seconds"] += float(case.get("time") or 0.0)
+        row["cpu_seconds"] += sum(float(p.get("value") or 0.0) for p in case.iter("property")
+                                  if p.get("name") == "cpu_s")
     return out
 
 
+def summed(runs: list[dict[str, dict]]) -> dict[str, dict]:
+    """Several runs' tier rows added up (make test's parallel run, then its serial one)."""
+    out: dict[str, dict] = {}
+    for times in runs:
+        for name, row in times.items():
+            acc = out.setdefault(name, {"tests": 0, "seconds": 0.0, "cpu_seconds": 0.0})
+            for k in acc:
+                acc[k] += row[k]
+    return out
+
+
+def wall_seconds(junit: Path) -> float:
+    """The run's own wall time, as pytest wrote it on its <testsuite> (collection included)."""
+    return sum(float(s.get("time") or 0.0) for s in ET.parse(junit).getroot().iter("testsuite"))
+
+
+def merge(junits: list[Path], out: Path) -> None:
+    """One JUnit file holding every run's <testsuite>, for whatever reads out/junit.xml."""
+    root = ET.Element("testsuites")
+    for j in junits:
+        got = ET.parse(j).getroot()
+        root.extend(got.iter("testsuite") if got.tag == "testsuites" else [got])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ET.ElementTree(root).write(out, encoding="utf-8", xml_declaration=True)
+
+
+def mmss(seconds: float) -> str:
+    m, s = divmod(round(seconds), 60)
+    return f"{m}:{s:02d}"
+
+
 def table(times: dict[str, dict], tiers: dict[str, dict]) -> str:
-    lines = ["| tier | real-time | tests | time (min:s) |", "|---|---|---|---|"]
+    lines = ["| tier | real-time | tests | time (min:s) | CPU (min:s) |", "|---|---|---|---|---|"]
     for name, row in times.items():
         rt = "yes" if tiers.get(name, {}).get("realtime") else ("no" if name in tiers else "?")
-        m, s = divmod(round(row["seconds"]), 60)
-        lines.append(f"| {name} | {rt} | {row['tests']} | {m}:{s:02d} |")
-    m, s = divmod(round(sum(r["seconds"] for r in times.values())), 60)
-    lines.append(f"| all | | {sum(r['tests'] for r in times.values())} | {m}:{s:02d} |")
+        lines.append(f"| {name} | {rt} | {row['tests']} | {mmss(row['seconds'])} | {mmss(row['cpu_seconds'])} |")
+    total = {k: sum(r[k] for r in times.values()) for k in ("tests", "seconds", "cpu_seconds")}
+    lines.append(f"| all | | {total['tests']} | {mmss(total['seconds'])} | {mmss(total['cpu_seconds'])} |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("junit", type=Path, help="the JUnit XML pytest --junitxml wrote")
+    ap.add_argument("junit", type=Path, nargs="+", help="the JUnit XML(s) pytest --junitxml wrote")
     ap.add_argument("--tiers", type=Path, default=tier_registry.TIERS_TOML)
+    ap.add_argument("--merge", type=Path, metavar="OUT", help="also write the runs as one JUnit XML here")
     a = ap.parse_args(argv)
     try:
         tiers = tier_registry.load(a.tiers)
-        times = tier_times(a.junit, tiers)
+        times = summed([tier_times(j, tiers) for j in a.junit])
+        walls = [wall_seconds(j) for j in a.junit]
+        if a.merge:
+            merge(a.junit, a.merge)
     except (OSError, ET.ParseError) as e:
-        print(f"tier_times: cannot read {a.junit}: {e}", file=sys.stderr)
+        print(f"tier_times: cannot read {' '.join(map(str, a.junit))}: {e}", file=sys.stderr)
         return 2
     print(table(times, tiers))
-    print(json.dumps({k: {"tests": v["tests"], "seconds": round(v["seconds"], 1)} for k, v in times.items()}))
+    if len(walls) > 1:
+        print("wall: " + " + ".join(f"{j.name} {mmss(w)}" for j, w in zip(a.junit, walls)) + f" = {mmss(sum(walls))}")
+    else:
+        print(f"wall: {mmss(walls[0])}")
+    print(json.dumps({k: {"tests": v["tests"], "seconds": round(v["seconds"], 1),
+                          "cpu_seconds": round(v["cpu_seconds"], 1)} for k, v in times.items()}))
     return 0
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -21,10 +22,43 @@ POWERRIG = [sys.executable, "-m", "powerrig"]
 def pytest_configure(config):
     for name, tier in tier_registry.load().items():
         config.addinivalue_line("markers", f"{name}: {tier['description']} (needs {tier['needs']})")
+    config.addinivalue_line("markers", f"{tier_registry.SERIAL}: a file of tests/tiers.toml's [serial]: make test "
+                                       "runs it alone after the parallel run (pytest -m serial)")
 
 
 def pytest_collection_modifyitems(config, items):
-    tier_registry.mark(items, tier_registry.load())
+    tier_registry.mark(items, tier_registry.load(), serial=tier_registry.serial_files())
+
+
+# -- CPU time per test, beside its wall time in the JUnit XML (scripts/tier_times.py sums both) ------
+def _cpu_seconds() -> float:
+    """This process's CPU time and that of its children it has waited for (a virtual rig, a guest)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logstart(nodeid, location):
+    _cpu_start[nodeid] = _cpu_seconds()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    if call.when == "teardown" and item.nodeid in _cpu_start:
+        item.user_properties.append(("cpu_s", f"{_cpu_seconds() - _cpu_start.pop(item.nodeid):.2f}"))
+    yield
+
+
+_cpu_start: dict[str, float] = {}
+
+
+# -- every test's virtual rigs in a folder of its pytest process's own ------------------------------
+@pytest.fixture(autouse=True)
+def _rigs_of_this_process(tmp_path_factory, monkeypatch):
+    """A test that names no $POWERRIG_SIM_DIR lists and stops the rigs of its own pytest process only
+    (with `pytest -n`, one per worker), never those of a test running beside it in another worker."""
+    if not os.environ.get("POWERRIG_SIM_DIR"):
+        monkeypatch.setenv("POWERRIG_SIM_DIR", str(tmp_path_factory.getbasetemp() / "rigs"))
 
 
 class SimProcess:

@@ -37,8 +37,9 @@ def newdir(tmp_path, monkeypatch):
 
 
 def run_pytest(cwd: Path, *args: str, timeout: float = 400) -> subprocess.CompletedProcess:
-    return subprocess.run(pytest_cmd(*args), cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ))
+    # a session of its own: not one of this run's xdist workers (make test runs this file under -n)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
+    return subprocess.run(pytest_cmd(*args), cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ TESTS = REPO / "tests"
 
 def test_every_test_file_is_in_exactly_one_tier_and_every_tier_says_what_it_needs():
     tiers = tier_registry.load()
-    assert tier_registry.problems(tiers) == []
+    assert tier_registry.problems(tiers, serial=tier_registry.serial_files()) == []
     on_disk = {p.name for p in TESTS.glob("test_*.py")}
     assert set(tier_registry.tier_of_file(tiers)) == on_disk
     for name, tier in tiers.items():
@@ -38,6 +38,8 @@ def test_problems_names_a_missing_a_doubled_and_a_stale_file(tmp_path):
     assert any("test_a.py is in two tiers (unit and gui)" in f for f in found)
     assert any("lists test_gone.py" in f for f in found)
     assert "tier gui: no 'needs'" in found
+    assert "[serial] lists test_gone2.py, which is in no tier" in tier_registry.problems(tiers, tmp_path,
+                                                                                         ["test_gone2.py"])
 
 
 @pytest.fixture
@@ -84,13 +86,17 @@ def test_one_tier_is_selected_by_its_marker_and_postgres_runs_are_postgres_too(c
     assert ids("-m", "simulator and not postgres") == ["test_on_a_store[sqlite]"]
     assert ids("-m", "gui") == []
     assert len(ids()) == 3
+    toml = copy / "tiers.toml"
+    toml.write_text(toml.read_text().split("\n[serial]")[0] + '\n[serial]\nfiles = ["test_timebase.py"]\n')
+    assert ids("-m", "serial") == ["test_pure"]
+    assert len(ids("-m", "not serial")) == 2
 
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" tests="5">
  <testcase classname="tests.test_timebase" name="test_fit[10]" time="1.5"/>
  <testcase classname="tests.test_timebase" name="test_fit[20]" time="2.25"/>
- <testcase classname="tests.test_sweep_engine" name="test_resume[sqlite]" time="40.0"/>
+ <testcase classname="tests.test_sweep_engine" name="test_resume[sqlite]" time="40.0"><properties><property name="cpu_s" value="6.5"/></properties></testcase>
  <testcase classname="tests.test_sweep_engine" name="test_resume[postgresql]" time="45.5"/>
  <testcase classname="tests.test_gui.TestWindow" name="test_open" time="3.0"><skipped/></testcase>
  <testcase classname="tests.test_not_registered" name="test_x" time="0.75"/>
@@ -105,14 +111,30 @@ def test_tier_times_sums_a_junit_xml_per_tier(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout.splitlines()[-1])
-    assert got["unit"] == {"tests": 2, "seconds": 3.8}
-    assert got["simulator"] == {"tests": 1, "seconds": 40.0}
-    assert got["postgres"] == {"tests": 1, "seconds": 45.5}
-    assert got["gui"] == {"tests": 1, "seconds": 3.0}
-    assert got["(not in tests/tiers.toml)"] == {"tests": 1, "seconds": 0.8}
+    assert got["unit"] == {"tests": 2, "seconds": 3.8, "cpu_seconds": 0.0}
+    assert got["simulator"] == {"tests": 1, "seconds": 40.0, "cpu_seconds": 6.5}
+    assert got["postgres"] == {"tests": 1, "seconds": 45.5, "cpu_seconds": 0.0}
+    assert got["gui"] == {"tests": 1, "seconds": 3.0, "cpu_seconds": 0.0}
+    assert got["(not in tests/tiers.toml)"] == {"tests": 1, "seconds": 0.8, "cpu_seconds": 0.0}
     assert list(got)[:len(tier_registry.load())] == list(tier_registry.load())
-    assert "| simulator | yes | 1 | 0:40 |" in r.stdout
-    assert "| all | | 6 | 1:33 |" in r.stdout
+    assert "| simulator | yes | 1 | 0:40 | 0:06 |" in r.stdout
+    assert "| all | | 6 | 1:33 | 0:06 |" in r.stdout
+
+
+def test_tier_times_sums_make_tests_two_runs_as_one_and_merges_them(tmp_path):
+    """make test's parallel and serial runs: one table over both, and one JUnit file holding both."""
+    for name in ("parallel.xml", "serial.xml"):
+        (tmp_path / name).write_text(JUNIT)
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "tier_times.py"), str(tmp_path / "parallel.xml"),
+                        str(tmp_path / "serial.xml"), "--merge", str(tmp_path / "junit.xml")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.splitlines()[-1])
+    assert got["simulator"] == {"tests": 2, "seconds": 80.0, "cpu_seconds": 13.0}
+    assert "| all | | 12 | 3:06 | 0:13 |" in r.stdout
+    again = subprocess.run([sys.executable, str(REPO / "scripts" / "tier_times.py"), str(tmp_path / "junit.xml")],
+                           capture_output=True, text=True, timeout=60)
+    assert json.loads(again.stdout.splitlines()[-1]) == got
 
 
 def test_tier_times_says_what_it_cannot_read(tmp_path):

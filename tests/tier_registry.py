@@ -8,12 +8,18 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 TIERS_TOML = TESTS / "tiers.toml"
 POSTGRES = "postgres"
+SERIAL = "serial"
 FIELDS = ("description", "needs", "realtime", "files")
 
 
 def load(path: Path = TIERS_TOML) -> dict[str, dict]:
     """The [tier.NAME] tables of the registry, in the file's order."""
     return tomllib.loads(Path(path).read_text())["tier"]
+
+
+def serial_files(path: Path = TIERS_TOML) -> list[str]:
+    """The [serial] files: run alone after the parallel run (`pytest -m serial`), each says why there."""
+    return tomllib.loads(Path(path).read_text()).get(SERIAL, {}).get("files", [])
 
 
 def tier_of_file(tiers: dict[str, dict]) -> dict[str, str]:
@@ -25,9 +31,10 @@ def tier_of_file(tiers: dict[str, dict]) -> dict[str, str]:
     return out
 
 
-def problems(tiers: dict[str, dict], tests: Path = TESTS) -> list[str]:
+def problems(tiers: dict[str, dict], tests: Path = TESTS, serial: list[str] = ()) -> list[str]:
     """Every way the registry disagrees with the test files in `tests`, one line each."""
-    found: list[str] = []
+    listed = tier_of_file(tiers)
+    found: list[str] = [f"[serial] lists {f}, which is in no tier" for f in serial if f not in listed]
     seen: dict[str, str] = {}
     for name, tier in tiers.items():
         found += [f"tier {name}: no {k!r}" for k in FIELDS if k not in tier or tier[k] in ("", None)]
@@ -49,9 +56,9 @@ def uses_postgres(item) -> bool:
     return on_pg or "pg_cluster" in getattr(item, "fixturenames", ())
 
 
-def mark(items, tiers: dict[str, dict], tests: Path = TESTS) -> None:
-    """Mark each test collected from `tests` with its file's tier (and postgres where it uses it);
-    a test file the registry does not list stops the run with one line."""
+def mark(items, tiers: dict[str, dict], tests: Path = TESTS, serial: list[str] = ()) -> None:
+    """Mark each test collected from `tests` with its file's tier (and postgres where it uses it, and
+    serial where its file is in [serial]); a test file the registry does not list stops the run."""
     import pytest
 
     tier_of = tier_of_file(tiers)
@@ -66,3 +73,5 @@ def mark(items, tiers: dict[str, dict], tests: Path = TESTS) -> None:
         item.add_marker(tier)
         if tier != POSTGRES and uses_postgres(item):
             item.add_marker(POSTGRES)
+        if path.name in serial:
+            item.add_marker(SERIAL)

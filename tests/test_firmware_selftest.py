@@ -42,6 +42,11 @@ def test_a_noisy_channel_or_a_bad_reference_fails_the_check():
     noisy = copy.deepcopy(good)
     noisy["adc"]["channels"][0]["noise_codes"] = 300.0
     assert [n for n, ok, _d in checks(noisy) if not ok] == ["noise 12V V"]
+    for noise, lo, hi in ((0.0, 32767, 32767), (0.0, 5, 5), (0.2, 4, 5)):    # stuck at a rail, at one code
+        stuck = copy.deepcopy(good)
+        stuck["adc"]["channels"][0].update(noise_codes=noise, min=lo, max=hi)
+        failed = [(n, d) for n, ok, d in checks(stuck) if not ok]
+        assert [n for n, _d in failed] == ["noise 12V V"] and "stuck" in failed[0][1], failed
     bad_ref = copy.deepcopy(good)
     bad_ref["vref"].update(volts=2.3, within_tolerance=False)
     assert [n for n, ok, _d in checks(bad_ref) if not ok] == ["reference"]

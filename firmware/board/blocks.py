@@ -12,7 +12,9 @@ memoryview, which a hard IRQ must not do).
 The reader (``adc_read``) takes the oldest unread block. Block b lives in slot b % NBUF, which DMA writes
 again once block b + NBUF - 1 has finished; so a block more than NBUF - 1 behind is gone (counted as
 dropped samples), and ``intact()`` after the block was reduced says whether DMA came round to its slot
-meanwhile (a block overwritten while it was reduced: counted as an overrun, never silent).
+meanwhile (a block overwritten while it was reduced: counted as an overrun, never silent). After
+either the reader resumes at the newest finished block, not at the oldest left (which DMA writes
+next: one loss would become a run of them).
 
 Registers are reached through their addresses, so the same code runs against a RAM image of the DMA
 registers in the tests (tests/micropython/fwtest/fake_dma.py moves the words as the DMA would).
@@ -30,6 +32,7 @@ _BASE = const(3)        # address of the ring's first byte
 _NSTREAM = const(4)
 _LATE = const(5)        # re-arms that found a channel still running (its block is counted as lost)
 _SPIN = const(6)        # how long the handler waits for a stream's last word before it gives up
+_RESYNC = const(7)      # 1 after a block was overwritten while reduced: the next take resumes at the newest
 _NEXT = const(8)        # the reader: the oldest block not yet read,
 _READING = const(9)     # the block handed out last, plus 1 (0: none yet; intact() checks it),
 _DROP = const(10)       # blocks lost just before it,
@@ -78,19 +81,24 @@ def take_block(st: ptr32, strict: int) -> int:
     hand out the oldest unread block and return the address of its slot, or 0 when none is ready.
     Block b lives in slot b % NBUF, which DMA writes again once block b + NBUF - 1 has finished, so an
     older block is gone: then ``strict`` returns -1 and takes nothing (the caller's general path counts
-    the loss), else the oldest block still whole is handed out and st[_DROP] says how many were lost."""
+    the loss), else the newest finished block is handed out and st[_DROP] says how many were lost
+    (the same after a block was overwritten while reduced: st[_RESYNC])."""
     done = st[_DONE]
     b = st[_NEXT]
     if b >= done:
         return 0
     nbuf = st[_NBUF]
-    oldest = done - nbuf + 1
     drop = 0
-    if b < oldest:
+    if b < done - nbuf + 1 or st[_RESYNC]:
+        # behind by a lap (or the last block was overwritten while reduced): the oldest block left is
+        # the next DMA writes, so reading on from it loses block after block (issue 43: one status pass
+        # cost a stretch, then each following block was overwritten too). Resume at the newest
+        # finished block, the ring's whole slack ahead: one loss, counted once.
         if strict:
             return -1
-        drop = oldest - b
-        b = oldest
+        drop = done - 1 - b
+        b = done - 1
+        st[_RESYNC] = 0
     st[_DROP] = drop
     st[_NEXT] = b + 1
     st[_READING] = b + 1
@@ -105,6 +113,7 @@ def block_intact(st: ptr32) -> int:
     if reading == 0 or st[_DONE] - reading + 1 < st[_NBUF]:
         return 1
     st[_OVERWR] = st[_OVERWR] + 1
+    st[_RESYNC] = 1
     return 0
 
 
@@ -212,6 +221,7 @@ class BlockRing:
         st[_NEXT] = 0
         st[_READING] = 0
         st[_DROP] = 0
+        st[_RESYNC] = 0
 
     def on_block(self, _dma=None):
         """The hard IRQ handler of the stream that finishes a block last-first (the digital one)."""
@@ -237,6 +247,7 @@ class BlockRing:
         command's pass (its collection, the reducer's set-up) outlasted the slack on the RP2040, and
         the stream's first block came after a loss."""
         self.st[_NEXT] = self.st[_DONE]
+        self.st[_RESYNC] = 0
 
     def adc_read(self):
         """The oldest unread block (a memoryview of its slot), or None; sets ``adc_n`` and

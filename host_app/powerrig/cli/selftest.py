@@ -9,6 +9,10 @@ import json
 import sys
 
 NOISE_LIMIT_CODES = 20.0     # rms codes: ~0.03 % of full scale; the AD7380 datasheet's is about 2
+# and at least this much: a working converter's own noise (about 1-2.5 codes rms on an idle input, the
+# emulated RP2040's good board 1.2-2.5) never reads one code 1000 times; an input shorted to a rail or a
+# dead converter returning one code does (0 codes rms), and passed the upper limit alone (issue 43)
+NOISE_FLOOR_CODES = 0.3
 
 
 def register(sub) -> None:
@@ -31,8 +35,14 @@ def checks(report: dict) -> list[tuple[str, bool, str]]:
     adc = report["adc"]
     for c in adc["channels"]:
         name = f"{c['rail']} {c['signal']}"
-        out.append((f"noise {name}", c["noise_codes"] <= NOISE_LIMIT_CODES,
-                    f"{c['noise_codes']:.2f} codes rms, mean {c['mean_code']:.1f}, range {c['min']}..{c['max']}"))
+        stuck = c["noise_codes"] < NOISE_FLOOR_CODES or c["max"] <= c["min"]
+        detail = f"{c['noise_codes']:.2f} codes rms, mean {c['mean_code']:.1f}, range {c['min']}..{c['max']}"
+        if stuck:
+            detail += (f": below the {NOISE_FLOOR_CODES} codes a working converter's own noise gives; a stuck "
+                       f"input (shorted to a rail, open to a fixed level, or a dead converter): check its wiring")
+        elif c["noise_codes"] > NOISE_LIMIT_CODES:
+            detail += f": over the {NOISE_LIMIT_CODES:g} codes limit (an open or noisy input)"
+        out.append((f"noise {name}", not stuck and c["noise_codes"] <= NOISE_LIMIT_CODES, detail))
     out.append(("ADC blocks", adc["dropped"] == 0, f"{adc['samples']} samples, {adc['dropped']} lost"))
     if adc.get("drive_active"):      # firmware before 0.2 did not wait for an idle drive nor say so
         out.append(("drive idle", False, "the drive stayed active for 3 s, so the noise figures include its "

@@ -9,8 +9,8 @@ pins (constant load, activity input low) and the converters' 2.5 V reference at 
   the start-up, ~24 ms here, and is stamped when the loop reads it: the 1,455 us run of issue 43.)
 - Self-test: on the good board every check the board itself decides passes, no sample lost (it lost
   22,000-35,500 before its Python was bounded per pass); after BROKEN_S the waveform gives the 3.3 V
-  current input 300 codes of noise (an open input), and the same self-test fails that channel's noise
-  check, and only it.
+  current input 300 codes of noise (an open input) and holds the 12 V voltage input at one code (shorted
+  to a rail: 0 noise), and the same self-test fails those two channels' noise checks, and only them.
 """
 from __future__ import annotations
 
@@ -38,6 +38,8 @@ WAVE_S = 4.5
 BROKEN_S = 3.0               # from here the 3.3 V current input is an open one
 BROKEN_CHANNEL = 3           # (v0 i0 v1 i1 v2 i2 digital): 3V3 I
 BROKEN_NOISE = 300.0         # codes rms, over the self-test's 20-code limit
+STUCK_CHANNEL = 0            # and from BROKEN_S the 12 V voltage input is shorted to a rail: one code,
+STUCK_CODE = 32767           # 0 noise, which passed the upper limit alone (issue 43)
 
 
 class IdleLoad:
@@ -59,6 +61,7 @@ def waveform() -> tuple[np.ndarray, dict]:
     first = int(BROKEN_S / PERIOD_S)
     noise = np.random.default_rng(9).normal(0.0, BROKEN_NOISE, len(codes) - first)
     codes[first:, BROKEN_CHANNEL] = np.clip(codes[first:, BROKEN_CHANNEL] + noise, -32768, 32767).astype(np.int16)
+    codes[first:, STUCK_CHANNEL] = STUCK_CODE
     return codes, fe.factory_calibration()
 
 
@@ -114,7 +117,16 @@ def selftest(board) -> tuple[dict, dict, list]:
     return report, status, [(n, ok, d) for n, ok, d in checks(report) if n != "link"]
 
 
-def test_rp2_emulator_selftest_passes_a_good_board_and_fails_a_broken_channel(board, clock):
+def sample_now(board) -> int:
+    """The board's sample index now (a ping's reply: the waveform's row being converted)."""
+    link = SerialLink(board.port)
+    try:
+        return int(link.command("ping", timeout=900)["index"])
+    finally:
+        link.close()
+
+
+def test_rp2_emulator_selftest_passes_a_good_board_and_fails_an_open_and_a_stuck_channel(board, clock):
     good, status, results = selftest(board)
     assert good["ok"] and board.stats()["emu_s"] < BROKEN_S, (good, board.stats()["emu_s"])
     failed = [(n, d) for n, ok, d in results if not ok]
@@ -123,12 +135,18 @@ def test_rp2_emulator_selftest_passes_a_good_board_and_fails_a_broken_channel(bo
     assert good["vref"]["volts"] == pytest.approx(2.5, abs=0.01), good["vref"]
     assert good["digital"]["and"] & PERST_BIT and not good["adc"]["drive_active"], good
     assert (status["overruns"], status["lost_samples"]) == (0, 0), status
-    while board.stats()["emu_s"] < BROKEN_S + 0.05:
+    # the waveform by the board's own sample index (the converters start some 0.5 s after the
+    # emulator's clock does: by emu_s alone the self-test took most of its samples before the break)
+    while sample_now(board) < (BROKEN_S + 0.02) / PERIOD_S:
         time.sleep(0.5)
     broken, status, results = selftest(board)
-    failed = [n for n, ok, _d in results if not ok]
-    assert failed == ["noise 3V3 I"], [(n, d) for n, ok, d in results if not ok]
+    failed = [(n, d) for n, ok, d in results if not ok]
+    assert [n for n, _d in failed] == ["noise 12V V", "noise 3V3 I"], failed
+    assert "stuck" in failed[0][1] and "stuck" not in failed[1][1], failed
+    stuck = broken["adc"]["channels"][STUCK_CHANNEL]
+    assert (stuck["noise_codes"], stuck["min"], stuck["max"]) == (0.0, STUCK_CODE, STUCK_CODE), stuck
     assert broken["adc"]["dropped"] == 0, broken["adc"]
     print(f"rp2 emulator self-test: good board {len(results)} checks passed, 0 of 1000 samples lost "
           f"(noise {[c['noise_codes'] for c in good['adc']['channels']]}); broken 3V3 I "
-          f"{broken['adc']['channels'][BROKEN_CHANNEL]['noise_codes']:.0f} codes rms fails; passes {status['passes']}")
+          f"{broken['adc']['channels'][BROKEN_CHANNEL]['noise_codes']:.0f} codes rms fails, stuck 12V V "
+          f"{stuck['noise_codes']} codes rms fails; passes {status['passes']}")

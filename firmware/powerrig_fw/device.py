@@ -151,12 +151,6 @@ class Device:
         }
         self.selftest = None      # a running SelfTest: its reply is sent when it has its samples
         self.actions = PowerActions(self)
-        # a JSON command (or notice) while the stream runs allocates a few kB; the heap is collected
-        # in a pass of its own once the loop has caught up (no block ready), so that the automatic
-        # collection (10 ms on the RP2040) never lands inside a command pass: the two together
-        # outlasted the ring's 14 ms of slack (issue 43: status polled during a 2 ms stream lost blocks)
-        self.gc_due = False
-        self.gc_passes = 0
         self.heap_free = None     # gc.mem_free() when last read (status while nothing streams)
 
     # ---- main loop -------------------------------------------------------------------------
@@ -226,14 +220,6 @@ class Device:
             burst.upload_step()
         sent = self._pump() if self._pump is not None else 0
         if raw is None and not got and not hot:
-            if self.gc_due and burst.state is BURST_IDLE and not actions.busy:
-                # caught up: the ring's whole slack ahead of the collection (not while a burst is
-                # armed: its passes leave too little margin to catch up after it; one armed during a
-                # 2 ms stream lost 9 intervals to it on the emulated RP2040)
-                self.gc_due = False
-                self.gc_passes += 1
-                _collect()
-                return
             if not sent and not uploading and not actions.busy and self._idle is not None:
                 self._idle()
             return
@@ -376,8 +362,6 @@ class Device:
         self._send_payload(ftype, payload, flags)
 
     def _send_payload(self, ftype, payload, flags=0):
-        if self.state == STREAMING:
-            self.gc_due = True       # (poll collects once caught up)
         idx = self.sample_index()   # after the encoding: the host times clock pings by it (latest stamp)
         frame = wire.encode_frame(ftype, payload, self.reply_seq, flags, 0,
                                   idx >> wire.INDEX_LO_BITS, idx & wire.INDEX_LO_MASK, self.crc_into)
@@ -472,7 +456,6 @@ class Device:
         _collect()       # between streams, never during one: the stream's passes allocate nothing
         if _mem_free is not None:
             self.heap_free = _mem_free()     # (status while streaming gives this one)
-        self.gc_due = False
         self.reducer.configure(idx, spi, window,
                                [rc[n]["v_offset"] for n in names], [rc[n]["i_offset"] for n in names])
         self.framer.configure(wire.record_size(len(idx)), per_frame)
@@ -522,7 +505,6 @@ class Device:
         status["passes"] = {"blocks": ps[0], "mean_block_us": ps[1] // ps[0] if ps[0] else None,
                             "worst_block_us": ps[2], "worst_command_us": ps[3], "commands": ps[4],
                             "mean_command_us": ps[5] // ps[4] if ps[4] else None}
-        status["collections"] = self.gc_passes
         if _mem_free is not None:            # MicroPython: the heap left (the RP2040 has ~190 kB in all),
             if self.state != STREAMING and self.burst.state is BURST_IDLE:
                 self.heap_free = _mem_free()     # read while nothing streams (7.4 ms on the RP2040)

@@ -90,6 +90,10 @@ def test_one_tier_is_selected_by_its_marker_and_postgres_runs_are_postgres_too(c
     toml.write_text(toml.read_text().split("\n[serial]")[0] + '\n[serial]\nfiles = ["test_timebase.py"]\n')
     assert ids("-m", "serial") == ["test_pure"]
     assert len(ids("-m", "not serial")) == 2
+    # make test's two runs: the simulator tier is real-time, so its tests wait for the second run
+    assert ids("-m", "realtime") == ["test_on_a_store[postgresql]", "test_on_a_store[sqlite]"]
+    assert ids("-m", "not serial and not realtime") == []
+    assert len(ids("-m", "serial or realtime")) == 3
 
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>

@@ -9,6 +9,7 @@ TESTS = Path(__file__).resolve().parent
 TIERS_TOML = TESTS / "tiers.toml"
 POSTGRES = "postgres"
 SERIAL = "serial"
+REALTIME = "realtime"
 FIELDS = ("description", "needs", "realtime", "files")
 
 
@@ -57,8 +58,9 @@ def uses_postgres(item) -> bool:
 
 
 def mark(items, tiers: dict[str, dict], tests: Path = TESTS, serial: list[str] = ()) -> None:
-    """Mark each test collected from `tests` with its file's tier (and postgres where it uses it, and
-    serial where its file is in [serial]); a test file the registry does not list stops the run."""
+    """Mark each test collected from `tests` with its file's tier (and postgres where it uses it, serial
+    where its file is in [serial], realtime where its tier waits on wall-clock time); a test file the
+    registry does not list stops the run."""
     import pytest
 
     tier_of = tier_of_file(tiers)
@@ -75,3 +77,5 @@ def mark(items, tiers: dict[str, dict], tests: Path = TESTS, serial: list[str] =
             item.add_marker(POSTGRES)
         if path.name in serial:
             item.add_marker(SERIAL)
+        if tiers[tier].get("realtime"):
+            item.add_marker(REALTIME)

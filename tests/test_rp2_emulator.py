@@ -78,8 +78,10 @@ def unavailable(reason: str):
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="module")
-def board(tmp_path_factory):
+def started_board(codes, cal, work, timelog: bool = False):
+    """The rp2 image booted in rp2040js on ``codes`` (the waveform at its ADC pins) with ``cal``; its time
+    log (when host bytes reached the board and board bytes left it: clock_truth) in ``work`` when asked.
+    A missing input is unavailable(): a failure under CI=true. The caller closes it."""
     why = eb.node_ready()
     if why:
         unavailable(why)
@@ -88,13 +90,18 @@ def board(tmp_path_factory):
         eb.image()
     except eb.Unavailable as e:
         unavailable(str(e))
-    codes, cal = waveform()
-    work = tmp_path_factory.mktemp("rp2emu")
-    timelog = work / "time.log"          # when host bytes reached the board and board bytes left it (clock_truth)
-    b = eb.EmulatedBoard(codes, work, calibration=cal, runner_args=("--timelog", str(timelog)))
+    log = work / "time.log"
+    b = eb.EmulatedBoard(codes, work, calibration=cal, runner_args=("--timelog", str(log)) if timelog else ())
     b.start()
     b.cal = cal
-    b.timelog = timelog
+    b.timelog = log if timelog else None
+    return b
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory):
+    codes, cal = waveform()
+    b = started_board(codes, cal, tmp_path_factory.mktemp("rp2emu"), timelog=True)
     yield b
     b.close()
 

@@ -24,12 +24,11 @@ from conftest import REPO
 
 sys.path.insert(0, str(REPO / "tools" / "rp2emu"))
 import clock_truth  # noqa: E402
-import emulated_board as eb  # noqa: E402
 
 from powerrig.cli.selftest import checks  # noqa: E402
 from powerrig.interposer.serial_link import SerialLink  # noqa: E402
 from powerrig.sim.interposer.frontend import PERST_BIT, FrontEnd  # noqa: E402
-from test_rp2_emulator import unavailable  # noqa: E402
+from test_rp2_emulator import started_board  # noqa: E402
 
 pytestmark = pytest.mark.timeout(3600)
 
@@ -67,19 +66,8 @@ def waveform() -> tuple[np.ndarray, dict]:
 
 @pytest.fixture(scope="module")
 def board(tmp_path_factory):
-    why = eb.node_ready()
-    if why:
-        unavailable(why)
-    try:
-        eb.bootrom()
-        eb.image()
-    except eb.Unavailable as e:
-        unavailable(str(e))
     codes, cal = waveform()
-    work = tmp_path_factory.mktemp("rp2boot")
-    b = eb.EmulatedBoard(codes, work, calibration=cal, runner_args=("--timelog", str(work / "time.log")))
-    b.start()
-    b.timelog = work / "time.log"
+    b = started_board(codes, cal, tmp_path_factory.mktemp("rp2boot"), timelog=True)
     yield b
     b.close()
 

@@ -16,12 +16,11 @@ import pytest
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "tools" / "rp2emu"))
-import emulated_board as eb  # noqa: E402
 
 from powerrig.interposer import frames as wire  # noqa: E402
 from powerrig.interposer.client import Interposer  # noqa: E402
 from powerrig.sim.interposer.frontend import MARKER_BIT, PERST_BIT  # noqa: E402
-from test_rp2_emulator import RAILS, expected_power, unavailable, waveform  # noqa: E402
+from test_rp2_emulator import RAILS, expected_power, started_board, waveform  # noqa: E402
 
 pytestmark = pytest.mark.timeout(3600)
 
@@ -36,18 +35,8 @@ PRE, POST = 100, 400
 
 @pytest.fixture(scope="module")
 def board(tmp_path_factory):
-    why = eb.node_ready()
-    if why:
-        unavailable(why)
-    try:
-        eb.bootrom()
-        eb.image()
-    except eb.Unavailable as e:
-        unavailable(str(e))
     codes, cal = waveform()
-    b = eb.EmulatedBoard(codes, tmp_path_factory.mktemp("rp2burst"), calibration=cal)
-    b.start()
-    b.cal = cal
+    b = started_board(codes, cal, tmp_path_factory.mktemp("rp2burst"))
     yield b
     b.close()
 

@@ -296,7 +296,10 @@ def test_datasheet_validation_plan_checks_transition_time_and_self_reported_powe
             rig_w = notes["interposer_w"]
             assert err["value"] == pytest.approx(100 * ((1.04 * rig_w - 0.35) / rig_w - 1), abs=1.0), (key, ph)
             # the drive's 100 ms intervals over the window (2.6 s, a little more around the workload)
-            assert notes["intervals"] >= 24 and notes["window_s"] == pytest.approx(notes["intervals"] * 0.1, abs=0.01)
+            # (never over more than the drive's counted span; at most 0.3 s less: the measurement is
+            # started and stopped by commands around the window, and the window is what the rig holds)
+            span = notes["intervals"] * 0.1
+            assert notes["intervals"] >= 24 and span - 0.3 <= notes["window_s"] <= span + 0.01, notes
             assert notes["error_bound_pct"] == 5 and notes["estimated"] is False and notes["max_w"] >= by[(key, "power.self_reported", ph)]["value"]
     # a tolerance tighter than the drive's error fails, with the limit stored beside it
     tight = parse(text.replace("self_reported_tolerance_pct = 10.0", "self_reported_tolerance_pct = 1.0")

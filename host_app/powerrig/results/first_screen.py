@@ -24,7 +24,7 @@ STYLE = (".chip{display:inline-block;padding:1px 8px;border-radius:10px;margin-r
          ".card table{font-size:12px}.card figcaption{font-size:13px}td.l,th.l{text-align:left}"
          ".why{text-align:left;max-width:48em}.missing{color:#b00}")
 SHOWN_PHASES = ("idle", "workload", "dwell")
-LOOK_SHOWN = 5             # rows of the summary shown before the rest fold away
+LOOK_SHOWN = 3             # rows of the summary shown before the rest fold away (more push the traces below the fold)
 
 
 def _f(v, d=3) -> str:

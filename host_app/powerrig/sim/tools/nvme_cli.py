@@ -373,9 +373,16 @@ def cmd_smart_log(ep, args):
     return 0
 
 
+def _plugin_sub(args, sub: str, plugin: str) -> bool:
+    """Is ``args`` the plugin's sub-command ``sub``? Otherwise nvme-cli's own refusal, said on stderr."""
+    if args and args[0] == sub:
+        return True
+    print(f"ERROR: Invalid sub-command '{args[0] if args else ''}' for plugin {plugin}", file=sys.stderr)
+    return False
+
+
 def cmd_fdp(ep, args):
-    if not args or args[0] != "stats":
-        print(f"ERROR: Invalid sub-command '{args[0] if args else ''}' for plugin fdp", file=sys.stderr)
+    if not _plugin_sub(args, "stats", "fdp"):
         return 1
     pos, o = _parse(args[1:], {"-o": "fmt", "--output-format": "fmt", "-e": "endgid", "--endgrp-id": "endgid",
                                "-b": "raw!", "--raw-binary": "raw!"})
@@ -522,8 +529,7 @@ def cmd_log(ep, args):
     if _version() < (3, 0):
         print("ERROR: Invalid sub-command 'log'", file=sys.stderr)
         return 1
-    if not args or args[0] != "power-measurement":
-        print(f"ERROR: Invalid sub-command '{args[0] if args else ''}' for plugin log", file=sys.stderr)
+    if not _plugin_sub(args, "power-measurement", "log"):
         return 1
     pos, o = _parse(args[1:], {"-o": "fmt", "--output-format": "fmt", "-b": "raw!", "--raw-binary": "raw!",
                                "-v": "verbose!", "--verbose": "verbose!"})
@@ -550,8 +556,7 @@ def cmd_log(ep, args):
 
 
 def cmd_ocp(ep, args):
-    if not args or args[0] != "smart-add-log":
-        print(f"ERROR: Invalid sub-command '{args[0] if args else ''}' for plugin ocp", file=sys.stderr)
+    if not _plugin_sub(args, "smart-add-log", "ocp"):
         return 1
     pos, o = _parse(args[1:], {"-o": "fmt", "--output-format": "fmt"})
     dev = _need_dev(pos, "ocp smart-add-log")

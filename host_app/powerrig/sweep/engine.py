@@ -239,11 +239,17 @@ class Sweep:
         clock = getattr(self._source, "clock", None)
         return clock.model() if clock is not None else None
 
-    def events(self) -> list:
-        """Every event of the steps run so far in this process (each step's own timeline: commands,
-        phases, power-state changes), for a live view that draws them on the stream; safe from another
+    def events(self, last: int | None = None) -> list:
+        """The events of the steps run so far in this process (each step's own timeline: commands,
+        phases, power-state changes), oldest first, only the newest ``last`` when given (a live view
+        asks at every scroll step: the newest steps' timelines are read, not all); safe from another
         thread (a timeline copies under its lock)."""
-        return [e for tl in list(self._step_timelines) for e in tl]
+        out: list = []
+        for tl in reversed(list(self._step_timelines)):
+            out[:0] = list(tl)
+            if last is not None and len(out) >= last:
+                return out[-last:]
+        return out
 
     def events_added(self) -> int:
         """How many events the steps have added so far: a live view redraws when it changes."""

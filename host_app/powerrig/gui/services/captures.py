@@ -122,7 +122,7 @@ class Captures(QObject):
         evs = list(self.timeline)
         engine = self.recording.followed_sweep()
         if engine is not None:                  # a running sweep's steps: their commands and phases too
-            evs = sorted(evs + engine.events(), key=lambda e: e.t_start)
+            evs = sorted(evs + engine.events(last), key=lambda e: e.t_start)
         if last is not None:
             evs = evs[-last:]
         return self._place(src, placed_over_host(evs), src.sample_id)    # a placed command, not also its host-stamped one

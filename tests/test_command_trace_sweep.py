@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from powerrig.analysis.checks import judge
 from powerrig.capture import CaptureReader
 from powerrig.results import ResultStore
 from powerrig.results.sweep_report import write_sweep_report
@@ -69,7 +70,11 @@ def test_command_trace_sweep_places_commands_times_the_transition_and_prices_an_
     # settled: the virtual client drive's 0.2 ms time constant takes it past its ENLAT of 210 us, and the
     # verdict says so against EXLAT(0) + ENLAT(3)
     assert settle["upper"] == pytest.approx((0 + 210) * 1e-6) and lat["value"] < settle["value"] < 0.002
-    assert settle["outcome"] == ("pass" if settle["value"] <= settle["upper"] else "fail")
+    # the verdict is judge()'s (analysis/checks.py): within one sample interval or 5 % of the limit is
+    # marginal, on either side; the band's start is stored beside it for the report
+    with CaptureReader(steps[key3]["capture"]) as cap:
+        j = judge(settle["value"], settle["upper"], uncertainty=cap.interval_s, units="s")
+    assert settle["outcome"] == str(j.verdict) and settle["marginal_upper"] == pytest.approx(j.marginal_from)
     assert json.loads(settle["notes"])["from"] == "nvme_trace"
     # one 4 KiB random read above idle, against the model's (power above idle / I/Os per second)
     key0 = next(k for k in steps if k.startswith("ps0"))

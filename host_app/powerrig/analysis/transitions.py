@@ -43,6 +43,7 @@ class Transition:
     verdict: str                # pass / marginal / fail (checks.judge against the limit), or "n/a"
     source: str                 # "nvme_trace" (kernel submission) or "host" (nvme-cli's call)
     note: str | None = None
+    marginal_from: float | None = None   # where judge()'s marginal band below the limit starts (s)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -65,7 +66,8 @@ def time_transition(p: np.ndarray, first: int, submit: float, interval_s: float,
     def out(before, after, lat, settle, note):
         j = judge(settle, limit_s, uncertainty=dt, units="s")      # the one verdict model (analysis/checks.py)
         ok = str(j.verdict) if j.verdict in (Verdict.PASS, Verdict.MARGINAL, Verdict.FAIL) else "n/a"
-        return Transition(from_ps, to_ps, submit * dt, before, after, lat, settle, limit_s, ok, source, note)
+        return Transition(from_ps, to_ps, submit * dt, before, after, lat, settle, limit_s, ok, source, note,
+                          j.marginal_from)
 
     if a - lo < 1 or end - a < 4:
         return out(nan, nan, nan, nan, "too few samples around the set-feature")

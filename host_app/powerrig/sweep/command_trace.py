@@ -135,7 +135,8 @@ def _transition_rows(cap, limit_s, old_ps, new_ps) -> list[dict]:
     ok = tr.verdict == "pass"
     return [row("transition.latency_s", e.name, tr.latency_s, "s", "info", notes=json.dumps(notes, default=str)),
             row("transition.rails_settle_s", e.name, tr.settle_s, "s", tr.verdict,
-                upper=None if math.isnan(limit) else limit, requirement_met=ok if tr.verdict != "n/a" else None,
+                upper=None if math.isnan(limit) else limit, marginal_upper=tr.marginal_from,
+                requirement_met=ok if tr.verdict != "n/a" else None,
                 notes=json.dumps(notes, default=str))]
 
 

@@ -13,6 +13,8 @@ tracepoints for the whole run, and does:
   2. four I/O phases at PS0 with idle between (random read 4 KiB, sequential read 128 KiB, random
      write 4 KiB, sequential write 128 KiB; fio rate_iops keeps the trace a size a kernel's buffer
      holds), then one with 1 MiB reads.
+  3. a format, a sanitize, a flush, a firmware commit and a controller reset at PS0 with idle between,
+     through the guarded door (dut/destructive.py).
 The admin commands are placed on their traced submission and completion. Each transition's latency
 (submission -> the rails leave the old level: analysis/transitions.py) is compared with the model's
 (the drive switches at half of EXLAT(old) + ENLAT(new) after taking the command, sim/ssd/drive.py); each
@@ -20,8 +22,13 @@ class's energy per I/O (above idle, least squares over 20 ms windows of the phas
 it) with the model's: (the model's true mean power over the phase's steady part - its idle power) /
 the I/Os per second the drive moved (fio's iops, the drive's own accounting).
 
+Each command of 3. has its energy above the level before (analysis/admin_energy.py, through
+sweep/command_trace.command_rows) compared with the virtual SSD's truth (sim/ssd/admin_power.py: extra
+power x busy time).
+
 Prints last one JSON object: ps_transitions, ps_transition_error_ms_p99, io_classes,
-io_energy_error_pct_max (and per class / per transition detail before it).
+io_energy_error_pct_max, admin_commands, admin_energy_error_pct_max (and per class / per transition /
+per command detail before it).
 """
 from __future__ import annotations
 
@@ -44,12 +51,13 @@ from powerrig.analysis.transitions import time_transition  # noqa: E402
 from powerrig.capture import CaptureReader  # noqa: E402
 from powerrig.capture.recorder import Recorder  # noqa: E402
 from powerrig.core.timeline import NVME, Timeline  # noqa: E402
-from powerrig.dut import nvmetrace, runners  # noqa: E402
+from powerrig.dut import destructive, nvmetrace, runners  # noqa: E402
 from powerrig.dut.fio import FioJob, FioPlan  # noqa: E402
 from powerrig.sim import rig as simrig  # noqa: E402
 from powerrig.sim.ssd.drive_trace import SimTrace  # noqa: E402
 from powerrig.sim.ssd.profile import load as load_profile  # noqa: E402
 from powerrig.sim.ssd.client import request  # noqa: E402
+from powerrig.sweep.command_trace import command_rows  # noqa: E402
 from powerrig.sweep.plan_rig import open_interposer  # noqa: E402
 
 PROFILE = "d5-p5336"
@@ -78,7 +86,10 @@ def main() -> int:
     nvme, fio = runners({"nvme": st["nvme"], "fio": st["fio"], "host": st.get("host")}, tl)
     dev = open_interposer(st["port"])
     cap_path = tmp / "run.jls"
-    rec = Recorder(dev, cap_path, interval_us=a.interval_us, timeline=tl)
+    covered = [0.0]
+    rec = Recorder(dev, cap_path, interval_us=a.interval_us, timeline=tl, progress_every_s=0.1,
+                   on_progress=lambda p: covered.__setitem__(0, p.covered_s))
+    t_rec = time.time()
     phases = []                     # (name, t0, t1, fio result)
     idles = []
     try:
@@ -128,11 +139,22 @@ def main() -> int:
             res = fio.run(FioPlan([j]), tmp / f"fio-{k}", serial=st["serial"])
             phases.append((j.name, res))
         time.sleep(0.5)
+        # 3. admin commands (and a flush), each with idle before and after
+        for cmd in (lambda: destructive.format(nvme, ns, st["serial"], ses=1, controller=ctrl),
+                    lambda: destructive.sanitize(nvme, ctrl, st["serial"], action=2),
+                    lambda: nvme.flush(ns),
+                    lambda: destructive.firmware_commit(nvme, ctrl, st["serial"], slot=1, action=3),
+                    lambda: destructive.reset(nvme, ctrl, st["serial"])):
+            cmd()
+            time.sleep(1.0)            # a sanitize runs on ~0.6 s after its completion
         placed_trace, note = nvmetrace.load(trace)
         evs = [e for e in tl.events() if e.kind in (NVME, "power_state")]
         nvmetrace.place(evs, placed_trace, None if placed_trace else note)
         t_end = time.time()
         time.sleep(0.3)
+        t_wait = time.monotonic() + 30          # the stream may run behind the wall clock on a loaded host
+        while covered[0] < time.time() - t_rec and time.monotonic() < t_wait:
+            time.sleep(0.05)
     finally:
         rec.stop()
         rec.wait(30)
@@ -207,11 +229,30 @@ def main() -> int:
                             "ci_uj": [round(g.ci_low_j * 1e6, 3), round(g.ci_high_j * 1e6, 3)],
                             "model_uj": round(e_true * 1e6, 3), "baseline_w": round(g.baseline_w, 3),
                             "error_pct": round(err, 3)})
+        # admin commands against the virtual SSD's truth (the truth's kinds in the order they ran)
+        admin_truth = request(st["endpoint"], {"op": "admin_truth", "dev": ctrl})["commands"]
+        rows = command_rows(cap, tl.events())
+        cmds, admin_err = [], []
+        for r, t in zip(rows, admin_truth):
+            n = json.loads(r["notes"])
+            if t["kind"] != r["phase"].replace("-", "_"):
+                cmds.append({"command": r["phase"], "note": f"paired with the truth's {t['kind']}: not compared"})
+                continue
+            if r["value"] is None or n.get("cut_short"):
+                cmds.append({"command": r["phase"], "note": n.get("cut_short") or n.get("why")})
+                continue
+            err = abs(r["value"] - t["energy_j"]) / abs(t["energy_j"]) * 100
+            admin_err.append(err)
+            cmds.append({"command": r["phase"], "truth_kind": t["kind"], "energy_j": round(r["value"], 6),
+                         "model_j": round(t["energy_j"], 6), "error_pct": round(err, 3), "from": n.get("from"),
+                         "settle_ms": round(n["duration_s"] * 1e3, 2), "baseline_w": round(n["baseline_w"], 3)})
     simrig.stop(st["id"])
     print(json.dumps({"host": machine(), "interval_us": a.interval_us, "trace": note, "transitions": detail,
-                      "classes": classes, "load_average": [round(x, 2) for x in os.getloadavg()]}))
+                      "classes": classes, "commands": cmds, "load_average": [round(x, 2) for x in os.getloadavg()]}))
     print(json.dumps({"ps_transitions": len(errs), "ps_transition_error_ms_p99": round(pct(errs, 99), 3) if errs else None,
-                      "io_classes": len(ioerr), "io_energy_error_pct_max": round(max(ioerr), 3) if ioerr else None}))
+                      "io_classes": len(ioerr), "io_energy_error_pct_max": round(max(ioerr), 3) if ioerr else None,
+                      "admin_commands": len(admin_err),
+                      "admin_energy_error_pct_max": round(max(admin_err), 3) if admin_err else None}))
     return 0
 
 

@@ -180,7 +180,8 @@ NVME_READ = frozenset({"version", "list", "list-subsys", "id-ctrl", "id-ns", "li
                        "get-feature", "smart-log", "get-log", "error-log", "fw-log", "sanitize-log",
                        "self-test-log", "effects-log", "show-regs", "fdp stats", "fdp configs", "fdp usage",
                        "ocp smart-add-log", "log power-measurement"})
-NVME_VOLATILE = frozenset({"set-feature"})      # power state and APST, lost at power-off; --save makes it stick
+NVME_VOLATILE = frozenset({"set-feature",      # power state and APST, lost at power-off; --save makes it stick
+                           "flush"})           # the write cache onto the media: what a read sees is unchanged
 DESTRUCTIVE_NVME = frozenset({
     "format", "sanitize", "create-ns", "delete-ns", "attach-ns", "detach-ns", "fw-download", "fw-commit",
     "fw-activate", "set-feature --save", "write", "write-zeroes", "write-uncor", "dsm", "copy", "io-passthru",

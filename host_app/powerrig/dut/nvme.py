@@ -440,6 +440,11 @@ class NvmeCli:
         return self._call("ocp smart-add-log", dev, ["--output-format=json"], "ocp smart-add-log",
                           parse_ocp_smart_add_log, {"device": dev})
 
+    def flush(self, ns: str) -> None:
+        """NVMe Flush of the namespace ``ns`` (``nvme flush``): the volatile write cache onto the media;
+        nothing a read sees changes, so no guard (it is an I/O queue command, traced on one)."""
+        self._call("flush", ns, [], "flush", lambda text: {"stdout": text.strip()[:200]}, {"device": ns})
+
     # -- destructive commands: only through the guarded door (destructive.py) ---------------------------
     def format(self, dev: str, serial: str | None, ses: int = 0, lbaf: int | None = None,
                nsid: int | None = None, allow_unguarded: bool = False, timeout: float = 600.0) -> None:

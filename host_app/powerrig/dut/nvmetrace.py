@@ -274,7 +274,31 @@ def matcher(name: str, meta: dict):
         return lambda c: c.opcode == "nvme_admin_activate_fw"
     if name == "flush":
         return lambda c: c.opcode == "nvme_cmd_flush"
+    if name == "reset":
+        # a controller reset sends no command; its first traced line is the teardown's Delete I/O SQ
+        # (drivers/nvme/host/pci.c: nvme_reset_work -> nvme_dev_disable -> nvme_disable_io_queues)
+        return lambda c: c.opcode == "nvme_admin_delete_sq"
     return None
+
+
+# the commands the kernel sends to bring a reset controller back (pci.c: nvme_init_ctrl_finish's Identify,
+# nvme_set_queue_count's Set Features 07h, nvme_create_io_queues): the placed reset ends at the last one
+REBUILD = ("nvme_admin_delete_sq", "nvme_admin_delete_cq", "nvme_admin_identify", "nvme_admin_create_cq",
+           "nvme_admin_create_sq")
+PLACED_IO = ("nvme_cmd_flush",)      # I/O queue commands powerrig issues itself and places
+
+
+def _rebuilt(c: Command, admin: list[Command], taken: set, hi_t: float) -> float | None:
+    """The completion of the last teardown or rebuild command of the reset that began with ``c``, within
+    the reset's host interval (those commands taken), or None."""
+    end = None
+    for k, x in enumerate(admin):
+        if x.t_submit < c.t_submit or x.t_submit > hi_t or k in taken or x.t_complete is None:
+            continue
+        if x.opcode in REBUILD or (x.opcode == "nvme_admin_set_features" and x.args.get("fid") == 0x07):
+            taken.add(k)
+            end = x.t_complete if end is None else max(end, x.t_complete)
+    return end
 
 
 def place(events, trace: NvmeTrace | None, why: str | None = None) -> dict:
@@ -284,7 +308,7 @@ def place(events, trace: NvmeTrace | None, why: str | None = None) -> dict:
     ``meta["nvme_trace"]`` says why. Returns counts {"placed", "unplaced"}."""
     evs = sorted((e for e in events if e.kind == NVME and e.t_end is not None), key=lambda e: e.t_start)
     taken: set[int] = set()
-    admin = trace.admin() if trace is not None else []
+    admin = [c for c in trace.commands if c.admin or c.opcode in PLACED_IO] if trace is not None else []
     subs = np.array([c.t_submit for c in admin], float)
     slack = SLACK_S + (trace.bound_s if trace else 0.0)
     placed = unplaced = 0
@@ -311,6 +335,8 @@ def place(events, trace: NvmeTrace | None, why: str | None = None) -> dict:
                       opcode=c.opcode, status=c.status, cdw=_printable(c.args))
         e.t_start = c.t_submit
         e.t_end = c.t_complete if c.t_complete is not None else e.t_end
+        if e.name == "reset":
+            e.t_end = _rebuilt(c, admin, taken, e.meta["host_t_end"] + slack) or e.t_end
         by_event[id(e)] = c
         placed += 1
     # a power-state change starts where its set-feature reached the controller

@@ -2,7 +2,9 @@
 power-state change timed from its traced Set Features submission beside EXLAT(old) + ENLAT(new) with
 its verdict (transition.latency_s, transition.rails_settle_s), and the energy of one I/O per class
 with its 95 % interval and the idle baseline it stands on (io.energy_per_io), plotted against the I/O
-size per power state and kind (sweep/command_trace.py stores them; docs/analysis.md says how)."""
+size per power state and kind; and each reset, format, sanitize, flush and firmware commit's energy
+above the level before (command.energy_above_j) (sweep/command_trace.py stores them; docs/analysis.md
+says how)."""
 from __future__ import annotations
 
 import html
@@ -36,7 +38,8 @@ def tables(ms: list[dict], step_names: dict | None = None) -> str:
     lat = {m["step"]: m for m in ms if m["name"] == "transition.latency_s"}
     settle = [m for m in ms if m["name"] == "transition.rails_settle_s"]
     io = [m for m in ms if m["name"] == "io.energy_per_io"]
-    if not settle and not io:
+    cmds = [m for m in ms if m["name"] == "command.energy_above_j"]
+    if not settle and not io and not cmds:
         return ""
     h = []
     if settle:
@@ -75,6 +78,30 @@ def tables(ms: list[dict], step_names: dict | None = None) -> str:
                      f"<td>{_f(_uj(m['value']), 2)}</td><td>{ci}</td><td>{_f(n.get('baseline_w'), 3)}</td>"
                      f"<td>{n.get('ios', '-')}</td><td style=text-align:left>{html.escape(str(n.get('why') or ''))}</td></tr>")
         h.append("</table>")
+    if cmds:
+        h.append(_command_table(cmds))
+    return "\n".join(h)
+
+
+def _command_table(cmds: list[dict]) -> str:
+    h = ["<h3 id=command-energy>Energy of resets, formats, sanitizes, flushes and firmware commits</h3><p>Above the "
+         "level before (the mean over 50 ms before the submission), from the submission the drive host's kernel "
+         "traced until the rails settled back (within the band of the level before for 20 ms) or the next "
+         "load-changing event (cut short, said so).</p><table><tr><th>step</th><th>command</th><th>J above</th>"
+         "<th>to settle ms</th><th>command ms</th><th>baseline W</th><th>peak W</th><th>timed from</th>"
+         "<th>why</th></tr>"]
+    for m in cmds:
+        n = _notes(m)
+        why = "; ".join(str(x) for x in (n.get("cut_short"), n.get("why")) if x)
+        h.append(f"<tr><td style=text-align:left>{html.escape(m['step'])}</td>"
+                 f"<td style=text-align:left>{html.escape(str(n.get('command') or m['phase'] or '-'))}</td>"
+                 f"<td>{_f(m['value'], 4)}</td>"
+                 f"<td>{_f(n['duration_s'] * 1e3 if n.get('duration_s') is not None else None, 1)}</td>"
+                 f"<td>{_f(n['command_s'] * 1e3 if n.get('command_s') is not None else None, 2)}</td>"
+                 f"<td>{_f(n.get('baseline_w'), 3)}</td><td>{_f(n.get('peak_w'), 2)}</td>"
+                 f"<td>{html.escape(str(n.get('from') or '-'))}</td>"
+                 f"<td style=text-align:left>{html.escape(why)}</td></tr>")
+    h.append("</table>")
     return "\n".join(h)
 
 

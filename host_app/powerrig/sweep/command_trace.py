@@ -13,6 +13,7 @@ import json
 import logging
 import math
 
+from powerrig.analysis.admin_energy import MAX_S as COMMAND_MAX_S, PRE_S as COMMAND_PRE_S, energy_above
 from powerrig.analysis.io_energy import io_energy
 from powerrig.analysis.transitions import time_transition
 from powerrig.core.timeline import NOTE, NVME, POWER_STATE
@@ -106,9 +107,10 @@ MEASURE = "measure:"
 def measurements(cap, trace, limit_s: float | None, old_ps: int | None, new_ps: int) -> list[dict]:
     """The step's rows: the power-state change timed from its traced submission (analysis/transitions.py)
     and the energy per I/O class of each workload phase the trace covers (analysis/io_energy.py); a
-    phase without a trace gets one row saying why (its phase-level figures stand)."""
+    phase without a trace gets one row saying why (its phase-level figures stand); and each reset,
+    format, sanitize, flush and firmware commit's energy above the level before (analysis/admin_energy.py)."""
     try:
-        return _transition_rows(cap, limit_s, old_ps, new_ps) + _io_rows(cap, trace)
+        return _transition_rows(cap, limit_s, old_ps, new_ps) + _io_rows(cap, trace) + command_rows(cap)
     except Exception as e:  # noqa: BLE001 - a refinement: the step's own figures stand without it
         logging.getLogger(__name__).warning("nvme_trace measurements: %s", e, exc_info=True)
         return []
@@ -147,7 +149,49 @@ def _changes_load(e) -> bool:
         return True
     if e.kind == "phase":
         return e.name != "idle"
-    return e.kind == NVME and e.name.startswith(("set-feature", "format", "sanitize", "reset", "fw-"))
+    return e.kind == NVME and e.name.startswith(("set-feature", "format", "sanitize", "reset", "fw-", "flush"))
+
+
+ENERGY_COMMANDS = ("reset", "format", "sanitize", "flush", "fw-commit")
+
+
+def command_rows(cap, events=None) -> list[dict]:
+    """``command.energy_above_j`` per reset, format, sanitize, flush and firmware commit in the capture:
+    from its placed submission (the host's call when it was not traced, said so) until the rails settle
+    back or the next load-changing event (then ``cut_short`` says so); the baseline, the time to settle
+    and the command's own submit -> complete in the notes. ``events``: the placed events (default the
+    capture's)."""
+    events = cap.events if events is None else events
+    evs = sorted((e for e in events if e.kind == NVME and e.name in ENERGY_COMMANDS and e.t_end is not None),
+                 key=lambda e: e.t_start)
+    if not evs:
+        return []
+    loads = sorted((x for x in events if _changes_load(x) and x.t_end is not None), key=lambda x: x.t_start)
+    dt = cap.interval_s
+    out = []
+    for e in evs:
+        s = float(cap.sample_id(e.t_start))
+        nxt = [x.t_start for x in loads if x.t_start > e.t_end and x is not e]
+        before = [x.t_end for x in loads if x.t_end <= e.t_start and x is not e]
+        lo = max(0, int(s) - int(COMMAND_PRE_S / dt) - 2)
+        end_t = min(nxt) if nxt else None
+        hi = cap.length if end_t is None else min(cap.length, int(cap.sample_id(end_t)) + 2)
+        hi = min(hi, int(s + COMMAND_MAX_S / dt) + 2)
+        if hi - lo < 4:
+            continue
+        p = cap.samples("p_total", lo, hi).astype(float)
+        c = energy_above(p, s - lo, dt, complete=float(cap.sample_id(e.t_end)) - lo,
+                         end_at=None if end_t is None else float(cap.sample_id(end_t)) - lo,
+                         pre_from=float(cap.sample_id(max(before))) - lo if before else None)
+        source = "nvme_trace" if e.meta.get("placed") == "nvme_trace" else "host"
+        notes = {"command": e.name, "opcode": e.meta.get("opcode"), "from": source, "baseline_w": c.baseline_w,
+                 "duration_s": c.duration_s, "command_s": e.t_end - e.t_start, "peak_w": c.peak_w,
+                 "cut_short": c.cut_short, "why": c.note or (None if source == "nvme_trace" else e.meta.get("nvme_trace"))}
+        value = None if math.isnan(c.energy_j) else c.energy_j
+        out.append(row("command.energy_above_j", e.name, value, "J", "info" if value is not None else "n/a",
+                       notes=json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v)
+                                         for k, v in notes.items()}, default=str)))
+    return out
 
 
 def _io_rows(cap, trace) -> list[dict]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from powerrig.core.errors import PowerrigError
+from powerrig.sim.ssd.admin_power import Signature, signature
 from powerrig.sim.ssd.model import (JobLoad, OperatingPoint, idle_power, operating_point,
                                     pulsing_parts)
 from powerrig.sim.ssd.power_claims import PowerClaims
@@ -100,6 +101,10 @@ class VirtualSSD:
         self._t_rates = now
         self.fault_after_s: float | None = None
         self.erases: list[tuple[float, str, int | None]] = []    # (time, "format" | "sanitize", nsid)
+        # an admin command's busy interval under way (sim/ssd/admin_power.py): (t_end, extra W, kind, tau),
+        # and the truth of every one: kind, t_start, t_end, extra_w, energy_j (above the level before)
+        self._busy: tuple[float, float, str, float] | None = None
+        self.admin_truth: list[dict] = []
         # while a drive-host trace instance is open (sim/ssd/drive_trace.py): each span of constant rates,
         # (t_from, t_to, [(job key, rw, bs, random, nsid, read B/s, write B/s)])
         self.io_segments: list | None = None
@@ -226,9 +231,10 @@ class VirtualSSD:
         self._seg = np.vstack([self._seg[keep], row])
 
     def _target_power(self) -> float:
+        extra = self._busy[1] if self._busy is not None else 0.0
         if self._op is not None and self.runs:
-            return self._op.watts
-        return idle_power(self.profile, self.ps)
+            return self._op.watts + extra
+        return idle_power(self.profile, self.ps) + extra
 
     # -- autonomous behaviour -------------------------------------------------------------------
     def advance(self, t: float | None = None) -> None:
@@ -256,7 +262,9 @@ class VirtualSSD:
                 cands.append((run.deadline, lambda w, r=run: self._end_run(r, w)))
         if self._limit_pending is not None and self._limit_pending[0] <= t:
             cands.append((self._limit_pending[0], self._apply_limit))
-        if self.apst_enabled and not self.runs and not self._pending:
+        if self._busy is not None and self._busy[0] <= t:
+            cands.append((self._busy[0], self._end_busy))
+        if self.apst_enabled and not self.runs and not self._pending and self._busy is None:
             itps, itpt = self.apst_table[self.ps]
             if itpt > 0 and itps != self.ps and itps <= self.profile.npss:
                 when = max(self._idle_since, self._state_since) + itpt / 1000.0
@@ -605,14 +613,41 @@ class VirtualSSD:
             return {"physical_media_units_written": int(self.media_write_bytes),
                     "physical_media_units_read": int(self.host_read_bytes)}
 
-    def erase(self, kind: str, nsid: int | None = None) -> None:
+    def erase(self, kind: str, nsid: int | None = None) -> Signature:
         """Format (``kind`` "format") or sanitize: refused while I/O runs, as a busy drive would; the
-        user data is gone (the FTL is left as is: what it holds is the model's steady state, not data)."""
+        user data is gone (the FTL is left as is: what it holds is the model's steady state, not data).
+        Returns the busy interval it draws (admin_power.py)."""
         self.advance()
         with self._lock:
             if self.runs:
                 raise SsdError("I/O in progress", status="INVALID_FIELD")
+            sig = self.admin_busy(kind)
             self.erases.append((self.clock(), kind, nsid))
+            return sig
+
+    def admin_busy(self, kind: str, t: float | None = None) -> Signature:
+        """The controller busy with ``kind`` (format, sanitize, flush, fw_commit, reset) from ``t``: its
+        power signature (sim/ssd/admin_power.py) added to the level it had, and recorded as truth. One
+        at a time: another while one is under way is refused, as a drive in a sanitize refuses."""
+        t = self.clock() if t is None else t
+        with self._lock:
+            self.advance(t)
+            if self._busy is not None:
+                raise SsdError(f"the controller is busy with a {self._busy[2]}", status="INVALID_FIELD")
+            sig = signature(self.profile, kind, self._target_power())
+            self._busy = (t + sig.duration_s, sig.extra_w, kind, sig.tau_s)
+            self._retune(t, tau=sig.tau_s)
+            self.admin_truth.append({"kind": kind, "t_start": t, "t_end": t + sig.duration_s,
+                                     "extra_w": sig.extra_w, "energy_j": sig.energy_j})
+            del self.admin_truth[:-256]
+            return sig
+
+    def _end_busy(self, t: float) -> None:
+        tau = self._busy[3]
+        self._busy = None
+        if not self.runs:
+            self._idle_since = t          # APST counts idle time from the end of the command
+        self._retune(t, tau=tau)
 
     def inject_fault(self, after_s: float) -> None:
         """The next run fails with an I/O error this many seconds after it starts (for tests)."""

@@ -33,11 +33,14 @@ LBA_BYTES = 4096            # the virtual namespaces' logical block size
 MAX_EVENTS = 2_000_000      # the instance's ring buffer: more is an overflow, said in the header as a kernel does
 NSID_ALL = 0xFFFFFFFF
 
+def common(*dw) -> str:
+    """nvme_trace_common's print of command dwords 10.. (24 bytes, little-endian): trace.c's default."""
+    b = b"".join(int(d).to_bytes(4, "little") for d in dw) + bytes(24 - 4 * len(dw))
+    return "cdw10=" + " ".join(f"{x:02x}" for x in b)
+
+
 # endpoint request -> (opcode, nsid, printed arguments) for the commands nvme-cli sends (trace.c's forms)
 def _admin(op: str, req: dict, nsid: int | None):
-    def common(*dw):
-        b = b"".join(int(d).to_bytes(4, "little") for d in dw) + bytes(24 - 4 * len(dw))
-        return "cdw10=" + " ".join(f"{x:02x}" for x in b)
 
     def log(lid, numd=127):
         return "nvme_admin_get_log_page", NSID_ALL, common(lid | (numd << 16))
@@ -67,7 +70,14 @@ def _admin(op: str, req: dict, nsid: int | None):
     if op == "ocp_smart":
         return log(0xC0)
     if op == "format":
-        return "nvme_admin_format_nvm", int(req.get("nsid") or nsid or NSID_ALL), common(0)
+        # Format NVM dword 10: LBAF bits 3:0, SES bits 11:9 (NVMe base spec 2.0, 5.23); Linux 6.1's trace.c
+        # prints it with nvme_trace_common (nvme_trace_admin_format_nvm came later)
+        dw10 = (int(req.get("lbaf") or 0) & 0xF) | ((int(req.get("ses") or 0) & 7) << 9)
+        return "nvme_admin_format_nvm", int(req.get("nsid") or nsid or NSID_ALL), common(dw10)
+    if op == "fw_commit":
+        # Firmware Commit (opcode 10h, include/linux/nvme.h nvme_admin_activate_fw) dword 10: FS bits 2:0,
+        # CA bits 5:3 (NVMe base spec 2.0, 5.12)
+        return "nvme_admin_activate_fw", 0, common((int(req.get("slot", 0)) & 7) | ((int(req.get("action", 0)) & 7) << 3))
     if op == "sanitize":
         return "nvme_admin_sanitize_nvm", 0, common(int(req.get("action", 2)))
     return None
@@ -96,13 +106,16 @@ class Instance:
             self.lines.append((s, "sh-1", f"tracing_mark_write: {tag} {w:.6f}"))
             time.sleep(5e-5)      # a shell's write takes ~0.1 ms: the bounds are wider than the printed microseconds
 
-    def command(self, opcode: str, qid: int, nsid: int, args: str, t0: float, t1: float, status: int = 0,
+    def command(self, opcode: str, qid: int, nsid: int, args: str, t0: float, t1: float | None, status: int = 0,
                 disk: str | None = None, task: str = "nvme-1") -> None:
+        """Its setup line and (``t1`` not None) its completion line."""
         self.cid = (self.cid + 1) & 0xFFFF
         d = f"disk={disk}, " if disk else ""
         self.lines.append((_mono_of(t0, self.skew), task,
                            f"nvme_setup_cmd: nvme{self.ctrl}: {d}qid={qid}, cmdid={self.cid}, nsid={nsid}, flags=0x0, "
                            f"meta=0x0, cmd=({opcode} {args})"))
+        if t1 is None:            # outstanding when the trace was read (an Asynchronous Event Request)
+            return
         self.lines.append((_mono_of(t1, self.skew), "<idle>-0",
                            f"nvme_complete_rq: nvme{self.ctrl}: {d}qid={qid}, cmdid={self.cid}, res=0x0, retries=0, "
                            f"flags=0x{2 if qid == 0 else 0:x}, status={status:#x}"))
@@ -199,6 +212,14 @@ class DriveTrace:
     def admin(self, op: str, req: dict, nsid: int | None, t0: float, t1: float, ok: bool) -> None:
         if not self.instances:
             return
+        if op == "flush":          # an NVM command: on an I/O queue, with the namespace's disk
+            ns = int(nsid or 1)
+            with self._lock:
+                for inst in self.instances.values():
+                    if inst.queues != "admin":
+                        inst.command("nvme_cmd_flush", 1, ns, common(0), t0, t1, 0 if ok else 0x4002,
+                                     disk=f"nvme{self.ctrl}n{ns}")
+            return
         a = _admin(op, req, nsid)
         if a is None:
             return
@@ -206,6 +227,15 @@ class DriveTrace:
             for inst in self.instances.values():
                 if inst.queues != "io":
                     inst.command(a[0], 0, a[1], a[2], t0, t1, 0 if ok else 0x4002)
+
+    def queue_commands(self, cmds: list) -> None:
+        """Admin commands the kernel sends on its own (a controller reset's teardown and rebuild):
+        (opcode, nsid, printed arguments, t_submit, t_complete or None) each, on the admin queue."""
+        with self._lock:
+            for inst in self.instances.values():
+                if inst.queues != "io":
+                    for op, nsid, args, t0, t1 in cmds:
+                        inst.command(op, 0, nsid, args, t0, t1, task="kworker/0:1H-1")
 
     def stop(self, name: str) -> bytes:
         with self._lock:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from powerrig.sim.ssd.drive_trace import DriveTrace
+from powerrig.sim.ssd.drive_trace import DriveTrace, common
 from powerrig.sim.ssd.model import JobLoad
 from powerrig.sim.ssd.power_io import PowerLossIO
 from powerrig.sim.ssd.drive import SsdError, VirtualSSD
@@ -234,14 +234,58 @@ class SsdServer:
         return {"t0": t0, "step_s": step, "watts": [round(float(x), 6) for x in w]}
 
     def _op_format(self, ssd, nsid, req):
-        ssd.erase("format", nsid or req.get("nsid"))
+        sig = ssd.erase("format", nsid or req.get("nsid"))
+        time.sleep(sig.duration_s)          # Format NVM completes once the format is done
         return {"nsid": nsid or req.get("nsid") or 0xFFFFFFFF}
 
     def _op_sanitize(self, ssd, nsid, req):
         if nsid is not None:        # nvme-cli sends sanitize to the controller only
             raise SsdError(f"{req.get('dev')}: not a controller device", status="INVALID_FIELD")
-        ssd.erase("sanitize")
+        ssd.erase("sanitize")       # completes at once; the sanitize runs on (the sanitize log's progress)
         return {}
+
+    def _op_flush(self, ssd, nsid, req):
+        if nsid is None:
+            raise SsdError(f"{req.get('dev')}: not a namespace", status="INVALID_FIELD")
+        time.sleep(ssd.admin_busy("flush").duration_s)       # completes once the cache is on the NAND
+        return {}
+
+    def _op_fw_commit(self, ssd, nsid, req):
+        slot, action = int(req.get("slot", 0)), int(req.get("action", 0))
+        if not 0 <= slot <= 7 or not 0 <= action <= 7:
+            raise SsdError(f"firmware slot {slot} / commit action {action} out of range", status="INVALID_FIELD")
+        time.sleep(ssd.admin_busy("fw_commit").duration_s)
+        return {"slot": slot, "action": action}
+
+    def _op_reset(self, ssd, nsid, req):
+        """Controller reset (NVME_IOCTL_RESET): no command of its own reaches the trace. What Linux's
+        drivers/nvme/host/pci.c sends around it is traced: nvme_reset_work -> nvme_dev_disable ->
+        nvme_disable_io_queues (Delete I/O SQ, then Delete I/O CQ, per queue), then CC.EN = 0 (a register
+        write, untraced) and, once the controller is ready again, nvme_init_ctrl_finish's Identify
+        Controller, nvme_set_queue_count's Set Features 07h, nvme_create_io_queues' Create I/O CQ and SQ,
+        and an Asynchronous Event Request left outstanding. The dip starts when the queues are gone."""
+        if nsid is not None:
+            raise SsdError(f"{req.get('dev')}: not a controller device", status="INVALID_FIELD")
+        trace = self._trace(ssd)
+        t0 = ssd.clock()
+        trace.queue_commands([("nvme_admin_delete_sq", 0, "sqid=1", t0, t0 + 2e-5),
+                              ("nvme_admin_delete_cq", 0, "cqid=1", t0 + 3e-5, t0 + 5e-5)])
+        sig = ssd.admin_busy("reset", t0 + 6e-5)
+        time.sleep(sig.duration_s + 6e-5)
+        t = ssd.clock()
+        trace.queue_commands([("nvme_admin_identify", 0, "cns=1, ctrlid=0", t, t + 4e-5),
+                              ("nvme_admin_set_features", 0, "fid=0x7, sv=0x0, cdw11=0x0", t + 5e-5, t + 7e-5),
+                              ("nvme_admin_create_cq", 0, "cqid=1, qsize=1023, cq_flags=0x3, irq_vector=1",
+                               t + 8e-5, t + 1e-4),
+                              ("nvme_admin_create_sq", 0, "sqid=1, qsize=1023, sq_flags=0x1, cqid=1", t + 1.1e-4,
+                               t + 1.3e-4),
+                              ("nvme_admin_async_event", 0, common(0), t + 1.4e-4, None)])
+        return {}
+
+    def _op_admin_truth(self, ssd, nsid, req):
+        """The simulator's truth of every admin command's busy interval (sim/ssd/admin_power.py)."""
+        ssd.advance()
+        return {"commands": list(ssd.admin_truth)}
 
     def _trace(self, ssd) -> DriveTrace:
         return next(self.traces[k] for k, s in self.ssds.items() if s is ssd)

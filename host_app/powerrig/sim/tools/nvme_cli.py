@@ -577,7 +577,8 @@ def cmd_format(ep, args):
                            "--ses": "ses", "-i": "pi", "--pi": "pi", "-r": "reset!", "--reset": "reset!",
                            "--force": "force!", "-t": "timeout", "--timeout": "timeout"})
     dev = _need_dev(pos, "format")
-    r = _call(ep, {"op": "format", "dev": dev, "nsid": _num(o["nsid"]) if "nsid" in o else None})
+    r = _call(ep, {"op": "format", "dev": dev, "nsid": _num(o["nsid"]) if "nsid" in o else None,
+                   "ses": _num(o.get("ses", "0")), "lbaf": _num(o.get("lbaf", "0"))})
     print(f"Success formatting namespace:{r['nsid']:x}")
     return 0
 
@@ -594,7 +595,31 @@ def cmd_sanitize(ep, args):
     return 0
 
 
-COMMANDS = {"format": cmd_format, "sanitize": cmd_sanitize, "version": cmd_version, "id-ctrl": cmd_id_ctrl, "get-feature": cmd_get_feature,
+def cmd_flush(ep, args):
+    pos, o = _parse(args, {"-n": "nsid", "--namespace-id": "nsid"})
+    dev = _need_dev(pos, "flush")
+    _call(ep, {"op": "flush", "dev": dev})
+    print("NVMe Flush: success")
+    return 0
+
+
+def cmd_fw_commit(ep, args):
+    pos, o = _parse(args, {"-s": "slot", "--slot": "slot", "-a": "action", "--action": "action",
+                           "-b": "bpid", "--bpid": "bpid"})
+    dev = _need_dev(pos, "fw-commit")
+    slot, action = _num(o.get("slot", "0")), _num(o.get("action", "0"))
+    _call(ep, {"op": "fw_commit", "dev": dev, "slot": slot, "action": action})
+    print(f"Success committing firmware action:{action} slot:{slot}")
+    return 0
+
+
+def cmd_reset(ep, args):
+    pos, _ = _parse(args, {})
+    _call(ep, {"op": "reset", "dev": _need_dev(pos, "reset")})
+    return 0
+
+
+COMMANDS = {"format": cmd_format, "flush": cmd_flush, "fw-commit": cmd_fw_commit, "reset": cmd_reset, "sanitize": cmd_sanitize, "version": cmd_version, "id-ctrl": cmd_id_ctrl, "get-feature": cmd_get_feature,
             "set-feature": cmd_set_feature, "smart-log": cmd_smart_log, "fdp": cmd_fdp, "ocp": cmd_ocp,
             "get-log": cmd_get_log, "log": cmd_log}
 

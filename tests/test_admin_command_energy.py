@@ -20,8 +20,11 @@ from powerrig.dut import destructive, runners
 from powerrig.dut.guard import GuardRefused
 from powerrig.results import command_report
 from powerrig.sim import rig as simrig
+from powerrig.sim.ssd.admin_power import DEFAULTS
 from powerrig.sim.ssd.client import request
+from powerrig.sim.ssd.drive import SsdError, VirtualSSD
 from powerrig.sim.ssd.drive_trace import SimTrace
+from powerrig.sim.ssd.profile import ProfileError, load
 from powerrig.sweep import command_trace
 from powerrig.sweep.plan_rig import open_interposer
 
@@ -143,3 +146,37 @@ def test_the_last_sample_of_a_cut_window_is_counted_for_its_part_and_the_cut_sai
     assert energy_above(dip, n0, DT, complete=n0 + 500).energy_j == pytest.approx(-0.8 * 500 * DT, rel=1e-9)
     first = energy_above(p, 0.4, DT)
     assert math.isnan(first.energy_j) and "no samples before" in first.note
+
+
+class _Clock:
+    def __init__(self, t):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+
+def test_a_profiles_power_admin_table_sets_the_signature_and_a_bad_key_is_one_line(tmp_path):
+    (tmp_path / "big-format.toml").write_text('extends = "d5-p5336"\nname = "big-format"\n'
+                                              '[power.admin]\nformat_w = 6.5\nformat_base_s = 0.2\n')
+    clk = _Clock(1000.0)
+    ssd = VirtualSSD(load(tmp_path / "big-format.toml"), clock=clk)
+    plain = VirtualSSD("d5-p5336", clock=_Clock(1000.0))
+    clk.t = 1001.0
+    sig = ssd.erase("format", 1)
+    tb = ssd.profile.capacity_bytes / 1e12
+    assert sig.extra_w == 6.5 and sig.duration_s == pytest.approx(0.2 + DEFAULTS["format_s_per_tb"] * tb)
+    # the model's rails (1 ms means) hold exactly that energy above the level before, whatever the edges
+    dt = 1e-3
+    t = 1000.5 + (np.arange(int(1.5 / dt)) + 0.5) * dt
+    p = np.array([ssd.power_at(np.linspace(a - dt / 2, a + dt / 2, 41)).mean() for a in t])
+    got = energy_above(p, (1001.0 - 1000.5) / dt, dt, complete=(1001.0 + sig.duration_s - 1000.5) / dt)
+    assert got.cut_short is None and got.energy_j == pytest.approx(sig.energy_j, rel=0.01)
+    # a profile without the table is the drive it always was: the defaults
+    assert plain.erase("format", 1).extra_w == DEFAULTS["format_w"]
+    # another command while it is busy is refused, as a drive in a format refuses
+    with pytest.raises(SsdError, match="busy with a format"):
+        plain.admin_busy("flush", t=1000.01)
+    (tmp_path / "typo.toml").write_text('extends = "d5-p5336"\nname = "typo"\n[power.admin]\nformat_watts = 6.5\n')
+    with pytest.raises(ProfileError, match=r"\[power.admin\] has unknown keys \['format_watts'\]"):
+        VirtualSSD(load(tmp_path / "typo.toml"), clock=clk)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from powerrig.core.errors import PowerrigError
-from powerrig.sim.ssd.admin_power import Signature, signature
+from powerrig.sim.ssd.admin_power import Signature, signature, spec as admin_spec
 from powerrig.sim.ssd.model import (JobLoad, OperatingPoint, idle_power, operating_point,
                                     pulsing_parts)
 from powerrig.sim.ssd.power_claims import PowerClaims
@@ -72,6 +72,7 @@ class VirtualSSD:
             self.waveform = Waveform(WaveformSpec.from_profile(self.profile.power), seed)
         except ValueError as e:
             raise SsdError(f"drive profile {self.profile.name}: {e}") from None
+        admin_spec(self.profile)         # a bad [power.admin] is said when the drive is built, not at its first format
         self.sn = sn or self.profile.sn
         self._lock = threading.RLock()
         now = clock()

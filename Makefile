@@ -13,10 +13,10 @@ demo: export POWERRIG_SETUP_FOR := demo
 demo: setup
 	@$(PY) -m powerrig.demo $(if $(QUICK),--quick)
 
-# Every test in two runs (docs/testing.md, "How make test runs them"): the tiers that do not wait on
-# wall-clock time (tests/tiers.toml realtime = false) and are not in its [serial] list in parallel
-# (WORKERS pytest-xdist workers, a whole file each), then the real-time tiers and the [serial] files one
-# at a time, on a machine no parallel test loads; one per-tier table and one out/junit.xml over both.
+# Every test in two runs (docs/testing.md, "How CI runs them"): the tiers that run in parallel
+# (tests/tiers.toml parallel = true) but for their [serial] files on WORKERS pytest-xdist workers, a
+# whole file each; then the other tiers and the [serial] files one at a time, on a machine nothing else
+# loads (the marker `serial`); one per-tier table and one out/junit.xml over both.
 # The temporary folders sit under a short path of the run's own (xdist's default adds a level, and the
 # rigs' unix sockets have 107 bytes).
 WORKERS ?= 2
@@ -24,8 +24,8 @@ PYTEST  := $(PY) -m pytest -q -p no:cacheprovider --durations=15
 test: export POWERRIG_SETUP_FOR := test
 test: setup
 	@mkdir -p out && rm -f out/junit.xml out/junit-parallel.xml out/junit-serial.xml; t=$$(mktemp -d /tmp/prt.XXXXXX); \
-	  $(PYTEST) -m "not serial and not realtime" -n $(WORKERS) --dist loadfile --basetemp=$$t/p --junitxml=out/junit-parallel.xml; a=$$?; \
-	  $(PYTEST) -m "serial or realtime" --basetemp=$$t/s --junitxml=out/junit-serial.xml; b=$$?; \
+	  $(PYTEST) -m "not serial" -n $(WORKERS) --dist loadfile --basetemp=$$t/p --junitxml=out/junit-parallel.xml; a=$$?; \
+	  $(PYTEST) -m serial --basetemp=$$t/s --junitxml=out/junit-serial.xml; b=$$?; \
 	  $(PY) scripts/tier_times.py out/junit-parallel.xml out/junit-serial.xml --merge out/junit.xml || true; \
 	  if [ $$a -eq 0 ] && [ $$b -eq 0 ]; then rm -rf $$t; exit 0; else echo "make test: failed (temporary folders kept in $$t)"; exit 1; fi
 

@@ -80,12 +80,13 @@ def mmss(seconds: float) -> str:
 
 
 def table(times: dict[str, dict], tiers: dict[str, dict]) -> str:
-    lines = ["| tier | real-time | tests | time (min:s) | CPU (min:s) |", "|---|---|---|---|---|"]
+    lines = ["| tier | real-time | run | tests | time (min:s) | CPU (min:s) |", "|---|---|---|---|---|---|"]
     for name, row in times.items():
         rt = "yes" if tiers.get(name, {}).get("realtime") else ("no" if name in tiers else "?")
-        lines.append(f"| {name} | {rt} | {row['tests']} | {mmss(row['seconds'])} | {mmss(row['cpu_seconds'])} |")
+        run = "parallel" if tiers.get(name, {}).get("parallel") else ("alone" if name in tiers else "?")
+        lines.append(f"| {name} | {rt} | {run} | {row['tests']} | {mmss(row['seconds'])} | {mmss(row['cpu_seconds'])} |")
     total = {k: sum(r[k] for r in times.values()) for k in ("tests", "seconds", "cpu_seconds")}
-    lines.append(f"| all | | {total['tests']} | {mmss(total['seconds'])} | {mmss(total['cpu_seconds'])} |")
+    lines.append(f"| all | | | {total['tests']} | {mmss(total['seconds'])} | {mmss(total['cpu_seconds'])} |")
     return "\n".join(lines)
 
 

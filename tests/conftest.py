@@ -22,11 +22,11 @@ POWERRIG = [sys.executable, "-m", "powerrig"]
 def pytest_configure(config):
     for name, tier in tier_registry.load().items():
         config.addinivalue_line("markers", f"{name}: {tier['description']} (needs {tier['needs']})")
-    config.addinivalue_line("markers", f"{tier_registry.SERIAL}: a file of tests/tiers.toml's [serial]: make test "
-                                       "runs it alone after the parallel run (pytest -m serial)")
+    config.addinivalue_line("markers", f"{tier_registry.SERIAL}: a test of a tier that does not run in parallel "
+                                       "(tests/tiers.toml parallel = false) or of a file in its [serial] list: make "
+                                       "test runs it after the parallel run, one at a time (pytest -m serial)")
     config.addinivalue_line("markers", f"{tier_registry.REALTIME}: a test of a tier that waits on wall-clock time "
-                                       "(tests/tiers.toml realtime = true): make test runs it after the parallel run, "
-                                       "one at a time, on a machine no parallel test loads")
+                                       "(tests/tiers.toml realtime = true)")
 
 
 def pytest_collection_modifyitems(config, items):

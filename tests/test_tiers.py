@@ -25,19 +25,20 @@ def test_every_test_file_is_in_exactly_one_tier_and_every_tier_says_what_it_need
     assert set(tier_registry.tier_of_file(tiers)) == on_disk
     for name, tier in tiers.items():
         assert tier["description"].strip() and tier["needs"].strip(), name
-        assert isinstance(tier["realtime"], bool), name
+        assert isinstance(tier["realtime"], bool) and isinstance(tier["parallel"], bool), name
 
 
 def test_problems_names_a_missing_a_doubled_and_a_stale_file(tmp_path):
     for name in ("test_a.py", "test_b.py"):
         (tmp_path / name).write_text("")
-    tiers = {"unit": {"description": "d", "needs": "n", "realtime": False, "files": ["test_a.py", "test_gone.py"]},
+    tiers = {"unit": {"description": "d", "needs": "n", "realtime": False, "parallel": True,
+                      "files": ["test_a.py", "test_gone.py"]},
              "gui": {"description": "d", "needs": "", "realtime": True, "files": ["test_a.py"]}}
     found = tier_registry.problems(tiers, tmp_path)
     assert "test_b.py is in no tier: add it to tests/tiers.toml" in found
     assert any("test_a.py is in two tiers (unit and gui)" in f for f in found)
     assert any("lists test_gone.py" in f for f in found)
-    assert "tier gui: no 'needs'" in found
+    assert "tier gui: no 'needs'" in found and "tier gui: no 'parallel'" in found
     assert "[serial] lists test_gone2.py, which is in no tier" in tier_registry.problems(tiers, tmp_path,
                                                                                          ["test_gone2.py"])
 
@@ -90,10 +91,13 @@ def test_one_tier_is_selected_by_its_marker_and_postgres_runs_are_postgres_too(c
     toml.write_text(toml.read_text().split("\n[serial]")[0] + '\n[serial]\nfiles = ["test_timebase.py"]\n')
     assert ids("-m", "serial") == ["test_pure"]
     assert len(ids("-m", "not serial")) == 2
-    # make test's two runs: the simulator tier is real-time, so its tests wait for the second run
+    # make test's two runs: the simulator tier is real-time but runs in parallel; a tier with
+    # parallel = false waits for the second run whatever [serial] lists
     assert ids("-m", "realtime") == ["test_on_a_store[postgresql]", "test_on_a_store[sqlite]"]
-    assert ids("-m", "not serial and not realtime") == []
-    assert len(ids("-m", "serial or realtime")) == 3
+    assert ids("-m", "not serial") == ["test_on_a_store[postgresql]", "test_on_a_store[sqlite]"]
+    head, sim = toml.read_text().split("[tier.simulator]")
+    toml.write_text(head + "[tier.simulator]" + sim.replace("parallel = true", "parallel = false", 1))
+    assert ids("-m", "not serial") == [] and len(ids("-m", "serial")) == 3
 
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
@@ -121,8 +125,9 @@ def test_tier_times_sums_a_junit_xml_per_tier(tmp_path):
     assert got["gui"] == {"tests": 1, "seconds": 3.0, "cpu_seconds": 0.0}
     assert got["(not in tests/tiers.toml)"] == {"tests": 1, "seconds": 0.8, "cpu_seconds": 0.0}
     assert list(got)[:len(tier_registry.load())] == list(tier_registry.load())
-    assert "| simulator | yes | 1 | 0:40 | 0:06 |" in r.stdout
-    assert "| all | | 6 | 1:33 | 0:06 |" in r.stdout
+    assert "| simulator | yes | parallel | 1 | 0:40 | 0:06 |" in r.stdout
+    assert "| gui | yes | alone | 1 | 0:03 | 0:00 |" in r.stdout
+    assert "| all | | | 6 | 1:33 | 0:06 |" in r.stdout
 
 
 def test_tier_times_sums_make_tests_two_runs_as_one_and_merges_them(tmp_path):
@@ -135,7 +140,7 @@ def test_tier_times_sums_make_tests_two_runs_as_one_and_merges_them(tmp_path):
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout.splitlines()[-1])
     assert got["simulator"] == {"tests": 2, "seconds": 80.0, "cpu_seconds": 13.0}
-    assert "| all | | 12 | 3:06 | 0:13 |" in r.stdout
+    assert "| all | | | 12 | 3:06 | 0:13 |" in r.stdout
     again = subprocess.run([sys.executable, str(REPO / "scripts" / "tier_times.py"), str(tmp_path / "junit.xml")],
                            capture_output=True, text=True, timeout=60)
     assert json.loads(again.stdout.splitlines()[-1]) == got
@@ -148,10 +153,10 @@ def test_tier_times_says_what_it_cannot_read(tmp_path):
 
 
 def test_docs_table_lists_every_tier_as_the_registry_does():
-    """docs/testing.md's tiers table: one row per registered tier, its real-time column as registered."""
+    """docs/testing.md's tiers table: one row per registered tier, its real-time and parallel columns as registered."""
     rows = {}
     for line in (REPO / "docs" / "testing.md").read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("| `") and len(cells) == 4:
-            rows[cells[0].strip("`")] = cells[3] == "**yes**"
-    assert rows == {name: tier["realtime"] for name, tier in tier_registry.load().items()}
+        if line.startswith("| `") and len(cells) == 5:
+            rows[cells[0].strip("`")] = (cells[3] == "**yes**", cells[4] == "yes")
+    assert rows == {name: (tier["realtime"], tier["parallel"]) for name, tier in tier_registry.load().items()}

@@ -10,7 +10,7 @@ TIERS_TOML = TESTS / "tiers.toml"
 POSTGRES = "postgres"
 SERIAL = "serial"
 REALTIME = "realtime"
-FIELDS = ("description", "needs", "realtime", "files")
+FIELDS = ("description", "needs", "realtime", "parallel", "files")
 
 
 def load(path: Path = TIERS_TOML) -> dict[str, dict]:
@@ -19,7 +19,8 @@ def load(path: Path = TIERS_TOML) -> dict[str, dict]:
 
 
 def serial_files(path: Path = TIERS_TOML) -> list[str]:
-    """The [serial] files: run alone after the parallel run (`pytest -m serial`), each says why there."""
+    """The [serial] files of tiers that otherwise run in parallel: run alone after the parallel run
+    (`pytest -m serial`), each says why there."""
     return tomllib.loads(Path(path).read_text()).get(SERIAL, {}).get("files", [])
 
 
@@ -59,8 +60,8 @@ def uses_postgres(item) -> bool:
 
 def mark(items, tiers: dict[str, dict], tests: Path = TESTS, serial: list[str] = ()) -> None:
     """Mark each test collected from `tests` with its file's tier (and postgres where it uses it, serial
-    where its file is in [serial], realtime where its tier waits on wall-clock time); a test file the
-    registry does not list stops the run."""
+    where its file is in [serial] or its tier does not run in parallel, realtime where its tier waits on
+    wall-clock time); a test file the registry does not list stops the run."""
     import pytest
 
     tier_of = tier_of_file(tiers)
@@ -75,7 +76,7 @@ def mark(items, tiers: dict[str, dict], tests: Path = TESTS, serial: list[str] =
         item.add_marker(tier)
         if tier != POSTGRES and uses_postgres(item):
             item.add_marker(POSTGRES)
-        if path.name in serial:
+        if path.name in serial or not tiers[tier].get("parallel"):
             item.add_marker(SERIAL)
         if tiers[tier].get("realtime"):
             item.add_marker(REALTIME)

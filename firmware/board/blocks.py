@@ -238,6 +238,13 @@ class BlockRing:
         """powerrig_fw.actions' edges at their samples (see _fire)."""
         return _fire(self.st, self.block, plan, n)
 
+    def waiting(self):
+        """Finished blocks not read yet (0: the reader has caught up). The device runs a JSON command
+        or a burst upload chunk beside a stream only then, so their passes start with the ring's whole
+        slack (issue 43)."""
+        st = self.st
+        return st[_DONE] - st[_NEXT]
+
     def late(self):
         return self.st[_LATE]
 

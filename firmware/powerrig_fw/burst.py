@@ -18,6 +18,15 @@ from powerrig_fw import layout, rails_default, wire
 
 IDLE, ARMED, POST, UPLOAD = "idle", "armed", "post", "upload"
 
+# the burst_triggered notice, written in place (as json.dumps writes the dict: docs/protocol.md)
+_N_EVENT = b'{"event": "burst_triggered", "trigger_index": '
+_N_FIRST = b', "first_index": '
+_N_SAMPLES = b', "samples": '
+# the upload's machine-code copy (board.copy) takes a source offset below 2**14 (it is packed with
+# the count into one small int): the ring is seen through views that start every 16 KB
+_VIEW_SHIFT = 14
+_N_MAX = len(_N_EVENT) + len(_N_FIRST) + len(_N_SAMPLES) + 3 * 20 + 1   # 3 numbers of at most 20 digits, }
+
 
 def _whole(x):
     """A whole number, not a bool (JSON true == 1 would pass a plain int check)."""
@@ -41,6 +50,14 @@ class Burst:
         # objects a chunk filled the RP2040's heap, and its 10 ms collection cost a 2 ms stream samples)
         self.out = bytearray(wire.OVERHEAD + 2 * self.chunk * self.stride)
         self.view = memoryview(self.ring) if self.unit == 2 else None    # a board's ring of bytes
+        # a board's allocation-free byte copy: a chunk into the upload's frame without the memoryview
+        # a slice of the ring makes (the reference boards slice)
+        copy = getattr(board, "copy", None)
+        views = None
+        if copy is not None:
+            whole = memoryview(self.ring)
+            per = 2 // self.unit                           # bytes per ring item
+            views = [whole[k // per:] for k in range(0, len(self.ring) * per, 1 << _VIEW_SHIFT)]
         self.bases, self.step, self.dbase, self.dstep, self.dshift = layout.of(board, n_rails_total)
         self.copy = getattr(board, "burst_copy", None)     # (ring, head, raw, start, run)
         self.scan = getattr(board, "scan_trigger", None)   # (raw, start, n, spec) -> k or -1
@@ -49,6 +66,13 @@ class Burst:
         self._last_dig = 0
         self.pre = 0
         self.edge = False
+        # every attribute the fire and the upload set, made here: a new one grows the instance's
+        # table, an allocation in the pass that fires the burst beside a stream
+        self.trigger_index = self.count = self.read_pos = self.paced_at = self.allowance = 0
+        # the notice's frame and digits, made once: on the RP2040 the notice through json.dumps was
+        # the upload's one allocation beside a stream (docs/emulator.md, "Bursts beside a stream")
+        # (one attribute for the four: the armed block pass looks its own up in a smaller table)
+        self.up = (copy, views, bytearray(wire.OVERHEAD + _N_MAX), getattr(board, "put_dec", None) or wire.put_dec)
         self.disarm()
 
     def disarm(self):
@@ -236,6 +260,35 @@ class Burst:
             start += run
             m -= run
 
+    def _notify(self):
+        """The NOTICE {"event": "burst_triggered", "trigger_index", "first_index", "samples"} from
+        the preallocated frame: nothing allocated (tests/micropython/fw_burst.py, heap locked)."""
+        _copy, _views, out, put = self.up
+        lo_bits = wire.INDEX_LO_BITS
+        mask = wire.INDEX_LO_MASK
+        p = wire.HEADER_SIZE
+        p = self._put(out, p, _N_EVENT)
+        p = put(out, p, self.trigger_index >> lo_bits, self.trigger_index & mask)
+        p = self._put(out, p, _N_FIRST)
+        p = put(out, p, self.first_index >> lo_bits, self.first_index & mask)
+        p = self._put(out, p, _N_SAMPLES)
+        p = put(out, p, self.count >> lo_bits, self.count & mask)
+        out[p] = 0x7D                                     # }
+        dev = self.device
+        seq = dev.reply_seq
+        idx = dev.sample_index()         # as Device.send stamps a notice: after it is written
+        wire.put_header(out, wire.T_NOTICE, 0, 0, p + 1 - wire.HEADER_SIZE, seq,
+                        idx >> lo_bits, idx & mask)
+        dev.crc_into(out, 2, p + 1)
+        dev.reply_seq = (seq + 1) & 0xFFFF
+        dev.board.write(out, p + 1 + wire.CRC_SIZE)
+
+    @staticmethod
+    def _put(out, p, text):
+        n = len(text)
+        out[p:p + n] = text
+        return p + n
+
     def upload_step(self):
         """One chunk when the link has room for it: the upload is paced to the link budget left over by
         the interval stream (at least MIN_SHARE_BPS), so a burst never starves the stream nor blocks the
@@ -256,14 +309,17 @@ class Burst:
             return
         self.allowance -= cost
         if not self.sent:        # the block that completed it has passed the board's overwrite check
-            self.device.notice({"event": "burst_triggered", "trigger_index": self.trigger_index,
-                                "first_index": self.first_index, "samples": self.count})
+            self._notify()
         u = s * self.unit
         a = self.read_pos * u
         size = 2 * n * s
         out = self.out
         h = wire.HEADER_SIZE
-        if self.view is not None:
+        copy, views, _note, _put = self.up
+        if copy is not None:
+            b = 2 * self.read_pos * s                   # the chunk's first byte in the ring
+            copy(out, h, views[b >> _VIEW_SHIFT], b & ((1 << _VIEW_SHIFT) - 1), size)
+        elif self.view is not None:
             out[h:h + size] = self.view[a:a + size]
         else:                    # a ring of halfwords (the reference boards): its bytes
             out[h:h + size] = bytes(memoryview(self.ring)[a:a + n * u])

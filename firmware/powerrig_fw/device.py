@@ -45,6 +45,12 @@ FRAMES_PER_PASS = 4
 # and at most this many bytes read from the host (the board reads them one at a time, some 20 us each
 # on the emulated RP2040: a 2 KB command is read over several passes, not in one long one)
 READ_PER_PASS = 256
+# Beside a stream (or a burst) a JSON command and a burst upload chunk wait for a pass that finds no
+# finished block unread (board.blocks.BlockRing.waiting): on the RP2040 at 2 ms such passes (3-9 ms
+# each) that came while the loop was still catching up after another summed past the DMA ring's slack
+# and lost 7-13 intervals, with the collector off too (issue 43, docs/emulator.md). They wait at most
+# this many passes (a loop that never catches up still answers and uploads).
+WAIT_PASSES = 16
 
 
 def is_int(x):
@@ -139,6 +145,10 @@ class Device:
         # sleep until the next interrupt (a DMA block, USB) when a pass found nothing to do: on the
         # board it saves power, in the emulator it saves the idle passes' emulation (docs/emulator.md)
         self._idle = getattr(board, "idle", None)
+        # blocks finished and not read yet (none: the board cannot say, nothing waits for it)
+        self._behind = getattr(self.blocks, "waiting", None)
+        self.waited = 0          # passes the JSON command held waited for the loop to catch up
+        self.upload_waited = 0   # passes the burst's next chunk waited for it
         # how long the passes that did work took (status "passes"): the one figure of the main loop's
         # budget that only the chip itself can give (docs/bring-up.md); reset at each start
         # block passes, their total us, worst block pass, worst command pass, command passes, their total us
@@ -156,7 +166,8 @@ class Device:
     # ---- main loop -------------------------------------------------------------------------
     def poll(self):
         """One pass of the main loop: commands in, samples reduced, frames out. Allocates nothing
-        unless a command came in or a burst uploads (tests/micropython/mcu_whole_pass.py). A pass
+        unless a command takes the JSON path (tests/micropython/mcu_whole_pass.py; a burst's fire,
+        notice and upload: fw_burst.py). A pass
         that found nothing to do ends in the board's ``idle()`` (wait for the next interrupt)."""
         t0 = ticks_us()
         actions = self.actions
@@ -217,7 +228,11 @@ class Device:
         # moving; one lost meanwhile (a long command pass while idle) is not an overrun of anything
         uploading = burst.state is BURST_UPLOAD
         if uploading:
-            burst.upload_step()
+            if self._behind is None or self.upload_waited >= WAIT_PASSES or not self._behind():
+                self.upload_waited = 0
+                burst.upload_step()
+            else:
+                self.upload_waited += 1
         sent = self._pump() if self._pump is not None else 0
         if raw is None and not got and not hot:
             if not sent and not uploading and not actions.busy and self._idle is not None:
@@ -270,6 +285,10 @@ class Device:
         if reader.waiting and ticks_diff(self._ms(), reader.since) >= wire.PARTIAL_TIMEOUT_MS:
             reader.expire()
         if reader.more:
+            if self.waited:
+                if self._wait():
+                    return 0         # a JSON command held for a pass with the ring caught up
+                self.waited = -1     # its wait is over: it runs in this pass
             self._commands(0)
             return -1
         got = self.board.read_into(reader.buf, reader.end, reader.free)
@@ -295,6 +314,9 @@ class Device:
                 if ftype == wire.T_COMMAND and pings.answer(reader, self):
                     continue
                 # the JSON path: this frame, then the next pass (reader.more is set when bytes are left)
+                if ftype == wire.T_COMMAND and self._wait():
+                    reader.again()       # the same frame next pass, when no block is left unread
+                    return
                 if ftype == wire.T_COMMAND:
                     self.handle_command(reader.payload())
                 elif ftype == wire.T_OVERSIZE:
@@ -307,6 +329,19 @@ class Device:
             reader.more = 0
         finally:
             reader.pending = reader.waiting | reader.more
+
+    def _wait(self):
+        """True when a JSON command should wait: a stream or a burst runs, blocks are left unread,
+        and it has waited fewer than WAIT_PASSES passes (``waited``: 0 once it runs, -1 when its wait
+        has just ended)."""
+        w = self.waited
+        behind = self._behind
+        if w < 0 or w >= WAIT_PASSES or behind is None or (self.state != STREAMING and self.burst.state
+                                                           is BURST_IDLE) or not behind():
+            self.waited = 0
+            return False
+        self.waited = w + 1
+        return True
 
     def _refuse(self, ftype):
         """A whole frame (its CRC right) of a type the device does not take: a NOTICE says so."""

@@ -362,6 +362,17 @@ class FrameReader:
             t = b[s + 3]
             return t if t else T_ZERO
 
+    def again(self):
+        """Give the frame next() just gave once more at the next call (its bytes are still in
+        ``buf``; nothing was added since): a command the device holds for a later pass."""
+        s = self.at - HEADER_SIZE
+        if self.start == self.end == 0:      # it was the last frame held: the reader had reset
+            self.end = self.at + self.length + CRC_SIZE
+            f = len(self.buf) - self.end
+            self.free = f if f < self.read_max else self.read_max
+        self.start = s
+        self.more = 1
+
     def payload(self):
         """The payload of the frame next() gave, as bytes (allocates)."""
         return bytes(self.buf[self.at:self.at + self.length])

@@ -1,7 +1,8 @@
 # Raw bursts on the board's DMA layout (one region per ADC, board.kernels.BurstKernels in viper)
 # against the reference path (interleaved samples, plain Python): the same BURST frames byte for byte
 # for "now", threshold and edge triggers, with calibration offsets, a lost block and a ring that wraps;
-# an armed burst allocates nothing per block (heap locked). MicroPython only (viper): the unix port
+# an armed burst allocates nothing per block, and beside a stream its trigger, its burst_triggered notice
+# and its whole upload allocate nothing either (heap locked, issue 43). MicroPython only (viper): the unix port
 # (64-bit ints) and the emulated Cortex-M (32-bit).
 import array
 import gc
@@ -14,7 +15,9 @@ import micropython
 from fwtest.host_bytes import HostBytes
 from powerrig_fw import wire
 from powerrig_fw.device import Device
+from board import kernels
 from board.kernels import BurstKernels
+from board.usb import copy_bytes
 
 BLOCK = 250
 NR = 3
@@ -262,6 +265,81 @@ def cancel_without_a_window():
 
 
 cancel_without_a_window()
+
+class LockedBoard(FakeBoard):
+    """The board path with the board's allocation-free helpers (machine-code CRC, digits, byte copy),
+    its blocks made before the heap is locked, its frames written into one preallocated sink."""
+
+    def __init__(self, n_blocks, cal_path):
+        FakeBoard.__init__(self, n_blocks, True, cal_path)
+        self.crc_into = kernels.crc32_into
+        self.put_dec = kernels.put_dec
+        self.copy = copy_bytes
+        self.pre = []
+        for b in range(n_blocks):
+            fill_block(b, True, self.buf)
+            self.pre.append(array.array("h", self.buf))
+        self.sink = bytearray(24 * 1024)
+        self.used = 0
+
+    def adc_read(self):
+        if self.next_block >= self.n_blocks:
+            self.index += BLOCK
+            return None
+        raw = self.pre[self.next_block]
+        self.next_block += 1
+        self.last = self.index
+        self.index += BLOCK
+        self.adc_n = BLOCK
+        self.adc_dropped = 0
+        return raw
+
+    def write(self, buf, n=-1):
+        n = len(buf) if n < 0 else n
+        copy_bytes(self.sink, self.used, buf, 0, n)
+        self.used += n
+
+
+def fired_and_uploaded_without_allocating():
+    """A stream runs and an edge burst is armed (JSON commands: they allocate); then every pass, the
+    one that finds the marker's rising edge (sample 900), the pass with the burst_triggered notice and
+    the first chunk, and each later chunk, runs with the heap locked. On the RP2040 a pass that
+    allocated here let a collection land beside a 2 ms stream, longer than its DMA ring's slack (issue
+    43). The notice, the BURST frames and the stream's DATA frames are then read back."""
+    gc.collect()
+    board = LockedBoard(8, "burst-cal-locked.json")
+    dev = Device(board)
+    for doc in ({"id": 1, "cmd": "start", "interval_us": 1000, "rails": ["12V", "3V3"], "per_frame": 2},
+                {"id": 2, "cmd": "burst", "trigger": "edge", "bit": 2, "rising": True, "pre": 300, "post": 400}):
+        board.inbox.append(bytes(wire.encode_frame(wire.T_COMMAND, json.dumps(doc).encode())))
+        dev.poll()
+    assert dev.state == "streaming" and dev.burst.state == "armed", (dev.state, dev.burst.status())
+    board.used = 0
+    passes = 0
+    gc.collect()
+    micropython.heap_lock()
+    try:
+        while dev.burst.state != "idle" and passes < 200:
+            dev.poll()
+            passes += 1
+    finally:
+        micropython.heap_unlock()
+    frames = wire.FrameReader().feed(bytes(board.sink[:board.used]))
+    notes = [json.loads(f[2]) for f in frames if f[0] == wire.T_NOTICE]
+    chunks = [f[2] for f in frames if f[0] == wire.T_BURST]
+    assert notes == [{"event": "burst_triggered", "trigger_index": 900, "first_index": 600, "samples": 700}], notes
+    types = [f[0] for f in frames]
+    assert types.index(wire.T_NOTICE) < types.index(wire.T_BURST), types   # the notice, then the first chunk
+    payload = b"".join(chunks)
+    assert len(payload) == 700 * STRIDE * 2 and len(chunks) > 1, (len(payload), len(chunks))
+    same_as_script(payload, 600)
+    data = [f for f in frames if f[0] == wire.T_DATA]
+    assert data and dev.overruns == 0 and dev.errors == 0, (len(data), dev.overruns, dev.errors)
+    print("burst fired and uploaded beside a stream, heap locked: %d passes, %d chunks, %d data frames"
+          % (passes, len(chunks), len(data)))
+
+
+fired_and_uploaded_without_allocating()
 
 armed_without_allocating({"id": 2, "cmd": "burst", "trigger": "threshold", "rail": "12V", "above_w": 400.0,
                           "pre": 100, "post": 100})

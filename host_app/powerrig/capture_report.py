@@ -296,7 +296,7 @@ def _html(cap: CaptureReader, a: Analysis, plots: dict, alerts: list[str] = ()) 
         rows.append([html.escape(r.name), r.kind, _f(r.phase.power_state), _f(r.start_s), _f(r.duration_s),
                      _f(r.lost_s), _f(t["mean_w"]), _f(t["std_w"]), _f(t["min_w"]), _f(t["p50_w"]), _f(t["p99_w"]),
                      _f(t["max_w"]), _f(r.max_1s.value_w), _f(r.max_100ms.value_w), _f(r.peak_100us.value_w),
-                     _f(t["energy_j"], 4),
+                     _f(t["energy_j"], 4) + (" (lower bound)" if r.lower_bound else ""),
                      html.escape(r.invalid or "")])
     parts.append("<h2>Phases (total power; per-rail figures in phases.csv)</h2>" + _table(
         ["phase", "kind", "PS", "start (s)", "duration (s)", "lost (s)", "mean (W)", "std (W)", "min (W)",

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from powerrig.analysis import checks as C
+from powerrig.analysis.clipping import clipped_why, phase_clipped
 from powerrig.analysis.command_energy import POST_S, PRE_S, CommandEnergy, command_energy
 from powerrig.analysis.descriptors import power_states, transition_latency_us
 from powerrig.analysis.efficiency import curves, phase_efficiency
@@ -134,7 +135,10 @@ def analyse(source, events: list[Event] | None = None, metadata: dict | None = N
     events_placed, to_sid = _place_events(source, events, warnings)
     phases, waf_rows = _phases(events_placed, to_sid, length, dt, min_idle_s, drive)
     results = _phase_pass(source, phases, rails, dt, chunk)
-    _mark_invalid(results, events_placed, to_sid, source)
+    _mark_invalid(results, events_placed, to_sid, source, metadata)
+    whole = clipped_why(results[0].clipped, length, metadata)
+    if whole:
+        warnings.append("range saturated: " + whole)
     chks = C.run_checks(results, states, dt, sampling_of(metadata))
     cmds = _commands(source, events_placed, to_sid, states, length) if to_sid else []
     # each run once: a fio job's phase under the sweep's phase over it is not a second row or round
@@ -199,12 +203,19 @@ def _phase_pass(source, phases: list[Phase], rails: list[str], dt: float, chunk:
     return results
 
 
-def _mark_invalid(results: list[PhaseResult], events_placed, to_sid, source) -> None:
-    """A phase during which the drive throttled is invalid; an idle window inherits its idle phase's."""
+def _mark_invalid(results: list[PhaseResult], events_placed, to_sid, source, metadata: dict) -> None:
+    """A phase during which the drive throttled, or whose readings a channel's range clipped, is
+    invalid; an idle window inherits its idle phase's."""
     readings = smart_readings(events_placed)
     if readings and to_sid:
         for r in results:
             r.invalid = throttled_between(readings, float(source.utc(r.phase.start)), float(source.utc(r.phase.stop)))
+    for r in results:
+        r.clipped = phase_clipped(source, r.phase.start, r.phase.stop)
+        n = int(math.ceil(r.phase.stop) - math.floor(r.phase.start))
+        why = clipped_why(r.clipped, n, metadata)
+        if why:
+            r.invalid = f"{r.invalid}; {why}" if r.invalid else why
     by_name = {r.name: r for r in results}
     for r in results:
         if r.phase.parent and r.phase.parent in by_name and by_name[r.phase.parent].invalid:

@@ -35,11 +35,18 @@ class PhaseResult:
     peak_100us: WindowFigure    # OCP PCM-2 (highest 100 us window), total power
     peak_exact: bool            # True: from device 100 us windows of a single rail or raw 4 us data
     inst_max_w: float           # highest instantaneous (4 us) total power seen, upper bound
-    invalid: str | None = None  # why the phase's verdicts cannot be trusted (thermal throttling)
+    invalid: str | None = None  # why the phase's verdicts cannot be trusted (thermal throttling, clipping)
     notes: list = field(default_factory=list)
     # the highest 100 ms mean, reported beside PCM-1's 1 s and PCM-2's 100 us (published descriptions
     # of the OCP requirement disagree on the window)
     max_100ms: WindowFigure = field(default_factory=WindowFigure)
+    # rails whose readings the range clipped in the phase: {rail: {"current", "voltage", "intervals"}}
+    clipped: dict = field(default_factory=dict)
+
+    @property
+    def lower_bound(self) -> bool:
+        """The phase's power and energy are lower bounds: a channel was at full scale."""
+        return bool(self.clipped)
 
     @property
     def name(self) -> str:

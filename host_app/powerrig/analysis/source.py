@@ -7,7 +7,7 @@ from typing import Iterable, Iterator, Protocol, runtime_checkable
 
 import numpy as np
 
-from powerrig.core.blocks import IntervalBlock
+from powerrig.core.blocks import QUANTITY_OF_CLIP, IntervalBlock
 from powerrig.core.names import RAIL_FIELDS, TOTAL_POWER, rail_signal
 from powerrig.core.clock import ClockModel
 
@@ -33,6 +33,9 @@ class AnalysisSource(Protocol):
     def utc(self, sample_id):
         """Host UTC of fractional sample id(s)."""
 
+    # optional: clipped(start, stop) -> {rail: {"current", "voltage", "intervals"}}, the intervals of
+    # [start, stop) whose readings a channel's range clipped (a source without it cannot tell)
+
 
 class ArraySource:
     def __init__(self, block: IntervalBlock, clock: ClockModel | None = None):
@@ -47,6 +50,7 @@ class ArraySource:
             for f in RAIL_FIELDS:
                 self.cols[rail_signal(f, r)] = getattr(block, f)[:, k]
         self.cols[TOTAL_POWER] = block.p.sum(axis=1)
+        self.clip = None if block.clip is None else np.where(block.valid[:, None], block.clip, 0)
 
     @classmethod
     def from_blocks(cls, blocks, clock: ClockModel | None = None) -> "ArraySource":
@@ -61,6 +65,17 @@ class ArraySource:
         for s in range(start, stop, chunk):
             e = min(stop, s + chunk)
             yield s, {n: self.cols[n][s:e] for n in names}
+
+    def clipped(self, start=None, stop=None) -> dict[str, dict]:
+        """{rail: {"current", "voltage", "intervals"}} clipped in [start, stop) (all 0 without clip bits)."""
+        start = 0 if start is None else max(0, int(start))
+        stop = self.length if stop is None else min(self.length, int(stop))
+        out = {}
+        for k, r in enumerate(self.rails):
+            c = np.zeros(0, np.uint8) if self.clip is None else self.clip[start:max(start, stop), k]
+            out[r] = {q: int(np.count_nonzero(c & bit)) for bit, q in QUANTITY_OF_CLIP.items()}
+            out[r]["intervals"] = int(np.count_nonzero(c))
+        return out
 
     def sample_id(self, utc):
         if self.clock_model is None:

@@ -30,10 +30,12 @@ UD_GAP = 0x104           # JSON: {sample_id, intervals, raw_index, reason}
 UD_CLOCK = 0x105         # JSON: {sample_id, raw_index, utc, model}: one anchor of the UTC track
 UD_SEGMENT = 0x106       # JSON: {sample_id, raw_index}: the device's index restarted here
 UD_CLOSE = 0x107         # JSON: {stats, totals, length}: written by a clean close only
+UD_CLIP = 0x108          # JSON: {sample_id, span, intervals, rail, quantity, runs: [[offset, n], ...]}: range saturation
 
 # annotation group ids (viewers show them; the JSON in user data is the authoritative record)
 GROUP_EVENT = 1
 GROUP_GAP = 2
+GROUP_CLIP = 3
 
 # per-rail columns of an IntervalBlock and their units
 RAIL_FIELDS = tuple((f, f.unit) for f in names.RAIL_FIELDS)

@@ -35,6 +35,7 @@ import pyjls
 from powerrig.capture import layout as L
 from powerrig.capture.clocktrack import ClockTrack
 from powerrig.capture.jls_tail import clear_dangling_pointers
+from powerrig.core.blocks import clipped_counts
 from powerrig.core.errors import CaptureError
 from powerrig.core.timeline import Event
 
@@ -164,6 +165,7 @@ class CaptureReader:
         self.metadata: dict = {}
         self.events: list[Event] = []
         self.gaps: list[dict] = []
+        self.clips: list[dict] = []       # range saturation records (layout.UD_CLIP)
         self.segments: list[dict] = []
         self._anchors: list[dict] = []
         self.close_record: dict | None = None
@@ -181,7 +183,7 @@ class CaptureReader:
             self.damaged = True      # a torn end: keep every record before it
         for tag, data in found:
             if tag not in (L.UD_METADATA, L.UD_METADATA_UPDATE, L.UD_EVENT, L.UD_GAP, L.UD_CLOCK,
-                           L.UD_SEGMENT, L.UD_CLOSE):
+                           L.UD_SEGMENT, L.UD_CLOSE, L.UD_CLIP):
                 continue
             try:
                 doc = json.loads(bytes(data).decode())
@@ -201,6 +203,8 @@ class CaptureReader:
                 self.segments.append(doc)
             elif tag == L.UD_CLOSE:
                 self.close_record = doc
+            elif tag == L.UD_CLIP:
+                self.clips.append(doc)
         fmt = self.metadata.get("format", {})
         if fmt.get("name") != L.FORMAT:
             if self.damaged:
@@ -391,6 +395,12 @@ class CaptureReader:
             n = min(chunk, stop - s)
             yield s, {name: self._read(name, s, n) for name in names}
 
+    def clipped(self, start: int | None = None, stop: int | None = None) -> dict[str, dict]:
+        """{rail: {"current", "voltage", "intervals"}}: intervals of [start, stop) whose readings the
+        range clipped (the capture's clip records; a capture written before them has none)."""
+        start, stop = self._range(start, stop)
+        return clipped_counts(self.clips, self.rails, start, stop)
+
     def summaries(self, name: str, start: int | None = None, stop: int | None = None,
                   n: int = 1000) -> dict[str, np.ndarray]:
         """``n`` summaries (mean, std, min, max) spanning [start, stop), from the file's summary levels.
@@ -456,6 +466,10 @@ class CaptureReader:
         lines = [f"{self.path}: {self.duration_s:.3f} s, {self.length} intervals of {self.interval_s * 1e6:g} us, "
                  f"rails {', '.join(self.rails)}",
                  f"  events {len(self.events)}, gaps {len(self.gaps)} ({sum(g['intervals'] for g in self.gaps)} intervals)"]
+        over = {r: c["intervals"] for r, c in self.clipped().items() if c["intervals"]}
+        if over:
+            lines.append("  range clipped (readings are lower bounds): "
+                         + ", ".join(f"{r} in {n} intervals" for r, n in over.items()))
         if not self.closed_cleanly:
             lines.append(f"  NOT closed cleanly: {self.recovery_note}")
         if self.recording_note:

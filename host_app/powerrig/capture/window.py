@@ -79,6 +79,12 @@ class CaptureWindow:
     def sample_id(self, utc):
         return self._cap.sample_id(utc) - self.start
 
+    def clipped(self, start: int | None = None, stop: int | None = None) -> dict[str, dict]:
+        """The capture's clipped intervals in the window's [start, stop) (window sample ids)."""
+        a = self.start + (0 if start is None else max(0, int(start)))
+        b = self.start + (self.length if stop is None else min(self.length, int(stop)))
+        return self._cap.clipped(a, max(a, b))
+
     def utc(self, sample_id):
         return self._cap.utc(sample_id + self.start)
 

@@ -30,7 +30,7 @@ from powerrig.core import names, owned
 from powerrig.core.json_values import dumps
 from powerrig.core.errors import CaptureError
 from powerrig.core.timeline import Timeline
-from powerrig.core.blocks import IntervalBlock
+from powerrig.core.blocks import QUANTITY_OF_CLIP, IntervalBlock, true_runs
 from powerrig.capture.clocktrack import pack_pings
 from powerrig.capture.jls_tail import cut_after_last_whole_chunk
 from powerrig.capture.write_faults import NATIVE, OPEN, disk_problem
@@ -85,6 +85,8 @@ class CaptureWriter:
         self.length = 0                 # intervals written (sample ids 0..length-1)
         self.gap_intervals = 0
         self.gaps = 0
+        self.clipped: dict[str, dict] = {}    # rail -> {"current", "voltage", "intervals"} at full scale
+        self._clip_open: dict[tuple[int, int], dict] = {}   # (rail, clip bit) -> the record being gathered
         self._last_flush = time.monotonic()
         self._next_anchor = 0
         self._anchored_model = False
@@ -202,6 +204,7 @@ class CaptureWriter:
         self._write_rows(block)
         if "gap" in block.flags or not block.valid.all():
             self._note_gap(block)
+        self._note_clip(block)
         self._after_write(block)
 
     def _write_rows(self, b: IntervalBlock) -> None:
@@ -237,6 +240,48 @@ class CaptureWriter:
             self.gap_intervals += int(e - s)
             self._w.user_data(L.UD_GAP, _json(rec))
             self._annotate(sid, L.GROUP_GAP, f"gap ({rec['reason']}): {rec['intervals']} intervals lost")
+
+    def _note_clip(self, b: IntervalBlock) -> None:
+        """Range saturation (the block's clip bits): one record per rail and quantity per episode (clipped
+        intervals less than a second apart), exact runs inside it, so a capture that clips on and off
+        for hours holds a record a second at most; counted per rail for the close record."""
+        sid0 = self.length - len(b)
+        if b.clip is not None:
+            clip = np.where(b.valid[:, None], b.clip, 0)
+            for k, rail in enumerate(self.rails):
+                c = self.clipped.setdefault(rail, {"current": 0, "voltage": 0, "intervals": 0})
+                c["intervals"] += int(np.count_nonzero(clip[:, k]))
+                for bit, quantity in QUANTITY_OF_CLIP.items():
+                    for s, e in true_runs(clip[:, k] & bit):
+                        self._clip_run(k, bit, sid0 + s, e - s)
+                        c[quantity] += e - s
+        for key, rec in list(self._clip_open.items()):
+            if self.length - rec["end"] > self.rate:
+                self._write_clip(key)
+
+    def _clip_run(self, k: int, bit: int, sid: int, n: int) -> None:
+        rec = self._clip_open.get((k, bit))
+        if rec is not None and sid - rec["end"] > self.rate:
+            self._write_clip((k, bit))
+            rec = None
+        if rec is None:
+            rec = self._clip_open[(k, bit)] = {"sample_id": sid, "end": sid, "runs": []}
+        if rec["runs"] and sid == rec["end"]:
+            rec["runs"][-1][1] += n
+        else:
+            rec["runs"].append([sid - rec["sample_id"], n])
+        rec["end"] = sid + n
+
+    def _write_clip(self, key: tuple[int, int]) -> None:
+        rec = self._clip_open.pop(key)
+        rail, quantity = self.rails[key[0]], QUANTITY_OF_CLIP[key[1]]
+        n = sum(r[1] for r in rec["runs"])
+        doc = {"sample_id": rec["sample_id"], "span": rec["end"] - rec["sample_id"], "intervals": n,
+               "rail": rail, "quantity": quantity, "runs": rec["runs"]}
+        self._w.user_data(L.UD_CLIP, _json(doc))
+        text = f"{rail} {quantity} at full scale: {n} intervals clipped"
+        for signal in (self._ids[L.rail_signal("p", rail)], self._ids[L.TOTAL_POWER]):
+            self._w.annotation(signal, rec["sample_id"], math.nan, pyjls.AnnotationType.TEXT, L.GROUP_CLIP, text)
 
     def _annotate(self, sid: int, group: int, text: str) -> None:
         """A text annotation on every rail's power and on the total: where viewers show them."""
@@ -375,11 +420,13 @@ class CaptureWriter:
             if self._started:
                 self._anchor(force=True)
                 self._write_finished_events(final=True)
+                for key in list(self._clip_open):
+                    self._write_clip(key)
                 self._w.flush()
                 e = self._energy.value * self.interval_samples * self.sample_period_s
                 self._w.user_data(L.UD_CLOSE, _json({
                     "length": self.length, "gaps": self.gaps, "gap_intervals": self.gap_intervals,
-                    "valid_intervals": self._valid_rows,
+                    "valid_intervals": self._valid_rows, "clipped": self.clipped,
                     "energy_j": {r: float(x) for r, x in zip(self.rails, e)}, "stats": stats or {},
                     "closed_utc": time.time()}))
         finally:

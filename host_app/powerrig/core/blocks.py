@@ -10,6 +10,8 @@ Digital inputs: dig_or (bits seen high during the interval), dig_and (bits high 
 bit 0 activity LED, bit 1 PERST#, bit 2 marker.
 Gaps (lost frames, device overruns) are rows with valid=False and NaN in every float column, so
 the time axis stays uniform and nothing is silently dropped.
+clip (optional, rows x rails, u8): the ADC range saturated in the interval, CLIP_I (current at full
+scale) | CLIP_V (voltage); None where the source cannot tell (imports, other instruments).
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ import numpy as np
 from powerrig.core.names import DIGITAL_FIELDS, RAIL_FIELDS, GapReason
 
 FIELDS = RAIL_FIELDS   # the per-rail columns, in schema order
+CLIP_I = 1             # clip bit: the interval's current reached the channel's full scale
+CLIP_V = 2             # ... its voltage did
 
 
 @dataclass
@@ -38,6 +42,7 @@ class IntervalBlock:
     dig_and: np.ndarray
     valid: np.ndarray
     flags: dict = field(default_factory=dict)
+    clip: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.valid)
@@ -85,4 +90,35 @@ class IntervalBlock:
             if b.first_index != a.end_index:
                 raise ValueError(f"blocks not contiguous: {a.end_index} then {b.first_index}")
         cat = {f: np.concatenate([getattr(b, f) for b in blocks]) for f in FIELDS + DIGITAL_FIELDS + ("valid",)}
+        if any(b.clip is not None for b in blocks):
+            cat["clip"] = np.concatenate([np.zeros((len(b), len(b.rails)), np.uint8) if b.clip is None else b.clip
+                                          for b in blocks])
         return cls(b0.first_index, b0.interval_samples, b0.sample_period_s, b0.rails, **cat)
+
+
+QUANTITY_OF_CLIP = {CLIP_I: "current", CLIP_V: "voltage"}
+
+
+def true_runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """(start, stop) of every run of True in a 1-D bool array."""
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], np.asarray(mask, bool).view(np.int8), [0]))))
+    return [(int(s), int(e)) for s, e in zip(edges[::2], edges[1::2])]
+
+
+def clipped_counts(records, rails, start: int, stop: int) -> dict[str, dict]:
+    """{rail: {"current": n, "voltage": n, "intervals": n (either)}} for the clip records' intervals in
+    [start, stop). A record: {"rail", "quantity", "sample_id", "runs": [[offset, n], ...]}."""
+    spans: dict[str, dict[str, list]] = {r: {"current": [], "voltage": []} for r in rails}
+    for rec in records:
+        for off, n in rec["runs"]:
+            a, b = max(start, rec["sample_id"] + off), min(stop, rec["sample_id"] + off + n)
+            if b > a:
+                spans.setdefault(rec["rail"], {"current": [], "voltage": []})[rec["quantity"]].append((a, b))
+    out = {}
+    for rail, by_q in spans.items():
+        union, end = 0, start
+        for a, b in sorted(by_q["current"] + by_q["voltage"]):
+            union += max(0, b - max(a, end))
+            end = max(end, b)
+        out[rail] = {q: sum(b - a for a, b in v) for q, v in by_q.items()} | {"intervals": union}
+    return out

@@ -650,7 +650,7 @@ class Stream:
         self._valid_rows += n
         return IntervalBlock(frames[0].index, self.spi, self.period_s, self.rails, si["v"], si["i"], si["p"],
                              si["p_min"], si["p_max"], si["p_peak"], si["dig_or"], si["dig_and"],
-                             np.ones(n, bool))
+                             np.ones(n, bool), clip=wire.records_clipped(payload, len(self.rails), self.spi))
 
     # ---- summary --------------------------------------------------------------------------------------
     def mean_power(self) -> dict[str, float]:

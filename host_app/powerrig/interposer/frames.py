@@ -14,7 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 from powerrig_fw import wire as fw  # the firmware's wire module is the spec (installed beside powerrig)
 from powerrig_fw import calibration as fw_cal  # gains at temperature: one rule for device and host
+from powerrig_fw.reduce import CODE_MAX  # the device clamps every code to +-CODE_MAX before it sums
 
+from powerrig.core.blocks import CLIP_I, CLIP_V
 from powerrig.core.json_values import plain
 from powerrig.core.names import RAIL_FIELDS
 
@@ -200,6 +202,44 @@ def rail_scales(description: dict, rails: list[str]) -> list[RailScale]:
         c = cal.get(name, {})
         out.append(RailScale(name, r["v_lsb"] * fw_cal.gain_at(c, "v", temp, t_ref),
                              r["i_lsb"] * fw_cal.gain_at(c, "i", temp, t_ref)))
+    return out
+
+
+# Range saturation, from the record's codes (docs/protocol.md "DATA records"; codes clamped to +-CODE_MAX):
+# - sustained: the mean code sum/n of an interval whose every sample sits at the clamp is CODE_MAX (noise
+#   only pulls clamped samples down); CLIP_MARGIN = 1 % of full scale (327 codes) below it allows for
+#   that, while a signal at 95 % of full scale with a few % of ripple (mean 31129 codes) stays far below.
+# - one sample at the current clamp: p_max = floor(max(v*i) / 2**15), and such a sample with voltage
+#   v_s makes max(v*i) >= v_s * CODE_MAX; the sample's v_s is unknown, the interval's mean voltage code
+#   v_bar is known and v_s >= v_bar * (1 - 1 %) on a rail whose voltage holds within 1 % over 1 ms. So
+#   clipped when the largest product p_max allows, (p_max + 1) * 2**15, reaches v_bar * (CODE_MAX -
+#   CLIP_MARGIN) (p_min likewise at the negative clamp). Only with v_bar >= CODE_MAX / 32: on a rail that
+#   is off, the ceiling is near 0 and noise would reach it.
+# - voltage: the sustained test only; one voltage sample at the clamp cannot be told from a current
+#   spike by p_max (the product does not say which factor was large).
+CLIP_MARGIN = CODE_MAX // 100
+CLIP_MIN_V_CODE = CODE_MAX // 32
+
+
+def clipped(rec: np.ndarray, k: int, interval_samples: int) -> np.ndarray:
+    """CLIP_I | CLIP_V per record of rail ``k`` (u8): where the codes reached the clamp (see above)."""
+    near = CODE_MAX - CLIP_MARGIN
+    v_bar = rec[f"sum_v{k}"].astype(np.float64) / interval_samples
+    i_bar = rec[f"sum_i{k}"].astype(np.float64) / interval_samples
+    ceiling = np.where(v_bar >= CLIP_MIN_V_CODE, v_bar * near, np.inf)
+    scale = float(1 << fw.P_SHIFT)
+    at_i = ((np.abs(i_bar) >= near) | ((rec[f"p_max{k}"] + 1.0) * scale >= ceiling)
+            | (-rec[f"p_min{k}"].astype(np.float64) * scale >= ceiling))
+    at_v = np.abs(v_bar) >= near
+    return np.where(at_i, CLIP_I, 0).astype(np.uint8) | np.where(at_v, CLIP_V, 0).astype(np.uint8)
+
+
+def records_clipped(payload: bytes | np.ndarray, n_rails: int, interval_samples: int) -> np.ndarray:
+    """CLIP_I | CLIP_V of concatenated records (rows x rails, u8): where each rail's range saturated."""
+    rec = np.frombuffer(payload, dtype=record_dtype(n_rails)) if not isinstance(payload, np.ndarray) else payload
+    out = np.zeros((len(rec), n_rails), np.uint8)
+    for k in range(n_rails):
+        out[:, k] = clipped(rec, k, interval_samples)
     return out
 
 

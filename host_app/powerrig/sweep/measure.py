@@ -62,7 +62,8 @@ def measurements(an, measure_phase: str | None, idle_phase: str | None, capacity
         for rail, s in r.rails.items():
             if rail != "total":
                 out.append(_m(f"power.mean.{rail}", r.name, s.get("mean_w"), "W", o))
-        out.append(_m("energy", r.name, r.energy_j, "J", o))
+        out.append(_m("energy", r.name, r.energy_j, "J", o,
+                      **({"notes": json.dumps(["lower bound: " + r.invalid])} if r.lower_bound else {})))
         out.append(_m("power.max_1s", r.name, r.max_1s.value_w, "W", o))
         out.append(_m("power.max_100ms", r.name, r.max_100ms.value_w, "W", o))
         out.append(_m("power.peak_100us", r.name, r.peak_100us.value_w, "W", o))

@@ -111,7 +111,8 @@ def drop_rows(blocks, first_row: int, rows: int, reason: str = "link"):
 def _slice(b: IntervalBlock, s: int, e: int) -> IntervalBlock:
     return IntervalBlock(b.first_index + s * b.interval_samples, b.interval_samples, b.sample_period_s, b.rails,
                          b.v[s:e], b.i[s:e], b.p[s:e], b.p_min[s:e], b.p_max[s:e], b.p_peak[s:e],
-                         b.dig_or[s:e], b.dig_and[s:e], b.valid[s:e], dict(b.flags))
+                         b.dig_or[s:e], b.dig_and[s:e], b.valid[s:e], dict(b.flags),
+                         None if b.clip is None else b.clip[s:e])
 
 
 def clock(first_index: int = 1_000_000, utc0: float = 1.7e9, drift_ppm: float = 35.0) -> ClockModel:

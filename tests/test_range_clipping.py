@@ -6,6 +6,7 @@ synthetic records (codes built here from raw samples with docs/protocol.md's def
 virtual rig whose client drive draws over the 3V3 channel's 1.0 A full scale."""
 from __future__ import annotations
 
+import html
 import math
 import time
 
@@ -13,12 +14,14 @@ import numpy as np
 import pyjls
 import pytest
 
+from powerrig.analysis import verdicts
 from powerrig.analysis.pipeline import analyse
 from powerrig.analysis.source import ArraySource
 from powerrig.capture import CaptureReader
 from powerrig.capture import layout as L
 from powerrig.capture.recorder import Recorder
 from powerrig.capture.writer import CaptureWriter
+from powerrig.capture_report import write_report
 from powerrig.core.blocks import CLIP_I, CLIP_V, IntervalBlock
 from powerrig.core.names import Verdict
 from powerrig.core.rails import rails
@@ -26,6 +29,7 @@ from powerrig.core.timeline import PHASE, Event, Timeline
 from powerrig.interposer import frames as wire
 from powerrig.sim import rig as simrig
 from powerrig.sim.ssd.client import request
+from powerrig.sweep import measure
 from powerrig.sweep.plan_rig import open_interposer
 from powerrig.testing.synthetic import clock
 
@@ -147,6 +151,19 @@ def test_capture_counts_clipped_intervals_per_rail_and_the_phase_is_invalid(tmp_
     assert checks and all(c.status == Verdict.INVALID and "full scale" in c.why for c in checks)
     assert all(c.status != Verdict.INVALID for c in a.checks if c.phase == "idle ps0")
     assert any("range saturated" in x for x in a.warnings)
+    # the capture report: the alert at the top, the verdict's why, the energy a lower bound
+    said = []
+    page = write_report(path, tmp_path / "report", on_warning=said.append).read_text()
+    assert said == [f"the range saturated: 3V3 at full scale in {int(over.sum())} of {n} intervals; readings there "
+                    "are clipped, their power and energy lower bounds"]
+    assert html.escape(fmt.invalid) in page and "(lower bound)" in page
+    # what a sweep stores for the phase (its report's verdict list reads the why from these rows)
+    rows = measure.measurements(a, "format", "idle ps0")
+    energy = next(m for m in rows if m["name"] == "energy")
+    assert energy["outcome"] == "invalid" and verdicts.why_of(energy) == "lower bound: " + fmt.invalid
+    look = verdicts.summary(rows)["look"]
+    assert look and all(x["phase"] == "format" for x in look if x["outcome"] == "invalid")
+    assert any(x["why"] == fmt.invalid for x in look)
     # the clip records and their annotations are what pyjls reads (group GROUP_CLIP on 3V3's power)
     r = pyjls.Reader(str(path))
     try:
@@ -159,6 +176,30 @@ def test_capture_counts_clipped_intervals_per_rail_and_the_phase_is_invalid(tmp_
     assert L.UD_CLIP in tags
     clip_notes = [x for x in notes if x[1] == L.GROUP_CLIP]
     assert clip_notes and clip_notes[0][0] == 0 and "3V3 current at full scale" in clip_notes[0][2]
+    assert len(cap.clips) == 3      # [0, 40) + [1000, 1400); [1400, 1812) + 2500 (a second each); 2990.. at close
+
+
+def test_clipping_on_and_off_for_seconds_is_a_record_a_second_and_one_annotation(tmp_path):
+    n = 5000
+    v, i = raw_trace(n, seed=4)
+    over = np.arange(n) % 2 == 1                     # every other interval: 2500 runs
+    i[np.repeat(over, SPI), 1] = 1.3 * CODE_MAX
+    path = tmp_path / "flicker.jls"
+    with CaptureWriter(path) as w:
+        for b in decode(v, i, rows_per_block=333):
+            w.write(b)
+    cap = CaptureReader(path)
+    assert cap.clipped()["3V3"]["current"] == over.sum() == cap.close_record["clipped"]["3V3"]["current"]
+    assert cap.clipped(1, 2)["3V3"]["current"] == 1 and cap.clipped(0, 1)["3V3"]["current"] == 0
+    assert len(cap.clips) <= 6, len(cap.clips)       # 5 s of it: about a record a second
+    r = pyjls.Reader(str(path))
+    try:
+        notes = []
+        r.annotations(cap.metadata["layout"]["signals"]["p_3V3"], 0,
+                      lambda ts, y, kind, group, data: notes.append(group) and False)
+    finally:
+        r.close()
+    assert notes.count(L.GROUP_CLIP) == 1
 
 
 def test_within_range_at_95_percent_with_ripple_nothing_is_clipped(tmp_path):

@@ -76,6 +76,11 @@ def capture_alerts(cap: CaptureReader) -> list[str]:
         out.append(cap.recovery_note or "the capture was not closed cleanly: its last seconds may be missing")
     if cap.recording_note:
         out.append(cap.recording_note)
+    over = {r: c for r, c in cap.clipped().items() if c["intervals"]}
+    if over:
+        out.append("the range saturated: " + ", ".join(f"{r} at full scale in {c['intervals']} of {cap.length} intervals"
+                                                       for r, c in over.items())
+                   + "; readings there are clipped, their power and energy lower bounds")
     return out
 
 

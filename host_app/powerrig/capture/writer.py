@@ -87,6 +87,7 @@ class CaptureWriter:
         self.gaps = 0
         self.clipped: dict[str, dict] = {}    # rail -> {"current", "voltage", "intervals"} at full scale
         self._clip_open: dict[tuple[int, int], dict] = {}   # (rail, clip bit) -> the record being gathered
+        self._clip_seen: dict[tuple[int, int], int] = {}    # ... -> where its last written record ended
         self._last_flush = time.monotonic()
         self._next_anchor = 0
         self._anchored_model = False
@@ -242,9 +243,10 @@ class CaptureWriter:
             self._annotate(sid, L.GROUP_GAP, f"gap ({rec['reason']}): {rec['intervals']} intervals lost")
 
     def _note_clip(self, b: IntervalBlock) -> None:
-        """Range saturation (the block's clip bits): one record per rail and quantity per episode (clipped
-        intervals less than a second apart), exact runs inside it, so a capture that clips on and off
-        for hours holds a record a second at most; counted per rail for the close record."""
+        """Range saturation (the block's clip bits): a record per rail and quantity for each second or so
+        that holds clipped intervals, their exact runs inside it (a capture that clips for hours holds a
+        record a second, not one per interval); an annotation where an episode starts (nothing clipped
+        in the second before); counted per rail for the close record."""
         sid0 = self.length - len(b)
         if b.clip is not None:
             clip = np.where(b.valid[:, None], b.clip, 0)
@@ -256,7 +258,7 @@ class CaptureWriter:
                         self._clip_run(k, bit, sid0 + s, e - s)
                         c[quantity] += e - s
         for key, rec in list(self._clip_open.items()):
-            if self.length - rec["end"] > self.rate:
+            if self.length - rec["sample_id"] >= self.rate:   # a second old: written (a kill -9 loses <= ~1 s)
                 self._write_clip(key)
 
     def _clip_run(self, k: int, bit: int, sid: int, n: int) -> None:
@@ -275,11 +277,15 @@ class CaptureWriter:
     def _write_clip(self, key: tuple[int, int]) -> None:
         rec = self._clip_open.pop(key)
         rail, quantity = self.rails[key[0]], QUANTITY_OF_CLIP[key[1]]
-        n = sum(r[1] for r in rec["runs"])
-        doc = {"sample_id": rec["sample_id"], "span": rec["end"] - rec["sample_id"], "intervals": n,
+        doc = {"sample_id": rec["sample_id"], "span": rec["end"] - rec["sample_id"],
+               "intervals": sum(r[1] for r in rec["runs"]),
                "rail": rail, "quantity": quantity, "runs": rec["runs"]}
         self._w.user_data(L.UD_CLIP, _json(doc))
-        text = f"{rail} {quantity} at full scale: {n} intervals clipped"
+        last_end = self._clip_seen.get(key)
+        self._clip_seen[key] = rec["end"]
+        if last_end is not None and rec["sample_id"] - last_end <= self.rate:
+            return          # the same episode goes on: its start is annotated already
+        text = f"{rail} {quantity} at full scale: readings clipped (lower bounds)"
         for signal in (self._ids[L.rail_signal("p", rail)], self._ids[L.TOTAL_POWER]):
             self._w.annotation(signal, rec["sample_id"], math.nan, pyjls.AnnotationType.TEXT, L.GROUP_CLIP, text)
 

@@ -2,6 +2,8 @@
 closed cleanly and says what was asked for, what was covered, what was lost and why it ended."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from powerrig.capture import CaptureReader
@@ -51,6 +53,29 @@ def test_a_background_recording_ends_on_stop(sim, tmp_path):
     clean, length, meta, _ = read(res.path)
     assert clean and length == round(res.covered_s * 1000)
     assert meta["recording"]["end_reason"] == "stopped"
+
+
+def test_wait_for_index_returns_when_the_capture_holds_it_and_when_the_recording_ends(sim, tmp_path):
+    """A sweep's step waits at its end until the capture holds its last command's samples (a stream runs
+    behind the wall clock on a loaded host); the wait ends when they are in, at its timeout, or at once
+    when the recording has ended."""
+    s = sim()
+    with Interposer.open(s.port) as dev:
+        rec = Recorder(dev, tmp_path / "w.jls", on_block=lambda b: None).start()
+        try:
+            assert rec.wait_for_index(0, 60) and rec.next_index is not None
+            first = rec.next_index
+            want = first + 300 * 250                       # 300 ms of 4 us samples later
+            assert rec.wait_for_index(want, 60) and rec.next_index >= want
+            far = rec.next_index + 3600 * 250_000          # an hour ahead: not there within 0.3 s
+            assert not rec.wait_for_index(far, 0.3)
+        finally:
+            rec.stop()
+        res = rec.wait(30)
+    t0 = time.monotonic()
+    assert not rec.wait_for_index(far, 30) and time.monotonic() - t0 < 5   # ended: answered at once, not after 30 s
+    clean, length, _, _ = read(res.path)
+    assert clean and first + length * 250 >= want
 
 
 @pytest.mark.parametrize("how", ["drop", "crc", "stall", "overrun"])

@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from powerrig.analysis.transitions import fill_gaps
+
 PRE_S = 0.05
 HOLD_S = 0.02
 BAND_MIN_W = 0.05
@@ -44,7 +46,7 @@ def energy_above(p: np.ndarray, start: float, interval_s: float, complete: float
     """``p``: power per interval; ``start``, ``complete``, ``end_at``, ``pre_from``: fractional sample
     positions in ``p`` (the submission, its completion, the next load-changing event, the last one)."""
     dt = float(interval_s)
-    p = _filled(np.asarray(p, dtype=float))
+    p = fill_gaps(np.asarray(p, dtype=float))
     n = len(p)
     nan = math.nan
     a = int(math.floor(start))
@@ -90,17 +92,3 @@ def energy_above(p: np.ndarray, start: float, interval_s: float, complete: float
     seg = ps[a:max(a + 1, settled if settled is not None else int(math.ceil(stop)))] - base
     peak = float(seg[int(np.argmax(np.abs(seg)))]) if len(seg) else nan
     return CommandEnergy(start * dt, base, excess, dur, peak, cut)
-
-
-def _filled(p: np.ndarray) -> np.ndarray:
-    """A gap (NaN) takes the value of the interval before it (the first valid one at the start)."""
-    bad = np.isnan(p)
-    if not bad.any():
-        return p
-    if bad.all():
-        return np.zeros_like(p)
-    idx = np.where(~bad, np.arange(len(p)), 0)
-    np.maximum.accumulate(idx, out=idx)
-    out = p[idx]
-    out[:int(np.argmax(~bad))] = p[int(np.argmax(~bad))]
-    return out

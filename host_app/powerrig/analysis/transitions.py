@@ -73,7 +73,7 @@ def time_transition(p: np.ndarray, first: int, submit: float, interval_s: float,
         return out(nan, nan, nan, nan, "too few samples around the set-feature")
     # a 1 ms boxcar, centred: a drive's 1 kHz program ripple (and noise) off the edges, none of its timing
     w = max(1, int(round(SMOOTH_S / dt)))
-    ps = np.convolve(_filled(p), np.ones(w) / w, mode="same") if w > 1 else _filled(p)
+    ps = np.convolve(fill_gaps(p), np.ones(w) / w, mode="same") if w > 1 else fill_gaps(p)
     seg = p[lo:a]
     before = float(np.nanmean(seg))
     sd = float(np.nanstd(ps[lo + w:a - w // 2 - 1])) if a - lo > 2 * w + 2 else 0.0
@@ -104,7 +104,7 @@ def time_transition(p: np.ndarray, first: int, submit: float, interval_s: float,
     return out(before, after, lat, settle, None)
 
 
-def _filled(p: np.ndarray) -> np.ndarray:
+def fill_gaps(p: np.ndarray) -> np.ndarray:
     """Intervals lost in a gap (NaN) take the value of the interval before them (the first valid one at
     the start): a gap never reads as the rails leaving or not yet reaching a level."""
     p = np.asarray(p, dtype=float)

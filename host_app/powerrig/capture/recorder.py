@@ -125,6 +125,9 @@ class Recorder:
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
         self.error: PowerrigError | None = None     # what ended it with end reason "error" (a full disk: CaptureError)
+        self.next_index: int | None = None          # the device's sample index past the newest block written
+        self._advanced = threading.Condition()
+        self._ended = False
 
     # ---- control ----------------------------------------------------------------------------------
     @property
@@ -157,6 +160,25 @@ class Recorder:
         assert self.result is not None
         return self.result
 
+    def wait_for_index(self, index: float, timeout: float) -> bool:
+        """Wait until the capture holds the device's samples before ``index`` (or the recording ended):
+        a stream runs behind the wall clock on a loaded host, and a recording stopped as soon as the
+        last command returns would cut that command's intervals. True when they are in."""
+        def done():
+            return self._ended or (self.next_index is not None and self.next_index >= index)
+        with self._advanced:
+            self._advanced.wait_for(done, timeout)
+        return self.next_index is not None and self.next_index >= index
+
+    def _reached(self, index: int | None) -> None:
+        """The newest block's end (None: the recording ended), told to wait_for_index."""
+        with self._advanced:
+            if index is None:
+                self._ended = True
+            else:
+                self.next_index = index
+            self._advanced.notify_all()
+
     def __enter__(self) -> "Recorder":
         return self.start()
 
@@ -169,6 +191,8 @@ class Recorder:
             self.run()
         except BaseException as e:  # noqa: BLE001 - handed to the caller by wait()
             self._failure = e
+        finally:
+            self._reached(None)          # a waiter learns the recording ended
 
     # ---- the recording ----------------------------------------------------------------------------
     def run(self) -> RecordResult:
@@ -282,6 +306,7 @@ class Recorder:
                 self._after_away(block, writer)
             writer.write(block)
             self._count(block)
+            self._reached(block.first_index + len(block) * block.interval_samples)
             if self.on_block is not None:
                 try:
                     self.on_block(block)

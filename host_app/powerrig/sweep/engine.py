@@ -47,6 +47,7 @@ logger = logging.getLogger(__name__)
 UNSTORED = "unstored-steps.jsonl"   # finished steps the database could not take; --resume stores them
 LIMIT_LEAD_S = 2.0         # the workload runs this long (at most a quarter of it) at its own power before the limit
 PRE_LEVEL_S = 0.25         # captured before the set-feature: the old level (analysis averages up to 0.5 s)
+CATCH_UP_S = 10.0          # the longest wait at a step's end for the stream to reach it (a loaded host runs behind)
 
 
 class StepLost(PowerrigError):
@@ -515,7 +516,7 @@ class Sweep:
             except PowerrigError:
                 if run.removal is None:
                     raise                                   # (a drive that went away may not be back yet)
-            time.sleep(max(0.0, 0.3 - (time.time() - t_after)))   # ... while the last intervals reach the capture
+            self._catch_up(rec, run, t_after)              # ... while the last intervals reach the capture
         finally:
             if ipm is not None and not ipm_polls:
                 ipm()                                       # the poller stopped, however the step ended
@@ -823,6 +824,19 @@ class Sweep:
             raise PowerrigError(res.error)
         if res is not None and res.end_reason in ("link-lost", "error"):
             raise StepLost(res.error or res.end_reason)
+
+    def _catch_up(self, rec, run, t_after: float) -> None:
+        """Before the recording stops: wait until the capture holds the step's samples up to its last
+        command (a stream runs behind the wall clock on a loaded host: 0.7 s was seen, and a recording
+        stopped at once cut the last command's window), at most CATCH_UP_S; without a clock to say where
+        that is, the 0.3 s it takes on a quiet host."""
+        model = self.clock_model()
+        if model is None:
+            time.sleep(max(0.0, 0.3 - (time.time() - t_after)))
+            return
+        if not rec.wait_for_index(float(model.index(time.time())), CATCH_UP_S):
+            run.note(f"{run.step.name}: the recording had not caught up with the step's end after {CATCH_UP_S:g} s; "
+                     "its last intervals may be missing")
 
     def _wait_for_level(self, rec, have_pre: threading.Event, timeout: float = 10.0) -> bool:
         """Wait for the level before the set-feature; a recorder that already ended is told by _check_link."""

@@ -24,7 +24,6 @@ from powerrig.sweep.steps import values as V
 from powerrig.sweep.steps.base import AFTER_STATES, ParseContext, StepKind, StepRun, register
 
 PREFIX = "admin:"           # its phase: PREFIX + its name
-WAIT_S = 10.0               # the longest wait for the recording to reach the phase's end
 COMMANDS = ("flush", "fw-commit", "reset", "format", "sanitize")   # the names command_trace.ENERGY_COMMANDS prices
 GUARDED = ("fw-commit", "reset", "format", "sanitize")              # they change or erase the drive
 
@@ -95,12 +94,8 @@ class AdminKind(StepKind):
                 raise V.Bad(("drive", "serial"), f"admin {a.name!r} issues {', '.join(guarded)}, which change or erase "
                                                  "the drive: name its serial number (nvme id-ctrl shows it)")
 
-    def resolved(self, d: dict) -> None:
-        pass                       # its tables as they are: only the plans that have them carry them
-
     def key_name(self, plan, a, rep, ps=None):
-        return (f"admin/{a.name}/ps{ps}/r{rep + 1}",
-                f"PS{ps} admin {a.name}" + (f" #{rep + 1}" if plan.timing.repetitions > 1 else ""))
+        return self.state_key_name(plan, a, rep, ps)
 
     def steps(self, plan, ps, rep):
         return [dict(zip(("key", "name"), self.key_name(plan, a, rep, p)), power_state=p, workload=None, spec=a)
@@ -120,17 +115,6 @@ class AdminKind(StepKind):
             fits(("admin", k, "name"), name, S.steps.c.name)
             fits(("admin", k, "name"), f"{PREFIX}{a.name}", S.phases.c.name, S.measurements.c.phase)
 
-    def start(self, run: StepRun) -> None:
-        """Follow how far the recording has come (the raw index past its newest block's last row)."""
-        seen = run.state["seen"] = [-1]
-        outer = run.on_block
-
-        def feed(b):
-            seen[0] = b.first_index + len(b) * b.interval_samples
-            if outer is not None:
-                outer(b)
-        run.on_block = feed
-
     def act(self, run: StepRun) -> None:
         """The commands in the plan's order, each followed by ``gap_s`` of quiet, under one PHASE."""
         a, rig = run.step.spec, run.sweep._rig
@@ -142,21 +126,6 @@ class AdminKind(StepKind):
         run.tl.end(ev)
         run.measure_name = ev.name
         run.state["span_s"] = ev.t_end - ev.t_start
-        run.state["end_utc"] = ev.t_end
-
-    def after(self, run: StepRun) -> None:
-        """Wait until the recording holds the phase's end: the stream may run behind the wall clock, and
-        the step's recording stops soon after this, which would cut the last command's window short."""
-        model, end = run.sweep.clock_model(), run.state.get("end_utc")
-        if model is None or end is None:
-            return
-        want = float(model.index(end))
-        deadline = time.monotonic() + WAIT_S
-        while run.state["seen"][0] < want and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if run.state["seen"][0] < want:
-            run.note(f"{run.step.name}: the recording had not reached the commands' end after {WAIT_S:g} s; "
-                     "the last command's window may be cut short")
 
     def params(self, run):
         return {"admin": asdict(run.step.spec)}

@@ -143,6 +143,11 @@ class StepKind:
         return (f"{self.table}/{spec.name}/r{rep + 1}",
                 f"{self.table.replace('_', ' ')} {spec.name}" + (f" #{rep + 1}" if plan.timing.repetitions > 1 else ""))
 
+    def state_key_name(self, plan, spec, rep: int, ps: int) -> tuple[str, str]:
+        """A step of one of its tables in power state ``ps``: TABLE/NAME/psN/rR, "PSN TABLE NAME [#R]"."""
+        return (f"{self.table}/{spec.name}/ps{ps}/r{rep + 1}",
+                f"PS{ps} {self.table} {spec.name}" + (f" #{rep + 1}" if plan.timing.repetitions > 1 else ""))
+
     def estimate_s(self, plan, step: Step) -> float:
         """A step's length beyond the settle and idle every step has (for --check's limits and the ETA)."""
         return 0.0

@@ -60,12 +60,8 @@ class DwellKind(StepKind):
         return Dwell(name, V.number(path + ("hold_s",), d.get("hold_s", df.hold_s)),
                      V.integer(path + ("windows",), d.get("windows", df.windows)), tuple(pss))
 
-    def resolved(self, d: dict) -> None:
-        pass                       # its tables as they are: only the plans that have them carry them
-
     def key_name(self, plan, dw, rep, ps=None):
-        return (f"dwell/{dw.name}/ps{ps}/r{rep + 1}",
-                f"PS{ps} dwell {dw.name}" + (f" #{rep + 1}" if plan.timing.repetitions > 1 else ""))
+        return self.state_key_name(plan, dw, rep, ps)
 
     def steps(self, plan, ps, rep):
         return [dict(zip(("key", "name"), self.key_name(plan, dw, rep, ps)), power_state=ps, workload=None, spec=dw)

@@ -41,15 +41,20 @@ class AnalysisTable(QWidget):
         rows = [r for r in an.phases if r.kind not in ("idle_window", "waf_interval")]
         self.title.setText(f"{len(rows)} phases, {len(an.checks)} checks" +
                            (f"; {len(an.warnings)} warnings" if an.warnings else ""))
+        self.title.setToolTip("\n".join(an.warnings))
         self.table.setRowCount(len(rows))
         self.spans = []
         for k, r in enumerate(rows):
             s = r.rails["total"]
-            vals = [r.name, str(r.kind), f"{r.start_s:.3f}", f"{r.duration_s:.3f}", _f(s["mean_w"]),
-                    _f(s["energy_j"]), _f(r.max_1s.value_w), _f(r.max_100ms.value_w), _f(r.peak_100us.value_w),
+            low = " (lower bound)" if getattr(r, "lower_bound", False) else ""    # a channel was at full scale
+            vals = [r.name, str(r.kind), f"{r.start_s:.3f}", f"{r.duration_s:.3f}", _f(s["mean_w"]) + low,
+                    _f(s["energy_j"]) + low, _f(r.max_1s.value_w), _f(r.max_100ms.value_w), _f(r.peak_100us.value_w),
                     ", ".join(verdicts.get(r.name, []))]
             for j, v in enumerate(vals):
-                self.table.setItem(k, j, QTableWidgetItem(v))
+                item = QTableWidgetItem(v)
+                if r.invalid:
+                    item.setToolTip(r.invalid)          # why the phase's verdicts are invalid
+                self.table.setItem(k, j, item)
             self.spans.append((r.start_s, r.stop_s))
         self.table.resizeColumnsToContents()
 

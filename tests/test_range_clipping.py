@@ -3,7 +3,8 @@ they are (powerrig.interposer.frames.clipped), counted per rail in the capture (
 record), and a phase holding them is INVALID with one line saying which channel, how often and that
 its energy is a lower bound; a drive within range (95 % of full scale with ripple) gives none. On
 synthetic records (codes built here from raw samples with docs/protocol.md's definitions) and on a
-virtual rig whose client drive draws over the 3V3 channel's 1.0 A full scale."""
+virtual rig whose client drive draws over the 3V3 channel's 1.0 A full scale (recorded, and swept:
+the step invalid with the why in the sweep report)."""
 from __future__ import annotations
 
 import html
@@ -29,7 +30,11 @@ from powerrig.core.timeline import PHASE, Event, Timeline
 from powerrig.interposer import frames as wire
 from powerrig.sim import rig as simrig
 from powerrig.sim.ssd.client import request
+from powerrig.results.store import ResultStore
+from powerrig.results.sweep_report import write_sweep_report
 from powerrig.sweep import measure
+from powerrig.sweep.engine import Sweep
+from powerrig.sweep.plan import parse
 from powerrig.sweep.plan_rig import open_interposer
 from powerrig.testing.synthetic import clock
 
@@ -275,3 +280,33 @@ def test_virtual_rig_drive_at_95_percent_of_full_scale_is_not_clipped(tmp_path, 
     assert not r.clipped and not r.invalid
     assert r.mean_w == pytest.approx(truth_w, rel=0.03)
     assert float(np.nanmax(cap.samples("i_3V3"))) > 0.9 * rails().rail("3V3").i_full_scale   # near it, not at it
+
+
+SWEEP = '''name = "over-3v3"
+power_states = [0]
+idle_steps = true
+[rig]
+port = "rig:{rig}"
+interval_us = 1000
+[timing]
+settle_s = 0.3
+idle_s = 0.6
+'''
+
+
+def test_a_sweep_step_on_a_drive_over_the_3v3_full_scale_is_invalid_with_the_why_in_its_report(tmp_path, simdir):
+    prof = tmp_path / "over.toml"
+    prof.write_text(PROFILE.format(name="sweep-over", watts=1.3 * 3.3 * rails().rail("3V3").i_full_scale))
+    st = simrig.start(str(prof), owned=True)
+    try:
+        store = ResultStore(tmp_path / "r.sqlite")
+        run = Sweep(parse(SWEEP.format(rig=st["id"]), "over.toml"), store, tmp_path / "out").run()
+    finally:
+        simrig.stop(st["id"])
+    [step] = store.steps(run)
+    assert step["status"] == "invalid", step
+    assert step["invalid_reason"].startswith("3V3 current at the channel's 1.0 A full scale in "), step["invalid_reason"]
+    idle = next(m for m in store.measurements(run) if m["name"] == "power.idle")
+    assert idle["outcome"] == "invalid"
+    page = write_sweep_report(store, run, tmp_path / "report").read_text()
+    assert html.escape(step["invalid_reason"]) in page

@@ -105,6 +105,13 @@ def test_clip_bits_from_the_codes_first_and_last_interval_and_within_range():
     want[[0, 3, 7, n - 1], 1] = CLIP_I
     want[5, 2] = CLIP_V
     assert np.array_equal(clip, want), clip.T
+    # a power-on inside an interval: 12V steps from 0 to nominal at its middle sample with an inrush
+    # at 60 % of full scale, far above the ceiling its mean voltage (half the nominal) gives: not clipped
+    on_v, on_i = raw_trace(4, seed=6)
+    on_v[:2 * SPI + SPI // 2, 0] = 0.0
+    on_i[:2 * SPI + SPI // 2, 0] = 0.0
+    on_i[2 * SPI + SPI // 2:2 * SPI + SPI // 2 + 20, 0] = 0.6 * CODE_MAX
+    assert not wire.clipped(records(on_v, on_i), 0, SPI).any()
     # a rail that is off (0 V, 0 A, noise): its ceiling is ~0, and nothing is called clipped
     off = np.random.default_rng(2).normal(0, 2.5, (n * SPI, 1))
     assert not wire.clipped(records(off, off.copy()), 0, SPI).any()

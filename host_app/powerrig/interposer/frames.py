@@ -214,11 +214,16 @@ def rail_scales(description: dict, rails: list[str]) -> list[RailScale]:
 #   v_bar is known and v_s >= v_bar * (1 - 1 %) on a rail whose voltage holds within 1 % over 1 ms. So
 #   clipped when the largest product p_max allows, (p_max + 1) * 2**15, reaches v_bar * (CODE_MAX -
 #   CLIP_MARGIN) (p_min likewise at the negative clamp). Only with v_bar >= CODE_MAX / 32: on a rail that
-#   is off, the ceiling is near 0 and noise would reach it.
+#   is off, the ceiling is near 0 and noise would reach it. And only where the voltage is steady: v_bar
+#   within V_STEADY (2 %) of its neighbouring records' (those in the same decoded run). A power-on or a
+#   cut inside the interval (a step of size d at any point leaves v_bar at least d/2 from one neighbour)
+#   puts samples far above v_bar, where an inrush at 60 % of full scale would pass the ceiling; such an
+#   interval is judged by its mean alone.
 # - voltage: the sustained test only; one voltage sample at the clamp cannot be told from a current
 #   spike by p_max (the product does not say which factor was large).
 CLIP_MARGIN = CODE_MAX // 100
 CLIP_MIN_V_CODE = CODE_MAX // 32
+V_STEADY = 0.02
 
 
 def clipped(rec: np.ndarray, k: int, interval_samples: int) -> np.ndarray:
@@ -226,7 +231,8 @@ def clipped(rec: np.ndarray, k: int, interval_samples: int) -> np.ndarray:
     near = CODE_MAX - CLIP_MARGIN
     v_bar = rec[f"sum_v{k}"].astype(np.float64) / interval_samples
     i_bar = rec[f"sum_i{k}"].astype(np.float64) / interval_samples
-    ceiling = np.where(v_bar >= CLIP_MIN_V_CODE, v_bar * near, np.inf)
+    step = np.maximum(np.abs(np.diff(v_bar, prepend=v_bar[:1])), np.abs(np.diff(v_bar, append=v_bar[-1:])))
+    ceiling = np.where((v_bar >= CLIP_MIN_V_CODE) & (step <= V_STEADY * v_bar), v_bar * near, np.inf)
     scale = float(1 << fw.P_SHIFT)
     at_i = ((np.abs(i_bar) >= near) | ((rec[f"p_max{k}"] + 1.0) * scale >= ceiling)
             | (-rec[f"p_min{k}"].astype(np.float64) * scale >= ceiling))

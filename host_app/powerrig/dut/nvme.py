@@ -154,6 +154,9 @@ class ApstSetting:
 
 
 def decode_apst(value: int, buf: bytes) -> ApstSetting:
+    """Get Features FID 0Ch: APSTE is bit 0 of Dword 0, the data buffer 32 little-endian 64-bit entries,
+    ITPS bits 07:03, ITPT (ms) bits 31:08 (NVMe base spec 2.0, 5.27.1.5 and its APST data structure
+    figure; Linux builds the same table in drivers/nvme/host/core.c nvme_configure_apst)."""
     entries = []
     for i in range(0, len(buf) - 7, 8):
         q = int.from_bytes(buf[i:i + 8], "little")

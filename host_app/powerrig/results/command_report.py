@@ -39,7 +39,8 @@ def tables(ms: list[dict], step_names: dict | None = None) -> str:
     settle = [m for m in ms if m["name"] == "transition.rails_settle_s"]
     io = [m for m in ms if m["name"] == "io.energy_per_io"]
     cmds = [m for m in ms if m["name"] == "command.energy_above_j"]
-    if not settle and not io and not cmds:
+    apst = [m for m in ms if m["name"] == "apst.rails_settle_s"]
+    if not settle and not io and not cmds and not apst:
         return ""
     h = []
     if settle:
@@ -63,6 +64,8 @@ def tables(ms: list[dict], step_names: dict | None = None) -> str:
                      f"<td>{html.escape(str(n.get('from') or '-'))}</td>"
                      f"<td style=text-align:left>{html.escape(str(n.get('why') or ''))}</td></tr>")
         h.append("</table>")
+    if apst:
+        h.append(_apst_table(apst, [m for m in ms if m["name"] == "apst.entry_latency_s"]))
     if io:
         h.append("<h3 id=io-energy>Energy per I/O</h3><p>Above the idle baseline, per class, from the traced I/O and "
                  "the rails (least squares over 20 ms windows of the phase and the idle before it; 95 % interval). "
@@ -158,3 +161,34 @@ def plot_io(series: dict, path) -> bool:
         fig.savefig(f, dpi=100, format="png")
     plt.close(fig)
     return True
+
+
+def _apst_table(settle: list[dict], lat: list[dict]) -> str:
+    """The APST moves (sweep/command_trace.py's apst rows, paired in order per step): no command marks
+    them, so each is timed from when it was due (the last traced I/O completion + ITPT)."""
+    h = ["<h3 id=apst-transitions>APST moves timed from the rails</h3><p>The drive's own power-state changes "
+         "(APST): from when each was due (the last traced I/O completion, or entering the state, + ITPT of the "
+         "state's APST entry) to the rails leaving the old level (latency) and settling at the new one, beside "
+         "EXLAT(old) + ENLAT(new).</p><table><tr><th>step</th><th>from</th><th>to</th><th>ITPT ms</th>"
+         "<th>due at s</th><th>latency ms</th><th>settle ms</th><th>EXLAT + ENLAT ms</th><th>verdict</th>"
+         "<th>W before</th><th>W after</th><th>why</th></tr>"]
+    lats: dict = {}
+    for m in lat:
+        lats.setdefault(m["step"], []).append(m)
+    seen: dict = {}
+    for m in settle:
+        n = _notes(m)
+        k = seen[m["step"]] = seen.get(m["step"], -1) + 1
+        la = lats.get(m["step"], [])[k]["value"] if k < len(lats.get(m["step"], [])) else None
+        fr, to = n.get("from_ps"), n.get("to_ps")
+        h.append(f"<tr><td style=text-align:left>{html.escape(m['step'])}</td>"
+                 f"<td>{'PS%s' % fr if fr is not None else '-'}</td><td>{'PS%s' % to if to is not None else '-'}</td>"
+                 f"<td>{_f(n.get('itpt_ms'), 0)}</td><td>{_f(n.get('expected_s'), 4)}</td>"
+                 f"<td>{_f(la * 1e3 if la is not None else None, 2)}</td>"
+                 f"<td>{_f(m['value'] * 1e3 if m['value'] is not None else None, 2)}</td>"
+                 f"<td>{_f(m['upper'] * 1e3 if m['upper'] is not None else None, 1)}</td>"
+                 f"<td class={html.escape(m['outcome'])}><b>{html.escape(m['outcome'])}</b></td>"
+                 f"<td>{_f(n.get('before_w'), 2)}</td><td>{_f(n.get('after_w'), 2)}</td>"
+                 f"<td style=text-align:left>{html.escape(str(n.get('why') or ''))}</td></tr>")
+    h.append("</table>")
+    return "".join(h)

@@ -14,6 +14,7 @@ import logging
 import math
 
 from powerrig.analysis.admin_energy import MAX_S as COMMAND_MAX_S, PRE_S as COMMAND_PRE_S, energy_above
+from powerrig.analysis.apst import apst_moves
 from powerrig.analysis.io_energy import io_energy
 from powerrig.analysis.transitions import time_transition
 from powerrig.core.timeline import NOTE, NVME, POWER_STATE
@@ -104,19 +105,34 @@ TRANSITION_WINDOW_S = 0.6        # samples read around the set-feature
 MEASURE = "measure:"
 
 
-def measurements(cap, trace, limit_s: float | None, old_ps: int | None, new_ps: int) -> list[dict]:
+def measurements(cap, trace, limit_s: float | None, old_ps: int | None, new_ps: int, apst=None,
+                 limit_of=None) -> list[dict]:
     """The step's rows: the power-state change timed from its traced submission (analysis/transitions.py)
     and the energy per I/O class of each workload phase the trace covers (analysis/io_energy.py); a
-    phase without a trace gets one row saying why (its phase-level figures stand); and each reset,
-    format, sanitize, flush and firmware commit's energy above the level before (analysis/admin_energy.py)."""
+    phase without a trace gets one row saying why (its phase-level figures stand); each reset,
+    format, sanitize, flush and firmware commit's energy above the level before (analysis/admin_energy.py);
+    and with APST on (``apst``: the dut.nvme.ApstSetting in force, ``limit_of(old, new)``: EXLAT + ENLAT in
+    s) each autonomous move timed from when it was due (analysis/apst.py)."""
     try:
-        return _transition_rows(cap, limit_s, old_ps, new_ps) + _io_rows(cap, trace) + command_rows(cap)
+        return (_transition_rows(cap, limit_s, old_ps, new_ps, apst) + _apst_rows(cap, trace, apst, new_ps, limit_of)
+                + _io_rows(cap, trace) + command_rows(cap))
     except Exception as e:  # noqa: BLE001 - a refinement: the step's own figures stand without it
         logging.getLogger(__name__).warning("nvme_trace measurements: %s", e, exc_info=True)
         return []
 
 
-def _transition_rows(cap, limit_s, old_ps, new_ps) -> list[dict]:
+def _apst_due(cap, e, apst, ps: int) -> list[float]:
+    """With APST on: the sample id ITPT after the Set Features completed, before which the drive cannot
+    have moved on its own (its window ends there), as a one-element list; [] otherwise."""
+    if apst is None or not apst.enabled or ps >= len(apst.entries):
+        return []
+    x = apst.entries[ps]
+    if x.idle_time_ms <= 0 or x.idle_transition_ps == ps:
+        return []
+    return [float(cap.sample_id(e.t_end)) + x.idle_time_ms * 1e-3 / cap.interval_s]
+
+
+def _transition_rows(cap, limit_s, old_ps, new_ps, apst=None) -> list[dict]:
     sets = [e for e in cap.events if e.kind == NVME and e.name == "set-feature power" and e.t_end is not None]
     if not sets:
         return []
@@ -129,6 +145,7 @@ def _transition_rows(cap, limit_s, old_ps, new_ps) -> list[dict]:
     if hi - lo < 8:
         return []
     nxt = [float(cap.sample_id(x.t_start)) for x in cap.events if x.t_start > e.t_end and _changes_load(x)]
+    nxt += _apst_due(cap, e, apst, new_ps)
     p = cap.samples("p_total", lo, hi).astype(float)
     limit = math.nan if limit_s is None else float(limit_s)
     tr = time_transition(p, lo, s, dt, limit, old_ps, new_ps, source=source, end_at=min(nxt) if nxt else None)
@@ -140,6 +157,52 @@ def _transition_rows(cap, limit_s, old_ps, new_ps) -> list[dict]:
                 upper=None if math.isnan(limit) else limit, marginal_upper=tr.marginal_from,
                 requirement_met=ok if tr.verdict != "n/a" else None,
                 notes=json.dumps(notes, default=str))]
+
+
+def _apst_rows(cap, trace, apst, ps: int, limit_of) -> list[dict]:
+    """``apst.entry_latency_s`` (expected start -> the rails leave the old level) and ``apst.rails_settle_s``
+    (expected start -> settled, judged against EXLAT(old) + ENLAT(new)) per APST move, from the step's
+    Set Features (power management) to the capture's end; one n/a row when the I/O was not traced (the
+    idle time cannot be known)."""
+    if apst is None or not apst.enabled:
+        return []
+    sets = [e for e in cap.events if e.kind == NVME and e.name == "set-feature power" and e.t_end is not None]
+    if not sets:
+        return []
+    e = sets[-1]
+    if trace is None or trace.io_note:
+        why = (trace.io_note if trace is not None else None) or "no trace of the drive host's I/O"
+        return [row("apst.rails_settle_s", "apst", None, "s", "n/a",
+                    notes=json.dumps({"why": f"{why}: when the drive went idle is unknown"}))]
+    dt = cap.interval_s
+    # the state entered: the Set Features' rails step (its onset) when it moved them, else its completion
+    s = float(cap.sample_id(e.t_start))
+    lo, hi = max(0, int(s) - int(TRANSITION_WINDOW_S / dt)), min(cap.length, int(s) + int(TRANSITION_WINDOW_S / dt))
+    entry = float(cap.sample_id(e.t_end))
+    if hi - lo >= 8:
+        due = _apst_due(cap, e, apst, ps)
+        tr = time_transition(cap.samples("p_total", lo, hi).astype(float), lo, s, dt, end_at=due[0] if due else None)
+        if math.isfinite(tr.latency_s):
+            entry = max(entry, s + tr.latency_s / dt)
+    io = trace.io_arrays()
+    busy = [(float(cap.sample_id(a)), float(cap.sample_id(b))) for a, b in zip(io["submit"], io["complete"])]
+    table = [(x.idle_transition_ps, x.idle_time_ms) for x in apst.entries]
+    moves = apst_moves(lambda a, b: cap.samples("p_total", max(0, a), min(cap.length, b)), dt, busy, entry,
+                       float(cap.length), ps, table, limit_of or (lambda old, new: None))
+    out = []
+    for m in moves:
+        tr = m.tr
+        notes = json.dumps({"from_ps": tr.from_ps, "to_ps": tr.to_ps, "expected_s": m.expected_s,
+                            "idle_from_s": m.idle_from_s, "itpt_ms": m.itpt_s * 1e3, "before_w": tr.before_w,
+                            "after_w": tr.after_w, "from": "apst", "why": tr.note,
+                            "limit": "EXLAT(old) + ENLAT(new)"}, default=str)
+        limit = None if math.isnan(tr.limit_s) else tr.limit_s
+        name = f"apst PS{tr.from_ps}->PS{tr.to_ps}"
+        out.append(row("apst.entry_latency_s", name, tr.latency_s, "s", "info", notes=notes))
+        out.append(row("apst.rails_settle_s", name, tr.settle_s, "s", tr.verdict, upper=limit,
+                       marginal_upper=tr.marginal_from,
+                       requirement_met=(tr.verdict == "pass") if tr.verdict != "n/a" else None, notes=notes))
+    return out
 
 
 def _changes_load(e) -> bool:

@@ -114,6 +114,7 @@ class Sweep:
         self._measured_s = 0.0
         self._live = {"watts": None, "mib_s": None, "lost_frames": 0}
         self._prev_ps: int | None = None     # the state the previous step left the drive in
+        self._apst_kept = None               # plan apst = "keep": the APST setting in force (dut.nvme.ApstSetting)
 
     # -- progress ---------------------------------------------------------------------------------
     def _emit(self, kind: str, **d) -> None:
@@ -333,6 +334,8 @@ class Sweep:
         if plan.apst == "disable" and getattr(self._ident, "apsta", False):
             apst = nvme.get_apst(rig.controller)
             nvme.disable_apst(rig.controller)
+        elif plan.apst == "keep" and getattr(self._ident, "apsta", False):
+            self._apst_kept = nvme.get_apst(rig.controller)   # the table each step's APST moves are timed by
         try:
             if plan.preparation.kind != "none" and not done:
                 self._prepare(nvme, fio)
@@ -487,7 +490,10 @@ class Sweep:
             clock = clock_check.ClockCheck(rig).before()     # the drive host's clock map, checked again after
             if plan.timing.command_trace:        # every admin command from here on placed from the drive host's kernel
                 ctrace = command_trace.recorder(rig, f"{self.run_id}-{step.index}-a{attempt}")
-            nvme.set_power_state(rig.controller, step.power_state)
+            # APST kept on: the drive may leave the state on its own before a get-feature could confirm it
+            # (100 ms idle on a client drive); its moves are timed instead (command_trace.measurements)
+            kept = self._apst_kept is not None and self._apst_kept.enabled
+            nvme.set_power_state(rig.controller, step.power_state, confirm=not kept)
             settle = tl.begin(NOTE, "settle", meta={"settle": True})
             # the settle time counts from when the drive took the request (set-feature returned): the
             # get-feature that confirms it and the thermal reading before are made while it settles
@@ -536,7 +542,8 @@ class Sweep:
         with CaptureReader(capture) as cap:
             an = analyse(cap, cap.events, cap.metadata)
             traced = command_trace.measurements(cap, ntrace, self._transition_limit_s(self._prev_ps, step.power_state),
-                                                self._prev_ps, step.power_state)
+                                                self._prev_ps, step.power_state, apst=self._apst_kept,
+                                                limit_of=self._transition_limit_s)
             verdicts = self._referee(cap, tl, ipm_polls, step, an) if plan.checks.self_reported_power else []
             self._limit_verdicts = self._referee_limit(cap, tl) if plan.checks.power_limit_w else []
             said_rows = measure.drive_said(said(cap.events), lambda u: float(cap.sample_id(u)) * cap.interval_s)

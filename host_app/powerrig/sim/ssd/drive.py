@@ -106,6 +106,9 @@ class VirtualSSD:
         # and the truth of every one: kind, t_start, t_end, extra_w, energy_j (above the level before)
         self._busy: tuple[float, float, str, float] | None = None
         self.admin_truth: list[dict] = []
+        # the truth of every APST move (the drive's own, no command marks it): t_due (idle since + ITPT),
+        # t_switch (the new state in force), from_ps, to_ps, itpt_ms
+        self.apst_truth: list[dict] = []
         # while a drive-host trace instance is open (sim/ssd/drive_trace.py): each span of constant rates,
         # (t_from, t_to, [(job key, rw, bs, random, nsid, read B/s, write B/s)])
         self.io_segments: list | None = None
@@ -270,7 +273,7 @@ class VirtualSSD:
             if itpt > 0 and itps != self.ps and itps <= self.profile.npss:
                 when = max(self._idle_since, self._state_since) + itpt / 1000.0
                 if when <= t:
-                    cands.append((when, lambda w, s=itps: self._begin_transition(w, s, autonomous=True)))
+                    cands.append((when, lambda w, s=itps, i=itpt: self._apst_transition(w, s, i)))
         if not cands:
             return None, None
         return min(cands, key=lambda c: c[0])
@@ -320,6 +323,13 @@ class VirtualSSD:
         if t_switch <= t:
             self._finish_transition(t)
         return t_switch
+
+    def _apst_transition(self, t: float, ps: int, itpt_ms: int) -> None:
+        """An APST move, kept as truth for the analysis to be held to (analysis/apst.py)."""
+        old = self.ps
+        t_switch = self._begin_transition(t, ps, autonomous=True)
+        self.apst_truth.append({"t_due": t, "t_switch": t_switch, "from_ps": old, "to_ps": ps, "itpt_ms": itpt_ms})
+        del self.apst_truth[:-256]
 
     def _finish_transition(self, t: float) -> None:
         _, ps = self._pending

@@ -287,6 +287,11 @@ class SsdServer:
         ssd.advance()
         return {"commands": list(ssd.admin_truth)}
 
+    def _op_apst_truth(self, ssd, nsid, req):
+        """The simulator's truth of every APST move (t_due, t_switch, from_ps, to_ps; sim/ssd/drive.py)."""
+        ssd.advance()
+        return {"transitions": list(ssd.apst_truth)}
+
     def _trace(self, ssd) -> DriveTrace:
         return next(self.traces[k] for k, s in self.ssds.items() if s is ssd)
 

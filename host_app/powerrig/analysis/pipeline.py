@@ -37,7 +37,7 @@ from powerrig.analysis.waf import waf_samples, waf_series
 from powerrig.analysis.windows import WindowMax, WindowSums
 from powerrig.core.errors import CaptureError, PowerrigError
 from powerrig.core.sampling import sampling_of
-from powerrig.core.timeline import FIO, NOTE, NVME, PHASE, POWER_STATE, Event
+from powerrig.core.timeline import FIO, NOTE, PHASE, POWER_STATE, Event
 
 logger = logging.getLogger(__name__)
 
@@ -210,6 +210,7 @@ def _mark_invalid(results: list[PhaseResult], events_placed, to_sid, source, met
     if readings and to_sid:
         for r in results:
             r.invalid = throttled_between(readings, float(source.utc(r.phase.start)), float(source.utc(r.phase.stop)))
+            r.throttled = r.invalid is not None
     for r in results:
         r.clipped = phase_clipped(source, r.phase.start, r.phase.stop)
         n = int(math.ceil(r.phase.stop) - math.floor(r.phase.start))
@@ -220,6 +221,7 @@ def _mark_invalid(results: list[PhaseResult], events_placed, to_sid, source, met
     for r in results:
         if r.phase.parent and r.phase.parent in by_name and by_name[r.phase.parent].invalid:
             r.invalid = by_name[r.phase.parent].invalid
+            r.throttled = by_name[r.phase.parent].throttled
 
 
 def _attach_waf_power(results: list[PhaseResult], waf_rows: list[dict]) -> None:

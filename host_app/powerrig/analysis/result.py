@@ -36,6 +36,7 @@ class PhaseResult:
     peak_exact: bool            # True: from device 100 us windows of a single rail or raw 4 us data
     inst_max_w: float           # highest instantaneous (4 us) total power seen, upper bound
     invalid: str | None = None  # why the phase's verdicts cannot be trusted (thermal throttling, clipping)
+    throttled: bool = False     # the drive throttled in the phase (a cool-down and a retry may help; clipping: not)
     notes: list = field(default_factory=list)
     # the highest 100 ms mean, reported beside PCM-1's 1 s and PCM-2's 100 us (published descriptions
     # of the OCP requirement disagree on the window)

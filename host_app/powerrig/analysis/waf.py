@@ -55,10 +55,10 @@ def waf_series(samples) -> list[dict]:
     rows = []
     if len(samples) < 2:
         return rows
-    t0, h0, m0, _ = samples[0]
+    _, h0, m0, _ = samples[0]
     for (ta, ha, ma, src), (tb, hb, mb, _) in zip(samples, samples[1:]):
         if hb < ha or mb < ma:            # counters reset (FDP feature set): start over here
-            t0, h0, m0 = tb, hb, mb
+            h0, m0 = hb, mb
             continue
         dh, dm = hb - ha, mb - ma
         inst = dm / dh if dh > 0 else (math.nan if dm == 0 else math.inf)

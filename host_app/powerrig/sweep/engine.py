@@ -365,7 +365,8 @@ class Sweep:
                                                 "redoing the step")
                         attempt += 1
                         continue
-                    if rec["step"]["status"] == "invalid" and plan.timing.cooldown_s > 0 and attempt == 1:
+                    if rec["step"]["status"] == "invalid" and rec["throttled"] and plan.timing.cooldown_s > 0 \
+                            and attempt == 1:
                         self._emit("note", text=f"{step.name}: {rec['step']['invalid_reason']}; cooling down "
                                                 f"{plan.timing.cooldown_s:g} s, then one retry")
                         time.sleep(plan.timing.cooldown_s)
@@ -568,6 +569,9 @@ class Sweep:
         extra += said_rows
         ms = measure.measurements(an, measure_name, "idle", self._ident.tnvmcap, extra)
         invalid = next((p["invalid"] for p in phases if p["invalid"] and p["name"] in (measure_name, "idle")), None)
+        # only a throttled step is worth a cool-down and a retry ([timing] cooldown_s): clipping, a clock
+        # that moved or lost data come back the same
+        throttled = any(r.throttled for r in an.phases if r.name in (measure_name, "idle"))
         invalid = invalid or clock_moved
         lost_pct = 100.0 * res.lost_s / res.covered_s if res.covered_s else 0.0
         if invalid is None and plan.checks.max_lost_pct is not None and lost_pct > plan.checks.max_lost_pct:
@@ -593,7 +597,8 @@ class Sweep:
         timing = {"wall_s": time.time() - t_start, "settle_s": plan.timing.settle_s, "analysis_s": t_an,
                   "nvme_s": nvme_s, "fio_overhead_s": self._fio_overhead_s,
                   "measured_s": plan.timing.idle_s + kind.measured_s(run)}
-        return {"step": step_row, "phases": phases, "measurements": ms, "figures": figs, "timing": timing}
+        return {"step": step_row, "phases": phases, "measurements": ms, "figures": figs, "timing": timing,
+                "throttled": throttled}
 
     def _transition_limit_s(self, old: int | None, new: int) -> float | None:
         """NVMe worst case EXLAT(old) + ENLAT(new) from id-ctrl; the largest EXLAT when the state left

@@ -1,9 +1,11 @@
 """The sweep engine: runs a plan step by step, one capture per step, into the results store.
 
 Per step: set the power state and confirm it (get-feature); APST is disabled for the sweep's
-static-state steps and restored afterwards; settle; an idle window; the workload (with SNIA PTS
-steady-state rounds where the plan asks); smart-log before and after (thermal throttling marks the
-step's verdicts invalid, and the plan may ask for a cool-down and one retry); then the capture is
+static-state steps and restored afterwards, or kept (plan ``apst = "keep"``: no confirming read, the
+drive may already have moved, and its moves are timed from the rails: analysis/apst.py); settle; an
+idle window; the workload (with SNIA PTS steady-state rounds where the plan asks); smart-log before
+and after (thermal throttling marks the step's verdicts invalid, and the plan may ask for a cool-down
+and one retry); the capture is let catch up with the step's end; then the capture is
 analysed and the step is stored in one transaction. The store is the checkpoint: with ``resume``
 the latest unfinished run of the same plan (by hash) continues, skipping stored steps; a step cut
 short (the process killed, the interposer gone) is simply run again. An interposer that vanishes

@@ -76,14 +76,8 @@ class AdminKind(StepKind):
             if V.string(path + ("commands", k), c) not in COMMANDS:
                 raise V.Bad(path + ("commands", k), f"{c!r} is not one of {', '.join(COMMANDS)}")
         V.no_repeats(path + ("commands",), list(cmds), str, "list each command once (timing.repetitions repeats steps)")
-        pss = V.want(path + ("power_states",), d.get("power_states", []), (list,), "an array of power state numbers")
-        planned = ctx.d.get("power_states", [0])
-        for k, ps in enumerate(pss):
-            if V.integer(path + ("power_states", k), ps) not in planned:
-                raise V.Bad(path + ("power_states", k), f"PS{ps} is not one of the plan's power_states "
-                                                        f"({', '.join(f'PS{p}' for p in planned)}): add it there")
-        V.no_repeats(path + ("power_states",), list(pss), lambda ps: f"PS{ps}", "list each power state once")
-        return Admin(name, tuple(cmds), V.number(path + ("gap_s",), d.get("gap_s", df.gap_s)), tuple(pss),
+        pss = V.plan_power_states(path, d, ctx.d.get("power_states", [0]))
+        return Admin(name, tuple(cmds), V.number(path + ("gap_s",), d.get("gap_s", df.gap_s)), pss,
                      *(V.integer(path + (k,), d.get(k, getattr(df, k))) for k in ("ses", "sanact", "fw_slot", "fw_action")))
 
     def check(self, these, ctx: ParseContext) -> None:

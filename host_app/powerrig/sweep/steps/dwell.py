@@ -50,15 +50,9 @@ class DwellKind(StepKind):
         V.known(path, d, self.keys())
         df = Dwell("")
         name = V.step_name(path, d, "dwell")
-        pss = V.want(path + ("power_states",), d.get("power_states", []), (list,), "an array of power state numbers")
-        planned = ctx.d.get("power_states", [0])
-        for k, ps in enumerate(pss):
-            if V.integer(path + ("power_states", k), ps) not in planned:
-                raise V.Bad(path + ("power_states", k), f"PS{ps} is not one of the plan's power_states "
-                                                        f"({', '.join(f'PS{p}' for p in planned)}): add it there")
-        V.no_repeats(path + ("power_states",), list(pss), lambda ps: f"PS{ps}", "list each power state once")
+        pss = V.plan_power_states(path, d, ctx.d.get("power_states", [0]))
         return Dwell(name, V.number(path + ("hold_s",), d.get("hold_s", df.hold_s)),
-                     V.integer(path + ("windows",), d.get("windows", df.windows)), tuple(pss))
+                     V.integer(path + ("windows",), d.get("windows", df.windows)), pss)
 
     def key_name(self, plan, dw, rep, ps=None):
         return self.state_key_name(plan, dw, rep, ps)

@@ -196,3 +196,14 @@ def ms_range(path, v) -> tuple[float, float]:
         return lo, hi
     x = number(path, v)
     return x, x
+
+
+def plan_power_states(path, d: dict, planned) -> tuple:
+    """A table's ``power_states``: an array of the plan's own power states, each once ((): all of them)."""
+    pss = want(path + ("power_states",), d.get("power_states", []), (list,), "an array of power state numbers")
+    for k, ps in enumerate(pss):
+        if integer(path + ("power_states", k), ps) not in planned:
+            raise Bad(path + ("power_states", k), f"PS{ps} is not one of the plan's power_states "
+                                                  f"({', '.join(f'PS{p}' for p in planned)}): add it there")
+    no_repeats(path + ("power_states",), list(pss), lambda ps: f"PS{ps}", "list each power state once")
+    return tuple(pss)

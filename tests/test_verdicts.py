@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
-from powerrig.analysis.checks import IDLE_WINDOW_S, PWR6_LIMIT_W, idlp, judge, pcm1, pwr6, run_checks
+from powerrig.analysis.checks import IDLE_WINDOW_S, PWR6_LIMIT_W, idlp, judge, pcm1, pcm2, pcm3, pwr6, run_checks
 from powerrig.analysis.descriptors import PowerState
 from powerrig.analysis.phases import Phase
 from powerrig.analysis.result import PhaseResult, WindowFigure
@@ -191,3 +192,15 @@ def test_span_selection_matches_the_pairwise_rules_on_random_nested_phases():
             rs.append(rs[0])                  # one phase listed twice
         assert checked_phases(rs, 1e-3) == checked_ref(rs)
         assert _rounds(rs, 1e-3) == rounds_ref(rs)
+
+
+def test_pcm2_on_the_rails_peaks_sum_is_partial_and_says_why():
+    """A board streams each rail's own 100 us peak: their sum bounds the total's peak from above, so PCM-2
+    (a measurement) over 15 whole minutes is partial and its why says so, with no empty reason; PCM-3
+    still passes on that upper bound when it is under the limit."""
+    r = replace(_phase("measure:r", "workload", 10.0, 900.0, 10.5), peak_exact=False)
+    c = pcm2(r)
+    assert c.status == Verdict.PARTIAL and "bounded by the sum of the rails' own peaks" in c.why, c.why
+    assert not c.why.rstrip().endswith(";"), c.why
+    assert pcm2(replace(r, peak_exact=True)).status == Verdict.INFO
+    assert pcm3(r, STATES).status == Verdict.PASS

@@ -78,7 +78,8 @@ def judge(value, upper=None, lower=None, *, uncertainty: float | None = 0.0, eno
     hi, lo = number_or_none(upper), number_or_none(lower)
     if hi is None and lo is None:
         why = no_limit or "a measurement with no limit"
-        return Judged(Verdict.INFO if enough else Verdict.PARTIAL, why if enough else f"{why}; {short}")
+        return Judged(Verdict.INFO if enough else Verdict.PARTIAL,
+                      why if enough else f"{why}; {short or 'the data is short of the requirement'}")
     u = abs(number_or_none(uncertainty) or 0.0)
     u_txt = f" (measurement uncertainty +-{_g(u)} {units})" if u else ""
     short_txt = f"; on short data: {short}" if not enough and short else ""
@@ -187,6 +188,8 @@ def pcm2(r: PhaseResult, sampling: Sampling = INTERPOSER) -> CheckResult:
     notes = [] if r.peak_exact else ["sum of per-rail 100 us peaks: an upper bound of the total's peak"]
     short = ([slow] if slow else []) + ([] if r.duration_s >= OCP_MIN_CAPTURE_S else
                                         [f"phase is {r.duration_s:.0f} s; OCP asks for >= 15 min"])
+    if not r.peak_exact:          # the partial's why: not the total's own peak (PCM-3 may still pass on it)
+        short.append("the total's 100 us peak is bounded by the sum of the rails' own peaks")
     if slow:
         notes.insert(0, slow)
     return _check("OCP PCM-2", r, r.name, r.peak_100us.value_w, None, req, _where(r.peak_100us), notes, short,
@@ -201,6 +204,8 @@ def pcm3(r: PhaseResult, states: dict, sampling: Sampling = INTERPOSER) -> Check
     req = r.duration_s >= OCP_MIN_CAPTURE_S and slow is None
     short = ([slow] if slow else []) + ([] if r.duration_s >= OCP_MIN_CAPTURE_S else
                                         [f"phase is {r.duration_s:.0f} s; OCP asks for >= 15 min"])
+    if not r.peak_exact:          # the partial's why: not the total's own peak (PCM-3 may still pass on it)
+        short.append("the total's 100 us peak is bounded by the sum of the rails' own peaks")
     return _check("OCP PCM-3", r, r.name, r.peak_100us.value_w, limit, req, _where(r.peak_100us),
                   [slow] if slow else [], short, sampling, "no MAP for the active power state")
 

@@ -82,7 +82,8 @@ def _detail(ax, cap: CaptureReader, rails: list[str]) -> bool:
     ax.set_title(f"busiest {INSET_S * 1e3:.0f} ms at {mid * cap.interval_s:.2f} s", fontsize=7, pad=2)
     ax.tick_params(labelsize=6, pad=1)
     ax.set_xlabel("ms from the peak", fontsize=6, labelpad=0)
-    ax.legend(fontsize=5.5, loc="lower left", frameon=False, handlelength=1.2)
+    # three stacked lines span the inset: the least covered corner, readable over a trace
+    ax.legend(fontsize=5.5, loc="best", framealpha=0.85, edgecolor="none", handlelength=1.2)
     ax.grid(alpha=0.3)
     return True
 

@@ -306,7 +306,7 @@ class Recorder:
                 self._after_away(block, writer)
             writer.write(block)
             self._count(block)
-            self._reached(block.first_index + len(block) * block.interval_samples)
+            self._reached(block.end_index)
             if self.on_block is not None:
                 try:
                     self.on_block(block)

@@ -249,9 +249,12 @@ class CaptureWriter:
         in the second before); counted per rail for the close record."""
         sid0 = self.length - len(b)
         if b.clip is not None:
+            for rail in self.rails:
+                self.clipped.setdefault(rail, {"current": 0, "voltage": 0, "intervals": 0})
+        if b.clip is not None and b.clip.any():      # the common block clips nothing: no runs to find
             clip = np.where(b.valid[:, None], b.clip, 0)
             for k, rail in enumerate(self.rails):
-                c = self.clipped.setdefault(rail, {"current": 0, "voltage": 0, "intervals": 0})
+                c = self.clipped[rail]
                 c["intervals"] += int(np.count_nonzero(clip[:, k]))
                 for bit, quantity in QUANTITY_OF_CLIP.items():
                     for s, e in true_runs(clip[:, k] & bit):

@@ -29,6 +29,14 @@ class ApstMove:
     tr: Transition            # the rails step timed from expected_s (latency_s, settle_s, verdict)
 
 
+def next_move(table: Sequence[tuple[int, int]], ps: int) -> tuple[int, float] | None:
+    """(ITPS, ITPT s) of the APST entry of state ``ps``, or None when the table moves it nowhere."""
+    if ps >= len(table):
+        return None
+    itps, itpt_ms = table[ps]
+    return None if itpt_ms <= 0 or itps == ps else (itps, itpt_ms * 1e-3)
+
+
 def idle_stretches(busy: np.ndarray, start: float, end: float) -> list[tuple[float, float]]:
     """The gaps of ``busy`` (rows of submit, complete in sample ids) within [start, end): from the end
     of each merged busy interval (or ``start``) to the next submission (or ``end``)."""
@@ -56,12 +64,11 @@ def apst_moves(p_of: Callable[[int, int], np.ndarray], interval_s: float, busy: 
     for a, b in idle_stretches(busy, start, end):
         s, t = ps, a
         for _ in range(MAX_CHAIN):
-            if s >= len(table):
+            move = next_move(table, s)
+            if move is None:
                 break
-            itps, itpt_ms = table[s]
-            if itpt_ms <= 0 or itps == s:
-                break
-            due = t + itpt_ms * 1e-3 / dt
+            itps, itpt_s = move
+            due = t + itpt_s / dt
             if due >= b:
                 break                          # I/O resumed (or the window ended) before ITPT: no move
             lo = max(0, int(math.floor(max(t, due - PRE_S / dt))) - 2)
@@ -70,7 +77,7 @@ def apst_moves(p_of: Callable[[int, int], np.ndarray], interval_s: float, busy: 
             lim = limit_of(s, itps)
             tr = time_transition(p, lo, due, dt, math.nan if lim is None else float(lim), s, itps, source="apst",
                                  pre_from=t, end_at=b)
-            out.append(ApstMove(t * dt, itpt_ms * 1e-3, due * dt, tr))
+            out.append(ApstMove(t * dt, itpt_s, due * dt, tr))
             # the next entry counts from entering the new state: the measured onset, else the expected start
             t = due + (tr.latency_s / dt if math.isfinite(tr.latency_s) else 0.0)
             s = itps

@@ -14,7 +14,7 @@ import logging
 import math
 
 from powerrig.analysis.admin_energy import MAX_S as COMMAND_MAX_S, PRE_S as COMMAND_PRE_S, energy_above
-from powerrig.analysis.apst import apst_moves
+from powerrig.analysis.apst import apst_moves, next_move
 from powerrig.analysis.io_energy import io_energy
 from powerrig.analysis.transitions import time_transition
 from powerrig.core.timeline import NOTE, NVME, POWER_STATE
@@ -124,19 +124,25 @@ def measurements(cap, trace, limit_s: float | None, old_ps: int | None, new_ps: 
 def _apst_due(cap, e, apst, ps: int) -> list[float]:
     """With APST on: the sample id ITPT after the Set Features completed, before which the drive cannot
     have moved on its own (its window ends there), as a one-element list; [] otherwise."""
-    if apst is None or not apst.enabled or ps >= len(apst.entries):
-        return []
-    x = apst.entries[ps]
-    if x.idle_time_ms <= 0 or x.idle_transition_ps == ps:
-        return []
-    return [float(cap.sample_id(e.t_end)) + x.idle_time_ms * 1e-3 / cap.interval_s]
+    move = next_move(_apst_table(apst), ps) if apst is not None and apst.enabled else None
+    return [] if move is None else [float(cap.sample_id(e.t_end)) + move[1] / cap.interval_s]
+
+
+def _apst_table(apst) -> list[tuple[int, int]]:
+    """(ITPS, ITPT ms) per power state of the APST setting in force (dut.nvme.ApstSetting)."""
+    return [(x.idle_transition_ps, x.idle_time_ms) for x in apst.entries]
+
+
+def _power_set(cap):
+    """The step's (last) Set Features power management, as placed, or None."""
+    sets = [e for e in cap.events if e.kind == NVME and e.name == "set-feature power" and e.t_end is not None]
+    return sets[-1] if sets else None
 
 
 def _transition_rows(cap, limit_s, old_ps, new_ps, apst=None) -> list[dict]:
-    sets = [e for e in cap.events if e.kind == NVME and e.name == "set-feature power" and e.t_end is not None]
-    if not sets:
+    e = _power_set(cap)
+    if e is None:
         return []
-    e = sets[-1]
     source = "nvme_trace" if e.meta.get("placed") == "nvme_trace" else "host"
     dt = cap.interval_s
     s = float(cap.sample_id(e.t_start))
@@ -166,10 +172,9 @@ def _apst_rows(cap, trace, apst, ps: int, limit_of) -> list[dict]:
     idle time cannot be known)."""
     if apst is None or not apst.enabled:
         return []
-    sets = [e for e in cap.events if e.kind == NVME and e.name == "set-feature power" and e.t_end is not None]
-    if not sets:
+    e = _power_set(cap)
+    if e is None:
         return []
-    e = sets[-1]
     if trace is None or trace.io_note:
         why = (trace.io_note if trace is not None else None) or "no trace of the drive host's I/O"
         return [row("apst.rails_settle_s", "apst", None, "s", "n/a",
@@ -186,7 +191,7 @@ def _apst_rows(cap, trace, apst, ps: int, limit_of) -> list[dict]:
             entry = max(entry, s + tr.latency_s / dt)
     io = trace.io_arrays()
     busy = [(float(cap.sample_id(a)), float(cap.sample_id(b))) for a, b in zip(io["submit"], io["complete"])]
-    table = [(x.idle_transition_ps, x.idle_time_ms) for x in apst.entries]
+    table = _apst_table(apst)
     moves = apst_moves(lambda a, b: cap.samples("p_total", max(0, a), min(cap.length, b)), dt, busy, entry,
                        float(cap.length), ps, table, limit_of or (lambda old, new: None))
     out = []

@@ -102,9 +102,9 @@ class VirtualSSD:
         self._t_rates = now
         self.fault_after_s: float | None = None
         self.erases: list[tuple[float, str, int | None]] = []    # (time, "format" | "sanitize", nsid)
-        # an admin command's busy interval under way (sim/ssd/admin_power.py): (t_end, extra W, kind, tau),
+        # an admin command's busy interval under way (sim/ssd/admin_power.py): (t_end, its signature),
         # and the truth of every one: kind, t_start, t_end, extra_w, energy_j (above the level before)
-        self._busy: tuple[float, float, str, float] | None = None
+        self._busy: tuple[float, Signature] | None = None
         self.admin_truth: list[dict] = []
         # the truth of every APST move (the drive's own, no command marks it): t_due (idle since + ITPT),
         # t_switch (the new state in force), from_ps, to_ps, itpt_ms
@@ -235,7 +235,7 @@ class VirtualSSD:
         self._seg = np.vstack([self._seg[keep], row])
 
     def _target_power(self) -> float:
-        extra = self._busy[1] if self._busy is not None else 0.0
+        extra = self._busy[1].extra_w if self._busy is not None else 0.0
         if self._op is not None and self.runs:
             return self._op.watts + extra
         return idle_power(self.profile, self.ps) + extra
@@ -644,9 +644,9 @@ class VirtualSSD:
         with self._lock:
             self.advance(t)
             if self._busy is not None:
-                raise SsdError(f"the controller is busy with a {self._busy[2]}", status="INVALID_FIELD")
+                raise SsdError(f"the controller is busy with a {self._busy[1].kind}", status="INVALID_FIELD")
             sig = signature(self.profile, kind, self._target_power())
-            self._busy = (t + sig.duration_s, sig.extra_w, kind, sig.tau_s)
+            self._busy = (t + sig.duration_s, sig)
             self._retune(t, tau=sig.tau_s)
             self.admin_truth.append({"kind": kind, "t_start": t, "t_end": t + sig.duration_s,
                                      "extra_w": sig.extra_w, "energy_j": sig.energy_j})
@@ -654,7 +654,7 @@ class VirtualSSD:
             return sig
 
     def _end_busy(self, t: float) -> None:
-        tau = self._busy[3]
+        tau = self._busy[1].tau_s
         self._busy = None
         if not self.runs:
             self._idle_since = t          # APST counts idle time from the end of the command

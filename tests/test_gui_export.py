@@ -17,6 +17,7 @@ from PySide6.QtCore import QSettings  # noqa: E402
 from powerrig.capture.reader import CaptureReader  # noqa: E402
 from powerrig.gui.services import Services  # noqa: E402
 from powerrig.gui.main_window import MainWindow  # noqa: E402
+from conftest import missing  # noqa: E402
 
 
 @pytest.fixture
@@ -82,7 +83,7 @@ def test_markers_range_to_a_sigrok_session(qtbot, streaming, tmp_path):
         n = int(round(1.0 / cap.interval_s))
     assert f"exported {n} intervals" in svc.said[-1]
     if SIGROK_CLI is None:
-        pytest.skip("sigrok-cli is not installed (apt install sigrok-cli)")
+        missing("sigrok-cli is not installed (apt install sigrok-cli)")
     shown = sigrok("-i", str(tmp_path / "sel.sr"), "--show")
     assert "PTOTAL_W" in shown
 

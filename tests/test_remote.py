@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, missing, run_cli
 from powerrig.dut import runners
 from powerrig.dut.fio import FioJob, FioPlan
 from powerrig.dut.guard import GuardRefused, RemoteHostView
@@ -41,7 +41,7 @@ def sshd(tmp_path_factory):
     """sshd -D on 127.0.0.1:<free port> with a generated host key and one authorized client key; the
     drive-host URL that reaches it (known_hosts pre-filled: strict host key checking stays on)."""
     if not (os.path.exists(SSHD) and shutil.which("ssh") and shutil.which("ssh-keygen")):
-        pytest.skip("OpenSSH is not installed (apt-get install openssh-server openssh-client; scripts/setup.sh does)")
+        missing("OpenSSH is not installed (apt-get install openssh-server openssh-client; scripts/setup.sh does)")
     d = tmp_path_factory.mktemp("sshd")
     os.chmod(d, 0o700)
     _keygen(d / "host_key")
@@ -83,7 +83,7 @@ def sshd(tmp_path_factory):
     if proc.poll() is not None or err is not None:
         proc.kill()
         proc.wait()
-        pytest.skip(f"sshd could not start here: {(d / 'sshd.log').read_text().strip()[-300:]} {err or ''}")
+        missing(f"sshd could not start here: {(d / 'sshd.log').read_text().strip()[-300:]} {err or ''}")
     yield {"url": url, "dir": d, "port": port, "user": user}
     proc.terminate()
     proc.wait(timeout=10)

@@ -81,8 +81,9 @@ def test_a_host_gone_silent_gets_the_drive_powered_again(board):
     assert sim.drive.level["12V"] == 0
     dev.stop_pinging()                    # the host stops talking (its pings end), the link stays open
     deadline = time.monotonic() + 5
-    while sim.drive.level["12V"] == 0 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    restored = []
+    while not (sim.drive.level["12V"] == 1 and restored) and time.monotonic() < deadline:
+        time.sleep(0.02)                  # (the board restores first, then sends its notice: wait for both)
+        restored = [d for d in list(dev.link.notices) if d.get("event") == "power_restored"]
     assert sim.drive.level["12V"] == 1
-    restored = [d for d in list(dev.link.notices) if d.get("event") == "power_restored"]
     assert restored and restored[0]["why"].startswith("watchdog") and restored[0]["outputs"] == ["12V"]

@@ -66,14 +66,16 @@ def test_qemu_nvme_clock_stepped_an_hour_is_remapped_or_refused(qrig, tmp_path):
     remote.run(helper_argv("sh", "-c", STEP), timeout=30)
     # the step's check sees the hour and says why the step cannot stand
     why = check.after()
-    # (date -s sets whole seconds: the step is 3600 s less the fraction of a second it dropped)
-    assert why is not None and 3599.0 < float(why.split("moved ")[1].split(" s ")[0]) < 3601.0
+    # (STEP reads whole seconds, then sets them plus 3600 a moment later: the step is 3600 s less the
+    # fraction of a second `date +%s` dropped and the time its shell took, which can pass a second
+    # boundary on a loaded TCG guest: 3598.99 s was seen in CI)
+    assert why is not None and 3598.0 < float(why.split("moved ")[1].split(" s ")[0]) <= 3600.1
     # a command trace across the step refuses its markers: the host intervals stand, said why
     got, note = nvmetrace.load(trace)
     assert got is None and "stepped" in note
     # the map follows the clock as it is now: a fio run after the step lands on QEMU's trace of its I/O
     after = remote.clock()
-    assert after.offset_s - before.offset_s == pytest.approx(3600.0, abs=1.0)
+    assert 3598.0 < after.offset_s - before.offset_s <= 3600.1
     plan = FioPlan([FioJob("r", rw="read", bs="128k", iodepth=8, runtime=0.6, time_based=True, filename=NS,
                            direct=True)], io_log=True, block_trace=True)
     res = fio.run(plan, tmp_path / "r")

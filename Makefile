@@ -24,9 +24,9 @@ PYTEST  := $(PY) -m pytest -q -p no:cacheprovider --durations=15
 test: export POWERRIG_SETUP_FOR := test
 test: setup
 	@mkdir -p out && rm -f out/junit.xml out/junit-parallel.xml out/junit-serial.xml; t=$$(mktemp -d /tmp/prt.XXXXXX); \
-	  $(PYTEST) -m "not serial" -n $(WORKERS) --dist loadfile --basetemp=$$t/p --junitxml=out/junit-parallel.xml; a=$$?; \
+	  $(PYTEST) -m "not serial" -n $(WORKERS) --dist loadfile --no-loadscope-reorder --basetemp=$$t/p --junitxml=out/junit-parallel.xml; a=$$?; \
 	  $(PYTEST) -m serial --basetemp=$$t/s --junitxml=out/junit-serial.xml; b=$$?; \
-	  $(PY) scripts/tier_times.py out/junit-parallel.xml out/junit-serial.xml --merge out/junit.xml || true; \
+	  $(PY) scripts/tier_times.py out/junit-parallel.xml out/junit-serial.xml --merge out/junit.xml --file-seconds out/file_seconds.json || true; \
 	  if [ $$a -eq 0 ] && [ $$b -eq 0 ]; then rm -rf $$t; exit 0; else echo "make test: failed (temporary folders kept in $$t)"; exit 1; fi
 
 bench: setup

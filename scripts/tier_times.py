@@ -64,6 +64,17 @@ def wall_seconds(junit: Path) -> float:
     return sum(float(s.get("time") or 0.0) for s in ET.parse(junit).getroot().iter("testsuite"))
 
 
+def per_file_seconds(junits: list[Path]) -> dict[str, float]:
+    """{test file name: its test cases' summed time} over every run, to a tenth of a second."""
+    out: dict[str, float] = {}
+    for j in junits:
+        for case in ET.parse(j).getroot().iter("testcase"):
+            module = next((p for p in case.get("classname", "").split(".") if p.startswith("test_")), None)
+            if module:
+                out[f"{module}.py"] = out.get(f"{module}.py", 0.0) + float(case.get("time") or 0.0)
+    return {k: round(v, 1) for k, v in out.items()}
+
+
 def merge(junits: list[Path], out: Path) -> None:
     """One JUnit file holding every run's <testsuite>, for whatever reads out/junit.xml."""
     root = ET.Element("testsuites")
@@ -95,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("junit", type=Path, nargs="+", help="the JUnit XML(s) pytest --junitxml wrote")
     ap.add_argument("--tiers", type=Path, default=tier_registry.TIERS_TOML)
     ap.add_argument("--merge", type=Path, metavar="OUT", help="also write the runs as one JUnit XML here")
+    ap.add_argument("--file-seconds", type=Path, metavar="OUT",
+                    help="also write each test file's summed time as JSON (tests/file_seconds.json orders the "
+                         "next run's files slowest first)")
     a = ap.parse_args(argv)
     try:
         tiers = tier_registry.load(a.tiers)
@@ -102,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         walls = [wall_seconds(j) for j in a.junit]
         if a.merge:
             merge(a.junit, a.merge)
+        if a.file_seconds:
+            a.file_seconds.write_text(json.dumps(per_file_seconds(a.junit), indent=0, sort_keys=True) + "\n")
     except (OSError, ET.ParseError) as e:
         print(f"tier_times: cannot read {' '.join(map(str, a.junit))}: {e}", file=sys.stderr)
         return 2

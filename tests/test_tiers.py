@@ -146,6 +146,31 @@ def test_tier_times_sums_make_tests_two_runs_as_one_and_merges_them(tmp_path):
     assert json.loads(again.stdout.splitlines()[-1]) == got
 
 
+def test_tier_times_writes_each_files_seconds_and_the_next_run_takes_the_slowest_file_first(tmp_path):
+    """The parallel run hands whole files out in collection order: the slowest measured file goes first,
+    an unmeasured one counts as the median, and each file keeps its tests together and in order."""
+    (tmp_path / "parallel.xml").write_text(JUNIT)
+    out = tmp_path / "file_seconds.json"
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "tier_times.py"), str(tmp_path / "parallel.xml"),
+                        "--file-seconds", str(out)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    seconds = tier_registry.file_seconds(out)
+    assert seconds["test_sweep_engine.py"] == 85.5 and seconds["test_timebase.py"] == 3.8
+    assert tier_registry.file_seconds(tmp_path / "none.json") == {}
+
+    class Item:
+        def __init__(self, name, n):
+            self.path, self.n = tmp_path / name, n
+
+    items = [Item("test_timebase.py", 1), Item("test_new.py", 1), Item("test_timebase.py", 2),
+             Item("test_sweep_engine.py", 1), Item("test_new.py", 2), Item("test_gui.py", 1)]
+    tier_registry.slowest_first(items, {"test_timebase.py": 3.8, "test_sweep_engine.py": 85.5,
+                                        "test_gui.py": 3.0})
+    assert [(i.path.name, i.n) for i in items] == [
+        ("test_sweep_engine.py", 1), ("test_timebase.py", 1), ("test_timebase.py", 2),
+        ("test_new.py", 1), ("test_new.py", 2), ("test_gui.py", 1)]
+
+
 def test_tier_times_says_what_it_cannot_read(tmp_path):
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "tier_times.py"), str(tmp_path / "none.xml")],
                        capture_output=True, text=True, timeout=60)

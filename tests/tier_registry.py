@@ -2,6 +2,7 @@
 (`pytest -m simulator`) and the per-tier times summed (scripts/tier_times.py). docs/testing.md."""
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 
@@ -11,6 +12,7 @@ POSTGRES = "postgres"
 SERIAL = "serial"
 REALTIME = "realtime"
 FIELDS = ("description", "needs", "realtime", "parallel", "files")
+FILE_SECONDS = TESTS / "file_seconds.json"
 
 
 def load(path: Path = TIERS_TOML) -> dict[str, dict]:
@@ -22,6 +24,33 @@ def serial_files(path: Path = TIERS_TOML) -> list[str]:
     """The [serial] files of tiers that otherwise run in parallel: run alone after the parallel run
     (`pytest -m serial`), each says why there."""
     return tomllib.loads(Path(path).read_text()).get(SERIAL, {}).get("files", [])
+
+
+def file_seconds(path: Path = FILE_SECONDS) -> dict[str, float]:
+    """Each test file's summed test time in the last measured `make test` (scripts/tier_times.py
+    --file-seconds writes it); empty when there is none."""
+    try:
+        return {str(k): float(v) for k, v in json.loads(Path(path).read_text()).items()}
+    except (OSError, ValueError):
+        return {}
+
+
+def slowest_first(items, seconds: dict[str, float]) -> None:
+    """Order the collected tests file by file, the slowest file first, each file's tests in their own
+    order. pytest-xdist's loadfile hands files out in collection order (with --no-loadscope-reorder), so
+    a 200 s file no longer starts last and keeps one worker busy after the other has finished. A file
+    not measured yet counts as the median file."""
+    known = sorted(seconds.values())
+    median = known[len(known) // 2] if known else 0.0
+    first_seen: dict[str, int] = {}
+    for item in items:
+        first_seen.setdefault(Path(str(item.path)).name, len(first_seen))
+
+    def key(item):
+        name = Path(str(item.path)).name
+        return (-seconds.get(name, median), first_seen[name])
+
+    items.sort(key=key)
 
 
 def tier_of_file(tiers: dict[str, dict]) -> dict[str, str]:

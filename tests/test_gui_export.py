@@ -67,7 +67,14 @@ def test_markers_range_to_csv_full_rate_and_decimated(qtbot, streaming, tmp_path
     with open(tmp_path / "sel10.csv") as f:
         rows10 = list(csv.DictReader(f))
     assert len(rows10) == len(p) // 10
-    np.testing.assert_allclose([float(r["p_total_W"]) for r in rows10], p.reshape(-1, 10).mean(axis=1), rtol=1e-5)
+    # a group's mean is over its samples that arrived; a group the live stream lost whole is empty (a
+    # loaded host can lose some: the full-rate check above allows them too)
+    got10 = np.array([float(r["p_total_W"]) if r["p_total_W"] else np.nan for r in rows10])
+    groups = p.reshape(-1, 10)
+    seen = ~np.isnan(groups)
+    want10 = np.where(seen.any(axis=1), np.where(seen, groups, 0).sum(axis=1) / np.maximum(seen.sum(axis=1), 1),
+                      np.nan)
+    np.testing.assert_allclose(got10, want10, rtol=1e-5)
     assert float(rows10[1]["time_s"]) == pytest.approx(1.0 + 10 * dt)
 
 

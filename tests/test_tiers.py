@@ -126,7 +126,7 @@ def test_tier_times_sums_a_junit_xml_per_tier(tmp_path):
     assert got["(not in tests/tiers.toml)"] == {"tests": 1, "seconds": 0.8, "cpu_seconds": 0.0}
     assert list(got)[:len(tier_registry.load())] == list(tier_registry.load())
     assert "| simulator | yes | parallel | 1 | 0:40 | 0:06 |" in r.stdout
-    assert "| gui | yes | alone | 1 | 0:03 | 0:00 |" in r.stdout
+    assert "| gui | yes | parallel | 1 | 0:03 | 0:00 |" in r.stdout
     assert "| all | | | 6 | 1:33 | 0:06 |" in r.stdout
 
 

@@ -4,6 +4,8 @@ its own (the virtual SSD's truth, its `apst_truth` op) is found from the traced 
 table, timed from when it was due and held to the truth; I/O that resumes before ITPT expects none."""
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
 
 import numpy as np
@@ -11,12 +13,16 @@ import pytest
 
 from powerrig.analysis.apst import apst_moves, idle_stretches
 from powerrig.capture import CaptureReader
+from powerrig.dut.nvme import NvmeCli
 from powerrig.results import ResultStore, command_report
+from powerrig.results.step_trace import plot_step
+from powerrig.results.sweep_report import write_sweep_report
 from powerrig.sim import rig as simrig
 from powerrig.sim.ssd.client import request
 from powerrig.sim.ssd.profile import load
 from powerrig.sweep.engine import Sweep
 from powerrig.sweep.plan import parse
+from powerrig.web.app import create_app
 
 # one workload step: the set-feature to PS0, 0.6 s idle (APST to PS3 100 ms after the drive entered
 # PS0), the workload (4 KiB reads, never 100 ms without I/O: no move while it runs), then idle again
@@ -88,8 +94,71 @@ def test_apst_moves_in_a_sweep_match_the_virtual_ssd(tmp_path, simdir):
         assert se["upper"] == pytest.approx((prof.state(0).exlat_us + prof.state(3).enlat_us) * 1e-6)
         assert la["value"] <= se["value"] < 0.003 and se["outcome"] in ("pass", "marginal", "fail")
         assert n["before_w"] > 0.5 > 0.2 > n["after_w"]       # 1.1 W idle in PS0 -> 70 mW in PS3
+    assert not [m for m in ms if m["name"] == "apst.unpredicted_s"]     # every move the table's: none flagged
     html = command_report.tables(ms)
     assert "APST moves timed from the rails" in html and html.count("<td>PS0</td><td>PS3</td>") == len(inside)
+    assert "class=unpredicted" not in html
+    # the step's trace draws each move where the rails left the old level, as a commanded change is drawn
+    marks = command_report.apst_marks(ms, step["key"])
+    assert [(round(t, 4), label, ok) for t, label, ok in marks] == [
+        (round(n["expected_s"] + la["value"], 4), "APST PS0->PS3", True)
+        for n, la in zip((json.loads(x["notes"]) for x in settle), lat)]
+    buf = io.BytesIO()
+    assert plot_step(step["capture"], store.phases(run), buf, fmt="svg", apst=marks)
+    assert buf.getvalue().decode().count("APST PS0-&gt;PS3") == len(inside)
+
+
+# the table the host is told while the drive keeps its own: PS0 after 300 ms, where the drive moves after 100 ms
+def _itpt_300(real):
+    def get_apst(self, dev):
+        got = real(self, dev)
+        first = dataclasses.replace(got.entries[0], idle_time_ms=300)
+        return dataclasses.replace(got, entries=(first, *got.entries[1:]))
+    return get_apst
+
+
+def test_moves_the_table_does_not_give_are_flagged_in_the_sweep_report_and_on_the_web_page(tmp_path, simdir,
+                                                                                             monkeypatch):
+    """The sweep reads an APST table whose PS0 entry says 300 ms; the virtual drive moves after its own
+    100 ms: both moves are flagged (marginal, why: before the table's ITPT), each where the drive truly
+    switched, none taken for the table's move (nor the Set Features' change read as ending after the
+    first); the sweep report and the web step page show them as rows, and the step's trace draws them."""
+    monkeypatch.setattr(NvmeCli, "get_apst", _itpt_300(NvmeCli.get_apst))
+    st = simrig.start("client-apst", owned=True)
+    try:
+        store = ResultStore(tmp_path / "r.sqlite")
+        run = Sweep(parse(PLAN.format(rig=st["id"]), "p.toml"), store, tmp_path / "out").run()
+        truth = request(st["endpoint"], {"op": "apst_truth", "dev": st["controller"]})["transitions"]
+    finally:
+        simrig.stop(st["id"])
+    [step] = store.steps(run)
+    assert step["status"] == "done"
+    ms = store.measurements(run)
+    flagged = [m for m in ms if m["name"] == "apst.unpredicted_s"]
+    assert not [m for m in ms if m["name"] in ("apst.rails_settle_s", "apst.entry_latency_s")]
+    # the Set Features' own change (PS4 before the sweep -> PS0) ends before the drive's first move
+    sf_settle = next(m for m in ms if m["name"] == "transition.rails_settle_s")
+    assert json.loads(sf_settle["notes"])["after_w"] > 0.5 and sf_settle["value"] < 0.05
+    with CaptureReader(step["capture"]) as cap:
+        dt = cap.interval_s
+        sf = [e for e in cap.events if e.kind == "nvme" and e.name == "set-feature power"][-1]
+        inside = [float(cap.sample_id(t["t_switch"])) * dt for t in truth
+                  if sf.t_start < t["t_due"] < cap.utc(cap.length - 1) - 0.05]
+    assert len(inside) == len(flagged) == 2, (truth, flagged)
+    for t_switch, m in zip(inside, flagged):
+        n = json.loads(m["notes"])
+        # the state named by the level the rails settled at: the profile's PS3 idle power, stated as IDLP
+        assert m["outcome"] == "marginal" and n["predicted"] is False and (n["from_ps"], n["to_ps"]) == (0, 3)
+        assert n["expected_s"] == pytest.approx(t_switch, abs=TOL_INTERVALS * dt)      # where the drive switched
+        assert m["value"] == pytest.approx(0.1, abs=0.005)          # the drive's own 100 ms of idle before it
+        assert "before the table's ITPT of 300 ms (to PS3)" in n["why"] and "\n" not in n["why"]
+    report = (write_sweep_report(store, run, tmp_path / "report")).read_text()
+    assert report.count("<tr class=unpredicted>") == 2 and "not as the table predicts</b>: left PS0 after" in report
+    page = create_app(store).test_client().get(f"/run/{run}/step/1")
+    text = page.get_data(as_text=True)
+    assert page.status_code == 200 and text.count("<tr class=unpredicted>") == 2
+    assert text.count("APST PS0-&gt;PS3 not in table") == 2          # drawn on the step's trace (inline SVG)
+    assert text.count("apst.unpredicted_s") >= 2                     # and in the measurements table
 
 
 def test_io_resuming_before_itpt_expects_no_move():

@@ -39,7 +39,7 @@ def tables(ms: list[dict], step_names: dict | None = None) -> str:
     settle = [m for m in ms if m["name"] == "transition.rails_settle_s"]
     io = [m for m in ms if m["name"] == "io.energy_per_io"]
     cmds = [m for m in ms if m["name"] == "command.energy_above_j"]
-    apst = [m for m in ms if m["name"] == "apst.rails_settle_s"]
+    apst = [m for m in ms if m["name"] in ("apst.rails_settle_s", "apst.unpredicted_s")]
     if not settle and not io and not cmds and not apst:
         return ""
     h = []
@@ -165,30 +165,73 @@ def plot_io(series: dict, path) -> bool:
 
 def _apst_table(settle: list[dict], lat: list[dict]) -> str:
     """The APST moves (sweep/command_trace.py's apst rows, paired in order per step): no command marks
-    them, so each is timed from when it was due (the last traced I/O completion + ITPT)."""
+    them, so each is timed from when it was due (the last traced I/O completion + ITPT); a move the
+    table does not give (apst.unpredicted_s) is a row of its own in time order, flagged, with why."""
     h = ["<h3 id=apst-transitions>APST moves timed from the rails</h3><p>The drive's own power-state changes "
-         "(APST): from when each was due (the last traced I/O completion, or entering the state, + ITPT of the "
-         "state's APST entry) to the rails leaving the old level (latency) and settling at the new one, beside "
-         "EXLAT(old) + ENLAT(new).</p><table><tr><th>step</th><th>from</th><th>to</th><th>ITPT ms</th>"
-         "<th>due at s</th><th>latency ms</th><th>settle ms</th><th>EXLAT + ENLAT ms</th><th>verdict</th>"
-         "<th>W before</th><th>W after</th><th>why</th></tr>"]
+         "(APST, NVMe base spec 2.0 5.27.1.5, Set Features FID 0Ch): from when each was due (the last traced I/O "
+         "completion, or entering the state, + ITPT of the state's APST entry) to the rails leaving the old level "
+         "(latency) and settling at the new one, beside EXLAT(old) + ENLAT(new). A rails step in idle the table "
+         "does not give (before ITPT, from a state it moves nowhere, or to a level nearer another state's IDLP) is "
+         "<b>not as the table predicts</b>: timed from where it began, with why.</p><table><tr><th>step</th>"
+         "<th>from</th><th>to</th><th>ITPT ms</th><th>due at s</th><th>latency ms</th><th>settle ms</th>"
+         "<th>EXLAT + ENLAT ms</th><th>verdict</th><th>W before</th><th>W after</th><th>why</th></tr>"]
     lats: dict = {}
     for m in lat:
         lats.setdefault(m["step"], []).append(m)
     seen: dict = {}
+    rows = []
     for m in settle:
         n = _notes(m)
-        k = seen[m["step"]] = seen.get(m["step"], -1) + 1
-        la = lats.get(m["step"], [])[k]["value"] if k < len(lats.get(m["step"], [])) else None
+        predicted = m["name"] != "apst.unpredicted_s"
+        if predicted:
+            k = seen[m["step"]] = seen.get(m["step"], -1) + 1
+            la = lats.get(m["step"], [])[k]["value"] if k < len(lats.get(m["step"], [])) else None
+            settle_ms = m["value"] * 1e3 if m["value"] is not None else None
+            due = _f(n.get("expected_s"), 4)
+        else:
+            la, settle_ms = None, None
+            due = f"not due; began {_f(n.get('expected_s'), 4)}"
         fr, to = n.get("from_ps"), n.get("to_ps")
-        h.append(f"<tr><td style=text-align:left>{html.escape(m['step'])}</td>"
-                 f"<td>{'PS%s' % fr if fr is not None else '-'}</td><td>{'PS%s' % to if to is not None else '-'}</td>"
-                 f"<td>{_f(n.get('itpt_ms'), 0)}</td><td>{_f(n.get('expected_s'), 4)}</td>"
-                 f"<td>{_f(la * 1e3 if la is not None else None, 2)}</td>"
-                 f"<td>{_f(m['value'] * 1e3 if m['value'] is not None else None, 2)}</td>"
-                 f"<td>{_f(m['upper'] * 1e3 if m['upper'] is not None else None, 1)}</td>"
-                 f"<td class={html.escape(m['outcome'])}><b>{html.escape(m['outcome'])}</b></td>"
-                 f"<td>{_f(n.get('before_w'), 2)}</td><td>{_f(n.get('after_w'), 2)}</td>"
-                 f"<td style=text-align:left>{html.escape(str(n.get('why') or ''))}</td></tr>")
+        cls = "" if predicted else " class=unpredicted"
+        rows.append((m["step"], n.get("expected_s") or 0.0,
+                     f"<tr{cls}><td style=text-align:left>{html.escape(m['step'])}</td>"
+                     f"<td>PS{_ps(fr)}</td><td>PS{_ps(to)}</td>"
+                     f"<td>{_f(n.get('itpt_ms'), 0)}</td><td>{due}</td>"
+                     f"<td>{_f(la * 1e3 if la is not None else None, 2)}</td><td>{_f(settle_ms, 2)}</td>"
+                     f"<td>{_f(m['upper'] * 1e3 if m['upper'] is not None else None, 1)}</td>"
+                     f"<td class={html.escape(m['outcome'])}><b>{html.escape(m['outcome'])}</b></td>"
+                     f"<td>{_f(n.get('before_w'), 2)}</td><td>{_f(n.get('after_w'), 2)}</td>"
+                     f"<td style=text-align:left>{'' if predicted else '<b>not as the table predicts</b>: '}"
+                     f"{html.escape(str(n.get('why') or ''))}</td></tr>"))
+    order = {st: k for k, st in enumerate(dict.fromkeys(r[0] for r in rows))}
+    h += [r[2] for r in sorted(rows, key=lambda r: (order[r[0]], r[1]))]
     h.append("</table>")
     return "".join(h)
+
+
+def apst_marks(ms: list[dict], step: str) -> list[tuple[float, str, bool]]:
+    """(capture seconds, label, predicted) of each APST move stored for ``step``: where the step's trace
+    draws it as it draws a commanded change (results/step_trace.py); a predicted move at the moment the
+    rails left the old level (due + latency), one the table does not give where it began."""
+    lat = [m for m in ms if m["step"] == step and m["name"] == "apst.entry_latency_s"]
+    out = []
+    k = 0
+    for m in ms:
+        if m["step"] != step or m["name"] not in ("apst.rails_settle_s", "apst.unpredicted_s"):
+            continue
+        n = _notes(m)
+        t = n.get("expected_s")
+        if not isinstance(t, (int, float)):
+            continue
+        label = f"APST PS{_ps(n.get('from_ps'))}->PS{_ps(n.get('to_ps'))}"
+        if m["name"] == "apst.unpredicted_s":
+            out.append((float(t), label + " not in table", False))
+            continue
+        la = lat[k]["value"] if k < len(lat) else None
+        k += 1
+        out.append((float(t) + (la if isinstance(la, (int, float)) and math.isfinite(la) else 0.0), label, True))
+    return sorted(out)
+
+
+def _ps(v) -> str:
+    return "?" if v is None else str(v)

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 from powerrig.analysis import verdicts
 from powerrig.results import step_trace
+from powerrig.results.command_report import apst_marks
 
 STYLE = (".chip{display:inline-block;padding:1px 8px;border-radius:10px;margin-right:4px;font-weight:bold;"
          "border:1px solid currentColor}.chip.fail{color:#b00}.chip.marginal{color:#a60}.chip.pass{color:#070}"
@@ -81,14 +82,15 @@ def steps_html(steps: list[dict], ms: list[dict], phases: list[dict], out: Path,
     if strip and step_trace.plot_strip(strip, out / "run_strip.png"):
         h.append("<img class=strip src='run_strip.png' alt='power over time of every step'>")
     h.append("<p>Each rail and the total; workloads shaded orange, idle green, each phase labelled with its "
-             "energy and mean power; commands as ticks under the trace, power-state changes dashed, what the "
+             "energy and mean power; commands as ticks under the trace, power-state changes dashed (APST's too; "
+             "one its table does not give dotted, in orange), what the "
              "drive said in red. Beside each step's trace: its busiest 40 ms at the interposer's resolution "
              "(interval means, 100 us window peaks and the 4 us maximum of each interval).</p><div class=cards>")
     for s in steps:
         name = f"trace_{s['idx']:03d}.png"
         cap = s.get("capture") or ""
         drawn = bool(cap) and Path(cap).exists() and step_trace.plot_step(
-            cap, by_step.get(s["key"], []), out / name, f"{s['idx'] + 1}. {s['key']}")
+            cap, by_step.get(s["key"], []), out / name, f"{s['idx'] + 1}. {s['key']}", apst=apst_marks(ms, s["key"]))
         w = worst.get(s["key"], {})
         chip = f"<span class='chip {html.escape(w['worst'])}'>{html.escape(w['worst'])}</span>" if w.get("worst") else ""
         status = html.escape(s["status"]) + (f": {html.escape(s['invalid_reason'])}" if s.get("invalid_reason") else "")

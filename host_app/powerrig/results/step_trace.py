@@ -23,6 +23,7 @@ LABEL_MIN_FRAC = 0.18             # a phase shorter than this share of the step 
 INSET_S = 0.040                    # the inset's span around the highest 100 us peak
 SHADE = {"workload": ("tab:orange", 0.16), "idle": ("tab:green", 0.10)}
 RAIL_COLOURS = ("tab:orange", "tab:green", "tab:purple", "tab:brown")
+APST_UNPREDICTED = "#bc4c00"       # an APST move the drive's table does not give
 
 
 
@@ -89,8 +90,10 @@ def _detail(ax, cap: CaptureReader, rails: list[str]) -> bool:
 
 
 def _draw(ax, cap: CaptureReader, phases: list[dict], top: float | None = None, labels: bool = True,
-          legend: bool = True) -> float:
-    """One capture's trace on ``ax`` (x: seconds into the step); returns the highest total drawn."""
+          legend: bool = True, apst: list[tuple[float, str, bool]] = ()) -> float:
+    """One capture's trace on ``ax`` (x: seconds into the step); returns the highest total drawn.
+    ``apst``: (seconds, label, predicted) of the drive's own moves, drawn as a commanded change is (one
+    the APST table does not give in APST_UNPREDICTED's colour, dotted)."""
     n = min(POINTS, cap.length)
     s = cap.summaries("p_total", 0, cap.length, n)
     t = (s["sample_id"] + s["increment"] / 2) * cap.interval_s
@@ -123,6 +126,11 @@ def _draw(ax, cap: CaptureReader, phases: list[dict], top: float | None = None, 
                         textcoords="offset points", fontsize=6, color="tab:purple")
         else:
             ax.plot([x, x], [-0.10 * top, -0.03 * top], color="0.45", lw=0.5)
+    for x, label, predicted in apst:     # no event marks an APST move: the stored measurement places it
+        colour = "tab:purple" if predicted else APST_UNPREDICTED
+        ax.axvline(x, color=colour, lw=0.8 if predicted else 1.1, ls="--" if predicted else ":")
+        ax.annotate(label, (x, 0.0 if predicted else 0.12), xycoords=("data", "axes fraction"), xytext=(2, 2),
+                    textcoords="offset points", fontsize=6, color=colour)
     for x, what in drive_said(cap):
         ax.axvline(x, color="#cf222e", lw=1.2)
         ax.annotate(f"{what} {x:.2f} s", (x, 0.45), xycoords=("data", "axes fraction"), xytext=(3, 0),
@@ -158,17 +166,19 @@ def _save(fig, out, fmt: str = "png") -> None:
         pyplot().close(fig)
 
 
-def plot_step(capture: str | Path, phases: list[dict], path, title: str = "", fmt: str = "png") -> bool:
+def plot_step(capture: str | Path, phases: list[dict], path, title: str = "", fmt: str = "png",
+              apst: list[tuple[float, str, bool]] = ()) -> bool:
     """The step's trace beside its busiest 40 ms to ``path`` (a file, or a stream: the web page draws it
     as SVG); False (nothing written) when the capture cannot be read or is empty. ``phases``: the step's
-    stored phases (name, kind, start_s, duration_s, energy_j, mean_w)."""
+    stored phases (name, kind, start_s, duration_s, energy_j, mean_w); ``apst``: its APST moves
+    (results/command_report.apst_marks)."""
     cap = _open(capture)
     if cap is None:
         return False
     with cap:
         plt = pyplot()
         fig, (ax, det) = plt.subplots(1, 2, figsize=(8.0, 2.6), dpi=100, gridspec_kw={"width_ratios": [3, 1]})
-        _draw(ax, cap, phases)
+        _draw(ax, cap, phases, apst=apst)
         ax.set_xlabel("s into the step", fontsize=7, labelpad=1)
         ax.set_ylabel("W", fontsize=7)
         if title:

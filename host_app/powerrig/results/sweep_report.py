@@ -235,7 +235,8 @@ def write_sweep_report(store: ResultStore, run_id: int, out_dir: str | Path | No
                 cap_reports[s["key"]] = capture_report(s["capture"], out / "captures" / Path(s["capture"]).stem)
     h = ["<!doctype html><meta charset=utf-8><title>powerrig sweep run %d</title>" % run_id,
          "<style>body{font-family:sans-serif;margin:1.2em 2em}table{border-collapse:collapse}td,th{border:1px solid "
-         "#ccc;padding:3px 8px;text-align:right}th{background:#eee}.fail{color:#b00}.marginal{color:#a60}"
+         "#ccc;padding:3px 8px;text-align:right}th{background:#eee}tr.unpredicted td{background:#fff1e5}"
+         ".fail{color:#b00}.marginal{color:#a60}"
          ".pass{color:#070}.partial{color:#7a5c00}.invalid{color:#8250df}" + first_screen.STYLE + "</style>",
          f"<h1>Sweep run {run_id}: {html.escape(run['plan_name'])}</h1>",
          f"<p>plan hash {run['plan_hash']}, status <b>{run['status']}</b>, started "

@@ -14,7 +14,7 @@ import logging
 import math
 
 from powerrig.analysis.admin_energy import MAX_S as COMMAND_MAX_S, PRE_S as COMMAND_PRE_S, energy_above
-from powerrig.analysis.apst import apst_moves, next_move
+from powerrig.analysis.apst import LATE_S as APST_LATE_S, apst_moves, next_move
 from powerrig.analysis.io_energy import io_energy
 from powerrig.analysis.transitions import time_transition
 from powerrig.core.timeline import NOTE, NVME, POWER_STATE
@@ -102,19 +102,24 @@ def place(tl, rec, why: str | None, events=None, note_event: bool = True) -> tup
 
 # -- what the placed commands and traced I/O give the step's measurements --------------------------------
 TRANSITION_WINDOW_S = 0.6        # samples read around the set-feature
+UNPREDICTED = "apst.unpredicted_s"   # a rails step in idle the APST table does not give (analysis/apst.py)
 MEASURE = "measure:"
 
 
 def measurements(cap, trace, limit_s: float | None, old_ps: int | None, new_ps: int, apst=None,
-                 limit_of=None) -> list[dict]:
+                 limit_of=None, level_of=None) -> list[dict]:
     """The step's rows: the power-state change timed from its traced submission (analysis/transitions.py)
     and the energy per I/O class of each workload phase the trace covers (analysis/io_energy.py); a
     phase without a trace gets one row saying why (its phase-level figures stand); each reset,
     format, sanitize, flush and firmware commit's energy above the level before (analysis/admin_energy.py);
     and with APST on (``apst``: the dut.nvme.ApstSetting in force, ``limit_of(old, new)``: EXLAT + ENLAT in
-    s) each autonomous move timed from when it was due (analysis/apst.py)."""
+    s) each autonomous move timed from when it was due and each the table does not give flagged
+    (analysis/apst.py; ``level_of(ps)``: the state's IDLP in W, or None)."""
     try:
-        return (_transition_rows(cap, limit_s, old_ps, new_ps, apst) + _apst_rows(cap, trace, apst, new_ps, limit_of)
+        moves = _apst_rows(cap, trace, apst, new_ps, limit_of, level_of)
+        # a move the table does not give, before the table's first: the Set Features' window ends there too
+        early = [json.loads(m["notes"])["expected_s"] / cap.interval_s for m in moves if m["name"] == UNPREDICTED]
+        return (_transition_rows(cap, limit_s, old_ps, new_ps, apst, early[:1]) + moves
                 + _io_rows(cap, trace) + command_rows(cap))
     except Exception as e:  # noqa: BLE001 - a refinement: the step's own figures stand without it
         logging.getLogger(__name__).warning("nvme_trace measurements: %s", e, exc_info=True)
@@ -139,7 +144,7 @@ def _power_set(cap):
     return sets[-1] if sets else None
 
 
-def _transition_rows(cap, limit_s, old_ps, new_ps, apst=None) -> list[dict]:
+def _transition_rows(cap, limit_s, old_ps, new_ps, apst=None, ends=()) -> list[dict]:
     e = _power_set(cap)
     if e is None:
         return []
@@ -151,7 +156,7 @@ def _transition_rows(cap, limit_s, old_ps, new_ps, apst=None) -> list[dict]:
     if hi - lo < 8:
         return []
     nxt = [float(cap.sample_id(x.t_start)) for x in cap.events if x.t_start > e.t_end and _changes_load(x)]
-    nxt += _apst_due(cap, e, apst, new_ps)
+    nxt += _apst_due(cap, e, apst, new_ps) + list(ends)
     p = cap.samples("p_total", lo, hi).astype(float)
     limit = math.nan if limit_s is None else float(limit_s)
     tr = time_transition(p, lo, s, dt, limit, old_ps, new_ps, source=source, end_at=min(nxt) if nxt else None)
@@ -165,11 +170,12 @@ def _transition_rows(cap, limit_s, old_ps, new_ps, apst=None) -> list[dict]:
                 notes=json.dumps(notes, default=str))]
 
 
-def _apst_rows(cap, trace, apst, ps: int, limit_of) -> list[dict]:
+def _apst_rows(cap, trace, apst, ps: int, limit_of, level_of=None) -> list[dict]:
     """``apst.entry_latency_s`` (expected start -> the rails leave the old level) and ``apst.rails_settle_s``
     (expected start -> settled, judged against EXLAT(old) + ENLAT(new)) per APST move, from the step's
-    Set Features (power management) to the capture's end; one n/a row when the I/O was not traced (the
-    idle time cannot be known)."""
+    Set Features (power management) to the capture's end; ``apst.unpredicted_s`` (the idle time before it,
+    marginal: a reader's eye) per rails step in idle the table does not give, with why; one n/a row when
+    the I/O was not traced (the idle time cannot be known). ``level_of(ps)``: IDLP in W or None."""
     if apst is None or not apst.enabled:
         return []
     e = _power_set(cap)
@@ -184,30 +190,47 @@ def _apst_rows(cap, trace, apst, ps: int, limit_of) -> list[dict]:
     s = float(cap.sample_id(e.t_start))
     lo, hi = max(0, int(s) - int(TRANSITION_WINDOW_S / dt)), min(cap.length, int(s) + int(TRANSITION_WINDOW_S / dt))
     entry = float(cap.sample_id(e.t_end))
+    settled = entry
     if hi - lo >= 8:
-        due = _apst_due(cap, e, apst, ps)
-        tr = time_transition(cap.samples("p_total", lo, hi).astype(float), lo, s, dt, end_at=due[0] if due else None)
+        # its window ends LATE_S after it (or where APST could first move): a drive moving earlier than its
+        # table gives would otherwise be read as the end of this change and go unseen
+        end_at = min([s + APST_LATE_S / dt] + _apst_due(cap, e, apst, ps))
+        tr = time_transition(cap.samples("p_total", lo, hi).astype(float), lo, s, dt, end_at=end_at)
         if math.isfinite(tr.latency_s):
             entry = max(entry, s + tr.latency_s / dt)
+        if math.isfinite(tr.settle_s):
+            settled = max(entry, s + tr.settle_s / dt)
     io = trace.io_arrays()
     busy = [(float(cap.sample_id(a)), float(cap.sample_id(b))) for a, b in zip(io["submit"], io["complete"])]
+    # a format, reset or another Set Features later in the step moves the rails for a reason of its own
+    later = [float(cap.sample_id(x.t_start)) for x in cap.events
+             if x.kind == NVME and x is not e and x.t_start > e.t_end and _changes_load(x)]
     table = _apst_table(apst)
     moves = apst_moves(lambda a, b: cap.samples("p_total", max(0, a), min(cap.length, b)), dt, busy, entry,
-                       float(cap.length), ps, table, limit_of or (lambda old, new: None))
+                       float(cap.length), ps, table, limit_of or (lambda old, new: None), level_of,
+                       quiet_until=min(later) if later else None, look_from=settled)
     out = []
     for m in moves:
         tr = m.tr
         notes = json.dumps({"from_ps": tr.from_ps, "to_ps": tr.to_ps, "expected_s": m.expected_s,
-                            "idle_from_s": m.idle_from_s, "itpt_ms": m.itpt_s * 1e3, "before_w": tr.before_w,
-                            "after_w": tr.after_w, "from": "apst", "why": tr.note,
+                            "idle_from_s": m.idle_from_s, "itpt_ms": None if math.isnan(m.itpt_s) else m.itpt_s * 1e3,
+                            "before_w": tr.before_w, "after_w": tr.after_w, "from": "apst",
+                            "predicted": m.predicted, "why": m.flag or tr.note,
                             "limit": "EXLAT(old) + ENLAT(new)"}, default=str)
         limit = None if math.isnan(tr.limit_s) else tr.limit_s
-        name = f"apst PS{tr.from_ps}->PS{tr.to_ps}"
+        name = f"apst PS{_ps(tr.from_ps)}->PS{_ps(tr.to_ps)}"
+        if not m.predicted:        # not the table's move: flagged for a reader, never judged as if it were
+            out.append(row(UNPREDICTED, name, m.expected_s - m.idle_from_s, "s", "marginal", notes=notes))
+            continue
         out.append(row("apst.entry_latency_s", name, tr.latency_s, "s", "info", notes=notes))
         out.append(row("apst.rails_settle_s", name, tr.settle_s, "s", tr.verdict, upper=limit,
                        marginal_upper=tr.marginal_from,
                        requirement_met=(tr.verdict == "pass") if tr.verdict != "n/a" else None, notes=notes))
     return out
+
+
+def _ps(ps) -> str:
+    return "?" if ps is None else str(ps)
 
 
 def _changes_load(e) -> bool:

@@ -546,7 +546,7 @@ class Sweep:
             an = analyse(cap, cap.events, cap.metadata)
             traced = command_trace.measurements(cap, ntrace, self._transition_limit_s(self._prev_ps, step.power_state),
                                                 self._prev_ps, step.power_state, apst=self._apst_kept,
-                                                limit_of=self._transition_limit_s)
+                                                limit_of=self._transition_limit_s, level_of=self._idle_power_w)
             verdicts = self._referee(cap, tl, ipm_polls, step, an) if plan.checks.self_reported_power else []
             self._limit_verdicts = self._referee_limit(cap, tl) if plan.checks.power_limit_w else []
             said_rows = measure.drive_said(said(cap.events), lambda u: float(cap.sample_id(u)) * cap.interval_s)
@@ -601,6 +601,14 @@ class Sweep:
                   "measured_s": plan.timing.idle_s + kind.measured_s(run)}
         return {"step": step_row, "phases": phases, "measurements": ms, "figures": figs, "timing": timing,
                 "throttled": throttled}
+
+    def _idle_power_w(self, ps: int) -> float | None:
+        """The state's IDLP from id-ctrl (None when the drive does not state it): which state an APST move
+        went to, by the level the rails settled at (analysis/apst.py)."""
+        try:
+            return self._ident.state(ps).idle_power_w
+        except (AttributeError, IndexError, KeyError, TypeError, PowerrigError):
+            return None
 
     def _transition_limit_s(self, old: int | None, new: int) -> float | None:
         """NVMe worst case EXLAT(old) + ENLAT(new) from id-ctrl; the largest EXLAT when the state left

@@ -90,7 +90,7 @@ def create_app(store: ResultStore, page_size: int = PAGE_SIZE) -> Flask:
         params = json.loads(s["params"]) if s.get("params") else {}
         return render_template("step.html", run=r, step=s, measurements=ms, phases=phases, params=params,
                                referee=charts.referee(ms, {s["key"]: idx}), commands=command_report.tables(ms),
-                               trace=charts.step_trace(s, phases))
+                               trace=charts.step_trace(s, phases, command_report.apst_marks(ms, s["key"])))
 
     @app.get("/curves")
     def curves():

@@ -39,17 +39,17 @@ def svg_of(draw) -> str | None:
     return text[re.search(r"<svg\b", text).start():]      # no XML prolog or DOCTYPE inside HTML
 
 
-def step_trace(step: dict, phases: list[dict]) -> str | None:
+def step_trace(step: dict, phases: list[dict], apst: list[tuple[float, str, bool]] = ()) -> str | None:
     """The step's power over time as the sweep report's first screen draws it (rails and total, phases,
-    commands, its busiest 40 ms at the interposer's resolution), as inline SVG; None when the step's
-    capture is not there or cannot be read."""
+    commands and APST moves, its busiest 40 ms at the interposer's resolution), as inline SVG; None when
+    the step's capture is not there or cannot be read."""
     from pathlib import Path
 
     from powerrig.results.step_trace import plot_step
     cap = step.get("capture")
     if not cap or not Path(cap).exists():
         return None
-    return svg_of(lambda buf, fmt: plot_step(cap, phases, buf, fmt=fmt))
+    return svg_of(lambda buf, fmt: plot_step(cap, phases, buf, fmt=fmt, apst=apst))
 
 
 def referee(measurements: list[dict], step_index: dict) -> dict | None:

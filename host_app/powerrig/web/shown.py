@@ -46,6 +46,13 @@ MEANINGS = {
     "OCP PCM-2": "OCP: peak power over 100 us windows against the slot's peak limit",
     "OCP PCM-3": "OCP: average power over the phase against the power state's limit",
     "OCP PWR-6": "OCP: idle power against the idle limit",
+    "apst.entry_latency_s": "an APST move the drive's table gives: from when it was due (idle since the last traced "
+                            "I/O, or since entering the state, + ITPT) to the rails leaving the old level, s",
+    "apst.rails_settle_s": "the same APST move: from when it was due to the rails settled at the new level, judged "
+                           "against EXLAT(old) + ENLAT(new), s",
+    "apst.unpredicted_s": "a rails step in idle the APST table does not give (before ITPT, from a state it moves "
+                          "nowhere, later than due, or to another state's IDLP): the idle time before it, s; "
+                          "marginal, for a reader's eye (the rails cannot tell it from the drive's own idle work)",
     "NVMe IDLP": "NVMe idle power (IDLP) the drive states for this power state, against the measured idle",
     "NVMe ACTP": "NVMe active power (ACTP) the drive states, against the measured active power",
 }

@@ -15,7 +15,7 @@ from powerrig.analysis.apst import apst_moves, idle_stretches
 from powerrig.capture import CaptureReader
 from powerrig.dut.nvme import NvmeCli
 from powerrig.results import ResultStore, command_report
-from powerrig.results.step_trace import plot_step
+from powerrig.results.step_trace import plot_step, plot_strip
 from powerrig.results.sweep_report import write_sweep_report
 from powerrig.sim import rig as simrig
 from powerrig.sim.ssd.client import request
@@ -159,6 +159,10 @@ def test_moves_the_table_does_not_give_are_flagged_in_the_sweep_report_and_on_th
     assert page.status_code == 200 and text.count("<tr class=unpredicted>") == 2
     assert text.count("APST PS0-&gt;PS3 not in table") == 2          # drawn on the step's trace (inline SVG)
     assert text.count("apst.unpredicted_s") >= 2                     # and in the measurements table
+    # the report's strip of every step draws them too (the same PNG without the marks differs)
+    marks, with_marks, without = command_report.apst_marks(ms, step["key"]), io.BytesIO(), io.BytesIO()
+    assert len(marks) == 2 and plot_strip([("s", step["capture"], [], marks)], with_marks)
+    assert plot_strip([("s", step["capture"], [])], without) and with_marks.getvalue() != without.getvalue()
 
 
 def test_io_resuming_before_itpt_expects_no_move():

@@ -77,8 +77,8 @@ def steps_html(steps: list[dict], ms: list[dict], phases: list[dict], out: Path,
     for p in phases:
         by_step[p["step"]].append(p)
     h = ["<section id=traces><h2>Power per step</h2>"]
-    strip = [(f"{s['idx'] + 1}. {s['key']}", s["capture"], by_step.get(s["key"], [])) for s in steps
-             if s.get("capture") and Path(s["capture"]).exists()]
+    strip = [(f"{s['idx'] + 1}. {s['key']}", s["capture"], by_step.get(s["key"], []), apst_marks(ms, s["key"]))
+             for s in steps if s.get("capture") and Path(s["capture"]).exists()]
     if strip and step_trace.plot_strip(strip, out / "run_strip.png"):
         h.append("<img class=strip src='run_strip.png' alt='power over time of every step'>")
     h.append("<p>Each rail and the total; workloads shaded orange, idle green, each phase labelled with its "

@@ -190,10 +190,11 @@ def plot_step(capture: str | Path, phases: list[dict], path, title: str = "", fm
     return True
 
 
-def plot_strip(steps: list[tuple[str, str | Path, list[dict]]], path: Path, per_row: int = 8) -> bool:
+def plot_strip(steps: list[tuple], path: Path, per_row: int = 8) -> bool:
     """Every step's trace side by side, one panel per step, widths by duration, one power scale: the run
-    at a glance. ``steps``: (label, capture, phases). False when no capture can be read."""
-    caps = [(label, _open(c), ph) for label, c, ph in steps]
+    at a glance. ``steps``: (label, capture, phases[, APST moves as plot_step takes them]). False when no
+    capture can be read."""
+    caps = [(x[0], _open(x[1]), x[2], x[3] if len(x) > 3 else ()) for x in steps]
     caps = [x for x in caps if x[1] is not None]
     if not caps:
         return False
@@ -201,7 +202,7 @@ def plot_strip(steps: list[tuple[str, str | Path, list[dict]]], path: Path, per_
         plt = pyplot()
         rows = [caps[k:k + per_row] for k in range(0, len(caps), per_row)]
         top = 0.0
-        for _, cap, _ in caps:
+        for _, cap, _, _ in caps:
             s = cap.summaries("p_total", 0, cap.length, min(POINTS, cap.length))
             if not np.isnan(s["max"]).all():
                 top = max(top, float(np.nanmax(s["max"])))
@@ -209,15 +210,15 @@ def plot_strip(steps: list[tuple[str, str | Path, list[dict]]], path: Path, per_
         sub = fig.subfigures(len(rows), 1, squeeze=False)
         for r, row in enumerate(rows):
             axs = sub[r, 0].subplots(1, len(row), sharey=True, squeeze=False,
-                                     gridspec_kw={"width_ratios": [max(c.duration_s, 1e-3) for _, c, _ in row],
+                                     gridspec_kw={"width_ratios": [max(c.duration_s, 1e-3) for _, c, _, _ in row],
                                                   "wspace": 0.04})[0]
-            for k, (ax, (label, cap, ph)) in enumerate(zip(axs, row)):
-                _draw(ax, cap, ph, top or None, legend=(r == 0 and k == 0))
+            for k, (ax, (label, cap, ph, apst)) in enumerate(zip(axs, row)):
+                _draw(ax, cap, ph, top or None, legend=(r == 0 and k == 0), apst=apst)
                 ax.set_title(label, fontsize=7, loc="left", pad=2)
             axs[0].set_ylabel("W", fontsize=7)
         _save(fig, path)
     finally:
-        for _, cap, _ in caps:
+        for _, cap, _, _ in caps:
             cap.close()
     return True
 

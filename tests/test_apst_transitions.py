@@ -139,6 +139,9 @@ def test_moves_the_table_does_not_give_are_flagged_in_the_sweep_report_and_on_th
     # the Set Features' own change (PS4 before the sweep -> PS0) ends before the drive's first move
     sf_settle = next(m for m in ms if m["name"] == "transition.rails_settle_s")
     assert json.loads(sf_settle["notes"])["after_w"] > 0.5 and sf_settle["value"] < 0.05
+    # nor judged from the host's view: its settle window reached the drive's first move (100 ms later)
+    after = next(m for m in ms if m["name"] == "transition.after_completion_s")
+    assert after["outcome"] == "n/a" and "an APST move began 0.1" in json.loads(after["notes"])["why"], after
     with CaptureReader(step["capture"]) as cap:
         dt = cap.interval_s
         sf = [e for e in cap.events if e.kind == "nvme" and e.name == "set-feature power"][-1]

@@ -233,6 +233,19 @@ def _ps(ps) -> str:
     return "?" if ps is None else str(ps)
 
 
+def first_apst_s(rows: list[dict]) -> float | None:
+    """Capture seconds where the step's first APST move the rails showed began (a predicted one's due
+    time + latency, a flagged one's onset), from the rows :func:`measurements` made; None without one."""
+    out = []
+    for m in rows:
+        if m["name"] not in ("apst.entry_latency_s", UNPREDICTED) or m["value"] is None:
+            continue
+        t = json.loads(m["notes"]).get("expected_s")
+        if isinstance(t, (int, float)) and math.isfinite(m["value"]):
+            out.append(t + (m["value"] if m["name"] == "apst.entry_latency_s" else 0.0))
+    return min(out) if out else None
+
+
 def _changes_load(e) -> bool:
     """Events after which the rails may move for a reason of their own (a workload, another state, a
     format): the transition's window ends at the first. Reads (get-feature, logs, identify) do not."""

@@ -560,7 +560,7 @@ class Sweep:
         phases = measure.phase_rows(an)
         extra = list(own_first)
         extra += measure.transition(an, self._transition_limit_s(self._prev_ps, step.power_state), self._prev_ps,
-                                    step.power_state)
+                                    step.power_state, apst_from_s=command_trace.first_apst_s(traced))
         self._prev_ps = step.power_state
         extra += traced
         extra += measure.self_reported(an, plan.checks.self_reported_tolerance_pct)

@@ -94,11 +94,13 @@ def measurements(an, measure_phase: str | None, idle_phase: str | None, capacity
     return out
 
 
-def transition(an, limit_s: float | None, old_ps: int | None, new_ps: int) -> list[dict]:
+def transition(an, limit_s: float | None, old_ps: int | None, new_ps: int,
+               apst_from_s: float | None = None) -> list[dict]:
     """ENLAT + EXLAT against the measured transition: how long after the set-feature completed the
     rails were still moving to the new state's level (a drive may complete the command first and
     finish the transition after). ``limit_s``: old EXLAT + new ENLAT from id-ctrl (the engine knows
-    the state it leaves; a capture alone does not)."""
+    the state it leaves; a capture alone does not). ``apst_from_s``: where the drive's first APST move
+    began (capture s, sweep/command_trace.first_apst_s): a settle reaching it is that move's, not judged."""
     limit = _number(limit_s)
     sets = [c for c in an.commands if c.name == "set-feature power"]
     if not sets or limit is None:
@@ -107,13 +109,18 @@ def transition(an, limit_s: float | None, old_ps: int | None, new_ps: int) -> li
     after = max(0.0, c.settle_s - c.duration_s)
     # settle_s counts whole sample intervals: with the set-feature placed on its traced submission (~1 ms
     # wide, dut/nvmetrace.py) rather than nvme-cli's ~100 ms call, that interval is the figure's resolution
-    j = judge(after, limit, units="s", uncertainty=(getattr(an, "info", None) or {}).get("interval_s"))
+    apst_inside = apst_from_s is not None and c.start_s < apst_from_s <= c.start_s + c.settle_s
+    # an APST move inside the window: the settle measured is the move's, so nothing is judged
+    j = judge(None if apst_inside else after, limit, units="s",
+              uncertainty=(getattr(an, "info", None) or {}).get("interval_s"),
+              short=f"an APST move began {apst_from_s - c.start_s:.4f} s after the set-feature, inside its settle "
+                    "window (transition.rails_settle_s times the change itself)" if apst_inside else "")
     ok = j.verdict in (Verdict.PASS, Verdict.MARGINAL)
     return [_m("transition.settle_s", c.name, c.settle_s, "s", "info",
                notes=json.dumps({"from": "set-feature start", "command_s": c.duration_s, "before_w": _number(c.before_w),
                                  "after_w": _number(c.after_w)})),
             _m("transition.after_completion_s", c.name, after, "s", str(j.verdict), upper=limit,
-               marginal_upper=j.marginal_from, requirement_met=ok,
+               marginal_upper=j.marginal_from, requirement_met=ok if j.verdict != Verdict.NA else None,
                notes=json.dumps({"limit": "EXLAT(old) + ENLAT(new)", "from_ps": old_ps, "to_ps": new_ps,
                                  **({"why": j.why} if j.why else {})}))]
 

@@ -33,8 +33,12 @@ from test_rp2_emulator import started_board  # noqa: E402
 pytestmark = pytest.mark.timeout(3600)
 
 PERIOD_S = 4e-6
-WAVE_S = 4.5
-BROKEN_S = 3.0               # from here the 3.3 V current input is an open one
+WAVE_S = 3.8                 # the break and 1.5 s of it: the broken self-test's 0.8 s, never a wrap
+BROKEN_S = 2.3               # from here the 3.3 V current input is an open one. The good self-test
+                             # ends at ~1.73 s of emulated time (boot ~0.53 s, describe and pings, the
+                             # self-test's own 0.8 s); only the pings' ~2 s of host gaps grow with the
+                             # emulator's speed: 2.3 s holds up to ~25 % of real time (1-6 % here).
+                             # (3.0 before: 0.7 s more emulated waiting, ~20 CPU s.)
 BROKEN_CHANNEL = 3           # (v0 i0 v1 i1 v2 i2 digital): 3V3 I
 BROKEN_NOISE = 300.0         # codes rms, over the self-test's 20-code limit
 STUCK_CHANNEL = 0            # and from BROKEN_S the 12 V voltage input is shorted to a rail: one code,
@@ -75,8 +79,8 @@ def board(tmp_path_factory):
 @pytest.fixture(scope="module")
 def clock(board):
     """The first thing the fresh board hears: a host's describe and 40 clock pings."""
-    pings = clock_truth.ping_board(board.port, 40, 0.05, board.timelog, describe_first=True)
-    time.sleep(1.5)                          # (the runner writes its time log every half second)
+    pings = clock_truth.ping_board(board.port, 40, 0.05, board.timelog, describe_first=True, flush=board.flush_log)
+    board.flush_log()                        # (the runner's time log, written now: no 1.5 s sleep)
     return pings, clock_truth.clock_error(pings, board.timelog)
 
 

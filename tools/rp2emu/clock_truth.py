@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import select
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -39,15 +40,19 @@ def _log(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def ping_board(port: str, n: int, gap_s: float, timelog: Path, reply_timeout_s: float = 120.0,
-               describe_first: bool = False) -> list[dict]:
+               describe_first: bool = False, flush: Callable[[], None] | None = None) -> list[dict]:
     """n clock pings in the host's own form over the raw pty, one at a time: per ping the host->board
     byte offset just after its last byte, the board->host offset of its reply's first byte, and the
     reply's indices. Opens the port after a resync preamble, as the host does. The offsets count from
     the board's boot (the time log's): what earlier hosts exchanged is read from the log first, with
     the link quiet (the runner writes its log every half second). ``describe_first``: a describe
     answered before the first ping, as the host's open does (powerrig.interposer.client): right
-    after boot a ping sent before the board's main loop runs is read only when the loop starts."""
-    time.sleep(1.5)
+    after boot a ping sent before the board's main loop runs is read only when the loop starts.
+    ``flush``: writes the runner's log now (EmulatedBoard.flush_log), instead of waiting 1.5 s for it."""
+    if flush is None:
+        time.sleep(1.5)
+    else:
+        flush()
     outs, ins = _log(timelog) if timelog.exists() else (np.zeros((0, 3), np.int64), np.zeros((0, 4), np.int64))
     fd = os.open(port, os.O_RDWR | os.O_NOCTTY)
     sent = int(outs[-1, 2]) if len(outs) else 0

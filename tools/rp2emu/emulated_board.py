@@ -199,6 +199,24 @@ class EmulatedBoard:
                     return buf.split(b"\n")[0].decode(errors="replace").strip()
         return buf.decode(errors="replace").strip()
 
+    def flush_log(self, timeout: float = 60.0) -> None:
+        """The runner's stats and time log written now (SIGUSR1), returning once they are: a write that
+        ends after this call began started after every event the host had seen by then, as the
+        runner logs and writes on one thread. Instead of sleeping past its half-second write."""
+        def stamp():
+            try:
+                st = os.stat(self.stats_path)
+                return st.st_ino, st.st_mtime_ns
+            except OSError:
+                return None
+        before = stamp()
+        self.proc.send_signal(signal.SIGUSR1)
+        end = time.monotonic() + timeout
+        while stamp() == before:
+            if time.monotonic() > end or self.proc.poll() is not None:
+                raise RuntimeError(f"the emulated board wrote no stats within {timeout:g} s of SIGUSR1")
+            time.sleep(0.01)
+
     def stats(self) -> dict:
         try:
             return json.loads(self.stats_path.read_text())

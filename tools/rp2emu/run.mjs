@@ -13,7 +13,7 @@
 //           stack_top), so the callers of a hot function show (symbolise both with the image's ELF:
 //           arm-none-eabi-addr2line -f -e firmware.elf ADDR).
 // Prints one line "ready" on stdout once the board's USB is enumerated; stats (JSON) are written to
-// --stats every half second of wall time and on exit (SIGTERM, SIGINT, --wall).
+// --stats every half second of wall time, on SIGUSR1 and on exit (SIGTERM, SIGINT, --wall).
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -119,6 +119,9 @@ function writeStats() {
 function finish(code) { writeStats(); process.exit(code); }
 process.on('SIGTERM', () => finish(0));
 process.on('SIGINT', () => finish(0));
+// SIGUSR1: the stats and the time log written now (emulated_board.py flush_log: a host that waits for
+// them reads them at once instead of sleeping past the half-second write)
+process.on('SIGUSR1', () => writeStats());
 // SIGUSR2: the emulated SRAM to <stats>.sram (debugging the firmware's state with its ELF's symbols)
 process.on('SIGUSR2', () => { if (args.stats) fs.writeFileSync(`${args.stats}.sram`, mcu.sram); });
 

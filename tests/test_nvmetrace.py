@@ -204,3 +204,40 @@ def test_nvmetrace_reads_the_io_queues_in_bulk_as_a_line_by_line_reader_would():
     assert [c.opcode for c in cmds if c.admin][:2] == ["nvme_admin_identify", "nvme_admin_set_features"]
     tr, note = nvmetrace.load_text(text, {"nvme0n1": 512})
     assert len(tr.io_arrays()["submit"]) == 72 and " and 75 I/O commands traced" in note   # the failed and the open one left out
+
+
+def _same_read(a, b) -> None:
+    assert a[1] == b[1] and a[2] == b[2]
+    for k, v in a[0].items():
+        w = b[0][k]
+        assert v == w if k == "disks" else (v.dtype == w.dtype and np.array_equal(v, w, equal_nan=v.dtype.kind == "f")), k
+
+
+@pytest.mark.parametrize("odd", ["none", "tab before the stamp", "# in the task", "stamp at the line start",
+                                 "a second ': nvme_'", "stamp not digits.digits", "lines between", "no disk"])
+def test_bulk_reader_shortcut_reads_what_the_full_pattern_reads(odd, monkeypatch):
+    """nvme_io_lines finds the I/O lines from the literal ': nvme_' and checks each line's start after;
+    on a line start it does not take as plain (whitespace other than a space before the stamp, '#',
+    nothing before the stamp, ...) the chunk goes through the full pattern: either way the result is
+    the full pattern's alone, in one chunk and cut into many."""
+    from powerrig.dut import nvme_io_lines
+    lines = (REC / "trace.txt").read_text().splitlines(keepends=True)
+    io = [k for k, line in enumerate(lines) if "qid=2" in line]
+    k = io[len(io) // 2]
+    edit = {"tab before the stamp": lambda s: s.replace(" 14", "\t14", 1), "# in the task": lambda s: s.replace("-", "#", 1),
+            "stamp at the line start": lambda s: s[s.index(" 14") + 1:],
+            "a second ': nvme_'": lambda s: "x: nvme_setup_cmd: 1.5 " + s.lstrip(),
+            "stamp not digits.digits": lambda s: s.replace(" 14", " 1.4", 1),
+            "lines between": lambda s: "\n# a note\nsomething else\n\n" + s,
+            "no disk": lambda s: s.replace("disk=nvme0n1, ", "")}.get(odd, lambda s: s)
+    text = "".join(lines[:k] + [edit(lines[k])] + lines[k + 1:])
+    plain = odd in ("none", "a second ': nvme_'", "lines between", "no disk")
+    assert (nvme_io_lines._split(text) is not None) == plain       # the shortcut taken where the starts are plain
+    for chunk in (8 << 20, 900):
+        monkeypatch.setattr(nvme_io_lines, "CHUNK_CHARS", chunk)
+        fast = nvme_io_lines.read(text)
+        with monkeypatch.context() as m:
+            m.setattr(nvme_io_lines, "_split", lambda _: None)
+            full = nvme_io_lines.read(text)
+        assert len(full[0]["submit"]) >= 70
+        _same_read(fast, full)

@@ -3,7 +3,8 @@ numpy arrays, no Python object kept per command.
 
 A fast drive's step traces half a million reads or writes (two lines each); reading them one line at
 a time into a Command each cost ~9 s of CPU a step (the demo's sweep spent more CPU on the trace than
-on everything else). The admin queue's few commands, the markers and the header are handed back as
+on everything else); the lines are found by a literal search, not a scan from each line's start
+(below, _TAIL). The admin queue's few commands, the markers and the header are handed back as
 lines for dut/nvmetrace.py's per-line reader. Format: Linux 6.1 drivers/nvme/host/trace.h
 (nvme_setup_cmd, nvme_complete_rq) and trace.c (nvme_trace_read_write: "slba=%llu, len=%u, ..."),
 quoted in dut/nvmetrace.py.
@@ -23,6 +24,14 @@ _IO = re.compile(
     r"|res=(?:0x[0-9a-f]+|0), retries=\d+, flags=0x[0-9a-f]+, status=(0x[0-9a-f]+|0))"
     r"|([^\n]*))$", re.M)
 _T, _EV, _CTRL, _DISK, _QID, _CID, _OP, _SLBA, _LEN, _ARGS, _STATUS, _OTHER = range(12)
+
+# The same lines found from the literal ": nvme_" on (a fast search) with the rest of _IO from there, each
+# line's start (task, CPU, flags, " " timestamp) checked after; a chunk where a start is not that plain
+# form goes through _IO itself, so the rows are _IO's either way. _IO's lazy scan from every line's start
+# tried each position in turn: ~3 us a line, most of a step's trace CPU.
+_TAIL = re.compile(_IO.pattern[_IO.pattern.index(": nvme_(s|c)"):_IO.pattern.index(r"|([^\n]*))$")] + "$", re.M)
+_STAMPS = re.compile(r"[0-9]+\.[0-9]+(?: [0-9]+\.[0-9]+)*")
+_COLS = 10                    # _TAIL's groups: _EV .. _STATUS
 
 RW = {"nvme_cmd_read": False, "nvme_cmd_write": True}
 
@@ -46,6 +55,42 @@ def _codes(col: np.ndarray, names: list) -> np.ndarray:
     return out
 
 
+def _split(chunk: str) -> tuple[list, list] | None:
+    """(the I/O lines' columns _T .. _STATUS as lists, the other lines) of a chunk by _TAIL, or None
+    where a line's start is not the plain form (_IO decides those)."""
+    parts = _TAIL.split(chunk)
+    # each piece: the end of the line before (""), whole other lines, the next I/O line's start
+    pieces = parts[::_COLS + 1]
+    *starts, last = pieces
+    stamps = [p.rpartition(" ")[2] for p in starts]
+    if stamps and not _STAMPS.fullmatch(" ".join(stamps)):     # no space before a stamp, or not digits.digits
+        return None
+    other = []
+    plain = "".join(starts[1:])
+    if plain.count("\n") != len(starts) - 1 or "#" in plain:    # other lines between I/O lines: one by one
+        whole = [i for i in range(1, len(starts)) if starts[i].rfind("\n") > 0 or "#" in starts[i]]
+    else:
+        whole = []
+    for i in ([0] if starts else []) + whole:
+        k = starts[i].rfind("\n")
+        if "#" in starts[i][k + 1:]:
+            return None
+        other.extend(x for x in starts[i][(i > 0):max(k, 0)].split("\n") if x)
+    other.extend(x for x in last[(len(pieces) > 1):].split("\n") if x)
+    cols = [stamps] + [parts[1 + j::_COLS + 1] for j in range(_COLS)]
+    cols[_DISK] = [x or "" for x in cols[_DISK]]      # the one column whose "" is a value (no disk)
+    return cols, other
+
+
+def _findall(chunk: str) -> tuple[list, list]:
+    """_split's answer by _IO itself."""
+    rows = _IO.findall(chunk)
+    io = [r for r in rows if r[_T]]
+    other = [r[_OTHER] for r in rows if not r[_T] and r[_OTHER]]
+    cols = [list(c) for c in zip(*io)] if io else [[] for _ in range(_OTHER)]
+    return cols[:_OTHER], other
+
+
 def read(text: str) -> tuple[dict, list[str], list[tuple]]:
     """(the I/O queues' reads and writes as arrays, every other line in order, the I/O queues' other
     commands as (t_submit, t_complete, status, ctrl, qid, cid, opcode, args text, disk)).
@@ -57,25 +102,19 @@ def read(text: str) -> tuple[dict, list[str], list[tuple]]:
     parts, other, disks = [], [], [""]
     row0 = 0
     for chunk in _chunks(text):
-        rows = _IO.findall(chunk)
-        if not rows:
+        cols, more = _split(chunk) or _findall(chunk)
+        other.extend(more)
+        n = len(cols[_T])
+        if not n:
             continue
-        a = np.array(rows, dtype=object)
-        io = a[:, _T] != ""
-        if not io.all():
-            other.extend(s for s in a[~io, _OTHER].tolist() if s)
-        a = a[io]
-        idx = np.flatnonzero(io) + row0
-        row0 += len(rows)
-        if not len(a):
-            continue
-        setup = a[:, _EV] == "s"
-        parts.append({"t": a[:, _T].astype(float), "setup": setup,
-                      "key": ((a[:, _CTRL].astype(np.int64) << 32) | (a[:, _QID].astype(np.int64) << 16)
-                              | a[:, _CID].astype(np.int64)),
-                      "row": idx, "op": a[:, _OP], "slba": a[:, _SLBA],
-                      "len": a[:, _LEN], "args": a[:, _ARGS], "status": a[:, _STATUS],
-                      "disk": _codes(a[:, _DISK], disks)})
+        obj = [np.array(c, dtype=object) for c in cols]
+        ints = [np.fromiter(map(int, cols[c]), np.int64, n) for c in (_CTRL, _QID, _CID)]
+        parts.append({"t": np.fromiter(map(float, cols[_T]), float, n), "setup": obj[_EV] == "s",
+                      "key": (ints[0] << 32) | (ints[1] << 16) | ints[2],
+                      "row": np.arange(row0, row0 + n), "op": obj[_OP], "slba": obj[_SLBA],
+                      "len": obj[_LEN], "args": obj[_ARGS], "status": obj[_STATUS],
+                      "disk": _codes(obj[_DISK], disks)})
+        row0 += n
     if not parts:
         return _empty(disks), other, []
     p = {k: np.concatenate([x[k] for x in parts]) for k in parts[0]}

@@ -131,10 +131,10 @@ def _list(args) -> int:
 
 
 def _stop(args) -> int:
-    from powerrig.sim import rig
+    from powerrig.sim import processes      # not sim.rig: signals and the registry, not numpy and the whole rig
 
-    if not args.id and not args.all and not rig.running():
+    if not args.id and not args.all and not processes.running():
         return 0                     # nothing to stop: the state the user asked for already holds
-    stopped = rig.stop(args.id, args.all)
+    stopped = processes.stop(args.id, args.all)
     print(f"stopped {len(stopped)} virtual rig(s)" + (f": {', '.join(stopped)}" if stopped else ""))
     return 0

@@ -23,11 +23,11 @@ import uuid
 from pathlib import Path
 
 from powerrig.core import rig_registry
-from powerrig.core.errors import PowerrigError
 from powerrig.sim.bench.calbench import BenchFixture, ReferenceMeter, ReferenceServer
 from powerrig.sim.interposer.board import Faults, VirtualInterposer
 from powerrig.sim.qemu.drive import QemuDrive
 from powerrig.sim.qemu import image as qemu_image
+from powerrig.sim.processes import RigError, children as _children, stop  # noqa: F401 - the rig's API
 from powerrig.sim.ssd import profile as profiles
 from powerrig.sim.ssd.drive import VirtualSSD
 from powerrig.sim.ssd.power import PowerSpec
@@ -37,10 +37,6 @@ DEFAULT_PROFILE = "d5-p5336"
 QEMU_DRIVE = "qemu"       # not a profile: the drive is QEMU's NVMe controller in a guest (sim/qemu)
 BOOT_TIMEOUT_S = 330.0    # a QEMU guest boots in 2-3 s on an idle machine; a loaded one takes longer
 TOOLS_DIR = Path(__file__).with_name("tools")      # the impersonated nvme-cli and fio (sim/tools)
-
-
-class RigError(PowerrigError):
-    pass
 
 
 def tool_command(tool: str, endpoint: str) -> list[str]:
@@ -117,11 +113,11 @@ def serve(profile: str, rig_id: str, root: Path, seed: int, drift_ppm: float, ca
     state = {"id": rig_id, "pid": os.getpid(), "owner": owner, "profile": profile, "port": sim.port, **drive_state,
              "started": time.time(), "reference": reference.resource, "log": str(rig_dir / "rig.log")}
     rig_registry.register(state, root)
-    stop = threading.Event()
+    asked = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, lambda *_: asked.set())
     try:
-        while not stop.wait(1.0):
+        while not asked.wait(1.0):
             if owner and not _pid_alive(owner):
                 # a sweep, the GUI or a test session started us and was killed: nobody will stop us
                 print(f"powerrig sim rig {rig_id}: its owner (pid {owner}) is gone; stopping", flush=True)
@@ -171,47 +167,7 @@ def start(profile: str = DEFAULT_PROFILE, seed: int = 1, drift_ppm: float = 35.0
     raise RigError(f"the virtual rig did not come up within {timeout:g} s; see {root / (rig_id + '.log')}")
 
 
-_children: dict[int, subprocess.Popen] = {}   # rigs this process started (reaped on stop)
-
-
-def _alive(pid: int, rig_id: str) -> bool:
-    """Is pid still *this* rig? A child of ours that has exited is not (whatever /proc says)."""
-    child = _children.get(pid)
-    if child is not None and child.poll() is not None:
-        return False
-    return rig_registry.is_alive(pid, rig_id)
-
-
 running = rig_registry.running   # rigs whose process is alive (`powerrig sim list`, the demo)
-
-
-def stop(rig_id: str | None = None, all_: bool = False, timeout: float = 10.0) -> list[str]:
-    rigs = running()
-    if not all_:
-        if rig_id is None:
-            if len(rigs) != 1:
-                raise RigError(f"{len(rigs)} virtual rigs are running; name one (`powerrig sim list`) or use --all")
-            rig_id = rigs[0]["id"]
-        rigs = [r for r in rigs if r["id"] == rig_id]
-        if not rigs:
-            raise RigError(f"no running virtual rig with id {rig_id}; see `powerrig sim list`")
-    for r in rigs:
-        try:
-            os.kill(r["pid"], signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + timeout
-    for r in rigs:
-        while time.monotonic() < deadline and _alive(r["pid"], r["id"]):
-            time.sleep(0.05)
-        child = _children.pop(r["pid"], None)
-        if child is not None:
-            try:
-                child.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
-    return [r["id"] for r in rigs]
 
 
 def main(argv: list[str] | None = None) -> int:

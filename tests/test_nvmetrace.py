@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from powerrig.core.timeline import NVME, POWER_STATE, Event
-from powerrig.dut import nvmetrace
+from powerrig.dut import nvme_io_lines, nvmetrace
 from powerrig.dut.transport import RemoteError
 from powerrig.sim.qemu.trace import TraceParser
 
@@ -210,7 +210,8 @@ def _same_read(a, b) -> None:
     assert a[1] == b[1] and a[2] == b[2]
     for k, v in a[0].items():
         w = b[0][k]
-        assert v == w if k == "disks" else (v.dtype == w.dtype and np.array_equal(v, w, equal_nan=v.dtype.kind == "f")), k
+        same = v == w if k == "disks" else v.dtype == w.dtype and np.array_equal(v, w, equal_nan=v.dtype.kind == "f")
+        assert same, k
 
 
 @pytest.mark.parametrize("odd", ["none", "tab before the stamp", "# in the task", "stamp at the line start",
@@ -220,11 +221,11 @@ def test_bulk_reader_shortcut_reads_what_the_full_pattern_reads(odd, monkeypatch
     on a line start it does not take as plain (whitespace other than a space before the stamp, '#',
     nothing before the stamp, ...) the chunk goes through the full pattern: either way the result is
     the full pattern's alone, in one chunk and cut into many."""
-    from powerrig.dut import nvme_io_lines
     lines = (REC / "trace.txt").read_text().splitlines(keepends=True)
     io = [k for k, line in enumerate(lines) if "qid=2" in line]
     k = io[len(io) // 2]
-    edit = {"tab before the stamp": lambda s: s.replace(" 14", "\t14", 1), "# in the task": lambda s: s.replace("-", "#", 1),
+    edit = {"tab before the stamp": lambda s: s.replace(" 14", "\t14", 1),
+            "# in the task": lambda s: s.replace("-", "#", 1),
             "stamp at the line start": lambda s: s[s.index(" 14") + 1:],
             "a second ': nvme_'": lambda s: "x: nvme_setup_cmd: 1.5 " + s.lstrip(),
             "stamp not digits.digits": lambda s: s.replace(" 14", " 1.4", 1),

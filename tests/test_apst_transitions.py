@@ -90,9 +90,12 @@ def test_apst_moves_in_a_sweep_match_the_virtual_ssd(tmp_path, simdir):
         # the rails left the old level when the drive switched (half of EXLAT(0) + ENLAT(3) after due)
         assert n["expected_s"] + la["value"] == pytest.approx(to_s(t["t_switch"]), abs=TOL_INTERVALS * dt)
         assert not io_span[0] < n["expected_s"] < io_span[1]
-        # settled against EXLAT(0) + ENLAT(3), judged as a Set Features' change is
-        assert se["upper"] == pytest.approx((prof.state(0).exlat_us + prof.state(3).enlat_us) * 1e-6)
-        assert la["value"] <= se["value"] < 0.003 and se["outcome"] in ("pass", "marginal", "fail")
+        # settled and stored, not judged: EXLAT(0) is 0, not reported (libnvme struct nvme_id_psd), so
+        # EXLAT(0) + ENLAT(3) bounds nothing (it was held to ENLAT(3) alone, 0.21 ms, before)
+        assert prof.state(0).exlat_us == 0 < prof.state(3).enlat_us
+        assert se["upper"] is None and se["outcome"] == "n/a" and se["requirement_met"] is None
+        assert n["why"].startswith("no limit: the drive does not report EXLAT of PS0 (") and "nvme_id_psd" in n["why"]
+        assert la["value"] <= se["value"] < 0.003
         assert n["before_w"] > 0.5 > 0.2 > n["after_w"]       # 1.1 W idle in PS0 -> 70 mW in PS3
     assert not [m for m in ms if m["name"] == "apst.unpredicted_s"]     # every move the table's: none flagged
     html = command_report.tables(ms)

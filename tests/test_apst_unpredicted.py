@@ -53,6 +53,25 @@ def test_a_move_before_itpt_is_flagged_not_matched():
     assert math.isnan(ok[1].tr.latency_s)          # PS3 -> PS4 (65 mW) is under the band: no step to time
 
 
+def test_a_move_whose_latency_the_drive_does_not_report_is_timed_not_judged():
+    """EXLAT(0) is 0, not reported (libnvme struct nvme_id_psd): the table's PS0 -> PS3 is timed as ever,
+    n/a with the why from ``no_limit_of`` (sweep/engine.py: analysis/descriptors.transition_limit_s),
+    where a 0 read as 0 us would hold it to ENLAT(3) alone and fail it."""
+    p = _rails([(0.1, 0.07)])
+    why = "no limit: the drive does not report EXLAT of PS0 (a latency of 0 is not reported: ...)"
+    lim = {(0, 3): None, (3, 4): 0.01}
+    rails = lambda a, b: p[max(0, a):min(N, b)]  # noqa: E731
+    got = apst_moves(rails, DT, np.zeros((0, 2)), 0.0, float(N), 0, TABLE, lambda o, n: lim[(o, n)],
+                     no_limit_of=lambda o, n: why if lim[(o, n)] is None else "")
+    zero = apst_moves(rails, DT, np.zeros((0, 2)), 0.0, float(N), 0, TABLE,
+                      lambda o, n: 0.21e-3 if (o, n) == (0, 3) else 0.01)
+    m, z = got[0], zero[0]
+    assert (m.tr.from_ps, m.tr.to_ps) == (0, 3) and m.predicted
+    assert m.tr.settle_s == z.tr.settle_s > 0.21e-3 and z.tr.verdict == "fail"     # measured the same
+    assert m.tr.verdict == "n/a" and math.isnan(m.tr.limit_s) and m.tr.note.startswith(why)
+    assert got[1].tr.note is None or why not in got[1].tr.note                    # PS3 -> PS4 has its limit
+
+
 def test_a_step_where_the_table_gives_no_move_is_flagged():
     p = _rails([(0.4, 0.07)])
     [m] = _moves(p, ps=1)                                           # PS1's entry is (0, 0): never moves

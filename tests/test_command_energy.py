@@ -3,15 +3,19 @@
 waiting) and against synthetic rails of a known energy per I/O."""
 from __future__ import annotations
 
+import json
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from powerrig.analysis.descriptors import transition_limit_s
 from powerrig.analysis.io_energy import classes, io_energy, size_label
 from powerrig.analysis.transitions import time_transition
 from powerrig.sim.ssd.model import JobLoad
 from powerrig.sim.ssd.drive import VirtualSSD
+from powerrig.sweep import measure
 
 DT = 1e-4
 
@@ -68,6 +72,50 @@ def test_transition_between_states_of_one_idle_level_has_no_latency_and_says_why
     p = _rails(ssd, 1000.0, 1002.0)
     tr = time_transition(p, 0, 1.0 / DT, DT, 0.12, 0, 2)
     assert math.isnan(tr.latency_s) and "did not change" in tr.note and tr.verdict != "fail"
+
+
+def test_a_latency_the_drive_does_not_report_is_no_limit_with_why():
+    """ENLAT / EXLAT of 0 is "not reported" (libnvme struct nvme_id_psd, NVMe base spec's Power State
+    Descriptor): a sum with such a term bounds nothing. A change is still timed and stored, n/a with why."""
+    assert transition_limit_s({0: 60000}, 60000, 1) == (pytest.approx(0.12), "")
+    assert transition_limit_s({0: 0, 3: 1200, 4: 9000}, 60000, 1)[0] is None         # the state left unknown
+    for exlat, enlat, unreported in (({0: 0}, 210, "does not report EXLAT of PS0 ("),
+                                     ({0: 1200}, 0, "does not report ENLAT of PS1 ("),
+                                     ({0: 0}, 0, "reports neither EXLAT of PS0 nor ENLAT of PS1 ("),
+                                     ({0: 0, 1: 0, 3: 1200}, 5,
+                                      "does not report EXLAT of PS0, PS1 (the state left is unknown) (")):
+        limit, why = transition_limit_s(exlat, enlat, 1)
+        assert limit is None and f"the drive {unreported}" in why and "struct nvme_id_psd" in why
+        assert "\n" not in why
+    # the virtual client drive, PS1 -> PS3 (EXLAT(1) 0, ENLAT(3) 210 us): timed the same; 0 read as 0 us failed it
+    clk = _Clock(1000.0)
+    ssd = VirtualSSD("client-apst", clock=clk)
+    ssd.set_apst(False)                     # the commanded change alone
+    ssd.set_power_state(1, t=1000.0)
+    clk.t = 1001.0
+    ssd.set_power_state(3, t=1001.0)
+    clk.t = 1002.0
+    p = _rails(ssd, 1000.0, 1002.0, noise_w=0.005)
+    st = ssd.profile.state
+    limit, why = transition_limit_s({1: st(1).exlat_us}, st(3).enlat_us, 3)
+    assert limit is None and "EXLAT of PS1 (" in why
+    tr = time_transition(p, 0, 1.0 / DT, DT, math.nan, 1, 3, no_limit=why)
+    as_zero = time_transition(p, 0, 1.0 / DT, DT, (0 + st(3).enlat_us) * 1e-6, 1, 3)
+    assert tr.settle_s == as_zero.settle_s > st(3).enlat_us * 1e-6 and as_zero.verdict == "fail"
+    assert tr.verdict == "n/a" and tr.note == why
+    # the host's view (sweep/measure.py): stored n/a with the why; no limit and no why (no id-ctrl): nothing
+    sf = SimpleNamespace(name="set-feature power", settle_s=0.004, duration_s=0.001, start_s=1.0, before_w=1.1,
+                         after_w=0.07)
+    an = SimpleNamespace(commands=[sf], info={"interval_s": DT})
+    assert measure.transition(an, None, 1, 3) == []
+    settle, after = measure.transition(an, None, 1, 3, no_limit=why)
+    assert settle["value"] == 0.004 and after["value"] == pytest.approx(0.003)
+    assert after["outcome"] == "n/a" and after["upper"] is None and after["requirement_met"] is None
+    assert json.loads(after["notes"])["why"] == why
+    both = json.loads(measure.transition(an, None, 1, 3, apst_from_s=1.002, no_limit=why)[1]["notes"])["why"]
+    assert "an APST move began 0.0020 s after" in both and both.endswith(why)
+    judged = measure.transition(an, 0.12, 1, 3, no_limit="")[1]
+    assert judged["outcome"] == "pass" and judged["upper"] == 0.12 and judged["requirement_met"]
 
 
 def _synthetic(rate_fn, e_j, base_w, seconds, dt=1e-3, seed=2, kind_write=False, nbytes=4096):

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from conftest import run_cli
+from powerrig.analysis.checks import judge
 from powerrig.results import ResultStore
 from powerrig.sim.ssd.model import expected_point
 from powerrig.sweep.engine import Sweep, steady_state_met
@@ -284,10 +285,16 @@ def test_datasheet_validation_plan_checks_transition_time_and_self_reported_powe
         by.setdefault((m["step"], m["name"], m["phase"]), m)
     steps = [s["key"] for s in store.steps(run)]
     assert len(steps) == 4
+    judged = 0
     for key in steps:
         t = by[(key, "transition.after_completion_s", "set-feature power")]
         assert t["upper"] == pytest.approx(0.12)            # EXLAT 60 ms + ENLAT 60 ms from id-ctrl
         assert t["outcome"] == "pass" and t["requirement_met"] and 0 <= t["value"] <= 0.12
+        # the traced change too (sweep/command_trace.py), judged by judge() against the latencies reported
+        r = by[(key, "transition.rails_settle_s", "set-feature power")]
+        j = judge(r["value"], 0.12, uncertainty=plan.rig.interval_us * 1e-6, units="s")
+        assert r["upper"] == pytest.approx(0.12) and r["outcome"] == str(j.verdict)
+        judged += r["value"] is not None and r["outcome"] in ("pass", "marginal")
         phases = ["idle"] + ([f"measure:{key.split('/')[1]}"] if "idle" not in key else [])
         for ph in phases:
             err = by[(key, "power.self_reported.error_pct", ph)]
@@ -301,6 +308,7 @@ def test_datasheet_validation_plan_checks_transition_time_and_self_reported_powe
             span = notes["intervals"] * 0.1
             assert notes["intervals"] >= 24 and span - 0.3 <= notes["window_s"] <= span + 0.01, notes
             assert notes["error_bound_pct"] == 5 and notes["estimated"] is False and notes["max_w"] >= by[(key, "power.self_reported", ph)]["value"]
+    assert judged                       # PS0 -> PS2 (a level step) timed and held to 120 ms
     # a tolerance tighter than the drive's error fails, with the limit stored beside it
     tight = parse(text.replace("self_reported_tolerance_pct = 10.0", "self_reported_tolerance_pct = 1.0")
                   .replace("power_states = [0, 2]", "power_states = [0]").replace("idle_steps = true",

@@ -100,7 +100,8 @@ def _nearest_state(level_w: float, level_of: Callable[[int], float | None], stat
 def apst_moves(p_of: Callable[[int, int], np.ndarray], interval_s: float, busy: np.ndarray, start: float,
                end: float, ps: int, table: Sequence[tuple[int, int]],
                limit_of: Callable[[int, int], float | None], level_of: Callable[[int], float | None] | None = None,
-               quiet_until: float | None = None, look_from: float | None = None) -> list[ApstMove]:
+               quiet_until: float | None = None, look_from: float | None = None,
+               no_limit_of: Callable[[int, int], str] | None = None) -> list[ApstMove]:
     """Every APST move expected between sample ids ``start`` (the state ``ps``, operational, entered
     there) and ``end``, timed on the rails, and every rails step in idle the table does not give,
     flagged. ``p_of(lo, hi)``: total power for sample ids [lo, hi); ``busy``: traced I/O (submit, complete)
@@ -108,8 +109,11 @@ def apst_moves(p_of: Callable[[int, int], np.ndarray], interval_s: float, busy: 
     new)``: EXLAT(old) + ENLAT(new) in s, or None; ``level_of(ps)``: the state's IDLP in W, or None (no
     check of the state moved to); ``quiet_until``: a sample id after which the rails may move for another
     reason (a format, a reset): unpredicted steps are looked for before it only; ``look_from``: where the
-    rails have settled after the change that entered ``ps`` (default GUARD_S after ``start``)."""
+    rails have settled after the change that entered ``ps`` (default GUARD_S after ``start``);
+    ``no_limit_of(old, new)``: why ``limit_of`` gives None (a latency not reported), in the move's note."""
     dt = interval_s
+    if no_limit_of is not None:       # the why rides with the limit to every move timed
+        limit_of = _LimitWhy(limit_of, no_limit_of)
     level_of = level_of or (lambda s: None)
     states = range(len(table))
     scan_end = end if quiet_until is None else min(end, quiet_until)
@@ -150,6 +154,16 @@ def apst_moves(p_of: Callable[[int, int], np.ndarray], interval_s: float, busy: 
     return out
 
 
+class _LimitWhy:
+    """``limit_of`` with ``why(old, new)``, the reason it gives None, beside it: _timed reads both."""
+
+    def __init__(self, limit_of: Callable[[int, int], float | None], why: Callable[[int, int], str]):
+        self._limit_of, self.why = limit_of, why
+
+    def __call__(self, old: int, new: int) -> float | None:
+        return self._limit_of(old, new)
+
+
 def _w(v: float | None) -> str:
     return "IDLP not stated" if v is None else f"{v:.3f} W"
 
@@ -167,8 +181,11 @@ def _timed(p_of, dt, t, at, b, s, to, limit_of) -> Transition:
     lo = max(0, int(math.floor(max(t, at - PRE_S / dt))) - 2)
     hi = int(math.ceil(min(b, at + POST_S / dt))) + 2
     lim = limit_of(s, to) if s is not None and to is not None else None
+    why_of = getattr(limit_of, "why", None)
+    why = why_of(s, to) if lim is None and why_of is not None and s is not None and to is not None else ""
     return time_transition(np.asarray(p_of(lo, hi), dtype=float), lo, at, dt,
-                           math.nan if lim is None else float(lim), s, to, source="apst", pre_from=t, end_at=b)
+                           math.nan if lim is None else float(lim), s, to, source="apst", pre_from=t, end_at=b,
+                           no_limit=why)
 
 
 def _step(p_of, dt, lo: float, hi: float) -> tuple[int, float, float, int] | None:

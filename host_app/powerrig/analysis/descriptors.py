@@ -6,6 +6,7 @@ ENLAT/EXLAT (command settle times). Counter-style values arrive as ints, floats 
 from __future__ import annotations
 
 import math
+from typing import Mapping
 
 from powerrig.core.nvme_fields import PowerStateDescriptor as PowerState, number, parse_psd  # noqa: F401
 
@@ -34,3 +35,21 @@ def transition_latency_us(states: dict[int, PowerState], old: int | None, new: i
     if old not in states or new not in states:
         return math.nan
     return states[old].exit_latency_us + states[new].entry_latency_us
+
+
+NOT_REPORTED_SRC = "a latency of 0 is not reported: libnvme nvme-types-base.h struct nvme_id_psd"
+
+
+def transition_limit_s(exlat_us: Mapping[int, int], enlat_us: int, new: int) -> tuple[float | None, str]:
+    """EXLAT(old) + ENLAT(new) in s (``exlat_us``: each state that may have been left, the worst taken),
+    or None and why when a term is 0: not reported, so the sum bounds nothing (NVMe base spec, Power
+    State Descriptor)."""
+    zero = [f"PS{o}" for o, v in sorted(exlat_us.items()) if not v]
+    unknown = " (the state left is unknown)" if len(exlat_us) > 1 else ""
+    gone = [f"EXLAT of {', '.join(zero)}{unknown}"] if zero else []
+    if not enlat_us:
+        gone.append(f"ENLAT of PS{new}")
+    if gone:
+        which = f"does not report {gone[0]}" if len(gone) == 1 else f"reports neither {gone[0]} nor {gone[1]}"
+        return None, f"no limit: the drive {which} ({NOT_REPORTED_SRC})"
+    return (max(exlat_us.values()) + enlat_us) * 1e-6, ""

@@ -51,9 +51,10 @@ class Transition:
 
 def time_transition(p: np.ndarray, first: int, submit: float, interval_s: float, limit_s: float = math.nan,
                     from_ps: int | None = None, to_ps: int = 0, source: str = "nvme_trace",
-                    pre_from: float | None = None, end_at: float | None = None) -> Transition:
+                    pre_from: float | None = None, end_at: float | None = None, no_limit: str = "") -> Transition:
     """``p``: total power for sample ids [first, first + len(p)); ``submit``: the submission as a
-    fractional sample id; ``pre_from``/``end_at``: sample ids bounding the windows (neighbouring events)."""
+    fractional sample id; ``pre_from``/``end_at``: sample ids bounding the windows (neighbouring events);
+    ``no_limit``: why ``limit_s`` is NaN (a latency not reported), first in ``note``."""
     dt = interval_s
     a = int(math.floor(submit)) - first
     pre = max(1, int(round(PRE_S / dt)))
@@ -66,6 +67,8 @@ def time_transition(p: np.ndarray, first: int, submit: float, interval_s: float,
     def out(before, after, lat, settle, note):
         j = judge(settle, limit_s, uncertainty=dt, units="s")      # the one verdict model (analysis/checks.py)
         ok = str(j.verdict) if j.verdict in (Verdict.PASS, Verdict.MARGINAL, Verdict.FAIL) else "n/a"
+        if no_limit and math.isnan(limit_s):
+            note = "; ".join(x for x in (no_limit, note) if x)
         return Transition(from_ps, to_ps, submit * dt, before, after, lat, settle, limit_s, ok, source, note,
                           j.marginal_from)
 

@@ -107,19 +107,20 @@ MEASURE = "measure:"
 
 
 def measurements(cap, trace, limit_s: float | None, old_ps: int | None, new_ps: int, apst=None,
-                 limit_of=None, level_of=None) -> list[dict]:
+                 limit_of=None, level_of=None, no_limit: str = "", no_limit_of=None) -> list[dict]:
     """The step's rows: the power-state change timed from its traced submission (analysis/transitions.py)
     and the energy per I/O class of each workload phase the trace covers (analysis/io_energy.py); a
     phase without a trace gets one row saying why (its phase-level figures stand); each reset,
     format, sanitize, flush and firmware commit's energy above the level before (analysis/admin_energy.py);
     and with APST on (``apst``: the dut.nvme.ApstSetting in force, ``limit_of(old, new)``: EXLAT + ENLAT in
     s) each autonomous move timed from when it was due and each the table does not give flagged
-    (analysis/apst.py; ``level_of(ps)``: the state's IDLP in W, or None)."""
+    (analysis/apst.py; ``level_of(ps)``: the state's IDLP in W, or None). ``no_limit`` / ``no_limit_of(old,
+    new)``: why there is no limit (a latency the drive does not report): the change timed, judged n/a, why said."""
     try:
-        moves = _apst_rows(cap, trace, apst, new_ps, limit_of, level_of)
+        moves = _apst_rows(cap, trace, apst, new_ps, limit_of, level_of, no_limit_of)
         # a move the table does not give, before the table's first: the Set Features' window ends there too
         early = [json.loads(m["notes"])["expected_s"] / cap.interval_s for m in moves if m["name"] == UNPREDICTED]
-        return (_transition_rows(cap, limit_s, old_ps, new_ps, apst, early[:1]) + moves
+        return (_transition_rows(cap, limit_s, old_ps, new_ps, apst, early[:1], no_limit) + moves
                 + _io_rows(cap, trace) + command_rows(cap))
     except Exception as e:  # noqa: BLE001 - a refinement: the step's own figures stand without it
         logging.getLogger(__name__).warning("nvme_trace measurements: %s", e, exc_info=True)
@@ -144,7 +145,7 @@ def _power_set(cap):
     return sets[-1] if sets else None
 
 
-def _transition_rows(cap, limit_s, old_ps, new_ps, apst=None, ends=()) -> list[dict]:
+def _transition_rows(cap, limit_s, old_ps, new_ps, apst=None, ends=(), no_limit: str = "") -> list[dict]:
     e = _power_set(cap)
     if e is None:
         return []
@@ -159,7 +160,8 @@ def _transition_rows(cap, limit_s, old_ps, new_ps, apst=None, ends=()) -> list[d
     nxt += _apst_due(cap, e, apst, new_ps) + list(ends)
     p = cap.samples("p_total", lo, hi).astype(float)
     limit = math.nan if limit_s is None else float(limit_s)
-    tr = time_transition(p, lo, s, dt, limit, old_ps, new_ps, source=source, end_at=min(nxt) if nxt else None)
+    tr = time_transition(p, lo, s, dt, limit, old_ps, new_ps, source=source, end_at=min(nxt) if nxt else None,
+                         no_limit=no_limit)
     notes = {"from_ps": old_ps, "to_ps": new_ps, "before_w": tr.before_w, "after_w": tr.after_w, "from": source,
              "why": tr.note or e.meta.get("nvme_trace"), "limit": "EXLAT(old) + ENLAT(new)"}
     ok = tr.verdict == "pass"
@@ -170,7 +172,7 @@ def _transition_rows(cap, limit_s, old_ps, new_ps, apst=None, ends=()) -> list[d
                 notes=json.dumps(notes, default=str))]
 
 
-def _apst_rows(cap, trace, apst, ps: int, limit_of, level_of=None) -> list[dict]:
+def _apst_rows(cap, trace, apst, ps: int, limit_of, level_of=None, no_limit_of=None) -> list[dict]:
     """``apst.entry_latency_s`` (expected start -> the rails leave the old level) and ``apst.rails_settle_s``
     (expected start -> settled, judged against EXLAT(old) + ENLAT(new)) per APST move, from the step's
     Set Features (power management) to the capture's end; ``apst.unpredicted_s`` (the idle time before it,
@@ -208,7 +210,7 @@ def _apst_rows(cap, trace, apst, ps: int, limit_of, level_of=None) -> list[dict]
     table = _apst_table(apst)
     moves = apst_moves(lambda a, b: cap.samples("p_total", max(0, a), min(cap.length, b)), dt, busy, entry,
                        float(cap.length), ps, table, limit_of or (lambda old, new: None), level_of,
-                       quiet_until=min(later) if later else None, look_from=settled)
+                       quiet_until=min(later) if later else None, look_from=settled, no_limit_of=no_limit_of)
     out = []
     for m in moves:
         tr = m.tr

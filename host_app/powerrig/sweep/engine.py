@@ -27,6 +27,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from powerrig.analysis import analyse, referee
+from powerrig.analysis.descriptors import transition_limit_s
 from powerrig.analysis.drive_said import said
 from powerrig.analysis.verdicts import summary
 from powerrig.capture import CaptureReader
@@ -544,9 +545,11 @@ class Sweep:
         measure_name, removal = run.measure_name, run.removal
         with CaptureReader(capture) as cap:
             an = analyse(cap, cap.events, cap.metadata)
-            traced = command_trace.measurements(cap, ntrace, self._transition_limit_s(self._prev_ps, step.power_state),
-                                                self._prev_ps, step.power_state, apst=self._apst_kept,
-                                                limit_of=self._transition_limit_s, level_of=self._idle_power_w)
+            limit_s, no_limit = self._transition_limit(self._prev_ps, step.power_state)
+            traced = command_trace.measurements(cap, ntrace, limit_s, self._prev_ps, step.power_state,
+                                                apst=self._apst_kept, limit_of=self._transition_limit_s,
+                                                level_of=self._idle_power_w, no_limit=no_limit,
+                                                no_limit_of=self._transition_no_limit)
             verdicts = self._referee(cap, tl, ipm_polls, step, an) if plan.checks.self_reported_power else []
             self._limit_verdicts = self._referee_limit(cap, tl) if plan.checks.power_limit_w else []
             said_rows = measure.drive_said(said(cap.events), lambda u: float(cap.sample_id(u)) * cap.interval_s)
@@ -559,8 +562,8 @@ class Sweep:
                                                                                  for m in said_rows))
         phases = measure.phase_rows(an)
         extra = list(own_first)
-        extra += measure.transition(an, self._transition_limit_s(self._prev_ps, step.power_state), self._prev_ps,
-                                    step.power_state, apst_from_s=command_trace.first_apst_s(traced))
+        extra += measure.transition(an, limit_s, self._prev_ps, step.power_state,
+                                    apst_from_s=command_trace.first_apst_s(traced), no_limit=no_limit)
         self._prev_ps = step.power_state
         extra += traced
         extra += measure.self_reported(an, plan.checks.self_reported_tolerance_pct)
@@ -610,16 +613,26 @@ class Sweep:
         except (AttributeError, IndexError, KeyError, TypeError, PowerrigError):
             return None
 
-    def _transition_limit_s(self, old: int | None, new: int) -> float | None:
-        """NVMe worst case EXLAT(old) + ENLAT(new) from id-ctrl; the largest EXLAT when the state left
-        is unknown (the first step)."""
+    def _transition_limit(self, old: int | None, new: int) -> tuple[float | None, str]:
+        """NVMe worst case EXLAT(old) + ENLAT(new) from id-ctrl (the largest EXLAT when the state left
+        is unknown: the first step), or None and why when the drive does not report a term (0); None
+        and "" without id-ctrl."""
         try:
             olds = [old] if old is not None else range(self._ident.npss + 1)
-            exlat = max(self._ident.state(o).exit_latency_us for o in olds)
-            return (exlat + self._ident.state(new).entry_latency_us) * 1e-6
+            exlat = {o: self._ident.state(o).exit_latency_us for o in olds}
+            enlat = self._ident.state(new).entry_latency_us
         except (AttributeError, IndexError, KeyError, TypeError) as e:
             logger.info("no transition latency limit from id-ctrl: %s", e)
-            return None
+            return None, ""
+        return transition_limit_s(exlat, enlat, new)
+
+    def _transition_limit_s(self, old: int | None, new: int) -> float | None:
+        """:meth:`_transition_limit`'s limit alone (``limit_of`` for the APST moves)."""
+        return self._transition_limit(old, new)[0]
+
+    def _transition_no_limit(self, old: int | None, new: int) -> str:
+        """Why :meth:`_transition_limit` gives none ("" when it gives one or without id-ctrl)."""
+        return self._transition_limit(old, new)[1]
 
     def _self_report_start(self, nvme) -> float | None:
         """Start the drive's own power measurement (Set Features 25h, through the guarded door; the

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from powerrig.analysis.checks import judge
+from powerrig.analysis.checks import Judged, judge
 from powerrig.analysis import drive_said as D
 from powerrig.analysis.checks import number_or_none as _number
 from powerrig.analysis.referee import SIDES
@@ -95,15 +95,16 @@ def measurements(an, measure_phase: str | None, idle_phase: str | None, capacity
 
 
 def transition(an, limit_s: float | None, old_ps: int | None, new_ps: int,
-               apst_from_s: float | None = None) -> list[dict]:
+               apst_from_s: float | None = None, no_limit: str = "") -> list[dict]:
     """ENLAT + EXLAT against the measured transition: how long after the set-feature completed the
     rails were still moving to the new state's level (a drive may complete the command first and
     finish the transition after). ``limit_s``: old EXLAT + new ENLAT from id-ctrl (the engine knows
     the state it leaves; a capture alone does not). ``apst_from_s``: where the drive's first APST move
-    began (capture s, sweep/command_trace.first_apst_s): a settle reaching it is that move's, not judged."""
+    began (capture s, sweep/command_trace.first_apst_s): a settle reaching it is that move's, not judged.
+    ``no_limit``: why there is no limit (a latency the drive does not report): measured, judged n/a."""
     limit = _number(limit_s)
     sets = [c for c in an.commands if c.name == "set-feature power"]
-    if not sets or limit is None:
+    if not sets or (limit is None and not no_limit):
         return []
     c = sets[-1]
     after = max(0.0, c.settle_s - c.duration_s)
@@ -115,6 +116,8 @@ def transition(an, limit_s: float | None, old_ps: int | None, new_ps: int,
               uncertainty=(getattr(an, "info", None) or {}).get("interval_s"),
               short=f"an APST move began {apst_from_s - c.start_s:.4f} s after the set-feature, inside its settle "
                     "window (transition.rails_settle_s times the change itself)" if apst_inside else "")
+    if limit is None:                   # a term not reported: no limit to judge against, the settle still stored
+        j = Judged(Verdict.NA, "; ".join(x for x in (j.why if apst_inside else "", no_limit) if x))
     ok = j.verdict in (Verdict.PASS, Verdict.MARGINAL)
     return [_m("transition.settle_s", c.name, c.settle_s, "s", "info",
                notes=json.dumps({"from": "set-feature start", "command_s": c.duration_s, "before_w": _number(c.before_w),

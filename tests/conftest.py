@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import qemu_helpers
 import tier_registry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,6 +55,20 @@ def pytest_runtest_makereport(item, call):
 
 
 _cpu_start: dict[str, float] = {}
+
+
+# -- the QEMU drive host: one guest for every module that needs it (tests/qemu_helpers.py) ----------
+@pytest.fixture(scope="session")
+def qemu_drive(tmp_path_factory):
+    """The shared QEMU rig's state (fails under CI=true when QEMU or its image is missing)."""
+    yield from qemu_helpers.qemu_rig(tmp_path_factory)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    yield
+    if qemu_helpers.last_user(item):        # not at the session's end: the tests after it get the machine
+        qemu_helpers.stop_shared()
 
 
 # -- every test's virtual rigs in a folder of its pytest process's own ------------------------------

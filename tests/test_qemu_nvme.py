@@ -1,7 +1,7 @@
 """The drive side against a real NVMe stack: the Linux NVMe driver, nvme-cli 2.3 and fio 3.33 in a
 QEMU guest with an emulated NVMe controller (`powerrig sim start --drive qemu`), reached by the dut
-layer through its agent transport exactly as an ssh drive host is. One guest for the whole module,
-formatted between tests. QEMU's trace is read here only as truth to check against."""
+layer through its agent transport exactly as an ssh drive host is. One guest for the session (shared
+with test_qemu_nvme_clock.py), formatted between tests. QEMU's trace is read here only as truth to check against."""
 from __future__ import annotations
 
 import json
@@ -19,15 +19,15 @@ from powerrig.dut.guard import DriveGuard, GuardRefused
 from powerrig.dut.commands import helper_argv
 from powerrig.dut.remote import drive_host
 from powerrig.dut import verify
-from qemu_helpers import qemu_rig
 
 NS, CTRL = "/dev/nvme0n1", "/dev/nvme0"
 
 
 @pytest.fixture(scope="module")
-def qrig(tmp_path_factory):
-    """One QEMU rig for the module (fails under CI=true when QEMU or its image is missing)."""
-    yield from qemu_rig(tmp_path_factory)
+def qrig(qemu_drive):
+    """The session's QEMU rig (conftest.py: shared with test_qemu_nvme_clock.py; fails under CI=true
+    when QEMU or its image is missing)."""
+    return qemu_drive
 
 
 def _runners(st, tl=None):

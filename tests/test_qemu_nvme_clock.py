@@ -16,7 +16,6 @@ from powerrig.dut.commands import helper_argv
 from powerrig.dut.fio import FioJob, FioPlan
 from powerrig.dut.remote import drive_host
 from powerrig.sweep import clock_check
-from qemu_helpers import qemu_rig
 
 NS = "/dev/nvme0n1"
 STEP = 'date -s "$(date -d @$(( $(date +%s) + 3600 )) "+%Y-%m-%d %H:%M:%S")" > /dev/null'
@@ -46,9 +45,19 @@ def test_clock_check_gives_a_reason_only_when_the_clock_moved(monkeypatch):
     assert clock_check.ClockCheck(_Rig(None)).before().after() is None
 
 
-@pytest.fixture(scope="module")
-def qrig(tmp_path_factory):
-    yield from qemu_rig(tmp_path_factory)
+@pytest.fixture
+def qrig(qemu_drive):
+    """The session's QEMU rig (conftest.py: shared with test_qemu_nvme.py), its guest's clock stepped
+    back after the test by as much as the test moved it (to within the second STEP's shell truncates),
+    so the session's other tests find the guest's clock as it booted."""
+    remote = drive_host(qemu_drive["drive_host"])
+    before = remote.clock(fresh=True).offset_s
+    yield qemu_drive
+    moved = remote.clock(fresh=True).offset_s - before
+    if abs(moved) >= 0.5:
+        remote.run(helper_argv("sh", "-c", STEP.replace("+ 3600", f"- {round(moved)}")), timeout=30)
+        back = remote.clock(fresh=True).offset_s - before
+        assert abs(back) < 2.0, f"the guest's clock is {back:+.2f} s off where it was before the test"
 
 
 def test_qemu_nvme_clock_stepped_an_hour_is_remapped_or_refused(qrig, tmp_path):

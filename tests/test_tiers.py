@@ -45,11 +45,11 @@ def test_problems_names_a_missing_a_doubled_and_a_stale_file(tmp_path):
 
 @pytest.fixture
 def copy(tmp_path):
-    """A tests folder of its own: the real conftest, helper and registry, and two small test files
+    """A tests folder of its own: the real conftest, its helpers and registry, and two small test files
     whose names the registry lists in different tiers (one parametrized over results_db)."""
     d = tmp_path / "tests"
     d.mkdir()
-    for name in ("conftest.py", "tier_registry.py", "tiers.toml"):
+    for name in ("conftest.py", "tier_registry.py", "qemu_helpers.py", "tiers.toml"):
         shutil.copy(TESTS / name, d / name)
     (d / "test_timebase.py").write_text("def test_pure():\n    pass\n")
     (d / "test_sweep_engine.py").write_text("def test_on_a_store(results_db):\n    pass\n")

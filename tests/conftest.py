@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from powerrig.sim import processes as sim_processes
+
 import qemu_helpers
 import tier_registry
 
@@ -125,7 +127,7 @@ def simdir(tmp_path, monkeypatch):
     d = tmp_path / "sim"
     monkeypatch.setenv("POWERRIG_SIM_DIR", str(d))
     yield d
-    run_cli("sim", "stop", "--all")
+    sim_processes.stop(all_=True)        # `powerrig sim stop --all` in this process: no CLI start per test
 
 
 def jsonl(path: Path) -> list:

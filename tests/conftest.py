@@ -34,7 +34,10 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     tier_registry.mark(items, tier_registry.load(), serial=tier_registry.serial_files())
-    tier_registry.slowest_first(items, tier_registry.file_seconds())
+    # a pytest-xdist worker hands the slowest files out first; the serial run keeps the files' order
+    # (the QEMU files next to each other share one guest)
+    if hasattr(config, "workerinput"):
+        tier_registry.slowest_first(items, tier_registry.file_seconds())
 
 
 # -- CPU time per test, beside its wall time in the JUnit XML (scripts/tier_times.py sums both) ------

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import POWERRIG, SimProcess, run_cli
 from powerrig.core.errors import DeviceError, LinkError
-from powerrig.interposer.client import Interposer
+from powerrig.interposer.client import Interposer, Stream
 
 
 def truth_utc(clock: dict, idx):
@@ -302,7 +302,7 @@ def test_a_killed_sim_leaves_no_usb_process_behind(sim):
 
 
 # ---- the end of a timed stream, whatever happens around it (issue 13) ---------------------------------
-from scripted_board import PER_FRAME, lost_end, scripted_interposer  # noqa: E402
+from scripted_board import PER_FRAME, frame, lost_end, scripted_interposer  # noqa: E402
 
 
 @pytest.mark.parametrize("how", ["drop", "crc", "stall", "overrun"])
@@ -329,6 +329,31 @@ def test_timed_stream_ends_when_the_data_before_its_end_is_lost(how):
         assert (s["dropped_frames"], s["gaps"], s["gap_intervals"], s["overruns"]) == (0, 2, 400, 1)
     if how == "crc":
         assert s["crc_errors"] == 3
+
+
+@pytest.mark.parametrize("how", ["none", "drop", "crc", "overrun"])
+def test_frames_in_order_are_assembled_as_the_loop_would(how, monkeypatch):
+    """A hand-over whose frames all follow on is decoded at once (Stream._in_order); the blocks, their
+    flags and the summary are those of the frame-by-frame loop, gaps and a cut end included."""
+    real, at_once = Stream._in_order, []
+
+    def run(in_order):
+        def spy(self, frames, end_index):
+            ok = in_order and real(self, frames, end_index)
+            at_once.append(ok)
+            return ok
+        monkeypatch.setattr(Stream, "_in_order", spy)
+        dev = scripted_interposer([frame(k) for k in range(160)] if how == "none" else lost_end(how))
+        with dev.stream(stall_timeout=2.0) as st:
+            blocks = list(st.blocks(seconds=1)) + list(st.blocks(seconds=0.5))
+        monkeypatch.undo()
+        s = st.summary()
+        s.pop("clock")
+        return [(b.first_index, len(b), dict(b.flags), b.p.tobytes(), b.valid.tobytes()) for b in blocks], s
+    fast = run(True)
+    assert any(at_once)                     # the frames before a loss took the one-step path
+    assert fast == run(False)
+    assert sum(n for _i, n, *_ in fast[0]) == 1500
 
 
 def test_pending_frames_stay_bounded_past_a_lost_end():

@@ -199,3 +199,21 @@ def test_each_frame_carries_the_read_time_of_its_first_byte():
     got = dec.feed(c[7:], t_host=5.3)
     assert [(f.seq, f.t_first, f.t_host) for f in got] == [(2, 5.2, 5.3)]
     assert dec.feed(a, t_host=6.0)[0].t_first == 6.0       # nothing held: the read's own time
+
+
+def test_pieces_decoded_in_one_pass_keep_each_reads_time():
+    """The link's reader takes a port's pieces (a tty hands over 4 KB a read) in one wake-up and
+    decodes them in one pass: a reply is still stamped by the piece that brought its first byte,
+    exactly as when each piece is fed on its own."""
+    data = wire.encode(wire.T_DATA, bytes(46 * 44), seq=1, count=44)
+    a, b = (wire.encode(wire.T_REPLY, b'{"ok": true}', seq=k) for k in (2, 3))
+    stream = data + a + data + b
+    cuts = [0, 1000, len(data) + 3, len(data) + len(a) + 500, len(stream) - 2, len(stream)]
+    pieces = [stream[s:e] for s, e in zip(cuts, cuts[1:])]
+    times = [7.0 + 0.001 * k for k in range(len(pieces))]
+    one = wire.FrameDecoder()
+    apart = [f for p, t in zip(pieces, times) for f in one.feed(p, t_host=t)]
+    whole = wire.FrameDecoder().feed(b"".join(pieces), t_host=times[-1], reads=list(zip(cuts[1:], times)))
+    replies = [(f.seq, f.t_first) for f in whole if f.type == wire.T_REPLY]
+    assert replies == [(f.seq, f.t_first) for f in apart if f.type == wire.T_REPLY] == [(2, times[1]), (3, times[3])]
+    assert [(f.type, f.seq, f.payload) for f in whole] == [(f.type, f.seq, f.payload) for f in apart]

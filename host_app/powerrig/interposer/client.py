@@ -70,14 +70,15 @@ class Interposer:
     measurement source among several (powerrig.sources): ``sampling`` is what it resolves."""
     sampling = INTERPOSER
 
-    def __init__(self, link: SerialLink, description: dict, ping_interval: float = 0.04,
+    def __init__(self, link: SerialLink, description: dict, ping_interval: float = 0.1,
                  burst_s: float = 30.0, burst_interval: float = 0.01):
         self.link = link
         self.description = description
         self.clock = ClockFit(period_s=description["sample_period_us"] * 1e-6)
-        # NTP's iburst, for the drift: the first burst_s of a connection ping four times as often. The
+        # NTP's iburst, for the drift: the first burst_s of a connection ping ten times as often. The
         # drift is the slope through the fastest pings, and a capture's first seconds are placed with
-        # it; more pings early settle it within 1 ppm by 30 s (docs/link.md). Then 25 a second suffice.
+        # it; more pings early settle it within 1 ppm by 30 s (docs/link.md). Then 10 a second suffice: the
+        # fit rests on the fastest few, and each ping costs the link's reader wake-ups (docs/scale.md).
         self.burst_s = burst_s
         # a board may say how often its main loop can afford a ping (describe "ping_interval_min_us":
         # the RP2040's, beside a stream); never more often than that
@@ -489,10 +490,18 @@ class Stream:
                         link.data.put(None)
                         break
                     raise LinkError(link.error or f"link to {link.port} closed")
-                for f in item if isinstance(item, list) else (item,):
-                    if f.type == wire.T_DATA and self._accept(f):
-                        got.append(f)
-                        rows -= f.count
+                if self._started and isinstance(item, list):
+                    # the reader's lists hold DATA frames only: one check of their lengths for the lot
+                    rs = self.config["record_size"]
+                    ok = [f for f in item if len(f.payload) == f.count * rs]
+                    self.malformed_frames += len(item) - len(ok)
+                    got += ok
+                    rows -= sum(f.count for f in ok)
+                else:
+                    for f in item if isinstance(item, list) else (item,):
+                        if f.type == wire.T_DATA and self._accept(f):
+                            got.append(f)
+                            rows -= f.count
                 if rows <= 0:
                     break
                 item = link.data.get_nowait()
@@ -530,6 +539,16 @@ class Stream:
         st.crc_errors = dec.crc_errors - self._crc0
         st.bad_headers = self._bad_headers(dec) - self._hdr0
         st.bad_bytes = dec.bad_bytes - self._bad0
+        k = self._in_order(frames, end_index)
+        if k:
+            # the usual hand-over: its frames follow on without a gap, before the end; what the loop below
+            # does frame by frame, done once for them (a second at 100 us is ~230 frames)
+            head, frames = frames[:k], frames[k:]
+            last = head[-1]
+            self._next_index = last.index + last.count * self.spi
+            self._next_seq = (last.seq + 1) & 0xFFFF
+            st.frames += k
+            yield self._decode_run(head, end_index)
         run: list[wire.Frame] = []
         for pos, f in enumerate(frames):
             if end_index is not None and f.index >= end_index:
@@ -561,6 +580,24 @@ class Stream:
                 st.frames += 1
         if run:
             yield self._decode_run(run, end_index)
+
+    def _in_order(self, frames: list[wire.Frame], end_index: int | None) -> int:
+        """How many of ``frames``, from the first, continue this stream without a gap, a lost frame or an
+        overrun and start before ``end_index`` (numpy over the headers, not a Python step per frame)."""
+        first = frames[0]
+        if (first is self._remainder or first.index != self._next_index
+                or (self._next_seq is not None and first.seq != self._next_seq)):
+            return 0
+        try:
+            head = np.array([(f.index, f.count, f.seq, f.flags) for f in frames], dtype=np.int64)
+        except OverflowError:           # an index past 2**63: the loop's Python integers take it
+            return 0
+        idx, count, seq, flags = head.reshape(len(frames), 4).T
+        good = (flags & wire.F_OVERRUN) == 0
+        good[1:] &= (idx[1:] == idx[:-1] + count[:-1] * self.spi) & ((seq[1:] - seq[:-1]) & 0xFFFF == 1)
+        if end_index is not None:
+            good &= idx < end_index
+        return len(frames) if good.all() else int(np.argmin(good))
 
     def _decode_run(self, run: list[wire.Frame], end_index: int | None) -> IntervalBlock:
         """Decode contiguous frames; if the last one was split at end_index, the next call continues

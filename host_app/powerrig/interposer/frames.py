@@ -91,14 +91,22 @@ class FrameDecoder:
         """Bytes held while waiting for the rest of a frame."""
         return len(self._buf)
 
-    def feed(self, data: bytes, t_host: float | None = None) -> list[Frame]:
+    def feed(self, data: bytes, t_host: float | None = None,
+             reads: list[tuple[int, float]] | None = None) -> list[Frame]:
         """Frames completed by ``data``. ``t_host``: host time the bytes were read (time.time() if
-        None); it also times the wait for an incomplete frame, so feed(b"") lets a stale one go."""
+        None); it also times the wait for an incomplete frame, so feed(b"") lets a stale one go.
+        ``reads``: ``data`` was read in pieces, (end offset in ``data``, read time) each, the last
+        ending at len(data) at ``t_host``: one pass over them all, a reply or notice still stamped
+        (``t_first``) by the read that brought its first byte."""
         now = time.time() if t_host is None else t_host
         buf = self._buf
         held = len(buf)
         buf += data
         arrivals = self._arrivals
+        if reads:
+            for end, t in reads[:-1]:
+                arrivals.append([held + end, t])
+            held += reads[-2][0] if len(reads) > 1 else 0       # the last read starts here
         if data:
             arrivals.append([len(buf), now])
             self._last_data = now
@@ -149,7 +157,7 @@ class FrameDecoder:
                 pos += 1
                 continue
             t_first = now
-            if pos < held:                  # began in an earlier read: the time of that read
+            if pos < held and (ftype != T_DATA or not reads):   # began in an earlier read: its time
                 t_first = next(t for e, t in arrivals if e > pos)
             out.append(Frame(ftype, flags, count, seq, index, bytes(mv[pos + fw.HEADER_SIZE:end]), now, t_first))
             pos = end + 4

@@ -26,14 +26,25 @@ from powerrig.core.errors import DeviceError, LinkError
 logger = logging.getLogger(__name__)
 
 # The reader's pace (docs/scale.md, "Where a recording's CPU goes"): while a stream flows and no
-# command waits, a read every BATCH_S takes ~19 KB at a time (the 100 us stream's 465 kB/s); it is
-# the clock pings' interval, so one wake-up serves a ping and the bytes of a whole interval (pings
-# are sent just before the read). The kernel holds 64 KB for a USB serial port (130 ms at the link
-# budget), a pty 20 KB (44 ms; the virtual rig queues what does not fit, as a board's USB FIFO waits).
-BATCH_S = 0.04
+# command waits, a read every BATCH_S takes ~46 KB at a time (the 100 us stream's 465 kB/s); it is
+# the clock pings' interval (Interposer.ping_interval), so one wake-up serves a ping and the bytes of
+# a whole interval (the ping is sent as soon as that read has drained the port). The kernel holds
+# 64 KB for a USB serial port (130 ms at the link budget), a pty 20 KB (44 ms; the virtual rig queues
+# what does not fit, as a board's USB FIFO waits).
+BATCH_S = 0.1
+# A tty read returns at most 4,095 bytes (the line discipline's buffer) and the kernel moves the next
+# piece in a moment later: a read that found this much means more is queued, so the same wake-up waits
+# up to DRAIN_S for it (its caches still warm) instead of the next select waking the thread again
+DRAIN_MIN = 2048
+DRAIN_S = 0.002
 FLOWING_S = 0.1          # a stream whose frames came this recently still flows
-PING_MERGE = 1.6         # a ping due within this many BATCH_S is waited for instead (64 ms: ~30 KB)
+PING_MERGE = 1.2         # a ping due within this many BATCH_S is waited for instead (120 ms: ~56 KB)
 PING_TIMEOUT_S = 1.0      # a clock ping's reply (as Interposer.ping waits for it)
+# a ping's reply is read the moment it comes only this long after the ping: the clock fit uses the
+# fastest round trips alone (docs/link.md), so a slower reply gains nothing from a prompt stamp, while
+# waking for every DATA frame until it came cost a loaded host dozens of wake-ups a second (round trips
+# of 10-80 ms at load 10); a later reply is read at the next paced read, its stamp a looser bound
+PING_EAGER_S = 0.008
 PARTIAL_POLL_S = 0.25    # a held partial frame: look again this often (its wait is bounded in time)
 READ_MAX = 1 << 18       # bytes taken in one wake-up at most (reads of up to 4 KB each, drained)
 
@@ -153,19 +164,25 @@ class SerialLink:
         try:
             while not self._stop.is_set():
                 self._wake.clear()
-                if self._beat is not None:
-                    self._heartbeat()
-                data = self._read_fd(fd) if fd is not None else ser.read(max(1, min(ser.in_waiting, 1 << 16)))
+                if fd is not None:
+                    frames, got = self._read_fd(fd)
+                else:
+                    data = ser.read(max(1, min(ser.in_waiting, 1 << 16)))
+                    got = len(data)
+                    frames = self.decoder.feed(data, time.time()) if data else []
                 now = time.time()
-                if not data:
-                    if self.decoder.buffered:      # lets a false header's bounded wait run out
-                        self._route_all(self.decoder.feed(b"", now))
-                    continue
-                self.last_rx = now
-                self.bytes_in += len(data)
-                if self._route_all(self.decoder.feed(data, now)):
-                    flowed = now
-                if now - flowed < FLOWING_S:     # a reply between a stream's reads paces too
+                if got:
+                    self.last_rx = now
+                    self.bytes_in += got
+                    if self._route_all(frames):
+                        flowed = now
+                elif self.decoder.buffered:      # lets a false header's bounded wait run out
+                    self._route_all(self.decoder.feed(b"", now))
+                if self._beat is not None:
+                    # after the read: a ping sent once the port is drained finds no backlog ahead of its
+                    # reply on the device's side, so its round trip is the link's, not the backlog's
+                    self._heartbeat()
+                if got and now - flowed < FLOWING_S:     # a reply between a stream's reads paces too
                     self._pace()
         except (serial.SerialException, OSError, TypeError) as e:
             if not self._stop.is_set():
@@ -180,10 +197,11 @@ class SerialLink:
                 for ev, _box in self._waiting.values():
                     ev.set()
 
-    def _read_fd(self, fd: int) -> bytes:
-        """What the port holds (up to 64 KB) in one read, once it holds something: a wait in select
-        with no timer while nothing is expected (a held partial frame's bounded wait excepted);
-        ``close`` ends it through the abort pipe."""
+    def _read_fd(self, fd: int) -> tuple[list[wire.Frame], int]:
+        """The frames the port's bytes complete and how many bytes came, once it holds something: a wait
+        in select with no timer while nothing is expected (a held partial frame's bounded wait and the
+        next clock ping excepted); ``close`` ends it through the abort pipe. The pieces are decoded in
+        one pass, each with the time of its own read, so a reply is stamped by the read that brought it."""
         wait = PARTIAL_POLL_S if self.decoder.buffered else None
         if self._beat is not None:
             due = max(0.0, (self._beat_out[2] if self._beat_out else self._beat_due) - time.monotonic())
@@ -191,42 +209,61 @@ class SerialLink:
         try:
             ready, _, _ = select.select([fd, self._abort_r], [], [], wait)
         except InterruptedError:
-            return b""
+            return [], 0
         if not ready:
-            return b""
+            return [], 0
         if self._abort_r in ready:          # poked: look at the stop flag and the pings again
             os.read(self._abort_r, 4096)
-            return b""
+            return [], 0
         try:
             data = os.read(fd, 1 << 16)
         except (BlockingIOError, InterruptedError):
-            return b""
+            return [], 0
         if not data:        # as pyserial says it: readable yet empty is a port that went away
             raise serial.SerialException("device reports readiness to read but returned no data "
                                          "(device disconnected or multiple access on port?)")
-        # a tty read returns at most 4,095 bytes (the line discipline's buffer): take all it holds now,
-        # one wake-up and one decode for it, not one per 4 KB (114 a second at the 100 us stream's rate)
-        parts = [data]
-        got = len(data)
+        got = last = len(data)
+        parts, reads = [data], [(got, time.time())]
+        # the port holds more than one read gives (see DRAIN_MIN): take it in this wake-up
         while got < READ_MAX:
             try:
                 more = os.read(fd, 1 << 16)
             except (BlockingIOError, InterruptedError):
-                break
+                if last < DRAIN_MIN:
+                    break
+                try:
+                    if not select.select([fd], [], [], DRAIN_S)[0]:
+                        break
+                except InterruptedError:
+                    break
+                last = 0
+                continue
             if not more:
                 break
             parts.append(more)
-            got += len(more)
-        return data if len(parts) == 1 else b"".join(parts)
+            last = len(more)
+            got += last
+            reads.append((got, time.time()))
+        if len(parts) == 1:
+            return self.decoder.feed(data, reads[0][1]), got
+        return self.decoder.feed(b"".join(parts), reads[-1][1], reads), got
 
     def _pace(self) -> None:
         """Between reads of a flowing stream: wait BATCH_S for more bytes unless a command waits for
         its reply (then read at once). Bounded far below what the kernel buffers for a port (64 KB:
         130 ms at the link budget; a pty 20 KB), so pacing never costs the board a frame."""
-        if self._waiting or self._beat_out is not None or self._stop.is_set():
+        if self._waiting or self._stop.is_set():
             return
         wait = BATCH_S
-        if self._beat is not None:
+        out = self._beat_out
+        if out is not None:
+            # a ping in flight: read at once while its reply may still be among the fastest, and always
+            # during the first seconds' fast pings (every 10 ms: their rate settles the drift)
+            every = self._beat[0]() if self._beat is not None else BATCH_S
+            if every < BATCH_S or time.time() < out[1] + PING_EAGER_S * self.time_scale:
+                return
+            wait = min(wait, out[2] - time.monotonic(), every)    # a late reply: read within a ping interval
+        elif self._beat is not None:
             # a ping due soon ends the wait and its read takes the bytes too: one wake-up, not two
             due = self._beat_due - time.monotonic()
             wait = due if due < BATCH_S * PING_MERGE else min(wait, due)

@@ -4,7 +4,6 @@ its own (the virtual SSD's truth, its `apst_truth` op) is found from the traced 
 table, timed from when it was due and held to the truth; I/O that resumes before ITPT expects none."""
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 
@@ -14,38 +13,13 @@ import pytest
 from powerrig.analysis.apst import apst_moves, idle_stretches
 from powerrig.capture import CaptureReader
 from powerrig.dut.nvme import NvmeCli
-from powerrig.results import ResultStore, command_report
+from powerrig.results import command_report
 from powerrig.results.step_trace import plot_step, plot_strip
 from powerrig.results.sweep_report import write_sweep_report
-from powerrig.sim import rig as simrig
-from powerrig.sim.ssd.client import request
 from powerrig.sim.ssd.profile import load
-from powerrig.sweep.engine import Sweep
-from powerrig.sweep.plan import parse
 from powerrig.web.app import create_app
 
-# one workload step: the set-feature to PS0, 0.6 s idle (APST to PS3 100 ms after the drive entered
-# PS0), the workload (4 KiB reads, never 100 ms without I/O: no move while it runs), then idle again
-# until the capture ends (APST to PS3 100 ms after the last I/O). PS3 -> PS4 needs 2 s: not reached.
-PLAN = '''name = "apst kept on"
-power_states = [0]
-idle_steps = false
-apst = "keep"
-[rig]
-port = "rig:{rig}"
-interval_us = 100
-[drive]
-serial = "VCL0000000000001"
-[timing]
-settle_s = 0.2
-idle_s = 0.6
-measure_s = 0.6
-[[workload]]
-name = "r4k"
-rw = "randread"
-bs = "4k"
-iodepth = 2
-'''
+from apst_helpers import sweep_on_client_apst, told_itpt
 
 # the stated tolerance: 5 sample intervals (100 us each, the 0.5 ms tests/test_command_trace_sweep.py
 # holds a Set Features' switch to) for where the move was due and where the rails moved. The first move
@@ -55,13 +29,7 @@ TOL_INTERVALS = 5
 
 
 def test_apst_moves_in_a_sweep_match_the_virtual_ssd(tmp_path, simdir):
-    st = simrig.start("client-apst", owned=True)
-    try:
-        store = ResultStore(tmp_path / "r.sqlite")
-        run = Sweep(parse(PLAN.format(rig=st["id"]), "p.toml"), store, tmp_path / "out").run()
-        truth = request(st["endpoint"], {"op": "apst_truth", "dev": st["controller"]})["transitions"]
-    finally:
-        simrig.stop(st["id"])
+    store, run, truth = sweep_on_client_apst(tmp_path, "apst kept on", [0])
     [step] = store.steps(run)
     assert step["status"] == "done"
     ms = store.measurements(run)
@@ -111,29 +79,14 @@ def test_apst_moves_in_a_sweep_match_the_virtual_ssd(tmp_path, simdir):
     assert buf.getvalue().decode().count("APST PS0-&gt;PS3") == len(inside)
 
 
-# the table the host is told while the drive keeps its own: PS0 after 300 ms, where the drive moves after 100 ms
-def _itpt_300(real):
-    def get_apst(self, dev):
-        got = real(self, dev)
-        first = dataclasses.replace(got.entries[0], idle_time_ms=300)
-        return dataclasses.replace(got, entries=(first, *got.entries[1:]))
-    return get_apst
-
-
 def test_moves_the_table_does_not_give_are_flagged_in_the_sweep_report_and_on_the_web_page(tmp_path, simdir,
                                                                                              monkeypatch):
     """The sweep reads an APST table whose PS0 entry says 300 ms; the virtual drive moves after its own
     100 ms: both moves are flagged (marginal, why: before the table's ITPT), each where the drive truly
     switched, none taken for the table's move (nor the Set Features' change read as ending after the
     first); the sweep report and the web step page show them as rows, and the step's trace draws them."""
-    monkeypatch.setattr(NvmeCli, "get_apst", _itpt_300(NvmeCli.get_apst))
-    st = simrig.start("client-apst", owned=True)
-    try:
-        store = ResultStore(tmp_path / "r.sqlite")
-        run = Sweep(parse(PLAN.format(rig=st["id"]), "p.toml"), store, tmp_path / "out").run()
-        truth = request(st["endpoint"], {"op": "apst_truth", "dev": st["controller"]})["transitions"]
-    finally:
-        simrig.stop(st["id"])
+    monkeypatch.setattr(NvmeCli, "get_apst", told_itpt(NvmeCli.get_apst, 0, 300))
+    store, run, truth = sweep_on_client_apst(tmp_path, "apst kept on", [0])
     [step] = store.steps(run)
     assert step["status"] == "done"
     ms = store.measurements(run)

@@ -5,6 +5,7 @@ sweep runs. Set POWERRIG_DOCS_IMG=1 to refresh the screenshots in docs/img/."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import re
 import shutil
@@ -15,8 +16,20 @@ import time
 from pathlib import Path
 
 import pytest
+from PIL import Image
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
 
+from apst_helpers import sweep_on_client_apst, told_itpt
 from conftest import POWERRIG, REPO, run_cli
+from powerrig.dut.nvme import NvmeCli
+from powerrig.results import ResultStore
+from powerrig.results.sweep_report import write_sweep_report
+from powerrig.sweep import measure
+from powerrig.sweep.engine import Sweep
+from powerrig.sweep.plan import parse
+from test_referee import every_verdict
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 PLAN = """name = "web demo"
@@ -55,41 +68,43 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@contextlib.contextmanager
+def _serving(db: str):
+    """`powerrig serve --db DB` on a free port, once it accepts connections: its base URL."""
+    port = _free_port()
+    server = subprocess.Popen([*POWERRIG, "serve", "--db", db, "--port", str(port)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        line = server.stdout.readline()
+        assert f":{port}/" in line, line + (server.stdout.read() if server.poll() is not None else "")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
 @pytest.fixture(scope="module")
 def served(pg_cluster, tmp_path_factory):
     """One finished sweep in a PostgreSQL database, and `powerrig serve` on it."""
-    from powerrig.results import ResultStore
-    from powerrig.sweep.engine import Sweep
-    from powerrig.sweep.plan import parse
-
     _need_browser()
     tmp = tmp_path_factory.mktemp("web")
     os.environ["POWERRIG_SIM_DIR"] = str(tmp / "sim")
     db = pg_cluster.database()
     run = Sweep(parse(PLAN.format(idle=0.5, measure=1.0), str(tmp / "demo.toml")), ResultStore(db), tmp / "out").run()
-    port = _free_port()
-    server = subprocess.Popen([*POWERRIG, "serve", "--db", db, "--port", str(port)], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-    line = server.stdout.readline()
-    assert f":{port}/" in line, line + (server.stdout.read() if server.poll() is not None else "")
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.1)
-    yield {"url": f"http://127.0.0.1:{port}", "db": db, "run": run, "tmp": tmp}
-    server.terminate()
-    server.wait(10)
+    with _serving(db) as url:
+        yield {"url": url, "db": db, "run": run, "tmp": tmp}
     run_cli("sim", "stop", "--all")
     os.environ.pop("POWERRIG_SIM_DIR", None)
 
 
 @pytest.fixture
 def browser(tmp_path):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
     _need_browser()
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
@@ -105,8 +120,6 @@ def browser(tmp_path):
 
 def _shot(drv, tmp_path: Path, name: str) -> Path:
     """A full-page screenshot; its pixels must show a page (many colours, not a blank or error screen)."""
-    from PIL import Image
-
     shot = drv.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
     path = tmp_path / f"{name}.png"
     path.write_bytes(base64.b64decode(shot["data"]))
@@ -119,8 +132,6 @@ def _shot(drv, tmp_path: Path, name: str) -> Path:
 
 
 def test_click_through_run_step_chart_in_chromium(served, browser, tmp_path):
-    from selenium.webdriver.common.by import By
-
     browser.get(served["url"] + "/")
     assert "powerrig results" in browser.title
     rigs = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "h3")]
@@ -150,8 +161,6 @@ def test_click_through_run_step_chart_in_chromium(served, browser, tmp_path):
 
 
 def test_a_running_sweep_shows_its_live_state_in_chromium(served, browser, tmp_path):
-    from selenium.webdriver.common.by import By
-
     plan = tmp_path / "live.toml"
     plan.write_text(PLAN.format(idle=1.0, measure=4.0))
     sweep = subprocess.Popen([sys.executable, "-m", "powerrig", "sweep", str(plan), "--results", served["db"],
@@ -186,8 +195,6 @@ def test_a_running_sweep_shows_its_live_state_in_chromium(served, browser, tmp_p
 
 def _shot_between(drv, tmp_path: Path, name: str, top_css: str, bottom_css: str | None, docs_name: str) -> Path:
     """A screenshot of the page from one element to the next (a section), whose pixels must show it."""
-    from PIL import Image
-
     height = drv.execute_script("return document.body.scrollHeight")
     drv.set_window_size(1280, min(height + 200, 16000))     # the whole page in the viewport: no reflow while shot
     box = drv.execute_script(
@@ -215,14 +222,6 @@ def test_the_referee_s_plots_in_the_report_and_on_the_step_page_in_chromium(brow
     sweep report's section "What the drive says vs what the slot measured" and the step page of `powerrig
     serve` show the claim-vs-truth plots (IPM against the slot's last second over time; histograms side by
     side). Set POWERRIG_DOCS_IMG=1 to refresh docs/img/referee-report.png and web-referee.png."""
-    from selenium.webdriver.common.by import By
-
-    from powerrig.results.sweep_report import write_sweep_report
-    from powerrig.results.store import ResultStore
-    from powerrig.sweep import measure
-    from powerrig.sweep.plan import parse
-    from test_referee import every_verdict
-
     db = tmp_path / "r.sqlite"
     store = ResultStore(db)
     plan = parse(PLAN.format(idle=8.0, measure=10.0), "referee.toml")
@@ -239,19 +238,8 @@ def test_the_referee_s_plots_in_the_report_and_on_the_step_page_in_chromium(brow
     assert all(browser.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 300", i) for i in imgs)
     _shot_between(browser, tmp_path, "report-referee", "h2#referee", "h2#verdicts", "referee-report.png")
 
-    port = _free_port()
-    server = subprocess.Popen([*POWERRIG, "serve", "--db", str(db), "--port", str(port)], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-    try:
-        line = server.stdout.readline()
-        assert f":{port}/" in line, line
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.1)
-        browser.get(f"http://127.0.0.1:{port}/run/{run}/step/{s.index + 1}")        # the page numbers steps from 1
+    with _serving(str(db)) as url:
+        browser.get(f"{url}/run/{run}/step/{s.index + 1}")        # the page numbers steps from 1
         charts = browser.find_elements(By.CSS_SELECTOR, "#referee ~ figure.referee-chart svg")
         assert len(charts) == 3 and all(c.size["width"] > 300 and c.size["height"] > 150 for c in charts)
         caps = " ".join(e.text for e in browser.find_elements(By.CSS_SELECTOR, "figure.referee-chart figcaption"))
@@ -260,30 +248,6 @@ def test_the_referee_s_plots_in_the_report_and_on_the_step_page_in_chromium(brow
                 for r in browser.find_elements(By.CSS_SELECTOR, "#referee-table tr")[1:]}
         assert "fail" in rows["IPM lag behind the slot"] and "pass" in rows["idle power (IDLP)"], rows
         _shot_between(browser, tmp_path, "web-referee", "h2#referee", "h2#phases", "web-referee.png")
-    finally:
-        server.terminate()
-        server.wait(10)
-
-
-APST_PLAN = """name = "apst as the table says, and not"
-power_states = [0, 1]
-idle_steps = false
-apst = "keep"
-[rig]
-port = "rig:{rig}"
-interval_us = 100
-[drive]
-serial = "VCL0000000000001"
-[timing]
-settle_s = 0.2
-idle_s = 0.6
-measure_s = 0.6
-[[workload]]
-name = "r4k"
-rw = "randread"
-bs = "4k"
-iodepth = 2
-"""
 
 
 def test_apst_moves_as_rows_and_on_the_trace_in_the_report_and_on_the_step_page_in_chromium(browser, tmp_path,
@@ -294,32 +258,8 @@ def test_apst_moves_as_rows_and_on_the_trace_in_the_report_and_on_the_step_page_
     report and on the web step page, and the step's trace draws each (dashed; the flagged ones dotted,
     in orange) as it draws a commanded change. POWERRIG_DOCS_IMG=1 refreshes docs/img/report-apst.png,
     web-step-apst.png and web-step-apst-trace.png."""
-    import dataclasses
-
-    from selenium.webdriver.common.by import By
-
-    from powerrig.dut.nvme import NvmeCli
-    from powerrig.results.store import ResultStore
-    from powerrig.results.sweep_report import write_sweep_report
-    from powerrig.sim import rig as simrig
-    from powerrig.sweep.engine import Sweep
-    from powerrig.sweep.plan import parse
-
-    real = NvmeCli.get_apst
-
-    def get_apst(self, dev):
-        got = real(self, dev)
-        e = list(got.entries)
-        e[1] = dataclasses.replace(e[1], idle_time_ms=300)
-        return dataclasses.replace(got, entries=tuple(e))
-
-    monkeypatch.setattr(NvmeCli, "get_apst", get_apst)
-    st = simrig.start("client-apst", owned=True)
-    try:
-        store = ResultStore(tmp_path / "r.sqlite")
-        run = Sweep(parse(APST_PLAN.format(rig=st["id"]), "apst.toml"), store, tmp_path / "out").run()
-    finally:
-        simrig.stop(st["id"])
+    monkeypatch.setattr(NvmeCli, "get_apst", told_itpt(NvmeCli.get_apst, 1, 300))
+    store, run, _ = sweep_on_client_apst(tmp_path, "apst as the table says, and not", [0, 1])
     ms = store.measurements(run)
     by_step = {s["key"]: s["idx"] for s in store.steps(run)}
     flagged = [m for m in ms if m["name"] == "apst.unpredicted_s"]
@@ -341,20 +281,9 @@ def test_apst_moves_as_rows_and_on_the_trace_in_the_report_and_on_the_step_page_
     assert all(r.is_displayed() and r.size["height"] > 10 for r in rows)
     _shot_between(browser, tmp_path, "report-apst", "h2#commands", "h2#verdicts", "report-apst.png")
 
-    port = _free_port()
-    server = subprocess.Popen([*POWERRIG, "serve", "--db", str(tmp_path / "r.sqlite"), "--port", str(port)],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        line = server.stdout.readline()
-        assert f":{port}/" in line, line
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.1)
+    with _serving(str(tmp_path / "r.sqlite")) as url:
         browser.set_window_size(1280, 1000)
-        browser.get(f"http://127.0.0.1:{port}/run/{run}/step/2")            # PS1: the flagged moves
+        browser.get(f"{url}/run/{run}/step/2")            # PS1: the flagged moves
         rows = browser.find_elements(By.CSS_SELECTOR, "#commands-tables tr.unpredicted")
         assert len(rows) == len(flagged) and all(r.is_displayed() and "not as the table predicts" in r.text for r in rows)
         svg = browser.find_element(By.CSS_SELECTOR, "h2#trace + figure svg")
@@ -362,11 +291,8 @@ def test_apst_moves_as_rows_and_on_the_trace_in_the_report_and_on_the_step_page_
         assert len(marks) == len(flagged) and all(t.is_displayed() for t in marks), [t.text for t in marks]
         _shot_between(browser, tmp_path, "web-step-apst-trace", "h1", "h2#verdicts", "web-step-apst-trace.png")
         _shot_between(browser, tmp_path, "web-step-apst", "h2#commands", "h2#phases", "web-step-apst.png")
-        browser.get(f"http://127.0.0.1:{port}/run/{run}/step/1")            # PS0: the table's moves, dashed
+        browser.get(f"{url}/run/{run}/step/1")            # PS0: the table's moves, dashed
         svg = browser.find_element(By.CSS_SELECTOR, "h2#trace + figure svg")
         labels = [t.text for t in svg.find_elements(By.TAG_NAME, "text")]
         assert labels.count("APST PS0->PS3") == len(ps0) and not any("not in table" in t for t in labels), labels
         assert not browser.find_elements(By.CSS_SELECTOR, "#commands-tables tr.unpredicted")
-    finally:
-        server.terminate()
-        server.wait(10)

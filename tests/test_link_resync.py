@@ -55,6 +55,27 @@ def test_open_sends_the_resync_preamble_before_anything_else():
     assert quiet.written == []
 
 
+def test_a_slow_device_s_half_frame_waits_its_stretched_quiet():
+    """A half frame is given up after 1 s of quiet in device time: on an emulated board at 1/20 of real
+    time (time_scale 20) a frame whose rest comes 1.5 host seconds later is kept, not dropped as stale."""
+    link = SerialLink("fake", ser=RecordingSerial(), resync=False)
+    try:
+        frame = wire.encode(wire.T_NOTICE, b'{"event": "x"}', seq=7)
+        cut = wire.fw.HEADER_SIZE + 2                               # its header and two bytes of payload
+        for scale, kept in ((1.0, False), (20.0, True)):
+            link.time_scale = scale
+            assert link.decoder.max_wait_s == 1.0 * scale
+            dec = wire.FrameDecoder(max_wait_s=link.decoder.max_wait_s)   # (one the link's reader does not feed)
+            before = dec.stale_headers
+            t0 = 1000.0
+            assert dec.feed(frame[:cut], t0) == []
+            dec.feed(b"", t0 + 1.5)                     # 1.5 host seconds of quiet
+            got = dec.feed(frame[cut:], t0 + 1.6)
+            assert (dec.stale_headers == before) == kept and (len(got) == 1) == kept, (scale, got)
+    finally:
+        link.close()
+
+
 def _crashed_host(port: str, data: bytes) -> None:
     """A host that wrote ``data`` and went away."""
     with serial.Serial(port, baudrate=2_000_000, timeout=0.1) as s:

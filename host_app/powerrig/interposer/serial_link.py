@@ -129,8 +129,7 @@ class SerialLink:
         self.error: str | None = None
         self.bad_replies = 0
         self.last_bad_reply: str | None = None
-        # host seconds per device second (1 for a board; more for an emulated one, docs/emulator.md):
-        # a reply's deadline is in device time, so command timeouts are stretched by it
+        self._quiet_s = self.decoder.max_wait_s     # a half frame's allowed quiet, in device seconds
         self.time_scale = 1.0
         self._ids = itertools.count(1)
         self._waiting: dict[int, tuple[threading.Event, list]] = {}
@@ -149,6 +148,19 @@ class SerialLink:
             os.set_blocking(self._abort_w, False)      # a poke never blocks the caller (a full pipe is poked already)
         self._thread = threading.Thread(target=self._read_loop, name=f"powerrig-link-{port}", daemon=True)
         self._thread.start()
+
+    @property
+    def time_scale(self) -> float:
+        """Host seconds per device second (1 for a board; more for an emulated one, docs/emulator.md): a
+        reply's deadline is in device time, so command timeouts are stretched by it, and so is the quiet
+        after which a half frame is given up (an emulated board at 1 % of real time sends a frame's
+        pieces host seconds apart: unstretched, they were dropped as stale headers under load)."""
+        return self._time_scale
+
+    @time_scale.setter
+    def time_scale(self, scale: float) -> None:
+        self._time_scale = scale
+        self.decoder.max_wait_s = self._quiet_s * scale
 
     # ---- reader ----------------------------------------------------------------------------------
     def _read_loop(self) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-import subprocess
 import time
+from subprocess import Popen, TimeoutExpired      # (reaps what sim/rig.py started; starts nothing)
 
 from powerrig.core import rig_registry
 from powerrig.core.errors import PowerrigError
@@ -38,7 +38,7 @@ class RigError(PowerrigError):
     pass
 
 
-children: dict[int, subprocess.Popen] = {}   # rigs this process started (sim/rig.py start; reaped on stop)
+children: dict[int, Popen] = {}   # rigs this process started (sim/rig.py start; reaped on stop)
 running = rig_registry.running              # rigs whose process is alive
 
 
@@ -73,7 +73,7 @@ def stop(rig_id: str | None = None, all_: bool = False, timeout: float = 10.0) -
         if child is not None:
             try:
                 child.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+            except TimeoutExpired:
                 child.kill()
                 child.wait()
     return [r["id"] for r in rigs]

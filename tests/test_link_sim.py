@@ -349,11 +349,16 @@ def test_frames_in_order_are_assembled_as_the_loop_would(how, monkeypatch):
         monkeypatch.undo()
         s = st.summary()
         s.pop("clock")
-        return [(b.first_index, len(b), dict(b.flags), b.p.tobytes(), b.valid.tobytes()) for b in blocks], s
+        # what the two calls hand over, whatever the cut into blocks (that follows how the reader's
+        # hand-overs fell in time: 930 + 70 or 970 + 30 intervals, both right)
+        assert all(b.first_index == a.end_index for a, b in zip(blocks, blocks[1:]))
+        gaps = [(b.first_index, b.flags.get("gap")) for b in blocks if b.flags.get("gap")]
+        return (blocks[0].first_index, sum(len(b) for b in blocks), np.concatenate([b.p for b in blocks]).tobytes(),
+                np.concatenate([b.valid for b in blocks]).tobytes(), sorted({g for _i, g in gaps}), s)
     fast = run(True)
     assert any(at_once)                     # the frames before a loss took the one-step path
     assert fast == run(False)
-    assert sum(n for _i, n, *_ in fast[0]) == 1500
+    assert fast[1] == 1500
 
 
 def test_pending_frames_stay_bounded_past_a_lost_end():

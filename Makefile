@@ -19,7 +19,7 @@ demo: setup
 # loads (the marker `serial`); one per-tier table and one out/junit.xml over both.
 # The temporary folders sit under a short path of the run's own (xdist's default adds a level, and the
 # rigs' unix sockets have 107 bytes).
-WORKERS ?= 2
+WORKERS ?= 3
 PYTEST  := $(PY) -m pytest -q -p no:cacheprovider --durations=15
 test: export POWERRIG_SETUP_FOR := test
 test: setup

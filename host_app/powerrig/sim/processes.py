@@ -35,7 +35,7 @@ def die_with_parent(parent_pid: int):
 
 
 class RigError(PowerrigError):
-    pass
+    """A virtual rig that cannot be started, found or stopped."""
 
 
 children: dict[int, Popen] = {}   # rigs this process started (sim/rig.py start; reaped on stop)
@@ -64,7 +64,7 @@ def stop(rig_id: str | None = None, all_: bool = False, timeout: float = 10.0) -
         try:
             os.kill(r["pid"], signal.SIGTERM)
         except ProcessLookupError:
-            pass
+            pass                            # it ended on its own: nothing to stop
     deadline = time.monotonic() + timeout
     for r in rigs:
         while time.monotonic() < deadline and _alive(r["pid"], r["id"]):

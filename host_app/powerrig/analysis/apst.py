@@ -112,8 +112,12 @@ def apst_moves(p_of: Callable[[int, int], np.ndarray], interval_s: float, busy: 
     rails have settled after the change that entered ``ps`` (default GUARD_S after ``start``);
     ``no_limit_of(old, new)``: why ``limit_of`` gives None (a latency not reported), in the move's note."""
     dt = interval_s
-    if no_limit_of is not None:       # the why rides with the limit to every move timed
-        limit_of = _LimitWhy(limit_of, no_limit_of)
+
+    def limit(old: int, new: int) -> tuple[float | None, str]:
+        """The limit, and why there is none: the why rides with it to every move timed."""
+        lim = limit_of(old, new)
+        return lim, (no_limit_of(old, new) if lim is None and no_limit_of is not None else "")
+
     level_of = level_of or (lambda s: None)
     states = range(len(table))
     scan_end = end if quiet_until is None else min(end, quiet_until)
@@ -128,17 +132,17 @@ def apst_moves(p_of: Callable[[int, int], np.ndarray], interval_s: float, busy: 
             due = t + move[1] / dt if move is not None else math.inf
             early = _step(p_of, dt, look, min(due, b, scan_end))
             if early is not None:                      # the rails moved before the table's next move was due
-                m = _unpredicted(p_of, dt, early, t, min(b, scan_end), s, move, limit_of, level_of, states, unseen)
+                m = _unpredicted(p_of, dt, early, t, min(b, scan_end), s, move, limit, level_of, states, unseen)
                 out.append(m)
                 t, s, unseen = m.expected_s / dt, m.tr.to_ps, None
-                look = t + _settled(m.tr, limit_of) / dt + guard
+                look = t + _settled(m.tr, limit) / dt + guard
                 continue
             if move is None or due >= min(b, scan_end):
                 break                                  # I/O resumed (or the window ended) before ITPT: no move
             itps, itpt_s = move
             lim = limit_of(s, itps)
             late = due + ((lim if lim is not None and math.isfinite(lim) else 0.0) + LATE_S) / dt
-            tr = _timed(p_of, dt, t, due, min(b, scan_end, late), s, itps, limit_of)
+            tr = _timed(p_of, dt, t, due, min(b, scan_end, late), s, itps, limit)
             flag = None
             seen = _nearest_state(tr.after_w, level_of, states) if math.isfinite(tr.latency_s) else None
             if seen not in (None, itps):
@@ -150,39 +154,27 @@ def apst_moves(p_of: Callable[[int, int], np.ndarray], interval_s: float, busy: 
             t = due + (tr.latency_s / dt if math.isfinite(tr.latency_s) else 0.0)
             unseen = None if math.isfinite(tr.latency_s) else (s, itps, due * dt)
             s = itps
-            look = t + _settled(tr, limit_of) / dt + guard
+            look = t + _settled(tr, limit) / dt + guard
     return out
-
-
-class _LimitWhy:
-    """``limit_of`` with ``why(old, new)``, the reason it gives None, beside it: _timed reads both."""
-
-    def __init__(self, limit_of: Callable[[int, int], float | None], why: Callable[[int, int], str]):
-        self._limit_of, self.why = limit_of, why
-
-    def __call__(self, old: int, new: int) -> float | None:
-        return self._limit_of(old, new)
 
 
 def _w(v: float | None) -> str:
     return "IDLP not stated" if v is None else f"{v:.3f} W"
 
 
-def _settled(tr: Transition, limit_of) -> float:
+def _settled(tr: Transition, limit) -> float:
     """Seconds from a move's onset to where its level may be read: its measured settle, else its limit."""
     if math.isfinite(tr.settle_s):
         return max(0.0, tr.settle_s - (tr.latency_s if math.isfinite(tr.latency_s) else 0.0))
-    lim = limit_of(tr.from_ps, tr.to_ps) if tr.from_ps is not None and tr.to_ps is not None else None
+    lim = limit(tr.from_ps, tr.to_ps)[0] if tr.from_ps is not None and tr.to_ps is not None else None
     return float(lim) if lim is not None and math.isfinite(lim) else 0.0
 
 
-def _timed(p_of, dt, t, at, b, s, to, limit_of) -> Transition:
+def _timed(p_of, dt, t, at, b, s, to, limit) -> Transition:
     """The rails step from sample id ``at`` (the move's due time, or just before an unpredicted one's)."""
     lo = max(0, int(math.floor(max(t, at - PRE_S / dt))) - 2)
     hi = int(math.ceil(min(b, at + POST_S / dt))) + 2
-    lim = limit_of(s, to) if s is not None and to is not None else None
-    why_of = getattr(limit_of, "why", None)
-    why = why_of(s, to) if lim is None and why_of is not None and s is not None and to is not None else ""
+    lim, why = limit(s, to) if s is not None and to is not None else (None, "")
     return time_transition(np.asarray(p_of(lo, hi), dtype=float), lo, at, dt,
                            math.nan if lim is None else float(lim), s, to, source="apst", pre_from=t, end_at=b,
                            no_limit=why)
@@ -195,18 +187,18 @@ def _step(p_of, dt, lo: float, hi: float) -> tuple[int, float, float, int] | Non
     return first_step(np.asarray(p_of(lo_i, hi_i), dtype=float), lo_i, dt)
 
 
-def _unpredicted(p_of, dt, step, t, b, s, move, limit_of, level_of, states, unseen=None) -> ApstMove:
+def _unpredicted(p_of, dt, step, t, b, s, move, limit, level_of, states, unseen=None) -> ApstMove:
     """The step ``step`` (sample id, level before, after) found in idle where the table gives no move yet:
     timed from a millisecond before it left the band, its new state named by IDLP when id-ctrl states them,
     and the one line saying how it differs from the table. ``unseen``: (old, new, due s) of the table's
     move before it, which showed no step."""
     k, before, after, lost = step
     at = max(t, k - SMOOTH_S / dt)
-    tr = _timed(p_of, dt, t, at, b, s, None, limit_of)
+    tr = _timed(p_of, dt, t, at, b, s, None, limit)
     level = tr.after_w if math.isfinite(tr.after_w) else after
     to = _nearest_state(level, level_of, states)
     if to is not None:
-        tr = _timed(p_of, dt, t, at, b, s, to, limit_of)   # a state named: judged against its EXLAT + ENLAT
+        tr = _timed(p_of, dt, t, at, b, s, to, limit)   # a state named: judged against its EXLAT + ENLAT
     onset = at + (tr.latency_s / dt if math.isfinite(tr.latency_s) else 0.0)
     idle_ms = (onset - t) * dt * 1e3
     where = "PS?" if s is None else f"PS{s}"

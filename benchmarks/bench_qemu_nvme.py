@@ -37,6 +37,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hostinfo import machine  # noqa: E402
+from qemu_split import pair, summary  # noqa: E402
 
 from powerrig.capture import CaptureReader  # noqa: E402
 from powerrig.core.timeline import FIO, NVME, PHASE, Timeline  # noqa: E402
@@ -69,7 +70,7 @@ def pct(v, q):
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--phases", type=int, default=20)
+    ap.add_argument("--phases", type=int, default=20, help="0: the admin commands alone (no sweep)")
     ap.add_argument("--admin", type=int, default=200)
     ap.add_argument("--no-block-trace", action="store_true", help="edges from fio's per-I/O logs alone")
     a = ap.parse_args()
@@ -112,39 +113,43 @@ def main() -> int:
         q_sub = np.array(sorted(c.t_submit for c in cmds))
         placed_err = [float(np.min(np.abs(q_sub - e.t_start))) * 1e3 for e in placed] if len(q_sub) else []
         placed_w = [(e.t_end - e.t_start) * 1e3 for e in placed]
+        split = summary(pair(traced.admin() if traced else [], read_all(st["trace"])), t_admin0)
+        split["clock_bound_ms"] = [round((traced.bound_s if traced else 0) * 1e3, 3),
+                                   round(remote.clock().uncertainty_s * 1e3, 3)]
 
-        # the sweep
-        plan = parse(plan_text(st["id"], st["serial"], a.phases, not a.no_block_trace), str(tmp / "plan.toml"))
-        store = ResultStore(tmp / "r.sqlite")
-        t_sweep = time.monotonic()
-        run_id = Sweep(plan, store, tmp / "out").run()
-        t_sweep = time.monotonic() - t_sweep
-        time.sleep(0.2)
-        trace = read_all(st["trace"])
-        io = [c for c in trace if c.kind in ("read", "write") and c.t_complete is not None]
-        io_s = np.array([c.t_submit for c in io])
-        edge_err, energy_err, lost, signed, sources = [], [], [], [], {}
-        rows = {(p["step"], p["name"]): p for p in store.phases(run_id)}
-        for s in store.steps(run_id):
-            with CaptureReader(s["capture"]) as cap:
-                events = list(cap.events)
-            fio_ev = [e for e in events if e.kind == FIO and e.ok][-1]
-            ph = [e for e in events if e.kind == PHASE and e.name.startswith("measure:")][-1]
-            lo, hi = np.searchsorted(io_s, [fio_ev.t_start, fio_ev.t_end])
-            mine = io[lo:hi]
-            if not mine:
-                continue
-            first = min(c.t_submit for c in mine)
-            last = max(c.t_complete for c in mine)
-            edge_err += [abs(ph.t_start - first) * 1e3, abs(ph.t_end - last) * 1e3]
-            src = next((e.meta.get("block_trace") or e.meta.get("time_source") for e in events
-                        if e.kind == PHASE and e.name.startswith("fio:")), None)
-            sources[src] = sources.get(src, 0) + 1
-            signed.append([round((ph.t_start - first) * 1e3, 1), round((ph.t_end - last) * 1e3, 1)])
-            row = rows[(s["key"], ph.name)]
-            truth = energy(trace, ph.t_start, ph.t_end)
-            energy_err.append(abs(row["energy_j"] - truth) / truth * 100)
-            lost.append(row.get("lost_s") or 0.0)
+        # the sweep (--phases 0: the admin commands alone)
+        t_sweep, edge_err, energy_err, lost, signed, sources = 0.0, [], [], [], [], {}
+        if a.phases:
+            plan = parse(plan_text(st["id"], st["serial"], a.phases, not a.no_block_trace), str(tmp / "plan.toml"))
+            store = ResultStore(tmp / "r.sqlite")
+            t_sweep = time.monotonic()
+            run_id = Sweep(plan, store, tmp / "out").run()
+            t_sweep = time.monotonic() - t_sweep
+            time.sleep(0.2)
+            trace = read_all(st["trace"])
+            io = [c for c in trace if c.kind in ("read", "write") and c.t_complete is not None]
+            io_s = np.array([c.t_submit for c in io])
+            rows = {(p["step"], p["name"]): p for p in store.phases(run_id)}
+            for s in store.steps(run_id):
+                with CaptureReader(s["capture"]) as cap:
+                    events = list(cap.events)
+                fio_ev = [e for e in events if e.kind == FIO and e.ok][-1]
+                ph = [e for e in events if e.kind == PHASE and e.name.startswith("measure:")][-1]
+                lo, hi = np.searchsorted(io_s, [fio_ev.t_start, fio_ev.t_end])
+                mine = io[lo:hi]
+                if not mine:
+                    continue
+                first = min(c.t_submit for c in mine)
+                last = max(c.t_complete for c in mine)
+                edge_err += [abs(ph.t_start - first) * 1e3, abs(ph.t_end - last) * 1e3]
+                src = next((e.meta.get("block_trace") or e.meta.get("time_source") for e in events
+                            if e.kind == PHASE and e.name.startswith("fio:")), None)
+                sources[src] = sources.get(src, 0) + 1
+                signed.append([round((ph.t_start - first) * 1e3, 1), round((ph.t_end - last) * 1e3, 1)])
+                row = rows[(s["key"], ph.name)]
+                truth = energy(trace, ph.t_start, ph.t_end)
+                energy_err.append(abs(row["energy_j"] - truth) / truth * 100)
+                lost.append(row.get("lost_s") or 0.0)
         clock_ms = remote.clock().uncertainty_s * 1e3
     finally:
         tail.stop()
@@ -156,10 +161,11 @@ def main() -> int:
                       "load_average": [round(x, 2) for x in os.getloadavg()], "edge_sources": sources,
                       "command_trace": trace_note,
                       "placed_event_width_ms_p50": round(pct(placed_w, 50), 3) if placed_w else None,
-                      "placed_event_error_ms_p50": round(pct(placed_err, 50), 3) if placed_err else None}))
+                      "placed_event_error_ms_p50": round(pct(placed_err, 50), 3) if placed_err else None,
+                      "command_split": split}))
     print(json.dumps({"boot_s": round(st["boot_s"], 2), "command_roundtrip_ms_p50": round(pct(rt, 50), 1),
                       "trace_lag_ms_p99": round(pct(lags, 99) * 1e3, 2),
-                      "phase_edge_error_ms_p99": round(pct(edge_err, 99), 2),
+                      "phase_edge_error_ms_p99": round(pct(edge_err, 99), 2) if edge_err else None,
                       "command_event_contains_pct": round(100.0 * inside / max(1, len(cmds)), 2),
                       "command_event_width_ms_p50": round(pct(widths, 50), 1),
                       "phase_energy_error_pct_max": round(max(energy_err), 4) if energy_err else None,

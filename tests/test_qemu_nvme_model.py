@@ -3,6 +3,9 @@ those commands drive (live and offline alike), the agent transport's URL and the
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
 import threading
 import time
 
@@ -12,6 +15,8 @@ import pytest
 
 from powerrig.dut.agent import AgentHost
 from powerrig.dut.remote import RemoteError, drive_host
+from powerrig.sim.qemu import priority
+from powerrig.sim.qemu.machine import AgentLink
 from powerrig.sim.qemu.power import PowerParams, TracePower, energy
 from powerrig.sim.qemu.trace import TraceParser, read_all
 
@@ -215,3 +220,58 @@ def test_qemu_nvme_clock_estimate_is_the_intersection_of_the_samples_bounds():
     # bounds that do not meet (a clock stepped between them): the newest that agree are the clock now
     c = estimate([(0.0, 0.005 + off, 0.010), (50.0, 50.5 + off, 50.030)])
     assert c.offset_s == pytest.approx(off + 0.485) and c.uncertainty_s == pytest.approx(0.015)
+
+
+def test_qemu_nvme_agent_sync_takes_the_guests_own_time_out_of_the_bounds():
+    """agent.sh answers SYNC with its clock on the request's arrival and as the answer leaves (NTP's
+    T2, T3): the sample's answer time comes back less the guest's time between, so a slow guest
+    (0.6 ms of glob on TCG) widens no bound; an agent with one stamp still maps."""
+    host, guest = socket.socketpair()
+    link = AgentLink(host)
+    f = guest.makefile("rwb", buffering=0)
+
+    def answer(extra: float | None):
+        i = f.readline().split()[0].decode()
+        time.sleep(0.02)                       # the host's answer arrives >= 20 ms after it asked
+        t = time.time() + 5.0                  # the guest's clock runs 5 s ahead
+        guest.sendall(f"SYNC {i} {t:.6f}{'' if extra is None else f' {t + extra:.6f}'}\n".encode())
+
+    for extra in (0.015, None):
+        th = threading.Thread(target=answer, args=(extra,))
+        th.start()
+        t_send, t_guest, t_recv = link.sync_sample()
+        th.join()
+        assert t_send + 5.0 <= t_guest                       # stamped on arrival, after the request left
+        wall = time.time()
+        if extra is None:
+            assert t_recv <= wall and t_recv - t_send >= 0.02     # the old one-stamp answer: the round trip
+        else:
+            assert t_recv <= wall - 0.0149                         # 15 ms of the guest's own taken out
+    guest.close()
+    host.close()
+
+
+def test_qemu_nvme_qemu_runs_ahead_with_short_slices_when_allowed():
+    """QEMU stands in for the drive host: the preexec gives it 0.1 ms slices (a kernel with EEVDF
+    custom slices) and, when asked, a nice ahead of its parent (root); not allowed leaves it as it
+    was, and 0 turns each off."""
+    def run(nice, slice_us):
+        p = subprocess.Popen(["sleep", "5"], preexec_fn=priority.ahead(lambda: None, nice, slice_us))
+        try:
+            time.sleep(0.2)
+            sched = Path(f"/proc/{p.pid}/sched").read_text() if Path(f"/proc/{p.pid}/sched").exists() else ""
+            slc = next((int(line.split(":")[1]) for line in sched.splitlines() if line.startswith("se.slice")), None)
+            return os.getpriority(os.PRIO_PROCESS, p.pid) - os.getpriority(os.PRIO_PROCESS, 0), slc
+        finally:
+            p.kill()
+            p.wait()
+
+    off_nice, off_slice = run(0, 0)
+    assert off_nice == 0
+    nice, slc = run(-10, priority.SLICE_US)
+    if os.geteuid() != 0:
+        assert nice == 0                        # not allowed: as it was
+        return
+    assert nice == -10
+    if slc is not None and off_slice is not None and off_slice != priority.SLICE_US * 1000:
+        assert slc == priority.SLICE_US * 1000  # the kernel took the short slice

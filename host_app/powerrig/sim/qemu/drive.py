@@ -13,9 +13,9 @@ PROFILE = "qemu"          # the name a plan or `powerrig sim start --drive` give
 
 
 class QemuDrive:
-    def __init__(self, rig_dir: str | Path, serial: str):
+    def __init__(self, rig_dir: str | Path, serial: str, extra_trace: tuple[str, ...] = ()):
         self.dir = Path(rig_dir) / "qemu"
-        self.guest = Guest(self.dir, serial)
+        self.guest = Guest(self.dir, serial, extra_trace=extra_trace)
         self.relay: Relay | None = None
         self.power: TracePower | None = None
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from powerrig.core.errors import PowerrigError
 from powerrig.sim.processes import die_with_parent
+from powerrig.sim.qemu import priority
 from powerrig.sim.qemu.image import QEMU, find
 
 # the NVMe events the power model needs: each command's kind and size, submit and completion
@@ -121,8 +122,10 @@ class AgentLink:
         return self.sync_sample(timeout)[1]
 
     def sync_sample(self, timeout: float = 5.0) -> tuple[float, float, float]:
-        """(host time the request left, the guest's clock, host time its answer arrived): stamped
-        here at the socket, so the relay's and its client's own delays stay out of the bounds."""
+        """(host time the request left, the guest's clock on its arrival, host time its answer
+        arrived less the guest's time between the request's arrival and the answer leaving): stamped
+        here at the socket, so the relay's and its client's own delays stay out of the bounds, and
+        the guest's own (agent.sh) too."""
         i, ev, slot = self._new()
         t_send = self._send(f"{i} SYNC")
         t_guest, t_recv = self._wait(i, ev, slot, timeout)
@@ -150,8 +153,11 @@ class AgentLink:
                 for raw in lines:
                     line = raw.decode(errors="replace")
                     if line.startswith("SYNC "):
-                        _, i, t = line.split()
-                        self._deliver(i, (float(t), t_recv))
+                        # the guest's clock on the request's arrival and as the answer left (NTP's
+                        # T2 and T3): the answer's arrival less the guest's time between bounds the
+                        # offset as if the guest had answered at once (an older agent: one stamp)
+                        _, i, t, *t_left = line.split()
+                        self._deliver(i, (float(t), t_recv - (float(t_left[0]) - float(t) if t_left else 0.0)))
                     elif line.startswith("BEGIN "):
                         _, i, t0 = line.split()
                         cur = [i, float(t0), [], [], "out"]
@@ -260,16 +266,17 @@ class Guest:
 
     def __init__(self, rundir: str | os.PathLike, serial: str, img_size: str = "1G", mem_mb: int = 1024,
                  smp: int = 2, trace: bool = True, subsystem: Subsystem | None = None,
-                 multipath: bool | None = None):
+                 multipath: bool | None = None, extra_trace: tuple[str, ...] = ()):
         """``subsystem``: instead of the one controller with one namespace, an NVM subsystem of
         several controllers (same serial) and namespaces, private and shared (Subsystem).
         ``multipath``: the guest kernel's native NVMe multipath (``nvme_core.multipath``): None
         leaves the kernel's default (on), False turns it off (one block device per controller and
-        namespace), True asks for it explicitly."""
+        namespace), True asks for it explicitly. ``extra_trace``: more of QEMU's trace events (a
+        measurement's: benchmarks/qemu_admin_stages.py's doorbell and MSI-X stamps)."""
         self.rundir = Path(rundir)
         self.rundir.mkdir(parents=True, exist_ok=True)
         self.serial, self.img_size, self.mem_mb, self.smp, self.trace = serial, img_size, mem_mb, smp, trace
-        self.subsystem, self.multipath = subsystem, multipath
+        self.subsystem, self.multipath, self.extra_trace = subsystem, multipath, tuple(extra_trace)
         self.img = self.rundir / "nvm.img"
         self.proc: subprocess.Popen | None = None
         self.agent: AgentLink | None = None
@@ -342,7 +349,7 @@ class Guest:
              "-device", "virtserialport,bus=vser.0,chardev=agent,name=agent"] + self._nvme_args()
         if self.trace:
             a += ["-msg", "timestamp=on", "-D", str(self.trace_log)]
-            for ev in TRACE_EVENTS + (SUBSYS_TRACE_EVENTS if self.subsystem is not None else ()):
+            for ev in TRACE_EVENTS + (SUBSYS_TRACE_EVENTS if self.subsystem is not None else ()) + self.extra_trace:
                 a += ["-trace", f"enable={ev}"]
         return a
 
@@ -354,8 +361,8 @@ class Guest:
                     f.truncate(_bytes(size))
         self._log = open(self.rundir / "qemu.log", "wb")
         # the guest ends with the process that started it, however that ends (a killed rig leaves no QEMU)
-        self.proc = subprocess.Popen(self.argv(), stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, preexec_fn=die_with_parent(os.getpid()))
+        self.proc = subprocess.Popen(self.argv(), stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     preexec_fn=priority.ahead(die_with_parent(os.getpid()), *priority.settings()))
         try:
             self.qmp = Qmp(self.rundir / "rig.qmp", timeout, self.proc)
             self.agent = AgentLink(_connect(str(self.rundir / "agent.sock"), timeout, self.proc))

@@ -2,7 +2,7 @@
 # The guest's command agent, on one virtio-serial port (the drive host's "sshd").
 #  host -> guest: "<id> <base64 of a shell script> [<base64 of stdin>]\n"  runs it in the background
 #                 "<id> SYNC\n"   answered at once with the guest's clock (builtins only: no fork)
-#  guest -> host: "SYNC <id> <epoch s.us>\n", or for a script
+#  guest -> host: "SYNC <id> <epoch s.us on arrival> <epoch s.us as it leaves>\n", or for a script
 #                 "BEGIN <id> <epoch at start>" base64(stdout) "STDERR <id>" base64(stderr) "END <id> <rc> <epoch at end>"
 # Scripts run concurrently (fio and nvme-cli at once); a lock (mkdir is atomic; busybox has no
 # flock) keeps each reply whole on the port.
@@ -19,16 +19,18 @@ run() {
   rm -f /tmp/.cmd.$id /tmp/.in.$id /tmp/.out.$id /tmp/.err.$id
 }
 while read -r id b64 in64 <&3; do
+  t=$EPOCHREALTIME
   [ -z "$id" ] && continue
   if [ "$b64" = SYNC ]; then
-    # no script between its start and its reply (each keeps its /tmp/.cmd file until it has
-    # answered; only this loop starts one): answer with builtins only, so nothing (mkdir forks)
-    # lies between reading the clock and the answer leaving, which would widen the host's bounds
+    # NTP's four stamps: the clock on arrival ($t) and again as the answer leaves; the host takes
+    # the time between out of its bounds, so what lies between (this glob: ~0.6 ms on TCG; the lock
+    # while a script answers) widens nothing. No script between its start and its reply (each keeps
+    # its /tmp/.cmd file until it has answered; only this loop starts one): answer with builtins only
     set -- /tmp/.cmd.*
     if [ -e "$1" ]; then
-      t=$EPOCHREALTIME; lock; echo "SYNC $id $t" >&3; rmdir /tmp/.agent.lock
+      lock; echo "SYNC $id $t $EPOCHREALTIME" >&3; rmdir /tmp/.agent.lock
     else
-      echo "SYNC $id $EPOCHREALTIME" >&3
+      echo "SYNC $id $t $EPOCHREALTIME" >&3
     fi
     continue
   fi

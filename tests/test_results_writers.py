@@ -4,39 +4,22 @@ of them fails (issue 28: 19 of 40 same-plan starts and 3 of 40 schema creations 
 from __future__ import annotations
 
 import multiprocessing as mp
-import traceback
 
 import pytest
 
 from powerrig.results import ResultStore
 from powerrig.results import schema as S
 
+from results_writer_helpers import writer
 from test_results_store import PLAN, make_version_1, sql
 
 WRITERS = 8
 
 
-def _writer(db: str, barrier, errors, k: int) -> None:
-    try:
-        from powerrig.sweep.plan import parse
-        plan = parse(PLAN)
-        barrier.wait(60)                       # every process opens the database at the same moment
-        store = ResultStore(db)
-        run = store.start_run(plan, f"out{k}", station=f"rig-{k}")
-        for s in plan.steps():
-            store.store_step(run, {"idx": s.index, "key": s.key, "name": s.name, "power_state": s.power_state,
-                                   "workload": s.workload.name if s.workload else None, "status": "done"},
-                             [{"name": "p", "kind": "workload", "mean_w": 5.0, "rails": {"total": {"mean_w": 5.0}}}],
-                             [{"name": "power.mean", "phase": "p", "value": 5.0, "units": "W", "outcome": "info"}])
-        store.set_run_status(run, "done")
-    except BaseException:  # noqa: BLE001 - reported to the test, which shows it
-        errors.put(f"writer {k}: {traceback.format_exc(limit=3)}")
-
-
 def run_writers(db: str, n: int = WRITERS) -> list[str]:
     ctx = mp.get_context("spawn")
     barrier, errors = ctx.Barrier(n), ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(db, barrier, errors, k)) for k in range(n)]
+    procs = [ctx.Process(target=writer, args=(db, PLAN, barrier, errors, k)) for k in range(n)]
     for p in procs:
         p.start()
     for p in procs:

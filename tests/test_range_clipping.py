@@ -75,6 +75,37 @@ def raw_trace(n: int, seed: int = 1):
     return v, i
 
 
+def test_the_integer_screen_never_hides_a_clipped_record():
+    """``clipped`` skips the full test when an integer screen says no record can pass it. Record by
+    record at each test's boundary (mean codes one unit either side of the clamp's margin; the largest
+    product, positive or negative, one unit either side of the steady ceiling) and over random
+    records, the screened result is the full test's."""
+    near = CODE_MAX - wire.CLIP_MARGIN
+    rng = np.random.default_rng(7)
+    n = 3000
+    rec = np.zeros(n, wire.record_dtype(1))
+    at_clamp = rng.random(n) < 0.3                  # these test the means; the rest the products
+    v_mean = np.where(at_clamp, rng.choice([near - 1, near, -near], n),
+                      rng.choice([26000, 2000, wire.CLIP_MIN_V_CODE, wire.CLIP_MIN_V_CODE - 1], n))
+    rec["sum_v0"] = v_mean * SPI + rng.integers(-1, 2, n)
+    rec["sum_i0"] = np.where(at_clamp & (rng.random(n) < 0.5), rng.choice([near - 1, near, -near], n), 1500) * SPI \
+        + rng.integers(-1, 2, n)
+    ceiling = (rec["sum_v0"] / SPI) * near / 2.0**15          # where (p_max + 1) * 2**15 meets it
+    edge = np.clip(np.ceil(ceiling) - 1 + rng.integers(-1, 2, n), -2**15, 2**15 - 1)
+    side = rng.random(n)
+    rec["p_max0"] = np.where(side < 0.5, edge, rng.integers(-2000, 2000, n))
+    rec["p_min0"] = np.where(side >= 0.5, np.clip(-edge - 1, -2**15, 2**15 - 1), -100)
+    hits = 0
+    for k in range(n):                              # one record at a time: the screen sees it alone
+        one = rec[k:k + 1]
+        full = wire._clipped(one, 0, SPI)
+        assert (wire.clipped(one, 0, SPI) == full).all(), (k, one)
+        hits += int(full.any())
+    assert 100 < hits < n - 100                     # both sides of every boundary were reached
+    calm = records(np.full((SPI * 40, 1), 26000.0), np.full((SPI * 40, 1), 1500.0))
+    assert not wire._near_clamp(calm, 0, SPI)       # a calm rail is screened out, the full test skipped
+
+
 def decode(v, i, first_index=1_000_000, rows_per_block=700):
     """IntervalBlocks through the host's decoding (records_to_si), in blocks of rows_per_block."""
     cfg = rails()

@@ -321,9 +321,10 @@ class Recorder:
 
     def _count(self, block) -> None:
         self._rows += len(block)
-        self._lost_rows += int((~block.valid).sum())
-        if block.valid.any():
-            self._last.add(block.p[block.valid])
+        valid = int(np.count_nonzero(block.valid))
+        self._lost_rows += len(block) - valid
+        if valid:
+            self._last.add(block.p if valid == len(block) else block.p[block.valid])
 
     def _progress(self, stream) -> Progress:
         s = stream.stats

@@ -221,9 +221,10 @@ class CaptureWriter:
         for bit, gid in enumerate(self._gpi_ids.values()):    # one 0/1 sample per interval, as long as the rest
             w.fsr(gid, sid0, np.ascontiguousarray((seen >> bit) & 1, dtype=np.uint8))
         ok = b.valid
-        if ok.any():
-            self._energy.add(np.where(ok[:, None], b.p, 0.0).sum(axis=0))
-            self._valid_rows += int(ok.sum())
+        valid = int(np.count_nonzero(ok))
+        if valid:
+            self._energy.add((b.p if valid == len(ok) else np.where(ok[:, None], b.p, 0.0)).sum(axis=0))
+            self._valid_rows += valid
         self.length += len(b)
         self._next_raw = b.end_index
 

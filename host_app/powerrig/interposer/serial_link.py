@@ -47,6 +47,7 @@ PING_TIMEOUT_S = 1.0      # a clock ping's reply (as Interposer.ping waits for i
 PING_EAGER_S = 0.008
 PARTIAL_POLL_S = 0.25    # a held partial frame: look again this often (its wait is bounded in time)
 READ_MAX = 1 << 18       # bytes taken in one wake-up at most (reads of up to 4 KB each, drained)
+TTY_PIECE = 1 << 16      # the most one read may return (a tty's is 4 KB; a socket-like port's more)
 
 
 def _posix_fd(ser) -> int | None:
@@ -142,6 +143,9 @@ class SerialLink:
         self._beat_due = 0.0                # monotonic time the next one is due
         self._beat_out: tuple[int, float, float] | None = None   # (id, t_send, monotonic deadline) in flight
         self._fd = _posix_fd(self.ser)
+        # the reader's pieces land here one behind the other (os.readv), READ_MAX and one more piece
+        self._rbuf = bytearray(READ_MAX + TTY_PIECE) if self._fd is not None else None
+        self._rview = memoryview(self._rbuf) if self._rbuf is not None else None
         # the reader's select ends when a byte is written here (close, keep_pinging)
         self._abort_r, self._abort_w = os.pipe() if self._fd is not None else (-1, -1)
         if self._abort_w >= 0:
@@ -227,19 +231,21 @@ class SerialLink:
         if self._abort_r in ready:          # poked: look at the stop flag and the pings again
             os.read(self._abort_r, 4096)
             return [], 0
+        view = self._rview
         try:
-            data = os.read(fd, 1 << 16)
+            got = os.readv(fd, (view,))
         except (BlockingIOError, InterruptedError):
             return [], 0
-        if not data:        # as pyserial says it: readable yet empty is a port that went away
+        if not got:        # as pyserial says it: readable yet empty is a port that went away
             raise serial.SerialException("device reports readiness to read but returned no data "
                                          "(device disconnected or multiple access on port?)")
-        got = last = len(data)
-        parts, reads = [data], [(got, time.time())]
-        # the port holds more than one read gives (see DRAIN_MIN): take it in this wake-up
+        last = got
+        reads = [(got, time.time())]
+        # the port holds more than one read gives (see DRAIN_MIN): take it in this wake-up, each piece read
+        # straight behind the last in the one buffer (no bytes object per read, no join)
         while got < READ_MAX:
             try:
-                more = os.read(fd, 1 << 16)
+                last = os.readv(fd, (view[got:],))
             except (BlockingIOError, InterruptedError):
                 if last < DRAIN_MIN:
                     break
@@ -250,15 +256,15 @@ class SerialLink:
                     break
                 last = 0
                 continue
-            if not more:
+            if not last:
                 break
-            parts.append(more)
-            last = len(more)
             got += last
             reads.append((got, time.time()))
-        if len(parts) == 1:
-            return self.decoder.feed(data, reads[0][1]), got
-        return self.decoder.feed(b"".join(parts), reads[-1][1], reads), got
+        data = view[:got]
+        try:
+            return self.decoder.feed(data, reads[-1][1], reads if len(reads) > 1 else None), got
+        finally:
+            data.release()
 
     def _pace(self) -> None:
         """Between reads of a flowing stream: wait BATCH_S for more bytes unless a command waits for

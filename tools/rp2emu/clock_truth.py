@@ -39,7 +39,7 @@ def _log(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return np.array(outs, dtype=np.int64).reshape(-1, 3), np.array(ins, dtype=np.int64).reshape(-1, 4)
 
 
-def ping_board(port: str, n: int, gap_s: float, timelog: Path, reply_timeout_s: float = 120.0,
+def ping_board(port: str, n: int, gap_s: float, timelog: Path, reply_timeout_s: float = 900.0,
                describe_first: bool = False, flush: Callable[[], None] | None = None) -> list[dict]:
     """n clock pings in the host's own form over the raw pty, one at a time: per ping the host->board
     byte offset just after its last byte, the board->host offset of its reply's first byte, and the
@@ -48,7 +48,10 @@ def ping_board(port: str, n: int, gap_s: float, timelog: Path, reply_timeout_s: 
     the link quiet (the runner writes its log every half second). ``describe_first``: a describe
     answered before the first ping, as the host's open does (powerrig.interposer.client): right
     after boot a ping sent before the board's main loop runs is read only when the loop starts.
-    ``flush``: writes the runner's log now (EmulatedBoard.flush_log), instead of waiting 1.5 s for it."""
+    ``flush``: writes the runner's log now (EmulatedBoard.flush_log), instead of waiting 1.5 s for it.
+    ``reply_timeout_s`` is host time, as the tier's other commands' 900 s: right after boot the describe
+    waits for the board's start-up (~0.7 s emulated), which took over 120 s at 0.3 % of real time
+    (two xdist workers beside load 15-23: the boot test's clock fixture failed there)."""
     if flush is None:
         time.sleep(1.5)
     else:

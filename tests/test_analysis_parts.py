@@ -105,6 +105,23 @@ def test_series_stats_exact_and_histogram_percentiles(monkeypatch):
         assert abs(got - np.percentile(v, q)) <= 2 * res
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_binning_counts_values_inside_and_outside_the_edges_as_clipping_does(dtype):
+    """_bin leaves out the clip when a block's bins are all in range: the counts are those of
+    clipping every value to the first and last bin, for blocks inside the edges and beyond them."""
+    rng = np.random.default_rng(8)
+    s = ST.SeriesStats(1e-3, value_range=(10.0, 20.0))
+    s.keep([rng.uniform(10.0, 20.0, ST.EXACT_LIMIT + 1).astype(dtype)], False)    # to the histogram
+    inside = rng.uniform(10.0, 20.0, ST.BIN_BLOCK + 7).astype(dtype)
+    beyond = rng.uniform(5.0, 25.0, ST.BIN_BLOCK + 7).astype(dtype)
+    for v in (inside, beyond, np.array([10.0, 20.0], dtype)):
+        before = s._hist.copy()
+        s.keep([v], False)
+        f = (v - dtype(10.0)) * dtype(ST.BINS / 10.0)                 # as _bin does it, in the values' dtype
+        want = np.bincount(np.clip(f, 0, ST.BINS - 1).astype(np.intp), minlength=ST.BINS)
+        np.testing.assert_array_equal(s._hist - before, want)
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 11, 101, 20_001])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_exact_percentiles_by_selection_equal_numpy_bit_for_bit(n, dtype):

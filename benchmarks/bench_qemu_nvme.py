@@ -3,6 +3,9 @@ what the real driver did, measured against QEMU's own trace of every NVMe comman
 
     .venv/bin/python benchmarks/bench_qemu_nvme.py [--phases 20] [--admin 200] [--no-block-trace]
 
+(``--phases 0``: the admin commands alone, no sweep.) The first JSON line carries ``command_split``
+(qemu_split.py): each placed admin command split at QEMU's stamps, per stage and opcode, and the widest.
+
 Boots a QEMU rig (`powerrig sim start --drive qemu`), runs a sweep (one measured phase per step, read
 and write, 4k and 128k, alternating) and a series of nvme-cli admin commands through the dut layer,
 and prints last one JSON object:

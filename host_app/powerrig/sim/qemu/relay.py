@@ -7,7 +7,8 @@ One JSON request per connection, one JSON reply:
       -> {"ok": true, "rc": n, "stdout": base64, "stderr": base64, "t_guest_start": s, "t_guest_end": s}
   {"op": "sync", "rounds": n} -> {"ok": true, "t_guest": s, "samples": [[t_send, t_guest, t_recv], ...]}
       (the guest's clock, read on arrival; each sample bracketed by this host's clock at the agent's
-      socket, so the relay's own delays and its client's stay out of the bounds)
+      socket, so the relay's own delays and its client's stay out of the bounds; t_recv less the
+      guest's own time between the request's arrival and its answer: AgentLink.sync_sample)
   failures       -> {"ok": false, "error": "..."}
 The client is powerrig.dut.agent (it shares no code with this side).
 """

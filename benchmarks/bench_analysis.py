@@ -37,6 +37,7 @@ import pandas as pd
 from hostinfo import machine
 from powerrig.testing import synthetic as S
 from powerrig.analysis import analyse
+from powerrig.analysis.pipeline import free_cores, helper_threads
 from powerrig.analysis.windows import SlidingMax
 from powerrig.capture import CaptureReader, CaptureWriter
 
@@ -231,7 +232,6 @@ def main() -> None:
         print(f"\nread floor of the {size:.2f} GB capture: warm {read_warm[0]:.2f} s ({size / read_warm[0]:.2f} GB/s, "
               f"CPU {read_warm[1]:.2f} s; median of 3), cold {read_cold[0]:.2f} s ({size / read_cold[0]:.2f} GB/s, CPU "
               f"{read_cold[1]:.2f} s); load average {os.getloadavg()[0]:.1f}")
-        from powerrig.analysis.pipeline import free_cores, helper_threads
         print(f"analysis threads: {1 + helper_threads()} ({free_cores():.1f} cores free by the load average)")
         dropped = drop_from_page_cache(long)
         cpu_cold, cpu_warm = [], []

@@ -1,0 +1,92 @@
+"""Where a recording's CPU goes, per thread: the recorder in this process against a virtual rig.
+
+    .venv/bin/python benchmarks/record_threads.py [--warm 33] [--seconds 30] [--ping 0.1] [--batch 0.1]
+                                                  [--eager 0.008]
+
+Records at 100 us and, after ``--warm`` seconds (past the first 30 s of fast clock pings), prints each
+Python thread's share of a core (its own CPU clock) and its voluntary context switches a second (from
+/proc: each is a sleep and a wake-up) over ``--seconds``; the JLS library's C thread is the process's
+share less the threads listed. ``--ping``, ``--batch``, ``--eager`` override the ping interval
+(Interposer.ping_interval), the reader's pace (serial_link.BATCH_S) and its eager window after a ping
+(PING_EAGER_S), for experiments (docs/scale.md, "The fourth pass"). The virtual rig runs in its own
+process at nice -10 when allowed (it stands in for the board's own MCU) and is not counted.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from powerrig.capture.recorder import Recorder
+from powerrig.interposer import serial_link
+from powerrig.interposer.client import Interposer
+
+
+def _threads() -> dict[str, tuple[float, int]]:
+    """{name: (CPU s, voluntary context switches)} of this process's Python threads."""
+    out = {}
+    for t in threading.enumerate():
+        try:
+            cpu = time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+            with open(f"/proc/self/task/{t.native_id}/status") as f:
+                vol = int(f.read().split("voluntary_ctxt_switches:")[1].split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        out[t.name] = (cpu, vol)
+    return out
+
+
+def _board_priority() -> None:
+    try:
+        os.nice(-10)
+    except OSError:
+        pass
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--warm", type=float, default=33.0, help="seconds before the measurement")
+    ap.add_argument("--seconds", type=float, default=30.0, help="seconds measured")
+    ap.add_argument("--ping", type=float, help="clock ping interval after the first 30 s (s)")
+    ap.add_argument("--batch", type=float, help="the reader's pace while a stream flows (s)")
+    ap.add_argument("--eager", type=float, help="the reader's eager window after a ping (s)")
+    a = ap.parse_args()
+    if a.batch is not None:
+        serial_link.BATCH_S = a.batch
+    if a.eager is not None:
+        serial_link.PING_EAGER_S = a.eager
+    tmp = Path(tempfile.mkdtemp(prefix="powerrig-threads-"))
+    sim = subprocess.Popen([sys.executable, "-m", "powerrig", "sim", "interposer", "--state-dir", str(tmp / "board")],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, preexec_fn=_board_priority)
+    port = sim.stdout.readline().strip()
+    try:
+        with Interposer.open(port) as dev:
+            if a.ping is not None:
+                dev.ping_interval = a.ping
+            rec = Recorder(dev, str(tmp / "x.jls"), interval_us=100, seconds=a.warm + a.seconds + 5)
+            rec.start()
+            time.sleep(a.warm)
+            t0, p0, before = time.monotonic(), time.process_time(), _threads()
+            time.sleep(a.seconds)
+            dt, p1, after = time.monotonic() - t0, time.process_time(), _threads()
+            res = rec.wait(60)
+    finally:
+        sim.terminate()
+    listed = 0.0
+    print(f"process {100 * (p1 - p0) / dt:.2f} % of a core, load {os.getloadavg()[0]:.1f}, lost {res.lost_s:.3f} s")
+    for name, (cpu, vol) in after.items():
+        if name in before and cpu > before[name][0]:
+            listed += cpu - before[name][0]
+            print(f"  {name[:40]:40s} {100 * (cpu - before[name][0]) / dt:6.2f} %  "
+                  f"{(vol - before[name][1]) / dt:6.1f} voluntary switches/s")
+    print(f"  {'other (the JLS library thread)':40s} {100 * (p1 - p0 - listed) / dt:6.2f} %")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -82,9 +82,10 @@ def test_apst_moves_in_a_sweep_match_the_virtual_ssd(tmp_path, simdir):
 def test_moves_the_table_does_not_give_are_flagged_in_the_sweep_report_and_on_the_web_page(tmp_path, simdir,
                                                                                              monkeypatch):
     """The sweep reads an APST table whose PS0 entry says 300 ms; the virtual drive moves after its own
-    100 ms: both moves are flagged (marginal, why: before the table's ITPT), each where the drive truly
-    switched, none taken for the table's move (nor the Set Features' change read as ending after the
-    first); the sweep report and the web step page show them as rows, and the step's trace draws them."""
+    100 ms: both moves are flagged (marginal, why: before the table's ITPT; a move due in the capture's
+    last 50 ms may be too short to be found, and then need not be), each where the drive truly switched,
+    none taken for the table's move (nor the Set Features' change read as ending after the first); the
+    sweep report and the web step page show them as rows, and the step's trace draws them."""
     monkeypatch.setattr(NvmeCli, "get_apst", told_itpt(NvmeCli.get_apst, 0, 300))
     store, run, truth = sweep_on_client_apst(tmp_path, "apst kept on", [0])
     [step] = store.steps(run)
@@ -101,9 +102,13 @@ def test_moves_the_table_does_not_give_are_flagged_in_the_sweep_report_and_on_th
     with CaptureReader(step["capture"]) as cap:
         dt = cap.interval_s
         sf = [e for e in cap.events if e.kind == "nvme" and e.name == "set-feature power"][-1]
-        inside = [float(cap.sample_id(t["t_switch"])) * dt for t in truth
-                  if sf.t_start < t["t_due"] < cap.utc(cap.length - 1) - 0.05]
-    assert len(inside) == len(flagged) == 2, (truth, flagged)
+        end = cap.utc(cap.length - 1)
+        # a move due in the capture's last 50 ms may or may not show enough of its new level to be
+        # found (where the step's end falls after the last I/O is the sweep's timing): it may be flagged
+        sure = [t for t in truth if sf.t_start < t["t_due"] < end - 0.05]
+        edge = [t for t in truth if end - 0.05 <= t["t_due"] < end]
+        inside = [float(cap.sample_id(t["t_switch"])) * dt for t in sure + edge]
+    assert len(sure) >= 1 and len(sure) <= len(flagged) <= len(sure) + len(edge), (truth, flagged, end)
     for t_switch, m in zip(inside, flagged):
         n = json.loads(m["notes"])
         # the state named by the level the rails settled at: the profile's PS3 idle power, stated as IDLP
@@ -112,15 +117,16 @@ def test_moves_the_table_does_not_give_are_flagged_in_the_sweep_report_and_on_th
         assert m["value"] == pytest.approx(0.1, abs=0.005)          # the drive's own 100 ms of idle before it
         assert "before the table's ITPT of 300 ms (to PS3)" in n["why"] and "\n" not in n["why"]
     report = (write_sweep_report(store, run, tmp_path / "report")).read_text()
-    assert report.count("<tr class=unpredicted>") == 2 and "not as the table predicts</b>: left PS0 after" in report
+    n = len(flagged)
+    assert report.count("<tr class=unpredicted>") == n and "not as the table predicts</b>: left PS0 after" in report
     page = create_app(store).test_client().get(f"/run/{run}/step/1")
     text = page.get_data(as_text=True)
-    assert page.status_code == 200 and text.count("<tr class=unpredicted>") == 2
-    assert text.count("APST PS0-&gt;PS3 not in table") == 2          # drawn on the step's trace (inline SVG)
-    assert text.count("apst.unpredicted_s") >= 2                     # and in the measurements table
+    assert page.status_code == 200 and text.count("<tr class=unpredicted>") == n
+    assert text.count("APST PS0-&gt;PS3 not in table") == n          # drawn on the step's trace (inline SVG)
+    assert text.count("apst.unpredicted_s") >= n                     # and in the measurements table
     # the report's strip of every step draws them too (the same PNG without the marks differs)
     marks, with_marks, without = command_report.apst_marks(ms, step["key"]), io.BytesIO(), io.BytesIO()
-    assert len(marks) == 2 and plot_strip([("s", step["capture"], [], marks)], with_marks)
+    assert len(marks) == n and plot_strip([("s", step["capture"], [], marks)], with_marks)
     assert plot_strip([("s", step["capture"], [])], without) and with_marks.getvalue() != without.getvalue()
 
 

@@ -64,6 +64,14 @@ def _board_priority() -> None:
         pass
 
 
+def start_virtual_rig(state_dir: Path) -> tuple[subprocess.Popen, str]:
+    """A virtual interposer (`powerrig sim interposer`) in a process of its own, ahead of the rest
+    (``_board_priority``): the process and its port."""
+    sim = subprocess.Popen([sys.executable, "-m", "powerrig", "sim", "interposer", "--state-dir", str(state_dir)],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, preexec_fn=_board_priority)
+    return sim, sim.stdout.readline().strip()
+
+
 def lost(path: Path) -> tuple[float, dict]:
     """Seconds lost in the capture, and why: the board's overruns (the virtual rig starved) or frames
     lost on the link (the host did not read in time)."""
@@ -187,9 +195,7 @@ def main() -> int:
     floor = decode_floor()
     print(f"decode alone: {floor['decode_core_pct']:.3f} % of a core ({floor['frames_per_s']:.0f} frames/s of "
           f"{floor['per_frame']} records, {floor['bytes_per_s'] / 1e3:.0f} kB/s; load {_load():.1f})", flush=True)
-    sim = subprocess.Popen([sys.executable, "-m", "powerrig", "sim", "interposer", "--state-dir", str(tmp / "board")],
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, preexec_fn=_board_priority)
-    port = sim.stdout.readline().strip()
+    sim, port = start_virtual_rig(tmp / "board")
     result = {"seconds": a.seconds, "decode_core_pct": floor["decode_core_pct"]}
     try:
         r100 = share(lambda s, out: [sys.executable, "-m", "powerrig", "record", "--port", port, "--interval-us",

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+from bench_record_cpu import start_virtual_rig
 from powerrig.capture.recorder import Recorder
 from powerrig.interposer import serial_link
 from powerrig.interposer.client import Interposer
@@ -41,13 +41,6 @@ def _threads() -> dict[str, tuple[float, int]]:
     return out
 
 
-def _board_priority() -> None:
-    try:
-        os.nice(-10)
-    except OSError:
-        pass
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--warm", type=float, default=33.0, help="seconds before the measurement")
@@ -61,9 +54,7 @@ def main() -> int:
     if a.eager is not None:
         serial_link.PING_EAGER_S = a.eager
     tmp = Path(tempfile.mkdtemp(prefix="powerrig-threads-"))
-    sim = subprocess.Popen([sys.executable, "-m", "powerrig", "sim", "interposer", "--state-dir", str(tmp / "board")],
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, preexec_fn=_board_priority)
-    port = sim.stdout.readline().strip()
+    sim, port = start_virtual_rig(tmp / "board")
     try:
         with Interposer.open(port) as dev:
             if a.ping is not None:

@@ -27,6 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hostinfo import machine  # noqa: E402
+from qemu_split import matches  # noqa: E402
 
 from powerrig.core.timeline import Timeline  # noqa: E402
 from powerrig.dut import nvmetrace, runners  # noqa: E402
@@ -55,16 +56,10 @@ def stamps(path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def split(traced, qemu, db, msix, t0: float) -> list[dict]:
-    """Each traced admin command with QEMU's (same cid, nearest submission), the doorbell just before
-    QEMU took it and the first MSI-X after its completion: the stages in ms."""
+    """Each traced admin command with QEMU's (qemu_split.matches), the doorbell just before QEMU took
+    it and the first MSI-X after its completion: the stages in ms."""
     out = []
-    qs = [c for c in qemu if c.qid == 0 and c.t_complete is not None]
-    for k in traced:
-        if k.t_complete is None:
-            continue
-        c = min((c for c in qs if c.cid == k.cid), key=lambda c: abs(c.t_submit - k.t_submit), default=None)
-        if c is None or abs(c.t_submit - k.t_submit) > 0.05:
-            continue
+    for k, c in matches(traced, qemu):
         i = int(np.searchsorted(db, c.t_submit, side="right")) - 1
         j = int(np.searchsorted(msix, c.t_complete))
         if i < 0 or j >= len(msix):

@@ -15,25 +15,28 @@ STAGES = ("take", "run", "back", "width")
 SIZES = {"nvme_admin_get_log_page": 512, "nvme_admin_identify": 4096}   # smart-log's 512 B, id-ctrl's 4 KiB
 
 
-def pair(traced, qemu, window_s: float = 0.05) -> list[dict]:
-    """Each traced admin command (nvmetrace.Command, on this host's clock) with its QEMU command
-    (trace.Command, qid 0, same cid, submitted within ``window_s``): the stages in ms."""
+def matches(traced, qemu, window_s: float = 0.05):
+    """(traced, QEMU) pairs: each traced admin command (nvmetrace.Command, on this host's clock) with
+    its QEMU command (trace.Command, qid 0, completed, same cid, the nearest submission within
+    ``window_s``)."""
     by_cid: dict[int, list] = {}
     for c in qemu:
         if c.qid == 0 and c.t_complete is not None:
             by_cid.setdefault(c.cid, []).append(c)
-    out = []
     for k in traced:
         if not k.admin or k.t_complete is None:
             continue
         cands = [q for q in by_cid.get(k.cid, ()) if abs(q.t_submit - k.t_submit) < window_s]
-        if not cands:
-            continue
-        q = min(cands, key=lambda q: abs(q.t_submit - k.t_submit))
-        out.append({"t": k.t_submit, "opcode": k.opcode, "bytes": SIZES.get(k.opcode),
-                    "take": (q.t_submit - k.t_submit) * 1e3, "run": (q.t_complete - q.t_submit) * 1e3,
-                    "back": (k.t_complete - q.t_complete) * 1e3, "width": (k.t_complete - k.t_submit) * 1e3})
-    return out
+        if cands:
+            yield k, min(cands, key=lambda q: abs(q.t_submit - k.t_submit))
+
+
+def pair(traced, qemu, window_s: float = 0.05) -> list[dict]:
+    """Each matched command's stages in ms (see ``matches``)."""
+    return [{"t": k.t_submit, "opcode": k.opcode, "bytes": SIZES.get(k.opcode),
+             "take": (q.t_submit - k.t_submit) * 1e3, "run": (q.t_complete - q.t_submit) * 1e3,
+             "back": (k.t_complete - q.t_complete) * 1e3, "width": (k.t_complete - k.t_submit) * 1e3}
+            for k, q in matches(traced, qemu, window_s)]
 
 
 def summary(rows: list[dict], t0: float, tail: int = 8) -> dict:

@@ -71,6 +71,43 @@ def pct(v, q):
     return float(np.percentile(np.asarray(v, dtype=float), q)) if len(v) else None
 
 
+def sweep_figures(st: dict, a, tmp: Path):
+    """Run the plan's sweep on the rig ``st`` and hold each measured phase against QEMU's trace: (sweep
+    seconds, edge errors ms, energy errors %, lost s, signed start/end errors ms, edge sources)."""
+    plan = parse(plan_text(st["id"], st["serial"], a.phases, not a.no_block_trace), str(tmp / "plan.toml"))
+    store = ResultStore(tmp / "r.sqlite")
+    t_sweep = time.monotonic()
+    run_id = Sweep(plan, store, tmp / "out").run()
+    t_sweep = time.monotonic() - t_sweep
+    time.sleep(0.2)
+    trace = read_all(st["trace"])
+    io = [c for c in trace if c.kind in ("read", "write") and c.t_complete is not None]
+    io_s = np.array([c.t_submit for c in io])
+    edge_err, energy_err, lost, signed, sources = [], [], [], [], {}
+    rows = {(p["step"], p["name"]): p for p in store.phases(run_id)}
+    for s in store.steps(run_id):
+        with CaptureReader(s["capture"]) as cap:
+            events = list(cap.events)
+        fio_ev = [e for e in events if e.kind == FIO and e.ok][-1]
+        ph = [e for e in events if e.kind == PHASE and e.name.startswith("measure:")][-1]
+        lo, hi = np.searchsorted(io_s, [fio_ev.t_start, fio_ev.t_end])
+        mine = io[lo:hi]
+        if not mine:
+            continue
+        first = min(c.t_submit for c in mine)
+        last = max(c.t_complete for c in mine)
+        edge_err += [abs(ph.t_start - first) * 1e3, abs(ph.t_end - last) * 1e3]
+        src = next((e.meta.get("block_trace") or e.meta.get("time_source") for e in events
+                    if e.kind == PHASE and e.name.startswith("fio:")), None)
+        sources[src] = sources.get(src, 0) + 1
+        signed.append([round((ph.t_start - first) * 1e3, 1), round((ph.t_end - last) * 1e3, 1)])
+        row = rows[(s["key"], ph.name)]
+        truth = energy(trace, ph.t_start, ph.t_end)
+        energy_err.append(abs(row["energy_j"] - truth) / truth * 100)
+        lost.append(row.get("lost_s") or 0.0)
+    return t_sweep, edge_err, energy_err, lost, signed, sources
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--phases", type=int, default=20, help="0: the admin commands alone (no sweep)")
@@ -121,38 +158,8 @@ def main() -> int:
                                    round(remote.clock().uncertainty_s * 1e3, 3)]
 
         # the sweep (--phases 0: the admin commands alone)
-        t_sweep, edge_err, energy_err, lost, signed, sources = 0.0, [], [], [], [], {}
-        if a.phases:
-            plan = parse(plan_text(st["id"], st["serial"], a.phases, not a.no_block_trace), str(tmp / "plan.toml"))
-            store = ResultStore(tmp / "r.sqlite")
-            t_sweep = time.monotonic()
-            run_id = Sweep(plan, store, tmp / "out").run()
-            t_sweep = time.monotonic() - t_sweep
-            time.sleep(0.2)
-            trace = read_all(st["trace"])
-            io = [c for c in trace if c.kind in ("read", "write") and c.t_complete is not None]
-            io_s = np.array([c.t_submit for c in io])
-            rows = {(p["step"], p["name"]): p for p in store.phases(run_id)}
-            for s in store.steps(run_id):
-                with CaptureReader(s["capture"]) as cap:
-                    events = list(cap.events)
-                fio_ev = [e for e in events if e.kind == FIO and e.ok][-1]
-                ph = [e for e in events if e.kind == PHASE and e.name.startswith("measure:")][-1]
-                lo, hi = np.searchsorted(io_s, [fio_ev.t_start, fio_ev.t_end])
-                mine = io[lo:hi]
-                if not mine:
-                    continue
-                first = min(c.t_submit for c in mine)
-                last = max(c.t_complete for c in mine)
-                edge_err += [abs(ph.t_start - first) * 1e3, abs(ph.t_end - last) * 1e3]
-                src = next((e.meta.get("block_trace") or e.meta.get("time_source") for e in events
-                            if e.kind == PHASE and e.name.startswith("fio:")), None)
-                sources[src] = sources.get(src, 0) + 1
-                signed.append([round((ph.t_start - first) * 1e3, 1), round((ph.t_end - last) * 1e3, 1)])
-                row = rows[(s["key"], ph.name)]
-                truth = energy(trace, ph.t_start, ph.t_end)
-                energy_err.append(abs(row["energy_j"] - truth) / truth * 100)
-                lost.append(row.get("lost_s") or 0.0)
+        t_sweep, edge_err, energy_err, lost, signed, sources = (sweep_figures(st, a, tmp) if a.phases
+                                                                else (0.0, [], [], [], [], {}))
         clock_ms = remote.clock().uncertainty_s * 1e3
     finally:
         tail.stop()

@@ -73,6 +73,11 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q -e ".[test]"
   echo "$want" > "$stamp"
 fi
+# Bytecode of the package and firmware in their __pycache__ (an editable install compiles nothing, and
+# with PYTHONDONTWRITEBYTECODE set nothing writes it later): else every `python -m powerrig` compiles
+# its ~150 modules again, 0.4-0.8 CPU-s a start (the CLI, each rig and sweep a test starts). Only what
+# changed since is compiled again; a file edited after it is compiled in memory as before.
+.venv/bin/python -m compileall -qq host_app firmware >/dev/null || true
 
 if tier qt; then
 # 2b. Qt's libraries from the distribution (the PySide6 wheel brings Qt, not the system libraries it links).

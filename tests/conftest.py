@@ -1,7 +1,6 @@
 """Shared fixtures: paths, and virtual interposers started the way a user starts them."""
 from __future__ import annotations
 
-import compileall
 import json
 import os
 import resource
@@ -24,8 +23,6 @@ POWERRIG = [sys.executable, "-m", "powerrig"]
 
 # -- the test tiers (tests/tiers.toml, docs/testing.md): `pytest -m TIER` runs one ----------------
 def pytest_configure(config):
-    if not hasattr(config, "workerinput"):      # once per run, before any worker or subprocess starts
-        _compile_sources()
     for name, tier in tier_registry.load().items():
         config.addinivalue_line("markers", f"{name}: {tier['description']} (needs {tier['needs']})")
     config.addinivalue_line("markers", f"{tier_registry.SERIAL}: a test of a tier that does not run in parallel "
@@ -41,16 +38,6 @@ def pytest_collection_modifyitems(config, items):
     # (the QEMU files next to each other share one guest)
     if hasattr(config, "workerinput"):
         tier_registry.slowest_first(items, tier_registry.file_seconds())
-
-
-def _compile_sources() -> None:
-    """The package's and firmware's bytecode in their __pycache__ folders. With PYTHONDONTWRITEBYTECODE
-    set (as on the CI machine) nothing writes them, and an editable install is not compiled at setup:
-    each `python -m powerrig` a test starts (sweeps, rigs, the CLI) compiled its ~150 modules from
-    source again, 0.4-0.8 CPU-s a start. compileall writes them whatever that variable says; a file
-    changed later is recompiled in memory as before (the timestamp no longer matches)."""
-    for folder in ("host_app", "firmware"):
-        compileall.compile_dir(REPO / folder, quiet=2)
 
 
 # -- CPU time per test, beside its wall time in the JUnit XML (scripts/tier_times.py sums both) ------

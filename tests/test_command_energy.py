@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from types import SimpleNamespace
 
 import numpy as np
@@ -72,6 +73,29 @@ def test_transition_between_states_of_one_idle_level_has_no_latency_and_says_why
     p = _rails(ssd, 1000.0, 1002.0)
     tr = time_transition(p, 0, 1.0 / DT, DT, 0.12, 0, 2)
     assert math.isnan(tr.latency_s) and "did not change" in tr.note and tr.verdict != "fail"
+
+
+def test_a_gap_over_either_side_of_a_transition_is_said_not_averaged_into_nan():
+    """A capture gap (lost samples are NaN) over the whole window before the command, or over the
+    level after it: the change is stored n/a with why, no NaN level and no numpy warning."""
+    clk = _Clock(1000.0)
+    ssd = VirtualSSD("d5-p5336", clock=clk)
+    clk.t = 1001.0
+    ssd.set_power_state(2, t=1001.0)
+    clk.t = 1002.0
+    p = _rails(ssd, 1000.0, 1002.0)
+    sub = 1.0 / DT
+    for lost, side in ((slice(0, int(sub)), "before"), (slice(int(sub) + 100, len(p)), "after")):
+        q = p.copy()
+        q[lost] = np.nan
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            tr = time_transition(q, 0, sub, DT, 0.12, 0, 2)
+        assert tr.verdict == "n/a" and math.isnan(tr.settle_s) and f"no samples {side}" in tr.note
+    # one lost sample before it is not a gap over the window: timed as before
+    q = p.copy()
+    q[int(sub) - 50] = np.nan
+    assert "did not change" in time_transition(q, 0, sub, DT, 0.12, 0, 2).note
 
 
 def test_a_latency_the_drive_does_not_report_is_no_limit_with_why():

@@ -78,10 +78,14 @@ def time_transition(p: np.ndarray, first: int, submit: float, interval_s: float,
     w = max(1, int(round(SMOOTH_S / dt)))
     ps = np.convolve(fill_gaps(p), np.ones(w) / w, mode="same") if w > 1 else fill_gaps(p)
     seg = p[lo:a]
+    post = p[a:end]
+    tail = post[int(len(post) * 0.75):]
+    if np.isnan(seg).all() or np.isnan(tail).all():     # a gap in the capture covers one side
+        side = "before" if np.isnan(seg).all() else "after"
+        return out(nan, nan, nan, nan, f"no samples {side} the set-feature: the capture has a gap there")
     before = float(np.nanmean(seg))
     sd = float(np.nanstd(ps[lo + w:a - w // 2 - 1])) if a - lo > 2 * w + 2 else 0.0
-    post = p[a:end]
-    after = float(np.nanmean(post[int(len(post) * 0.75):]))
+    after = float(np.nanmean(tail))
     step = after - before
     band = max(BAND_MIN_W, BAND_FRAC * abs(step), 4.0 * sd)
     sub = submit - first

@@ -113,23 +113,34 @@ def test_a_timeout_on_a_quiet_host_suspects_the_device(monkeypatch, tmp_path):
     assert "is the device hung?" in str(e.value) and "overloaded" not in str(e.value)
 
 
-def test_a_streaming_pass_waits_for_one_interval_at_most_max_pass_s(tmp_path):
-    """Each pass has a fixed cost however few samples it takes: a 10 ms stream is served every 10 ms,
-    a 1 ms stream (the default) every 1 ms, a 100 us one once per 1 ms DMA block as the board's loop
-    (issue 42: it was every MIN_PASS_S), bursts and self-tests every MIN_PASS_S."""
+def test_a_streaming_pass_waits_for_the_block_that_completes_a_frame_at_most_max_pass_s(tmp_path, monkeypatch):
+    """Each pass has a fixed cost however few samples it takes: a stream is served once per DATA frame,
+    in the pass of the DMA block that completes it (a 10 ms stream's one record a frame every 10 ms, a
+    1 ms stream's (the default) ten every 10 ms, not every 1 ms block: issue 39; issue 42: it was every
+    MIN_PASS_S), never later than MAX_PASS_S; timed power actions every block, and MIN_PASS_S when not
+    streaming (burst, self-test). On a board clock held at the stream's first sample."""
     from powerrig.sim.interposer import board as interposer
 
     sim = interposer.VirtualInterposer(state_dir=str(tmp_path / "board"))
+    b = sim.board
+    monkeypatch.setattr(b, "device_us", lambda: b.gen_index * b.period_us)
     try:
         assert sim._pass_s() == interposer.MIN_PASS_S                  # not streaming (burst, self-test)
-        sim.device.cmd_start({"interval_us": 10000, "rails": ["12V"]})
-        assert sim._pass_s() == pytest.approx(0.010)
+        block_s = interposer.DMA_BLOCK * b.period_us * 1e-6
+        assert block_s == pytest.approx(0.001)
+        for interval_us, blocks in ((10000, 10), (1000, 10), (2000, 10), (500, 10)):
+            st = sim.device.cmd_start({"interval_us": interval_us, "rails": ["12V"]})
+            assert st["per_frame"] * interval_us == 10000                  # (about 100 frames a second)
+            assert sim._pass_s() == pytest.approx(blocks * block_s / b.scale, rel=1e-9), interval_us
+        sim.device.cmd_start({"interval_us": 1000, "rails": ["12V"], "per_frame": 20})     # a frame every 20 ms
+        assert sim._pass_s() == pytest.approx(interposer.MAX_PASS_S)
         sim.device.cmd_start({"interval_us": 1000, "rails": ["12V"]})
-        assert sim._pass_s() == pytest.approx(0.001)
-        sim.device.cmd_start({"interval_us": 100, "rails": ["12V"]})
-        block_s = interposer.DMA_BLOCK * sim.board.period_us * 1e-6
-        assert block_s == pytest.approx(0.001) and sim._pass_s() == pytest.approx(block_s)
+        sim.device.framer.n = 7        # three records of a 1 ms stream's frame to go: three blocks
+        assert sim._pass_s() == pytest.approx(3 * block_s / b.scale, rel=1e-9)
+        sim.device.actions.queue.append(object())                     # a timed power action waits
+        assert sim._pass_s() == pytest.approx(block_s)
     finally:
+        sim.device.actions.queue.clear()
         sim.stop()
 
 

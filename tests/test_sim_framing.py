@@ -108,14 +108,27 @@ def test_frames_per_second_at_100us_are_the_firmwares(clocked):
     assert b"".join(ref) == b"".join(f for f in sent if f[3] == fw.T_DATA)
 
 
-def test_a_longer_interval_passes_whole_blocks():
-    """Past one block the pass is the interval's whole blocks (at most MAX_PASS_S)."""
-    vi = VirtualInterposer(seed=4)
-    try:
-        vi.device.cmd_start({"interval_us": 5000})
-        assert vi._pass_s() == pytest.approx(5 * DMA_BLOCK * 4e-6)
-        vi.device.cmd_start({"interval_us": INTERVAL_US})
-        assert vi._pass_s() == pytest.approx(DMA_BLOCK * 4e-6)
-        assert sim_interposer.MAX_PASS_S >= vi._pass_s()
-    finally:
-        vi.stop()
+@pytest.mark.parametrize("interval_us", [1000, 5000, INTERVAL_US])
+def test_a_pass_paced_by_pass_s_takes_the_blocks_up_to_a_frame_and_sends_it(clocked, interval_us):
+    """The loop waits _pass_s between passes: each pass then takes whole DMA blocks up to the one that
+    completes the next frame and sends that one frame (issue 39: not a pass per block that sends
+    nothing), never waiting past MAX_PASS_S."""
+    vi, now, sent, taken = clocked
+    start = vi.device.cmd_start({"interval_us": interval_us})
+    per_frame, _bps = plan_stream(interval_us, len(start["rails"]))
+    frame_blocks = -(-per_frame * interval_us // (DMA_BLOCK * vi.board.period_us))
+    sent.clear()
+    per_pass = []
+    for _ in range(12):
+        wait = vi._pass_s()
+        assert 0 < wait <= sim_interposer.MAX_PASS_S
+        now["us"] += wait * 1e6 * vi.board.scale + 0.5      # the board's clock runs at its own rate
+        before = len(sent)
+        vi.device.poll()
+        per_pass.append(len(sent) - before)
+    assert per_pass == [1] * 12
+    # the blocks up to the 12th frame's last sample, none past it, at most a frame's span in a pass
+    blocks = [len(t) // (DMA_BLOCK * vi.board.reducer.stride) for t in taken]
+    assert sum(blocks) == -(-12 * per_frame * interval_us // (DMA_BLOCK * vi.board.period_us))
+    assert max(blocks) <= frame_blocks
+    assert [f.count for f in _data_frames(sent)] == [per_frame] * 12

@@ -447,18 +447,31 @@ class VirtualInterposer:
         """Sampling: how long to let samples come due before a pass. Each pass has a fixed cost (~40 numpy
         calls and the firmware's Python) whatever its length, so fewer, longer passes cost less CPU per
         simulated second (benchmarks/bench_rig_cpu.py, docs/scale.md). A stream's pass takes whole DMA
-        blocks as the board's does: one block (1 ms) for intervals up to a block, else the interval's
-        whole blocks, never more than MAX_PASS_S (a command still wakes the loop at once); bursts and
-        self-tests keep MIN_PASS_S (a pass then takes the blocks completed)."""
-        stream = self.device.stream
+        blocks as the board's does, and waits for the block that completes the next DATA frame (never
+        more than MAX_PASS_S; a command still wakes the loop at once): the frame leaves in the pass of
+        that block, as the board's would, and the blocks before it, which send nothing, share that pass
+        (a 1 ms stream's 10 records a frame: a pass every 10 ms, not 10; issue 39). A burst or self-test
+        beside a stream keeps the interval's whole blocks (a burst uploads a step a pass); timed power
+        actions pass every block; not streaming: MIN_PASS_S."""
+        d = self.device
+        stream = d.stream
         if not stream:
             return MIN_PASS_S
-        block_s = DMA_BLOCK * self.board.period_us * 1e-6
-        if self.device.actions.queue:
+        b = self.board
+        block_s = DMA_BLOCK * b.period_us * 1e-6
+        if d.actions.queue:
             return block_s          # timed power actions: the board's loop passes every block, and the firmware
                                     # waits for an edge only within a short horizon of a pass (actions.py)
-        blocks = max(1, stream["interval_us"] // (DMA_BLOCK * self.board.period_us))
-        return min(MAX_PASS_S, blocks * block_s)
+        if d.burst.state is not BURST_IDLE or d.selftest is not None:
+            return min(MAX_PASS_S, max(1, stream["interval_us"] // (DMA_BLOCK * b.period_us)) * block_s)
+        # the sample that ends the frame's last interval, and the first block boundary at or after it
+        fr = d.framer
+        end = b.reducer.index + (fr.per_frame - fr.n) * (stream["interval_us"] // b.period_us)
+        due = b.gen_index + -(-(end - b.gen_index) // DMA_BLOCK) * DMA_BLOCK
+        wait = (due * b.period_us - b.device_us()) / 1e6 / b.scale      # host seconds until that block is done
+        if wait <= 0:               # due already, yet not taken (a live load's trace lags): a block's pace
+            return block_s
+        return min(MAX_PASS_S, wait)
 
     def truth(self) -> dict:
         fr = self.device.framer

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 from powerrig.sim import processes as sim_processes
 
@@ -32,12 +33,43 @@ def pytest_configure(config):
                                        "(tests/tiers.toml realtime = true)")
 
 
+def pytest_addoption(parser):
+    parser.addoption("--lanes", action="store_true",
+                     help="with -n: one pytest-xdist worker per lane of the serial run, each running its "
+                          "tests in file order (tests/tiers.toml [serial] own_lane)")
+
+
 def pytest_collection_modifyitems(config, items):
     tier_registry.mark(items, tier_registry.load(), serial=tier_registry.serial_files())
-    # a pytest-xdist worker hands the slowest files out first; the serial run keeps the files' order
-    # (the QEMU files next to each other share one guest)
-    if hasattr(config, "workerinput"):
+    # a pytest-xdist worker of the parallel run hands the slowest files out first; the serial run's
+    # lanes keep the files' order (the QEMU files next to each other share one guest)
+    if hasattr(config, "workerinput") and not config.getoption("lanes"):
         tier_registry.slowest_first(items, tier_registry.file_seconds())
+
+
+class LaneScheduling(LoadScopeScheduling):
+    """make test's serial run: every test of a lane to one worker, in collection order. (xdist's own
+    loadgroup would do it from xdist_group marks, but it renames items through an attribute pytest 9
+    no longer reads.)"""
+    def __init__(self, config, log=None):
+        super().__init__(config, log)
+        self._tiers, self._lanes = tier_registry.load(), tier_registry.own_lanes()
+
+    def _split_scope(self, nodeid):
+        return tier_registry.lane_of(nodeid, self._tiers, self._lanes)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    return LaneScheduling(config, log) if config.getoption("lanes") else None
+
+
+@pytest.hookimpl(tryfirst=True)         # before the test's fixtures start its emulator
+def pytest_runtest_setup(item):
+    """An own-lane test yields the CPU to the quiet lane beside it: its worker, and every process it
+    starts after, run under SCHED_IDLE, so the quiet lane's real-time tests see an idle machine and
+    the emulated board (whose clock is emulated) takes only the CPU they leave."""
+    if item.config.getoption("lanes") and any(item.get_closest_marker(t) for t in tier_registry.own_lanes()):
+        tier_registry.yield_cpu()
 
 
 # -- CPU time per test, beside its wall time in the JUnit XML (scripts/tier_times.py sums both) ------

@@ -20,7 +20,8 @@ TESTS = REPO / "tests"
 
 def test_every_test_file_is_in_exactly_one_tier_and_every_tier_says_what_it_needs():
     tiers = tier_registry.load()
-    assert tier_registry.problems(tiers, serial=tier_registry.serial_files()) == []
+    assert tier_registry.problems(tiers, serial=tier_registry.serial_files(),
+                                  lanes=tier_registry.own_lanes()) == []
     on_disk = {p.name for p in TESTS.glob("test_*.py")}
     assert set(tier_registry.tier_of_file(tiers)) == on_disk
     for name, tier in tiers.items():
@@ -98,6 +99,44 @@ def test_one_tier_is_selected_by_its_marker_and_postgres_runs_are_postgres_too(c
     head, sim = toml.read_text().split("[tier.simulator]")
     toml.write_text(head + "[tier.simulator]" + sim.replace("parallel = true", "parallel = false", 1))
     assert ids("-m", "not serial") == [] and len(ids("-m", "serial")) == 3
+
+
+def test_the_serial_run_puts_an_own_lane_tier_beside_one_lane_of_every_other_serial_test():
+    tiers = {"unit": {"files": ["test_a.py"]}, "rp2_emulator": {"files": ["test_c.py"]},
+             "qemu_nvme": {"files": ["test_d.py"]}}
+    lanes = [tier_registry.lane_of(n, tiers, ["rp2_emulator"])
+             for n in ("tests/test_a.py::test_x", "tests/test_c.py::test_y[p::1]", "tests/test_d.py::K::test_z")]
+    assert lanes == ["quiet", "rp2_emulator", "quiet"]
+    assert tier_registry.problems(tiers, tier_registry.TESTS, lanes=["rp2_emulatr"])[0] == \
+        "[serial] own_lane names rp2_emulatr, which is no tier"
+    assert "rp2_emulator" in tier_registry.own_lanes()
+
+
+def test_make_tests_serial_run_keeps_each_lane_on_one_worker_in_file_order(copy):
+    """Two lanes on two workers (--lanes): each worker runs exactly one lane's tests, in collection
+    order, even where the measured file times would put the slowest file first; the own lane's
+    processes run under SCHED_IDLE, the quiet lane's as before."""
+    toml = copy / "tiers.toml"
+    text = toml.read_text().replace('own_lane = ["rp2_emulator"]', 'own_lane = ["unit"]')
+    text = text.replace('"test_timebase.py",', '"test_timebase.py", "test_z_last.py",')
+    toml.write_text(text.replace('"test_sweep_check.py",', '"test_sweep_check.py", "test_a_first.py",'))
+    # the own lane yields the CPU (SCHED_IDLE, its children too); the quiet lane keeps the normal policy
+    for n, policy in (("test_z_last.py", "SCHED_IDLE"), ("test_a_first.py", "SCHED_OTHER")):
+        (copy / n).write_text(f"import os, subprocess, sys\n\n\ndef test_one():\n"
+                              f"    assert os.sched_getscheduler(0) == os.{policy}\n\n\ndef test_two():\n"
+                              f"    subprocess.run([sys.executable, '-c', 'import os; assert os.sched_getscheduler(0) "
+                              f"== os.{policy}'], check=True)\n")
+    (copy / "file_seconds.json").write_text('{"test_z_last.py": 100, "test_timebase.py": 1}')
+    r = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--rootdir", str(copy),
+                        "-n", "2", "--lanes", "-k", "not on_a_store", str(copy)],
+                       capture_output=True, text=True, timeout=180, cwd=copy)
+    assert r.returncode == 0, r.stdout + r.stderr
+    by_worker: dict[str, list[str]] = {}
+    for words in (ln.split() for ln in r.stdout.splitlines() if ln.startswith("[gw") and "PASSED" in ln):
+        by_worker.setdefault(words[0], []).append(words[-1].split("/")[-1])
+    assert sorted(by_worker.values()) == [
+        ["test_a_first.py::test_one", "test_a_first.py::test_two"],
+        ["test_timebase.py::test_pure", "test_z_last.py::test_one", "test_z_last.py::test_two"]], by_worker
 
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>

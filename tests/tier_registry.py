@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from pathlib import Path
 
@@ -13,6 +14,7 @@ SERIAL = "serial"
 REALTIME = "realtime"
 FIELDS = ("description", "needs", "realtime", "parallel", "files")
 FILE_SECONDS = TESTS / "file_seconds.json"
+QUIET_LANE = "quiet"
 
 
 def load(path: Path = TIERS_TOML) -> dict[str, dict]:
@@ -24,6 +26,30 @@ def serial_files(path: Path = TIERS_TOML) -> list[str]:
     """The [serial] files of tiers that otherwise run in parallel: run alone after the parallel run
     (`pytest -m serial`), each says why there."""
     return tomllib.loads(Path(path).read_text()).get(SERIAL, {}).get("files", [])
+
+
+def own_lanes(path: Path = TIERS_TOML) -> list[str]:
+    """The tiers whose serial tests run in a lane of their own, beside the other serial tests (one
+    pytest-xdist worker per lane): an emulated clock that other work slows but cannot shift."""
+    return tomllib.loads(Path(path).read_text()).get(SERIAL, {}).get("own_lane", [])
+
+
+def lane_of(nodeid: str, tiers: dict[str, dict], lanes: list[str]) -> str:
+    """The serial run's lane of a test (its pytest node id): its tier when that has a lane of its own,
+    else the one lane of every other serial test."""
+    tier = tier_of_file(tiers).get(Path(nodeid.split("::", 1)[0]).name)
+    return tier if tier in lanes else QUIET_LANE
+
+
+def yield_cpu() -> str:
+    """This thread and every process it starts after: scheduled only when no other work wants the
+    CPU (SCHED_IDLE; nice 19 where that is refused). Returns which."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        return "SCHED_IDLE"
+    except (OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, 0, 19)
+        return "nice 19"
 
 
 def file_seconds(path: Path = FILE_SECONDS) -> dict[str, float]:
@@ -62,10 +88,12 @@ def tier_of_file(tiers: dict[str, dict]) -> dict[str, str]:
     return out
 
 
-def problems(tiers: dict[str, dict], tests: Path = TESTS, serial: list[str] = ()) -> list[str]:
+def problems(tiers: dict[str, dict], tests: Path = TESTS, serial: list[str] = (),
+             lanes: list[str] = ()) -> list[str]:
     """Every way the registry disagrees with the test files in `tests`, one line each."""
     listed = tier_of_file(tiers)
     found: list[str] = [f"[serial] lists {f}, which is in no tier" for f in serial if f not in listed]
+    found += [f"[serial] own_lane names {t}, which is no tier" for t in lanes if t not in tiers]
     seen: dict[str, str] = {}
     for name, tier in tiers.items():
         found += [f"tier {name}: no {k!r}" for k in FIELDS if k not in tier or tier[k] in ("", None)]

@@ -15,7 +15,7 @@ from powerrig.analysis.result import PhaseResult, WindowFigure
 from powerrig.analysis.steady_state import steady_state
 from powerrig.analysis.thermal import smart_readings, throttled_between
 from powerrig.analysis.waf import waf_samples, waf_series
-from powerrig.analysis.windows import SlidingMax, WindowMax, WindowSums
+from powerrig.analysis.windows import ChunkWindows, SlidingMax, WindowMax, WindowSums
 from powerrig.core.timeline import NVME, Event
 
 
@@ -64,6 +64,30 @@ def test_exact_window_sums_equal_brute_force_in_any_range_across_chunks_and_gaps
             continue
         assert res.value == pytest.approx(means[ok].max(), rel=1e-12), (w, a, b)
         assert res.end == a + int(np.nanargmax(means)) + w, (w, a, b)
+
+
+def test_exact_best_window_through_block_maxima_is_the_first_argmax_of_its_range():
+    """ChunkWindows.best on exact sums finds a long range's maximum through per-block maxima: the
+    same window as np.argmax over the range (the first of tied maxima, a gap's -inf never chosen
+    unless all are, NaN taken as the greatest), at any range edges."""
+    rng = np.random.default_rng(42)
+    n = 40_000
+    for case in range(4):
+        sums = np.round(rng.normal(0, 1, n), 1)                 # many ties at the top
+        sums[rng.random(n) < 0.2] = -np.inf
+        if case == 1:
+            sums[:] = -np.inf
+            sums[[7_000, 31_000]] = 5.0                          # two equal maxima blocks apart
+        if case == 2:
+            sums[[9_999, 25_000]] = np.nan
+        cw = ChunkWindows(10, 500, sums, None, 0.0, None, 0)
+        for _ in range(300):
+            k0 = int(rng.integers(0, n - 1))
+            k1 = int(rng.integers(k0 + 1, n + 1))
+            total, start, count, _ = cw.best(500 + k0, 500 + k1)
+            k = k0 + int(np.argmax(sums[k0:k1]))
+            assert (start, count) == (500 + k, k1 - k0)
+            assert total == sums[k] or (math.isnan(total) and math.isnan(sums[k]))
 
 
 def test_piece_summaries_equal_two_pass_sums_at_any_level_and_spread():

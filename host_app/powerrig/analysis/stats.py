@@ -164,6 +164,21 @@ def sum_squares(t: np.ndarray) -> float:
     return float(np.einsum("i,i->", t, t))
 
 
+SHIFT_BLOCK = 1 << 15          # values converted, shifted and squared per step (all three stay in L2)
+
+
+def _shifted_squares(x: np.ndarray, shift: float, y: np.ndarray, sq: np.ndarray) -> None:
+    """y = float64(x) - shift and sq = y * y, a block at a time: the same values as three whole-array
+    passes, but each block is converted, shifted and squared while in cache instead of the float64
+    chunk (8 MB) being written and read back three times."""
+    for s in range(0, len(x), SHIFT_BLOCK):
+        yb, qb = y[s:s + SHIFT_BLOCK], sq[s:s + SHIFT_BLOCK]
+        np.copyto(yb, x[s:s + SHIFT_BLOCK])
+        if shift:
+            np.subtract(yb, shift, out=yb)
+        np.multiply(yb, yb, out=qb)
+
+
 class Segments:
     """One chunk of one series cut at every phase edge, each piece summarised once.
 
@@ -183,12 +198,10 @@ class Segments:
         # when given), shifted by one of the chunk's values: every sum below reads it
         if work is not None and len(work) >= 2 * len(x):
             y, sq = work[:len(x)], work[len(x):2 * len(x)]
-            np.copyto(y, x)
         else:
-            y, sq = x.astype(np.float64), np.empty(len(x))
-        shift = float(y[0]) if len(y) and math.isfinite(y[0]) else 0.0
-        if shift:
-            np.subtract(y, shift, out=y)
+            y, sq = np.empty(len(x)), np.empty(len(x))
+        shift = float(x[0]) if len(x) and math.isfinite(x[0]) else 0.0
+        _shifted_squares(x, shift, y, sq)
         sy = np.add.reduceat(y, starts)
         nanmask = None
         lost = np.zeros(len(starts), np.int64)
@@ -196,6 +209,7 @@ class Segments:
             nanmask = np.isnan(x)
             lost = np.add.reduceat(nanmask, starts, dtype=np.int64)
             y[nanmask] = 0.0
+            sq[nanmask] = 0.0
             sy = np.add.reduceat(y, starts)
         self.nanmask = nanmask
         self.lost = lost
@@ -206,7 +220,6 @@ class Segments:
         # squared deviations from each piece's mean without a pass per piece: with the values
         # shifted near their level, sum(y^2) - sum(y)^2 / n loses ~1e-12 of the variance to
         # cancellation (a per-piece two-pass sum cost half the chunk's summary time in calls)
-        np.multiply(y, y, out=sq)
         ssq = np.add.reduceat(sq, starts)
         with np.errstate(invalid="ignore", divide="ignore"):
             m2 = ssq - sy * sy / self.n
@@ -358,7 +371,7 @@ class SeriesStats:
             if not (fb.min() >= 0 and fb.max() <= BINS - 1):   # two cheap passes spare clip's slow one
                 np.clip(fb, 0, BINS - 1, out=fb)
             np.copyto(kb, fb, casting="unsafe")     # truncation, as astype(intp)
-            self._hist += np.bincount(kb, minlength=BINS)
+            np.add.at(self._hist, kb, 1)            # the counts bincount gives, without its minmax pass and array
 
     # ---- results ------------------------------------------------------------------------------------
     @property

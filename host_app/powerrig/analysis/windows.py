@@ -89,8 +89,8 @@ class ChunkWindows:
         if skipped == n:
             return None, 0, n, skipped
         if self.tol == 0.0:
-            k = int(np.argmax(seg))
-            return float(seg[k]), self.start + k0 + k, n, skipped
+            k = self._first_max(k0, k1) if n >= 4 * _BLOCK else k0 + int(np.argmax(seg))
+            return float(self.sums[k]), self.start + k, n, skipped
         if n >= 64 * _BLOCK:
             cand = self._candidates(k0, k1)
         else:
@@ -100,13 +100,38 @@ class ChunkWindows:
         total, at = self._exact(self.start + cand)
         return total, at, n, skipped
 
-    def _candidates(self, k0: int, k1: int) -> np.ndarray:
-        """Indices in [k0, k1) of the sums within ``tol`` of the highest there, found through the
-        per-block maxima: only the blocks that can hold a candidate are scanned."""
+    def _block_max(self) -> np.ndarray:
+        """The max of each whole _BLOCK of sums, made once per chunk and window length: nested phases
+        ask for ranges of the same sums, and each argmax over its whole range re-read them."""
         if self._bmax is None:
             nb = len(self.sums) // _BLOCK
             self._bmax = self.sums[:nb * _BLOCK].reshape(nb, _BLOCK).max(axis=1)
-        bm = self._bmax
+        return self._bmax
+
+    def _first_max(self, k0: int, k1: int) -> int:
+        """np.argmax(sums[k0:k1]) + k0 through the block maxima: the first part (head, whole block,
+        tail) holding the maximum, then the first index in it; max and argmax both take NaN as the
+        greatest, so it is the same index."""
+        bm = self._block_max()
+        j0, j1 = -(-k0 // _BLOCK), k1 // _BLOCK
+        h1, t0 = j0 * _BLOCK, j1 * _BLOCK
+        sums = self.sums
+        parts = [sums[k0:h1].max(keepdims=True)] if h1 > k0 else []
+        parts.append(bm[j0:j1])
+        if k1 > t0:
+            parts.append(sums[t0:k1].max(keepdims=True))
+        g = int(np.argmax(np.concatenate(parts))) - (1 if h1 > k0 else 0)
+        if g < 0:
+            return k0 + int(np.argmax(sums[k0:h1]))
+        if g >= j1 - j0:
+            return t0 + int(np.argmax(sums[t0:k1]))
+        a = (j0 + g) * _BLOCK
+        return a + int(np.argmax(sums[a:a + _BLOCK]))
+
+    def _candidates(self, k0: int, k1: int) -> np.ndarray:
+        """Indices in [k0, k1) of the sums within ``tol`` of the highest there, found through the
+        per-block maxima: only the blocks that can hold a candidate are scanned."""
+        bm = self._block_max()
         j0, j1 = -(-k0 // _BLOCK), k1 // _BLOCK            # whole blocks [j0, j1)
         h1, t0 = j0 * _BLOCK, j1 * _BLOCK                  # head [k0, h1), tail [t0, k1)
         sums = self.sums

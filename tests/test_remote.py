@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -175,6 +176,47 @@ def test_a_write_runs_with_a_host_view_of_the_drive_host(sshd, virtual, tmp_path
     assert res.jobs[0].directions["write"].io_bytes > 0
     guard = [e for e in tl.events() if e.name == "guard"][-1]
     assert guard.ok and guard.result["namespace"] == Path(virtual["namespaces"][0]).name
+    # the presence watch reads the drive host's own tree (here the rig's): the drive stayed, nothing noted
+    assert [e.name for e in tl.events() if e.meta.get("removal")] == []
+
+
+def test_a_controller_that_leaves_the_drive_hosts_tree_mid_run_is_a_removal_and_its_return(sshd, virtual,
+                                                                                          tmp_path):
+    """dut/presence.py watches the controller where the drive host's guard view reads its sysfs: its
+    link leaving the rig's tree while fio runs is a "drive removed" NOTE, its return a "drive back"."""
+    tl = Timeline()
+    _, fio = runners(_rig(sshd, virtual, host=virtual["host"]), tl)
+    link = Path(virtual["host"]["sys_root"]) / "class" / "nvme" / Path(virtual["controller"]).name
+    away = link.with_name(link.name + ".away")
+    moved: list[float] = []
+
+    def pull():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and subprocess.run(["pgrep", "-f", "^sh -c cs="],
+                                                             capture_output=True).returncode:
+            time.sleep(0.02)                 # until the watcher runs on the drive host
+        time.sleep(0.2)
+        moved.append(time.time())
+        link.rename(away)
+        time.sleep(0.5)
+        moved.append(time.time())
+        away.rename(link)
+
+    plan = FioPlan([FioJob("w", rw="write", bs="128k", runtime=2.0, time_based=True,
+                           filename=virtual["namespaces"][0])])
+    puller = threading.Thread(target=pull)
+    puller.start()
+    try:
+        fio.run(plan, tmp_path / "w", serial=virtual["serial"])
+    finally:
+        puller.join()
+        if away.exists() and not link.exists():
+            away.rename(link)
+    notes = [e for e in tl.events() if e.meta.get("removal")]
+    assert [e.name for e in notes] == ["drive removed", "drive back"], notes
+    assert len(moved) == 2
+    for e, t in zip(notes, moved):           # seen within a few 20 ms polls (and ssh's clock mapping)
+        assert t - 0.05 <= e.t_start <= t + 0.5, (e.t_start, t)
 
 
 def test_unreachable_host_is_one_clear_line(sshd, virtual):

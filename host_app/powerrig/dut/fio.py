@@ -493,12 +493,17 @@ class Fio:
         the ones the guard resolves it to there; never a controller guessed from a file's name."""
         if self.remote is None:
             return None
-        return PresenceWatch(self.remote, ctrls) if (ctrls := self._watched(plan, permit)) else None
+        host = self._host_view()
+        ctrls = self._watched(plan, host, permit)
+        return PresenceWatch(self.remote, ctrls, host.sys_root) if ctrls else None
 
-    def _watched(self, plan: "FioPlan", permit=None) -> tuple[str, ...]:
-        ctrls = set(permit.controllers) if permit is not None else set()
-        host = self.nvme.host if self.nvme is not None and self.nvme.host is not None else \
+    def _host_view(self):
+        """Where the guard reads the drive host (its sysfs root among it)."""
+        return self.nvme.host if self.nvme is not None and self.nvme.host is not None else \
             guard.host_view(None, self.remote)
+
+    def _watched(self, plan: "FioPlan", host, permit=None) -> tuple[str, ...]:
+        ctrls = set(permit.controllers) if permit is not None else set()
         files = {str({**plan.global_options, **j.options()}.get("filename", "")) for j in plan.jobs}
         with guard.decision(host):
             for f in sorted(files - (set(permit.targets) if permit is not None else set())):

@@ -16,10 +16,11 @@ from powerrig.dut.commands import helper_argv
 POLL_S = 0.02
 GRACE_S = 15.0     # after the workload, how long a drive that went away is waited for to come back
 # one line (the door refuses control characters in a command's words, newlines included)
-# $1: the controllers, comma-separated (every one must be there for the drive to be)
-SCRIPT = ('cs=$1; stop=$2; grace=$3; p=1; n=0; '
+# $1: the controllers, comma-separated (every one must be there for the drive to be); $4: the drive host's
+# sysfs root (/sys; the virtual rig's tree stands for it)
+SCRIPT = ('cs=$1; stop=$2; grace=$3; sys=$4; p=1; n=0; '
           'now() { if [ -n "$EPOCHREALTIME" ]; then echo "$EPOCHREALTIME"; else date +%s.%N; fi; }; '
-          'while :; do s=1; IFS=,; for c in $cs; do if [ ! -e "/sys/class/nvme/$c" ]; then s=0; fi; done; '
+          'while :; do s=1; IFS=,; for c in $cs; do if [ ! -e "$sys/class/nvme/$c" ]; then s=0; fi; done; '
           'unset IFS; '
           'if [ "$s" != "$p" ]; then echo "$(now) $s"; fi; p=$s; '
           'if [ -e "$stop" ]; then if [ "$s" = 1 ]; then break; fi; n=$((n + 1)); '
@@ -30,13 +31,13 @@ SCRIPT = ('cs=$1; stop=$2; grace=$3; p=1; n=0; '
 class PresenceWatch:
     """``with PresenceWatch(remote, "nvme0") as w: ...``; then ``w.changes``: [(host UTC, present)].
     ``controller``: one name or several (a namespace reached through two controllers): the drive is
-    there while every one of them is."""
+    there while every one of them is. ``sys_root``: the drive host's sysfs as its guard view reads it."""
 
-    def __init__(self, remote, controller):
+    def __init__(self, remote, controller, sys_root: str = "/sys"):
         names = (controller,) if isinstance(controller, str) else tuple(controller)
         if not names or any(not n.startswith("nvme") or not n[4:].isdigit() for n in names):
             raise ValueError(f"not NVMe controller names: {names!r}")
-        self.remote, self.controller, self._names = remote, ", ".join(names), names
+        self.remote, self.controller, self._names, self._sys = remote, ", ".join(names), names, sys_root
         self.changes: list[tuple[float, bool]] = []
         self._stop_file = f"/tmp/.powerrig-presence-{id(self)}"
         self._thread = threading.Thread(target=self._run, name="presence", daemon=True)
@@ -45,7 +46,7 @@ class PresenceWatch:
     def _run(self) -> None:
         try:
             out = self.remote.run(helper_argv("sh", "-c", SCRIPT, "sh", ",".join(self._names), self._stop_file,
-                                              str(int(GRACE_S / POLL_S))), timeout=None)
+                                              str(int(GRACE_S / POLL_S)), self._sys), timeout=None)
         except Exception as e:  # noqa: BLE001 - a watcher that fails must not end the workload
             self.error = str(e)
             return

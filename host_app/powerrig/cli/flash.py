@@ -104,6 +104,9 @@ def release_console(port: str) -> bool:
     return True
 
 
+IDENTIFY_S = 8.0    # a MicroPython REPL answers mpremote's exec within a second, a board busy in main.py too
+
+
 def identify(port: str) -> str:
     """What the device says it is; FlashError unless it is MicroPython on an RP2350."""
     if not Path(port).exists():
@@ -113,10 +116,10 @@ def identify(port: str) -> str:
     code = "import sys, os; print('ID', sys.implementation.name, os.uname().machine)"
     try:
         r = subprocess.run([_tool("mpremote"), "connect", port, "exec", code], capture_output=True, text=True,
-                           timeout=20)
+                           timeout=IDENTIFY_S)
         said = r.stdout + r.stderr
     except subprocess.TimeoutExpired:
-        said = "no answer within 20 s"
+        said = f"no answer within {IDENTIFY_S:.0f} s"
     line = next((ln for ln in said.splitlines() if ln.startswith("ID ")), "")
     if "micropython" not in line or "RP2350" not in line:
         what = line[3:].strip() or (said.strip().splitlines() or ["no MicroPython REPL"])[-1]

@@ -5,6 +5,7 @@
 //   node run.mjs --fw firmware.bin [--fs lfs.bin --fs-offset 0xA0000] [--waveform wave.i16 --stride 7]
 //       [--pins sclk=2,cs=3,sdi=7,sdo=4:5:6,dig=10:11:12] [--pty-fd 3] [--stats stats.json]
 //       [--rate 0.05] [--wall 600] [--echo] [--usb-trace] [--pcs N [--stack-words W]] [--timelog FILE] [--vref 2.5]
+//       [--emu-stop S]
 //
 // --rate R: emulated seconds per wall second at most (0: as fast as it goes). A steady rate is a steady
 //           crystal for the host's clock fit (docs/emulator.md, "Time").
@@ -12,13 +13,19 @@
 //           words among the W on top of the stack that point into flash (return addresses, mostly:
 //           stack_top), so the callers of a hot function show (symbolise both with the image's ELF:
 //           arm-none-eabi-addr2line -f -e firmware.elf ADDR).
+// --emu-stop S: exit after the first slice that ends at or past S emulated seconds, the stats carrying
+//           `digest`, a hash of the emulated state (SRAM, USB DPRAM, core and PIO registers, clock, PIO steps,
+//           the converters' counters): without a host on the pty the run is deterministic, so a change
+//           to this runner that keeps the emulation identical keeps the digest (docs/testing.md).
 // Prints one line "ready" on stdout once the board's USB is enumerated; stats (JSON) are written to
 // --stats every half second of wall time, on SIGUSR1 and on exit (SIGTERM, SIGINT, --wall).
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Simulator, GPIOPinState } from 'rp2040js';
+import { Simulator } from 'rp2040js';
 import { Lockstep } from './scheduler.mjs';
+import { wirePads } from './pads.mjs';
 import { AD7380Bank } from './ad7380.mjs';
 import { CdcBridge } from './cdc_bridge.mjs';
 
@@ -51,14 +58,8 @@ const exceptions = {};
 const entry = mcu.core.exceptionEntry.bind(mcu.core);
 mcu.core.exceptionEntry = (n) => { exceptions[n] = (exceptions[n] || 0) + 1; return entry(n); };
 
-// ---- the pads: a driven pin reads back its own level (rp2040js changes a pin's input only through
-// setInputValue, so a PIO program that waits on a pin another state machine drives, like the board's
-// followers on SCLK, would wait forever) ----
-for (const pin of mcu.gpio) {
-  pin.addListener((v) => {
-    if (v === GPIOPinState.High || v === GPIOPinState.Low) pin.setInputValue(v === GPIOPinState.High);
-  });
-}
+// ---- the pads: a driven pin reads back its own level (pads.mjs) ----
+wirePads(mcu);
 
 // ---- the converters and the digital inputs at the pins ----
 let adc = null;
@@ -103,7 +104,15 @@ function stats() {
     usb_trace: usb.trace.slice(-120),
     pc_top: top(pcHist),
     stack_top: top(stackHist),
+    digest: emuStop ? digest() : undefined,
   };
+}
+function digest() {
+  const h = crypto.createHash('sha256');
+  h.update(mcu.sram); h.update(mcu.usbDPRAM);
+  h.update(JSON.stringify([Array.from(mcu.core.registers), sim.clock.nanos, clock.sysCycles, clock.pioSteps,
+    exceptions, adc && adc.stats, usb.stats, mcu.pio.map((p) => p.machines.map((m) => [m.pc, m.x, m.y, m.cycles]))]));
+  return h.digest('hex');
 }
 function top(hist) {
   return [...hist.entries()].sort((a, b) => b[1] - a[1]).slice(0, args.pcs === '1' ? 24 : Number(args.pcs))
@@ -128,6 +137,7 @@ process.on('SIGUSR2', () => { if (args.stats) fs.writeFileSync(`${args.stats}.sr
 // ---- main loop: slices of emulated time, I/O between them, paced to --rate ----
 const rate = Number(args.rate || 0);
 const wallLimit = Number(args.wall || 0) * 1000;
+const emuStop = Number(args['emu-stop'] || 0) * 1e9;
 let lastStats = 0;
 function loop() {
   const turnStart = Date.now();
@@ -135,6 +145,7 @@ function loop() {
     clock.slice(20000);
     if (args.pcs) { const pc = mcu.core.PC & ~1; pcHist.set(pc, (pcHist.get(pc) || 0) + 1); sampleStack(); }
     usb.pump();
+    if (emuStop && sim.clock.nanos >= emuStop) finish(0);
   }
   if (usb.connected && readyAt === null) {
     readyAt = sim.clock.nanos / 1e9;

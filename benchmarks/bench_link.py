@@ -7,6 +7,7 @@
    (p50/p99/max), and the fitted drift against the true one. One fresh simulator per span.
 
     .venv/bin/python benchmarks/bench_link.py [--clock-seconds 10 30 600] [--repeat 3] [--asymmetry-us 0] [--no-decode]
+                                             [--settled 5]
 
 Each span is run ``--repeat`` times (a fresh simulator each); the median of the runs is printed
 with every run's figure and the load average beside it: on a machine shared with other jobs the
@@ -77,7 +78,7 @@ def bench_decode(seconds: float = 20.0) -> dict:
             "intervals_per_s": rate, "x_real_time": rate / (1e6 / INTERVAL_US), "MB_per_s": len(data) / best / 1e6}
 
 
-def bench_clock(seconds: float, asymmetry_us: float = 0.0) -> dict:
+def bench_clock(seconds: float, asymmetry_us: float = 0.0, settled_s: float | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         truth_path = Path(tmp) / "truth.json"
         p = subprocess.Popen([sys.executable, "-m", "powerrig", "sim", "interposer", "--truth", str(truth_path),
@@ -88,6 +89,8 @@ def bench_clock(seconds: float, asymmetry_us: float = 0.0) -> dict:
         try:
             with Interposer.open(port) as dev:
                 dev.clock.asymmetry_s = asymmetry_us * 1e-6
+                if settled_s is not None:
+                    dev.pings.burst_every = settled_s
                 with dev.stream() as st:
                     marks = []
                     t_end = time.monotonic() + seconds
@@ -122,6 +125,8 @@ def main() -> int:
                     help="spans to measure, one simulator run each (the issue's: 10 30 600)")
     ap.add_argument("--asymmetry-us", type=float, default=0.0,
                     help="a measured latency asymmetry to correct (ClockFit.asymmetry_s); 0 = uncorrected")
+    ap.add_argument("--settled", type=float, default=None,
+                    help="seconds between the bursts of clock pings once the fit has settled (interposer/pings.py); default: the host's")
     ap.add_argument("--repeat", type=int, default=1, help="runs per span (a fresh simulator each); the median is printed")
     ap.add_argument("--no-decode", action="store_true", help="skip the decode benchmark")
     args = ap.parse_args()
@@ -136,7 +141,7 @@ def main() -> int:
         runs = []
         for _ in range(args.repeat):
             load = os.getloadavg()[0]
-            c = bench_clock(secs, args.asymmetry_us)
+            c = bench_clock(secs, args.asymmetry_us, args.settled)
             c["load"] = load
             runs.append(c)
             print(f"clock over {c['seconds']:.0f} s (35 ppm drift, 1 ms USB jitter): error p50 {c['err_p50_us']:.1f} us, "

@@ -1,15 +1,17 @@
 """Where a recording's CPU goes, per thread: the recorder in this process against a virtual rig.
 
-    .venv/bin/python benchmarks/record_threads.py [--warm 33] [--seconds 30] [--ping 0.1] [--batch 0.1]
-                                                  [--eager 0.008]
+    .venv/bin/python benchmarks/record_threads.py [--warm 33] [--seconds 30] [--ping 0.1] [--settled 5]
+                                                  [--batch 0.1] [--eager 0.008]
 
 Records at 100 us and, after ``--warm`` seconds (past the first 30 s of fast clock pings), prints each
 Python thread's share of a core (its own CPU clock) and its voluntary context switches a second (from
 /proc: each is a sleep and a wake-up) over ``--seconds``; the JLS library's C thread is the process's
-share less the threads listed. ``--ping``, ``--batch``, ``--eager`` override the ping interval
-(Interposer.ping_interval), the reader's pace (serial_link.BATCH_S) and its eager window after a ping
-(PING_EAGER_S), for experiments (docs/scale.md, "The fourth pass"). The virtual rig runs in its own
-process at nice -10 when allowed (it stands in for the board's own MCU) and is not counted.
+share less the threads listed, and the clock pings a second. ``--ping``, ``--settled``, ``--batch``,
+``--eager`` override the ping interval (Interposer.ping_interval), the seconds between the bursts of
+pings once the clock fit has settled (interposer/pings.py), the reader's pace (serial_link.BATCH_S)
+and its eager window after a ping (PING_EAGER_S), for experiments (docs/scale.md, "The fourth pass"
+and "The fifth pass"). The virtual rig runs in its own process at nice -10 when allowed (it stands in
+for the board's own MCU) and is not counted.
 """
 from __future__ import annotations
 
@@ -46,6 +48,7 @@ def main() -> int:
     ap.add_argument("--warm", type=float, default=33.0, help="seconds before the measurement")
     ap.add_argument("--seconds", type=float, default=30.0, help="seconds measured")
     ap.add_argument("--ping", type=float, help="clock ping interval after the first 30 s (s)")
+    ap.add_argument("--settled", type=float, help="seconds between ping bursts once the fit has settled")
     ap.add_argument("--batch", type=float, help="the reader's pace while a stream flows (s)")
     ap.add_argument("--eager", type=float, help="the reader's eager window after a ping (s)")
     a = ap.parse_args()
@@ -59,17 +62,20 @@ def main() -> int:
         with Interposer.open(port) as dev:
             if a.ping is not None:
                 dev.ping_interval = a.ping
+            if a.settled is not None:
+                dev.pings.burst_every = a.settled
             rec = Recorder(dev, str(tmp / "x.jls"), interval_us=100, seconds=a.warm + a.seconds + 5)
             rec.start()
             time.sleep(a.warm)
-            t0, p0, before = time.monotonic(), time.process_time(), _threads()
+            t0, p0, before, n0 = time.monotonic(), time.process_time(), _threads(), dev.clock.total
             time.sleep(a.seconds)
-            dt, p1, after = time.monotonic() - t0, time.process_time(), _threads()
+            dt, p1, after, n1 = time.monotonic() - t0, time.process_time(), _threads(), dev.clock.total
             res = rec.wait(60)
     finally:
         sim.terminate()
     listed = 0.0
-    print(f"process {100 * (p1 - p0) / dt:.2f} % of a core, load {os.getloadavg()[0]:.1f}, lost {res.lost_s:.3f} s")
+    print(f"process {100 * (p1 - p0) / dt:.2f} % of a core, load {os.getloadavg()[0]:.1f}, lost {res.lost_s:.3f} s, "
+          f"{(n1 - n0) / dt:.1f} clock pings/s")
     for name, (cpu, vol) in after.items():
         if name in before and cpu > before[name][0]:
             listed += cpu - before[name][0]

@@ -21,6 +21,7 @@ from powerrig.core.sampling import INTERPOSER
 from powerrig.core.sums import CompensatedSums
 from powerrig.core.errors import DeviceError, LinkError
 from powerrig.interposer.serial_link import SerialLink
+from powerrig.interposer.pings import PingSchedule
 from powerrig.core.blocks import IntervalBlock
 from powerrig.core.names import DEVICE_NAME, PROTOCOL  # the firmware's own identity, restated nowhere
 from powerrig.core.clock import ClockFit
@@ -77,19 +78,20 @@ class Interposer:
         self.clock = ClockFit(period_s=description["sample_period_us"] * 1e-6)
         # NTP's iburst, for the drift: the first burst_s of a connection ping ten times as often. The
         # drift is the slope through the fastest pings, and a capture's first seconds are placed with
-        # it; more pings early settle it within 1 ppm by 30 s (docs/link.md). Then 10 a second suffice: the
-        # fit rests on the fastest few, and each ping costs the link's reader wake-ups (docs/scale.md).
-        self.burst_s = burst_s
-        # a board may say how often its main loop can afford a ping (describe "ping_interval_min_us":
-        # the RP2040's, beside a stream); never more often than that
+        # it; more pings early settle it within 1 ppm by 30 s (docs/link.md). Then 10 a second until the
+        # fit's bound is tight, then ten back to back every 5 s: the fit rests on the fastest ping of each
+        # time bin, and each ping costs the link's reader wake-ups (interposer/pings.py, docs/scale.md).
+        # A board may say how often its main loop can afford a ping (describe "ping_interval_min_us":
+        # the RP2040's, beside a stream); never more often than that.
         floor = description.get("ping_interval_min_us", 0) * 1e-6
-        self.ping_interval = max(ping_interval, floor)
-        self.burst_interval = max(burst_interval, floor)
+        self.pings = PingSchedule(burst_s=burst_s, burst_interval=burst_interval, interval=ping_interval,
+                                  floor=floor)
         self.ping_errors = 0
         self.last_ping_error: str | None = None
         self.device_rate = 1.0          # device seconds per host second, as the pings see it
         self._closing = threading.Event()
-        self._t_end_burst = time.monotonic() + self.burst_s
+        self._repace = threading.Event()    # ends the thread pinger's wait (close, a watchdog armed)
+        self._t_open = time.monotonic()
         self._first_ping: tuple[float, float] | None = None
         self._pinger: threading.Thread | None = None
         keep = getattr(link, "keep_pinging", None)     # the serial link pings from its reader thread
@@ -97,28 +99,57 @@ class Interposer:
             self._pinger = threading.Thread(target=self._ping_loop, name="powerrig-pinger", daemon=True)
             self._pinger.start()
 
+    @property
+    def ping_interval(self) -> float:
+        """Device seconds between clock pings after the first burst_s, until the fit has settled."""
+        return max(self.pings.interval, self.pings.floor)
+
+    @ping_interval.setter
+    def ping_interval(self, every_s: float) -> None:
+        self.pings.interval = every_s
+
+    @property
+    def burst_interval(self) -> float:
+        return max(self.pings.burst_interval, self.pings.floor)
+
     def _ping_every_s(self) -> float:
         """Host seconds to the next clock ping (see _ping_loop: in device time, burst first)."""
-        fast = time.monotonic() < self._t_end_burst
-        return (self.burst_interval if fast else self.ping_interval) / self.device_rate
+        return self.pings.next_s(time.monotonic() - self._t_open, self._fit_bound_us) / self.device_rate
+
+    def _ping_soon(self) -> None:
+        """Ping now rather than when the slower schedule said (the watchdog was just armed)."""
+        soon = getattr(self.link, "ping_soon", None)
+        if soon is not None:
+            soon()
+        self._repace.set()
+
+    def _fit_bound_us(self) -> float | None:
+        model = self.clock.model()
+        return None if model is None else model.residual_us
 
     def _on_ping_reply(self, r: dict) -> None:
         """A ping's reply (from the link's reader thread, or _ping_loop) into the clock fit."""
+        self.pings.answered()
         try:
             p = self._ping_tuple(r)
             self.clock.add(*p)
             self._first_ping = self._first_ping or (p[0], p[1])
             self._observe_rate(self._first_ping, p)
         except Exception as e:  # noqa: BLE001 - a malformed reply is a ping error, never the link's end
-            self._on_ping_error(f"{e.__class__.__name__}: {e}")
+            self._count_ping_error(f"{e.__class__.__name__}: {e}")
 
     def _on_ping_error(self, text: str) -> None:
+        self.pings.answered()
+        self._count_ping_error(text)
+
+    def _count_ping_error(self, text: str) -> None:
         self.ping_errors += 1
         self.last_ping_error = text
 
     def stop_pinging(self) -> None:
         """The host stops talking (the board's power watchdog then restores power); the link stays open."""
         self._closing.set()
+        self._repace.set()
         stop = getattr(self.link, "stop_pinging", None)
         if stop is not None:
             stop()
@@ -131,7 +162,11 @@ class Interposer:
         The intervals are in DEVICE time: a board whose clock runs slower than the host's (an emulated
         one, docs/emulator.md) gets as many pings per device second as a real one, not a flood that
         would eat its CPU. ``device_rate`` is 1 on real hardware (within its crystal's ppm)."""
-        while not self._closing.wait(self._ping_every_s()):
+        while True:
+            self._repace.wait(self._ping_every_s())
+            self._repace.clear()
+            if self._closing.is_set():
+                return
             try:
                 r = self.link.command("ping", timeout=1.0)
             except Exception as e:  # noqa: BLE001 - the clock must keep trying while the link lives
@@ -255,10 +290,15 @@ class Interposer:
         if permit is None or not permit.covers("power", None):
             raise DeviceError("power actions need the permit of powerrig.dut.destructive.power "
                               "(the drive's serial checked, never the host's own drive)")
-        return self.link.command("power", op="enable", watchdog_ms=int(watchdog_ms))
+        out = self.link.command("power", op="enable", watchdog_ms=int(watchdog_ms))
+        self.pings.watchdog_s = int(watchdog_ms) * 1e-3      # the pings feed it: never outwait it
+        self._ping_soon()
+        return out
 
     def power_disable(self) -> dict:
-        return self.link.command("power", op="disable")
+        out = self.link.command("power", op="disable")
+        self.pings.watchdog_s = None
+        return out
 
     def power_status(self) -> dict:
         return self.link.command("power", op="status")

@@ -320,6 +320,11 @@ class SerialLink:
             except OSError:
                 pass
 
+    def ping_soon(self) -> None:
+        """The next clock ping now (unless one is out): the schedule changed to a shorter interval."""
+        self._beat_due = time.monotonic()
+        self._poke()
+
     def stop_pinging(self) -> None:
         self._beat = None
         self._beat_out = None
@@ -333,8 +338,8 @@ class SerialLink:
             if now < out[2]:
                 return
             self._beat_out = None
-            self._beat_due = now + every_s()
             on_error(f"no reply to 'ping' from {self.port} within {PING_TIMEOUT_S * self.time_scale:g} s")
+            self._beat_due = now + every_s()
             return
         if now < self._beat_due or self.error:
             return
@@ -346,8 +351,8 @@ class SerialLink:
             self.write(frame)
         except LinkError as e:
             self._beat_out = None
-            self._beat_due = now + every_s()
             on_error(str(e))
+            self._beat_due = now + every_s()
 
     def _beat_reply(self, doc: dict) -> bool:
         """The reply to the reader's own ping (True), handed to on_reply; else False."""
@@ -356,12 +361,13 @@ class SerialLink:
             return False
         self._beat_out = None
         every_s, on_reply, on_error = beat
-        self._beat_due = time.monotonic() + every_s()
         if doc.get("ok"):
             doc["_t_send"] = out[1]
             on_reply(doc)
         else:
             on_error(f"interposer refused 'ping': {doc.get('error', 'no reason given')}")
+        # after the reply is counted: the schedule's next interval may depend on it (a burst's pings)
+        self._beat_due = time.monotonic() + every_s()
         return True
 
     def _route_all(self, frames: list[wire.Frame]) -> bool:

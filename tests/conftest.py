@@ -66,14 +66,16 @@ def pytest_xdist_make_scheduler(config, log):
 @pytest.hookimpl(tryfirst=True)         # before the test's fixtures start its emulator
 def pytest_runtest_setup(item):
     """An own-lane test yields the CPU to the quiet lane beside it: its worker, and every process it
-    starts after, run at nice +10 (tier_registry.yield_cpu), so the quiet lane's real-time tests win
-    any core both want and the emulated board (whose clock is emulated) mostly takes what they leave."""
+    starts after, run under SCHED_IDLE (tier_registry.yield_cpu), so the quiet lane's real-time tests
+    find the machine as idle as alone and the emulated board (whose clock is emulated) takes what they
+    leave."""
     if item.config.getoption("lanes") and any(item.get_closest_marker(t) for t in tier_registry.own_lanes()):
         if not _yielded:
-            _yielded.append(tier_registry.yield_cpu())
+            tier_registry.yield_cpu()
+            _yielded.append(True)
 
 
-_yielded: list[int] = []
+_yielded: list[bool] = []
 
 
 # -- CPU time per test, beside its wall time in the JUnit XML (scripts/tier_times.py sums both) ------

@@ -5,7 +5,6 @@ JUnit XML's times per tier."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -116,18 +115,17 @@ def test_the_serial_run_puts_an_own_lane_tier_beside_one_lane_of_every_other_ser
 def test_make_tests_serial_run_keeps_each_lane_on_one_worker_in_file_order(copy):
     """Two lanes on two workers (--lanes): each worker runs exactly one lane's tests, in collection
     order, even where the measured file times would put the slowest file first; the own lane's
-    processes run LANE_NICE nicer, the quiet lane's as before."""
+    processes run under SCHED_IDLE, the quiet lane's as before."""
     toml = copy / "tiers.toml"
     text = toml.read_text().replace('own_lane = ["rp2_emulator"]', 'own_lane = ["unit"]')
     text = text.replace('"test_timebase.py",', '"test_timebase.py", "test_z_last.py",')
     toml.write_text(text.replace('"test_sweep_check.py",', '"test_sweep_check.py", "test_a_first.py",'))
-    # the own lane yields the CPU (nicer by LANE_NICE, its children too); the quiet lane keeps its nice
-    base = os.getpriority(os.PRIO_PROCESS, 0)
-    for n, nice in (("test_z_last.py", min(19, base + tier_registry.LANE_NICE)), ("test_a_first.py", base)):
+    # the own lane yields the CPU (SCHED_IDLE, its children too); the quiet lane keeps its policy
+    for n, policy in (("test_z_last.py", "SCHED_IDLE"), ("test_a_first.py", "SCHED_OTHER")):
         (copy / n).write_text(f"import os, subprocess, sys\n\n\ndef test_one():\n"
-                              f"    assert os.getpriority(os.PRIO_PROCESS, 0) == {nice}\n\n\ndef test_two():\n"
-                              f"    subprocess.run([sys.executable, '-c', 'import os; assert os.getpriority(os.PRIO_PROCESS, 0) "
-                              f"== {nice}'], check=True)\n")
+                              f"    assert os.sched_getscheduler(0) == os.{policy}\n\n\ndef test_two():\n"
+                              f"    subprocess.run([sys.executable, '-c', 'import os; assert os.sched_getscheduler(0) "
+                              f"== os.{policy}'], check=True)\n")
     (copy / "file_seconds.json").write_text('{"test_z_last.py": 100, "test_timebase.py": 1}')
     r = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--rootdir", str(copy),
                         "-n", "2", "--lanes", "-k", "not on_a_store", str(copy)],

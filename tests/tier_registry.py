@@ -41,15 +41,11 @@ def lane_of(nodeid: str, tiers: dict[str, dict], lanes: list[str]) -> str:
     return tier if tier in lanes else QUIET_LANE
 
 
-LANE_NICE = 10     # weight 110 against 1024: about a tenth of a core both lanes want, never none
-
-
-def yield_cpu() -> int:
-    """This thread and every process it starts after: LANE_NICE more nice than before. Not SCHED_IDLE
-    (or nice 19): beside a lane that fills both cores that stops the emulator for seconds, and the
-    host's stall checks count wall time against the device speed they learned. Returns the nice."""
-    return os.nice(max(0, min(19, os.getpriority(os.PRIO_PROCESS, 0) + LANE_NICE))
-                   - os.getpriority(os.PRIO_PROCESS, 0))
+def yield_cpu() -> None:
+    """This thread and every process it starts after: SCHED_IDLE, run on the CPU no other task wants.
+    Not a nice value: a nice task keeps a core for up to its slice (0.75 ms) when a real-time test's
+    thread wakes, SCHED_IDLE is preempted at once (kernel/sched/fair.c, check_preempt_wakeup_fair)."""
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
 def file_seconds(path: Path = FILE_SECONDS) -> dict[str, float]:

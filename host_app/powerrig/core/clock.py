@@ -73,7 +73,8 @@ FAR_FROM_NOMINAL = 0.01  # a clock this far off (1 %: no crystal, an emulated bo
 class ClockFit:
     """Accumulates pings and refits the model; safe to feed from one thread and read from others.
 
-    ``window``: pings kept (10 per second after the first 30 s: 15000 is 25 minutes; a longer line
+    ``window``: pings kept (10 per second after the first 30 s until the fit settles, then 2 a second
+    on average, interposer/pings.py: 15000 is 25 minutes to about 2 hours; a longer line
     averages the slope better, a real crystal's temperature drift over hours is followed by the capture's anchors and
     the re-fit of stored pings, see capture/clocktrack.py). ``asymmetry_s``: (inbound - outbound)
     fixed latency / 2, measured on the rig (0 until measured); added to the midline.

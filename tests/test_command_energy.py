@@ -64,13 +64,19 @@ def test_transition_latency_from_the_submission_matches_the_models_switch(old, n
     assert tight.verdict == "fail" and tight.settle_s > 0.5 * limit
 
 
-def test_transition_between_states_of_one_idle_level_has_no_latency_and_says_why():
+def _ps0_to_ps2_rails() -> np.ndarray:
+    """The virtual SSD's rails over 2 s, moved from PS0 to PS2 (one idle level) at 1 s."""
     clk = _Clock(1000.0)
     ssd = VirtualSSD("d5-p5336", clock=clk)
     clk.t = 1001.0
     ssd.set_power_state(2, t=1001.0)
     clk.t = 1002.0
     p = _rails(ssd, 1000.0, 1002.0)
+    return p
+
+
+def test_transition_between_states_of_one_idle_level_has_no_latency_and_says_why():
+    p = _ps0_to_ps2_rails()
     tr = time_transition(p, 0, 1.0 / DT, DT, 0.12, 0, 2)
     assert math.isnan(tr.latency_s) and "did not change" in tr.note and tr.verdict != "fail"
 
@@ -78,12 +84,7 @@ def test_transition_between_states_of_one_idle_level_has_no_latency_and_says_why
 def test_a_gap_over_either_side_of_a_transition_is_said_not_averaged_into_nan():
     """A capture gap (lost samples are NaN) over the whole window before the command, or over the
     level after it: the change is stored n/a with why, no NaN level and no numpy warning."""
-    clk = _Clock(1000.0)
-    ssd = VirtualSSD("d5-p5336", clock=clk)
-    clk.t = 1001.0
-    ssd.set_power_state(2, t=1001.0)
-    clk.t = 1002.0
-    p = _rails(ssd, 1000.0, 1002.0)
+    p = _ps0_to_ps2_rails()
     sub = 1.0 / DT
     for lost, side in ((slice(0, int(sub)), "before"), (slice(int(sub) + 100, len(p)), "after")):
         q = p.copy()

@@ -37,6 +37,10 @@ def pytest_addoption(parser):
     parser.addoption("--lanes", action="store_true",
                      help="with -n: one pytest-xdist worker per lane of the serial run, each running its "
                           "tests in file order (tests/tiers.toml [serial] own_lane)")
+    parser.addoption("--idle-lane", action="store_true",
+                     help="with -n N: the files of tiers that do not wait on wall-clock time go to the last "
+                          "worker, under SCHED_IDLE, the real-time tiers' files to the other N-1 (make test's "
+                          "parallel run)")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -59,8 +63,37 @@ class LaneScheduling(LoadScopeScheduling):
         return tier_registry.lane_of(nodeid, self._tiers, self._lanes)
 
 
+class IdleLaneScheduling(LoadScopeScheduling):
+    """make test's parallel run: a whole file per worker, slowest first (as --dist loadfile), the files of
+    tiers that are not real-time on the last worker, which runs under SCHED_IDLE on the CPU the
+    real-time files' workers leave; a real-time worker with no real-time file left takes those too."""
+    def __init__(self, config, log=None):
+        super().__init__(config, log)
+        tiers = tier_registry.load()
+        self._tier_of = tier_registry.tier_of_file(tiers)
+        self._realtime = {name for name, t in tiers.items() if t.get("realtime")}
+        self._idle_id = f"gw{self.numnodes - 1}"
+
+    def _split_scope(self, nodeid):
+        return nodeid.split("::", 1)[0]
+
+    def _assign_work_unit(self, node):
+        idle = node.gateway.id == self._idle_id
+        scope = next((s for s in self.workqueue if (self._tier_of.get(Path(s).name) in self._realtime) != idle),
+                     None)
+        if scope is None:
+            if idle:                        # only real-time files left: not for the idle worker
+                node.shutdown()
+                return
+            scope = next(iter(self.workqueue))
+        self.workqueue.move_to_end(scope, last=False)           # the next that popitem(last=False) takes
+        super()._assign_work_unit(node)
+
+
 def pytest_xdist_make_scheduler(config, log):
-    return LaneScheduling(config, log) if config.getoption("lanes") else None
+    if config.getoption("lanes"):
+        return LaneScheduling(config, log)
+    return IdleLaneScheduling(config, log) if config.getoption("idle_lane") else None
 
 
 @pytest.hookimpl(tryfirst=True)         # before the test's fixtures start its emulator
@@ -70,9 +103,17 @@ def pytest_runtest_setup(item):
     find the machine as idle as alone and the emulated board (whose clock is emulated) takes what they
     leave."""
     if item.config.getoption("lanes") and any(item.get_closest_marker(t) for t in tier_registry.own_lanes()):
-        if not _yielded:
-            tier_registry.yield_cpu()
-            _yielded.append(True)
+        _yield_once()
+    if item.config.getoption("idle_lane") and hasattr(item.config, "workerinput"):
+        w = item.config.workerinput
+        if w["workerid"] == f"gw{int(w['workercount']) - 1}":
+            _yield_once()
+
+
+def _yield_once() -> None:
+    if not _yielded:
+        tier_registry.yield_cpu()
+        _yielded.append(True)
 
 
 _yielded: list[bool] = []

@@ -139,6 +139,27 @@ def test_make_tests_serial_run_keeps_each_lane_on_one_worker_in_file_order(copy)
         ["test_timebase.py::test_pure", "test_z_last.py::test_one", "test_z_last.py::test_two"]], by_worker
 
 
+def test_make_tests_parallel_run_puts_the_files_of_tiers_not_real_time_on_the_last_worker_under_sched_idle(copy):
+    """--idle-lane on three workers: the simulator tier's files (real-time) on gw0 and gw1 only, under the
+    normal policy; the unit tier's (not real-time) on gw2, under SCHED_IDLE, but for those a real-time
+    worker takes once it has no real-time file left."""
+    toml = copy / "tiers.toml"
+    text = toml.read_text().replace('"test_timebase.py",', '"test_timebase.py", "test_u1.py", "test_u2.py",')
+    toml.write_text(text.replace('"test_sweep_check.py",', '"test_sweep_check.py", "test_s1.py", "test_s2.py",'))
+    for n in ("test_u1.py", "test_u2.py", "test_s1.py", "test_s2.py"):
+        (copy / n).write_text("import os, time\n\n\ndef test_one():\n    time.sleep(0.5)\n"
+                              "    idle = os.environ['PYTEST_XDIST_WORKER'] == 'gw2'\n"
+                              "    assert os.sched_getscheduler(0) == (os.SCHED_IDLE if idle else os.SCHED_OTHER)\n")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--rootdir", str(copy),
+                        "-n", "3", "--idle-lane", "-k", "not on_a_store and not test_pure", str(copy)],
+                       capture_output=True, text=True, timeout=180, cwd=copy)
+    assert r.returncode == 0, r.stdout + r.stderr
+    where = {words[-1].split("/")[-1].split("::")[0]: words[0]
+             for words in (ln.split() for ln in r.stdout.splitlines() if ln.startswith("[gw") and "PASSED" in ln)}
+    assert {where["test_s1.py"], where["test_s2.py"]} <= {"[gw0]", "[gw1]"}, where
+    assert "[gw2]" in {where["test_u1.py"], where["test_u2.py"]}, where
+
+
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" tests="5">
  <testcase classname="tests.test_timebase" name="test_fit[10]" time="1.5"/>

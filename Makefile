@@ -14,8 +14,9 @@ demo: setup
 	@$(PY) -m powerrig.demo $(if $(QUICK),--quick)
 
 # Every test in two runs (docs/testing.md, "How CI runs them"): the tiers that run in parallel
-# (tests/tiers.toml parallel = true) but for their [serial] files, a whole file each, the real-time
-# tiers' on WORKERS pytest-xdist workers and the others' on one more under SCHED_IDLE (--idle-lane); then the other tiers and the [serial] files (the marker `serial`) in LANES lanes: the
+# (tests/tiers.toml parallel = true) but for their [serial] files on WORKERS pytest-xdist workers, a
+# whole file each (IDLE_LANE=1: the real-time tiers' files on WORKERS, the others' on one more under
+# SCHED_IDLE; measured once, not yet the default: docs/testing.md); then the other tiers and the [serial] files (the marker `serial`) in LANES lanes: the
 # rp2 emulator's tests (on an emulated clock) in one, the rest one at a time in the other, nothing else
 # loading the machine ([serial] own_lane); one per-tier table and one out/junit.xml over both.
 # The temporary folders sit under a short path of the run's own (xdist's default adds a level, and the
@@ -26,7 +27,7 @@ PYTEST  := $(PY) -m pytest -q -p no:cacheprovider --durations=15
 test: export POWERRIG_SETUP_FOR := test
 test: setup
 	@mkdir -p out && rm -f out/junit.xml out/junit-parallel.xml out/junit-serial.xml; t=$$(mktemp -d /tmp/prt.XXXXXX); \
-	  $(PYTEST) -m "not serial" -n $$(($(WORKERS) + 1)) --idle-lane --no-loadscope-reorder --basetemp=$$t/p --junitxml=out/junit-parallel.xml; a=$$?; \
+	  $(PYTEST) -m "not serial" $(if $(IDLE_LANE),-n $$(($(WORKERS) + 1)) --idle-lane,-n $(WORKERS) --dist loadfile) --no-loadscope-reorder --basetemp=$$t/p --junitxml=out/junit-parallel.xml; a=$$?; \
 	  $(PYTEST) -m serial -n $(LANES) --lanes --basetemp=$$t/s --junitxml=out/junit-serial.xml; b=$$?; \
 	  $(PY) scripts/tier_times.py out/junit-parallel.xml out/junit-serial.xml --merge out/junit.xml --file-seconds out/file_seconds.json || true; \
 	  if [ $$a -eq 0 ] && [ $$b -eq 0 ]; then rm -rf $$t; exit 0; else echo "make test: failed (temporary folders kept in $$t)"; exit 1; fi

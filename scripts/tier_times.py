@@ -90,12 +90,11 @@ def mmss(seconds: float) -> str:
     return f"{m}:{s:02d}"
 
 
-def table(times: dict[str, dict], tiers: dict[str, dict], lanes: list[str] = ()) -> str:
+def table(times: dict[str, dict], tiers: dict[str, dict]) -> str:
     lines = ["| tier | real-time | run | tests | time (min:s) | CPU (min:s) |", "|---|---|---|---|---|---|"]
     for name, row in times.items():
         rt = "yes" if tiers.get(name, {}).get("realtime") else ("no" if name in tiers else "?")
-        run = ("parallel" if tiers.get(name, {}).get("parallel") else "own lane" if name in lanes
-               else "alone" if name in tiers else "?")
+        run = "parallel" if tiers.get(name, {}).get("parallel") else ("alone" if name in tiers else "?")
         lines.append(f"| {name} | {rt} | {run} | {row['tests']} | {mmss(row['seconds'])} | {mmss(row['cpu_seconds'])} |")
     total = {k: sum(r[k] for r in times.values()) for k in ("tests", "seconds", "cpu_seconds")}
     lines.append(f"| all | | | {total['tests']} | {mmss(total['seconds'])} | {mmss(total['cpu_seconds'])} |")
@@ -122,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ET.ParseError) as e:
         print(f"tier_times: cannot read {' '.join(map(str, a.junit))}: {e}", file=sys.stderr)
         return 2
-    print(table(times, tiers, tier_registry.own_lanes()))
+    print(table(times, tiers))
     if len(walls) > 1:
         print("wall: " + " + ".join(f"{j.name} {mmss(w)}" for j, w in zip(a.junit, walls)) + f" = {mmss(sum(walls))}")
     else:

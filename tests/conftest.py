@@ -57,10 +57,11 @@ class LaneScheduling(LoadScopeScheduling):
     no longer reads.)"""
     def __init__(self, config, log=None):
         super().__init__(config, log)
-        self._tiers, self._lanes = tier_registry.load(), tier_registry.own_lanes()
+        self._tier_of = tier_registry.tier_of_file(tier_registry.load())
+        self._lanes = tier_registry.own_lanes()
 
-    def _split_scope(self, nodeid):
-        return tier_registry.lane_of(nodeid, self._tiers, self._lanes)
+    def _split_scope(self, nodeid):           # per test reported: the registry is read once, above
+        return tier_registry.lane_of(nodeid, self._tier_of, self._lanes)
 
 
 class IdleLaneScheduling(LoadScopeScheduling):

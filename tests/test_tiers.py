@@ -105,7 +105,7 @@ def test_one_tier_is_selected_by_its_marker_and_postgres_runs_are_postgres_too(c
 def test_the_serial_run_puts_an_own_lane_tier_beside_one_lane_of_every_other_serial_test():
     tiers = {"unit": {"files": ["test_a.py"]}, "rp2_emulator": {"files": ["test_c.py"]},
              "qemu_nvme": {"files": ["test_d.py"]}}
-    lanes = [tier_registry.lane_of(n, tiers, ["rp2_emulator"])
+    lanes = [tier_registry.lane_of(n, tier_registry.tier_of_file(tiers), ["rp2_emulator"])
              for n in ("tests/test_a.py::test_x", "tests/test_c.py::test_y[p::1]", "tests/test_d.py::K::test_z")]
     assert lanes == ["quiet", "rp2_emulator", "quiet"]
     assert tier_registry.problems(tiers, tier_registry.TESTS, lanes=["rp2_emulatr"])[0] == \

@@ -34,10 +34,10 @@ def own_lanes(path: Path = TIERS_TOML) -> list[str]:
     return tomllib.loads(Path(path).read_text()).get(SERIAL, {}).get("own_lane", [])
 
 
-def lane_of(nodeid: str, tiers: dict[str, dict], lanes: list[str]) -> str:
-    """The serial run's lane of a test (its pytest node id): its tier when that has a lane of its own,
-    else the one lane of every other serial test."""
-    tier = tier_of_file(tiers).get(Path(nodeid.split("::", 1)[0]).name)
+def lane_of(nodeid: str, tier_of: dict[str, str], lanes: list[str]) -> str:
+    """The serial run's lane of a test (its pytest node id; ``tier_of``: tier_of_file's map): its tier
+    when that has a lane of its own, else the one lane of every other serial test."""
+    tier = tier_of.get(Path(nodeid.split("::", 1)[0]).name)
     return tier if tier in lanes else QUIET_LANE
 
 

@@ -3,6 +3,7 @@ machine, the real ssh client, and the virtual rig's impersonated nvme-cli and fi
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import re
 import shutil
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, missing, run_cli
-from powerrig.dut import runners
+from powerrig.dut import blocktrace, nvmetrace, runners
 from powerrig.dut.fio import FioJob, FioPlan
 from powerrig.dut.guard import GuardRefused, RemoteHostView
 from powerrig.dut.commands import helper_argv
@@ -360,3 +361,81 @@ def test_ipv6_hosts_are_shown_in_brackets(url, shown):
     h = drive_host(url)
     assert h.url == shown
     assert shown in h.explain("ssh: connect to host ::1 port 22: Connection refused")
+
+
+# -- the kernel's own traces on a real drive host: this machine's kernel, reached through the real sshd as root --
+def _loop_device(tmp_path: Path) -> str:
+    """A loop device over a 4 MiB file: a block device whose every I/O is this test's."""
+    if os.geteuid() != 0 or shutil.which("losetup") is None:
+        missing("the kernel trace tests need root and losetup on the drive host (util-linux)")
+    img = tmp_path / "img"
+    img.write_bytes(b"\0" * (4 << 20))
+    r = subprocess.run(["losetup", "-f", "--show", str(img)], capture_output=True, text=True)
+    if r.returncode != 0:
+        missing(f"losetup cannot attach a loop device here: {r.stderr.strip()}")
+    return r.stdout.strip()
+
+
+def _instances() -> set[str]:
+    return set(os.listdir("/sys/kernel/tracing/instances")) if os.path.isdir("/sys/kernel/tracing/instances") else set()
+
+
+def test_the_block_trace_records_a_real_kernels_io_on_the_plans_device_alone_and_leaves_nothing(sshd, tmp_path):
+    """dut/blocktrace.py's scripts on a real kernel's tracefs over ssh as root: the instance is filtered
+    to the plan's device (I/O on another disk meanwhile is not in it), every write this test made is
+    traced inside the wall-clock span it was made in (the markers' map of the trace clock), and the
+    instance is gone after."""
+    loop = _loop_device(tmp_path)
+    before = _instances()
+    try:
+        bt = blocktrace.BlockTrace(SshHost.parse(sshd["url"]), str(tmp_path), [loop]).start()
+        assert bt.started and bt.reason is None, bt.reason
+        rdev = os.stat(loop).st_rdev
+        assert bt.devices == {loop: f"{os.major(rdev)},{os.minor(rdev)}"}
+        assert bt.instance in _instances() - before
+        t0 = time.time()
+        fd = os.open(loop, os.O_WRONLY | os.O_DIRECT)
+        buf = mmap.mmap(-1, 65536)           # page-aligned, as O_DIRECT needs
+        buf.write(b"\x5a" * 65536)
+        try:
+            for k in range(8):
+                os.pwrite(fd, buf, k * 65536)
+        finally:
+            os.close(fd)
+        t1 = time.time()
+        other = tmp_path / "other-disk"                      # the root disk's I/O, outside the filter
+        other.write_bytes(os.urandom(1 << 20))
+        os.sync()
+        bt.stop()
+        assert bt.reason is None, bt.reason
+        ev, line = blocktrace.load(tmp_path / blocktrace.OUT_NAME, bt.devices)
+        assert ev is not None, line
+        assert set(ev.issues) == {bt.devices[loop]}, f"the filter let other devices in: {sorted(ev.issues)}"
+        issues, done = ev.issues[bt.devices[loop]], ev.completions[bt.devices[loop]]
+        assert len(issues) >= 8 and len(done) >= 8, line
+        assert ev.bound_s < 0.005, line                       # the markers tie the clocks within milliseconds
+        slack = ev.bound_s + 5e-5                             # the map is within its stated bound
+        assert t0 - slack <= issues[0] and done[-1] <= t1 + slack, (t0, issues[0], done[-1], t1)
+        assert blocktrace.refine(t0, t1, [bt.devices[loop]], ev) == (issues[0], done[-1])
+    finally:
+        subprocess.run(["losetup", "-d", loop], capture_output=True)
+    assert _instances() == before, "the trace instance was left on the drive host"
+
+
+def test_the_nvme_trace_on_a_real_kernel_says_in_one_line_what_is_missing_and_leaves_nothing(sshd, tmp_path):
+    """dut/nvmetrace.py's start on a real kernel over ssh as root: a kernel without the nvme driver's
+    tracepoints (this machine's: no NVMe device) gives the one-line reason and no instance; one with
+    them traces and gives back the text with its clock markers."""
+    before = _instances()
+    kt = nvmetrace.KernelTrace(SshHost.parse(sshd["url"]), "/dev/nvme0", "remote-test").start()
+    if os.path.isdir("/sys/kernel/tracing/events/nvme/nvme_setup_cmd"):
+        assert kt.started, kt.reason
+        tr, line = kt.load()
+        assert tr is not None and "nvme_trace" in line, line
+    else:
+        assert not kt.started
+        assert kt.reason is not None and "\n" not in kt.reason
+        assert "has no nvme tracepoints" in kt.reason and "the host intervals stand" in kt.reason, kt.reason
+        tr, line = kt.load()
+        assert tr is None and line == kt.reason
+    assert _instances() == before, "the trace instance was left on the drive host"

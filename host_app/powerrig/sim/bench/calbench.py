@@ -14,6 +14,7 @@ current the drive draws (``CURR:LIM`` its limit): how a lab margins the slot's r
 from __future__ import annotations
 
 import re
+import socket
 import socketserver
 import threading
 import time
@@ -272,6 +273,19 @@ class ReferenceMeter:
             self.fixture.sourced.pop(rail, None)
 
 
+def _lines_acked_at_once(sock: socket.socket):
+    """The client's lines, each received chunk ACKed at once (TCP_QUICKACK): the driver writes a command
+    and then ``SYST:ERR?``, and a meter that delays the ACK of a command it does not answer holds the
+    second write in the client's Nagle buffer for the delayed-ACK time (40 ms on Linux) per command."""
+    buf = b""
+    while chunk := sock.recv(65536):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
+        *lines, buf = (buf + chunk).split(b"\n")
+        yield from lines
+    if buf:
+        yield buf
+
+
 class ReferenceServer:
     """The meter on 127.0.0.1:<port>, newline-terminated SCPI over a raw socket (port 5025 style)."""
 
@@ -280,7 +294,7 @@ class ReferenceServer:
 
         class Handler(socketserver.StreamRequestHandler):
             def handle(inner):
-                for raw in inner.rfile:
+                for raw in _lines_acked_at_once(inner.connection):
                     for cmd in raw.decode("ascii", "replace").split(";"):
                         out = meter.handle(cmd)
                         if out is not None:

@@ -3,6 +3,10 @@ from __future__ import annotations
 
 from conftest import run_cli
 
+# the virtual interposer never answers as a REPL: its refusal comes when mpremote's wait runs out (8 s by
+# default, for a real board busy in main.py); 3 s gives the same refusal sooner
+QUICK_REFUSAL = ("--identify-timeout", "3")
+
 
 def test_dry_run_lists_the_compiled_firmware_and_its_build():
     r = run_cli("flash", "--dry-run")
@@ -24,7 +28,7 @@ def test_refuses_what_is_not_a_serial_port(tmp_path):
 
 def test_refuses_a_device_that_is_not_micropython_on_rp2350(sim):
     s = sim()                      # the virtual interposer: a serial port, but no MicroPython REPL
-    r = run_cli("flash", "--port", s.port, timeout=90)
+    r = run_cli("flash", "--port", s.port, *QUICK_REFUSAL, timeout=90)
     assert r.returncode == 2 and "is not an RP2350 running MicroPython" in r.stderr, r.stdout + r.stderr
 
 
@@ -33,10 +37,15 @@ def test_needs_a_port_unless_dry_run():
     assert r.returncode == 2 and "--port is required" in r.stderr, r.stderr
 
 
+def test_a_bad_identify_timeout_is_one_line():
+    r = run_cli("flash", "--port", "/dev/ttyNOPE0", "--identify-timeout", "nan")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--identify-timeout must be" in r.stderr, r.stderr
+
+
 def test_powerrig_firmware_is_asked_to_hand_its_console_back_before_mpremote(sim):
     """The firmware ignores Ctrl-C (kbd_intr(-1)), so mpremote alone could never interrupt it: flash
     first sends the `repl` command, which the firmware logic (here behind the virtual interposer) obeys."""
     s = sim()
-    r = run_cli("flash", "--port", s.port, timeout=90)
+    r = run_cli("flash", "--port", s.port, *QUICK_REFUSAL, timeout=90)
     assert "powerrig firmware handed its console back" in r.stdout, r.stdout + r.stderr
     assert r.returncode == 2 and "is not an RP2350 running MicroPython" in r.stderr, r.stdout + r.stderr

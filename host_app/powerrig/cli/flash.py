@@ -22,6 +22,9 @@ FIRMWARE = Path(powerrig.__file__).resolve().parents[2] / "firmware"
 ARCH = "armv7m"        # what mpy-cross emits for the RP2350's Cortex-M33 (ARMv8-M mainline runs it)
 
 
+IDENTIFY_S = 8.0    # a MicroPython REPL answers mpremote's exec within a second, a board busy in main.py too
+
+
 class FlashError(PowerrigError):
     """The board cannot be flashed as asked (wrong device, missing tool, failed copy)."""
 
@@ -32,6 +35,8 @@ def register(sub) -> None:
                                    "describe and the self-test.")
     p.add_argument("--port", default=None, help="serial port of the board (e.g. /dev/ttyACM0)")
     p.add_argument("--dry-run", action="store_true", help="list what would be copied; change nothing")
+    p.add_argument("--identify-timeout", type=float, default=IDENTIFY_S, metavar="S",
+                   help=f"how long the device has to answer as a MicroPython REPL (default {IDENTIFY_S:g} s)")
     p.set_defaults(func=cmd_flash)
 
 
@@ -104,10 +109,7 @@ def release_console(port: str) -> bool:
     return True
 
 
-IDENTIFY_S = 8.0    # a MicroPython REPL answers mpremote's exec within a second, a board busy in main.py too
-
-
-def identify(port: str) -> str:
+def identify(port: str, timeout: float = IDENTIFY_S) -> str:
     """What the device says it is; FlashError unless it is MicroPython on an RP2350."""
     if not Path(port).exists():
         raise FlashError(f"{port} does not exist; list boards with `mpremote connect list`")
@@ -116,10 +118,10 @@ def identify(port: str) -> str:
     code = "import sys, os; print('ID', sys.implementation.name, os.uname().machine)"
     try:
         r = subprocess.run([_tool("mpremote"), "connect", port, "exec", code], capture_output=True, text=True,
-                           timeout=IDENTIFY_S)
+                           timeout=timeout)
         said = r.stdout + r.stderr
     except subprocess.TimeoutExpired:
-        said = f"no answer within {IDENTIFY_S:.0f} s"
+        said = f"no answer within {timeout:g} s"
     line = next((ln for ln in said.splitlines() if ln.startswith("ID ")), "")
     if "micropython" not in line or "RP2350" not in line:
         what = line[3:].strip() or (said.strip().splitlines() or ["no MicroPython REPL"])[-1]
@@ -130,12 +132,14 @@ def identify(port: str) -> str:
 
 
 def cmd_flash(args) -> int:
+    if not 0 < args.identify_timeout <= 600:            # NaN fails this too
+        raise FlashError(f"--identify-timeout must be a number of seconds in (0, 600], not {args.identify_timeout:g}")
     if not args.dry_run:               # refuse a wrong or missing device before compiling anything
         if not args.port:
             raise FlashError("--port is required (e.g. --port /dev/ttyACM0); --dry-run needs none")
         if Path(args.port).is_char_device() and release_console(args.port):
             print(f"{args.port}: powerrig firmware handed its console back")
-        print(f"{args.port}: {identify(args.port)}")
+        print(f"{args.port}: {identify(args.port, args.identify_timeout)}")
     with tempfile.TemporaryDirectory(prefix="powerrig-flash-") as tmp:
         out = Path(tmp)
         made = build(out)
@@ -145,7 +149,7 @@ def cmd_flash(args) -> int:
             for rel, n in made:
                 print(f"  :{rel}  {n} bytes")
             if args.port:
-                print(f"target {args.port}: {identify(args.port)}")
+                print(f"target {args.port}: {identify(args.port, args.identify_timeout)}")
             return 0
         mp = _tool("mpremote")
         dirs = sorted({str(rel.parts[0]) for rel, _n in made if len(rel.parts) > 1})

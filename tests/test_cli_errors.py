@@ -121,7 +121,7 @@ def test_a_timed_run_ends_on_time_whatever_is_lost_at_its_end(sim, tmp_path, com
 
 
 def test_stream_json_ending_in_a_stall_prints_the_partial_summary(sim):
-    s = sim("--stall-at", "12.0", "--stall-for", "60")   # after the command has started, even on a loaded machine
+    s = sim("--stall-in-stream", "1.0", "--stall-for", "60")   # 1 s into the command's stream, however loaded
     r = run_cli("stream", "--port", s.port, "--seconds", "20", "--json", "--quiet", timeout=60)
     line = one_line_error(r)
     assert "stalled" in line

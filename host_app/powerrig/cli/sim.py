@@ -18,6 +18,8 @@ def register(sub) -> None:
     i.add_argument("--corrupt", type=float, default=0.0, help="probability per byte of flipping a DATA frame bit")
     i.add_argument("--drop", type=float, default=0.0, help="probability of dropping each DATA frame")
     i.add_argument("--stall-at", type=float, default=-1.0, help="stall the firmware this many s after start")
+    i.add_argument("--stall-in-stream", type=float, default=-1.0,
+                   help="stall the firmware this many s after its first stream started")
     i.add_argument("--stall-for", type=float, default=0.0, help="... for this many seconds")
     i.add_argument("--seconds", type=float, default=None, help="exit after this many seconds")
     i.add_argument("--truth", default=None, help="write ground truth JSON (and .npz) here on exit")

@@ -62,6 +62,7 @@ class Faults:
     drop: float = 0.0           # probability that a DATA frame is not sent
     stall_at: float = -1.0      # seconds after start when the device stops running
     stall_for: float = 0.0
+    stall_in_stream: float = -1.0   # ... or seconds after its first stream started (not the start's timing)
     jitter_ms: float = 1.0      # USB latency jitter, uniform 0..jitter_ms per write
     seed: int = 7
 
@@ -413,6 +414,7 @@ class VirtualInterposer:
     def _run(self) -> None:
         f = self.faults
         stalled = False
+        streaming_since = None
         if self.sampler_priority:
             # this thread only (Linux: a thread's nice and policy are its own): the drive endpoint the
             # impersonated nvme-cli and fio talk to keeps the process's priority
@@ -424,7 +426,11 @@ class VirtualInterposer:
                 os.setpriority(os.PRIO_PROCESS, me, min(19, nice))
         while not self._stop.is_set():
             el = time.monotonic() - self.t_start
-            if f.stall_at >= 0 and not stalled and el >= f.stall_at:
+            if streaming_since is None and self.device.state == STREAMING:
+                streaming_since = el
+            if not stalled and ((f.stall_at >= 0 and el >= f.stall_at) or (
+                    f.stall_in_stream >= 0 and streaming_since is not None
+                    and el - streaming_since >= f.stall_in_stream)):
                 stalled = True
                 time.sleep(f.stall_for)   # the firmware hangs: nothing read, nothing sent
             try:
@@ -516,7 +522,7 @@ def serve(args) -> int:
     # the USB threads must get the GIL within ~100 us of their moment, not the default 5 ms
     sys.setswitchinterval(GIL_SWITCH_S)
     faults = Faults(corrupt=args.corrupt, drop=args.drop, stall_at=args.stall_at, stall_for=args.stall_for,
-                    jitter_ms=args.jitter_ms, seed=args.seed)
+                    stall_in_stream=args.stall_in_stream, jitter_ms=args.jitter_ms, seed=args.seed)
     sim = VirtualInterposer(seed=args.seed, drift_ppm=args.drift_ppm, faults=faults, state_dir=args.state_dir,
                             calibrated=not args.uncalibrated)
     stop = threading.Event()

@@ -24,7 +24,7 @@ CHROMIUM = "/usr/bin/chromium"
 PLAN = (REPO / "fixtures" / "plans" / "datasheet-validation.toml").read_text()
 SHORT = {"power_states = [0, 1, 2]": "power_states = [0, 2]", "idle_steps = true": "idle_steps = false",
          "self_reported_power = true": "self_reported_power = false", "settle_s = 2.0": "settle_s = 0.5",
-         "idle_s = 40.0": "idle_s = 12.0",
+         "idle_s = 40.0": "idle_s = 12.0",    # past IDLP's 10 s settle: no idle window (no PWR-6) before it
          # the sim's nvme trace text of a whole write workload takes minutes on a loaded host: not this test's matter
          "measure_s = 30.0": "measure_s = 3.0\ncommand_trace = false"}
 

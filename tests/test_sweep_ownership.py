@@ -282,8 +282,10 @@ def test_ctrl_c_says_so_and_the_resume_hint_is_the_exact_command_that_resumes(tm
     from conftest import POWERRIG
     plan_file = tmp_path / "my plan.toml"
     # the second step measures long enough that Ctrl-C lands inside it even when this test's poll is
-    # starved on a loaded machine (3 s let the whole sweep end first once: exit 0, nothing to resume)
-    plan_file.write_text(PLAN.replace("measure_s = 3.0", "measure_s = 10.0"))
+    # starved on a loaded machine (3 s let the whole sweep end first once: exit 0, nothing to resume); it
+    # is the last (one power state: idle, reads), so the resume reruns it alone
+    plan_file.write_text(PLAN.replace("measure_s = 3.0", "measure_s = 10.0").replace("power_states = [0, 2]",
+                                                                                    "power_states = [0]"))
     db, out = tmp_path / "r $x.sqlite", tmp_path / "out dir"
     a = _start(plan_file, db, out)
     try:

@@ -11,7 +11,12 @@ at least BAND_MIN_W and four standard deviations of the level before) says what 
 shift), the onset is where the move began, from the moments it reached a quarter and three quarters
 of the step (an exponential approach from t0 reaches them at t0 + tau ln(4/3) and t0 + tau ln 4; a
 linear ramp gives nearly the same t0); settling is the end of the last interval outside the new level's band. No step larger than the band
-(a change between states of one idle level): the latency is NaN and ``note`` says why.
+(a change between states of one idle level): the latency is NaN and ``note`` says why; the overshoot, if
+any, is all there is to settle. With intervals as long as the boxcar (1 ms), an overshoot shorter than
+an interval that an interval edge splits can leave less than the band in each half where, the edges
+elsewhere, it would leave more in one: when no interval alone leaves the band, two adjacent ones beyond it together
+(same sign, over five standard deviations of their sum: on noise alone no more often than one interval
+leaves the band) count, and settling is the end of the later.
 """
 from __future__ import annotations
 
@@ -91,7 +96,10 @@ def time_transition(p: np.ndarray, first: int, submit: float, interval_s: float,
     sub = submit - first
     if abs(step) <= band:
         # no level change to time (e.g. two states with the same idle power): the transient, if any, is all there is
-        far = np.flatnonzero(np.abs(ps[a:end] - after) > band)
+        dev = ps[a:end] - after
+        far = np.flatnonzero(np.abs(dev) > band)
+        if not len(far) and w == 1:
+            far = _split_by_an_edge(dev, max(band, 5.0 * math.sqrt(2.0) * sd))
         settle = max(0.0, (a + int(far[-1]) + 1 - (w - 1) // 2 - sub) * dt) if len(far) else nan
         return out(before, after, nan, settle, f"the level did not change by more than {band:.3f} W "
                                                f"({before:.3f} -> {after:.3f} W): no step to time")
@@ -126,6 +134,14 @@ def fill_gaps(p: np.ndarray) -> np.ndarray:
     first = int(np.argmax(~bad))
     out[:first] = p[first]
     return out
+
+
+def _split_by_an_edge(dev: np.ndarray, band: float) -> np.ndarray:
+    """The later of each two adjacent intervals whose deviations, of one sign, exceed ``band`` together:
+    an excursion shorter than an interval that an interval edge split in two (the interval it would fill
+    alone, were the edges elsewhere, would be beyond the band). Indices into ``dev``."""
+    x, y = dev[:-1], dev[1:]
+    return np.flatnonzero((np.sign(x) == np.sign(y)) & (np.abs(x + y) > band)) + 1
 
 
 def _crossing(x: np.ndarray, level: float) -> float | None:

@@ -7,6 +7,7 @@ import pytest
 from powerrig.testing import synthetic as S
 from powerrig.analysis import ArraySource, analyse
 from powerrig.analysis import stats as ST
+from powerrig.analysis import windows as W
 from powerrig.analysis.checks import pcm1, pwr6
 from powerrig.analysis.command_energy import command_energy
 from powerrig.analysis.descriptors import number, ocp_peak_limit, power_states, transition_latency_us
@@ -90,6 +91,26 @@ def test_exact_best_window_through_block_maxima_is_the_first_argmax_of_its_range
             assert total == sums[k] or (math.isnan(total) and math.isnan(sums[k]))
 
 
+def test_exact_window_sums_and_block_maxima_made_part_by_part_equal_whole_array_passes():
+    """WindowSums(exact=True) makes each window length's sums and their per-block maxima a cache-sized
+    part at a time: the same sums as one subtraction of the prefix, the same maxima as
+    ChunkWindows._block_max over them, for lengths that are and are not a multiple of a part."""
+    rng = np.random.default_rng(11)
+    for n in (3 * W.FUSE + 5, 2 * W.FUSE, 1000):
+        x = rng.normal(10, 2, n)
+        c = np.concatenate([[0.0], np.cumsum(x)])
+        for w, a in ((1, 0), (1000, 17), (100, W.FUSE - 3)):
+            e = n - w + 1
+            if e <= a:
+                continue
+            out = np.empty(e - a)
+            bmax = W._sums_and_block_max(c, a, e, w, out)
+            want = c[a + w:e + w] - c[a:e]
+            np.testing.assert_array_equal(out, want)
+            cw = ChunkWindows(w, a, want, None, 0.0, None, 0)
+            np.testing.assert_array_equal(bmax, cw._block_max())
+
+
 def test_piece_summaries_equal_two_pass_sums_at_any_level_and_spread():
     """Segments takes each piece's squared deviations as sum(y^2) - sum(y)^2 / n over values shifted
     by one of the chunk's; a piece far from the shift with almost no spread falls back to two passes."""
@@ -138,12 +159,15 @@ def test_binning_counts_values_inside_and_outside_the_edges_as_clipping_does(dty
     s.keep([rng.uniform(10.0, 20.0, ST.EXACT_LIMIT + 1).astype(dtype)], False)    # to the histogram
     inside = rng.uniform(10.0, 20.0, ST.BIN_BLOCK + 7).astype(dtype)
     beyond = rng.uniform(5.0, 25.0, ST.BIN_BLOCK + 7).astype(dtype)
-    for v in (inside, beyond, np.array([10.0, 20.0], dtype)):
-        before = s._hist.copy()
-        s.keep([v], False)
+    for v in (inside, beyond, np.array([10.0, 20.0], dtype), np.array([9.999999, 20.000002], dtype)):
         f = (v - dtype(10.0)) * dtype(ST.BINS / 10.0)                 # as _bin does it, in the values' dtype
         want = np.bincount(np.clip(f, 0, ST.BINS - 1).astype(np.intp), minlength=ST.BINS)
-        np.testing.assert_array_equal(s._hist - before, want)
+        # without bounds, and with the values' own (min, max): analyse() passes them, so a run
+        # whose bounds fall in the bins skips every block's check; one beyond them must still clip
+        for bounds in (None, (float(v.min()), float(v.max()))):
+            before = s._hist.copy()
+            s.keep([v], False, bounds)
+            np.testing.assert_array_equal(s._hist - before, want)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 11, 101, 20_001])

@@ -366,8 +366,8 @@ class _SideWork:
 
 def _side_chunk(kept: list, finished: list) -> None:
     """One chunk's side work, in feeding order: values kept, then the phases finished with it."""
-    for st, runs, is_sorted in kept:
-        st.keep(runs, is_sorted)
+    for st, runs, is_sorted, bounds in kept:
+        st.keep(runs, is_sorted, bounds)
     for a in finished:
         a.finish()
 

@@ -278,14 +278,15 @@ class SeriesStats:
                 return
             total = float(np.sum(v, dtype=np.float64))
         d = np.subtract(v, total / len(v), dtype=np.float64)
-        self._merge(len(v), total, sum_squares(d), float(v.min()), float(v.max()))
-        self.keep([v.copy()], False)
+        lo, hi = float(v.min()), float(v.max())
+        self._merge(len(v), total, sum_squares(d), lo, hi)
+        self.keep([v.copy()], False, (lo, hi))
 
     def add(self, seg: Segments, ia: int, ib: int, deferred: list | None = None) -> None:
         """Pieces ia..ib-1 of a chunk's Segments (wholly inside the phase).
 
-        With ``deferred`` the values to keep are appended there as (self, runs, is_sorted) instead
-        of kept now; the caller hands each to ``keep`` later, in order (``analyse`` does that on a
+        With ``deferred`` the values to keep are appended there as (self, runs, is_sorted, bounds)
+        instead of kept now; the caller hands each to ``keep`` later, in order (``analyse`` does that on a
         second thread: the histogram binning of long phases is a fifth of its work)."""
         if ib <= ia:
             return
@@ -313,9 +314,9 @@ class SeriesStats:
             lo, hi = float(mins.min()), float(maxs.max())
         self._merge(nv, total, m2, lo, hi)
         if deferred is None:
-            self.keep(*seg.runs(ia, ib))
+            self.keep(*seg.runs(ia, ib), (lo, hi))
         else:
-            deferred.append((self, *seg.runs(ia, ib)))
+            deferred.append((self, *seg.runs(ia, ib), (lo, hi)))
 
     def _merge(self, n: int, total: float, m2: float, lo: float, hi: float) -> None:
         if self.n:
@@ -334,8 +335,9 @@ class SeriesStats:
         if weight > 0 and not math.isnan(value):
             self._energy_intervals.add(value * weight)
 
-    def keep(self, runs: list[np.ndarray], is_sorted: bool) -> None:
-        """Keep values for the percentiles (exact while few, else binned); calls in feeding order."""
+    def keep(self, runs: list[np.ndarray], is_sorted: bool, bounds: tuple[float, float] | None = None) -> None:
+        """Keep values for the percentiles (exact while few, else binned); calls in feeding order.
+        ``bounds``: the runs' (min, max) when the caller knows them (the binning then skips its range checks)."""
         if self._values is not None:
             self._values.extend(runs)
             self._sorted = self._sorted and is_sorted
@@ -344,18 +346,30 @@ class SeriesStats:
                 return
             allv = np.concatenate(self._values)
             self._values = None
-            lo, hi = self._range or (float(allv.min()), float(allv.max()))
+            seen = (float(allv.min()), float(allv.max()))
+            lo, hi = self._range or seen
             if not hi > lo:
                 hi = lo + 1e-9
             pad = (hi - lo) * (0.0 if self._range else 0.5)
             self._edges = (lo - pad, hi + pad)
             self._hist = np.zeros(BINS, np.int64)
-            self._bin(allv)
+            self._bin(allv, self._inside(seen, allv.dtype))
             return
+        inside = bounds is not None and self._inside(bounds, runs[0].dtype)
         for r in runs:
-            self._bin(r)
+            self._bin(r, inside)
 
-    def _bin(self, v: np.ndarray) -> None:
+    def _inside(self, bounds: tuple[float, float], dtype) -> bool:
+        """Do values within ``bounds`` all fall in the histogram's bins? The bin position
+        (v - lo) * scale, in the values' float type, never decreases as v grows (rounding is
+        monotonic), so the bounds' positions bound every value's: a block need not be checked."""
+        lo, hi = self._edges
+        t = np.array(bounds, np.float32 if dtype == np.float32 else np.float64)
+        np.subtract(t, lo, out=t)
+        np.multiply(t, BINS / (hi - lo), out=t)
+        return bool(t[0] >= 0 and t[1] <= BINS - 1)
+
+    def _bin(self, v: np.ndarray, inside: bool = False) -> None:
         """Add values to the histogram, BIN_BLOCK at a time through reused scratch arrays: a long
         phase bins every chunk (the whole capture's phase: every value of a 10-hour capture), and
         chunk-sized float64 and intp temporaries would be fresh pages, out of cache, every time."""
@@ -368,7 +382,7 @@ class SeriesStats:
             fb, kb = f[:n], k[:n]
             np.subtract(x, lo, out=fb)              # (v - lo) * (BINS / (hi - lo))
             np.multiply(fb, scale, out=fb)
-            if not (fb.min() >= 0 and fb.max() <= BINS - 1):   # two cheap passes spare clip's slow one
+            if not inside and not (fb.min() >= 0 and fb.max() <= BINS - 1):   # two cheap passes spare clip's slow one
                 np.clip(fb, 0, BINS - 1, out=fb)
             np.copyto(kb, fb, casting="unsafe")     # truncation, as astype(intp)
             np.add.at(self._hist, kb, 1)            # the counts bincount gives, without its minmax pass and array

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from types import SimpleNamespace as NS
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from powerrig.analysis.transitions import time_transition
 from powerrig.results import ResultStore
 from powerrig.sim.ssd.drive import VirtualSSD
 from powerrig.sim.ssd.model import expected_point
+from powerrig.sweep import measure
 from powerrig.sweep.engine import Sweep, steady_state_met
 from powerrig.sweep.plan import PlanError, parse
 
@@ -311,15 +313,25 @@ def test_datasheet_validation_plan_checks_transition_time_and_self_reported_powe
             span = notes["intervals"] * 0.1
             assert notes["intervals"] >= 24 and span - 0.3 <= notes["window_s"] <= span + 0.01, notes
             assert notes["error_bound_pct"] == 5 and notes["estimated"] is False and notes["max_w"] >= by[(key, "power.self_reported", ph)]["value"]
-    assert judged                       # PS0 -> PS2 (a level step) timed and held to 120 ms
-    # a tolerance tighter than the drive's error fails, with the limit stored beside it
+    assert judged                       # PS0 -> PS2 (one idle level: its overshoot) timed and held to 120 ms
+    # a tolerance tighter than the drive's error fails, with the limit stored beside it. The drive's error is
+    # 4 - 35 / W % (+4 % gain, -0.35 W): -2.4 % at its 5.5 W idle, but over +1 % in the workload's window only
+    # where the window's mean is over 11.7 W, and that window holds fio's start-up and end as well (17 W on a
+    # quiet host, 13 W on a loaded one; below 11.7 W a loaded run stored 'pass' there, rightly): the idle
+    # window is the one held to failing; each is judged on its own error, the model's
     tight = parse(text.replace("self_reported_tolerance_pct = 10.0", "self_reported_tolerance_pct = 1.0")
                   .replace("power_states = [0, 2]", "power_states = [0]").replace("idle_steps = true",
                                                                                   "idle_steps = false"), "tight.toml")
     run2 = Sweep(tight, store, tmp_path / "out2").run()
-    [err] = [m for m in store.measurements(run2) if m["name"] == "power.self_reported.error_pct"
-             and m["phase"].startswith("measure:")]
-    assert err["outcome"] == "fail" and not err["requirement_met"] and err["upper"] == 1.0 and err["value"] > 1.0
+    errs = {m["phase"]: m for m in store.measurements(run2) if m["name"] == "power.self_reported.error_pct"}
+    rig = {m["phase"]: json.loads(m["notes"])["interposer_w"] for m in store.measurements(run2)
+           if m["name"] == "power.self_reported"}
+    assert sorted(errs) == ["idle", "measure:actp-seq-write-128k"]
+    for ph, err in errs.items():
+        assert err["value"] == pytest.approx(100 * ((1.04 * rig[ph] - 0.35) / rig[ph] - 1), abs=1.0), ph
+        j = judge(err["value"], 1.0, -1.0, units="%")
+        assert (err["lower"], err["upper"]) == (-1.0, 1.0) and err["outcome"] == str(j.verdict), (ph, err)
+    assert errs["idle"]["outcome"] == "fail" and not errs["idle"]["requirement_met"] and errs["idle"]["value"] < -1.0
 
 
 def test_a_change_of_one_idle_level_is_timed_wherever_an_interval_edge_falls_in_its_overshoot():
@@ -354,3 +366,22 @@ class _Clock:
 
     def __call__(self):
         return self.t
+
+
+def test_the_drives_own_power_is_not_judged_against_a_window_the_capture_has_a_gap_in():
+    """A loaded host starved the virtual interposer past its 0.5 s DMA ring after fio ended: 0.434 s of idle
+    lost in the 5.9 s the drive's average covered, the interposer's mean 13.03 W over the rest, and the
+    drive's right 12.64 W (1.04 x 12.48 - 0.35) read as -3.0 % where it is +1.3 %: stored n/a with why; the
+    same window whole is judged as before."""
+    def an(lost_s):
+        meta = {"self_report_w": 12.64, "self_report_intervals": 59, "self_report_max_w": 21.85,
+                "self_report_error_bound_pct": 5, "self_report_estimated": False}
+        return NS(phases=[NS(name="self-report:measure:w", phase=NS(meta=meta), mean_w=13.034, duration_s=5.9,
+                             lost_s=lost_s)])
+    info, err = measure.self_reported(an(0.434), 10.0)
+    assert err["value"] is None and err["outcome"] == "n/a" and err["requirement_met"] is None
+    assert "lost 0.434 s of the 5.900 s" in json.loads(err["notes"])[0]
+    assert json.loads(info["notes"])["lost_s"] == 0.434 and info["value"] == 12.64
+    info, err = measure.self_reported(an(0.0), 10.0)
+    assert err["outcome"] == "pass" and err["value"] == pytest.approx(100 * (12.64 / 13.034 - 1))
+    assert "lost_s" not in json.loads(info["notes"])

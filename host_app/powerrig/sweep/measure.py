@@ -130,7 +130,9 @@ def transition(an, limit_s: float | None, old_ps: int | None, new_ps: int,
 
 def self_reported(an, tolerance_pct: float) -> list[dict]:
     """The drive's self-reported watts (log 25h AIPWR) against the interposer's mean over the span that average
-    covers (sweep/engine.py: measurement started and stopped around the window, dut/claims.interval_span)."""
+    covers (sweep/engine.py: measurement started and stopped around the window, dut/claims.interval_span). A
+    capture gap in that span (overruns) leaves the interposer's mean over less than the drive's: the error is
+    n/a with why, never judged (a starved rig's 434 ms of idle lost under a workload read -3 % for +1.3 %)."""
     out = []
     for r in an.phases:
         if not r.name.startswith(SELF_REPORT):
@@ -142,15 +144,22 @@ def self_reported(an, tolerance_pct: float) -> list[dict]:
         j = judge(err, tolerance_pct, -tolerance_pct, units="%")
         ok = j.verdict in (Verdict.PASS, Verdict.MARGINAL)
         of = r.name[len(SELF_REPORT):]
-        out += [_m("power.self_reported", of, drive_w, "W", "info",
-                   notes=json.dumps({"interposer_w": rig_w, "intervals": r.phase.meta.get("self_report_intervals"),
-                                     "window_s": r.duration_s, "max_w": r.phase.meta.get("self_report_max_w"),
-                                     "error_bound_pct": r.phase.meta.get("self_report_error_bound_pct"),
-                                     "estimated": r.phase.meta.get("self_report_estimated")})),
-                _m("power.self_reported.error_pct", of, err, "%", str(j.verdict), lower=-tolerance_pct,
-                   upper=tolerance_pct, marginal_upper=j.marginal_from if err >= 0 else None,
-                   marginal_lower=j.marginal_from if err < 0 else None, requirement_met=ok,
-                   notes=json.dumps([j.why]) if j.why else None)]
+        out.append(_m("power.self_reported", of, drive_w, "W", "info",
+                      notes=json.dumps({"interposer_w": rig_w, "intervals": r.phase.meta.get("self_report_intervals"),
+                                        "window_s": r.duration_s, "max_w": r.phase.meta.get("self_report_max_w"),
+                                        "error_bound_pct": r.phase.meta.get("self_report_error_bound_pct"),
+                                        "estimated": r.phase.meta.get("self_report_estimated"),
+                                        **({"lost_s": r.lost_s} if r.lost_s else {})})))
+        if r.lost_s:
+            why = (f"the capture lost {r.lost_s:.3f} s of the {r.duration_s:.3f} s the drive's average covers (a gap): "
+                   "the interposer's mean is not over the same span")
+            out.append(_m("power.self_reported.error_pct", of, None, "%", "n/a", lower=-tolerance_pct,
+                          upper=tolerance_pct, requirement_met=None, notes=json.dumps([why])))
+            continue
+        out.append(_m("power.self_reported.error_pct", of, err, "%", str(j.verdict), lower=-tolerance_pct,
+                      upper=tolerance_pct, marginal_upper=j.marginal_from if err >= 0 else None,
+                      marginal_lower=j.marginal_from if err < 0 else None, requirement_met=ok,
+                      notes=json.dumps([j.why]) if j.why else None))
     return out
 
 

@@ -371,17 +371,19 @@ class _Clock:
 def test_the_drives_own_power_is_not_judged_against_a_window_the_capture_has_a_gap_in():
     """A loaded host starved the virtual interposer past its 0.5 s DMA ring after fio ended: 0.434 s of idle
     lost in the 5.9 s the drive's average covered, the interposer's mean 13.03 W over the rest, and the
-    drive's right 12.64 W (1.04 x 12.48 - 0.35) read as -3.0 % where it is +1.3 %: stored n/a with why; the
-    same window whole is judged as before."""
+    drive's right 12.64 W (1.04 x 12.48 - 0.35) read as -3.0 % where it is +1.3 %: the data is short, so
+    partial inside the limits and a fail beyond them says so (checks.judge); the window whole is judged as before."""
     def an(lost_s):
         meta = {"self_report_w": 12.64, "self_report_intervals": 59, "self_report_max_w": 21.85,
                 "self_report_error_bound_pct": 5, "self_report_estimated": False}
         return NS(phases=[NS(name="self-report:measure:w", phase=NS(meta=meta), mean_w=13.034, duration_s=5.9,
                              lost_s=lost_s)])
     info, err = measure.self_reported(an(0.434), 10.0)
-    assert err["value"] is None and err["outcome"] == "n/a" and err["requirement_met"] is None
+    assert err["outcome"] == "partial" and not err["requirement_met"] and err["value"] == pytest.approx(-3.02, abs=0.01)
     assert "lost 0.434 s of the 5.900 s" in json.loads(err["notes"])[0]
     assert json.loads(info["notes"])["lost_s"] == 0.434 and info["value"] == 12.64
+    [_, tight] = measure.self_reported(an(0.434), 1.0)
+    assert tight["outcome"] == "fail" and "on short data: the capture lost 0.434 s" in json.loads(tight["notes"])[0]
     info, err = measure.self_reported(an(0.0), 10.0)
     assert err["outcome"] == "pass" and err["value"] == pytest.approx(100 * (12.64 / 13.034 - 1))
     assert "lost_s" not in json.loads(info["notes"])

@@ -76,6 +76,16 @@ def errors_pct(reading: np.ndarray, reference: np.ndarray) -> np.ndarray:
     return (np.asarray(reading, float) - ref) / np.abs(ref) * 100.0
 
 
+def check_temperature_gap(t_first_c: float, t_now_c: float) -> float:
+    """The board's temperature difference from the first pass (K), refused under 10 K: checked before
+    any point is measured, and again on the fit."""
+    dt = t_now_c - t_first_c
+    if abs(dt) < 10.0:
+        raise InstrumentError(f"the board is {t_now_c:.1f} C, {dt:+.1f} K from the first pass at {t_first_c:.1f} C: "
+                              "temperature coefficients need at least 10 K between the passes (warm or cool the board)")
+    return dt
+
+
 def apply_temperature_fit(cal: dict, fits: dict[str, ChannelFit], t_first_c: float, t_now_c: float) -> dict:
     """The second pass of the two-temperature calibration (hw/rails.toml [calibration]).
 
@@ -85,10 +95,7 @@ def apply_temperature_fit(cal: dict, fits: dict[str, ChannelFit], t_first_c: flo
     temperatures, referred to ``t_first_c``: G(T) = g * (1 + tc * (T - t_first_c)).
     """
 
-    dt = t_now_c - t_first_c
-    if abs(dt) < 10.0:
-        raise InstrumentError(f"the board is {t_now_c:.1f} C, {dt:+.1f} K from the first pass at {t_first_c:.1f} C: "
-                              "temperature coefficients need at least 10 K between the passes (warm or cool the board)")
+    dt = check_temperature_gap(t_first_c, t_now_c)
     t_ref = cal.get("t_ref_c", 25.0)
     out = {"version": 1, "source": "powerrig calibrate --temperature", "t_ref_c": t_first_c, "rails": {}}
     for rail, c in cal["rails"].items():

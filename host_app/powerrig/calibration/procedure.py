@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 
-from powerrig.calibration.fit import (ChannelFit, apply_fit, apply_temperature_fit, errors_pct, fit_channel,
-                                      rebase_temperature)
+from powerrig.calibration.fit import (ChannelFit, apply_fit, apply_temperature_fit, check_temperature_gap, errors_pct,
+                                      fit_channel, rebase_temperature)
 from powerrig.calibration.window import StreamWindows, WindowError
 from powerrig.core.errors import InstrumentError
 from powerrig.instruments.scpi import InvalidReading
@@ -150,6 +150,8 @@ def calibrate(dev, ref, channels: dict[str, int], seconds: float = 0.3, max_resi
     if first_pass_temp_c is not None and board_t is None:
         raise InstrumentError("this interposer reports no board temperature; the temperature pass needs the "
                               "board sensor (TMP117, hw/README.md)")
+    if first_pass_temp_c is not None:
+        check_temperature_gap(first_pass_temp_c, board_t)     # before the rails are stepped for nothing
     fs = {r["name"]: (r["v_lsb"] * 32767, r["i_lsb"] * 32767) for r in desc["rails"]}
     try:
         with StreamWindows(dev) as win:

@@ -96,7 +96,7 @@ def test_a_description_missing_fields_names_them():
 LOSSES = {
     "drop": ("--drop", "0.9"),             # the frames before the end are lost in 90% of runs
     "crc": ("--corrupt", "5e-3"),          # ... fail their CRC in about 95%
-    "stall": ("--stall-at", "2.5", "--stall-for", "2.5"),   # a stall under the 3 s limit across the end
+    "stall": ("--stall-in-stream", "1.5", "--stall-for", "2.5"),   # under the 3 s limit, across the end
 }
 
 

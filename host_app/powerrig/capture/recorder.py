@@ -39,7 +39,10 @@ logger = logging.getLogger(__name__)
 
 END_REASONS = ("duration", "stopped", "link-lost", "interrupted", "error")
 LIVE_EVERY_S = 0.1      # a block this often to on_block (a live view)
-WRITE_EVERY_S = 1.0     # ... and to the writer alone (its flush is once a second: one block, one flush)
+# ... and to the writer alone: each hand-over costs the same ~25 library calls and JLS thread wake-ups
+# and the same cold-cache start whatever its length (docs/scale.md, "The sixth pass": 2 s instead of 1 s
+# took ~0.1 % of a core off the recorder and the JLS thread); the first one comes after LIVE_EVERY_S
+WRITE_EVERY_S = 2.0
 
 
 @dataclass
@@ -296,12 +299,13 @@ class Recorder:
         seconds = self.seconds
         if seconds is not None and self._rows:       # after a reconnect: what is left of the duration
             seconds = max(0.0, seconds - self._rows * stream.interval_us * 1e-6)
-        # a live view wants a block ten times a second; a file alone is fed a second at a time
-        # (each hand-over costs the same ~20 library calls and JLS thread wake-ups whatever its length:
-        # docs/scale.md)
+        # a live view wants a block ten times a second; a file alone is fed WRITE_EVERY_S at a time
+        # (each hand-over costs the same ~25 library calls and JLS thread wake-ups whatever its length:
+        # docs/scale.md), its first block soon (the first progress report: a caller waits for it)
         every_s = LIVE_EVERY_S if self.on_block is not None else WRITE_EVERY_S
         rows = max(5000, int(2 * every_s * 1e6 / stream.interval_us))   # a hand-over is cut by time, not rows
-        for block in stream.blocks(seconds=seconds, stop=self._stop, every_s=every_s, max_rows=rows):
+        for block in stream.blocks(seconds=seconds, stop=self._stop, every_s=every_s, max_rows=rows,
+                                   first_s=LIVE_EVERY_S):
             if self._away is not None and len(block):
                 self._after_away(block, writer)
             writer.write(block)

@@ -483,17 +483,21 @@ class Stream:
 
     # ---- data -------------------------------------------------------------------------------------------
     def blocks(self, seconds: float | None = None, max_rows: int = 5000, stop: threading.Event | None = None,
-               every_s: float = 0.1):
+               every_s: float = 0.1, first_s: float | None = None):
         """Yield IntervalBlocks until ``seconds`` of device time have been covered (or forever, or
         until ``stop`` is set: a recorder's stop then ends it even while no data arrives).
 
         The run ends at its end index whatever happened around it: data lost just before the end
         (dropped, CRC-failed, a stall, an overrun) becomes a gap up to the end, so a timed stream
-        always finishes. Frames received are handed out at least every ``every_s`` or ``max_rows``.
+        always finishes. Frames received are handed out at least every ``every_s`` or ``max_rows``;
+        the first hand-over after ``first_s`` when that is sooner (a caller waiting for the first
+        samples is not kept waiting a whole ``every_s``).
         """
         end_index = None if seconds is None else self._next_index + int(round(seconds / self.period_s))
         pending, self._pending = self._pending, []      # what an earlier call received but did not hand out
         last_data = last_yield = time.monotonic()
+        if first_s is not None and first_s < every_s:
+            last_yield -= every_s - first_s
         rows = sum(f.count for f in pending)
         while end_index is None or self._next_index < end_index:
             # paced by the hand-over, not by each read: sleep to the next one, then take all that came
@@ -514,6 +518,13 @@ class Stream:
                 rows = 0
                 last_yield = now
             self._check_stall(now - last_data)
+        if stop is not None and stop.is_set():
+            # stopped between hand-overs: what the link has already read belongs to the run (a stop at
+            # a workload's end must not cut the last every_s of it)
+            try:
+                pending += self._receive(0.0, max_rows)
+            except LinkError:           # the link ended as well: the stop is still what ended the run
+                pass
         if pending:
             yield from self._assemble(pending, end_index)
 

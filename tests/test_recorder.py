@@ -55,6 +55,24 @@ def test_a_background_recording_ends_on_stop(sim, tmp_path):
     assert meta["recording"]["end_reason"] == "stopped"
 
 
+@pytest.mark.parametrize("every_s", [0.1, 1.0])
+def test_a_caller_that_asks_for_progress_ten_times_a_second_gets_it_without_a_live_view(sim, tmp_path, every_s):
+    """A sweep step asks for progress every 0.1 s and waits on it (its level before the set-feature,
+    its catch-up at the end): its blocks come that often. A recording that reports once a second
+    (the CLI's) is fed to the writer WRITE_EVERY_S at a time, after its first block."""
+    s = sim()
+    seen: list[float] = []
+    with Interposer.open(s.port) as dev:
+        res = Recorder(dev, tmp_path / "p.jls", seconds=4.5, on_progress=lambda p: seen.append(p.covered_s),
+                       progress_every_s=every_s).run()
+    assert res.end_reason == "duration" and seen[-1] == pytest.approx(4.5)
+    steps = [b - a for a, b in zip([0.0] + seen, seen)]
+    if every_s < 1:
+        assert steps[0] < 0.5 and len(seen) >= 10 and sorted(steps)[len(steps) // 2] < 0.5, steps
+    else:
+        assert max(steps) >= 1.5 and len(seen) <= 5, steps
+
+
 def test_wait_for_index_returns_when_the_capture_holds_it_and_when_the_recording_ends(sim, tmp_path):
     """A sweep's step waits at its end until the capture holds its last command's samples (a stream runs
     behind the wall clock on a loaded host); the wait ends when they are in, at its timeout, or at once

@@ -299,10 +299,14 @@ class Recorder:
         seconds = self.seconds
         if seconds is not None and self._rows:       # after a reconnect: what is left of the duration
             seconds = max(0.0, seconds - self._rows * stream.interval_us * 1e-6)
-        # a live view wants a block ten times a second; a file alone is fed WRITE_EVERY_S at a time
-        # (each hand-over costs the same ~25 library calls and JLS thread wake-ups whatever its length:
-        # docs/scale.md), its first block soon (the first progress report: a caller waits for it)
-        every_s = LIVE_EVERY_S if self.on_block is not None else WRITE_EVERY_S
+        # a live view wants a block ten times a second, and so does a caller that asks for progress that
+        # often: it waits on the samples (a sweep step's level before its set-feature and its catch-up at
+        # the end, the pytest plugin's start; at WRITE_EVERY_S a sweep step waited ~2 s more). A file
+        # alone is fed WRITE_EVERY_S at a time (each hand-over costs the same ~25 library calls and JLS
+        # thread wake-ups whatever its length: docs/scale.md), its first block soon (the first progress
+        # report: a caller waits for it)
+        live = self.on_block is not None or (self.on_progress is not None and self.progress_every_s <= LIVE_EVERY_S)
+        every_s = LIVE_EVERY_S if live else WRITE_EVERY_S
         rows = max(5000, int(2 * every_s * 1e6 / stream.interval_us))   # a hand-over is cut by time, not rows
         for block in stream.blocks(seconds=seconds, stop=self._stop, every_s=every_s, max_rows=rows,
                                    first_s=LIVE_EVERY_S):

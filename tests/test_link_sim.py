@@ -17,6 +17,7 @@ import pytest
 from conftest import POWERRIG, SimProcess, run_cli
 from powerrig.core.errors import DeviceError, LinkError
 from powerrig.interposer.client import Interposer, Stream
+from powerrig.sim.interposer.board import ADC_RING_S
 
 
 def truth_utc(clock: dict, idx):
@@ -116,23 +117,23 @@ def test_injected_corruption_and_drops_are_all_counted(sim):
 
 
 def test_short_stall_becomes_a_recorded_gap(sim):
-    s = sim("--stall-at", "2.0", "--stall-for", "1.0")
+    """A stall 1 s longer than the simulated DMA ring: the board overruns once, the stream goes on."""
+    s = sim("--stall-in-stream", "1.0", "--stall-for", str(ADC_RING_S + 1.0))
     with Interposer.open(s.port) as dev:
-        with dev.stream() as st:
+        with dev.stream(stall_timeout=ADC_RING_S + 10) as st:
             blocks = list(st.blocks(seconds=5))
         summary = st.summary()
     s.stop()
     assert sum(len(b) for b in blocks) == 5000
     assert summary["overruns"] == 1 and summary["dropped_frames"] == 0
-    # about 1 s lost, less what the simulated DMA ring holds
-    from powerrig.sim.interposer.board import ADC_RING_S
-    lost = (1.0 - ADC_RING_S) * 1000
+    # about 1 s lost: the stall less what the simulated DMA ring holds
+    lost = 1.0 * 1000
     assert lost - 150 <= summary["gap_intervals"] <= lost + 100, summary
     assert [b.flags["gap"] for b in blocks if b.flags.get("gap")] == ["overrun"]
 
 
 def test_long_stall_is_a_clear_error_not_a_hang(sim):
-    s = sim("--stall-at", "1.5", "--stall-for", "30")
+    s = sim("--stall-in-stream", "0.5", "--stall-for", "30")     # in the command's stream, however late it starts
     t0 = time.monotonic()
     r = run_cli("stream", "--port", s.port, "--seconds", "20", "--quiet", timeout=60)
     assert time.monotonic() - t0 < 15

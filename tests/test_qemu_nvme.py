@@ -145,10 +145,14 @@ def test_qemu_nvme_fio_phases_on_the_timeline(qrig, drive, tmp_path):
 
 def test_qemu_nvme_io_log_edges_land_on_the_controllers_first_and_last_io(qrig, drive, tmp_path):
     """With per-I/O logs (io_log) each phase starts at its first I/O's submission and ends at its last
-    completion, stamped on the guest's clock and mapped through the agent's clock samples: the
-    controller's trace (truth) agrees within 25 ms beside the mapping's own stated bound (the
-    benchmark reports the strict figure; a loaded host delays the TCG guest's reaping by several ms).
-    The windowed bandwidth logs this replaces were off by up to a window (0.5 s)."""
+    completion as fio reaped it, stamped on the guest's clock and mapped through the agent's clock
+    samples. Against the controller's trace (truth), beside the mapping's own stated bound: causal (fio
+    stamps its first submission before the controller sees it and reaps its last I/O after the
+    controller completed it, to the logs' whole-ms stamps, +-2 ms), and within 100 ms. Not tighter: the
+    reap is fio's, in a TCG guest whose vCPU the host schedules (a CI run on a quiet host, 29 Nov 2026
+    23:30 UTC, reaped the last read 42.7 ms after the controller completed it; the benchmark reports
+    the strict figure, and block_trace, below, is the kernel's). The windowed bandwidth logs this
+    replaces were off by up to a window (0.5 s)."""
     tl, nvme, fio = drive
     plan = FioPlan([FioJob("rd", rw="randread", bs="4k", iodepth=8, size="64m", runtime=0.8, time_based=True,
                            filename=NS, direct=True, ioengine="libaio"),
@@ -160,15 +164,17 @@ def test_qemu_nvme_io_log_edges_land_on_the_controllers_first_and_last_io(qrig, 
         "rd_clat.1.log", "rd_lat.1.log", "rd_slat.1.log", "wr_clat.2.log", "wr_lat.2.log", "wr_slat.2.log"]
     phases = {e.name: e for e in tl.events(kind=PHASE)}
     fio_ev = [e for e in tl.events(kind=FIO) if e.ok][-1]
-    bound = drive_host(qrig["drive_host"]).clock().uncertainty_s + 0.025
+    clock_s = drive_host(qrig["drive_host"]).clock().uncertainty_s
     cmds = _trace(qrig)
     for name, kind in (("fio:rd", "read"), ("fio:wr", "write")):
         io = [c for c in cmds if c.kind == kind and fio_ev.t_start <= c.t_submit <= fio_ev.t_end and c.t_complete]
         first, last = min(c.t_submit for c in io), max(c.t_complete for c in io)
         ph = phases[name]
         print(f"\n{name}: start {1e3 * (ph.t_start - first):+.1f} ms, end {1e3 * (ph.t_end - last):+.1f} ms "
-              f"(bound {1e3 * bound:.1f} ms)")
-        assert abs(ph.t_start - first) < bound and abs(ph.t_end - last) < bound
+              f"(clock bound {1e3 * clock_s:.1f} ms)")
+        slack = clock_s + 0.002
+        assert first - 0.1 - slack < ph.t_start < first + slack, (name, ph.t_start - first)
+        assert last - slack < ph.t_end < last + 0.1 + slack, (name, ph.t_end - last)
 
 
 def test_qemu_nvme_block_trace_edges_are_the_kernels_first_issue_and_last_completion(qrig, drive, tmp_path):

@@ -7,6 +7,7 @@ import json
 import os
 import random
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import POWERRIG, SimProcess, run_cli
+from conftest import POWERRIG, REPO, SimProcess, run_cli
 from powerrig.core.errors import DeviceError, LinkError
 from powerrig.interposer.client import Interposer, Stream
 from powerrig.sim.interposer.board import ADC_RING_S
@@ -300,6 +301,29 @@ def test_a_killed_sim_leaves_no_usb_process_behind(sim):
     while Path(f"/proc/{kids[0]}").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not Path(f"/proc/{kids[0]}").exists() or "Z" in Path(f"/proc/{kids[0]}/stat").read_text().split()[2]
+
+
+def test_the_usb_process_goes_as_soon_as_the_sims_end_of_its_pipe_closes():
+    """A killed sim's end of the pipe closes at once; usb_rx, holding the pty's master, must go at once
+    too, not at its next timeout or byte: while it lingers the dead board's port still exists, and a
+    host reconnecting in that moment opens it (a GUI test counted a second, 0.135 s reconnect so). Here
+    its parent (this process) stays alive and no byte comes: only the pipe's closing can end it."""
+    master, slave = os.openpty()
+    r, w = os.pipe()
+    rx = subprocess.Popen([sys.executable, "-S", str(REPO / "host_app/powerrig/sim/interposer/usb_rx.py"),
+                           str(master), str(w), str(os.getpid())], pass_fds=(master, w), stdin=subprocess.DEVNULL)
+    os.close(w)
+    try:
+        time.sleep(0.3)                                 # it is waiting on the pty and the pipe
+        assert rx.poll() is None
+        os.close(r)
+        assert rx.wait(timeout=5) == 0
+    finally:
+        if rx.poll() is None:
+            rx.kill()
+            rx.wait()
+        for fd in (master, slave):
+            os.close(fd)
 
 
 # ---- the end of a timed stream, whatever happens around it (issue 13) ---------------------------------

@@ -10,7 +10,10 @@ waits on the pty, stamps each read with CLOCK_MONOTONIC (the same clock in every
 
 Run by path with ``python -S usb_rx.py PTY_FD PIPE_FD SIM_PID`` (standard library only, so it starts
 in milliseconds). It exits when the pipe's reader is gone or the sim has died (SIM_PID is passed, not
-read at start: a sim killed while this starts would otherwise go unnoticed).
+read at start: a sim killed while this starts would otherwise go unnoticed). It waits on the pipe as
+well as the pty: the kernel closes a killed sim's end of the pipe at once, and this process, holding
+the pty's master, must go with it; else the port lingers for up to a poll's timeout and a host that
+reconnects in that moment opens a dead board's port (a GUI test counted a second reconnect so).
 """
 import errno
 import os
@@ -23,12 +26,19 @@ RECORD = struct.Struct("<dI")    # monotonic seconds, byte count; the bytes foll
 
 
 def relay(pty_fd: int, pipe_fd: int, parent: int) -> None:
+    poll = select.poll()
+    poll.register(pty_fd, select.POLLIN)
+    poll.register(pipe_fd, 0)                # POLLERR: the sim's end of the pipe closed (it died)
     while os.getppid() == parent:            # else the sim died without closing us (SIGKILL)
         try:
-            ready, _, _ = select.select([pty_fd], [], [], 0.5)
+            ready = dict(poll.poll(500))
         except InterruptedError:
             continue
-        if not ready:
+        if ready.get(pipe_fd):
+            return
+        if not ready.get(pty_fd, 0) & select.POLLIN:
+            if ready.get(pty_fd):            # POLLHUP alone: no one has the port open: wait for a host
+                time.sleep(0.05)
             continue
         try:
             data = os.read(pty_fd, 4096)

@@ -151,7 +151,31 @@ def test_the_split_follows_the_free_cores(monkeypatch):
 
     monkeypatch.delenv("POWERRIG_ANALYSIS_THREADS", raising=False)
     monkeypatch.setattr(pipeline.os, "sched_getaffinity", lambda _pid: {0, 1})
+    monkeypatch.setattr(pipeline, "own_load", lambda: 0.0)
     monkeypatch.setattr(pipeline.os, "getloadavg", lambda: (5.0, 5.0, 5.0))
     assert pipeline.free_cores() == 0.0 and pipeline.helper_threads() == 0
     monkeypatch.setattr(pipeline.os, "getloadavg", lambda: (0.2, 0.2, 0.2))
     assert pipeline.free_cores() == pytest.approx(1.8) and pipeline.helper_threads() == 2
+    # the caller's own work is in the load average: a busy caller on a quiet host still gets the split
+    monkeypatch.setattr(pipeline.os, "getloadavg", lambda: (1.0, 0.8, 0.5))
+    assert pipeline.helper_threads() == 0
+    monkeypatch.setattr(pipeline, "own_load", lambda: 0.9)
+    assert pipeline.free_cores() == pytest.approx(1.9) and pipeline.helper_threads() == 2
+    monkeypatch.setattr(pipeline.os, "getloadavg", lambda: (5.0, 5.0, 5.0))
+    assert pipeline.helper_threads() == 0
+
+
+def test_own_load_is_this_processs_cpu_per_second_over_the_last_minute(monkeypatch):
+    from powerrig.analysis import pipeline
+
+    clock = {"wall": 1000.0, "cpu": 50.0}
+    monkeypatch.setattr(pipeline.time, "monotonic", lambda: clock["wall"])
+    monkeypatch.setattr(pipeline.time, "process_time", lambda: clock["cpu"])
+    monkeypatch.setattr(pipeline, "_OWN_SINCE", [1000.0, 50.0])
+    assert pipeline.own_load() == 0.0                     # no time to judge by yet
+    clock.update(wall=1020.0, cpu=66.0)
+    assert pipeline.own_load() == pytest.approx(0.8)      # 16 CPU-s in 20 s
+    clock.update(wall=1090.0, cpu=66.0)                   # then idle: over a minute, the reference moves
+    assert pipeline.own_load() == pytest.approx(16 / 90)
+    clock.update(wall=1100.0, cpu=66.5)
+    assert pipeline.own_load() == pytest.approx(0.05)     # counted from the new reference

@@ -17,6 +17,7 @@ import math
 import os
 import queue
 import threading
+import time
 from collections import defaultdict, deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -298,9 +299,25 @@ def _sum64(cols: list, out: np.ndarray) -> np.ndarray:
     return out
 
 
+_OWN_SINCE = [time.monotonic(), time.process_time()]   # where own_load's rate is counted from
+
+
+def own_load() -> float:
+    """This process's own share of the 1-minute load average: its CPU seconds per second since the
+    reference (import, or the last call over a minute later; the load average forgets in about a
+    minute). A caller that was busy just before (a benchmark, a sweep's report) is most of a loaded
+    core itself, which is not a reason to run its analysis on one thread."""
+    now, cpu = time.monotonic(), time.process_time()
+    t0, c0 = _OWN_SINCE
+    if now - t0 > 60.0:
+        _OWN_SINCE[:] = [now, cpu]
+    return max(0.0, (cpu - c0) / (now - t0)) if now - t0 > 1.0 else 0.0
+
+
 def free_cores() -> float:
     """Cores this process may run on (its affinity) that the host's load leaves free, the caller's
-    own included (the 1-minute load average counts running and waiting threads)."""
+    own included (the 1-minute load average counts running and waiting threads, this process's too:
+    own_load is taken back out of it)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):       # not Linux
@@ -309,7 +326,7 @@ def free_cores() -> float:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
         return float(cores)
-    return max(0.0, cores - load)
+    return max(0.0, cores - max(0.0, load - min(own_load(), float(cores))))
 
 
 def helper_threads() -> int:

@@ -47,10 +47,11 @@ DMA_BLOCK = 250
 # board's own ring on purpose: the simulator runs when the host's scheduler lets it (a test machine
 # spawning nvme-cli and fio processes starves it for a few hundred ms), while the board's firmware is
 # proven real-time by its instruction budget on the emulated Cortex-M (docs/firmware-budget.md).
-# 2 s: at 0.5 s a loaded test machine starved it past its ring in about one loaded datasheet sweep in
-# seven (a gap in a self-reported power window; docs/testing.md), and a gap it was not asked for says
-# nothing about the code under test. It is a count, not memory: blocks are made when the pass reads them.
-ADC_RING_S = 2.0
+# (A 2 s ring was tried against the overrun gaps a loaded machine puts in a datasheet sweep's
+# self-reported power window, about one loaded run in seven: two of the three fresh-clone runs with it
+# failed the GUI reconnect test, which had passed before; not explained, so back to 0.5 s:
+# docs/testing.md.)
+ADC_RING_S = 0.5
 GIL_SWITCH_S = 100e-6    # the sim process hands the GIL over this often (see serve)
 IDLE_PASS_S = 0.05       # an idle device's pass interval when no host bytes arrive
 MIN_PASS_S = 0.0005      # ... and a sampling one's, at least and at most (VirtualInterposer._pass_s)

@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import queue
 import threading
@@ -521,10 +522,8 @@ class Stream:
         if stop is not None and stop.is_set():
             # stopped between hand-overs: what the link has already read belongs to the run (a stop at
             # a workload's end must not cut the last every_s of it)
-            try:
+            with contextlib.suppress(LinkError):    # the link ended as well: the stop still ended the run
                 pending += self._receive(0.0, max_rows)
-            except LinkError:           # the link ended as well: the stop is still what ended the run
-                pass
         if pending:
             yield from self._assemble(pending, end_index)
 

@@ -14,21 +14,22 @@ demo: setup
 	@$(PY) -m powerrig.demo $(if $(QUICK),--quick)
 
 # Every test in two runs (docs/testing.md, "How CI runs them"): the tiers that run in parallel
-# (tests/tiers.toml parallel = true) but for their [serial] files on WORKERS pytest-xdist workers, a
-# whole file each (IDLE_LANE=1: the real-time tiers' files on WORKERS, the others' on one more under
-# SCHED_IDLE; measured once, not yet the default: docs/testing.md); then the other tiers and the
-# [serial] files (the marker `serial`), one at a time on a machine nothing else loads (LANES=2: the rp2
-# emulator's tests in a lane of their own under SCHED_IDLE beside the rest, [serial] own_lane; measured,
-# not yet the default: docs/testing.md); one per-tier table and one out/junit.xml over both.
+# (tests/tiers.toml parallel = true) but for their [serial] files, a whole file per pytest-xdist worker:
+# the real-time tiers' files on WORKERS, the others' on one more under SCHED_IDLE (IDLE_LANE=0: every
+# file on WORKERS alike); then the other tiers and the [serial] files (the marker `serial`), one at a
+# time on a machine nothing else loads (LANES=2: the rp2 emulator's tests in a lane of their own under
+# SCHED_IDLE beside the rest, [serial] own_lane; measured, not the default: docs/testing.md); one
+# per-tier table and one out/junit.xml over both.
 # The temporary folders sit under a short path of the run's own (xdist's default adds a level, and the
 # rigs' unix sockets have 107 bytes).
 WORKERS ?= 3
+IDLE_LANE ?= 1
 LANES   ?= 1
 PYTEST  := $(PY) -m pytest -q -p no:cacheprovider --durations=15
 test: export POWERRIG_SETUP_FOR := test
 test: setup
 	@mkdir -p out && rm -f out/junit.xml out/junit-parallel.xml out/junit-serial.xml; t=$$(mktemp -d /tmp/prt.XXXXXX); \
-	  $(PYTEST) -m "not serial" $(if $(IDLE_LANE),-n $$(($(WORKERS) + 1)) --idle-lane,-n $(WORKERS) --dist loadfile) --no-loadscope-reorder --basetemp=$$t/p --junitxml=out/junit-parallel.xml; a=$$?; \
+	  $(PYTEST) -m "not serial" $(if $(filter 1,$(IDLE_LANE)),-n $$(($(WORKERS) + 1)) --idle-lane,-n $(WORKERS) --dist loadfile) --no-loadscope-reorder --basetemp=$$t/p --junitxml=out/junit-parallel.xml; a=$$?; \
 	  $(PYTEST) -m serial $(if $(filter-out 1,$(LANES)),-n $(LANES) --lanes) --basetemp=$$t/s --junitxml=out/junit-serial.xml; b=$$?; \
 	  $(PY) scripts/tier_times.py out/junit-parallel.xml out/junit-serial.xml --merge out/junit.xml --file-seconds out/file_seconds.json || true; \
 	  if [ $$a -eq 0 ] && [ $$b -eq 0 ]; then rm -rf $$t; exit 0; else echo "make test: failed (temporary folders kept in $$t)"; exit 1; fi

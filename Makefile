@@ -13,25 +13,32 @@ demo: export POWERRIG_SETUP_FOR := demo
 demo: setup
 	@$(PY) -m powerrig.demo $(if $(QUICK),--quick)
 
-# Every test in two runs (docs/testing.md, "How CI runs them"): the tiers that run in parallel
+# Every test in two runs (docs/testing.md, "How CI runs them"): first the tiers that run in parallel
 # (tests/tiers.toml parallel = true) but for their [serial] files, a whole file per pytest-xdist worker:
 # the real-time tiers' files on WORKERS, the others' on one more under SCHED_IDLE (IDLE_LANE=0: every
-# file on WORKERS alike); then the other tiers and the [serial] files (the marker `serial`), one at a
-# time on a machine nothing else loads (LANES=2: the rp2 emulator's tests in a lane of their own under
-# SCHED_IDLE beside the rest, [serial] own_lane; measured, not the default: docs/testing.md); one
-# per-tier table and one out/junit.xml over both.
+# file on WORKERS alike); then the serial run on a machine nothing else loads: the files of the tiers in
+# [serial] own_lane (the rp2 emulator: an emulated clock) side by side on two workers, a core each, then
+# the other tiers and the [serial] files (the marker `serial`) one at a time (LANES=2: both at once, the
+# own-lane tiers in a lane of their own under SCHED_IDLE beside the rest; measured, not the default:
+# docs/testing.md); one per-tier table and one out/junit.xml over all of them.
 # The temporary folders sit under a short path of the run's own (xdist's default adds a level, and the
 # rigs' unix sockets have 107 bytes).
 WORKERS ?= 3
 IDLE_LANE ?= 1
 LANES   ?= 1
 PYTEST  := $(PY) -m pytest -q -p no:cacheprovider --durations=15
+PARALLEL_RUN = $(PYTEST) -m "not serial" $(if $(filter 1,$(IDLE_LANE)),-n $$(($(WORKERS) + 1)) --idle-lane,-n $(WORKERS) --dist loadfile) \
+  --no-loadscope-reorder --basetemp=$$t/p --junitxml=out/junit-parallel.xml
+OWN_LANE_RUN = $(PYTEST) -m "serial and own_lane" -n 2 --dist loadfile --no-loadscope-reorder --basetemp=$$t/e --junitxml=out/junit-own-lane.xml
+SERIAL_RUN = $(if $(filter 1,$(LANES)),$(OWN_LANE_RUN) || b=1; $(PYTEST) -m "serial and not own_lane",$(PYTEST) -m serial -n $(LANES) --lanes) \
+  --basetemp=$$t/s --junitxml=out/junit-serial.xml || b=1
+JUNITS = out/junit-parallel.xml $(if $(filter 1,$(LANES)),out/junit-own-lane.xml) out/junit-serial.xml
 test: export POWERRIG_SETUP_FOR := test
 test: setup
-	@mkdir -p out && rm -f out/junit.xml out/junit-parallel.xml out/junit-serial.xml; t=$$(mktemp -d /tmp/prt.XXXXXX); \
-	  $(PYTEST) -m "not serial" $(if $(filter 1,$(IDLE_LANE)),-n $$(($(WORKERS) + 1)) --idle-lane,-n $(WORKERS) --dist loadfile) --no-loadscope-reorder --basetemp=$$t/p --junitxml=out/junit-parallel.xml; a=$$?; \
-	  $(PYTEST) -m serial $(if $(filter-out 1,$(LANES)),-n $(LANES) --lanes) --basetemp=$$t/s --junitxml=out/junit-serial.xml; b=$$?; \
-	  $(PY) scripts/tier_times.py out/junit-parallel.xml out/junit-serial.xml --merge out/junit.xml --file-seconds out/file_seconds.json || true; \
+	@mkdir -p out && rm -f out/junit*.xml; t=$$(mktemp -d /tmp/prt.XXXXXX); a=0; b=0; \
+	  $(PARALLEL_RUN) || a=1; \
+	  $(SERIAL_RUN); \
+	  $(PY) scripts/tier_times.py $(JUNITS) --merge out/junit.xml --file-seconds out/file_seconds.json || true; \
 	  if [ $$a -eq 0 ] && [ $$b -eq 0 ]; then rm -rf $$t; exit 0; else echo "make test: failed (temporary folders kept in $$t)"; exit 1; fi
 
 bench: setup

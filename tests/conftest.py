@@ -31,6 +31,8 @@ def pytest_configure(config):
                                        "test runs it after the parallel run, one at a time (pytest -m serial)")
     config.addinivalue_line("markers", f"{tier_registry.REALTIME}: a test of a tier that waits on wall-clock time "
                                        "(tests/tiers.toml realtime = true)")
+    config.addinivalue_line("markers", f"{tier_registry.OWN_LANE}: a test of a tier in tests/tiers.toml's [serial] "
+                                       "own_lane: make test runs its files side by side before the other serial tests")
 
 
 def pytest_addoption(parser):
@@ -44,7 +46,7 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
-    tier_registry.mark(items, tier_registry.load(), serial=tier_registry.serial_files())
+    tier_registry.mark(items, tier_registry.load(), serial=tier_registry.serial_files(), own=tier_registry.own_lanes())
     # a pytest-xdist worker of the parallel run hands the slowest files out first; the serial run's
     # lanes keep the files' order (the QEMU files next to each other share one guest)
     if hasattr(config, "workerinput") and not config.getoption("lanes"):

@@ -100,6 +100,11 @@ def test_one_tier_is_selected_by_its_marker_and_postgres_runs_are_postgres_too(c
     head, sim = toml.read_text().split("[tier.simulator]")
     toml.write_text(head + "[tier.simulator]" + sim.replace("parallel = true", "parallel = false", 1))
     assert ids("-m", "not serial") == [] and len(ids("-m", "serial")) == 3
+    # a tier in [serial] own_lane is marked so: make test runs its serial tests apart, side by side
+    assert ids("-m", "own_lane") == []
+    toml.write_text(toml.read_text().replace("\n[serial]\n", '\n[serial]\nown_lane = ["unit"]\n', 1))
+    assert ids("-m", "serial and own_lane") == ["test_pure"]
+    assert ids("-m", "serial and not own_lane") == ["test_on_a_store[postgresql]", "test_on_a_store[sqlite]"]
 
 
 def test_the_serial_run_puts_an_own_lane_tier_beside_one_lane_of_every_other_serial_test():

@@ -12,6 +12,7 @@ TIERS_TOML = TESTS / "tiers.toml"
 POSTGRES = "postgres"
 SERIAL = "serial"
 REALTIME = "realtime"
+OWN_LANE = "own_lane"
 FIELDS = ("description", "needs", "realtime", "parallel", "files")
 FILE_SECONDS = TESTS / "file_seconds.json"
 QUIET_LANE = "quiet"
@@ -29,8 +30,9 @@ def serial_files(path: Path = TIERS_TOML) -> list[str]:
 
 
 def own_lanes(path: Path = TIERS_TOML) -> list[str]:
-    """The tiers whose serial tests run in a lane of their own, beside the other serial tests (one
-    pytest-xdist worker per lane): an emulated clock that other work slows but cannot shift."""
+    """The tiers whose serial tests run apart from the other serial tests (marked `own_lane`): make
+    test runs their files side by side, a core each, before the others; `LANES=2` in a lane of their
+    own beside them. An emulated clock that other work slows but cannot shift."""
     return tomllib.loads(Path(path).read_text()).get(SERIAL, {}).get("own_lane", [])
 
 
@@ -111,10 +113,11 @@ def uses_postgres(item) -> bool:
     return on_pg or "pg_cluster" in getattr(item, "fixturenames", ())
 
 
-def mark(items, tiers: dict[str, dict], tests: Path = TESTS, serial: list[str] = ()) -> None:
+def mark(items, tiers: dict[str, dict], tests: Path = TESTS, serial: list[str] = (), own: list[str] = ()) -> None:
     """Mark each test collected from `tests` with its file's tier (and postgres where it uses it, serial
     where its file is in [serial] or its tier does not run in parallel, realtime where its tier waits on
-    wall-clock time); a test file the registry does not list stops the run."""
+    wall-clock time, own_lane where its tier is in ``own``); a test file the registry does not list
+    stops the run."""
     import pytest
 
     tier_of = tier_of_file(tiers)
@@ -133,3 +136,5 @@ def mark(items, tiers: dict[str, dict], tests: Path = TESTS, serial: list[str] =
             item.add_marker(SERIAL)
         if tiers[tier].get("realtime"):
             item.add_marker(REALTIME)
+        if tier in own:
+            item.add_marker(OWN_LANE)

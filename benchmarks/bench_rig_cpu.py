@@ -1,7 +1,10 @@
 """What one virtual rig costs: its CPU share idle and streaming, the sampling cost per pass length, and
 the CPU of one impersonated nvme-cli / fio start (docs/scale.md, "Many virtual rigs on one host").
 
-    .venv/bin/python benchmarks/bench_rig_cpu.py [--interval-us 10000] [--seconds 8]
+    .venv/bin/python benchmarks/bench_rig_cpu.py [--interval-us 10000[,1000,100]] [--seconds 8]
+
+A streaming rig's line splits its CPU by thread: the busiest (the sampling thread: front end, drive
+model, reduction, the firmware's Python) and the rest (the USB writer and reader, the endpoints).
 
 CPU seconds, not wall time, but on a shared host they still move with the load (caches, SMT
 siblings): take the load average printed beside them into account.
@@ -9,6 +12,7 @@ siblings): take the load average printed beside them into account.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import subprocess
@@ -20,8 +24,9 @@ import numpy as np
 from hostinfo import machine
 
 
-def _proc_cpu_s(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+def _proc_cpu_s(pid: int | str) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -30,7 +35,16 @@ def _children_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def rig_share(interval_us: int, seconds: float) -> None:
+def _threads_cpu_s(pid: int) -> dict[str, float]:
+    """CPU seconds of each thread of a process, by thread id (/proc/<pid>/task)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):      # a thread that ended meanwhile
+            out[tid] = _proc_cpu_s(f"{pid}/task/{tid}")
+    return out
+
+
+def rig_share(intervals_us: list[int], seconds: float) -> None:
     from powerrig.sim import rig
 
     st = rig.start()
@@ -39,13 +53,17 @@ def rig_share(interval_us: int, seconds: float) -> None:
         c0, t0 = _proc_cpu_s(st["pid"]), time.monotonic()
         time.sleep(seconds)
         print(f"idle rig:      {(_proc_cpu_s(st['pid']) - c0) / (time.monotonic() - t0):.3f} of a core")
-        c0, t0 = _proc_cpu_s(st["pid"]), time.monotonic()
-        p = subprocess.run([sys.executable, "-m", "powerrig", "stream", "--port", st["port"], "--interval-us",
-                            str(interval_us), "--seconds", str(seconds)], capture_output=True, text=True)
-        dt = time.monotonic() - t0
-        covered = next((ln for ln in p.stdout.splitlines() if ln.startswith("covered")), p.stderr.strip()[-200:])
-        print(f"streaming rig: {(_proc_cpu_s(st['pid']) - c0) / dt:.3f} of a core ({interval_us} us intervals; "
-              f"{covered})")
+        for interval_us in intervals_us:
+            c0, t0, th0 = _proc_cpu_s(st["pid"]), time.monotonic(), _threads_cpu_s(st["pid"])
+            p = subprocess.run([sys.executable, "-m", "powerrig", "stream", "--port", st["port"], "--interval-us",
+                                str(interval_us), "--seconds", str(seconds)], capture_output=True, text=True)
+            dt = time.monotonic() - t0
+            th1 = _threads_cpu_s(st["pid"])
+            per = sorted((th1[k] - th0.get(k, 0.0) for k in th1), reverse=True)
+            covered = next((ln for ln in p.stdout.splitlines() if ln.startswith("covered")), p.stderr.strip()[-200:])
+            print(f"streaming rig: {(_proc_cpu_s(st['pid']) - c0) / dt:.3f} of a core ({interval_us} us intervals; "
+                  f"busiest thread {per[0] / dt:.3f}, the rest {sum(per[1:]) / dt:.3f}; load average "
+                  f"{os.getloadavg()[0]:.1f}; {covered})")
     finally:
         rig.stop(st["id"])
 
@@ -95,11 +113,11 @@ def tool_start() -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--interval-us", type=int, default=10000)
+    ap.add_argument("--interval-us", default="10000", help="a streaming rig's interval; several: 10000,1000,100")
     ap.add_argument("--seconds", type=float, default=8.0)
     a = ap.parse_args()
     print(f"bench_rig_cpu on {machine()}")
-    rig_share(a.interval_us, a.seconds)
+    rig_share([int(x) for x in a.interval_us.split(",")], a.seconds)
     pass_cost()
     tool_start()
     return 0

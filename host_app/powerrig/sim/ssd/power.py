@@ -232,6 +232,8 @@ class PoweredDrive:
     def perst_asserted(self, t) -> np.ndarray:
         """Where the interposer drives PERST# low: its PERST# input (the front end's digital lane) reads
         the line as it is, so a capture shows each reset where the board set it."""
+        if not self.edges["PERST"]:        # never driven (the usual case): released everywhere
+            return np.zeros(np.shape(t), bool)
         lv, _ = self._state("PERST", np.asarray(t, dtype=float), 0)
         return lv == 1
 

@@ -24,6 +24,7 @@ from powerrig.core.names import RAIL_FIELDS
 SYNC = bytes((fw.SYNC0, fw.SYNC1))
 HEADER = struct.Struct("<2sBBBBHHQ")
 assert HEADER.size == fw.HEADER_SIZE
+_CRC = struct.Struct("<I")      # a frame's CRC trailer, read in place (no slice, no int.from_bytes)
 
 T_DATA, T_COMMAND, T_REPLY, T_BURST, T_NOTICE = fw.T_DATA, fw.T_COMMAND, fw.T_REPLY, fw.T_BURST, fw.T_NOTICE
 F_OVERRUN, F_LAST, F_RESTART = fw.F_OVERRUN, fw.F_LAST, fw.F_RESTART
@@ -116,29 +117,32 @@ class FrameDecoder:
         n = len(buf)
         unpack = HEADER.unpack_from
         crc = zlib.crc32
+        crc_at = _CRC.unpack_from
+        hsize, version, max_payload, find = fw.HEADER_SIZE, fw.VERSION, self.max_payload, buf.find
+        skipped = 0     # bad bytes before the frames of this call (counted once, at the end)
         waiting = False
         mv = memoryview(buf)        # one view per read: slices of it copy once (released before the del)
         while True:
-            i = buf.find(SYNC, pos)
+            i = find(SYNC, pos)
             if i < 0:
                 keep = n - 1 if n and buf[-1] == fw.SYNC0 else n
-                self.bad_bytes += max(0, keep - pos)
+                skipped += max(0, keep - pos)
                 pos = max(pos, keep)
                 break
-            self.bad_bytes += i - pos
+            skipped += i - pos
             pos = i
-            if n - pos < fw.HEADER_SIZE:
+            if n - pos < hsize:
                 break
             _s, ver, ftype, flags, count, length, seq, index = unpack(buf, pos)
-            if ver != fw.VERSION or length > self.max_payload:
-                if ver != fw.VERSION:
+            if ver != version or length > max_payload:
+                if ver != version:
                     self.bad_version += 1
                 else:
                     self.oversize += 1
                 self.bad_bytes += 1
                 pos += 1
                 continue
-            end = pos + fw.HEADER_SIZE + length
+            end = pos + hsize + length
             if n < end + 4:
                 if (pos == 0 and self._waiting_since is not None and not data
                         and now - max(self._waiting_since, self._last_data or 0.0) > self.max_wait_s):
@@ -152,7 +156,7 @@ class FrameDecoder:
                     self._waiting_since = now       # a new incomplete frame: start timing its wait
                 waiting = True
                 break
-            if crc(mv[pos + 2:end]) != int.from_bytes(mv[end:end + 4], "little"):
+            if crc(mv[pos + 2:end]) != crc_at(buf, end)[0]:
                 self.crc_errors += 1
                 self.bad_bytes += 1
                 pos += 1
@@ -160,9 +164,10 @@ class FrameDecoder:
             t_first = now
             if pos < held and (ftype != T_DATA or not reads):   # began in an earlier read: its time
                 t_first = next(t for e, t in arrivals if e > pos)
-            out.append(Frame(ftype, flags, count, seq, index, bytes(mv[pos + fw.HEADER_SIZE:end]), now, t_first))
+            out.append(Frame(ftype, flags, count, seq, index, bytes(mv[pos + hsize:end]), now, t_first))
             pos = end + 4
         mv.release()
+        self.bad_bytes += skipped
         if not waiting:
             self._waiting_since = None
         del buf[:pos]
@@ -251,11 +256,21 @@ def _near_clamp(rec: np.ndarray, k: int, n: int) -> bool:
     """False only where no record of rail ``k`` can pass ``_clipped``'s tests: each test in integers,
     widened by one unit for the float rounding there (sums are below 2**31, products below 2**47)."""
     lim = (CODE_MAX - CLIP_MARGIN) * n
-    sv = rec[f"sum_v{k}"].astype(np.int64)
-    if np.abs(sv).max(initial=0) >= lim - 1 or np.abs(rec[f"sum_i{k}"].astype(np.int64)).max(initial=0) >= lim - 1:
+    if not len(rec):
+        return False
+    # first the block's extremes (one reduction per field, no int64 temporaries): they settle a calm,
+    # powered rail; a rail near off or a record near a clamp goes on to the test record by record
+    v, i, p_max, p_min = rec[f"sum_v{k}"], rec[f"sum_i{k}"], rec[f"p_max{k}"], rec[f"p_min{k}"]
+    v_lo = int(v.min())
+    if (max(int(v.max()), -v_lo, int(i.max()), -int(i.min())) < lim - 1
+            and max(int(p_max.max()) + 1, -int(p_min.min())) * ((1 << fw.P_SHIFT) * n)
+            < v_lo * (CODE_MAX - CLIP_MARGIN) - 1):
+        return False
+    sv = v.astype(np.int64)
+    if np.abs(sv).max(initial=0) >= lim - 1 or np.abs(i.astype(np.int64)).max(initial=0) >= lim - 1:
         return True
     # (p_max + 1) * 2**P_SHIFT >= v_bar * near, or -p_min * 2**P_SHIFT >= v_bar * near, with v_bar = sum_v / n
-    worst = np.maximum(rec[f"p_max{k}"].astype(np.int64) + 1, -rec[f"p_min{k}"].astype(np.int64))
+    worst = np.maximum(p_max.astype(np.int64) + 1, -p_min.astype(np.int64))
     return bool(np.any(worst * ((1 << fw.P_SHIFT) * n) >= sv * (CODE_MAX - CLIP_MARGIN) - 1))
 
 

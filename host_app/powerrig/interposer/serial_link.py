@@ -150,6 +150,14 @@ class SerialLink:
         self._abort_r, self._abort_w = os.pipe() if self._fd is not None else (-1, -1)
         if self._abort_w >= 0:
             os.set_blocking(self._abort_w, False)      # a poke never blocks the caller (a full pipe is poked already)
+        # the reader's waits, registered once (select.select built its lists and fd sets every wake-up):
+        # the port and the abort pipe; the abort pipe alone for the pace
+        self._poll_rx = self._poll_abort = None
+        if self._fd is not None:
+            self._poll_rx, self._poll_abort = select.poll(), select.poll()
+            self._poll_rx.register(self._fd, select.POLLIN)
+            for p in (self._poll_rx, self._poll_abort):
+                p.register(self._abort_r, select.POLLIN)
         self._thread = threading.Thread(target=self._read_loop, name=f"powerrig-link-{port}", daemon=True)
         self._thread.start()
 
@@ -215,7 +223,7 @@ class SerialLink:
 
     def _read_fd(self, fd: int) -> tuple[list[wire.Frame], int]:
         """The frames the port's bytes complete and how many bytes came, once it holds something: a wait
-        in select with no timer while nothing is expected (a held partial frame's bounded wait and the
+        in poll with no timer while nothing is expected (a held partial frame's bounded wait and the
         next clock ping excepted); ``close`` ends it through the abort pipe. The pieces are decoded in
         one pass, each with the time of its own read, so a reply is stamped by the read that brought it."""
         wait = PARTIAL_POLL_S if self.decoder.buffered else None
@@ -223,13 +231,14 @@ class SerialLink:
             due = max(0.0, (self._beat_out[2] if self._beat_out else self._beat_due) - time.monotonic())
             wait = due if wait is None else min(wait, due)
         try:
-            ready, _, _ = select.select([fd, self._abort_r], [], [], wait)
+            ready = self._poll_rx.poll(None if wait is None else wait * 1000.0)
         except InterruptedError:
             return [], 0
         if not ready:
             return [], 0
-        if self._abort_r in ready:          # poked: look at the stop flag and the pings again
-            os.read(self._abort_r, 4096)
+        abort = self._abort_r
+        if any(r == abort for r, _ev in ready):   # poked: look at the stop flag and the pings again
+            os.read(abort, 4096)
             return [], 0
         view = self._rview
         try:
@@ -290,10 +299,10 @@ class SerialLink:
         if self._abort_r < 0:
             self._wake.wait(wait)
             return
-        # a local port: sleep in select on the abort pipe alone (a command pokes it), one system call
+        # a local port: sleep in poll on the abort pipe alone (a command pokes it), one system call
         # and no lock: Event.wait with a timeout builds and takes a fresh lock every time
         try:
-            ready, _, _ = select.select([self._abort_r], [], [], wait)
+            ready = self._poll_abort.poll(wait * 1000.0)
         except InterruptedError:
             return
         if ready:

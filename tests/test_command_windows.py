@@ -45,6 +45,22 @@ def test_the_level_before_starts_after_the_last_edge_and_a_negative_says_why():
     assert noisy.energy_above_j >= 0 and (noisy.note is None or "noise" in noisy.note)
 
 
+def test_a_command_just_after_a_load_change_has_no_level_before_and_says_so():
+    """The tail of a workload decays for tens of ms: a level taken over the 3 ms between fio stopping and
+    a smart-log (seen in make test) made the read -0.4 mJ; it has no level of its own then, said so."""
+    dt = 1e-3
+    p = np.full(4000, 5.498)
+    p[:1000] = 21.0                               # fio stops at 1000 ...
+    p[1000:1040] = 5.498 + 0.01 * np.exp(-np.arange(40) / 10.0)    # ... its tail decays for ~40 ms
+    soon = command_energy(p, 0, 1003.0, 1064.0, dt, 500, pre_from=1000.0, before_by="fio")
+    assert math.isnan(soon.energy_above_j) and math.isnan(soon.before_w)
+    assert soon.note == "no steady level before: fio ended 3.0 ms before the command (a level needs 50 ms)"
+    later = command_energy(p, 0, 1200.0, 1261.0, dt, 500, pre_from=1000.0, before_by="fio")
+    assert later.before_w == pytest.approx(5.498, abs=1e-3) and not math.isnan(later.energy_above_j)
+    at_50 = command_energy(p, 0, 1050.0, 1111.0, dt, 500, pre_from=1000.0, before_by="fio")
+    assert not math.isnan(at_50.before_w) and "no steady level" not in (at_50.note or "")     # 50 ms is a level
+
+
 def test_no_command_of_a_workload_step_counts_the_workload():
     """A synthetic step: idle, an id-ctrl 100 ms before fio starts, a smart-log 100 ms after it stops:
     neither gets the workload's joules, and no energy is negative without a reason."""

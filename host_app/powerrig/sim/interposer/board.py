@@ -151,9 +151,15 @@ class SimBoard:
         self._wait_until(due)
 
     def utc_of_index(self, index):
-        """Truth: host UTC of a sample index."""
-        dev_s = (np.asarray(index, dtype=np.float64) * self.period_us - self.boot_us) / 1e6
-        return self.utc0 + dev_s / self.scale
+        """Truth: host UTC of a sample index (or an array of them): one float copy, then in place (a
+        streaming pass asks for every sample's time)."""
+        t = np.array(index, dtype=np.float64)
+        t *= self.period_us
+        t -= self.boot_us
+        t /= 1e6
+        t /= self.scale
+        t += self.utc0
+        return t if t.ndim else t[()]
 
     def index_of_utc(self, t_utc: float) -> int:
         """The sample index at host UTC t (the inverse of utc_of_index, rounded down)."""
@@ -203,15 +209,8 @@ class SimBoard:
         return raw.reshape(-1)
 
     def _utc_of_block(self, first: int, n: int) -> np.ndarray:
-        """utc_of_index(first + arange(n)), the same doubles (the indices are exact in a double) in
-        place: a float arange and four in-place operations instead of eight allocating ones a pass."""
-        t = np.arange(first, first + n, dtype=np.float64)
-        t *= self.period_us
-        t -= self.boot_us
-        t /= 1e6
-        t /= self.scale
-        t += self.utc0
-        return t
+        """utc_of_index(first + arange(n)) (the indices are exact in a double)."""
+        return self.utc_of_index(np.arange(first, first + n, dtype=np.float64))
 
     def _keep_truth(self, first: int, truth: dict[str, np.ndarray]) -> None:
         """Add the true power of samples first, first + 1, ... to their TRUTH_BIN bins (the bin edges

@@ -94,19 +94,27 @@ class FrontEnd:
     def true_rails(self, t_utc: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """True (volts, amps) of every rail at the interposer, at host UTC instants: what a reference
         meter on the same rail sees, before any of the interposer's own errors."""
-        n = len(t_utc)
+        x = self._true_rows(t_utc)
+        return {r.name: (x[2 * k], x[2 * k + 1]) for k, r in enumerate(self.cfg.rails)}
+
+    def _true_rows(self, t_utc: np.ndarray) -> np.ndarray:
+        """The true volts and amps as rows (v0, i0, v1, i1, ...; 2 x rails by n), written in place:
+        ``i x -droop + nominal`` is ``nominal - droop x i`` bit for bit. A switched-off rail
+        (sim/ssd/power.py) shows the drive side's own volts where they are not NaN."""
+        x = np.empty((2 * len(self.cfg.rails), len(t_utc)))
         amps = self.load.rail_currents(t_utc)
         nominal = getattr(self.load, "nominal_volts", ScriptedLoad.nominal_volts)
-        # a switched-off rail (sim/ssd/power.py) shows the drive side's own volts where they are not NaN
         forced = self.load.rail_volts(t_utc) if hasattr(self.load, "rail_volts") else {}
-        out = {}
-        for r in self.cfg.rails:
-            i_true = np.asarray(amps.get(r.name, np.zeros(n)), dtype=float)
-            v = nominal.get(r.name, r.nominal_v) - self.spec.droop_ohm * i_true
+        neg_droop = -self.spec.droop_ohm
+        for k, r in enumerate(self.cfg.rails):
+            v, i = x[2 * k], x[2 * k + 1]
+            i[...] = amps.get(r.name, 0.0)
+            np.multiply(i, neg_droop, out=v)
+            v += nominal.get(r.name, r.nominal_v)
             if r.name in forced:
-                v = np.where(np.isnan(forced[r.name]), v, forced[r.name])
-            out[r.name] = (v, i_true)
-        return out
+                f = forced[r.name]
+                np.copyto(v, f, where=~np.isnan(f))
+        return x
 
     def _noise(self, n: int) -> np.ndarray:
         """White noise for n samples of every channel (2 rails x n, in codes): columns of a table of
@@ -127,30 +135,13 @@ class FrontEnd:
     def sample(self, t_utc: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Codes (n x stride, int16) for samples at host UTC times, and the true power per rail (W).
         Every channel at once, channel-major (one row of n per channel: numpy's loops run along the
-        samples): ~20 numpy calls a pass, not a set per channel. The true volts and amps are written
-        into their rows in place (true_rails' numbers: ``i x -droop + nominal`` is ``nominal - droop x
-        i`` bit for bit), and a digital lane that is constant over the pass (the usual case) is one
-        value, not four arrays."""
+        samples): ~20 numpy calls a pass, not a set per channel. The true volts and amps are
+        true_rails' rows, scaled into codes in place, and a digital lane that is constant over the pass
+        (the usual case) is one value, not four arrays."""
         n = len(t_utc)
         rails = self.cfg.rails
         raw = np.empty((n, self.stride), dtype=np.int16)
-        x = np.empty((2 * len(rails), n))
-        amps = self.load.rail_currents(t_utc)
-        nominal = getattr(self.load, "nominal_volts", ScriptedLoad.nominal_volts)
-        forced = self.load.rail_volts(t_utc) if hasattr(self.load, "rail_volts") else {}
-        neg_droop = -self.spec.droop_ohm
-        for k, r in enumerate(rails):
-            v, i = x[2 * k], x[2 * k + 1]
-            a = amps.get(r.name)
-            if a is None:
-                i[...] = 0.0
-            else:
-                i[...] = a
-            np.multiply(i, neg_droop, out=v)
-            v += nominal.get(r.name, r.nominal_v)
-            if r.name in forced:
-                f = forced[r.name]
-                np.copyto(v, f, where=~np.isnan(f))
+        x = self._true_rows(t_utc)
         p = x[0::2] * x[1::2]
         truth = {r.name: p[k] for k, r in enumerate(rails)}
         # codes = true x (gain / lsb) + offset + noise

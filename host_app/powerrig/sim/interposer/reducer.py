@@ -14,9 +14,18 @@ P_SHIFT = fw.P_SHIFT
 LO_MASK = (1 << P_SHIFT) - 1
 CODE_MAX = 32767
 PEAK_NONE_P = fw.PEAK_NONE << P_SHIFT     # a window sum below any real one: PEAK_NONE once shifted
-# one rail's part of a record, in its order (powerrig.interposer.frames.record_dtype)
-RAIL_FIELDS = (("sum_v", "<i4"), ("sum_i", "<i4"), ("sum_p_hi", "<i4"), ("sum_p_lo", "<u2"), ("p_min", "<i2"),
-               ("p_max", "<i2"), ("peak", "<i4"))
+
+
+def _by_rail(dtype: np.dtype, r: int) -> np.dtype:
+    """``record_dtype(r)``'s bytes as (dig_or, dig_and, r structs of one rail's fields): rail 0's
+    fields, their names without the rail number, offsets from the first of them."""
+    per = (len(dtype.names) - 2) // r
+    names = dtype.names[2:2 + per]
+    base = dtype.fields[names[0]][1]
+    rail = np.dtype({"names": [n[:-1] for n in names], "formats": [dtype.fields[n][0] for n in names],
+                     "offsets": [dtype.fields[n][1] - base for n in names],
+                     "itemsize": (dtype.itemsize - base) // r})
+    return np.dtype([("dig_or", "u1"), ("dig_and", "u1"), ("rails", rail, (r,))])
 
 
 class NumpyReducer:
@@ -44,10 +53,7 @@ class NumpyReducer:
         self.dtype = record_dtype(r)
         # the same bytes seen as (dig_or, dig_and, r rail structs): a field is set for every rail in one
         # assignment (7 a pass, not 7 per rail)
-        sizes = [np.dtype(t).itemsize for _, t in RAIL_FIELDS]
-        rail = np.dtype({"names": [f for f, _ in RAIL_FIELDS], "formats": [t for _, t in RAIL_FIELDS],
-                         "offsets": [sum(sizes[:k]) for k in range(len(sizes))], "itemsize": sum(sizes)})
-        self.by_rail = np.dtype([("dig_or", "u1"), ("dig_and", "u1"), ("rails", rail, (r,))])
+        self.by_rail = _by_rail(self.dtype, r)
         assert self.by_rail.itemsize == self.dtype.itemsize
         self.restart(0, 0)
 

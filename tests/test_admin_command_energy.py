@@ -148,6 +148,26 @@ def test_the_last_sample_of_a_cut_window_is_counted_for_its_part_and_the_cut_sai
     assert math.isnan(first.energy_j) and "no samples before" in first.note
 
 
+def test_a_load_change_under_50_ms_before_leaves_no_level_and_says_why():
+    """A workload's decaying tail is not a level: a baseline of a few intervals after it read energies
+    below zero (the same rule as analysis.command_energy, analysis.level_before.MIN_PRE_S)."""
+    base, extra, n0 = 5.0, 2.0, 1000
+    p = np.full(3000, base)
+    p[n0:n0 + 300] += extra
+    tail = p.copy()
+    tail[n0 - 20:n0] += np.linspace(1.0, 0.05, 20)         # the last 2 ms: a write's tail decaying
+    short = energy_above(tail, n0, DT, complete=n0 + 300, pre_from=n0 - 20, pre_by="measure:write-128k")
+    assert math.isnan(short.energy_j) and math.isnan(short.baseline_w)
+    assert "measure:write-128k ended 2.0 ms before" in short.note and "needs 50 ms" in short.note
+    # 60 ms after the change: a level, and the energy above it
+    ok = energy_above(p, n0, DT, complete=n0 + 300, pre_from=n0 - 600, pre_by="measure:write-128k")
+    assert ok.note is None and ok.baseline_w == pytest.approx(base)
+    assert ok.energy_j == pytest.approx(extra * 300 * DT, rel=1e-9)
+    # exactly the first interval of the level allowed (pre_from 50 ms before): still a level
+    edge = energy_above(p, n0, DT, complete=n0 + 300, pre_from=n0 - 500)
+    assert edge.note is None and edge.energy_j == pytest.approx(extra * 300 * DT, rel=1e-9)
+
+
 class _Clock:
     def __init__(self, t):
         self.t = t

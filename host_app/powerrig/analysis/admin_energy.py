@@ -1,8 +1,9 @@
 """A command's energy above the level before (issue 37: a controller reset, a format, a sanitize, a
 flush, a firmware commit), from its real start: the submission the drive host's kernel traced.
 
-Baseline: the mean over PRE_S before the interval holding the submission (never before
-``pre_from``, the last event that changed the load). The energy is the sum of (P - baseline) x dt
+Baseline: the mean over PRE_S before the interval holding the submission, never before ``pre_from``
+(the last event that changed the load), and none (NaN, with why) when that leaves less than MIN_PRE_S:
+the same rule as every command's energy (analysis.level_before). The energy is the sum of (P - baseline) x dt
 from the interval holding the submission, whole (the rails were at the baseline before the
 submission, so all of that interval's excess is the command's), until the rails have settled back:
 the 1 ms mean stays within the band (BAND_MIN_W and four standard deviations of the level before)
@@ -18,9 +19,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from powerrig.analysis.level_before import level_window, too_short
 from powerrig.analysis.transitions import fill_gaps
 
-PRE_S = 0.05
+PRE_S = 0.05        # the level before: this long (level_before.MIN_PRE_S: a load change inside it leaves none)
 HOLD_S = 0.02
 BAND_MIN_W = 0.05
 SMOOTH_S = 0.001
@@ -42,9 +44,10 @@ class CommandEnergy:
 
 
 def energy_above(p: np.ndarray, start: float, interval_s: float, complete: float | None = None,
-                 end_at: float | None = None, pre_from: float | None = None) -> CommandEnergy:
+                 end_at: float | None = None, pre_from: float | None = None, pre_by: str = "") -> CommandEnergy:
     """``p``: power per interval; ``start``, ``complete``, ``end_at``, ``pre_from``: fractional sample
-    positions in ``p`` (the submission, its completion, the next load-changing event, the last one)."""
+    positions in ``p`` (the submission, its completion, the next load-changing event, the last one,
+    which ``pre_by`` names)."""
     dt = float(interval_s)
     p = fill_gaps(np.asarray(p, dtype=float))
     n = len(p)
@@ -52,9 +55,9 @@ def energy_above(p: np.ndarray, start: float, interval_s: float, complete: float
     a = int(math.floor(start))
     if not 0 <= a < n:
         return CommandEnergy(start * dt, nan, nan, nan, nan, None, "the submission lies outside the samples")
-    lo = max(0, a - max(1, int(round(PRE_S / dt))))
-    if pre_from is not None:
-        lo = max(lo, int(math.ceil(pre_from)))
+    lo, short = level_window(a, max(1, int(round(PRE_S / dt))), pre_from, dt)
+    if short is not None:
+        return CommandEnergy(start * dt, nan, nan, nan, nan, None, too_short(pre_by, short))
     if a - lo < 1:
         return CommandEnergy(start * dt, nan, nan, nan, nan, None, "no samples before the submission for a baseline")
     base = float(np.mean(p[lo:a]))

@@ -13,8 +13,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-PRE_S = 0.5          # steady level before: mean of this long before the command
-MIN_PRE_S = 0.05     # ... of at least this long after the last load change: a workload's tail decays in less
+from powerrig.analysis.level_before import level_window, too_short
+
+PRE_S = 0.5          # steady level before: mean of this long before the command (level_before.MIN_PRE_S at least)
 POST_S = 2.0         # look this long after the command for the new level and settling
 BAND_FRAC = 0.05     # settled: within 5 % of the new level ...
 BAND_MIN_W = 0.1     # ... or 0.1 W, whichever is wider
@@ -58,15 +59,10 @@ def command_energy(p: np.ndarray, first: int, start: float, stop: float, interva
     ``before_by`` names it); ``end_at``: the window ends there (the next event, ``cut_by``);
     ``inside``: an event that changed the load while the command ran (then no energy is its own)."""
     a = int(math.floor(start)) - first
-    lo = max(0, a - pre)
-    if pre_from is not None:
-        lo = max(lo, int(math.ceil(pre_from)) - first)
+    lo, short = level_window(a, pre, None if pre_from is None else pre_from - first, interval_s)
     held = p[lo:a] if a > lo else p[:0]
     before = float(np.nanmean(held)) if len(held) and not np.isnan(held).all() else math.nan
-    # a few intervals right after a load change are its tail, not a level (a smart-log 3 ms after fio
-    # stopped read -0.4 mJ against 5.506 W of a decaying write tail)
-    short = pre_from is not None and lo > a - pre and 0 < (a - lo) * interval_s < MIN_PRE_S
-    if short:
+    if short is not None:
         before = math.nan
     noise_w = _noise_w(held) if not math.isnan(before) else 0.0
     end = len(p)
@@ -86,9 +82,8 @@ def command_energy(p: np.ndarray, first: int, start: float, stop: float, interva
     note = None
     if inside:
         energy, note = math.nan, f"{inside} changed the load while the command ran: no energy of its own"
-    elif short:
-        note = (f"no steady level before: {before_by or 'the last load change'} ended "
-                f"{(a - lo) * interval_s * 1e3:.1f} ms before the command (a level needs {MIN_PRE_S * 1e3:.0f} ms)")
+    elif short is not None:
+        note = too_short(before_by, short)
     elif math.isnan(before):
         note = (f"no level before: {before_by} ended at the command's start" if before_by
                 else "no samples before the command")

@@ -278,7 +278,7 @@ def command_rows(cap, events=None) -> list[dict]:
     for e in evs:
         s = float(cap.sample_id(e.t_start))
         nxt = [x.t_start for x in loads if x.t_start > e.t_end and x is not e]
-        before = [x.t_end for x in loads if x.t_end <= e.t_start and x is not e]
+        before = max((x for x in loads if x.t_end <= e.t_start and x is not e), key=lambda x: x.t_end, default=None)
         lo = max(0, int(s) - int(COMMAND_PRE_S / dt) - 2)
         end_t = min(nxt) if nxt else None
         hi = cap.length if end_t is None else min(cap.length, int(cap.sample_id(end_t)) + 2)
@@ -288,7 +288,8 @@ def command_rows(cap, events=None) -> list[dict]:
         p = cap.samples("p_total", lo, hi).astype(float)
         c = energy_above(p, s - lo, dt, complete=float(cap.sample_id(e.t_end)) - lo,
                          end_at=None if end_t is None else float(cap.sample_id(end_t)) - lo,
-                         pre_from=float(cap.sample_id(max(before))) - lo if before else None)
+                         pre_from=None if before is None else float(cap.sample_id(before.t_end)) - lo,
+                         pre_by="" if before is None else before.name)
         source = "nvme_trace" if e.meta.get("placed") == "nvme_trace" else "host"
         notes = {"command": e.name, "opcode": e.meta.get("opcode"), "from": source, "baseline_w": c.baseline_w,
                  "duration_s": c.duration_s, "command_s": e.t_end - e.t_start, "peak_w": c.peak_w,

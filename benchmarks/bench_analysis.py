@@ -165,24 +165,30 @@ def pandas_baseline(path: Path, rows: int) -> None:
 def pandas_same_work(path: Path, an, rows: int) -> list:
     """The same computations as analyse(), written the pandas way, over the first ``rows`` intervals:
     for every phase the analysis found there (capture, power-state dwells, workloads, idles), per rail
-    and total: mean, std, min, max, energy and percentiles; the highest 1 s and 10 s rolling means
-    with where they lie; the highest 100 us peak."""
+    and total: mean, std, min, max, energy, percentiles and intervals lost; the highest 1 s, 10 s and
+    100 ms rolling means with where they lie; the highest 100 us peak with where it lies, and the
+    highest instantaneous power (every figure a PhaseResult holds; until 30 Nov the 100 ms window,
+    the instantaneous maximum, the peak's place and the lost intervals were left out)."""
     with CaptureReader(path) as cap:
-        names = ("p_12V", "p_3V3", "p_total", "p_peak_12V", "p_peak_3V3")
+        names = ("p_12V", "p_3V3", "p_total", "p_peak_12V", "p_peak_3V3", "p_max_12V", "p_max_3V3")
         df = pd.DataFrame({n: cap.samples(n, 0, rows).astype(np.float64) for n in names})
         df.index = pd.to_timedelta(np.arange(rows), unit="ms")
         out = []
         for ph in an.phases:
-            a, b = int(ph.start_s * 1000), int(ph.stop_s * 1000)
+            a, b = round(ph.phase.start), round(ph.phase.stop)     # the analysis's intervals (seconds cut short took one of the next phase)
             if a >= rows:
                 continue
             seg = df.iloc[a:min(b, rows)]
             stats = seg[["p_12V", "p_3V3", "p_total"]].agg(["mean", "std", "min", "max", "sum"])
             q = seg[["p_12V", "p_3V3", "p_total"]].quantile([0.01, 0.05, 0.5, 0.95, 0.99])
+            lost = seg["p_total"].isna().sum()
             r1 = seg["p_total"].rolling("1s").mean()
             r10 = seg["p_total"].rolling("10s").mean()
-            peak = (seg["p_peak_12V"] + seg["p_peak_3V3"]).max()
-            out.append((stats, q, r1.max(), r1.idxmax(), r10.max(), r10.idxmax(), peak))
+            r100ms = seg["p_total"].rolling("100ms").mean()
+            peak = seg["p_peak_12V"] + seg["p_peak_3V3"]
+            inst = (seg["p_max_12V"] + seg["p_max_3V3"]).max()
+            out.append((stats, q, lost, r1.max(), r1.idxmax(), r10.max(), r10.idxmax(), r100ms.max(),
+                        r100ms.idxmax(), peak.max(), peak.idxmax(), inst))
     return out
 
 
@@ -256,8 +262,8 @@ def main() -> None:
         print(f"  pandas    {tp:7.2f} s   simple: whole-series rolling 1 s/10 s, fixed 30 s groupby (less work "
               f"than analyse; 1 h, scaled): analyse is {tp / ta:.1f}x faster")
         first, ts, cs = (v * scale for v in warm_median(lambda: pandas_same_work(long, an, sub), args.pandas_runs))
-        print(f"  pandas    {ts:7.2f} s   same work: per phase stats, percentiles, rolling 1 s/10 s with position, "
-              f"100 us peak (1 h, scaled; median of {args.pandas_runs} after a first call of {first:.2f} s scaled; "
+        print(f"  pandas    {ts:7.2f} s   same work: per phase stats, percentiles, lost, rolling 1 s/10 s/100 ms with position, "
+              f"100 us peak with position, instantaneous max (1 h, scaled; median of {args.pandas_runs} after a first call of {first:.2f} s scaled; "
               f"CPU {cs:.2f} s): analyse is {ts / ta:.1f}x faster warm, {ts / tc:.1f}x cold; in CPU time "
               f"{cs / cw:.1f}x warm, {cs / cpu_cold[0]:.1f}x cold")
         print(f"  floor     analyse warm {ta:.2f} s = {ta / read_warm[0]:.2f}x the warm read of the file "

@@ -157,3 +157,31 @@ def test_a_link_in_the_report_folder_is_one_line_and_nothing_is_written(demo, tm
     assert err == (f"powerrig: error: {out / name} is a symbolic link: a run writes only its own files there, so "
                    "nothing was written; remove it or choose another output folder (--out)\n")
     assert victim.read_text() == "precious" and [p.name for p in out.iterdir()] == [name]
+
+
+def test_bench_pandas_same_work_gives_every_figure_the_analysis_gives(tmp_path, monkeypatch):
+    """The pandas baseline is the analysis's work written the pandas way: for every phase the same
+    per-rail statistics, lost intervals, highest 1 s / 10 s / 100 ms means, 100 us peak and
+    instantaneous maximum (it had left the last two windows' kinds out, so its ratio flattered pandas)."""
+    import math
+    from pathlib import Path
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_analysis import analyse_file, pandas_same_work, write_capture
+    path = tmp_path / "c.jls"
+    write_capture(path, hours=0.03)
+    _, an, rows = analyse_file(path)
+    out = pandas_same_work(path, an, rows)
+    assert len(out) == len(an.phases) >= 3
+    for ph, (stats, q, lost, r1, _, r10, _, r100ms, _, peak, peak_at, inst) in zip(an.phases, out):
+        tot = ph.rails["total"]
+        assert stats["p_total"]["mean"] == pytest.approx(tot["mean_w"], rel=1e-5)    # (a fractional edge)
+        assert stats["p_total"]["max"] == pytest.approx(tot["max_w"], rel=1e-6)
+        assert q.loc[0.5, "p_total"] == pytest.approx(tot["p50_w"], rel=1e-3)
+        assert lost == tot["lost_intervals"]
+        assert peak == pytest.approx(ph.peak_100us.value_w, rel=1e-6)
+        assert (peak_at.total_seconds() + 1e-3 == pytest.approx(ph.peak_100us.end_s, abs=1e-6))
+        assert inst == pytest.approx(ph.inst_max_w, rel=1e-6)
+        # pandas' time windows also count the partial ones at a phase's start: never below the analysis's
+        for got, fig in ((r1, ph.max_1s), (r10, ph.max_10s), (r100ms, ph.max_100ms)):
+            if not math.isnan(fig.value_w):
+                assert got >= fig.value_w - 1e-4

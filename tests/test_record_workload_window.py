@@ -69,3 +69,12 @@ def test_a_workload_typed_after_the_dashes_passes_the_drive_guard_first(tmp_path
     dd = run_cli("record", "--port", "sim", "--out", str(cap), "--", "dd", "if=/dev/zero", "of=/dev/nvme0n1",
                  timeout=120)
     assert dd.returncode != 0 and "--allow-unguarded" in dd.stderr and not cap.exists(), dd.stderr
+
+
+def test_a_drive_workload_on_sim_without_a_rig_says_to_start_one(tmp_path, simdir):
+    """With no rig of yours, `--port sim` is a bare interposer with no drive behind it: a fio or nvme
+    workload would reach this host's own /dev/nvme*, so it is one line saying to start a rig."""
+    cap = tmp_path / "r.jls"
+    r = run_cli("record", "--port", "sim", "--out", str(cap), "--", "fio", "--name=r", "--rw=read", timeout=60)
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "powerrig sim start" in r.stderr and not cap.exists()

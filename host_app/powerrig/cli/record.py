@@ -9,11 +9,12 @@ step. Without --out the capture goes to your captures folder (core/paths.py).
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 
 from powerrig.cli import _options as opt
-from powerrig.core.errors import CaptureError, LinkError
+from powerrig.core.errors import CaptureError, LinkError, PowerrigError
 
 
 def register(sub) -> None:
@@ -75,6 +76,11 @@ def run(args) -> int:
     live = opt.LiveLine()
     t0 = time.monotonic()
     rig = started_rig() if args.port == SIM_PORT else None
+    if workload and rig is None and args.port == SIM_PORT and args.source == "interposer" \
+            and os.path.basename(workload[0]) in ("fio", "nvme"):
+        # a bare virtual interposer has no drive: this host's fio or nvme would run against its own /dev/nvme*
+        raise PowerrigError("--port sim: no virtual rig of yours is running; a fio or nvme workload needs its "
+                            "drive: run `powerrig sim start` first")
     if workload:
         _judge(workload, args.serial, args.allow_unguarded, rig)     # before anything is recorded or run
     if args.source != "interposer":
@@ -124,7 +130,6 @@ def _judge(command: list[str], serial: str | None, unguarded: bool, rig: dict | 
     """The workload typed after `--` through the drive guard, as the agent's by-hand door judges one
     (dut/door.judge_here): reads run; a write or erase needs --serial and passes destructive.permit; any
     other program needs --allow-unguarded. A refusal is one line and nothing is recorded."""
-    from powerrig.core.errors import PowerrigError
     from powerrig.core.timeline import Timeline
     from powerrig.dut import door, runners
 
@@ -142,7 +147,6 @@ def _drive_identity(rig: dict | None, controller: str | None, tl) -> dict | None
         return None
     from dataclasses import asdict
 
-    from powerrig.core.errors import PowerrigError
     from powerrig.dut import runners
 
     nvme, _fio = runners({"nvme": rig["nvme"], "host": rig["host"]} if rig else {}, tl)
@@ -160,7 +164,6 @@ def _around_workload(rec, tl, command: list[str], idle_s: float, rig: dict | Non
     """Idle, the command, idle: each a phase on the capture's timeline (host UTC, placed on the samples
     by the capture's clock). The recording starts first and its first block is waited for, so the idle
     lead-in is inside it. The command's exit status, or 130 when a signal stopped the recording."""
-    import os
     import shlex
     import subprocess
     import threading

@@ -6,11 +6,9 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
-
 from conftest import run_cli
 from powerrig.results import ResultStore
-from powerrig.results.sweep_report import write_sweep_report
+from powerrig.results.sweep_report import notes_text, write_sweep_report
 from powerrig.sweep.engine import Sweep
 from powerrig.sweep.plan import parse
 
@@ -114,6 +112,16 @@ fdp = true
 waf_every_s = 0.5
 streams = [{ namespace = "/dev/nvme0n1" }, { namespace = "/dev/nvme0n2" }]
 """
+
+
+def test_a_verdicts_notes_read_as_words_not_python():
+    """A note stored as JSON shows '-' for a missing value and 4 significant figures, not None and
+    5.498402805328369; plain text and malformed JSON come through as they are."""
+    got = notes_text(json.dumps({"from_ps": None, "to_ps": 0, "before_w": 5.498402805328369, "why": "no step"}))
+    assert got == "from_ps: -; to_ps: 0; before_w: 5.498; why: no step"
+    assert notes_text(json.dumps(["a", 0.1234567])) == "a; 0.1235"
+    assert notes_text("inside the limit") == "inside the limit" and notes_text("{not json") == "{not json"
+    assert notes_text(None) == ""
 
 
 def test_powerrig_report_run_links_capture_reports_and_plots_waf_from_a_real_sweep(tmp_path, simdir, results_db):

@@ -3,6 +3,7 @@ quotes, throughput per watt over power state, every verdict with its limit, and 
 captures. Built from the results store alone, so it can be made again at any time."""
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import math
@@ -29,6 +30,23 @@ def _f(v, d=2) -> str:
         return f"{v:,.{d}f}"
     return html.escape(str(v))
 
+
+def _note_value(v) -> str:
+    """A note's value as the page shows it: '-' where Python would say None, 4 significant figures."""
+    if v is None:
+        return "-"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def notes_text(notes: str | None) -> str:
+    """A verdict's notes (JSON, a list or an object, or plain text) as one line: "key: value; ..."."""
+    notes = notes or ""
+    if notes.startswith(("[", "{")):
+        with contextlib.suppress(ValueError):
+            j = json.loads(notes)
+            return "; ".join(map(_note_value, j)) if isinstance(j, list) else \
+                "; ".join(f"{k}: {_note_value(v)}" for k, v in j.items() if not isinstance(v, list) or len(v) <= 8)
+    return notes
 
 
 def plot_curves(series: dict, path, xlabel: str, log2: bool = False, fmt: str | None = None) -> bool:
@@ -278,14 +296,7 @@ def write_sweep_report(store: ResultStore, run_id: int, out_dir: str | Path | No
     for m in ms:
         if not verdicts.is_judged(m):
             continue
-        notes = m["notes"] or ""
-        if notes.startswith("[") or notes.startswith("{"):
-            try:
-                j = json.loads(notes)
-                notes = "; ".join(map(str, j)) if isinstance(j, list) else \
-                    "; ".join(f"{k}: {v}" for k, v in j.items() if not isinstance(v, list) or len(v) <= 8)
-            except ValueError:
-                pass
+        notes = notes_text(m["notes"])
         h.append(f"<tr><td style=text-align:left>{html.escape(m['step'])}</td><td>{html.escape(m['name'])}</td>"
                  f"<td>{html.escape(m['phase'] or '')}</td><td>{_f(m['value'], 3)} {html.escape(m['units'] or '')}</td>"
                  f"<td>{_f(m['lower'], 3)}</td><td>{_f(m['upper'], 3)}</td>"

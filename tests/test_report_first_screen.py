@@ -19,6 +19,8 @@ from urllib.parse import unquote
 import pytest
 
 from conftest import REPO, run_cli
+from powerrig.results.pyplot import pyplot
+from powerrig.results.step_trace import fit_titles, strip_rows
 
 CHROMIUM = "/usr/bin/chromium"
 PLAN = (REPO / "fixtures" / "plans" / "datasheet-validation.toml").read_text()
@@ -146,3 +148,29 @@ def test_the_first_screen_in_chromium(swept, tmp_path):
     assert lines > 200, lines
     if os.environ.get("POWERRIG_DOCS_IMG") == "1":
         shutil.copy(shot, REPO / "docs" / "img" / "report-first-screen.png")
+
+
+def test_the_strip_splits_steps_into_even_rows():
+    """9 steps at 8 a row are 5 and 4: a last step alone would be stretched over the whole width."""
+    assert [len(r) for r in strip_rows(list(range(9)), 8)] == [5, 4]
+    assert [len(r) for r in strip_rows(list(range(8)), 8)] == [8]
+    assert [len(r) for r in strip_rows(list(range(17)), 8)] == [6, 6, 5]
+    assert strip_rows([], 8) == []
+
+
+def test_a_short_steps_title_is_cut_to_its_panel():
+    """A 4 s idle step beside a 16 s workload: its title ends in an ellipsis inside its own panel, not
+    over the next one's."""
+    plt = pyplot()
+    fig = plt.figure(figsize=(4.0, 2.0), dpi=100)
+    narrow, wide = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 8]})
+    cut = narrow.set_title("1. ps0/idle/r1 with a long name", fontsize=7, loc="left")
+    whole = wide.set_title("2. ps0/seq-read-128k/r1", fontsize=7, loc="left")
+    try:
+        fit_titles(fig, [(narrow, cut), (wide, whole)])
+        r = fig.canvas.get_renderer()
+        assert cut.get_text().endswith("\u2026") and cut.get_text().startswith("1.")
+        assert cut.get_window_extent(r).width <= narrow.get_window_extent(r).width
+        assert whole.get_text() == "2. ps0/seq-read-128k/r1"            # one that fits is left whole
+    finally:
+        plt.close(fig)

@@ -200,7 +200,7 @@ def plot_strip(steps: list[tuple], path: Path, per_row: int = 8) -> bool:
         return False
     try:
         plt = pyplot()
-        rows = [caps[k:k + per_row] for k in range(0, len(caps), per_row)]
+        rows = strip_rows(caps, per_row)
         top = 0.0
         for _, cap, _, _ in caps:
             s = cap.summaries("p_total", 0, cap.length, min(POINTS, cap.length))
@@ -208,19 +208,40 @@ def plot_strip(steps: list[tuple], path: Path, per_row: int = 8) -> bool:
                 top = max(top, float(np.nanmax(s["max"])))
         fig = plt.figure(figsize=(13.0, 2.7 * len(rows)), dpi=100)
         sub = fig.subfigures(len(rows), 1, squeeze=False)
+        titles = []
         for r, row in enumerate(rows):
             axs = sub[r, 0].subplots(1, len(row), sharey=True, squeeze=False,
                                      gridspec_kw={"width_ratios": [max(c.duration_s, 1e-3) for _, c, _, _ in row],
-                                                  "wspace": 0.04})[0]
+                                                  "wspace": 0.12})[0]    # room for "16" beside the next "0.0"
+            widest = max(range(len(row)), key=lambda k: row[k][1].duration_s)   # the legend where it fits
             for k, (ax, (label, cap, ph, apst)) in enumerate(zip(axs, row)):
-                _draw(ax, cap, ph, top or None, legend=(r == 0 and k == 0), apst=apst)
-                ax.set_title(label, fontsize=7, loc="left", pad=2)
+                _draw(ax, cap, ph, top or None, legend=(r == 0 and k == widest), apst=apst)
+                titles.append((ax, ax.set_title(label, fontsize=7, loc="left", pad=2)))
             axs[0].set_ylabel("W", fontsize=7)
+        fit_titles(fig, titles)
         _save(fig, path)
     finally:
         for _, cap, _, _ in caps:
             cap.close()
     return True
+
+
+def strip_rows(items: list, per_row: int) -> list[list]:
+    """At most ``per_row`` panels a row, the rows as even as can be: 9 steps are 5 and 4, not 8 and one
+    stretched over the whole width."""
+    n = math.ceil(len(items) / max(1, math.ceil(len(items) / per_row))) if items else 1
+    return [items[k:k + n] for k in range(0, len(items), n)]
+
+
+def fit_titles(fig, titles: list) -> None:
+    """A short step's title (ax, the Text set_title gave) cut to its panel's width ("4. ps1/id…"): else it
+    runs over the next one's."""
+    renderer = fig.canvas.get_renderer()
+    for ax, title in titles:
+        room, text = ax.get_window_extent(renderer).width, title.get_text()
+        while len(text) > 3 and title.get_window_extent(renderer).width > room:
+            text = text[:-1]
+            title.set_text(text.rstrip() + "\u2026")
 
 
 def shaded(phases: list[dict]) -> list[dict]:

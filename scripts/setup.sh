@@ -70,7 +70,9 @@ want=$(cat setup.cfg setup.py pyproject.toml | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing powerrig and its test dependencies into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[test]"
+  # setuptools' "Editable installation ... Please be careful with folders ..." box is for its own
+  # meta-path finder (powerrig_fw lives under firmware/), not something a newcomer has to act on
+  PYTHONWARNINGS="ignore:Editable installation" .venv/bin/python -m pip install -q -e ".[test]"
   echo "$want" > "$stamp"
 fi
 # Bytecode of the package and firmware in their __pycache__ (an editable install compiles nothing, and
@@ -118,7 +120,7 @@ if tier labgrid && [ "$(cat "$lab_stamp" 2>/dev/null)" != "$want" ]; then
   say "installing labgrid and powerrig into .venv-lab"
   [ -x .venv-lab/bin/python ] || "$PY" -m venv .venv-lab
   .venv-lab/bin/python -m pip install -q --upgrade pip
-  .venv-lab/bin/python -m pip install -q -e ".[lab]"
+  PYTHONWARNINGS="ignore:Editable installation" .venv-lab/bin/python -m pip install -q -e ".[lab]"
   .venv-lab/bin/python -m pip uninstall -q -y pyserial
   .venv-lab/bin/python -m pip install -q --force-reinstall --no-deps pyserial-labgrid
   .venv-lab/bin/python -c "import powerrig.lab" || exit 1

@@ -216,3 +216,36 @@ def test_the_sweep_panels_charts_show_whole_at_1366x768_and_no_legend_covers_a_b
         for ps, w in pts:
             pt = pvb.mapViewToScene(pg.QtCore.QPointF(ps, w))
             assert not plegend.contains(pt), (wl, ps, w)
+
+
+def _tick_texts(plot, side: str) -> list[str]:
+    """The tick labels the axis would draw now."""
+    from PySide6.QtGui import QImage, QPainter
+    img = QImage(8, 8, QImage.Format_ARGB32)
+    painter = QPainter(img)
+    try:
+        specs = plot.getAxis(side).generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return [t[2] for t in specs[2]] if specs else []
+
+
+def test_the_sweep_charts_show_no_numbers_before_a_step_is_stored(qtbot, window):
+    """An empty chart said "power state 0.2 ... 0.8" and "0.8 W": numbers of nothing. Once a step is
+    stored its power states and the values' scale appear; a new plan's empty rows blank them again."""
+    win, _svc = window
+    win.resize(1366, 768)
+    win.show()
+    qtbot.waitExposed(win)
+    win.docks["Sweep"].raise_()
+    qtbot.wait(100)
+    charts = win.sweep_panel.charts
+    for plot in (charts.efficiency, charts.power):
+        assert _tick_texts(plot, "bottom") == [] and _tick_texts(plot, "left") == []
+    charts.show_rows([{"name": "PS0 seq-read-128k", "workload": "seq-read-128k", "power_state": 0, "W": 9.2,
+                       "MiB/s/W": 466.0}])
+    qtbot.wait(50)
+    for plot in (charts.efficiency, charts.power):
+        assert "PS0" in _tick_texts(plot, "bottom") and _tick_texts(plot, "left")
+    charts.show_rows([])
+    assert _tick_texts(charts.power, "left") == [] and _tick_texts(charts.power, "bottom") == []

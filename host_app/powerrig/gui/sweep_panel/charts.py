@@ -35,6 +35,14 @@ class SweepCharts(QWidget):
         lay.addWidget(self.power, 1)
         self.bars: list[tuple[str, float]] = []           # (step, MiB/s/W) as drawn
         self.lines: dict[str, list[tuple[int, float]]] = {}  # workload -> [(PS, W)] as drawn
+        self._blank(True)
+
+    def _blank(self, blank: bool) -> None:
+        """Charts with nothing drawn show no numbers: no "power state 0.2" or "0.8 W" before a step is stored."""
+        for p in (self.efficiency, self.power):
+            for side in ("left", "bottom"):
+                if blank or side == "left":         # the bottom's PS ticks are show_rows' own
+                    p.getAxis(side).setTicks([[]] if blank else None)
 
     def show_rows(self, rows: list[dict]) -> None:
         """Bars grouped by power state, one colour per workload (the legend names them); lines of W over
@@ -73,6 +81,7 @@ class SweepCharts(QWidget):
         if states:
             self._spans[self.power] = (min(states) - 0.3, max(states) + 0.3)
             self._fit_x(self.power)
+        self._blank(not self.bars and not self.lines)
 
     def _fit_x(self, plot) -> None:
         """The x range: the data, then room on the right as wide as the legend (in pixels of the chart

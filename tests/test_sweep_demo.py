@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import run_cli
 from powerrig.sweep.demo import print_table, run
 
 
@@ -23,3 +22,13 @@ def test_demo_sweep_matches_published_d5_p5336_within_15_percent(tmp_path, simdi
         assert r["idle W"] == pytest.approx(5.5, rel=0.05)
     assert len(store.steps(run_id)) == 9
     assert store.run(run_id)["status"] == "done"
+
+
+def test_the_demo_table_never_says_minus_zero_percent():
+    """Throughput equal to the published figure but for a hair below reads +0.0%, not -0.0%."""
+    row = {"ps": 0, "direction": "read", "MiB/s": 4331.0, "pub MiB/s": 4331.1, "diff MiB/s %": -0.002,
+           "W": 9.28, "pub W": 10.2, "diff W %": -9.02, "MiB/s/W": 466.7, "pub MiB/s/W": 424.7,
+           "diff MiB/s/W %": 9.89, "idle W": 5.5}
+    lines: list[str] = []
+    print_table([row], lines.append)
+    assert "+0.0%" in lines[-1] and "-0.0%" not in lines[-1] and "-9.0%" in lines[-1] and "+9.9%" in lines[-1]

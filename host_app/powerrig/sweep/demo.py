@@ -70,6 +70,11 @@ def comparison(store, run_id: int, profile: str, states) -> list[dict]:
     return out
 
 
+def _pct(d: float) -> str:
+    """A difference in %, one decimal; a tiny negative one reads +0.0%, not -0.0%."""
+    return f"{(round(d, 1) or 0.0):+6.1f}%"
+
+
 def print_table(rows: list[dict], say=print) -> None:
     say("")
     say("  PS  I/O     MiB/s  (published   diff) |     W  (published   diff) | MiB/s/W (published   diff) | idle W")
@@ -77,9 +82,9 @@ def print_table(rows: list[dict], say=print) -> None:
     for r in rows:
         idle = f"{r['idle W']:.2f}" if r["idle W"] is not None and r["ps"] != last else ""
         last = r["ps"]
-        say(f"  PS{r['ps']} {r['direction']:<5} {r['MiB/s']:7.0f}  ({r['pub MiB/s']:7.0f} {r['diff MiB/s %']:+6.1f}%) |"
-            f" {r['W']:5.2f}  ({r['pub W']:7.2f} {r['diff W %']:+6.1f}%) |"
-            f" {r['MiB/s/W']:7.1f} ({r['pub MiB/s/W']:7.1f} {r['diff MiB/s/W %']:+6.1f}%) | {idle}")
+        say(f"  PS{r['ps']} {r['direction']:<5} {r['MiB/s']:7.0f}  ({r['pub MiB/s']:7.0f} {_pct(r['diff MiB/s %'])}) |"
+            f" {r['W']:5.2f}  ({r['pub W']:7.2f} {_pct(r['diff W %'])}) |"
+            f" {r['MiB/s/W']:7.1f} ({r['pub MiB/s/W']:7.1f} {_pct(r['diff MiB/s/W %'])}) | {idle}")
 
 
 def run(out: Path | None = None, plan_path: Path = PLAN, overrides: dict | None = None, progress=None,

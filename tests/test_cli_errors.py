@@ -270,3 +270,11 @@ def test_sim_stop_with_no_rig_running_is_a_quiet_success(tmp_path):
     r = subprocess.run([*POWERRIG, "sim", "stop"], capture_output=True, text=True, timeout=60,
                        env=dict(os.environ, POWERRIG_SIM_DIR=str(tmp_path / "none")))
     assert (r.returncode, r.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("command, parts", [("sim", ("start", "stop", "list")), ("import", ("joulescope",))])
+def test_a_command_of_parts_typed_alone_shows_its_own_parts(command, parts):
+    """`powerrig sim` alone printed the top level's help (every command, none of sim's parts)."""
+    r = run_cli(command)
+    assert r.returncode == 2 and f"usage: powerrig {command}" in r.stdout, r.stdout
+    assert all(p in r.stdout for p in parts) and "calibrate" not in r.stdout

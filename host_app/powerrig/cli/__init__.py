@@ -30,7 +30,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     for name in subcommand_modules():
         importlib.import_module(f"powerrig.cli.{name}").register(sub)
+    for p in sub.choices.values():
+        if p.get_default("func") is None:     # a command of parts (`sim`, `import`) typed alone: its parts
+            p.set_defaults(func=_help_of(p))
     return ap
+
+
+def _help_of(parser: argparse.ArgumentParser):
+    """What a command of parts runs with no part named: its own help (not the top level's), status 2."""
+    def show(_args) -> int:
+        parser.print_help()
+        return 2
+    return show
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,6 +17,7 @@ from powerrig.analysis.result import PhaseResult, WindowFigure
 from powerrig.core.names import Verdict
 from powerrig.analysis import verdicts
 from powerrig.sweep import measure
+from powerrig.sweep.display import verdict_lines
 
 STATES = {0: PowerState(0, 25.0, False, 0, 0, 5.5, 21.5, 2), 2: PowerState(2, 10.0, False, 0, 0, 5.5, 9.9, 2)}
 
@@ -129,6 +130,18 @@ def test_summary_counts_worst_first_and_says_why():
     assert text[0] == "verdicts: 1 fail, 1 marginal, 1 partial, 1 pass (of 4 verdicts)"
     assert "fail     a OCP PWR-6 (p) 5.498 W: 5.498 W over the 5.25 W limit" in text[1]
     assert verdicts.by_step(ms)["b"]["worst"] == "marginal"
+
+
+def test_the_end_of_a_sweep_says_once_what_partial_and_marginal_mean():
+    """A first run is mostly "partial" (the demo's 8 s windows, OCP's 15 min): under the counts, one line
+    each for the words it uses, none for the ones it does not."""
+    partial = verdicts.summary([_m("a", "OCP PCM-1", "partial", notes=["phase is 8 s"]), _m("a", "OCP PWR-6", "pass")])
+    text = verdict_lines({"verdicts": partial})
+    assert text[0].startswith("verdicts: ") and text[1].startswith("  (partial: inside the limit, but on less data")
+    assert not any("(marginal:" in t for t in text) and "partial  a OCP PCM-1" in text[2]
+    assert verdict_lines({"verdicts": verdicts.summary([_m("a", "OCP PCM-1", "pass")])}) == \
+        ["verdicts: 1 pass (of 1 verdicts)"]
+    assert verdict_lines({}) == []
 
 
 def test_a_run_is_one_round_and_one_efficiency_row():

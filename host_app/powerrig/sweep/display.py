@@ -90,11 +90,22 @@ class RichProgress:
         self.p.stop()
 
 
+# what the two words a first run is full of mean (analysis/checks.py), said once under the counts
+MEANING = {"marginal": "within 5 % or the measurement's uncertainty of its limit: the limit decides nothing",
+           "partial": "inside the limit, but on less data than the check asks for (a shorter phase, gaps): "
+                      "not yet a pass"}
+
+
 def verdict_lines(d: dict) -> list[str]:
     """The run's verdict summary (the "done" event's, analysis/verdicts.py) as terminal lines, every
-    name in them made printable (a plan's or a drive's text is foreign)."""
+    name in them made printable (a plan's or a drive's text is foreign), with what marginal and partial
+    mean when there are some."""
     s = d.get("verdicts")
-    return [printable(x) for x in verdicts.lines(s)] if s else []
+    if not s:
+        return []
+    out = [printable(x) for x in verdicts.lines(s)]
+    said = [f"  ({k}: {MEANING[k]})" for k in MEANING if s.get("counts", {}).get(k)]
+    return out[:1] + said + out[1:]
 
 
 def _figs(f: dict) -> str:

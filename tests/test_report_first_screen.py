@@ -19,6 +19,7 @@ from urllib.parse import unquote
 import pytest
 
 from conftest import REPO, run_cli
+from powerrig.results.first_screen import limit_text
 from powerrig.results.pyplot import pyplot
 from powerrig.results.step_trace import fit_titles, strip_rows
 
@@ -174,3 +175,11 @@ def test_a_short_steps_title_is_cut_to_its_panel():
         assert whole.get_text() == "2. ps0/seq-read-128k/r1"            # one that fits is left whole
     finally:
         plt.close(fig)
+
+
+def test_a_summary_rows_limit_reads_like_its_measured_value():
+    """The limit beside "9.995 W" is "10 W", not "10.000"; both bounds share the units; none is "-"."""
+    assert limit_text(None, 10.0, "9.995 W") == "10 W"
+    assert limit_text(-5.0, 5.0, "5.421 %") == "-5 / 5 %"
+    assert limit_text(None, 5.25, "5.498 W") == "5.25 W"
+    assert limit_text(None, None, "10.51 W") == "-" and limit_text(None, 2.0, "-") == "2"

@@ -56,7 +56,7 @@ def summary_html(ms: list[dict]) -> str:
             "<th>measured</th><th>limit</th><th class=l>why</th></tr>")
 
     def row(r: dict) -> str:
-        lim = " / ".join(_f(x, 3) for x in (r["lower"], r["upper"]) if x is not None) or "-"
+        lim = limit_text(r["lower"], r["upper"], r["value"])
         return (f"<tr><td class='l {html.escape(r['outcome'])}'><b>{html.escape(r['outcome'])}</b></td>"
                 f"<td class=l>{html.escape(r['step'] or '')}</td><td class=l>{html.escape(r['name'])}</td>"
                 f"<td class=l>{html.escape(r['phase'] or '')}</td><td>{html.escape(r['value'])}</td><td>{lim}</td>"
@@ -67,6 +67,14 @@ def summary_html(ms: list[dict]) -> str:
         h.append(f"<details><summary>{len(rest)} more to read</summary><table>{head}"
                  + "".join(row(r) for r in rest) + "</table></details>")
     return "".join(h) + "</section>"
+
+
+def limit_text(lower, upper, value: str) -> str:
+    """The limit as the measured value beside it reads: 4 significant figures and its units ("10 W",
+    "-5 / 5 %"), not "10.000" beside "9.995 W"."""
+    units = value.partition(" ")[2]
+    lim = " / ".join(f"{x:.4g}" for x in (lower, upper) if x is not None and math.isfinite(x))
+    return html.escape(f"{lim} {units}".strip()) if lim else "-"
 
 
 def steps_html(steps: list[dict], ms: list[dict], phases: list[dict], out: Path, cap_reports: dict) -> str:

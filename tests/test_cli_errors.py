@@ -278,3 +278,12 @@ def test_a_command_of_parts_typed_alone_shows_its_own_parts(command, parts):
     r = run_cli(command)
     assert r.returncode == 2 and f"usage: powerrig {command}" in r.stdout, r.stdout
     assert all(p in r.stdout for p in parts) and "calibrate" not in r.stdout
+
+
+def test_port_sim_without_a_rig_says_its_figures_are_no_drives(simdir):
+    """With no rig of yours, `--port sim` is a bare virtual interposer: its watts come from no drive, so
+    it says so on stderr (and how to get one with a drive), as it says which rig it took when one runs."""
+    r = run_cli("stream", "--port", "sim", "--seconds", "0.3", "--json", "--quiet", timeout=90)
+    assert r.returncode == 0, r.stderr
+    assert "bare virtual interposer" in r.stderr and "no drive behind it" in r.stderr and "powerrig sim start" in r.stderr
+    json.loads(r.stdout)                                     # stdout stays the one JSON object

@@ -30,8 +30,9 @@ def started_rig() -> dict | None:
 
 def resolve_port(port: str, need_rig: str = "") -> str:
     """The port to open. `sim`: the running virtual rig's interposer, said on stderr; with none, a
-    virtual interposer in its own process (stopped when this interpreter exits), unless ``need_rig``
-    says why this command needs a whole rig (then one line telling to start one)."""
+    virtual interposer in its own process (stopped when this interpreter exits), said on stderr too (its
+    figures are no drive's), unless ``need_rig`` says why this command needs a whole rig (then one line
+    telling to start one)."""
     if port != SIM_PORT:
         return port
     rig = started_rig()
@@ -45,6 +46,8 @@ def resolve_port(port: str, need_rig: str = "") -> str:
     from powerrig.sim.interposer.launch import start_interposer   # a process launcher: nothing of the simulator is imported
 
     path, proc = start_interposer()
+    print(f"powerrig: --port sim: no virtual rig of yours is running; a bare virtual interposer on {path} for "
+          "this command (no drive behind it: `powerrig sim start` for one)", file=sys.stderr, flush=True)
     logger.info("started a virtual interposer (pid %d) on %s: no virtual rig of yours is running, so no drive "
                 "is behind it (`powerrig sim start` for one)", proc.pid, path)
     return path

@@ -23,7 +23,7 @@ STYLE = (".chip{display:inline-block;padding:1px 8px;border-radius:10px;margin-r
          ".strip{width:100%;max-width:1300px;height:auto}"
          ".card{border:1px solid #ccc;padding:6px;margin:0}.card img{width:100%;height:auto}"
          ".card table{font-size:12px}.card figcaption{font-size:13px}td.l,th.l{text-align:left}"
-         ".why{text-align:left;max-width:48em}.missing{color:#b00}")
+         ".why{text-align:left;max-width:48em}.nw{white-space:nowrap}.missing{color:#b00}")
 SHOWN_PHASES = ("idle", "workload", "dwell")
 LOOK_SHOWN = 3             # rows of the summary shown before the rest fold away (more push the traces below the fold)
 
@@ -58,8 +58,9 @@ def summary_html(ms: list[dict]) -> str:
     def row(r: dict) -> str:
         lim = limit_text(r["lower"], r["upper"], r["value"])
         return (f"<tr><td class='l {html.escape(r['outcome'])}'><b>{html.escape(r['outcome'])}</b></td>"
-                f"<td class=l>{html.escape(r['step'] or '')}</td><td class=l>{html.escape(r['name'])}</td>"
-                f"<td class=l>{html.escape(r['phase'] or '')}</td><td>{html.escape(r['value'])}</td><td>{lim}</td>"
+                f"<td class=l>{html.escape(r['step'] or '')}</td><td class='l nw'>{html.escape(r['name'])}</td>"
+                f"<td class=l>{html.escape(r['phase'] or '')}</td><td>{html.escape(r['value'])}</td>"
+                f"<td class=nw>{lim}</td>"
                 f"<td class=why>{html.escape(r['why'])}</td></tr>")
     first, rest = s["look"][:LOOK_SHOWN], s["look"][LOOK_SHOWN:]
     h.append("<table>" + head + "".join(row(r) for r in first) + "</table>")

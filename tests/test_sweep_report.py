@@ -143,3 +143,14 @@ def test_powerrig_report_run_links_capture_reports_and_plots_waf_from_a_real_swe
     # a capture path still gets the capture report; a word that is neither is refused in one line
     bad = run_cli("report", "no-such-thing")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a run id" in bad.stderr
+
+
+def test_energy_per_io_at_one_io_size_is_a_bar_each_and_says_the_size(tmp_path):
+    """Six series at 128 KiB drew six dots on one x (109 uJ hid 111); now a labelled bar each, and the
+    caption names the size instead of "over I/O size". Two sizes keep the curves."""
+    from powerrig.results import command_report
+    one = {f"PS{ps} {k}": [(131072, v + ps)] for ps in (0, 1, 2) for k, v in (("read", 109.0), ("write", 603.0))}
+    assert command_report.plot_io(one, tmp_path / "one.png") and (tmp_path / "one.png").stat().st_size > 1000
+    two = {"PS0 read": [(4096, 20.0), (131072, 109.0)]}
+    assert command_report.plot_io(two, tmp_path / "two.png") and (tmp_path / "two.png").stat().st_size > 1000
+    assert command_report._size(131072) == "128 KiB" and command_report._size(2**21) == "2 MiB"

@@ -92,7 +92,7 @@ class RichProgress:
 
 # what the two words a first run is full of mean (analysis/checks.py), said once under the counts
 MEANING = {"marginal": "within 5 % or the measurement's uncertainty of its limit: the limit decides nothing",
-           "partial": "inside the limit, but on less data than the check asks for (a shorter phase, gaps): "
+           "partial": "inside the limit, but on less data than the check asks for, a shorter phase or gaps: "
                       "not yet a pass"}
 
 

@@ -79,6 +79,20 @@ def test_transition_between_states_of_one_idle_level_has_no_latency_and_says_why
     p = _ps0_to_ps2_rails()
     tr = time_transition(p, 0, 1.0 / DT, DT, 0.12, 0, 2)
     assert math.isnan(tr.latency_s) and "did not change" in tr.note and tr.verdict != "fail"
+    # a verdict is given only on what the note says was timed: the transient's end (the report had shown
+    # "pass, settle 61 ms" beside "no step to time"); with nothing moving, no settle and no verdict
+    if math.isnan(tr.settle_s):
+        assert tr.verdict == "n/a" and "nothing moved" in tr.note
+    else:
+        assert tr.verdict in ("pass", "marginal") and "the settle is where the set-feature's transient ended" in tr.note
+    flat = np.full(20_000, 5.0)
+    still = time_transition(flat, 0, 10_000, DT, 0.12, 0, 2)
+    assert math.isnan(still.settle_s) and still.verdict == "n/a" and "nothing moved: no step to time" in still.note
+    bump = flat.copy()
+    bump[10_000:10_300] += 2.0                  # 30 ms of transient, back to the same level
+    moved = time_transition(bump, 0, 10_000, DT, 0.12, 0, 2)
+    assert moved.settle_s == pytest.approx(0.030, abs=0.002) and moved.verdict == "pass"
+    assert "no step to time a latency; the settle is where the set-feature's transient ended" in moved.note
 
 
 def test_a_gap_over_either_side_of_a_transition_is_said_not_averaged_into_nan():

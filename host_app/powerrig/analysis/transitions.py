@@ -101,8 +101,11 @@ def time_transition(p: np.ndarray, first: int, submit: float, interval_s: float,
         if not len(far) and w == 1:
             far = _split_by_an_edge(dev, max(band, 5.0 * math.sqrt(2.0) * sd))
         settle = max(0.0, (a + int(far[-1]) + 1 - (w - 1) // 2 - sub) * dt) if len(far) else nan
-        return out(before, after, nan, settle, f"the level did not change by more than {band:.3f} W "
-                                               f"({before:.3f} -> {after:.3f} W): no step to time")
+        same = f"the level did not change by more than {band:.3f} W ({before:.3f} -> {after:.3f} W)"
+        # what the verdict judges must be what the note says was timed: the transient's end, or nothing
+        return out(before, after, nan, settle,
+                   f"{same}: no step to time a latency; the settle is where the set-feature's transient ended"
+                   if len(far) else f"{same} and nothing moved: no step to time")
     moved = (ps[a:end] - before) / step                  # 0 at the old level, 1 at the new
     t25, t75 = _crossing(moved, 0.25), _crossing(moved, 0.75)
     if t25 is None:

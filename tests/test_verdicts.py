@@ -217,3 +217,19 @@ def test_pcm2_on_the_rails_peaks_sum_is_partial_and_says_why():
     assert not c.why.rstrip().endswith(";"), c.why
     assert pcm2(replace(r, peak_exact=True)).status == Verdict.INFO
     assert pcm3(r, STATES).status == Verdict.PASS
+
+
+@pytest.mark.parametrize("value,upper,u,says", [
+    (9.995328, 10.0, 0.05235, "9.995 W is within the 10 W limit by 0.005 W (marginal from 9.5 W) "
+                              "(measurement uncertainty +-0.052 W)"),
+    (10.02, 10.0, 0.05, "10.02 W is over the 10 W limit by 0.02 W (marginal from 9.5 W) "
+                        "(measurement uncertainty +-0.05 W)"),
+    (4.9012, 5.0, 0.0, "4.901 W is within the 5 W limit by 0.099 W (marginal from 4.75 W)"),
+    (9.99996, 10.0, 0.0, "10 W is within the 10 W limit by 4e-05 W (marginal from 9.5 W)"),
+])
+def test_a_margin_reads_to_the_decimals_of_its_value(value, upper, u, says):
+    """A technician reads "9.995 W ... by 0.005 W ... +-0.052 W", not "by 0.004672 W ... +-0.05235 W":
+    the margin and the uncertainty are shown to the value's own decimals (2 significant figures where
+    those would show 0)."""
+    j = judge(value, upper, uncertainty=u)
+    assert str(j.verdict) == "marginal" and j.why == says, j.why

@@ -63,6 +63,17 @@ def _g(v: float) -> str:
     return f"{v:.4g}"
 
 
+def _at(x: float, v: float) -> str:
+    """``x`` (a margin, an uncertainty) to the decimals ``v`` is shown with: "by 0.005 W" beside
+    "9.995 W", not "by 0.004672 W"; two significant figures when those decimals would show 0."""
+    shown = _g(v)
+    if "e" in shown:
+        return _g(x)
+    decimals = len(shown.partition(".")[2])
+    out = f"{x:.{decimals}f}"
+    return out if float(out) != 0 or x == 0 else f"{x:.2g}"
+
+
 def judge(value, upper=None, lower=None, *, uncertainty: float | None = 0.0, enough: bool = True,
           short: str = "", invalid: str | None = None, no_limit: str = "", units: str = "W",
           marginal_frac: float = MARGINAL_FRAC) -> Judged:
@@ -81,7 +92,7 @@ def judge(value, upper=None, lower=None, *, uncertainty: float | None = 0.0, eno
         return Judged(Verdict.INFO if enough else Verdict.PARTIAL,
                       why if enough else f"{why}; {short or 'the data is short of the requirement'}")
     u = abs(number_or_none(uncertainty) or 0.0)
-    u_txt = f" (measurement uncertainty +-{_g(u)} {units})" if u else ""
+    u_txt = f" (measurement uncertainty +-{_at(u, v)} {units})" if u else ""
     short_txt = f"; on short data: {short}" if not enough and short else ""
     band_hi = band_lo = None
     if hi is not None:
@@ -97,12 +108,12 @@ def judge(value, upper=None, lower=None, *, uncertainty: float | None = 0.0, eno
     if hi is not None and v >= band_hi:
         side = "over" if v > hi else "within"
         return Judged(Verdict.MARGINAL, f"{_g(v)} {units} is {side} the {_g(hi)} {units} limit by "
-                                        f"{_g(abs(hi - v))} {units} (marginal from {_g(band_hi)} {units}){u_txt}"
+                                        f"{_at(abs(hi - v), v)} {units} (marginal from {_g(band_hi)} {units}){u_txt}"
                                         f"{short_txt}", band_hi)
     if lo is not None and v <= band_lo:
         side = "under" if v < lo else "within"
         return Judged(Verdict.MARGINAL, f"{_g(v)} {units} is {side} the {_g(lo)} {units} limit by "
-                                        f"{_g(abs(v - lo))} {units} (marginal to {_g(band_lo)} {units}){u_txt}"
+                                        f"{_at(abs(v - lo), v)} {units} (marginal to {_g(band_lo)} {units}){u_txt}"
                                         f"{short_txt}", band_lo)
     band = band_hi if band_hi is not None else band_lo
     if not enough:

@@ -63,6 +63,14 @@ def test_a_path_that_is_not_a_serial_port_is_named_as_such(port, kind):
     assert line == f"powerrig: error: {port} is not a serial port{kind}; list interposers with `powerrig devices`"
 
 
+@pytest.mark.parametrize("port", ["/dev/ttyNOPE0", "COM3"])
+def test_a_port_that_does_not_exist_is_named_as_such(port):
+    """A Windows name on Linux is a port that does not exist, not a busy one ("is another program using
+    it?" sent a technician looking for a program that was not there)."""
+    line = one_line_error(run_cli("stream", "--port", port, "--seconds", "1"))
+    assert line == f"powerrig: error: port {port} does not exist; list interposers with `powerrig devices`"
+
+
 # ---- devices that do not speak the protocol -----------------------------------------------------------------
 def _board(payload_for):
     return PtyBoard(lambda cmd: payload_for(cmd))

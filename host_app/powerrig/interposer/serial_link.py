@@ -66,7 +66,7 @@ def open_serial(port: str, timeout: float = 0.02) -> serial.Serial:
     if not port:
         raise LinkError("no port given; pass --port (list interposers with `powerrig devices`)")
     is_url = "://" in port
-    if not is_url and not os.path.exists(port) and not port.startswith("COM"):
+    if not is_url and not os.path.exists(port) and not (os.name == "nt" and port.upper().startswith("COM")):
         raise LinkError(f"port {port} does not exist; list interposers with `powerrig devices`")
     if not is_url and os.path.exists(port):
         _check_is_character_device(port)

@@ -200,3 +200,14 @@ def test_a_profiles_power_admin_table_sets_the_signature_and_a_bad_key_is_one_li
     (tmp_path / "typo.toml").write_text('extends = "d5-p5336"\nname = "typo"\n[power.admin]\nformat_watts = 6.5\n')
     with pytest.raises(ProfileError, match=r"\[power.admin\] has unknown keys \['format_watts'\]"):
         VirtualSSD(load(tmp_path / "typo.toml"), clock=clk)
+
+
+def test_a_why_cell_keeps_its_arrows_whole():
+    """A narrow why cell broke "1.099 -> 1.099 W" as "- >" (seen in a new user's report): the arrow
+    is kept on one line, and the text is still escaped."""
+    why = "the level did not change by more than 0.100 W (1.099 -> 1.099 W) <b>"
+    m = {"name": "transition.rails_settle_s", "step": "ps1/idle", "value": 0.061, "upper": 0.12,
+         "outcome": "pass", "notes": json.dumps({"from_ps": 0, "to_ps": 1, "why": why})}
+    html = command_report.tables([m])
+    assert "(1.099 <span style=white-space:nowrap>-&gt;</span> 1.099 W) &lt;b&gt;" in html
+    assert html.count("-&gt;") == html.count("nowrap>-&gt;") == 1

@@ -21,6 +21,11 @@ def _f(v, d=3) -> str:
     return f"{v:,.{d}f}"
 
 
+def _why(text) -> str:
+    """A why cell's text, escaped, its arrows kept whole ("1.099 -> 1.099 W" broke as "- >" in a narrow cell)."""
+    return html.escape(str(text or "")).replace("-&gt;", "<span style=white-space:nowrap>-&gt;</span>")
+
+
 def _notes(m: dict) -> dict:
     try:
         n = json.loads(m.get("notes") or "{}")
@@ -62,7 +67,7 @@ def tables(ms: list[dict], step_names: dict | None = None) -> str:
                      f"<td class={html.escape(m['outcome'])}><b>{html.escape(m['outcome'])}</b></td>"
                      f"<td>{_f(n.get('before_w'), 2)}</td><td>{_f(n.get('after_w'), 2)}</td>"
                      f"<td>{html.escape(str(n.get('from') or '-'))}</td>"
-                     f"<td style=text-align:left>{html.escape(str(n.get('why') or ''))}</td></tr>")
+                     f"<td style=text-align:left>{_why(n.get('why'))}</td></tr>")
         h.append("</table>")
     if apst:
         h.append(_apst_table(apst, [m for m in ms if m["name"] == "apst.entry_latency_s"]))
@@ -79,7 +84,7 @@ def tables(ms: list[dict], step_names: dict | None = None) -> str:
                      f"<td style=text-align:left>{html.escape(m['phase'] or '')}</td>"
                      f"<td style=text-align:left>{html.escape(str(n.get('class') or '-'))}</td>"
                      f"<td>{_f(_uj(m['value']), 2)}</td><td>{ci}</td><td>{_f(n.get('baseline_w'), 3)}</td>"
-                     f"<td>{n.get('ios', '-')}</td><td style=text-align:left>{html.escape(str(n.get('why') or ''))}</td></tr>")
+                     f"<td>{n.get('ios', '-')}</td><td style=text-align:left>{_why(n.get('why'))}</td></tr>")
         h.append("</table>")
     if cmds:
         h.append(_command_table(cmds))
@@ -103,7 +108,7 @@ def _command_table(cmds: list[dict]) -> str:
                  f"<td>{_f(n['command_s'] * 1e3 if n.get('command_s') is not None else None, 2)}</td>"
                  f"<td>{_f(n.get('baseline_w'), 3)}</td><td>{_f(n.get('peak_w'), 2)}</td>"
                  f"<td>{html.escape(str(n.get('from') or '-'))}</td>"
-                 f"<td style=text-align:left>{html.escape(why)}</td></tr>")
+                 f"<td style=text-align:left>{_why(why)}</td></tr>")
     h.append("</table>")
     return "\n".join(h)
 
@@ -230,7 +235,7 @@ def _apst_table(settle: list[dict], lat: list[dict]) -> str:
                      f"<td class={html.escape(m['outcome'])}><b>{html.escape(m['outcome'])}</b></td>"
                      f"<td>{_f(n.get('before_w'), 2)}</td><td>{_f(n.get('after_w'), 2)}</td>"
                      f"<td style=text-align:left>{'' if predicted else '<b>not as the table predicts</b>: '}"
-                     f"{html.escape(str(n.get('why') or ''))}</td></tr>"))
+                     f"{_why(n.get('why'))}</td></tr>"))
     order = {st: k for k, st in enumerate(dict.fromkeys(r[0] for r in rows))}
     h += [r[2] for r in sorted(rows, key=lambda r: (order[r[0]], r[1]))]
     h.append("</table>")

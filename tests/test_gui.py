@@ -62,6 +62,13 @@ def test_connect_and_samples_arrive(qtbot, rig_window):
     win, svc = rig_window
     assert win.connect_panel.fields["port"].text() == svc.connection.port
     assert win.connect_panel.fields["firmware"].text() not in ("", "—")
+    # every rail the board has is listed; one the stream leaves out (optional) says so, the rest are streamed
+    listed = win.connect_panel.fields["rails"].text()
+    streamed = set(svc.recording.live.rails)
+    for r in svc.connection.dev.description["rails"]:
+        assert r["name"] in listed
+        assert (f"{r['name']} (optional: not streamed unless asked for)" in listed) == bool(r.get("optional"))
+        assert (r["name"] in streamed) != bool(r.get("optional")), (r, streamed)
     # the plot scrolls: it paints finite power near the live end
     qtbot.waitUntil(lambda: win.live_view.last_summary is not None
                     and np.isfinite(win.live_view.last_summary.mean["p_total"]).any(), timeout=30_000)

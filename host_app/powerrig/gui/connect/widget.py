@@ -83,7 +83,10 @@ class ConnectPanel(QWidget):
         self.disconnect_button.setEnabled(True)
         cal = d.get("calibration") or {}
         iv = d.get("interval_us", {})
-        rails = [r["name"] if isinstance(r, dict) else str(r) for r in d.get("rails", [])]
+        # an optional rail (U.2's legacy 5 V) is streamed only when asked for: the plot and the multimeter
+        # show the others, so say which it is rather than list a rail they never offer
+        rails = [f"{r['name']} (optional: not streamed unless asked for)" if isinstance(r, dict) and r.get("optional")
+                 else r["name"] if isinstance(r, dict) else str(r) for r in d.get("rails", [])]
         when = cal.get("date") or cal.get("when") or cal.get("time")
         calib = cal.get("source") or ("calibrated" if cal.get("rails") else "none")
         if when:

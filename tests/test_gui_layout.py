@@ -249,3 +249,19 @@ def test_the_sweep_charts_show_no_numbers_before_a_step_is_stored(qtbot, window)
         assert "PS0" in _tick_texts(plot, "bottom") and _tick_texts(plot, "left")
     charts.show_rows([])
     assert _tick_texts(charts.power, "left") == [] and _tick_texts(charts.power, "bottom") == []
+
+
+def test_the_live_plot_shows_no_numbers_until_it_has_a_source(qtbot, window):
+    """Before anything is connected or opened the plot read -400...400 mW and 0...1 s of nothing; a
+    source brings its time and power scales back."""
+    win, svc = window
+    win.resize(1366, 768)
+    win.show()
+    qtbot.waitExposed(win)
+    plot = win.live_view.plot
+    assert _tick_texts(plot, "left") == [] and _tick_texts(plot, "bottom") == []
+    show_synthetic(svc, 3.0)
+    qtbot.waitUntil(lambda: win.live_view.last_summary is not None, timeout=10_000)
+    # (the left axis, narrow while blank, widens for its labels at the next layout)
+    qtbot.waitUntil(lambda: bool(_tick_texts(plot, "left") and _tick_texts(plot, "bottom")), timeout=5_000)
+    assert plot.getAxis("left").geometry().width() > 30

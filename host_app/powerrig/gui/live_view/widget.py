@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QRectF, QThreadPool, QTimer, Qt
+from PySide6.QtCore import QEvent, QThreadPool, QTimer, Qt
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (QCheckBox, QGraphicsItem, QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel, QPushButton,
                                QVBoxLayout, QWidget)
@@ -74,6 +74,7 @@ class LiveView(QWidget):
         self.plot.setClipToView(False)
         for ax in ("left", "bottom"):       # the axes (with the grid) as cached pixmaps: repainted only
             self.plot.getAxis(ax).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)  # when they change
+        self._blank_axes(True)
         if sys.getswitchinterval() > GIL_SWITCH_S:
             sys.setswitchinterval(GIL_SWITCH_S)
         # live summaries on their own thread: never queued behind a slow analysis or file job
@@ -183,11 +184,17 @@ class LiveView(QWidget):
             self.bar.setMinimumHeight(h)
 
     # ---- what is plotted ----------------------------------------------------------------------------
+    def _blank_axes(self, blank: bool) -> None:
+        """With no source the plot shows no numbers: its axes read -400...400 mW of nothing."""
+        for ax in ("left", "bottom"):
+            self.plot.getAxis(ax).setTicks([[]] if blank else None)
+
     def set_source(self, src) -> None:
         if self.markers_button.isChecked() or self.marker_a.scene() is not None:
             self.markers_button.setChecked(False)          # markers belong to the old source: removed
             self.show_markers(False)
         self.source = src
+        self._blank_axes(src is None)
         self.following = not hasattr(src, "reader")       # a live source scrolls; a file is browsed
         self.live_button.setText("Pause" if self.following else "Live")
         self.live_button.setEnabled(src is not None)

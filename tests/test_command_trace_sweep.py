@@ -59,7 +59,13 @@ def test_command_trace_sweep_places_commands_times_the_transition_and_prices_an_
             note = next(e for e in cap.events if e.name == "nvme_trace")
         # every admin command of the step placed on the controller's side, its host interval kept beside it
         assert nv and all(e.meta.get("placed") == "nvme_trace" for e in nv), [e.meta for e in nv]
-        assert all(e.t_end - e.t_start < 0.002 < e.meta["host_t_end"] - e.meta["host_t_start"] for e in nv)
+        # inside nvme-cli's call and a small part of it: the virtual controller's stamps bracket its own
+        # handling of the request in wall time, which a loaded host stretches past 2 ms now and then
+        # (make test, 30 Nov: one step of four), so the share is held, not a width in ms
+        wide = [(e.name, e.t_end - e.t_start, e.meta["host_t_end"] - e.meta["host_t_start"]) for e in nv
+                if not (e.meta["host_t_start"] <= e.t_start <= e.t_end <= e.meta["host_t_end"]
+                        and e.t_end - e.t_start < 0.25 * (e.meta["host_t_end"] - e.meta["host_t_start"]))]
+        assert not wide, wide
         assert note.meta["nvme_trace"].startswith("nvme_trace: ") and "I/O commands traced" in note.meta["nvme_trace"]
     # PS1 -> PS3 (1.1 W -> 0.07 W idle): the drive switches half of EXLAT(1) + ENLAT(3) after taking the command
     key3 = next(k for k in steps if k.startswith("ps3"))

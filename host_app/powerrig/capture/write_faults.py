@@ -71,8 +71,10 @@ _jls_logger.propagate = False
 OPEN: weakref.WeakSet = weakref.WeakSet()      # writers not yet closed
 
 
-def disk_problem(folder: Path) -> str | None:
-    """Why nothing more can be written in ``folder`` (read-only, full, no permission), or None."""
+def disk_problem(folder: Path, space: bool = True) -> str | None:
+    """Why nothing more can be written in ``folder`` (read-only, full, no permission), or None.
+    ``space=False``: only what cannot change while a recording runs (read-only, no permission), as
+    ``record`` checks its --out before it starts: a disk that fills is said at the first failed write."""
     try:
         st = os.statvfs(folder)
     except OSError:
@@ -80,7 +82,7 @@ def disk_problem(folder: Path) -> str | None:
     if st.f_flag & os.ST_RDONLY:
         return f"{folder} is on a read-only filesystem; choose another --out"
     free = st.f_bavail * st.f_frsize
-    if free < 1 << 20:
+    if space and free < 1 << 20:
         return f"no space left on the disk holding {folder} ({free // 1024} KiB free); free space or choose another --out"
     if not os.access(folder, os.W_OK):
         return f"no permission to write in {folder}; choose another --out"

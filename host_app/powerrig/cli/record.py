@@ -212,8 +212,10 @@ def _around_workload(rec, tl, command: list[str], idle_s: float, rig: dict | Non
 
 
 def _check_out(path: str):
-    """Refuse an output the writer cannot create before opening the device."""
+    """Refuse an output the writer cannot create before opening the device (or starting a virtual one)."""
     from pathlib import Path
+
+    from powerrig.capture.write_faults import disk_problem
 
     out = Path(path)
     if out.suffix.lower() != ".jls":
@@ -222,6 +224,9 @@ def _check_out(path: str):
         raise CaptureError(f"--out {out} is a folder; give a file name ending in .jls")
     if not out.parent.exists():
         raise CaptureError(f"folder {out.parent} does not exist; create it or choose another --out")
+    why = disk_problem(out.parent, space=False)     # read-only, no permission: the writer's own words, said first
+    if why:
+        raise CaptureError(f"cannot create capture {out}: {why}")
     return out
 
 

@@ -252,16 +252,41 @@ def test_the_sweep_charts_show_no_numbers_before_a_step_is_stored(qtbot, window)
 
 
 def test_the_live_plot_shows_no_numbers_until_it_has_a_source(qtbot, window):
-    """Before anything is connected or opened the plot read -400...400 mW and 0...1 s of nothing; a
-    source brings its time and power scales back."""
+    """Before anything is connected or opened the plot read -400...400 mW and 0...1 s of nothing, the
+    overview under it -0.4 ... 0.4; a source brings their scales back."""
     win, svc = window
     win.resize(1366, 768)
     win.show()
     qtbot.waitExposed(win)
-    plot = win.live_view.plot
+    plot, overview = win.live_view.plot, win.minimap.view
     assert _tick_texts(plot, "left") == [] and _tick_texts(plot, "bottom") == []
+    assert _tick_texts(overview, "bottom") == []
     show_synthetic(svc, 3.0)
     qtbot.waitUntil(lambda: win.live_view.last_summary is not None, timeout=10_000)
     # (the left axis, narrow while blank, widens for its labels at the next layout)
     qtbot.waitUntil(lambda: bool(_tick_texts(plot, "left") and _tick_texts(plot, "bottom")), timeout=5_000)
     assert plot.getAxis("left").geometry().width() > 30
+    qtbot.waitUntil(lambda: bool(_tick_texts(overview, "bottom")), timeout=5_000)
+
+
+def test_the_sweep_buttons_and_progress_stay_in_view_when_the_results_table_is_scrolled_to(qtbot, window):
+    """At 1366x768 the sweep panel's plan and results scroll; scrolled down to the table (as a user
+    does to read it, and docs/img/sweep-done.png shows), Run ... Open report and the progress had been
+    half hidden. They stay whole above the scrolled part."""
+    from PySide6.QtWidgets import QScrollArea
+    win, _svc = window
+    win.resize(1366, 768)
+    win.show()
+    qtbot.waitExposed(win)
+    win.docks["Sweep"].raise_()
+    qtbot.wait(100)
+    panel = win.sweep_panel
+    area = next(a for a in panel.findChildren(QScrollArea) if a.widget().isAncestorOf(panel.table))
+    area.verticalScrollBar().setValue(area.verticalScrollBar().maximum())
+    qtbot.wait(100)
+    viewport = win.docks["Sweep"].widget().viewport()
+    for w in (panel.run_button, panel.stop_button, panel.report_button, panel.progress_bar, panel.state):
+        assert not area.widget().isAncestorOf(w), w          # not in the part that scrolls
+        r = QRect(w.mapTo(viewport, QPoint(0, 0)), w.size())
+        assert w.isVisible() and viewport.rect().contains(r), (w, r, viewport.rect())
+    assert panel.table.isVisible() and panel.table.height() >= 100

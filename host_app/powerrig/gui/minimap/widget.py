@@ -32,6 +32,7 @@ class Minimap(QWidget):
         self.view.setFixedHeight(self.HEIGHT)
         self.view.hideAxis("left")
         self.view.getAxis("bottom").setStyle(maxTickLevel=0)
+        self.view.getAxis("bottom").setTicks([[]])      # no source: no numbers (it read -0.4 ... 0.4 of nothing)
         self.view.setMouseEnabled(x=False, y=False)
         self.view.setMenuEnabled(False)
         self.view.hideButtons()
@@ -57,6 +58,7 @@ class Minimap(QWidget):
 
     def set_source(self, src) -> None:
         self.source = src
+        self.view.getAxis("bottom").setTicks([[]] if src is None else None)
         self.signal = "p_total" if src is not None and "p_total" in src.signals else (src.signals[0] if src else None)
         self.refresh()
 

@@ -74,25 +74,31 @@ class SweepPanel(QWidget):
         for b in (self.run_button, self.pause_button, self.stop_button, self.resume_button, self.report_button):
             buttons.addWidget(b)
         controls = QWidget()
-        left = QVBoxLayout(controls)
-        left.setContentsMargins(0, 0, 0, 0)
-        left.addLayout(form)
-        left.addWidget(self.about)
-        left.addLayout(buttons)
-        left.addWidget(self.progress_bar)
-        left.addWidget(self.state)
-        left.addWidget(self.live)
-        left.addWidget(self.table, 1)
+        inner = QVBoxLayout(controls)
+        inner.setContentsMargins(0, 0, 0, 0)
+        inner.addLayout(form)
+        inner.addWidget(self.about)
+        inner.addWidget(self.live)
+        inner.addWidget(self.table, 1)
         split = QSplitter(Qt.Horizontal)          # controls and results left, the charts right
-        # the controls scroll on their own: a short dock (1366x768) shows the charts whole beside them,
-        # not their top third in a panel scrolled as tall as the controls
+        # the plan and the results scroll on their own: a short dock (1366x768) shows the charts whole
+        # beside them, not their top third in a panel scrolled as tall as the controls
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.NoFrame)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         scroll.setWidget(controls)
         scroll.setMinimumWidth(controls.minimumSizeHint().width() + scroll.verticalScrollBar().sizeHint().width())
-        split.addWidget(scroll)
+        # ... while the buttons, the progress and the state stay above them: scrolled down to the results
+        # table, Stop and Open report had been half hidden (docs/img/sweep-done.png, 30 Nov)
+        left_col = QWidget()
+        left = QVBoxLayout(left_col)
+        left.setContentsMargins(0, 0, 0, 0)
+        left.addLayout(buttons)
+        left.addWidget(self.progress_bar)
+        left.addWidget(self.state)
+        left.addWidget(scroll, 1)
+        split.addWidget(left_col)
         split.addWidget(self.charts)
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)

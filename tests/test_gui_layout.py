@@ -230,15 +230,21 @@ def _tick_texts(plot, side: str) -> list[str]:
     return [t[2] for t in specs[2]] if specs else []
 
 
-def test_the_sweep_charts_show_no_numbers_before_a_step_is_stored(qtbot, window):
-    """An empty chart said "power state 0.2 ... 0.8" and "0.8 W": numbers of nothing. Once a step is
-    stored its power states and the values' scale appear; a new plan's empty rows blank them again."""
+def _sweep_dock_shown(qtbot, window):
+    """The window at 1366x768, shown, its Sweep dock raised."""
     win, _svc = window
     win.resize(1366, 768)
     win.show()
     qtbot.waitExposed(win)
     win.docks["Sweep"].raise_()
     qtbot.wait(100)
+    return win
+
+
+def test_the_sweep_charts_show_no_numbers_before_a_step_is_stored(qtbot, window):
+    """An empty chart said "power state 0.2 ... 0.8" and "0.8 W": numbers of nothing. Once a step is
+    stored its power states and the values' scale appear; a new plan's empty rows blank them again."""
+    win = _sweep_dock_shown(qtbot, window)
     charts = win.sweep_panel.charts
     for plot in (charts.efficiency, charts.power):
         assert _tick_texts(plot, "bottom") == [] and _tick_texts(plot, "left") == []
@@ -274,12 +280,7 @@ def test_the_sweep_buttons_and_progress_stay_in_view_when_the_results_table_is_s
     does to read it, and docs/img/sweep-done.png shows), Run ... Open report and the progress had been
     half hidden. They stay whole above the scrolled part."""
     from PySide6.QtWidgets import QScrollArea
-    win, _svc = window
-    win.resize(1366, 768)
-    win.show()
-    qtbot.waitExposed(win)
-    win.docks["Sweep"].raise_()
-    qtbot.wait(100)
+    win = _sweep_dock_shown(qtbot, window)
     panel = win.sweep_panel
     area = next(a for a in panel.findChildren(QScrollArea) if a.widget().isAncestorOf(panel.table))
     area.verticalScrollBar().setValue(area.verticalScrollBar().maximum())

@@ -27,6 +27,21 @@ from powerrig.gui.sweep_panel.charts import SweepCharts
 COLUMNS = ["step", "PS", "workload", "status", "W", "MiB/s", "MiB/s/W"]
 
 
+def _column(*parts) -> QWidget:
+    """A widget of ``parts`` one above the other, no margins: layouts, widgets, or (widget, stretch)."""
+    col = QWidget()
+    lay = QVBoxLayout(col)
+    lay.setContentsMargins(0, 0, 0, 0)
+    for p in parts:
+        if isinstance(p, tuple):
+            lay.addWidget(*p)
+        elif isinstance(p, QWidget):
+            lay.addWidget(p)
+        else:
+            lay.addLayout(p)
+    return col
+
+
 class SweepPanel(QWidget):
     def __init__(self, svc, parent=None):
         super().__init__(parent)
@@ -73,13 +88,7 @@ class SweepPanel(QWidget):
         buttons = QHBoxLayout()
         for b in (self.run_button, self.pause_button, self.stop_button, self.resume_button, self.report_button):
             buttons.addWidget(b)
-        controls = QWidget()
-        inner = QVBoxLayout(controls)
-        inner.setContentsMargins(0, 0, 0, 0)
-        inner.addLayout(form)
-        inner.addWidget(self.about)
-        inner.addWidget(self.live)
-        inner.addWidget(self.table, 1)
+        controls = _column(form, self.about, self.live, (self.table, 1))
         split = QSplitter(Qt.Horizontal)          # controls and results left, the charts right
         # the plan and the results scroll on their own: a short dock (1366x768) shows the charts whole
         # beside them, not their top third in a panel scrolled as tall as the controls
@@ -91,14 +100,7 @@ class SweepPanel(QWidget):
         scroll.setMinimumWidth(controls.minimumSizeHint().width() + scroll.verticalScrollBar().sizeHint().width())
         # ... while the buttons, the progress and the state stay above them: scrolled down to the results
         # table, Stop and Open report had been half hidden (docs/img/sweep-done.png, 30 Nov)
-        left_col = QWidget()
-        left = QVBoxLayout(left_col)
-        left.setContentsMargins(0, 0, 0, 0)
-        left.addLayout(buttons)
-        left.addWidget(self.progress_bar)
-        left.addWidget(self.state)
-        left.addWidget(scroll, 1)
-        split.addWidget(left_col)
+        split.addWidget(_column(buttons, self.progress_bar, self.state, (scroll, 1)))
         split.addWidget(self.charts)
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)

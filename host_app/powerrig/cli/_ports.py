@@ -28,6 +28,12 @@ def started_rig() -> dict | None:
     return rigs[-1] if rigs else None
 
 
+def no_rig(need: str) -> PowerrigError:
+    """The one line for `--port sim` with no rig of yours when ``need`` (what needs a drive) needs one."""
+    return PowerrigError(f"--port sim: no virtual rig of yours is running; {need} needs one: run "
+                         "`powerrig sim start` first")
+
+
 def resolve_port(port: str, need_rig: str = "") -> str:
     """The port to open. `sim`: the running virtual rig's interposer, said on stderr; with none, a
     virtual interposer in its own process (stopped when this interpreter exits), said on stderr too (its
@@ -41,8 +47,7 @@ def resolve_port(port: str, need_rig: str = "") -> str:
               file=sys.stderr, flush=True)
         return rig["port"]
     if need_rig:
-        raise PowerrigError(f"--port sim: no virtual rig of yours is running; {need_rig} needs one: run "
-                            "`powerrig sim start` first")
+        raise no_rig(need_rig)
     from powerrig.sim.interposer.launch import start_interposer   # a process launcher: nothing of the simulator is imported
 
     path, proc = start_interposer()

@@ -55,7 +55,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from powerrig.capture.recorder import Recorder
-    from powerrig.cli._ports import SIM_PORT, resolve_port, started_rig
+    from powerrig.cli._ports import SIM_PORT, no_rig, resolve_port, started_rig
     from powerrig.core import paths
     from powerrig.core.timeline import Timeline
     from powerrig.interposer.client import Interposer
@@ -79,8 +79,7 @@ def run(args) -> int:
     if workload and rig is None and args.port == SIM_PORT and args.source == "interposer" \
             and os.path.basename(workload[0]) in ("fio", "nvme"):
         # a bare virtual interposer has no drive: this host's fio or nvme would run against its own /dev/nvme*
-        raise PowerrigError("--port sim: no virtual rig of yours is running; a fio or nvme workload needs its "
-                            "drive: run `powerrig sim start` first")
+        raise no_rig(f"a {os.path.basename(workload[0])} workload (its drive)")
     if workload:
         _judge(workload, args.serial, args.allow_unguarded, rig)     # before anything is recorded or run
     if args.source != "interposer":

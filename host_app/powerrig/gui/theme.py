@@ -42,6 +42,13 @@ def legend_background(name: str) -> str:
     return "#2b2b2bd0" if name == "dark" else "#ffffffd0"
 
 
+def show_numbers(plot, shown: bool, sides=("left", "bottom")) -> None:
+    """Tick numbers on a plot's axes, or none: a plot with nothing drawn showed numbers of nothing
+    (-400...400 mW, "power state 0.2"); ``shown`` gives the axis its own ticks back."""
+    for side in sides:
+        plot.getAxis(side).setTicks(None if shown else [[]])
+
+
 def restyle_plot(widget, name: str) -> None:
     """Re-colour a plot made under the other theme: pyqtgraph fixes axis, title and legend text colours
     when they are created, so a switch must repaint them (dark text on a dark plot is unreadable)."""

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (QCheckBox, QGraphicsItem, QComboBox, QDoubleSpinB
 from powerrig.gui.band import BandCurve, view_background
 from powerrig.gui.flow_layout import FlowLayout, flow_group
 from powerrig.gui.source.base import unit_of
+from powerrig.gui.theme import show_numbers
 
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
 QUANTITIES = {"Power (W)": "p", "Voltage (V)": "v", "Current (A)": "i"}
@@ -74,7 +75,7 @@ class LiveView(QWidget):
         self.plot.setClipToView(False)
         for ax in ("left", "bottom"):       # the axes (with the grid) as cached pixmaps: repainted only
             self.plot.getAxis(ax).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)  # when they change
-        self._blank_axes(True)
+        show_numbers(self.plot, False)     # until it has a source: no -400...400 mW of nothing
         if sys.getswitchinterval() > GIL_SWITCH_S:
             sys.setswitchinterval(GIL_SWITCH_S)
         # live summaries on their own thread: never queued behind a slow analysis or file job
@@ -184,17 +185,12 @@ class LiveView(QWidget):
             self.bar.setMinimumHeight(h)
 
     # ---- what is plotted ----------------------------------------------------------------------------
-    def _blank_axes(self, blank: bool) -> None:
-        """With no source the plot shows no numbers: its axes read -400...400 mW of nothing."""
-        for ax in ("left", "bottom"):
-            self.plot.getAxis(ax).setTicks([[]] if blank else None)
-
     def set_source(self, src) -> None:
         if self.markers_button.isChecked() or self.marker_a.scene() is not None:
             self.markers_button.setChecked(False)          # markers belong to the old source: removed
             self.show_markers(False)
         self.source = src
-        self._blank_axes(src is None)
+        show_numbers(self.plot, src is not None)
         self.following = not hasattr(src, "reader")       # a live source scrolls; a file is browsed
         self.live_button.setText("Pause" if self.following else "Live")
         self.live_button.setEnabled(src is not None)

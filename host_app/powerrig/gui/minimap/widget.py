@@ -13,6 +13,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from powerrig.gui.band import BandCurve, view_background
+from powerrig.gui.theme import show_numbers
 
 
 class Minimap(QWidget):
@@ -32,7 +33,7 @@ class Minimap(QWidget):
         self.view.setFixedHeight(self.HEIGHT)
         self.view.hideAxis("left")
         self.view.getAxis("bottom").setStyle(maxTickLevel=0)
-        self.view.getAxis("bottom").setTicks([[]])      # no source: no numbers (it read -0.4 ... 0.4 of nothing)
+        show_numbers(self.view, False, ("bottom",))     # no source: no numbers (it read -0.4 ... 0.4 of nothing)
         self.view.setMouseEnabled(x=False, y=False)
         self.view.setMenuEnabled(False)
         self.view.hideButtons()
@@ -58,7 +59,7 @@ class Minimap(QWidget):
 
     def set_source(self, src) -> None:
         self.source = src
-        self.view.getAxis("bottom").setTicks([[]] if src is None else None)
+        show_numbers(self.view, src is not None, ("bottom",))
         self.signal = "p_total" if src is not None and "p_total" in src.signals else (src.signals[0] if src else None)
         self.refresh()
 

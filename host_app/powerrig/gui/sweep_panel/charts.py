@@ -5,6 +5,8 @@ from __future__ import annotations
 import pyqtgraph as pg
 from PySide6.QtWidgets import QHBoxLayout, QWidget
 
+from powerrig.gui.theme import show_numbers
+
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#7f7f7f")
 
 
@@ -39,10 +41,8 @@ class SweepCharts(QWidget):
 
     def _blank(self, blank: bool) -> None:
         """Charts with nothing drawn show no numbers: no "power state 0.2" or "0.8 W" before a step is stored."""
-        for p in (self.efficiency, self.power):
-            for side in ("left", "bottom"):
-                if blank or side == "left":         # the bottom's PS ticks are show_rows' own
-                    p.getAxis(side).setTicks([[]] if blank else None)
+        for p in (self.efficiency, self.power):     # (the bottom's PS ticks are show_rows' own)
+            show_numbers(p, not blank, ("left", "bottom") if blank else ("left",))
 
     def show_rows(self, rows: list[dict]) -> None:
         """Bars grouped by power state, one colour per workload (the legend names them); lines of W over

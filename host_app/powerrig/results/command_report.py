@@ -135,9 +135,9 @@ def section(ms: list[dict], out, power_state_of: dict) -> list[str]:
         return []
     h = ["<h2 id=commands>Commands on the drive's clock</h2>", body]
     series = io_series(ms, power_state_of)
-    sizes = {p[0] for v in series.values() for p in v}
     if series and plot_io(series, out / "energy_per_io.png"):
-        over = "over I/O size" if len(sizes) > 1 else f"at {_size(min(sizes))}"
+        sizes = _sizes(series)
+        over = "over I/O size" if len(sizes) > 1 else f"at {_size(sizes[0])}"
         h.append(f"<figure><img src=energy_per_io.png alt='energy per I/O {over}'><figcaption>Energy per "
                  f"I/O (uJ, above idle) {over}, per power state and kind</figcaption></figure>")
     return h
@@ -147,6 +147,11 @@ def _size(n: int) -> str:
     return f"{n // 2**20} MiB" if n >= 2**20 else f"{n // 1024} KiB"
 
 
+def _sizes(series: dict) -> list[int]:
+    """The I/O sizes the series hold, smallest first."""
+    return sorted({p[0] for v in series.values() for p in v})
+
+
 def plot_io(series: dict, path) -> bool:
     """uJ per I/O over I/O size (log-log), a line per power state and kind (at one size, a bar each);
     False without a point."""
@@ -154,9 +159,20 @@ def plot_io(series: dict, path) -> bool:
         return False
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    xs = sorted({p[0] for v in series.values() for p in v})
+    xs = _sizes(series)
     if len(xs) == 1:            # one I/O size: a bar each, not dots stacked on one x where 109 hides 111
-        return _bars_at_one_size(plt, fig, ax, series, xs[0], path)
+        _bars_at_one_size(ax, series, xs[0])
+    else:
+        _lines_over_size(ax, series, xs)
+    ax.set_ylabel("uJ per I/O above idle")
+    fig.tight_layout()
+    with owned.open_owned(path, "wb") as f:
+        fig.savefig(f, dpi=100, format="png")
+    plt.close(fig)
+    return True
+
+
+def _lines_over_size(ax, series: dict, xs: list[int]) -> None:
     for name, pts in sorted(series.items()):
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
     ax.set_xscale("log", base=2)
@@ -167,17 +183,11 @@ def plot_io(series: dict, path) -> bool:
     ax.set_xticks(xs)
     ax.set_xticklabels([_size(x) for x in xs])
     ax.set_xlabel("I/O size")
-    ax.set_ylabel("uJ per I/O above idle")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    with owned.open_owned(path, "wb") as f:
-        fig.savefig(f, dpi=100, format="png")
-    plt.close(fig)
-    return True
 
 
-def _bars_at_one_size(plt, fig, ax, series: dict, size: int, path) -> bool:
+def _bars_at_one_size(ax, series: dict, size: int) -> None:
     """uJ per I/O of each power state and kind at the one I/O size, a labelled bar each (the mean of
     its steps when a plan repeats one)."""
     names = sorted(series)
@@ -187,13 +197,7 @@ def _bars_at_one_size(plt, fig, ax, series: dict, size: int, path) -> bool:
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels(names, fontsize=8)
     ax.set_xlabel(f"{_size(size)} I/O, per power state and kind")
-    ax.set_ylabel("uJ per I/O above idle")
     ax.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    with owned.open_owned(path, "wb") as f:
-        fig.savefig(f, dpi=100, format="png")
-    plt.close(fig)
-    return True
 
 
 def _apst_table(settle: list[dict], lat: list[dict]) -> str:

@@ -1,24 +1,21 @@
-"""Where the wall time of a warm 10-hour analysis goes between its three threads, and what sharing
-the GIL costs.
+"""Where the wall time of a warm 10-hour analysis goes between its two threads.
 
     .venv/bin/python benchmarks/bench_analysis_threads.py [--hours 10] [--runs 3] [--tmp DIR]
                                                           [--what-if] [--chunk-seconds S]
 
-Why: analyse() reads on one thread (pyjls), computes the pass on the main thread and reduces
-finished phases (percentiles, histogram binning) on a side thread; on 2 cores the wall time is set
-by how well those overlap, not only by their CPU. Prints, for the capture of bench_analysis
-(36 M intervals, 1,801 phases), the median of --runs warm analyses in three set-ups:
+Why: analyse() reads a chunk ahead on one thread (pyjls) and computes the pass on the main thread
+(the percentiles and histogram binning of finished phases too); on 2 cores the wall time is set by
+how well those overlap, not only by their CPU. Prints, for the capture of bench_analysis
+(36 M intervals, 1,801 phases), the median of --runs warm analyses in two set-ups:
 
 1. as shipped: wall seconds and each thread's CPU seconds;
-2. the signals already in memory (the reader's work removed): what the computing alone costs;
-3. in memory and the side work run on the main thread (one thread, no GIL to share): the CPU the
-   work needs when nothing contends for the GIL.
+2. the signals already in memory (the reader's work removed): what the computing alone costs.
 
 With --what-if, two more (as shipped otherwise; their results are wrong and thrown away): the
 floor the rest of the pass sets when parts cost nothing at all,
 
-4. the per-sample arithmetic of the pass removed (piece summaries, maxima, histogram binning);
-5. the percentile selections removed as well: what reading and the per-phase bookkeeping cost.
+3. the per-sample arithmetic of the pass removed (piece summaries, maxima, histogram binning);
+4. the percentile selections removed as well: what reading and the per-phase bookkeeping cost.
 
 --chunk-seconds writes the capture with JLS data chunks of that many seconds instead of the
 recorder's one (fewer system calls to read; a killed recording would lose up to one chunk).
@@ -44,7 +41,6 @@ from powerrig.capture import CaptureReader, layout
 
 SIGNALS = ["p_12V", "p_3V3", "p_total", "p_peak_12V", "p_peak_3V3", "p_max_12V", "p_max_3V3"]
 _cpu: dict[str, float] = {}
-INLINE = "(of main: side work)"
 _run = threading.Thread.run
 
 
@@ -77,19 +73,10 @@ class _InMemory:
             yield s, {n: self.data[n][s:e] for n in names}
 
 
-class _Inline(pipeline._SideWork):
-    """_SideWork whose tasks run on the calling thread (its pool is never started)."""
-
-    def submit(self, fn, *args) -> None:
-        c = time.thread_time()
-        fn(*args)
-        _cpu[INLINE] = _cpu.get(INLINE, 0.0) + time.thread_time() - c
-
-
 class _NoSums(stats.Segments):
     """Piece summaries that compute nothing (what-if only): every piece whole, all values 1."""
 
-    def __init__(self, x, bounds, work=None):
+    def __init__(self, x, bounds):
         self.x, self.bounds, self.nanmask = x, bounds, None
         self.n = np.diff(bounds)
         self.lost = np.zeros(len(self.n), np.int64)
@@ -100,7 +87,7 @@ class _NoSums(stats.Segments):
 def _no_maxima(self, cols: dict, bounds):
     """_Pass._maxima computing nothing (what-if only)."""
     ones = np.ones(len(bounds) - 1)
-    return (ones, np.ones(len(cols["p_total"])), ones) if self.has_peak else (None, None, ones)
+    return (ones, [cols["p_total"]], ones) if self.has_peak else (None, None, ones)
 
 
 def _no_percentiles(self, qs=stats.PERCENTILES) -> dict[str, float]:
@@ -146,7 +133,7 @@ def measure(source, runs: int) -> tuple[float, dict[str, float]]:
 def show(label: str, wall: float, cpu: dict[str, float], rows: int) -> None:
     threads = ", ".join(f"{k} {v:.2f}" for k, v in cpu.items())
     print(f"  {label:<38} {wall:5.2f} s = {rows / wall / 1e6:5.1f} M intervals/s; CPU s: {threads}; "
-          f"sum {sum(v for k, v in cpu.items() if k != INLINE):.2f}")
+          f"sum {sum(cpu.values()):.2f}")
 
 
 def main() -> None:
@@ -175,11 +162,8 @@ def main() -> None:
             spd = int(cap._r.signals[1].samples_per_data)
             print(f"{args.hours:g} h capture at 1 ms ({cap.length / 1e6:.1f} M intervals, JLS chunks of {spd} "
                   f"intervals); medians of {args.runs} warm analyses\nhost: {machine()}")
-            show("as shipped (3 threads)", *measure(cap, args.runs), cap.length)
-            mem = _InMemory(cap)
-            show("signals in memory (2 threads)", *measure(mem, args.runs), cap.length)
-            with _swapped((pipeline, "_SideWork", _Inline)):
-                show("in memory, side work inline (1 thread)", *measure(mem, args.runs), cap.length)
+            show(f"as shipped ({1 + pipeline.helper_threads()} threads)", *measure(cap, args.runs), cap.length)
+            show("signals in memory", *measure(_InMemory(cap), args.runs), cap.length)
             if args.what_if:
                 print("  what-if, results wrong (as shipped, parts computing nothing):")
                 with _removed(percentiles=False):

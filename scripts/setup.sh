@@ -80,6 +80,9 @@ fi
 # its ~150 modules again, 0.4-0.8 CPU-s a start (the CLI, each rig and sweep a test starts). Only what
 # changed since is compiled again; a file edited after it is compiled in memory as before.
 .venv/bin/python -m compileall -qq host_app firmware >/dev/null || true
+# The analysis's numba kernels compiled once into their cache (host_app/powerrig/analysis/__pycache__):
+# else the first analysis of every fresh checkout waits ~1 s per kernel for the compiler.
+.venv/bin/python -c "from powerrig.analysis.kernels import compile_all; compile_all()"
 
 if tier qt; then
 # 2b. Qt's libraries from the distribution (the PySide6 wheel brings Qt, not the system libraries it links).

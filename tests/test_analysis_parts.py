@@ -10,6 +10,7 @@ from powerrig.analysis import stats as ST
 from powerrig.analysis import windows as W
 from powerrig.analysis.checks import pcm1, pwr6
 from powerrig.analysis.command_energy import command_energy
+from powerrig.analysis.kernels import piece_max_of_sum, sum_of
 from powerrig.analysis.descriptors import number, ocp_peak_limit, power_states, transition_latency_us
 from powerrig.analysis.phases import Phase
 from powerrig.analysis.result import PhaseResult, WindowFigure
@@ -111,26 +112,52 @@ def test_exact_window_sums_and_block_maxima_made_part_by_part_equal_whole_array_
             np.testing.assert_array_equal(bmax, cw._block_max())
 
 
-def test_piece_summaries_equal_two_pass_sums_at_any_level_and_spread():
-    """Segments takes each piece's squared deviations as sum(y^2) - sum(y)^2 / n over values shifted
-    by one of the chunk's; a piece far from the shift with almost no spread falls back to two passes."""
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_piece_summaries_equal_two_pass_sums_at_any_level_and_spread(dtype):
+    """Segments (one compiled pass, kernels.piece_summaries) takes each piece's squared deviations as
+    sum(y^2) - sum(y)^2 / n over values shifted by one of the chunk's; a piece far from the shift with
+    almost no spread falls back to two passes; a piece wholly lost has no extremes (NaN)."""
     rng = np.random.default_rng(5)
     x = np.concatenate([np.full(1000, 2.0), 25 + rng.normal(0, 1e-3, 3000), np.full(500, 7.5),
-                        10 + rng.normal(0, 2, 4000), 25 + rng.normal(0, 1e-5, 3000)]).astype(np.float32)
+                        10 + rng.normal(0, 2, 4000), 25 + rng.normal(0, 1e-5, 3000)]).astype(dtype)
     x[6000:6010] = np.nan
-    bounds = np.array([0, 1, 1000, 2500, 4000, 4500, 6005, 8500, 11500], np.intp)
-    for work in (np.empty(2 * len(x)), None):
-        seg = ST.Segments(x, bounds, work)
-        for i in range(len(bounds) - 1):
-            v = x[bounds[i]:bounds[i + 1]].astype(np.float64)
-            v = v[~np.isnan(v)]
-            assert seg.n[i] == len(v) and seg.lost[i] == bounds[i + 1] - bounds[i] - len(v)
-            assert seg.total[i] == pytest.approx(v.sum(), rel=1e-14)
-            m2 = float(((v - v.mean()) ** 2).sum())
-            if v.min() == v.max():
-                assert seg.m2[i] == 0.0                       # a constant piece: exactly no spread
-            else:
-                assert seg.m2[i] == pytest.approx(m2, rel=1e-9), i
+    bounds = np.array([0, 1, 1000, 2500, 4000, 4500, 6000, 6010, 8500, 11500], np.intp)
+    seg = ST.Segments(x, bounds)
+    assert seg.nanmask is not None and seg.min.dtype == dtype
+    for i in range(len(bounds) - 1):
+        v = x[bounds[i]:bounds[i + 1]].astype(np.float64)
+        v = v[~np.isnan(v)]
+        assert seg.n[i] == len(v) and seg.lost[i] == bounds[i + 1] - bounds[i] - len(v)
+        if not len(v):
+            assert seg.total[i] == 0.0 and np.isnan(seg.min[i]) and np.isnan(seg.max[i]) and seg.m2[i] == 0.0
+            continue
+        assert seg.total[i] == pytest.approx(v.sum(), rel=1e-14)
+        assert (seg.min[i], seg.max[i]) == (v.min(), v.max())
+        m2 = float(((v - v.mean()) ** 2).sum())
+        if v.min() == v.max():
+            assert seg.m2[i] == 0.0                       # a constant piece: exactly no spread
+        else:
+            assert seg.m2[i] == pytest.approx(m2, rel=1e-9), i
+    whole = ST.Segments(x[:6000], bounds[:6])
+    assert whole.nanmask is None and not whole.lost.any()     # a chunk with no gap pays for no mask
+
+
+@pytest.mark.parametrize("rails", [1, 2, 3])
+def test_summed_piece_maxima_are_the_float64_sums_maxima_ignoring_gaps(rails):
+    """Each piece's maximum of the rails' float64 sum, added in order (a NaN interval is passed
+    over; a piece of NaN only has none): what numpy's adds and fmax.reduceat give."""
+    rng = np.random.default_rng(rails)
+    cols = [rng.normal(5, 2, 5000).astype(np.float32) for _ in range(rails)]
+    cols[0][100:300] = np.nan
+    cols[-1][250:260] = np.nan
+    bounds = np.array([0, 1, 100, 200, 300, 2999, 5000], np.intp)
+    want = cols[0].astype(np.float64)
+    for c in cols[1:]:
+        want = want + c
+    piece_max = piece_max_of_sum(cols, bounds)
+    np.testing.assert_array_equal(piece_max, np.fmax.reduceat(want, bounds[:-1]))
+    np.testing.assert_array_equal(sum_of(cols, 200, 2999), want[200:2999])   # where _take_peak places a peak
+    assert np.isnan(piece_max[2:4]).all() and not np.isnan(piece_max[[0, 1, 4, 5]]).any()
 
 
 def test_series_stats_exact_and_histogram_percentiles(monkeypatch):
@@ -152,22 +179,19 @@ def test_series_stats_exact_and_histogram_percentiles(monkeypatch):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_binning_counts_values_inside_and_outside_the_edges_as_clipping_does(dtype):
-    """_bin leaves out the clip when a block's bins are all in range: the counts are those of
-    clipping every value to the first and last bin, for blocks inside the edges and beyond them."""
+    """The histogram's counts (kernels.bin_counts) are those of numpy computing each bin in the
+    values' dtype and clipping every value to the first and last bin, inside the edges and beyond."""
     rng = np.random.default_rng(8)
     s = ST.SeriesStats(1e-3, value_range=(10.0, 20.0))
     s.keep([rng.uniform(10.0, 20.0, ST.EXACT_LIMIT + 1).astype(dtype)], False)    # to the histogram
-    inside = rng.uniform(10.0, 20.0, ST.BIN_BLOCK + 7).astype(dtype)
-    beyond = rng.uniform(5.0, 25.0, ST.BIN_BLOCK + 7).astype(dtype)
+    inside = rng.uniform(10.0, 20.0, 70_007).astype(dtype)
+    beyond = rng.uniform(5.0, 25.0, 70_007).astype(dtype)
     for v in (inside, beyond, np.array([10.0, 20.0], dtype), np.array([9.999999, 20.000002], dtype)):
-        f = (v - dtype(10.0)) * dtype(ST.BINS / 10.0)                 # as _bin does it, in the values' dtype
+        f = (v - dtype(10.0)) * dtype(ST.BINS / 10.0)                 # in the values' dtype
         want = np.bincount(np.clip(f, 0, ST.BINS - 1).astype(np.intp), minlength=ST.BINS)
-        # without bounds, and with the values' own (min, max): analyse() passes them, so a run
-        # whose bounds fall in the bins skips every block's check; one beyond them must still clip
-        for bounds in (None, (float(v.min()), float(v.max()))):
-            before = s._hist.copy()
-            s.keep([v], False, bounds)
-            np.testing.assert_array_equal(s._hist - before, want)
+        before = s._hist.copy()
+        s.keep([v], False)
+        np.testing.assert_array_equal(s._hist - before, want)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 11, 101, 20_001])

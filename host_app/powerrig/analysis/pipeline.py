@@ -2,7 +2,7 @@
 
 The pass reads the capture in chunks (memory flat in capture length; the next chunk is read on a
 second thread while this one is computed). Each chunk is cut once at every phase edge and each piece
-summarised once (sum, squared deviations, min, max); every phase merges the pieces it covers, so nested
+summarised once, in one compiled pass (sum, squared deviations, min, max: kernels.py); every phase merges the pieces it covers, so nested
 and overlapping phases cost almost nothing extra (a phase with exact percentiles keeps views of its
 values and sorts them once, when it ends). The 1 s and
 10 s sliding windows are computed once per chunk over the whole signal and each phase takes the best
@@ -18,8 +18,7 @@ import os
 import queue
 import threading
 import time
-from collections import defaultdict, deque
-from concurrent.futures import ThreadPoolExecutor
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,6 +28,7 @@ from powerrig.analysis.clipping import clipped_why, phase_clipped
 from powerrig.analysis.command_energy import POST_S, PRE_S, CommandEnergy, command_energy
 from powerrig.analysis.descriptors import power_states, transition_latency_us
 from powerrig.analysis.efficiency import curves, phase_efficiency
+from powerrig.analysis.kernels import piece_max_of_sum, sum_of
 from powerrig.analysis.phases import WAF_INTERVAL, WORKLOAD, Phase, commands, phases_from_events, power_state_of
 from powerrig.analysis.result import CheckResult, PhaseResult, WindowFigure
 from powerrig.analysis.stats import Segments, SeriesStats
@@ -282,23 +282,6 @@ def _prefetched(it, depth: int = 1):
         t.join()
 
 
-SUM_BLOCK = 1 << 15            # values added per step of _sum64 (the float64 block stays in L2)
-
-
-def _sum64(cols: list, out: np.ndarray) -> np.ndarray:
-    """Float64 sum of equal-length series, added in order, into ``out`` (reused from chunk to chunk)."""
-    out = out[:len(cols[0])]
-    if len(cols) == 1:
-        np.copyto(out, cols[0])
-        return out
-    for s in range(0, len(out), SUM_BLOCK):     # a block at a time, in cache: the same sums
-        ob = out[s:s + SUM_BLOCK]
-        np.copyto(ob, cols[0][s:s + SUM_BLOCK])
-        for c in cols[1:]:
-            np.add(ob, c[s:s + SUM_BLOCK], out=ob, dtype=np.float64)
-    return out
-
-
 _OWN_SINCE = [time.monotonic(), time.process_time()]   # where own_load's rate is counted from
 
 
@@ -330,82 +313,31 @@ def free_cores() -> float:
 
 
 def helper_threads() -> int:
-    """Threads beside the caller's worth starting (0 or 1 each for reading ahead and side work): on a
-    host whose load leaves less than a second core free, two more threads only queue for the cores
-    and the GIL, and the pass ran slower than on one thread (issue 42: a 10-hour analysis at load 5
-    fell from 9.9x pandas to 4.2x in wall time), so the pass then runs on the caller's thread alone.
-    POWERRIG_ANALYSIS_THREADS=1 or 3 forces one way (benchmarks, tests)."""
+    """Threads beside the caller's worth starting (0 or 1, reading ahead): on a host whose load leaves
+    less than a second core free, a second thread only queues for the cores and the GIL, and the pass
+    ran slower than on one thread (issue 42: a 10-hour analysis at load 5 fell from 9.9x pandas to
+    4.2x in wall time), so the pass then runs on the caller's thread alone.
+    POWERRIG_ANALYSIS_THREADS=1 or 2 forces one way (benchmarks, tests)."""
     forced = os.environ.get("POWERRIG_ANALYSIS_THREADS", "").strip()
-    if forced in ("1", "3"):
-        return 0 if forced == "1" else 2
-    return 2 if free_cores() >= 1.5 else 0
-
-
-class _InlineWork:
-    """_SideWork's interface, run at once on the caller's thread (no second thread)."""
-
-    def submit(self, fn, *args) -> None:
-        fn(*args)
-
-    def drain(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-class _SideWork:
-    """Work handed to one second thread and run there in the order given: the values the phases keep
-    (the histogram binning of long phases) and each finished phase's reduction to figures (its exact
-    percentiles: selections over its values). Both are numpy calls that mostly release the GIL, so
-    they overlap the main pass. The caller runs at most ``ahead`` tasks ahead of the side thread
-    (each task holds views of a chunk: memory stays bounded by the chunk size; one chunk ahead
-    measured 174 MB peak traced for 10 hours against 181 MB for two and 162 MB with no side thread).
-    Errors raise in the caller, at the next submit or at drain."""
-
-    def __init__(self, ahead: int = 1):
-        self._ex = ThreadPoolExecutor(1, thread_name_prefix="analysis-side")
-        self._pending: deque = deque()
-        self._ahead = ahead
-
-    def submit(self, fn, *args) -> None:
-        self._pending.append(self._ex.submit(fn, *args))
-        while len(self._pending) > self._ahead:
-            self._pending.popleft().result()
-
-    def drain(self) -> None:
-        while self._pending:
-            self._pending.popleft().result()
-
-    def close(self) -> None:
-        self._ex.shutdown(wait=True, cancel_futures=True)
-
-
-def _side_chunk(kept: list, finished: list) -> None:
-    """One chunk's side work, in feeding order: values kept, then the phases finished with it."""
-    for st, runs, is_sorted, bounds in kept:
-        st.keep(runs, is_sorted, bounds)
-    for a in finished:
-        a.finish()
+    if forced in ("1", "2"):
+        return int(forced) - 1
+    return 1 if free_cores() >= 1.5 else 0
 
 
 def _stream(source, read, rails, accs, chunk, has_peak, series) -> None:
-    """One pass over the capture; every phase takes its figures from the pieces it covers."""
+    """One pass over the capture; every phase takes its figures from the pieces it covers. The
+    reading runs a chunk ahead on a second thread when a core is free (pyjls and the compiled
+    kernels release the GIL; a third thread for the percentiles and the binning, until 30 Nov,
+    cost more CPU than it saved wall time once the binning was compiled)."""
     if not accs:
         return
     start = min(a.first for a in accs)
     stop = max(a.last for a in accs)
-    threaded = helper_threads() > 0
-    side = _SideWork() if threaded else _InlineWork()
-    try:
-        p = _Pass(accs, rails, has_peak, series, start, side)
-        pieces = source.chunks(read, start, stop, chunk)
-        for c0, cols in _prefetched(pieces) if threaded else pieces:
-            p.feed(c0, cols)
-        p.finish()
-        side.drain()
-    finally:
-        side.close()
+    p = _Pass(accs, rails, has_peak, series, start)
+    pieces = source.chunks(read, start, stop, chunk)
+    for c0, cols in _prefetched(pieces) if helper_threads() else pieces:
+        p.feed(c0, cols)
+    p.finish()
 
 
 class _Pass:
@@ -413,45 +345,43 @@ class _Pass:
     chunk is cut once at every phase edge inside it, the pieces feed the phases that cover them, and a
     phase is finished once the pass is past it and its sliding windows are complete."""
 
-    def __init__(self, accs: list[_PhaseAcc], rails, has_peak: bool, series: list[str], start: int,
-                 side: _SideWork):
-        self.rails, self.has_peak, self.series, self.side = rails, has_peak, series, side
+    def __init__(self, accs: list[_PhaseAcc], rails, has_peak: bool, series: list[str], start: int):
+        self.rails, self.has_peak, self.series = rails, has_peak, series
         self.wins = [w.window for w in accs[0].windows]
         self.sums = WindowSums(self.wins, position=start, exact=True)    # many ranges per chunk: exact sums
         self.pending = list(accs)
         self.active: list[_PhaseAcc] = []
-        self.work = self.work_peak = np.empty(0)
 
     def feed(self, c0: int, cols: dict) -> None:
         n = len(next(iter(cols.values())))
         c1 = c0 + n
         self._admit(c1)
         bounds, at, spans = self._cut(c0, c1, n)
-        self._scratch(n)
-        segs = {name: Segments(cols[name], bounds, self.work) for name in self.series}
-        seg_peak, peak_total, seg_inst = self._maxima(cols, bounds)
+        segs = {name: Segments(cols[name], bounds) for name in self.series}
+        seg_peak, peak_cols, seg_inst = self._maxima(cols, bounds)
         cws = self.sums.feed(cols["p_total"])
         self._feed_edges(c0, c1, cols)
-        kept: list = []
         for a, s, e, ps in spans:
             ia, ib = at[s], at[e]
             for name, st in a.stats.items():
-                st.add(segs[name], ia, ib, kept)
+                st.add(segs[name], ia, ib)
             if seg_peak is not None and ps < e:
-                _take_peak(a, seg_peak[at[ps]:ib], at[ps], bounds, peak_total, c0)
+                _take_peak(a, seg_peak[at[ps]:ib], at[ps], bounds, peak_cols, c0)
             if seg_inst is not None:
                 part = seg_inst[ia:ib]
                 if not np.isnan(part).all():
                     a.inst_max = max(a.inst_max, float(np.nanmax(part)))
         for a in self.active:
             self._take_windows(a, cws)
-        self.side.submit(_side_chunk, kept, self._retire(c1))
+        for a in self._retire(c1):
+            a.finish()
 
     def finish(self) -> None:
         cws = self.sums.flush()
         for a in self.active:
             self._take_windows(a, cws)
-        self.side.submit(_side_chunk, [], self.active + self.pending)
+        for a in self.active + self.pending:
+            a.finish()
         self.active, self.pending = [], []
 
     def _admit(self, c1: int) -> None:
@@ -476,24 +406,18 @@ class _Pass:
         at = {int(v): k for k, v in enumerate(bounds)}
         return bounds, at, spans
 
-    def _scratch(self, n: int) -> None:
-        """float64 scratch, reused from chunk to chunk."""
-        if len(self.work) < 2 * n:
-            self.work = np.empty(2 * n)
-            self.work_peak = np.empty(n) if self.has_peak else None
-
     def _maxima(self, cols: dict, bounds: np.ndarray):
-        """Per-piece maxima of the total 100 us peak and of the total instantaneous maximum:
-        (piece peaks or None, total peak series or None, piece instantaneous maxima or None)."""
-        seg_peak = seg_inst = peak_total = None
+        """Per-piece maxima of the total 100 us peak and of the total instantaneous maximum, each the
+        float64 sum of the rails': (piece peaks or None, the rails' peak series or None, piece
+        instantaneous maxima or None)."""
+        seg_peak = seg_inst = peak_cols = None
         if self.has_peak:
-            peak_total = _sum64([cols[f"p_peak_{r}"] for r in self.rails], self.work_peak)
-            seg_peak = np.fmax.reduceat(peak_total, bounds[:-1])
-        maxes = [f"p_max_{r}" for r in self.rails if f"p_max_{r}" in cols]
+            peak_cols = [cols[f"p_peak_{r}"] for r in self.rails]
+            seg_peak = piece_max_of_sum(peak_cols, bounds)
+        maxes = [cols[f"p_max_{r}"] for r in self.rails if f"p_max_{r}" in cols]
         if maxes:
-            inst = _sum64([cols[m] for m in maxes], self.work)
-            seg_inst = np.fmax.reduceat(inst, bounds[:-1])
-        return seg_peak, peak_total, seg_inst
+            seg_inst = piece_max_of_sum(maxes, bounds)
+        return seg_peak, peak_cols, seg_inst
 
     def _feed_edges(self, c0: int, c1: int, cols: dict) -> None:
         """Partly covered intervals at a phase's ends count with their covered fraction."""
@@ -521,7 +445,7 @@ class _Pass:
         return done
 
 
-def _take_peak(a: _PhaseAcc, part: np.ndarray, first_piece: int, bounds, peak_total, c0: int) -> None:
+def _take_peak(a: _PhaseAcc, part: np.ndarray, first_piece: int, bounds, peak_cols: list, c0: int) -> None:
     """Raise a phase's 100 us peak to the highest in these pieces, placed at its first interval."""
     k = int(np.argmax(part))                     # NaN (a piece wholly in a gap) wins argmax: then nanargmax
     if part[k] != part[k]:
@@ -530,7 +454,7 @@ def _take_peak(a: _PhaseAcc, part: np.ndarray, first_piece: int, bounds, peak_to
         k = int(np.nanargmax(part))
     if part[k] > a.peak:
         g = first_piece + k                      # first piece holding the maximum
-        j = int(np.argmax(peak_total[bounds[g]:bounds[g + 1]] == part[k]))
+        j = int(np.argmax(sum_of(peak_cols, int(bounds[g]), int(bounds[g + 1])) == part[k]))
         a.peak, a.peak_at = float(part[k]), c0 + int(bounds[g]) + j
 
 

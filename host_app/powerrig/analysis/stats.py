@@ -8,27 +8,15 @@ from __future__ import annotations
 
 import functools
 import math
-import threading
 
 import numpy as np
 
+from powerrig.analysis.kernels import bin_counts, piece_summaries
 from powerrig.core.sums import KahanSum
 
 BINS = 1 << 16
 EXACT_LIMIT = 1 << 18          # values kept for exact percentiles (about 4 minutes at 1 ms)
 PERCENTILES = (1, 5, 50, 95, 99)
-BIN_BLOCK = 1 << 18            # values binned per step (scratch stays in cache)
-_scratch = threading.local()
-
-
-def _bin_scratch(dtype) -> tuple[np.ndarray, np.ndarray]:
-    """This thread's float (of the values' precision) and intp scratch arrays of BIN_BLOCK values."""
-    dt = np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
-    s = getattr(_scratch, dt.name, None)
-    if s is None:
-        s = (np.empty(BIN_BLOCK, dt), np.empty(BIN_BLOCK, np.intp))
-        setattr(_scratch, dt.name, s)
-    return s
 
 
 @functools.lru_cache(maxsize=256)
@@ -164,21 +152,6 @@ def sum_squares(t: np.ndarray) -> float:
     return float(np.einsum("i,i->", t, t))
 
 
-SHIFT_BLOCK = 1 << 15          # values converted, shifted and squared per step (all three stay in L2)
-
-
-def _shifted_squares(x: np.ndarray, shift: float, y: np.ndarray, sq: np.ndarray) -> None:
-    """y = float64(x) - shift and sq = y * y, a block at a time: the same values as three whole-array
-    passes, but each block is converted, shifted and squared while in cache instead of the float64
-    chunk (8 MB) being written and read back three times."""
-    for s in range(0, len(x), SHIFT_BLOCK):
-        yb, qb = y[s:s + SHIFT_BLOCK], sq[s:s + SHIFT_BLOCK]
-        np.copyto(yb, x[s:s + SHIFT_BLOCK])
-        if shift:
-            np.subtract(yb, shift, out=yb)
-        np.multiply(yb, yb, out=qb)
-
-
 class Segments:
     """One chunk of one series cut at every phase edge, each piece summarised once.
 
@@ -188,49 +161,14 @@ class Segments:
     views (a phase covers consecutive pieces, so one view each); a phase keeping exact percentiles
     sorts its own values once, when it finishes."""
 
-    def __init__(self, x: np.ndarray, bounds: np.ndarray, work: np.ndarray | None = None):
+    def __init__(self, x: np.ndarray, bounds: np.ndarray):
         x = np.asarray(x)
         self.x = x
         self.bounds = bounds
-        starts = bounds[:-1]
-        lens = np.diff(bounds)
-        # one float64 conversion (into ``work``, a reusable float64 array at least 2 * len(x) long,
-        # when given), shifted by one of the chunk's values: every sum below reads it
-        if work is not None and len(work) >= 2 * len(x):
-            y, sq = work[:len(x)], work[len(x):2 * len(x)]
-        else:
-            y, sq = np.empty(len(x)), np.empty(len(x))
-        shift = float(x[0]) if len(x) and math.isfinite(x[0]) else 0.0
-        _shifted_squares(x, shift, y, sq)
-        sy = np.add.reduceat(y, starts)
-        nanmask = None
-        lost = np.zeros(len(starts), np.int64)
-        if np.isnan(sy).any():                     # only gappy chunks pay for the mask
-            nanmask = np.isnan(x)
-            lost = np.add.reduceat(nanmask, starts, dtype=np.int64)
-            y[nanmask] = 0.0
-            sq[nanmask] = 0.0
-            sy = np.add.reduceat(y, starts)
-        self.nanmask = nanmask
-        self.lost = lost
-        self.n = lens - lost
-        self.total = sy + self.n * shift
-        self.min = np.fmin.reduceat(x, starts)
-        self.max = np.fmax.reduceat(x, starts)
-        # squared deviations from each piece's mean without a pass per piece: with the values
-        # shifted near their level, sum(y^2) - sum(y)^2 / n loses ~1e-12 of the variance to
-        # cancellation (a per-piece two-pass sum cost half the chunk's summary time in calls)
-        ssq = np.add.reduceat(sq, starts)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            m2 = ssq - sy * sy / self.n
-        flat = (self.n < 2) | (self.min == self.max)
-        m2[flat | ~(m2 > 0)] = 0.0                 # one value, a constant piece: exactly 0
-        # a piece far from the shift with almost no spread would keep less than 8 digits: two passes
-        for i in np.flatnonzero(~flat & (m2 * 1e8 < ssq)).tolist():
-            a, b = int(bounds[i]), int(bounds[i + 1])
-            v = y[a:b] if nanmask is None else y[a:b][~nanmask[a:b]]
-            m2[i] = sum_squares(v - float(sy[i]) / float(self.n[i]))
-        self.m2 = m2
+        # one compiled pass over the chunk (kernels.piece_summaries): count, sum, squared deviations,
+        # min and max of every piece; only gappy chunks pay for a NaN mask (the pieces' values, below)
+        self.n, self.lost, self.total, self.min, self.max, self.m2 = piece_summaries(x, bounds)
+        self.nanmask = np.isnan(x) if self.lost.any() else None
 
     def runs(self, ia: int, ib: int) -> tuple[list[np.ndarray], bool]:
         """The valid values of pieces ia..ib-1 (one array, unsorted)."""
@@ -280,14 +218,10 @@ class SeriesStats:
         d = np.subtract(v, total / len(v), dtype=np.float64)
         lo, hi = float(v.min()), float(v.max())
         self._merge(len(v), total, sum_squares(d), lo, hi)
-        self.keep([v.copy()], False, (lo, hi))
+        self.keep([v.copy()], False)
 
-    def add(self, seg: Segments, ia: int, ib: int, deferred: list | None = None) -> None:
-        """Pieces ia..ib-1 of a chunk's Segments (wholly inside the phase).
-
-        With ``deferred`` the values to keep are appended there as (self, runs, is_sorted, bounds)
-        instead of kept now; the caller hands each to ``keep`` later, in order (``analyse`` does that on a
-        second thread: the histogram binning of long phases is a fifth of its work)."""
+    def add(self, seg: Segments, ia: int, ib: int) -> None:
+        """Pieces ia..ib-1 of a chunk's Segments (wholly inside the phase)."""
         if ib <= ia:
             return
         gappy = seg.nanmask is not None             # else every piece is whole (n > 0, nothing lost)
@@ -313,10 +247,7 @@ class SeriesStats:
             m2 = float(m2s.sum() + np.dot(cnt * dev, dev))
             lo, hi = float(mins.min()), float(maxs.max())
         self._merge(nv, total, m2, lo, hi)
-        if deferred is None:
-            self.keep(*seg.runs(ia, ib), (lo, hi))
-        else:
-            deferred.append((self, *seg.runs(ia, ib), (lo, hi)))
+        self.keep(*seg.runs(ia, ib))
 
     def _merge(self, n: int, total: float, m2: float, lo: float, hi: float) -> None:
         if self.n:
@@ -335,9 +266,8 @@ class SeriesStats:
         if weight > 0 and not math.isnan(value):
             self._energy_intervals.add(value * weight)
 
-    def keep(self, runs: list[np.ndarray], is_sorted: bool, bounds: tuple[float, float] | None = None) -> None:
-        """Keep values for the percentiles (exact while few, else binned); calls in feeding order.
-        ``bounds``: the runs' (min, max) when the caller knows them (the binning then skips its range checks)."""
+    def keep(self, runs: list[np.ndarray], is_sorted: bool) -> None:
+        """Keep values for the percentiles (exact while few, else binned); calls in feeding order."""
         if self._values is not None:
             self._values.extend(runs)
             self._sorted = self._sorted and is_sorted
@@ -353,39 +283,16 @@ class SeriesStats:
             pad = (hi - lo) * (0.0 if self._range else 0.5)
             self._edges = (lo - pad, hi + pad)
             self._hist = np.zeros(BINS, np.int64)
-            self._bin(allv, self._inside(seen, allv.dtype))
+            self._bin(allv)
             return
-        inside = bounds is not None and self._inside(bounds, runs[0].dtype)
         for r in runs:
-            self._bin(r, inside)
+            self._bin(r)
 
-    def _inside(self, bounds: tuple[float, float], dtype) -> bool:
-        """Do values within ``bounds`` all fall in the histogram's bins? The bin position
-        (v - lo) * scale, in the values' float type, never decreases as v grows (rounding is
-        monotonic), so the bounds' positions bound every value's: a block need not be checked."""
+    def _bin(self, v: np.ndarray) -> None:
+        """Add values to the histogram: a long phase bins every chunk (the whole capture's phase:
+        every value of a 10-hour capture), in one compiled pass (kernels.bin_counts)."""
         lo, hi = self._edges
-        t = np.array(bounds, np.float32 if dtype == np.float32 else np.float64)
-        np.subtract(t, lo, out=t)
-        np.multiply(t, BINS / (hi - lo), out=t)
-        return bool(t[0] >= 0 and t[1] <= BINS - 1)
-
-    def _bin(self, v: np.ndarray, inside: bool = False) -> None:
-        """Add values to the histogram, BIN_BLOCK at a time through reused scratch arrays: a long
-        phase bins every chunk (the whole capture's phase: every value of a 10-hour capture), and
-        chunk-sized float64 and intp temporaries would be fresh pages, out of cache, every time."""
-        lo, hi = self._edges
-        scale = BINS / (hi - lo)
-        f, k = _bin_scratch(v.dtype)          # float32 values bin in float32, as (v - lo) always did
-        for s in range(0, len(v), BIN_BLOCK):
-            x = v[s:s + BIN_BLOCK]
-            n = len(x)
-            fb, kb = f[:n], k[:n]
-            np.subtract(x, lo, out=fb)              # (v - lo) * (BINS / (hi - lo))
-            np.multiply(fb, scale, out=fb)
-            if not inside and not (fb.min() >= 0 and fb.max() <= BINS - 1):   # two cheap passes spare clip's slow one
-                np.clip(fb, 0, BINS - 1, out=fb)
-            np.copyto(kb, fb, casting="unsafe")     # truncation, as astype(intp)
-            np.add.at(self._hist, kb, 1)            # the counts bincount gives, without its minmax pass and array
+        bin_counts(self._hist, v, lo, BINS / (hi - lo))
 
     # ---- results ------------------------------------------------------------------------------------
     @property

@@ -1,0 +1,179 @@
+"""Compiled loops of the analysis pass (numba): one pass over a chunk where numpy needs several.
+
+numpy runs one operation over a whole array per call, so summarising a chunk's pieces took a dozen
+passes over every value (conversion, shift, squares, two sums, minimum, maximum; the rails' float64
+sums and their maxima; the histogram's shift, scale, truncation and counting). Each kernel here reads
+each value once, in cache, and releases the GIL, so the analysis's side thread runs beside it.
+
+The kernels compute the figures their numpy predecessors did with the same float arithmetic; only
+the order of a piece's float64 additions differs (in sequence here, pairwise in numpy), which moves
+a sum by about 1e-16 of itself. Compiled on first use and cached beside this file (or in the user's
+cache when the package folder is read-only), so a process pays numba's import and a cache load.
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+_jit = numba.njit(cache=True, nogil=True)
+
+
+BLOCK = 256     # values summed apart before joining a piece's sums (error ~ (BLOCK + n / BLOCK) ulp, not n)
+
+
+@_jit
+def _first_valid(x, a, b):
+    for j in range(a, b):
+        if x[j] == x[j]:
+            return np.float64(x[j])
+    return 0.0
+
+
+@_jit
+def _piece_summaries(x, bounds, n, lost, total, lo, hi, m2):
+    """Per piece [bounds[i], bounds[i+1]): valid count, NaN count, sum, min, max, squared deviations.
+
+    The sums are of the values shifted by the piece's first valid value, near its level, so that
+    sum(y^2) - sum(y)^2 / n keeps its digits, and are made BLOCK values at a time; a piece with
+    almost no spread (the difference would keep less than 8 digits) takes a second, exact pass."""
+    for i in range(len(bounds) - 1):
+        a, b = bounds[i], bounds[i + 1]
+        shift = _first_valid(x, a, b)
+        sy = 0.0
+        sq = 0.0
+        k = 0
+        mn = math.inf
+        mx = -math.inf
+        for c in range(a, b, BLOCK):
+            by = 0.0
+            bq = 0.0
+            for j in range(c, min(c + BLOCK, b)):
+                v = x[j]
+                if v != v:
+                    continue
+                y = np.float64(v) - shift
+                by += y
+                bq += y * y
+                k += 1
+                if v < mn:
+                    mn = v
+                if v > mx:
+                    mx = v
+            sy += by
+            sq += bq
+        n[i] = k
+        lost[i] = (b - a) - k
+        total[i] = sy + k * shift
+        if k == 0:
+            lo[i] = np.nan
+            hi[i] = np.nan
+            m2[i] = 0.0
+            continue
+        lo[i] = mn
+        hi[i] = mx
+        d = sq - sy * sy / k
+        if k < 2 or mn == mx:
+            m2[i] = 0.0                              # one value, a constant piece: exactly 0
+            continue
+        if not d > 0:
+            d = 0.0
+        if d * 1e8 < sq:
+            mean = sy / k
+            e = 0.0
+            for j in range(a, b):
+                v = x[j]
+                if v == v:
+                    t = (np.float64(v) - shift) - mean
+                    e += t * t
+            d = e
+        m2[i] = d
+
+
+def piece_summaries(x: np.ndarray, bounds: np.ndarray):
+    """(n, lost, total, min, max, m2) of every piece of ``x`` between consecutive ``bounds``; min and
+    max in x's dtype (NaN for a piece with no valid value), m2 the sum of squared deviations."""
+    p = len(bounds) - 1
+    n, lost = np.empty(p, np.int64), np.empty(p, np.int64)
+    total, m2 = np.empty(p), np.empty(p)
+    lo, hi = np.empty(p, x.dtype), np.empty(p, x.dtype)
+    _piece_summaries(x, bounds, n, lost, total, lo, hi, m2)
+    return n, lost, total, lo, hi, m2
+
+
+@_jit
+def _piece_max_of_sum(cols, bounds, piece_max):
+    """Each piece's maximum of float64(cols[0]) + cols[1] + ..., added in order, ignoring NaN
+    (NaN when the piece has none); ``cols`` a tuple of equal-length arrays of one dtype."""
+    for i in range(len(bounds) - 1):
+        mx = -math.inf
+        seen = False
+        for j in range(bounds[i], bounds[i + 1]):
+            s = np.float64(cols[0][j])
+            for c in range(1, len(cols)):
+                s += np.float64(cols[c][j])
+            if s == s:
+                seen = True
+                if s > mx:
+                    mx = s
+        piece_max[i] = mx if seen else np.nan
+
+
+def piece_max_of_sum(cols: list, bounds: np.ndarray) -> np.ndarray:
+    """Each piece's maximum of the series' float64 sum, added in order, ignoring NaN intervals."""
+    piece_max = np.empty(len(bounds) - 1)
+    dt = np.result_type(*cols)
+    _piece_max_of_sum(tuple(np.asarray(c, dt) for c in cols), bounds, piece_max)
+    return piece_max
+
+
+def sum_of(cols: list, a: int, b: int) -> np.ndarray:
+    """The series' float64 sum over [a, b), added in order: the values piece_max_of_sum compares."""
+    t = np.asarray(cols[0][a:b], np.float64).copy()
+    for c in cols[1:]:
+        np.add(t, c[a:b], out=t, dtype=np.float64)
+    return t
+
+
+@_jit
+def _bin_counts(hist, v, lo, scale, top):
+    """hist[int(clip((v - lo) * scale, 0, top))] += 1 for every value, in the values' float type."""
+    last = len(hist) - 1
+    prev = 0
+    run = 0
+    for j in range(len(v)):
+        f = (v[j] - lo) * scale
+        if f < 0:
+            k = 0
+        elif f > top:
+            k = last
+        else:
+            k = int(f)
+        if k == prev:               # a steady level fills one bin many times: counted in a register
+            run += 1
+        else:
+            hist[prev] += run
+            prev = k
+            run = 1
+    hist[prev] += run
+
+
+def bin_counts(hist: np.ndarray, v: np.ndarray, lo: float, scale: float) -> None:
+    """Count ``v`` into ``hist``'s bins: the position (v - lo) * scale computed in v's own float type
+    (float32 values in float32, as numpy's (v - lo) * scale always did), clipped to the bins, truncated."""
+    t = v.dtype.type
+    _bin_counts(hist, v, t(lo), t(scale), t(len(hist) - 1))
+
+
+def compile_all() -> None:
+    """Compile (or load from the cache) every kernel for what the analysis feeds it: float32 from a
+    capture file, float64 from blocks in memory; one to three rails. ``make setup`` runs it, so no
+    first analysis waits ~1 s per kernel for the compiler."""
+    b = np.array([0, 2, 4], np.intp)
+    for dt in (np.float32, np.float64):
+        x = np.ones(4, dt)
+        piece_summaries(x, b)
+        for rails in (1, 2, 3):
+            piece_max_of_sum([x] * rails, b)
+        bin_counts(np.zeros(4, np.int64), x, 0.0, 1.0)

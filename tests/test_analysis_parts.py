@@ -10,7 +10,7 @@ from powerrig.analysis import stats as ST
 from powerrig.analysis import windows as W
 from powerrig.analysis.checks import pcm1, pwr6
 from powerrig.analysis.command_energy import command_energy
-from powerrig.analysis.kernels import piece_max_of_sum, sum_of
+from powerrig.analysis.kernels import piece_max_of_sum, prefix_sum, sum_of, window_block_max
 from powerrig.analysis.descriptors import number, ocp_peak_limit, power_states, transition_latency_us
 from powerrig.analysis.phases import Phase
 from powerrig.analysis.result import PhaseResult, WindowFigure
@@ -92,24 +92,51 @@ def test_exact_best_window_through_block_maxima_is_the_first_argmax_of_its_range
             assert total == sums[k] or (math.isnan(total) and math.isnan(sums[k]))
 
 
-def test_exact_window_sums_and_block_maxima_made_part_by_part_equal_whole_array_passes():
-    """WindowSums(exact=True) makes each window length's sums and their per-block maxima a cache-sized
-    part at a time: the same sums as one subtraction of the prefix, the same maxima as
-    ChunkWindows._block_max over them, for lengths that are and are not a multiple of a part."""
+def test_exact_window_sums_read_from_the_prefix_equal_whole_array_passes():
+    """WindowSums(exact=True) never writes a window length's sums out: its prefix (kernels.prefix_sum,
+    np.cumsum's additions), the per-block maxima read straight from it (kernels.window_block_max) and
+    the sums a phase reads (windows.PrefixSums, gaps at -inf) equal numpy's whole-array passes."""
     rng = np.random.default_rng(11)
-    for n in (3 * W.FUSE + 5, 2 * W.FUSE, 1000):
+    for n in (3 * W._BLOCK + 5, 2 * W._BLOCK, 1000):
         x = rng.normal(10, 2, n)
-        c = np.concatenate([[0.0], np.cumsum(x)])
-        for w, a in ((1, 0), (1000, 17), (100, W.FUSE - 3)):
+        c = prefix_sum(x, np.empty(n + 7))
+        np.testing.assert_array_equal(c, np.concatenate([[0.0], np.cumsum(x)]))
+        for w, a in ((1, 0), (1000, 17), (100, W._BLOCK - 3)):
             e = n - w + 1
             if e <= a:
                 continue
-            out = np.empty(e - a)
-            bmax = W._sums_and_block_max(c, a, e, w, out)
             want = c[a + w:e + w] - c[a:e]
-            np.testing.assert_array_equal(out, want)
+            sums = W.PrefixSums(c, a, e, w, None)
+            assert len(sums) == e - a and sums[-1] == want[-1] and sums[3] == want[3]
+            np.testing.assert_array_equal(sums[:], want)
+            np.testing.assert_array_equal(sums[5:e], want[5:])
             cw = ChunkWindows(w, a, want, None, 0.0, None, 0)
-            np.testing.assert_array_equal(bmax, cw._block_max())
+            np.testing.assert_array_equal(window_block_max(c, a, e, w, W._BLOCK), cw._block_max())
+            bad = rng.random(e - a) < 0.1
+            gappy = W.PrefixSums(c, a, e, w, bad)
+            np.testing.assert_array_equal(gappy[:], np.where(bad, -np.inf, want))
+            assert gappy[int(np.flatnonzero(bad)[0])] == -np.inf
+
+
+def test_exact_windows_through_the_prefix_give_the_best_window_numpy_finds():
+    """The best window of any range of starts, found through the block maxima and the sums made on
+    demand, is numpy's argmax over all the sums (first on ties), with and without gaps."""
+    rng = np.random.default_rng(12)
+    x = np.round(rng.normal(10, 2, 20_000), 1)               # rounded: ties between windows
+    x[7_000:7_050] = np.nan
+    for w in (1, 100, 1000):
+        ws = WindowSums([w], exact=True)
+        (cw,) = ws.feed(x)
+        v = np.where(np.isnan(x), 0.0, x)
+        c = np.concatenate([[0.0], np.cumsum(v)])
+        sums = c[w:] - c[:-w]
+        gap = np.concatenate([[0], np.cumsum(np.isnan(x))])
+        sums[(gap[w:] - gap[:-w]) > 0] = -np.inf
+        for s0, s1 in ((0, len(sums)), (6_000, 8_000), (3, 4_500), (19_000 - w, 19_001 - w)):
+            total, start, n, skipped = cw.best(s0, s1)
+            k = s0 + int(np.argmax(sums[s0:s1]))
+            assert (total, start, n) == (sums[k], k, s1 - s0)
+            assert skipped == int(np.isinf(sums[s0:s1]).sum())
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -166,6 +166,54 @@ def bin_counts(hist: np.ndarray, v: np.ndarray, lo: float, scale: float) -> None
     _bin_counts(hist, v, t(lo), t(scale), t(len(hist) - 1))
 
 
+@_jit
+def _prefix_sum(x, c):
+    """c[0] = 0, c[i + 1] = c[i] + x[i]: np.cumsum's sequence of float64 additions, in one pass."""
+    t = 0.0
+    c[0] = 0.0
+    for i in range(len(x)):
+        t += x[i]
+        c[i + 1] = t
+
+
+def prefix_sum(x: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """The float64 prefix sums of x into c[:len(x) + 1] (the same values as np.cumsum's, from 0)."""
+    c = c[:len(x) + 1]
+    _prefix_sum(x, c)
+    return c
+
+
+@_jit
+def _window_block_max(c, a, w, block, out):
+    """out[b] = the max of the window sums c[j + w] - c[j] for j in block b (from a); NaN sticks."""
+    for b in range(len(out)):
+        j0 = a + b * block
+        m0 = m1 = m2 = m3 = -math.inf
+        for j in range(j0, j0 + block, 4):
+            s0 = c[j + w] - c[j]
+            s1 = c[j + 1 + w] - c[j + 1]
+            s2 = c[j + 2 + w] - c[j + 2]
+            s3 = c[j + 3 + w] - c[j + 3]
+            m0 = s0 if s0 > m0 or s0 != s0 else m0
+            m1 = s1 if s1 > m1 or s1 != s1 else m1
+            m2 = s2 if s2 > m2 or s2 != s2 else m2
+            m3 = s3 if s3 > m3 or s3 != s3 else m3
+        m = m0
+        for v in (m1, m2, m3):
+            m = v if v > m or v != v else m
+        out[b] = m
+
+
+def window_block_max(c: np.ndarray, a: int, e: int, w: int, block: int) -> np.ndarray:
+    """The max of each whole ``block`` of the window sums c[j + w] - c[j], j in [a, e), read straight
+    from the prefix: the sums themselves are never written out (a phase's range is made on demand)."""
+    if block % 4:
+        raise ValueError(f"block {block} must be a multiple of 4")
+    out = np.empty((e - a) // block)
+    _window_block_max(c, a, w, block, out)
+    return out
+
+
 def compile_all() -> None:
     """Compile (or load from the cache) every kernel for what the analysis feeds it: float32 from a
     capture file, float64 from blocks in memory; one to three rails. ``make setup`` runs it, so no
@@ -177,3 +225,5 @@ def compile_all() -> None:
         for rails in (1, 2, 3):
             piece_max_of_sum([x] * rails, b)
         bin_counts(np.zeros(4, np.int64), x, 0.0, 1.0)
+    c = prefix_sum(np.ones(8), np.empty(9))
+    window_block_max(c, 0, 4, 1, 4)

@@ -26,6 +26,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from powerrig.analysis.kernels import prefix_sum, window_block_max
+
 _U32 = 2.0 ** -24            # float32 unit roundoff
 _MAX_BLOCK = 32
 _BLOCK = 1024                # window sums per block maximum (candidate search)
@@ -61,7 +63,8 @@ class ChunkWindows:
     """Sums of one window length for the window starts [start, start + len(sums)) of one chunk.
 
     ``sums`` is float32 (within ``tol`` of the float64 sums; refined on demand) or exact float64
-    (``tol`` 0); windows touching a gap hold -inf and are flagged in ``bad``."""
+    (``tol`` 0; a ``PrefixSums`` made from the chunk's prefix as read); windows touching a gap hold
+    -inf and are flagged in ``bad``."""
 
     __slots__ = ("window", "start", "sums", "bad", "tol", "data", "data_start", "scratch", "_bmax", "prefix")
 
@@ -84,16 +87,16 @@ class ChunkWindows:
         if k1 <= k0:
             return None
         n = k1 - k0
-        seg = self.sums[k0:k1]
         skipped = int(np.count_nonzero(self.bad[k0:k1])) if self.bad is not None else 0
         if skipped == n:
             return None, 0, n, skipped
-        if self.tol == 0.0:
-            k = self._first_max(k0, k1) if n >= 4 * _BLOCK else k0 + int(np.argmax(seg))
+        if self.tol == 0.0:           # (exact sums made from a prefix are made for the part read only)
+            k = self._first_max(k0, k1) if n >= 4 * _BLOCK else k0 + int(np.argmax(self.sums[k0:k1]))
             return float(self.sums[k]), self.start + k, n, skipped
         if n >= 64 * _BLOCK:
             cand = self._candidates(k0, k1)
         else:
+            seg = self.sums[k0:k1]
             top = float(np.max(seg))
             ge = np.greater_equal(seg, top - self.tol, out=None if self.scratch is None else self.scratch[k0:k1])
             cand = k0 + np.flatnonzero(ge)
@@ -372,9 +375,7 @@ class WindowSums:
         if not len(data):
             return out
         space = self._space if advance else (lambda name, n, dtype: np.empty(n, dtype))
-        c = space("prefix", len(data) + 1, np.float64)
-        c[0] = 0.0
-        np.cumsum(data, dtype=np.float64, out=c[1:])
+        c = prefix_sum(data, space("prefix", len(data) + 1, np.float64))
         if nan is not None:
             cn = np.zeros(len(data) + 1, np.int64)
             np.cumsum(nan, out=cn[1:])
@@ -383,42 +384,53 @@ class WindowSums:
             e = len(data) - w + 1                   # one past the last start
             if e <= a:
                 continue
-            s = space(f"exact{k}", e - a, np.float64)
-            bmax = None
+            bad = bmax = None
             if nan is None:
-                bmax = _sums_and_block_max(c, a, e, w, s)
+                bmax = window_block_max(c, a, e, w, _BLOCK)
             else:                                   # the gaps' -inf first: their maxima are made on demand
-                np.subtract(c[a + w:e + w], c[a:e], out=s)
-            bad = None
-            if nan is not None:
                 bad = (cn[a + w:e + w] - cn[a:e]) > 0
-                if bad.any():
-                    s[bad] = -np.inf
-                else:
+                if not bad.any():
                     bad = None
-            out[k] = ChunkWindows(w, self._base + a, s, bad, 0.0, data, self._base, bmax=bmax)
+            out[k] = ChunkWindows(w, self._base + a, PrefixSums(c, a, e, w, bad), bad, 0.0, data, self._base,
+                                  bmax=bmax)
             if advance:
                 self._next[k] = self._base + e
         return out
 
 
-FUSE = 64 * _BLOCK            # window sums made per step of _sums_and_block_max (512 KB: in L2)
+class PrefixSums:
+    """The float64 sums c[j + w] - c[j] of the windows starting at j in [a, e) of a prefix ``c``, as
+    ChunkWindows reads them (length, slices, items), each part made when asked: a phase reads its own
+    range and a block or two, so writing every window's sum out (8 MB per chunk and window length)
+    was most of the window stage's memory traffic. Windows touching a gap (``bad``) read -inf."""
 
+    __slots__ = ("c", "a", "w", "n", "bad")
 
-def _sums_and_block_max(c: np.ndarray, a: int, e: int, w: int, out: np.ndarray) -> np.ndarray:
-    """out[:] = c[a + w:e + w] - c[a:e] (window sums from a prefix), and the max of each whole
-    _BLOCK of them (what ChunkWindows._block_max makes), FUSE at a time: each part's maxima are taken
-    while it is still in cache instead of the whole chunk's sums (8 MB a window length) being read
-    back from memory. The same sums and maxima as the two whole-array passes."""
-    nb = (e - a) // _BLOCK
-    bmax = np.empty(nb)
-    for p in range(0, e - a, FUSE):
-        q = min(p + FUSE, e - a)
-        part = np.subtract(c[a + w + p:a + w + q], c[a + p:a + q], out=out[p:q])
-        j0, j1 = p // _BLOCK, min(q // _BLOCK, nb)
-        if j1 > j0:
-            part[:(j1 - j0) * _BLOCK].reshape(j1 - j0, _BLOCK).max(axis=1, out=bmax[j0:j1])
-    return bmax
+    def __init__(self, c: np.ndarray, a: int, e: int, w: int, bad: np.ndarray | None):
+        self.c, self.a, self.w, self.n, self.bad = c, a, w, e - a, bad
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, k):
+        c, a, w = self.c, self.a, self.w
+        if isinstance(k, slice):
+            k0, k1, step = k.indices(self.n)
+            if step != 1:
+                raise IndexError("window sums are read in steps of 1")
+            k1 = max(k0, k1)
+            s = c[a + w + k0:a + w + k1] - c[a + k0:a + k1]
+            if self.bad is not None:
+                s[self.bad[k0:k1]] = -np.inf
+            return s
+        k = int(k)
+        if k < 0:
+            k += self.n
+        if not 0 <= k < self.n:
+            raise IndexError(f"window {k} of {self.n}")
+        if self.bad is not None and self.bad[k]:
+            return -np.inf
+        return c[a + w + k] - c[a + k]
 
 
 class SlidingMax:

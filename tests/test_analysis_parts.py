@@ -10,7 +10,7 @@ from powerrig.analysis import stats as ST
 from powerrig.analysis import windows as W
 from powerrig.analysis.checks import pcm1, pwr6
 from powerrig.analysis.command_energy import command_energy
-from powerrig.analysis.kernels import piece_max_of_sum, prefix_sum, sum_of, window_block_max
+from powerrig.analysis.kernels import first_sum_at, piece_max_of_sum, prefix_sum, window_block_max
 from powerrig.analysis.descriptors import number, ocp_peak_limit, power_states, transition_latency_us
 from powerrig.analysis.phases import Phase
 from powerrig.analysis.result import PhaseResult, WindowFigure
@@ -101,6 +101,9 @@ def test_exact_window_sums_read_from_the_prefix_equal_whole_array_passes():
         x = rng.normal(10, 2, n)
         c = prefix_sum(x, np.empty(n + 7))
         np.testing.assert_array_equal(c, np.concatenate([[0.0], np.cumsum(x)]))
+        x32 = x.astype(np.float32)                      # a capture's samples: added as float64
+        np.testing.assert_array_equal(prefix_sum(x32, np.empty(n + 1)),
+                                      np.concatenate([[0.0], np.cumsum(x32, dtype=np.float64)]))
         for w, a in ((1, 0), (1000, 17), (100, W._BLOCK - 3)):
             e = n - w + 1
             if e <= a:
@@ -183,7 +186,9 @@ def test_summed_piece_maxima_are_the_float64_sums_maxima_ignoring_gaps(rails):
         want = want + c
     piece_max = piece_max_of_sum(cols, bounds)
     np.testing.assert_array_equal(piece_max, np.fmax.reduceat(want, bounds[:-1]))
-    np.testing.assert_array_equal(sum_of(cols, 200, 2999), want[200:2999])   # where _take_peak places a peak
+    k = 300 + int(np.nanargmax(want[300:2999]))               # where _take_peak places a peak: the first
+    assert first_sum_at(cols, 300, 2999, piece_max[4]) == k == 300 + int(np.argmax(want[300:2999] == piece_max[4]))
+    assert first_sum_at(cols, 0, 100, piece_max[4] + 1.0) == -1
     assert np.isnan(piece_max[2:4]).all() and not np.isnan(piece_max[[0, 1, 4, 5]]).any()
 
 

@@ -128,12 +128,22 @@ def piece_max_of_sum(cols: list, bounds: np.ndarray) -> np.ndarray:
     return piece_max
 
 
-def sum_of(cols: list, a: int, b: int) -> np.ndarray:
-    """The series' float64 sum over [a, b), added in order: the values piece_max_of_sum compares."""
-    t = np.asarray(cols[0][a:b], np.float64).copy()
-    for c in cols[1:]:
-        np.add(t, c[a:b], out=t, dtype=np.float64)
-    return t
+@_jit
+def _first_sum_at(cols, a, b, value):
+    for j in range(a, b):
+        s = np.float64(cols[0][j])
+        for c in range(1, len(cols)):
+            s += np.float64(cols[c][j])
+        if s == value:
+            return j
+    return -1
+
+
+def first_sum_at(cols: list, a: int, b: int, value: float) -> int:
+    """The first j in [a, b) where the series' float64 sum (added as piece_max_of_sum adds them)
+    equals ``value`` (a piece maximum it found: where the peak lies), or -1; nothing written out."""
+    dt = np.result_type(*cols)
+    return int(_first_sum_at(tuple(np.asarray(c, dt) for c in cols), a, b, value))
 
 
 @_jit
@@ -177,7 +187,8 @@ def _prefix_sum(x, c):
 
 
 def prefix_sum(x: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """The float64 prefix sums of x into c[:len(x) + 1] (the same values as np.cumsum's, from 0)."""
+    """The float64 prefix sums of x (float32 values added as float64) into c[:len(x) + 1]: the same
+    values as np.cumsum(x, dtype=np.float64), from 0."""
     c = c[:len(x) + 1]
     _prefix_sum(x, c)
     return c
@@ -224,6 +235,7 @@ def compile_all() -> None:
         piece_summaries(x, b)
         for rails in (1, 2, 3):
             piece_max_of_sum([x] * rails, b)
+            first_sum_at([x] * rails, 0, 4, 2.0)
         bin_counts(np.zeros(4, np.int64), x, 0.0, 1.0)
-    c = prefix_sum(np.ones(8), np.empty(9))
+        c = prefix_sum(np.ones(8, dt), np.empty(9))
     window_block_max(c, 0, 4, 1, 4)

@@ -28,7 +28,7 @@ from powerrig.analysis.clipping import clipped_why, phase_clipped
 from powerrig.analysis.command_energy import POST_S, PRE_S, CommandEnergy, command_energy
 from powerrig.analysis.descriptors import power_states, transition_latency_us
 from powerrig.analysis.efficiency import curves, phase_efficiency
-from powerrig.analysis.kernels import piece_max_of_sum, sum_of
+from powerrig.analysis.kernels import first_sum_at, piece_max_of_sum
 from powerrig.analysis.phases import WAF_INTERVAL, WORKLOAD, Phase, commands, phases_from_events, power_state_of
 from powerrig.analysis.result import CheckResult, PhaseResult, WindowFigure
 from powerrig.analysis.stats import Segments, SeriesStats
@@ -454,8 +454,8 @@ def _take_peak(a: _PhaseAcc, part: np.ndarray, first_piece: int, bounds, peak_co
         k = int(np.nanargmax(part))
     if part[k] > a.peak:
         g = first_piece + k                      # first piece holding the maximum
-        j = int(np.argmax(sum_of(peak_cols, int(bounds[g]), int(bounds[g + 1])) == part[k]))
-        a.peak, a.peak_at = float(part[k]), c0 + int(bounds[g]) + j
+        j = first_sum_at(peak_cols, int(bounds[g]), int(bounds[g + 1]), part[k])    # the piece's first such
+        a.peak, a.peak_at = float(part[k]), c0 + max(j, int(bounds[g]))
 
 
 def _figure(w, dt) -> WindowFigure:

@@ -263,9 +263,8 @@ class WindowSums:
         out: list[ChunkWindows | None] = [None] * len(self.windows)
         if not len(x):
             return out
-        # exact sums keep float64 samples: a cumulative sum that casts float32 holds the GIL while it runs
-        dt = np.dtype(np.float32) if x.dtype == np.float32 and self._buf.dtype == np.float32 and not self.exact \
-            else np.dtype(np.float64)
+        # float32 samples stay float32: the exact sums' prefix (kernels.prefix_sum) adds them in float64
+        dt = np.dtype(np.float32) if x.dtype == np.float32 and self._buf.dtype == np.float32 else np.dtype(np.float64)
         nan = None
         hi = float(np.max(x))
         if math.isnan(hi):                         # max propagates NaN: the cheap test first

@@ -76,6 +76,8 @@ def test_two_step_plan_runs_pauses_stops_and_resumes_to_the_end(qtbot, window, t
                     and (lv.plotted_end_s() or 0) > 1.0, timeout=60_000)
     assert svc.recording.sweeping and svc.recording.recorder is None       # the engine records, the window only shows
     assert "follows the running sweep" in win.status_label.text()
+    # the Connect panel, whose fields say nothing of the sweep's rig, says whose data the plot shows
+    assert "sweep is running" in win.connect_panel.note.text() and "sim:d5-p5336" in win.connect_panel.note.text()
     assert np.nanmean(lv.last_summary.mean["p_total"]) > 0.1     # the drive's watts, not an empty plot
     # the sweep's own events on that stream: its source's clock places its steps' commands and phases
     qtbot.waitUntil(lambda: svc.recording.live.clock is not None, timeout=30_000)
@@ -104,6 +106,9 @@ def test_two_step_plan_runs_pauses_stops_and_resumes_to_the_end(qtbot, window, t
     assert "done in" in panel.state.text(), (panel.state.text(), svc.errors)
     assert not svc.recording.sweeping
     assert panel.run_id == run_id
+    # the run is done: nothing is left to resume (the engine would only say so), Run starts a new one
+    assert not panel.resume_button.isEnabled() and panel.run_button.isEnabled()
+    assert win.connect_panel.note.text() == ""
     assert store.run(run_id)["status"] == "done"
     qtbot.waitUntil(lambda: panel.table.rowCount() == 2, timeout=30_000)
     names = [panel.table.item(i, 0).text() for i in range(2)]

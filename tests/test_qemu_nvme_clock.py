@@ -135,8 +135,8 @@ iodepth = 8
 def test_qemu_nvme_sweep_with_the_clock_stepped_inside_a_step(qrig, tmp_path, monkeypatch):
     """A real sweep on the QEMU drive host whose guest clock is stepped an hour ahead while its first
     step's fio runs: that step is stored invalid with the reason (its phases were placed by a clock that
-    changed under them), the run goes on, and the next step is done with its fio phase within 5 ms of
-    QEMU's own trace of its reads (the map follows the clock as it is after the step)."""
+    changed under them), the run goes on, and the next step is done with its fio phase starting within
+    5 ms of QEMU's own trace of its reads (the map follows the clock as it is after the step)."""
     import threading
     import time
 
@@ -187,5 +187,9 @@ def test_qemu_nvme_sweep_with_the_clock_stepped_inside_a_step(qrig, tmp_path, mo
     assert io, "QEMU traced no read of the second step"
     d0, d1 = ph[-1].t_start - min(c.t_submit for c in io), ph[-1].t_end - max(c.t_complete for c in io)
     assert ph[-1].meta["time_source"] == "block_trace", ph[-1].meta
-    assert abs(d0) < 0.005 and abs(d1) < 0.005, (d0, d1)
+    # the map: the phase starts where QEMU saw its first read. Its end is the guest kernel's last block
+    # completion, which comes after QEMU's by the time the halted vCPU takes to wake for the interrupt:
+    # microseconds on hardware, 6-7.5 ms in about one run in seven under TCG on a busy 2-core host. That
+    # tail is the host's scheduling, not the map's error (d0 bounds that), so the end may lag it by 10 ms
+    assert abs(d0) < 0.005 and -0.005 < d1 < 0.010, (d0, d1)
 

@@ -8,7 +8,7 @@ from PySide6.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QPus
 class ConnectPanel(QWidget):
     def __init__(self, svc, parent=None):
         super().__init__(parent)
-        self.core, self.connection = svc.core, svc.connection
+        self.core, self.connection, self.runner = svc.core, svc.connection, svc.sweeps.runner
         core, conn = svc.core, svc.connection
         self.port = QComboBox()
         self.port.setEditable(True)
@@ -52,6 +52,8 @@ class ConnectPanel(QWidget):
         core.error.connect(self.show_error)
         conn.reconnected.connect(self._back)
         core.busy.connect(lambda b: [w.setEnabled(not b) for w in (self.connect_button, self.sim_button)])
+        self.runner.progress.connect(self._sweep_progress)
+        self.runner.finished.connect(lambda _d: self.note.setText(""))
 
     def set_port(self, port: str) -> None:
         self.port.setEditText(port)
@@ -77,6 +79,14 @@ class ConnectPanel(QWidget):
         """The interposer came back: the loss message gives way to a note (the capture went on)."""
         self.message.setText("")
         self.note.setText(msg)
+
+    def _sweep_progress(self, d: dict) -> None:
+        """A running sweep records through the interposer its plan names, not this panel's: say so, or
+        the fields here (often all "—") read as if nothing were measuring while the plot moves."""
+        sweep = self.runner.sweep
+        if d.get("kind") == "start" and sweep is not None:
+            self.note.setText(f"a sweep is running on its plan's interposer ({sweep.plan.rig.port}): the plot and "
+                              "the multimeter show its steps; this window's own stream comes back when it ends")
 
     def _connected(self, d: dict) -> None:
         self.message.setText("")

@@ -50,6 +50,7 @@ class SweepPanel(QWidget):
         self.plan = None
         self.store = None
         self.run_id: int | None = None
+        self._resumable: bool | None = None   # did the last run here leave steps to do (None: not known)
         self.rows: list[dict] = []
         self._mib_seen = self._mib_before = None
         self.open_url = QDesktopServices.openUrl           # the desktop's browser (tests watch the call)
@@ -145,6 +146,7 @@ class SweepPanel(QWidget):
             self._buttons()
             return False
         self.plan = plan
+        self._resumable = None                # the store may hold an unfinished run of it: Resume says
         n = len(plan.steps())
         if self.plan_box.findData(str(path)) < 0:
             self.plan_box.blockSignals(True)
@@ -232,6 +234,7 @@ class SweepPanel(QWidget):
     def _finished(self, d: dict) -> None:
         if d.get("run") is not None:
             self.run_id = d["run"]
+        self._resumable = d["state"] != "done"    # a finished run has nothing left to resume
         if d["state"] == "done":
             line = getattr(self, "_verdict_line", None)
             self.state.setText(f"run {self.run_id} done in {self.progress_bar.maximum()} steps"
@@ -250,7 +253,8 @@ class SweepPanel(QWidget):
         self.run_button.setEnabled(self.plan is not None and not running)
         self.pause_button.setEnabled(running and not self.runner.paused)
         self.stop_button.setEnabled(running)
-        self.resume_button.setEnabled(self.plan is not None and (not running or self.runner.paused))
+        self.resume_button.setEnabled(self.plan is not None and (self.runner.paused if running
+                                                                 else self._resumable is not False))
         self.report_button.setEnabled(self.run_id is not None and not running)
         for w in (self.plan_box, self.browse, self.db, self.out_root):
             w.setEnabled(not running)

@@ -2,13 +2,15 @@
 
 numpy runs one operation over a whole array per call, so summarising a chunk's pieces took a dozen
 passes over every value (conversion, shift, squares, two sums, minimum, maximum; the rails' float64
-sums and their maxima; the histogram's shift, scale, truncation and counting). Each kernel here reads
-each value once, in cache, and releases the GIL, so the analysis's side thread runs beside it.
+sums and their maxima; the histogram's shift, scale, truncation and counting; the window sums written
+out and their block maxima). The pass is memory-bound: each kernel here reads each value once and
+releases the GIL, so the reading thread runs beside it.
 
-The kernels compute the figures their numpy predecessors did with the same float arithmetic; only
-the order of a piece's float64 additions differs (in sequence here, pairwise in numpy), which moves
-a sum by about 1e-16 of itself. Compiled on first use and cached beside this file (or in the user's
-cache when the package folder is read-only), so a process pays numba's import and a cache load.
+The kernels compute the figures their numpy predecessors did with the same float arithmetic (window
+sums, maxima, histogram bins bit for bit); only a piece's float64 sums differ in order (blocks of
+BLOCK, shifted by the piece's own first value), which moves them by about 1e-16 of themselves.
+Compiled once (``make setup`` runs ``compile_all``) and cached beside this file (or in the user's
+cache when the package folder is read-only): a process pays numba's import and a cache load.
 """
 from __future__ import annotations
 

@@ -146,12 +146,6 @@ def _keys(qs) -> tuple[str, ...]:
     return tuple(f"p{q:g}" for q in qs)
 
 
-def sum_squares(t: np.ndarray) -> float:
-    """Sum of t * t in float64 without a BLAS call: OpenBLAS runs long dot products on several
-    threads, whose spinning workers slow everything else on a busy machine more than they gain."""
-    return float(np.einsum("i,i->", t, t))
-
-
 class Segments:
     """One chunk of one series cut at every phase edge, each piece summarised once.
 
@@ -203,22 +197,11 @@ class SeriesStats:
         return self._values is not None
 
     def feed(self, x: np.ndarray) -> None:
-        """Values of intervals wholly inside the phase (float32 or float64; NaN = lost)."""
-        if not len(x):
-            return
-        x = np.asarray(x)
-        total = float(np.sum(x, dtype=np.float64))
-        v = x
-        if math.isnan(total):                      # only gappy chunks pay for the mask
-            v = x[~np.isnan(x)]
-            self.lost += len(x) - len(v)
-            if not len(v):
-                return
-            total = float(np.sum(v, dtype=np.float64))
-        d = np.subtract(v, total / len(v), dtype=np.float64)
-        lo, hi = float(v.min()), float(v.max())
-        self._merge(len(v), total, sum_squares(d), lo, hi)
-        self.keep([v.copy()], False)
+        """Values of intervals wholly inside the phase (float32 or float64; NaN = lost), summarised as
+        one piece; a copy is kept for the percentiles (the caller may reuse its array)."""
+        if len(x):
+            x = np.array(x)
+            self.add(Segments(x, np.array([0, len(x)], np.intp)), 0, 1)
 
     def add(self, seg: Segments, ia: int, ib: int) -> None:
         """Pieces ia..ib-1 of a chunk's Segments (wholly inside the phase)."""

@@ -83,6 +83,7 @@ fi
 # The analysis's numba kernels compiled once into their cache (host_app/powerrig/analysis/__pycache__):
 # else the first analysis of every fresh checkout waits ~1 s per kernel for the compiler.
 .venv/bin/python -c "from powerrig.analysis.kernels import compile_all; compile_all()"
+.venv/bin/python -c "from powerrig.capture.direct_read import compile_all; compile_all()"
 
 if tier qt; then
 # 2b. Qt's libraries from the distribution (the PySide6 wheel brings Qt, not the system libraries it links).

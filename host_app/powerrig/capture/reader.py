@@ -121,6 +121,7 @@ class CaptureReader:
         self.file_finalised = self.header_bytes == self.file_bytes
         self.read_from_copy = not self.file_finalised
         self._tmpdir = None
+        self._direct = None            # direct_read.DirectRead, made at the first read of a float32 signal
         self.pointers_cleared = 0      # next-chunk pointers past the cut, cleared in the copy (jls_tail)
         read_path = self.path
         if self.read_from_copy:
@@ -311,6 +312,10 @@ class CaptureReader:
         self.close()
 
     def close(self) -> None:
+        d = getattr(self, "_direct", None)
+        if d:
+            d.close()
+        self._direct = False
         r = getattr(self, "_r", None)
         if r is not None:
             r.close()
@@ -370,12 +375,34 @@ class CaptureReader:
         sid = self._id(name)
         have = max(0, min(n, self.intact[name] - start))
         if have == n:
-            return self._call(self._r.fsr, sid, start, n)
+            return self._fsr(sid, start, n)
         digital = name in L.DIGITAL_FIELDS
         out = np.zeros(n, np.uint8) if digital else np.full(n, np.nan, np.float32)
         if have > 0:
-            out[:have] = self._call(self._r.fsr, sid, start, have)
+            out[:have] = self._fsr(sid, start, have)
         return out
+
+    def _fsr(self, sid: int, start: int, n: int) -> np.ndarray:
+        """n intact samples of a signal: straight from the file's pages when it is finalised and the
+        signal float32 (direct_read: ~2x less CPU than pyjls), else, or where that declines, via pyjls."""
+        if self._direct is None:
+            self._direct = self._open_direct()
+        got = self._direct.read(sid, start, n) if self._direct else None
+        return got if got is not None else self._call(self._r.fsr, sid, start, n)
+
+    def _open_direct(self):
+        """A DirectRead of this file's float32 signals, or False where it cannot serve (a file read
+        from a repaired copy, a host without the CRC instruction, POWERRIG_DIRECT_READ=0)."""
+        if self.read_from_copy or os.environ.get("POWERRIG_DIRECT_READ") == "0":
+            return False
+        # imported at the first read of samples, not with the reader: it brings numba (~0.2 s), which
+        # a CLI start that never reads a sample should not pay
+        from powerrig.capture import direct_read
+        if not direct_read.available():
+            return False
+        sigs = {int(s.signal_id): (int(s.sample_id_offset), int(s.samples_per_data))
+                for s in self._r.signals.values() if s.signal_type == 0 and s.data_type == direct_read.F32}
+        return direct_read.DirectRead(self.path, sigs) if sigs else False
 
     def samples(self, name: str, start: int | None = None, stop: int | None = None) -> np.ndarray:
         """Per-interval values of a signal for sample ids [start, stop) (NaN in gaps)."""

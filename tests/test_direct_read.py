@@ -1,0 +1,133 @@
+"""A finalised capture's float32 signals read straight from the file's pages (capture/direct_read.py):
+the same values as pyjls bit for bit, across data and index chunk edges, and a damaged chunk refused so
+that pyjls reports it as before."""
+import shutil
+
+import numpy as np
+import pyjls
+import pytest
+
+from powerrig.capture import CaptureReader, CaptureWriter
+from powerrig.capture import direct_read as D
+from powerrig.core.errors import CaptureError
+from powerrig.testing import synthetic as S
+
+SECONDS = 140.3          # 137 data chunks of 1,024 intervals per signal: two level-1 index chunks of 130
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory):
+    path = tmp_path_factory.mktemp("direct") / "c.jls"
+    with CaptureWriter(path, metadata={"device": {"device": "direct-test"}}, clock=S.clock(0)) as w:
+        for b in S.interval_blocks(SECONDS, rows_per_block=5000):
+            w.write(b)
+    return path
+
+
+def _float_signals(path):
+    r = pyjls.Reader(str(path))
+    sigs = {s.signal_id: s for s in r.signals.values() if s.signal_type == 0 and s.data_type == D.F32}
+    return r, sigs
+
+
+def test_this_host_reads_directly():
+    assert D.available(), "x86-64 with SSE 4.2 expected (the CI host); elsewhere pyjls reads everything"
+
+
+def test_direct_read_gives_pyjls_values_bit_for_bit(capture):
+    r, sigs = _float_signals(capture)
+    d = D.DirectRead(capture, {i: (s.sample_id_offset, s.samples_per_data) for i, s in sigs.items()})
+    assert sorted(d._heads) == sorted(sigs) and len(sigs) == 13
+    rng = np.random.default_rng(7)
+    for sid, s in sigs.items():
+        n = s.length
+        spd = s.samples_per_data
+        offsets = d._chunk_offsets(sid)
+        assert len(offsets) == -(-n // spd) == 138          # every data chunk, through both index chunks
+        ranges = [(0, n), (0, 1), (n - 1, 1), (spd - 1, 2), (130 * spd - 3, 10), (n - spd - 5, spd + 5)]
+        ranges += [(int(a), int(rng.integers(1, n - a + 1))) for a in rng.integers(0, n, 12)]
+        for start, k in ranges:
+            got = d.read(sid, start, k)
+            assert got is not None and got.dtype == np.float32
+            assert got.tobytes() == r.fsr(sid, start, k).tobytes(), (s.name, start, k)
+    d.close()
+
+
+def test_the_capture_reader_reads_float_signals_directly_and_digital_ones_through_pyjls(capture, monkeypatch):
+    with CaptureReader(capture) as cap:
+        direct = {n: cap.samples(n, 1000, 90_000) for n in cap.signals}
+        assert isinstance(cap._direct, D.DirectRead)
+    monkeypatch.setenv("POWERRIG_DIRECT_READ", "0")
+    with CaptureReader(capture) as cap:
+        via_pyjls = {n: cap.samples(n, 1000, 90_000) for n in cap.signals}
+        assert cap._direct is False
+    assert direct.keys() == via_pyjls.keys()
+    for n in direct:
+        assert direct[n].dtype == via_pyjls[n].dtype and direct[n].tobytes() == via_pyjls[n].tobytes(), n
+
+
+def _damaged_copy(capture, tmp_path, name, where):
+    """A copy with one byte flipped in chunk 40 of signal ``name``: ``where`` bytes into the chunk."""
+    dst = tmp_path / "damaged.jls"
+    shutil.copyfile(capture, dst)
+    with CaptureReader(capture) as cap:
+        sid = cap._id(name)
+        cap.samples(name, 0, 10)
+        off = int(cap._direct._chunk_offsets(sid)[40])
+    data = bytearray(dst.read_bytes())
+    data[off + where] ^= 0x10
+    dst.write_bytes(bytes(data))
+    return dst, sid
+
+
+def test_a_damaged_payload_is_refused_and_reported_as_pyjls_reports_it(capture, tmp_path, monkeypatch):
+    dst, sid = _damaged_copy(capture, tmp_path, "p_total", 48 + 400)     # a sample's byte
+    with CaptureReader(dst) as cap:
+        assert cap.closed_cleanly and not cap.read_from_copy      # the file's own header still says whole
+        # the chunks before the damage read directly, and equal the undamaged file's
+        with CaptureReader(capture) as good:
+            assert cap.samples("p_total", 0, 40 * 1024).tobytes() == good.samples("p_total", 0, 40 * 1024).tobytes()
+        assert cap._direct.read(sid, 40 * 1024, 10) is None             # the CRC does not match: declined
+        with pytest.raises(CaptureError, match="damaged where it was read"):
+            cap.samples("p_total", 39 * 1024, 42 * 1024)
+    monkeypatch.setenv("POWERRIG_DIRECT_READ", "0")
+    with CaptureReader(dst) as cap:                                       # pyjls alone says the same
+        with pytest.raises(CaptureError, match="damaged where it was read"):
+            cap.samples("p_total", 39 * 1024, 42 * 1024)
+
+
+def test_a_damaged_chunk_header_is_refused_there_only(capture, tmp_path):
+    """A flipped bit in a data chunk's header (its item_prev) fails the header CRC: direct reading
+    declines for reads that touch it, and pyjls reads (or refuses) those as it always did."""
+    dst, sid = _damaged_copy(capture, tmp_path, "p_12V", 9)
+    with CaptureReader(dst) as cap, CaptureReader(capture) as good:
+        assert cap._fsr(sid, 0, 40 * 1024).tobytes() == good.samples("p_12V", 0, 40 * 1024).tobytes()
+        assert cap._direct.read(sid, 40 * 1024 + 5, 10) is None
+        assert cap._direct.read(sid, 41 * 1024, 1024).tobytes() == good.samples("p_12V", 41 * 1024, 42 * 1024).tobytes()
+
+
+def test_a_damaged_index_leaves_the_signal_to_pyjls(capture, tmp_path):
+    r, sigs = _float_signals(capture)
+    with CaptureReader(capture) as cap:
+        sid = cap._id("p_3V3")
+    d = D.DirectRead(capture, {i: (s.sample_id_offset, s.samples_per_data) for i, s in sigs.items()})
+    index_at = int(d._heads[sid][1])
+    d.close()
+    dst = tmp_path / "index.jls"
+    data = bytearray(capture.read_bytes())
+    data[index_at + 32 + 16 + 8 * 3] ^= 0x01                             # the index's fourth chunk offset
+    dst.write_bytes(bytes(data))
+    d = D.DirectRead(dst, {i: (s.sample_id_offset, s.samples_per_data) for i, s in sigs.items()})
+    assert d._chunk_offsets(sid) is None and d.read(sid, 0, 10) is None
+    other = next(i for i in sigs if i != sid)
+    assert d.read(other, 0, 10) is not None                              # the other signals are unaffected
+    d.close()
+
+
+def test_a_capture_read_from_a_repaired_copy_is_read_through_pyjls(capture, tmp_path):
+    cut = tmp_path / "cut.jls"
+    cut.write_bytes(capture.read_bytes()[: capture.stat().st_size // 2])
+    with CaptureReader(cut) as cap:
+        assert cap.read_from_copy
+        cap.samples("p_total", 0, 100)
+        assert cap._direct is False

@@ -63,9 +63,9 @@ class _InMemory:
     def __getattr__(self, name):
         return getattr(self.cap, name)
 
-    def chunks(self, names, start=None, stop=None, chunk=1 << 20):
+    def chunks(self, names, start=None, stop=None, chunk=1 << 20, pool=None):
         if not set(names) <= set(self.data):
-            yield from self.cap.chunks(names, start, stop, chunk)
+            yield from self.cap.chunks(names, start, stop, chunk, pool)
             return
         start, stop = self.cap._range(start, stop)
         for s in range(start, stop, chunk):

@@ -1,6 +1,7 @@
 """A finalised capture's float32 signals read straight from the file's pages (capture/direct_read.py):
 the same values as pyjls bit for bit, across data and index chunk edges, and a damaged chunk refused so
 that pyjls reports it as before."""
+import json
 import shutil
 
 import numpy as np
@@ -8,7 +9,9 @@ import pyjls
 import pytest
 
 from powerrig.capture import CaptureReader, CaptureWriter
+from powerrig.analysis.pipeline import analyse
 from powerrig.capture import direct_read as D
+from powerrig.core.array_pool import ArrayPool
 from powerrig.core.errors import CaptureError
 from powerrig.testing import synthetic as S
 
@@ -131,3 +134,41 @@ def test_a_capture_read_from_a_repaired_copy_is_read_through_pyjls(capture, tmp_
         assert cap.read_from_copy
         cap.samples("p_total", 0, 100)
         assert cap._direct is False
+
+
+def test_the_pool_reads_again_only_into_arrays_nothing_else_holds():
+    pool = ArrayPool()
+    cols = {"free": np.arange(8, dtype=np.float32), "kept": np.arange(8, dtype=np.float32)}
+    view = cols["kept"][2:5]                           # as a phase keeps its values for the percentiles
+    assert pool.give_back(cols) == 1                   # the chunk's dict is the only holder of "free"
+    assert pool.take(8, np.float32) is cols["free"]
+    assert pool.take(8, np.float32) is not cols["kept"]                     # held by the view: never given
+    assert view.base is cols["kept"] and pool.take(7, np.float32).shape == (7,)   # another length: new
+    assert pool.give_back({"v": view}) == 0            # a view is never taken: its base may be held
+
+
+def test_an_analysis_over_many_chunks_is_the_same_with_the_pool_as_without(capture, monkeypatch):
+    """Phases keep views of the chunks for their exact percentiles: reading into a recycled array
+    they still see would change their figures. Small chunks, so that phases span many of them."""
+    tl = S.alternating_timeline(SECONDS, S.clock(0), first_index=0, period_s=7.0)
+    path = capture.parent / "phases.jls"
+    with CaptureWriter(path, timeline=tl, clock=S.clock(0), metadata={"device": {"device": "pool"}}) as w:
+        for b in S.interval_blocks(SECONDS, rows_per_block=5000):
+            w.write(b)
+    given = []
+    real = ArrayPool.give_back
+    monkeypatch.setattr(ArrayPool, "give_back", lambda self, cols: given.append(real(self, cols)) or given[-1])
+    with CaptureReader(path) as cap:
+        with_pool = analyse(cap, cap.events, cap.metadata, chunk=3000)
+    assert sum(given) > 40                             # the pool was used
+    monkeypatch.setattr(ArrayPool, "give_back", lambda self, cols: 0)
+    with CaptureReader(path) as cap:
+        without = analyse(cap, cap.events, cap.metadata, chunk=3000)
+    assert len(with_pool.phases) == len(without.phases) > 20
+    for a, b in zip(with_pool.phases + with_pool.checks, without.phases + without.checks):
+        assert _plain(a) == _plain(b), f"the pool changed {getattr(a, 'phase', a)!r:.80}"
+
+
+def _plain(r) -> str:
+    """Every figure of a result (NaN spelled out, so that equal results compare equal)."""
+    return json.dumps(r.to_dict() if hasattr(r, "to_dict") else repr(r), sort_keys=True, default=repr)

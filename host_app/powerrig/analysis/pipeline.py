@@ -36,6 +36,7 @@ from powerrig.analysis.steady_state import steady_state
 from powerrig.analysis.thermal import smart_readings, throttled_between
 from powerrig.analysis.waf import waf_samples, waf_series
 from powerrig.analysis.windows import WindowMax, WindowSums
+from powerrig.core.array_pool import ArrayPool
 from powerrig.core.errors import CaptureError, PowerrigError
 from powerrig.core.sampling import sampling_of
 from powerrig.core.timeline import FIO, NOTE, PHASE, POWER_STATE, Event
@@ -334,9 +335,11 @@ def _stream(source, read, rails, accs, chunk, has_peak, series) -> None:
     start = min(a.first for a in accs)
     stop = max(a.last for a in accs)
     p = _Pass(accs, rails, has_peak, series, start)
-    pieces = source.chunks(read, start, stop, chunk)
+    pool = ArrayPool()
+    pieces = source.chunks(read, start, stop, chunk, pool)
     for c0, cols in _prefetched(pieces) if helper_threads() else pieces:
         p.feed(c0, cols)
+        pool.give_back(cols)       # what no phase kept is read into again: no fresh pages per chunk
     p.finish()
 
 

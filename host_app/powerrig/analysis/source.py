@@ -24,8 +24,10 @@ class AnalysisSource(Protocol):
         """Is there a signal of this name?"""
 
     def chunks(self, names: Iterable[str], start: int | None = None, stop: int | None = None,
-               chunk: int = 1 << 20) -> Iterator[tuple[int, dict]]:
-        """(first sample id, {name: array}) pieces of at most ``chunk`` intervals covering [start, stop)."""
+               chunk: int = 1 << 20, pool=None) -> Iterator[tuple[int, dict]]:
+        """(first sample id, {name: array}) pieces of at most ``chunk`` intervals covering [start, stop).
+        ``pool`` (core.array_pool.ArrayPool): arrays the caller gave back, to read into; a source that
+        hands out views of its own memory ignores it."""
 
     def sample_id(self, utc):
         """Fractional sample id(s) of host UTC time(s); raises when there is no clock."""
@@ -59,7 +61,7 @@ class ArraySource:
     def has(self, name: str) -> bool:
         return name in self.cols
 
-    def chunks(self, names, start=None, stop=None, chunk: int = 1 << 20) -> Iterator[tuple[int, dict]]:
+    def chunks(self, names, start=None, stop=None, chunk: int = 1 << 20, pool=None) -> Iterator[tuple[int, dict]]:
         start = 0 if start is None else max(0, int(start))
         stop = self.length if stop is None else min(self.length, int(stop))
         for s in range(start, stop, chunk):

@@ -249,6 +249,11 @@ class DirectRead:
             self._offsets[sid] = got
         return self._offsets[sid]
 
+    def serves(self, sid: int) -> bool:
+        """Whether ``read`` may serve this signal (a float32 signal whose index was found or not yet
+        looked at)."""
+        return self._map is not None and sid in self._signals and self._offsets.get(sid, True) is not None
+
     def _read_ahead(self, offsets: np.ndarray, k0: int, k1: int) -> None:
         """Ask for the pages of chunks k0..k1 and what lies between them in one readahead: a file not
         in the page cache is then read in large requests, not one small fault at a time."""
@@ -261,8 +266,9 @@ class DirectRead:
             self._map.madvise(mmap.MADV_WILLNEED, lo, hi - lo)
             self._advised = hi
 
-    def read(self, sid: int, start: int, n: int) -> np.ndarray | None:
-        """n float32 samples from ``start`` (the API's sample id), or None: not read here."""
+    def read(self, sid: int, start: int, n: int, out: np.ndarray | None = None) -> np.ndarray | None:
+        """n float32 samples from ``start`` (the API's sample id), into ``out`` if given (n float32), or
+        None: not read here."""
         if self._map is None or sid not in self._signals:
             return None
         offsets = self._chunk_offsets(sid)
@@ -270,7 +276,7 @@ class DirectRead:
             return None
         id_offset, spd = self._signals[sid]
         self._read_ahead(offsets, start // spd, (start + n - 1) // spd)
-        out = np.empty(n, np.float32)
+        out = np.empty(n, np.float32) if out is None else out
         if _copy(self._u8, self._u64, self._f32, offsets, sid, id_offset, spd, start + id_offset, n, out):
             return None
         return out

@@ -370,24 +370,27 @@ class CaptureReader:
         return start, max(start, stop)
 
     # ---- data ---------------------------------------------------------------------------------------
-    def _read(self, name: str, start: int, n: int) -> np.ndarray:
+    def _read(self, name: str, start: int, n: int, pool=None) -> np.ndarray:
         """n values from ``start``; past the signal's intact end NaN (0 for the digital signals)."""
         sid = self._id(name)
         have = max(0, min(n, self.intact[name] - start))
         if have == n:
-            return self._fsr(sid, start, n)
+            return self._fsr(sid, start, n, pool)
         digital = name in L.DIGITAL_FIELDS
         out = np.zeros(n, np.uint8) if digital else np.full(n, np.nan, np.float32)
         if have > 0:
             out[:have] = self._fsr(sid, start, have)
         return out
 
-    def _fsr(self, sid: int, start: int, n: int) -> np.ndarray:
+    def _fsr(self, sid: int, start: int, n: int, pool=None) -> np.ndarray:
         """n intact samples of a signal: straight from the file's pages when it is finalised and the
-        signal float32 (direct_read: ~2x less CPU than pyjls), else, or where that declines, via pyjls."""
+        signal float32 (direct_read: ~2x less CPU than pyjls; into an array of ``pool``, an ArrayPool,
+        if given), else, or where that declines, via pyjls."""
         if self._direct is None:
             self._direct = self._open_direct()
-        got = self._direct.read(sid, start, n) if self._direct else None
+        got = None
+        if self._direct and self._direct.serves(sid):
+            got = self._direct.read(sid, start, n, pool.take(n, np.float32) if pool is not None else None)
         return got if got is not None else self._call(self._r.fsr, sid, start, n)
 
     def _open_direct(self):
@@ -413,14 +416,15 @@ class CaptureReader:
         return self._read(name, start, stop - start)
 
     def chunks(self, names, start: int | None = None, stop: int | None = None,
-               chunk: int = DEFAULT_CHUNK) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
-        """(first sample id, {name: values}) for consecutive chunks: memory flat in capture length."""
+               chunk: int = DEFAULT_CHUNK, pool=None) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+        """(first sample id, {name: values}) for consecutive chunks: memory flat in capture length.
+        ``pool`` (capture.array_pool.ArrayPool): arrays the caller gave back, read into again."""
         start, stop = self._range(start, stop)
         for n in names:
             self._id(n)
         for s in range(start, stop, chunk):
             n = min(chunk, stop - s)
-            yield s, {name: self._read(name, s, n) for name in names}
+            yield s, {name: self._read(name, s, n, pool) for name in names}
 
     def clipped(self, start: int | None = None, stop: int | None = None) -> dict[str, dict]:
         """{rail: {"current", "voltage", "intervals"}}: intervals of [start, stop) whose readings the

@@ -266,8 +266,8 @@ class LiveSource(TimeSource):
         with self._lock:
             return self.rows.oldest, self.rows.n
 
-    def chunks(self, names, start=None, stop=None, chunk: int = 1 << 20):
-        """AnalysisSource.chunks over the full-rate rows still held (older rows read as NaN)."""
+    def chunks(self, names, start=None, stop=None, chunk: int = 1 << 20, pool=None):
+        """AnalysisSource.chunks over the full-rate rows still held (older rows read as NaN; no pool)."""
         start = 0 if start is None else max(0, int(start))
         with self._lock:
             stop = self.rows.n if stop is None else min(self.rows.n, int(stop))

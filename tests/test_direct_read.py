@@ -3,6 +3,9 @@ the same values as pyjls bit for bit, across data and index chunk edges, and a d
 that pyjls reports it as before."""
 import json
 import shutil
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pyjls
@@ -172,3 +175,29 @@ def test_an_analysis_over_many_chunks_is_the_same_with_the_pool_as_without(captu
 def _plain(r) -> str:
     """Every figure of a result (NaN spelled out, so that equal results compare equal)."""
     return json.dumps(r.to_dict() if hasattr(r, "to_dict") else repr(r), sort_keys=True, default=repr)
+
+
+def test_a_capture_cut_short_while_it_is_read_is_refused_not_a_crash(capture, tmp_path):
+    """Another program overwrites the capture in place (``cp`` over it, a recording to the same path)
+    while a reader has it open: a mapped read past the new end would be SIGBUS, the end of the
+    process. The read declines, and pyjls reports the file as damaged. In a child process, so that a
+    crash is seen as one."""
+    victim = tmp_path / "victim.jls"
+    shutil.copyfile(capture, victim)
+    code = textwrap.dedent(f"""
+        import os
+        from powerrig.capture import CaptureReader
+        from powerrig.core.errors import CaptureError
+        with CaptureReader({str(victim)!r}) as cap:
+            cap.samples("p_total", 0, 1000)                    # mapped and indexed
+            os.truncate({str(victim)!r}, os.path.getsize({str(victim)!r}) // 3)
+            try:
+                cap.samples("p_total", 100_000, 130_000)
+                print("read")
+            except CaptureError as e:
+                print("refused:", e)
+            print("direct:", cap._direct._map is not None)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])      # -7 would be SIGBUS
+    assert "direct: False" in r.stdout and ("refused:" in r.stdout or "read" in r.stdout), r.stdout

@@ -19,6 +19,7 @@ See docs/analysis.md for each check's definition and its source.
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -122,8 +123,10 @@ def judge(value, upper=None, lower=None, *, uncertainty: float | None = 0.0, eno
     return Judged(Verdict.PASS, "", band)
 
 
+@functools.lru_cache(maxsize=64)
 def _rail_volts(rail: str) -> float | None:
-    """A rail's nominal volts from its name as the rails are named ("12V", "3V3", "5V")."""
+    """A rail's nominal volts from its name as the rails are named ("12V", "3V3", "5V"); cached: every
+    check of every phase asks for each rail's (3,600 checks in a 10-hour capture's analysis)."""
     m = re.fullmatch(r"(\d+)V(\d*)", rail.strip())
     return float(f"{m.group(1)}.{m.group(2) or 0}") if m else None
 

@@ -114,6 +114,14 @@ def write_capture(path: Path, hours: float) -> float:
     return time.perf_counter() - t
 
 
+def reading_path(path: Path) -> str:
+    """How CaptureReader reads this capture's float signals: from its pages (capture/direct_read.py) or
+    through pyjls (POWERRIG_DIRECT_READ=0, a host without the CRC instruction)."""
+    with CaptureReader(path) as cap:
+        cap.samples("p_total", 0, 1)
+        return "direct_read" if cap._direct else "pyjls"
+
+
 def drop_from_page_cache(path: Path) -> bool:
     """Write the file's dirty pages to disk and drop it from the page cache (a cold read follows)."""
     fd = os.open(path, os.O_RDONLY)
@@ -242,6 +250,8 @@ def main() -> None:
               f"CPU {read_warm[1]:.2f} s; median of 3), cold {read_cold[0]:.2f} s ({size / read_cold[0]:.2f} GB/s, CPU "
               f"{read_cold[1]:.2f} s); load average {os.getloadavg()[0]:.1f}")
         print(f"analysis threads: {1 + helper_threads()} ({free_cores():.1f} cores free by the load average)")
+        reader = reading_path(long)
+        print(f"reading: {reader} (the analysis's and pandas' reads alike)")
         write_capture(short, args.hours / 10)
         t_first, t_again = analyse_file(short)[0], analyse_file(short)[0]
         print(f"first analysis in this process: {t_first - t_again:.2f} s more than the next (one-time: numba "
@@ -292,7 +302,7 @@ def main() -> None:
                    "pandas_wall_x_warm": round(ts / ta, 2), "pandas_wall_x_cold": round(tsc / tc, 2),
                    "pandas_cpu_x_warm": round(cs / cw, 2), "pandas_cpu_x_cold": round(csc / cpu_cold[0], 2),
                    "pandas_warm_cpu_x_cold_analysis": round(cs / cpu_cold[0], 2), "first_analysis_extra_s": round(t_first - t_again, 3),
-                   "analysis_threads": 1 + helper_threads(), "load_cold": round(load_cold, 2)}
+                   "analysis_threads": 1 + helper_threads(), "load_cold": round(load_cold, 2), "reader": reader}
         m_short = traced_peak(short)
         m_long = traced_peak(long)
         print(f"\npeak traced memory of analyse(): {args.hours / 10:g} h {m_short:.0f} MB, {args.hours:g} h "

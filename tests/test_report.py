@@ -63,6 +63,8 @@ def test_bench_analysis_creates_a_missing_tmp_folder(tmp_path):
     assert "first analysis in this process: " in done.stdout and "cold, once: " in done.stdout
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["pandas_cold_cpu_s"] > 0 and summary["pandas_cpu_x_cold"] > 0
+    # the figures say how the capture was read (its pages, on this x86-64 host)
+    assert summary["reader"] == "direct_read" and "reading: direct_read" in done.stdout
     (tmp_path / "file").write_text("x")
     done = subprocess.run([sys.executable, str(bench), "--tmp", str(tmp_path / "file")],
                           capture_output=True, text=True, timeout=60)

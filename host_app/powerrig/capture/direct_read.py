@@ -35,6 +35,10 @@ TAG_FSR_DATA = 0x22              # JLS_TRACK_TAG_PACK(FSR, DATA)
 TAG_FSR_INDEX = 0x23             # JLS_TRACK_TAG_PACK(FSR, INDEX)
 F32 = 0x2004                     # JLS_DATATYPE_F32
 SCAN_LIMIT = 1 << 16             # chunks walked from the file's start to find the track heads
+# A chunk read as 64-bit words from its (8-aligned) offset: 0 item_next, 1 item_prev, 2 tag (byte 0),
+# chunk_meta (bytes 2-3) and payload_length (high half), 3 payload_prev_length and the header's CRC
+# (high half); then the payload: 4 the first sample id, 5 entry_count (low half) and entry_size_bits,
+# 6... the entries (samples, or an index's offsets).
 
 
 def _sse42() -> bool:
@@ -95,7 +99,7 @@ def _header_ok(u64, off):
 def _payload_ok(u8, u64, off, length):
     """The payload CRC-32C that follows the payload (after padding to 8 bytes) matches. One chain of
     CRC instructions: three interleaved chains measured slower here, as the pass waits on memory."""
-    start = off + 32
+    start = off + CHUNK_HEADER
     pad = (length + 4) % 8
     pad = 0 if pad == 0 else 8 - pad
     at = start + length + pad
@@ -126,7 +130,7 @@ def _on_disk(length):
 def _find_heads(u64, sids, heads, limit):
     """The FSR track head chunks' first data-level offsets (jls_track_head_s.offset[]), walking the
     chunks from the file's start; ``heads[i, level]``. Returns how many signals were found."""
-    off = 32
+    off = FILE_HEADER
     found = 0
     for _ in range(limit):
         if off % 8 != 0 or not _header_ok(u64, off):
@@ -143,7 +147,7 @@ def _find_heads(u64, sids, heads, limit):
                     found += 1
             if found == len(sids):
                 return found
-        off = off + 32 + _on_disk(length)       # the next chunk in the file (not item_next)
+        off = off + CHUNK_HEADER + _on_disk(length)       # the next chunk in the file (not item_next)
     return found
 
 
@@ -205,7 +209,7 @@ def _copy(u8, u64, f32, offsets, sid, first_id, spd, start, n, out):
         take = min(count - i0, n - got)
         if take <= 0:
             return 1 + k
-        base = (off + 48) // 4 + i0
+        base = (off + CHUNK_HEADER + PAYLOAD_HEADER) // 4 + i0
         out[got:got + take] = f32[base:base + take]
         got += take
         k += 1

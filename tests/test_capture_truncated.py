@@ -21,11 +21,7 @@ INTERVALS = 7770
 @pytest.fixture(scope="module")
 def whole(tmp_path_factory):
     """A capture closed cleanly: 7.77 s at 1 ms, two rails, a clock."""
-    path = tmp_path_factory.mktemp("whole") / "whole.jls"
-    with CaptureWriter(path, metadata={"device": {"device": "cut-test"}}, clock=S.clock(0)) as w:
-        for b in S.interval_blocks(SECONDS, rows_per_block=250):
-            w.write(b)
-    return path
+    return S.interval_capture(tmp_path_factory.mktemp("whole") / "whole.jls", SECONDS, "cut-test", rows_per_block=250)
 
 
 def _cut(src, dst, size):

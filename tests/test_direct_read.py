@@ -11,7 +11,7 @@ import numpy as np
 import pyjls
 import pytest
 
-from powerrig.capture import CaptureReader, CaptureWriter
+from powerrig.capture import CaptureReader
 from powerrig.analysis.pipeline import analyse
 from powerrig.capture import direct_read as D
 from powerrig.core.array_pool import ArrayPool
@@ -23,11 +23,7 @@ SECONDS = 140.3          # 137 data chunks of 1,024 intervals per signal: two le
 
 @pytest.fixture(scope="module")
 def capture(tmp_path_factory):
-    path = tmp_path_factory.mktemp("direct") / "c.jls"
-    with CaptureWriter(path, metadata={"device": {"device": "direct-test"}}, clock=S.clock(0)) as w:
-        for b in S.interval_blocks(SECONDS, rows_per_block=5000):
-            w.write(b)
-    return path
+    return S.interval_capture(tmp_path_factory.mktemp("direct") / "c.jls", SECONDS, "direct-test")
 
 
 def _float_signals(path):
@@ -154,10 +150,7 @@ def test_an_analysis_over_many_chunks_is_the_same_with_the_pool_as_without(captu
     """Phases keep views of the chunks for their exact percentiles: reading into a recycled array
     they still see would change their figures. Small chunks, so that phases span many of them."""
     tl = S.alternating_timeline(SECONDS, S.clock(0), first_index=0, period_s=7.0)
-    path = capture.parent / "phases.jls"
-    with CaptureWriter(path, timeline=tl, clock=S.clock(0), metadata={"device": {"device": "pool"}}) as w:
-        for b in S.interval_blocks(SECONDS, rows_per_block=5000):
-            w.write(b)
+    path = S.interval_capture(capture.parent / "phases.jls", SECONDS, "pool", timeline=tl)
     given = []
     real = ArrayPool.give_back
     monkeypatch.setattr(ArrayPool, "give_back", lambda self, cols: given.append(real(self, cols)) or given[-1])

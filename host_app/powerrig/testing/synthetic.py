@@ -265,3 +265,13 @@ def demo(path, minutes: float = 3.0):
         for b in tr.blocks:
             w.write(b)
     return path
+
+
+def interval_capture(path, seconds: float, device: str = "synthetic", timeline: Timeline | None = None,
+                     rows_per_block: int = 5000):
+    """A capture of ``interval_blocks(seconds)`` at 1 ms, two rails, on ``clock(0)``: a small real file
+    for the tests of reading, cutting and repairing one."""
+    with CaptureWriter(path, metadata={"device": {"device": device}}, timeline=timeline, clock=clock(0)) as w:
+        for b in interval_blocks(seconds, rows_per_block=rows_per_block):
+            w.write(b)
+    return path

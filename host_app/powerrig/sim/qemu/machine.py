@@ -30,6 +30,18 @@ NVME_ID = "nvme0"
 BUS = "rp1"
 # a subsystem guest adds Format NVM's per-namespace line: which namespaces a format really erased
 SUBSYS_TRACE_EVENTS = ("pci_nvme_format_set",)
+# one vCPU: with two on this 2-core TCG host the guest kernel stalled now and then (an RCU stall with
+# its grace-period kthread starved on CPU 0, a 44-70 s soft lockup on the other, nvme-cli and the agent
+# silent after: 1 quiet serial run of the tier in 4, twice in ~10 `make test`); one vCPU has no other
+# CPU to wait for, passed 5 runs of 5 and ran no slower (docs/qemu-nvme.md, "One vCPU").
+# POWERRIG_QEMU_SMP overrides it.
+SMP = 1
+
+
+def default_smp() -> int:
+    """The guest's vCPU count: ``POWERRIG_QEMU_SMP`` if it is a positive integer, else ``SMP``."""
+    v = os.environ.get("POWERRIG_QEMU_SMP", "")
+    return int(v) if v.isdigit() and int(v) > 0 else SMP
 
 
 @dataclass(frozen=True)
@@ -260,22 +272,24 @@ def _connect(path: str, timeout: float, proc: subprocess.Popen | None = None) ->
 
 
 class Guest:
-    """One QEMU guest: q35, TCG, the NVMe controller behind a hot-plug capable root port, a 1 GiB
-    namespace in a sparse file, the agent port and two QMP monitors (the rig's, and ``world.qmp``
-    for whoever plays the world: pulling the drive, injecting a warning)."""
+    """One QEMU guest: q35, TCG, one vCPU (``SMP``), the NVMe controller behind a hot-plug capable
+    root port, a 1 GiB namespace in a sparse file, the agent port and two QMP monitors (the rig's,
+    and ``world.qmp`` for whoever plays the world: pulling the drive, injecting a warning)."""
 
     def __init__(self, rundir: str | os.PathLike, serial: str, img_size: str = "1G", mem_mb: int = 1024,
-                 smp: int = 2, trace: bool = True, subsystem: Subsystem | None = None,
+                 smp: int | None = None, trace: bool = True, subsystem: Subsystem | None = None,
                  multipath: bool | None = None, extra_trace: tuple[str, ...] = ()):
         """``subsystem``: instead of the one controller with one namespace, an NVM subsystem of
         several controllers (same serial) and namespaces, private and shared (Subsystem).
         ``multipath``: the guest kernel's native NVMe multipath (``nvme_core.multipath``): None
         leaves the kernel's default (on), False turns it off (one block device per controller and
         namespace), True asks for it explicitly. ``extra_trace``: more of QEMU's trace events (a
-        measurement's: benchmarks/qemu_admin_stages.py's doorbell and MSI-X stamps)."""
+        measurement's: benchmarks/qemu_admin_stages.py's doorbell and MSI-X stamps). ``smp``: vCPUs
+        (None: ``default_smp()``)."""
         self.rundir = Path(rundir)
         self.rundir.mkdir(parents=True, exist_ok=True)
-        self.serial, self.img_size, self.mem_mb, self.smp, self.trace = serial, img_size, mem_mb, smp, trace
+        self.serial, self.img_size, self.mem_mb, self.trace = serial, img_size, mem_mb, trace
+        self.smp = default_smp() if smp is None else smp
         self.subsystem, self.multipath, self.extra_trace = subsystem, multipath, tuple(extra_trace)
         self.img = self.rundir / "nvm.img"
         self.proc: subprocess.Popen | None = None

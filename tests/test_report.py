@@ -48,6 +48,23 @@ def test_record_refuses_bad_arguments_before_touching_the_port(tmp_path, capsys)
     assert "must" in capsys.readouterr().err
 
 
+def test_record_never_replaces_a_capture_without_overwrite(tmp_path, capsys):
+    """Yesterday's command line run again: the capture already at --out is refused in one line and left as
+    it was; --overwrite lets the command go on (here to a port that is not there, refused before the
+    file is touched)."""
+    old = tmp_path / "yesterday.jls"
+    old.write_bytes(b"jls: yesterday's capture")
+    before = (old.read_bytes(), old.stat().st_mtime_ns)
+    assert main(["record", "--port", "/dev/null-port", "--out", str(old), "--seconds", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "already exists" in err[0] and "--overwrite" in err[0], err
+    assert (old.read_bytes(), old.stat().st_mtime_ns) == before
+    assert main(["record", "--port", "/dev/null-port", "--out", str(old), "--seconds", "1", "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert "already exists" not in err and "null-port" in err, err
+    assert (old.read_bytes(), old.stat().st_mtime_ns) == before
+
+
 def test_bench_analysis_creates_a_missing_tmp_folder(tmp_path):
     import subprocess
     import sys

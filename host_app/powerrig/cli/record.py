@@ -33,6 +33,8 @@ def register(sub) -> None:
                                                            "'' for the system VISA)")
     p.add_argument("--out", default=None, help="capture file to write (.jls; default: a new file in "
                                                "~/.local/share/powerrig/captures)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a capture already at --out (without it, an existing file is refused, never replaced)")
     p.add_argument("--seconds", type=float, default=None,
                    help="stop after this much device time (default: until Ctrl-C, or the workload's end)")
     p.add_argument("--idle-s", type=float, default=2.0,
@@ -68,7 +70,7 @@ def run(args) -> int:
                               "ends --idle-s after the command")
     if workload and not (0 <= args.idle_s <= 3600):
         raise opt.OptionError(f"--idle-s must be within 0..3600 seconds, not {args.idle_s:g}")
-    out = _check_out(args.out) if args.out else paths.new_file(paths.captures_dir(), "record", ".jls")
+    out = _check_out(args.out, args.overwrite) if args.out else paths.new_file(paths.captures_dir(), "record", ".jls")
     seconds = opt.seconds(args.seconds, hint=" (leave it out to record until Ctrl-C)")
     interval = opt.interval_us(args.interval_us)
     rails = opt.rails(args.rails)
@@ -210,8 +212,11 @@ def _around_workload(rec, tl, command: list[str], idle_s: float, rig: dict | Non
     return rc
 
 
-def _check_out(path: str):
-    """Refuse an output the writer cannot create before opening the device (or starting a virtual one)."""
+def _check_out(path: str, overwrite: bool = False):
+    """Refuse an output the writer cannot create before opening the device (or starting a virtual one),
+    and one that would replace a file already there unless asked: yesterday's command line run again
+    must not empty yesterday's capture."""
+    import time
     from pathlib import Path
 
     from powerrig.capture.write_faults import disk_problem
@@ -223,6 +228,11 @@ def _check_out(path: str):
         raise CaptureError(f"--out {out} is a folder; give a file name ending in .jls")
     if not out.parent.exists():
         raise CaptureError(f"folder {out.parent} does not exist; create it or choose another --out")
+    if out.exists() and not overwrite:
+        st = out.stat()
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(st.st_mtime))
+        raise CaptureError(f"--out {out} already exists ({st.st_size:,} bytes, written {when}); give another "
+                           "--out, or add --overwrite to replace it")
     why = disk_problem(out.parent, space=False)     # read-only, no permission: the writer's own words, said first
     if why:
         raise CaptureError(f"cannot create capture {out}: {why}")

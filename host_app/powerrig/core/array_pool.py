@@ -38,7 +38,7 @@ class ArrayPool:
         """Keep the chunk's arrays that nothing else refers to; returns how many were kept."""
         kept = 0
         for a in cols.values():
-            if sys.getrefcount(a) <= _FREE and a.base is None and a.flags.owndata:
+            if sys.getrefcount(a) <= _FREE and a.flags.owndata:     # (a view owns no data)
                 self._free.append(a)
                 kept += 1
         return kept

@@ -212,7 +212,10 @@ def test_power_loss_sweep_finds_exactly_the_acknowledged_writes_the_drive_lost(t
         assert c["lost"] == len(t["lost_offsets"]) and c["lost_offsets"] == t["lost_offsets"][:64]
         assert 1 <= c["in_flight"] <= 8 and not set(c["in_flight_offsets"]) & set(c["lost_offsets"])
         on, off = c["edges"][1], c["edges"][0]
-        assert on["index"] - off["index"] == 10_000 // 4 and off["index"] == off["requested"]
+        # 10 ms off as asked; an edge the starved virtual board's pass reached late is set late and its
+        # row says at which sample (the firmware's rule: late, never samples lost), so executed >= asked
+        assert on["requested"] - off["requested"] == 10_000 // 4
+        assert off["index"] >= off["requested"] and on["index"] >= on["requested"]
     assert sum(c["lost"] for c in cycles) > 0
     # a burst can miss on a starved virtual rig (samples dropped just before the restore): said, not guessed
     assert len(downs) == len(ups) == 3                               # two cuts, one removal
@@ -231,7 +234,8 @@ def test_power_loss_sweep_finds_exactly_the_acknowledged_writes_the_drive_lost(t
     [p] = [json.loads(x) for x in (tmp_path / "out" / json.loads(perst["params"])["fio_dir"]).joinpath(
         "cycles.jsonl").read_text().splitlines()]
     assert [(e["output"], e["level"]) for e in p["edges"]] == [("PERST", 1), ("PERST", 0)]
-    assert p["edges"][1]["index"] - p["edges"][0]["index"] == -(-round(p["off_ms"] * 1000) // 4) and 10 <= p["off_ms"] <= 100
+    assert p["edges"][1]["requested"] - p["edges"][0]["requested"] == -(-round(p["off_ms"] * 1000) // 4)
+    assert 10 <= p["off_ms"] <= 100 and all(x["index"] >= x["requested"] for x in p["edges"])
     assert p["acknowledged"] == cuts[2]["acknowledged"] > 0 and p["lost"] == 0 and 1 <= p["in_flight"] <= 8
     assert p["ready_s"] > 0 and "holdup_s" not in p
     # hot-plug: removal (PERST#, 12 V, 3.3 V on one sample), insertion 200 ms later with PERST# released
@@ -241,8 +245,9 @@ def test_power_loss_sweep_finds_exactly_the_acknowledged_writes_the_drive_lost(t
     e = h["edges"]
     assert [(x["output"], x["level"]) for x in e] == [("PERST", 1), ("12V", 0), ("3V3", 0), ("3V3", 1), ("12V", 1),
                                                        ("PERST", 0)]
-    assert e[0]["index"] == e[1]["index"] == e[2]["index"] and e[3]["index"] - e[2]["index"] == 200_000 // 4
-    assert e[5]["index"] - e[4]["index"] == 100_000 // 4 and cuts[3]["output"] == "PERST"
+    assert e[0]["requested"] == e[1]["requested"] == e[2]["requested"] and all(x["index"] >= x["requested"] for x in e)
+    assert e[3]["requested"] - e[2]["requested"] == 200_000 // 4 and e[5]["requested"] - e[4]["requested"] == 100_000 // 4
+    assert cuts[3]["output"] == "PERST"
     assert h["acknowledged"] == cuts[3]["acknowledged"] and h["lost_offsets"] == cuts[3]["lost_offsets"][:64]
     assert h["link"] == {"speed": "16.0 GT/s PCIe", "width": 4} and h["holdup_s"] is None
     if h["inrush_peak_a"] is not None:

@@ -2,6 +2,7 @@
 the same values as pyjls bit for bit, across data and index chunk edges, and a damaged chunk refused so
 that pyjls reports it as before."""
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pyjls
 import pytest
 
 from powerrig.capture import CaptureReader
+from powerrig.analysis import pipeline as P
 from powerrig.analysis.pipeline import analyse
 from powerrig.capture import direct_read as D
 from powerrig.core.array_pool import ArrayPool
@@ -163,6 +165,33 @@ def test_an_analysis_over_many_chunks_is_the_same_with_the_pool_as_without(captu
     assert len(with_pool.phases) == len(without.phases) > 20
     for a, b in zip(with_pool.phases + with_pool.checks, without.phases + without.checks):
         assert _plain(a) == _plain(b), f"the pool changed {getattr(a, 'phase', a)!r:.80}"
+
+
+def test_chunks_made_ahead_on_the_reading_thread_give_the_figures_of_one_thread(capture, monkeypatch):
+    """The reading thread cuts, summarises and sums the windows of the next chunks while the phases
+    read this one's: the window sums' work arrays must still hold this chunk's (a ring of them)."""
+    tl = S.alternating_timeline(SECONDS, S.clock(0), first_index=0, period_s=7.0)
+    path = S.interval_capture(capture.parent / "ahead.jls", SECONDS, "ahead", timeline=tl)
+    figures = {}
+    for threads in ("2", "1"):
+        monkeypatch.setenv("POWERRIG_ANALYSIS_THREADS", threads)
+        with CaptureReader(path) as cap:
+            figures[threads] = analyse(cap, cap.events, cap.metadata, chunk=3000)
+    two, one = figures["2"], figures["1"]
+    assert len(two.phases) == len(one.phases) > 20
+    assert any(not math.isnan(r.max_1s.value_w) for r in one.phases)
+    for a, b in zip(two.phases + two.checks, one.phases + one.checks):
+        assert _plain(a) == _plain(b), f"made ahead, {getattr(a, 'phase', a)!r:.80} changed"
+
+
+def test_an_error_on_the_reading_thread_reaches_the_caller(capture, monkeypatch):
+    monkeypatch.setenv("POWERRIG_ANALYSIS_THREADS", "2")
+
+    def broken(*a):
+        raise RuntimeError("summaries broke")
+    monkeypatch.setattr(P, "Segments", broken)
+    with CaptureReader(capture) as cap, pytest.raises(RuntimeError, match="summaries broke"):
+        analyse(cap, cap.events, cap.metadata, chunk=3000)
 
 
 def _plain(r) -> str:

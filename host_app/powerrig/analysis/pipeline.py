@@ -326,78 +326,78 @@ def helper_threads() -> int:
 
 
 def _stream(source, read, rails, accs, chunk, has_peak, series) -> None:
-    """One pass over the capture; every phase takes its figures from the pieces it covers. The
-    reading runs a chunk ahead on a second thread when a core is free (pyjls and the compiled
-    kernels release the GIL; a third thread for the percentiles and the binning, until 30 Nov,
-    cost more CPU than it saved wall time once the binning was compiled)."""
+    """One pass over the capture; every phase takes its figures from the pieces it covers. When a
+    core is free, a second thread reads each chunk and makes what every phase takes from it alike
+    (the cut at the phases' edges, the pieces' summaries and maxima, the window sums: compiled
+    kernels that release the GIL), a chunk ahead of the phases' own work on the caller's thread. A
+    third thread for the percentiles and the binning, until 30 Nov, cost more CPU than it saved
+    wall time once the binning was compiled."""
     if not accs:
         return
     start = min(a.first for a in accs)
     stop = max(a.last for a in accs)
-    p = _Pass(accs, rails, has_peak, series, start)
+    ahead = helper_threads()
+    made = _Chunks(accs, rails, has_peak, series, start, ring=PREFETCH + 2 if ahead else 1)
+    p = _Pass(accs, made.sums.windows)
     pool = ArrayPool()
-    pieces = source.chunks(read, start, stop, chunk, pool)
-    for c0, cols in _prefetched(pieces) if helper_threads() else pieces:
-        p.feed(c0, cols)
-        pool.give_back(cols)       # what no phase kept is read into again: no fresh pages per chunk
-    p.finish()
+    pieces = (made.make(c0, cols) for c0, cols in source.chunks(read, start, stop, chunk, pool))
+    for c in _prefetched(pieces, PREFETCH) if ahead else pieces:
+        p.feed(c)
+        c.segs = c.peak_cols = None           # (they refer to the chunk's arrays too)
+        pool.give_back(c.cols)     # what no phase kept is read into again: no fresh pages per chunk
+    p.finish(made.sums.flush())
 
 
-class _Pass:
-    """The streaming pass, one chunk at a time: phases are admitted when the pass reaches them, each
-    chunk is cut once at every phase edge inside it, the pieces feed the phases that cover them, and a
-    phase is finished once the pass is past it and its sliding windows are complete."""
+PREFETCH = 1     # chunks made ahead of the one the phases take: with the one being made, PREFETCH + 2 in flight
 
-    def __init__(self, accs: list[_PhaseAcc], rails, has_peak: bool, series: list[str], start: int):
+
+@dataclass(slots=True)
+class _Chunk:
+    """One chunk and what every phase takes from it alike (made on the reading thread)."""
+    c0: int
+    c1: int
+    cols: dict
+    bounds: np.ndarray                     # the pieces: the chunk cut at every phase edge in it
+    at: dict                               # bound -> piece number
+    spans: list                            # (phase, start, end, peak start) of each phase covering part of it
+    segs: dict                             # series -> Segments (the pieces' summaries)
+    seg_peak: np.ndarray | None            # the pieces' highest total 100 us peak
+    peak_cols: list | None                 # the rails' 100 us peak series
+    seg_inst: np.ndarray | None            # the pieces' highest total instantaneous maximum
+    cws: list                              # the window sums of each window length (ChunkWindows or None)
+    next_starts: list[int]                 # the window sums' first start not yet returned, after this chunk
+
+
+class _Chunks:
+    """Makes each chunk's _Chunk, in chunk order: the phases are admitted when the chunks reach them
+    and dropped once past, and the window sums run over the whole signal (their work arrays in a ring
+    as long as the chunks in flight, so the phases read a chunk's sums while the next are made)."""
+
+    def __init__(self, accs: list[_PhaseAcc], rails, has_peak: bool, series: list[str], start: int, ring: int):
         self.rails, self.has_peak, self.series = rails, has_peak, series
-        self.wins = [w.window for w in accs[0].windows]
-        self.sums = WindowSums(self.wins, position=start, exact=True)    # many ranges per chunk: exact sums
-        self.pending = list(accs)
-        self.active: list[_PhaseAcc] = []
+        self.sums = WindowSums([w.window for w in accs[0].windows], position=start, exact=True, ring=ring)
+        self.pending = list(accs)          # sorted by first sample
+        self.open: list[_PhaseAcc] = []
 
-    def feed(self, c0: int, cols: dict) -> None:
+    def make(self, c0: int, cols: dict) -> _Chunk:
         n = len(next(iter(cols.values())))
         c1 = c0 + n
-        self._admit(c1)
+        while self.pending and self.pending[0].first < c1:
+            self.open.append(self.pending.pop(0))
         bounds, at, spans = self._cut(c0, c1, n)
+        self.open = [a for a in self.open if a.hi > c1]
         segs = {name: Segments(cols[name], bounds) for name in self.series}
         seg_peak, peak_cols, seg_inst = self._maxima(cols, bounds)
         cws = self.sums.feed(cols["p_total"])
-        self._feed_edges(c0, c1, cols)
-        for a, s, e, ps in spans:
-            ia, ib = at[s], at[e]
-            for name, st in a.stats.items():
-                st.add(segs[name], ia, ib)
-            if seg_peak is not None and ps < e:
-                _take_peak(a, seg_peak[at[ps]:ib], at[ps], bounds, peak_cols, c0)
-            if seg_inst is not None:
-                part = seg_inst[ia:ib]
-                if not np.isnan(part).all():
-                    a.inst_max = max(a.inst_max, float(np.nanmax(part)))
-        for a in self.active:
-            self._take_windows(a, cws)
-        for a in self._retire(c1):
-            a.finish()
-
-    def finish(self) -> None:
-        cws = self.sums.flush()
-        for a in self.active:
-            self._take_windows(a, cws)
-        for a in self.active + self.pending:
-            a.finish()
-        self.active, self.pending = [], []
-
-    def _admit(self, c1: int) -> None:
-        """Phases that begin before the end of this chunk become active."""
-        while self.pending and self.pending[0].first < c1:
-            self.active.append(self.pending.pop(0))
+        return _Chunk(c0, c1, cols, bounds, at, spans, segs, seg_peak, peak_cols, seg_inst, cws,
+                      self.sums.next_starts)
 
     def _cut(self, c0: int, c1: int, n: int):
-        """Cut the chunk at every edge of every active phase: (piece bounds, bound -> piece number,
+        """Cut the chunk at every edge of every phase in it: (piece bounds, bound -> piece number,
         (phase, start, end, peak start) per phase covering part of the chunk), chunk-relative."""
         cuts = {0, n}
         spans = []
-        for a in self.active:
+        for a in self.open:
             s, e = max(a.lo, c0), min(a.hi, c1)
             if e > s:
                 ps = max(s, a.peak_from)
@@ -422,6 +422,49 @@ class _Pass:
             seg_inst = piece_max_of_sum(maxes, bounds)
         return seg_peak, peak_cols, seg_inst
 
+
+class _Pass:
+    """The phases' side of the pass, one chunk at a time: phases are admitted when the pass reaches
+    them, the pieces feed the phases that cover them, and a phase is finished once the pass is past
+    it and its sliding windows are complete."""
+
+    def __init__(self, accs: list[_PhaseAcc], wins: list[int]):
+        self.wins = wins
+        self.pending = list(accs)
+        self.active: list[_PhaseAcc] = []
+
+    def feed(self, c: _Chunk) -> None:
+        self._admit(c.c1)
+        self._feed_edges(c.c0, c.c1, c.cols)
+        at, bounds, segs = c.at, c.bounds, c.segs
+        for a, s, e, ps in c.spans:
+            ia, ib = at[s], at[e]
+            for name, st in a.stats.items():
+                st.add(segs[name], ia, ib)
+            if c.seg_peak is not None and ps < e:
+                _take_peak(a, c.seg_peak[at[ps]:ib], at[ps], bounds, c.peak_cols, c.c0)
+            if c.seg_inst is not None:
+                part = c.seg_inst[ia:ib]
+                if not np.isnan(part).all():
+                    a.inst_max = max(a.inst_max, float(np.nanmax(part)))
+        for a in self.active:
+            self._take_windows(a, c.cws)
+        for a in self._retire(c.c1, c.next_starts):
+            a.finish()
+
+    def finish(self, cws) -> None:
+        """The windows held back to the end (WindowSums.flush), then every phase still open."""
+        for a in self.active:
+            self._take_windows(a, cws)
+        for a in self.active + self.pending:
+            a.finish()
+        self.active, self.pending = [], []
+
+    def _admit(self, c1: int) -> None:
+        """Phases that begin before the end of this chunk become active."""
+        while self.pending and self.pending[0].first < c1:
+            self.active.append(self.pending.pop(0))
+
     def _feed_edges(self, c0: int, c1: int, cols: dict) -> None:
         """Partly covered intervals at a phase's ends count with their covered fraction."""
         for a in self.active:
@@ -430,8 +473,8 @@ class _Pass:
                     for name, st in a.stats.items():
                         st.feed_edge(float(cols[name][sid - c0]), w)
 
-    def _windows_done(self, a: _PhaseAcc) -> bool:
-        return all(a.hi - w < max(a.lo, nxt) for w, nxt in zip(self.wins, self.sums.next_starts))
+    def _windows_done(self, a: _PhaseAcc, next_starts: list[int]) -> bool:
+        return all(a.hi - w < max(a.lo, nxt) for w, nxt in zip(self.wins, next_starts))
 
     @staticmethod
     def _take_windows(a: _PhaseAcc, cws) -> None:
@@ -439,11 +482,11 @@ class _Pass:
             if cw is not None:
                 r.update(cw.best(a.lo, a.hi - r.window + 1))
 
-    def _retire(self, c1: int) -> list[_PhaseAcc]:
+    def _retire(self, c1: int, next_starts: list[int]) -> list[_PhaseAcc]:
         """Drop (and return, to be finished) the phases the pass is past and whose windows are complete."""
         still, done = [], []
         for a in self.active:
-            (done if a.last <= c1 and self._windows_done(a) else still).append(a)
+            (done if a.last <= c1 and self._windows_done(a, next_starts) else still).append(a)
         self.active = still
         return done
 

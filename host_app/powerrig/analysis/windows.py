@@ -221,11 +221,20 @@ class WindowSums:
     float32 sums refined on demand: a caller that asks for the best window in many ranges of every
     chunk (``analyse``: every phase, both lengths) pays one ~4 ns cumulative sum per sample where
     each range's refinement would cost more; one question per chunk (``SlidingMax``) is faster in
-    float32. The values are the same float64 sums either way."""
+    float32. The values are the same float64 sums either way.
 
-    def __init__(self, windows, position: int = 0, exact: bool = False):
+    ``ring``: how many feeds' answers stay valid (each feed writes into the next of ``ring`` sets of
+    work arrays): a caller that feeds on one thread, chunks ahead of the one reading the answers, needs
+    one set per chunk in flight."""
+
+    def __init__(self, windows, position: int = 0, exact: bool = False, ring: int = 1):
         self.windows = [int(w) for w in windows]
         self.exact = exact
+        if ring < 1:
+            raise ValueError("ring must be >= 1 set of work arrays")
+        self._ring = ring
+        self._slot = 0                            # the set of work arrays this feed writes
+        self._bufs: list[np.ndarray] = [np.empty(0, np.float32)] * ring
         if any(w < 1 for w in self.windows):
             raise ValueError("window lengths must be >= 1 sample")
         self.block = b = _block_size(self.windows)
@@ -237,10 +246,10 @@ class WindowSums:
         self._stack = max(1, (1 << 17) // (b * b))   # rows per matmul (m * n * k <= 2^17)
         self.position = position                  # position of the next sample fed
         self._base = position                     # position of _carry[0]
-        self._buf = np.empty(0, np.float32)      # the carry (first _nc samples), then the chunk fed
+        self._buf = self._bufs[0]                 # the carry (first _nc samples), then the chunk fed
         self._nc = 0
         self._cut = 0
-        self._work: dict[str, np.ndarray] = {}
+        self._work: dict[tuple[str, int], np.ndarray] = {}
         self._carry_nan = None                    # bool mask of _carry, or None when it has no gap
         self._next = [position] * len(self.windows)    # first window start not yet returned
         self._amax = 0.0                          # largest |sample| so far (bounds the float32 error)
@@ -252,9 +261,10 @@ class WindowSums:
 
     def _space(self, name: str, n: int, dtype) -> np.ndarray:
         """A reused work array of n elements (no fresh pages to fault in for every chunk)."""
-        a = self._work.get(name)
+        key = (name, self._slot)
+        a = self._work.get(key)
         if a is None or len(a) < n or a.dtype != dtype:
-            a = self._work[name] = np.empty(n + n // 4, dtype)
+            a = self._work[key] = np.empty(n + n // 4, dtype)
         return a[:n]
 
     def feed(self, x) -> list[ChunkWindows | None]:
@@ -274,14 +284,12 @@ class WindowSums:
             if nan is not None:
                 hi = float(np.nanmax(x)) if not nan.all() else 0.0
             self._amax = max(self._amax, abs(hi), abs(lo))
-        if self._cut:                            # move the carry to the front (after the last answers were read)
-            self._buf[:self._nc] = self._buf[self._cut:self._cut + self._nc]
-            self._cut = 0
+        self._next_slot()
         nc, n = self._nc, self._nc + len(x)
         if len(self._buf) < n or self._buf.dtype != dt:
             grown = np.empty(n + n // 4, dt)
             grown[:nc] = self._buf[:nc]
-            self._buf = grown
+            self._buf = self._bufs[self._slot] = grown
         buf = self._buf[:n]
         buf[nc:] = x
         if nan is not None:
@@ -339,6 +347,18 @@ class WindowSums:
         self._base = base + cut
         self.position += len(x)
         return out
+
+    def _next_slot(self) -> None:
+        """Move to the next set of work arrays, the carry to the front of its buffer (the answers of
+        the last ``ring - 1`` feeds, which read the other sets, stay as they were)."""
+        prev, cut, nc = self._buf, self._cut, self._nc
+        self._slot = (self._slot + 1) % self._ring
+        buf = self._bufs[self._slot]
+        if buf is not prev and (len(buf) < nc or buf.dtype != prev.dtype):
+            buf = self._bufs[self._slot] = np.empty(max(nc, len(prev)), prev.dtype)
+        if buf is not prev or cut:
+            buf[:nc] = prev[cut:cut + nc]
+        self._buf, self._cut = buf, 0
 
     def _prefixes(self, x32: np.ndarray, q: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Within-row exclusive prefix sums (rows, b) float32 and the float64 prefix of row sums."""

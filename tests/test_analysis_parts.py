@@ -10,7 +10,7 @@ from powerrig.analysis import stats as ST
 from powerrig.analysis import windows as W
 from powerrig.analysis.checks import pcm1, pwr6
 from powerrig.analysis.command_energy import command_energy
-from powerrig.analysis.kernels import first_sum_at, piece_max_of_sum, prefix_sum, window_block_max
+from powerrig.analysis.kernels import piece_max_of_sum, prefix_sum, window_block_max
 from powerrig.analysis.descriptors import number, ocp_peak_limit, power_states, transition_latency_us
 from powerrig.analysis.phases import Phase
 from powerrig.analysis.result import PhaseResult, WindowFigure
@@ -90,6 +90,44 @@ def test_exact_best_window_through_block_maxima_is_the_first_argmax_of_its_range
             k = k0 + int(np.argmax(sums[k0:k1]))
             assert (start, count) == (500 + k, k1 - k0)
             assert total == sums[k] or (math.isnan(total) and math.isnan(sums[k]))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")     # inf - inf: the NaN case itself
+@pytest.mark.parametrize("case", ["ties", "one block", "nan", "inf"])
+def test_every_phase_s_best_window_in_one_call_is_np_argmax_of_its_range(case):
+    """ChunkWindows.best_many (kernels.first_max_of_windows) answers every range of a chunk's exact
+    sums at once: the same (sum, start, windows) as best() range by range and as np.argmax over the
+    sums (the first of tied maxima, NaN the greatest), for ranges inside one block, across many, empty
+    or past the sums, at block edges."""
+    rng = np.random.default_rng(7)
+    x = np.round(rng.normal(3, 1, 30_000), 1).astype(np.float32)    # coarse values: many tied sums
+    if case == "one block":
+        x[:] = 1.0
+    if case == "nan":                                               # a NaN sum: inf - inf in the prefix
+        x[12_345] = np.inf
+        x[12_400] = -np.inf
+    if case == "inf":
+        x[20_000] = np.inf
+    ws = WindowSums([25], position=100, exact=True)
+    [cw] = ws.feed(x)
+    sums = cw.sums[0:len(cw.sums)]
+    edges = [0, 1, 1023, 1024, 1025, 4095, 4096, 4097, 12_300, 20_000, len(sums) - 1, len(sums)]
+    k0 = np.array([int(v) for v in rng.integers(-50, len(sums), 400)] + edges * 2)
+    k1 = np.array([int(a + v) for a, v in zip(k0[:400], rng.integers(-5, 12_000, 400))] +
+                  [e + d for e in edges for d in (1, 4096)])
+    got = cw.best_many(cw.start + k0, cw.start + k1)
+
+    def same(g):                                                    # NaN spelled out: equal answers compare equal
+        return g if g is None else tuple("nan" if v != v else v for v in g)
+    assert [same(g) for g in got] == [same(cw.best(int(a), int(b))) for a, b in zip(cw.start + k0, cw.start + k1)]
+    for a, b, g in zip(k0, k1, got):
+        a, b = max(0, a), min(len(sums), b)
+        if b <= a:
+            assert g is None
+            continue
+        k = a + int(np.argmax(sums[a:b]))
+        assert g[1:] == (cw.start + k, b - a, 0)
+        assert g[0] == sums[k] or (math.isnan(g[0]) and math.isnan(sums[k]))
 
 
 def test_exact_window_sums_read_from_the_prefix_equal_whole_array_passes():
@@ -181,14 +219,18 @@ def test_summed_piece_maxima_are_the_float64_sums_maxima_ignoring_gaps(rails):
     cols[0][100:300] = np.nan
     cols[-1][250:260] = np.nan
     bounds = np.array([0, 1, 100, 200, 300, 2999, 5000], np.intp)
+    cols[0][4000] = cols[0][3000] = cols[0][3500] = 1e6         # a tie: the first one is where the peak lies
     want = cols[0].astype(np.float64)
     for c in cols[1:]:
         want = want + c
-    piece_max = piece_max_of_sum(cols, bounds)
+    piece_max, piece_at = piece_max_of_sum(cols, bounds)
     np.testing.assert_array_equal(piece_max, np.fmax.reduceat(want, bounds[:-1]))
-    k = 300 + int(np.nanargmax(want[300:2999]))               # where _take_peak places a peak: the first
-    assert first_sum_at(cols, 300, 2999, piece_max[4]) == k == 300 + int(np.argmax(want[300:2999] == piece_max[4]))
-    assert first_sum_at(cols, 0, 100, piece_max[4] + 1.0) == -1
+    for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+        if np.isnan(want[a:b]).all():
+            assert np.isnan(piece_max[i]) and piece_at[i] == -1
+        else:                                                   # where _take_peak places a peak: the first
+            assert piece_at[i] == a + int(np.nanargmax(want[a:b])) == a + int(np.argmax(want[a:b] == piece_max[i]))
+    assert piece_at[5] == 3000 or rails > 1            # one rail: three equal maxima, the first
     assert np.isnan(piece_max[2:4]).all() and not np.isnan(piece_max[[0, 1, 4, 5]]).any()
 
 

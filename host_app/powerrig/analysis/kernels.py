@@ -120,39 +120,28 @@ def _columns(cols: list) -> tuple:
 
 
 @_jit
-def _piece_max_of_sum(cols, bounds, piece_max):
-    """Each piece's maximum of the series' sum (_sum_at), ignoring NaN (NaN when the piece has none)."""
+def _piece_max_of_sum(cols, bounds, piece_max, piece_at):
+    """Each piece's maximum of the series' sum (_sum_at), ignoring NaN (NaN when the piece has none),
+    and the first interval holding it (-1 when none)."""
     for i in range(len(bounds) - 1):
         mx = -math.inf
-        seen = False
+        at = -1
         for j in range(bounds[i], bounds[i + 1]):
             s = _sum_at(cols, j)
-            if s == s:
-                seen = True
-                if s > mx:
-                    mx = s
-        piece_max[i] = mx if seen else np.nan
+            if s == s and (at < 0 or s > mx):
+                mx = s
+                at = j
+        piece_max[i] = mx if at >= 0 else np.nan
+        piece_at[i] = at
 
 
-def piece_max_of_sum(cols: list, bounds: np.ndarray) -> np.ndarray:
-    """Each piece's maximum of the series' float64 sum, added in order, ignoring NaN intervals."""
+def piece_max_of_sum(cols: list, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each piece's maximum of the series' float64 sum, added in order, ignoring NaN intervals, and
+    the first interval where it lies (where a peak is placed; -1 for a piece of NaN only)."""
     piece_max = np.empty(len(bounds) - 1)
-    _piece_max_of_sum(_columns(cols), bounds, piece_max)
-    return piece_max
-
-
-@_jit
-def _first_sum_at(cols, a, b, value):
-    for j in range(a, b):
-        if _sum_at(cols, j) == value:
-            return j
-    return -1
-
-
-def first_sum_at(cols: list, a: int, b: int, value: float) -> int:
-    """The first j in [a, b) where the series' float64 sum (added as piece_max_of_sum adds them)
-    equals ``value`` (a piece maximum it found: where the peak lies), or -1; nothing written out."""
-    return int(_first_sum_at(_columns(cols), a, b, value))
+    piece_at = np.empty(len(bounds) - 1, np.int64)
+    _piece_max_of_sum(_columns(cols), bounds, piece_max, piece_at)
+    return piece_max, piece_at
 
 
 @_jit
@@ -226,6 +215,79 @@ def window_block_max(c: np.ndarray, a: int, e: int, w: int, block: int) -> np.nd
     return out
 
 
+@_jit
+def _window_sum(c, a, w, k):
+    return c[a + w + k] - c[a + k]
+
+
+@_jit
+def _first_max_of_windows(c, a, w, bmax, block, k0s, k1s, out):
+    """out[q] = the first k in [k0s[q], k1s[q]) where the window sum c[a + w + k] - c[a + k] is highest
+    (NaN counts as the highest, as in np.argmax), -1 for an empty range: whole blocks through their
+    maxima ``bmax`` (block b: sums [b * block, (b + 1) * block)), then inside the block holding it."""
+    for q in range(len(k0s)):
+        k0, k1 = k0s[q], k1s[q]
+        out[q] = -1
+        if k1 <= k0:
+            continue
+        j0, j1 = -(-k0 // block), k1 // block        # whole blocks [j0, j1), head [k0, h1), tail [t0, k1)
+        if j1 > j0:
+            h1, t0 = j0 * block, j1 * block
+        else:                                        # no whole block: the values themselves
+            j0 = j1 = 0
+            h1 = t0 = k1
+        best = -math.inf
+        at = -1
+        in_block = -1
+        nan_at = -1
+        for k in range(k0, h1):
+            v = _window_sum(c, a, w, k)
+            if v != v:
+                nan_at = k
+                break
+            if at < 0 or v > best:
+                best, at = v, k
+        if nan_at < 0:
+            for b in range(j0, j1):
+                m = bmax[b]
+                if m != m:                 # the first NaN lies in this block
+                    for k in range(b * block, (b + 1) * block):
+                        v = _window_sum(c, a, w, k)
+                        if v != v:
+                            nan_at = k
+                            break
+                    break
+                if at < 0 or m > best:
+                    best, at, in_block = m, b * block, b
+        if nan_at < 0:
+            for k in range(t0, k1):
+                v = _window_sum(c, a, w, k)
+                if v != v:
+                    nan_at = k
+                    break
+                if at < 0 or v > best:
+                    best, at, in_block = v, k, -1
+        if nan_at >= 0:
+            out[q] = nan_at
+            continue
+        if in_block >= 0:                  # the first window of that block reaching its maximum
+            for k in range(in_block * block, (in_block + 1) * block):
+                if _window_sum(c, a, w, k) == best:
+                    at = k
+                    break
+        out[q] = at
+
+
+def first_max_of_windows(c: np.ndarray, a: int, w: int, bmax: np.ndarray, block: int, k0s: np.ndarray,
+                         k1s: np.ndarray) -> np.ndarray:
+    """For each range [k0s[q], k1s[q]) of the window sums c[a + w + k] - c[a + k] (nothing written out),
+    np.argmax's index of the range (-1 when empty), read through the per-block maxima ``bmax``
+    (window_block_max): every phase's best window of a chunk in one call."""
+    out = np.empty(len(k0s), np.int64)
+    _first_max_of_windows(c, a, w, bmax, block, k0s.astype(np.int64), k1s.astype(np.int64), out)
+    return out
+
+
 def compile_all() -> None:
     """Compile (or load from the cache) every kernel for what the analysis feeds it: float32 from a
     capture file, float64 from blocks in memory; one to three rails. ``make setup`` runs it, so no
@@ -236,7 +298,7 @@ def compile_all() -> None:
         piece_summaries(x, b)
         for rails in (1, 2, 3):
             piece_max_of_sum([x] * rails, b)
-            first_sum_at([x] * rails, 0, 4, 2.0)
         bin_counts(np.zeros(4, np.int64), x, 0.0, 1.0)
         c = prefix_sum(np.ones(8, dt), np.empty(9))
-    window_block_max(c, 0, 4, 1, 4)
+    bm = window_block_max(c, 0, 4, 1, 4)
+    first_max_of_windows(c, 0, 4, bm, 4, np.zeros(1, np.int64), np.ones(1, np.int64))

@@ -28,7 +28,7 @@ from powerrig.analysis.clipping import clipped_why, phase_clipped
 from powerrig.analysis.command_energy import POST_S, PRE_S, CommandEnergy, command_energy
 from powerrig.analysis.descriptors import power_states, transition_latency_us
 from powerrig.analysis.efficiency import curves, phase_efficiency
-from powerrig.analysis.kernels import first_sum_at, piece_max_of_sum
+from powerrig.analysis.kernels import piece_max_of_sum
 from powerrig.analysis.phases import WAF_INTERVAL, WORKLOAD, Phase, commands, phases_from_events, power_state_of
 from powerrig.analysis.result import CheckResult, PhaseResult, WindowFigure
 from powerrig.analysis.stats import Segments, SeriesStats
@@ -343,7 +343,7 @@ def _stream(source, read, rails, accs, chunk, has_peak, series) -> None:
     pieces = (made.make(c0, cols) for c0, cols in source.chunks(read, start, stop, chunk, pool))
     for c in _prefetched(pieces, PREFETCH) if ahead else pieces:
         p.feed(c)
-        c.segs = c.peak_cols = None           # (they refer to the chunk's arrays too)
+        c.segs = None              # (the pieces' summaries refer to the chunk's arrays too)
         pool.give_back(c.cols)     # what no phase kept is read into again: no fresh pages per chunk
     p.finish(made.sums.flush())
 
@@ -362,7 +362,7 @@ class _Chunk:
     spans: list                            # (phase, start, end, peak start) of each phase covering part of it
     segs: dict                             # series -> Segments (the pieces' summaries)
     seg_peak: np.ndarray | None            # the pieces' highest total 100 us peak
-    peak_cols: list | None                 # the rails' 100 us peak series
+    peak_at: np.ndarray | None             # the first interval holding it
     seg_inst: np.ndarray | None            # the pieces' highest total instantaneous maximum
     cws: list                              # the window sums of each window length (ChunkWindows or None)
     next_starts: list[int]                 # the window sums' first start not yet returned, after this chunk
@@ -387,9 +387,9 @@ class _Chunks:
         bounds, at, spans = self._cut(c0, c1, n)
         self.open = [a for a in self.open if a.hi > c1]
         segs = {name: Segments(cols[name], bounds) for name in self.series}
-        seg_peak, peak_cols, seg_inst = self._maxima(cols, bounds)
+        seg_peak, peak_at, seg_inst = self._maxima(cols, bounds)
         cws = self.sums.feed(cols["p_total"])
-        return _Chunk(c0, c1, cols, bounds, at, spans, segs, seg_peak, peak_cols, seg_inst, cws,
+        return _Chunk(c0, c1, cols, bounds, at, spans, segs, seg_peak, peak_at, seg_inst, cws,
                       self.sums.next_starts)
 
     def _cut(self, c0: int, c1: int, n: int):
@@ -411,16 +411,15 @@ class _Chunks:
 
     def _maxima(self, cols: dict, bounds: np.ndarray):
         """Per-piece maxima of the total 100 us peak and of the total instantaneous maximum, each the
-        float64 sum of the rails': (piece peaks or None, the rails' peak series or None, piece
+        float64 sum of the rails': (piece peaks or None, the first interval holding each or None, piece
         instantaneous maxima or None)."""
-        seg_peak = seg_inst = peak_cols = None
+        seg_peak = seg_inst = peak_at = None
         if self.has_peak:
-            peak_cols = [cols[f"p_peak_{r}"] for r in self.rails]
-            seg_peak = piece_max_of_sum(peak_cols, bounds)
+            seg_peak, peak_at = piece_max_of_sum([cols[f"p_peak_{r}"] for r in self.rails], bounds)
         maxes = [cols[f"p_max_{r}"] for r in self.rails if f"p_max_{r}" in cols]
         if maxes:
-            seg_inst = piece_max_of_sum(maxes, bounds)
-        return seg_peak, peak_cols, seg_inst
+            seg_inst = piece_max_of_sum(maxes, bounds)[0]
+        return seg_peak, peak_at, seg_inst
 
 
 class _Pass:
@@ -436,26 +435,24 @@ class _Pass:
     def feed(self, c: _Chunk) -> None:
         self._admit(c.c1)
         self._feed_edges(c.c0, c.c1, c.cols)
-        at, bounds, segs = c.at, c.bounds, c.segs
+        at, segs = c.at, c.segs
         for a, s, e, ps in c.spans:
             ia, ib = at[s], at[e]
             for name, st in a.stats.items():
                 st.add(segs[name], ia, ib)
             if c.seg_peak is not None and ps < e:
-                _take_peak(a, c.seg_peak[at[ps]:ib], at[ps], bounds, c.peak_cols, c.c0)
+                _take_peak(a, c.seg_peak[at[ps]:ib], at[ps], c.peak_at, c.c0)
             if c.seg_inst is not None:
                 part = c.seg_inst[ia:ib]
                 if not np.isnan(part).all():
                     a.inst_max = max(a.inst_max, float(np.nanmax(part)))
-        for a in self.active:
-            self._take_windows(a, c.cws)
+        self._take_windows(c.cws)
         for a in self._retire(c.c1, c.next_starts):
             a.finish()
 
     def finish(self, cws) -> None:
         """The windows held back to the end (WindowSums.flush), then every phase still open."""
-        for a in self.active:
-            self._take_windows(a, cws)
+        self._take_windows(cws)
         for a in self.active + self.pending:
             a.finish()
         self.active, self.pending = [], []
@@ -476,11 +473,16 @@ class _Pass:
     def _windows_done(self, a: _PhaseAcc, next_starts: list[int]) -> bool:
         return all(a.hi - w < max(a.lo, nxt) for w, nxt in zip(self.wins, next_starts))
 
-    @staticmethod
-    def _take_windows(a: _PhaseAcc, cws) -> None:
-        for r, cw in zip(a.windows, cws):
+    def _take_windows(self, cws) -> None:
+        """Every active phase's best window of each length starting in its range, in this chunk."""
+        if not self.active:
+            return
+        lo = np.fromiter((a.lo for a in self.active), np.int64, len(self.active))
+        hi = np.fromiter((a.hi for a in self.active), np.int64, len(self.active))
+        for k, cw in enumerate(cws):
             if cw is not None:
-                r.update(cw.best(a.lo, a.hi - r.window + 1))
+                for a, best in zip(self.active, cw.best_many(lo, hi - cw.window + 1)):
+                    a.windows[k].update(best)
 
     def _retire(self, c1: int, next_starts: list[int]) -> list[_PhaseAcc]:
         """Drop (and return, to be finished) the phases the pass is past and whose windows are complete."""
@@ -491,17 +493,15 @@ class _Pass:
         return done
 
 
-def _take_peak(a: _PhaseAcc, part: np.ndarray, first_piece: int, bounds, peak_cols: list, c0: int) -> None:
+def _take_peak(a: _PhaseAcc, part: np.ndarray, first_piece: int, peak_at: np.ndarray, c0: int) -> None:
     """Raise a phase's 100 us peak to the highest in these pieces, placed at its first interval."""
     k = int(np.argmax(part))                     # NaN (a piece wholly in a gap) wins argmax: then nanargmax
     if part[k] != part[k]:
         if np.isnan(part).all():
             return
         k = int(np.nanargmax(part))
-    if part[k] > a.peak:
-        g = first_piece + k                      # first piece holding the maximum
-        j = first_sum_at(peak_cols, int(bounds[g]), int(bounds[g + 1]), part[k])    # the piece's first such
-        a.peak, a.peak_at = float(part[k]), c0 + max(j, int(bounds[g]))
+    if part[k] > a.peak:                         # the first piece holding the maximum, its first interval
+        a.peak, a.peak_at = float(part[k]), c0 + int(peak_at[first_piece + k])
 
 
 def _figure(w, dt) -> WindowFigure:

@@ -223,3 +223,19 @@ def test_a_capture_cut_short_while_it_is_read_is_refused_not_a_crash(capture, tm
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])      # -7 would be SIGBUS
     assert "direct: False" in r.stdout and ("refused:" in r.stdout or "read" in r.stdout), r.stdout
+
+
+@pytest.mark.parametrize("direct", ["1", "0"])
+def test_a_capture_written_again_at_its_path_leaves_whoever_reads_it_the_old_one(tmp_path, monkeypatch, direct):
+    """`record --overwrite`, a sweep run again into its folder: the new capture is a new file, so a report
+    or the GUI still reading the old one (from its pages, or through pyjls) reads it whole, not a file
+    emptied and refilled under it."""
+    monkeypatch.setenv("POWERRIG_DIRECT_READ", direct)
+    path = S.interval_capture(tmp_path / "c.jls", 30.0, "first")
+    with CaptureReader(path) as old:
+        before = {n: old.samples(n, 0, old.length) for n in ("p_total", "p_12V", "v_3V3")}
+        S.interval_capture(path, 12.0, "second")
+        assert {n: old.samples(n, 0, old.length).tobytes() for n in before} == {n: v.tobytes() for n, v in before.items()}
+        assert old.length == 30_000 and old.metadata["device"]["device"] == "first"
+    with CaptureReader(path) as new:
+        assert new.length == 12_000 and new.metadata["device"]["device"] == "second"

@@ -11,6 +11,7 @@ unclean stop) the moment they are known.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -70,7 +71,11 @@ class CaptureWriter:
         self.failed: str | None = None     # set at the first failed write: nothing is written after it
         self.failed_at: int | None = None  # where the file's whole chunks ended at that write
         try:
-            os.close(owned.open_fd(self.path, "w"))     # a link or a foreign file in its place: NotOwned, untouched
+            owned.check_file(self.path)         # a link or a foreign file in its place: NotOwned, untouched
+            # a new file, not the old one emptied in place: whoever still reads the capture it replaces
+            # (a report, the GUI, a mapped direct read) keeps reading it whole
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
             self._w = pyjls.Writer(str(self.path))
         except owned.NotOwned:
             raise

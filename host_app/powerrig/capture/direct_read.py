@@ -220,7 +220,7 @@ class DirectRead:
     """The float32 signals of one finalised JLS file, mapped once; ``read`` returns None where it
     declines (the caller then reads through pyjls).
 
-    A mapped file cut short by another program (a copy over it, a recording to the same path) would
+    A mapped file cut short by another program (a copy over it; powerrig's own writer makes a new file) would
     kill the process with SIGBUS at a page past its new end; each read first checks the file's size
     and declines if it shrank. Left: a cut in the milliseconds of one read's copy (SQLite's memory-
     mapped I/O carries the same caveat). Three other ways measured slower: reading the chunks'

@@ -7,6 +7,7 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 pytest.importorskip("pytestqt")
@@ -35,11 +36,16 @@ def test_multimeter_follows_the_plotted_source(qtbot, tmp_path):
     try:
         blocks = S.interval_blocks(30.0, rows_per_block=1000, period_s=40.0, seed=3)   # idle at first
         live = LiveSource.for_block(next(blocks))
-        for _ in range(3):
-            live.feed(next(blocks))
+        fed = [next(blocks) for _ in range(3)]
+        for b in fed:
+            live.feed(b)
         svc.recording.live = live
         qtbot.waitUntil(lambda: svc.captures.source is live and meter.table.rowCount() == 3, timeout=10_000)
         live_energy = _cell(meter, "total", 4)
+        # the total's 100 us peak: the highest sum of the rails' peaks in one interval, as the analysis sums them
+        peaks = np.concatenate([b.p_peak for b in fed]).astype(np.float64)
+        assert _cell(meter, "total", 3) == f"{np.nanmax(peaks.sum(axis=1)):.4f}" != "—"
+        assert _cell(meter, "12V", 3) == f"{np.nanmax(peaks[:, 0]):.4f}"
         assert "Since the recording began" in meter.title.text()
 
         svc.captures.open(path)                                    # File > Open
@@ -65,6 +71,8 @@ def test_multimeter_follows_the_plotted_source(qtbot, tmp_path):
             for a, b in zip(with_an[k], alone[k]):
                 assert a == b or a == pytest.approx(b, rel=1e-9), (k, with_an[k], alone[k])
         assert _cell(meter, "total", 4) == f"{whole.energy_j['total']:.3f}" != live_energy
+        assert _cell(meter, "total", 3) == f"{with_an['total'][3]:.4f}" != "—"
+        assert with_an["total"][3] > max(with_an["12V"][3], with_an["3V3"][3])   # both rails' peaks in one interval
         assert _cell(meter, "12V", 0) == f"{whole.mean_w['12V']:.4f}"
         for _ in range(5):                                          # the stream goes on behind the capture
             live.feed(next(blocks))

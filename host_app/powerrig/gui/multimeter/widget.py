@@ -146,7 +146,7 @@ class Multimeter(QWidget):
             col = live.col["p_total" if r == "total" else f"p_{r}"]
             n = int(c[col])
             values.append([s[col] / n if n else math.nan, mn[col] if n else math.nan, mx[col] if n else math.nan,
-                           peak.get(r, math.nan) if r != "total" else None, s[col] * dt])
+                           peak.get(r, math.nan), s[col] * dt])
         self._fill(rows, values, live.rails)
 
     def show_markers(self, fig) -> None:

@@ -4,6 +4,7 @@ buffer" while recording."""
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
@@ -34,7 +35,8 @@ def whole_capture_figures(reader, analysis=None) -> dict:
     """The multimeter's row per rail and "total" over a whole capture: (mean W, min W, max W, peak 100 us
     W or None, energy J): the analysis' own capture phase when the capture was analysed (no second pass
     over the samples), else the same range pass over it; the peak from the device's 100 us windows when
-    the capture holds them (the file's summary levels)."""
+    the capture holds them (a rail's from the file's summary levels; the total's, the analysis' PCM-2
+    figure, the highest sum of the rails' peaks in one interval)."""
     from powerrig.analysis.phases import CAPTURE
     from powerrig.analysis.selection import SelectionError, range_stats
     from powerrig.core.names import RailField, rail_signal
@@ -50,6 +52,8 @@ def whole_capture_figures(reader, analysis=None) -> dict:
         name = rail_signal(RailField.P_PEAK, k) if k != "total" else None
         if name is not None and reader.has(name):
             peak = reader.range_stats(name)["max"]
+        elif k == "total" and math.isfinite(whole.peak_100us.value_w):  # the rails' peaks of one interval summed
+            peak = whole.peak_100us.value_w
         out[k] = (st["mean_w"], st["min_w"], st["max_w"], peak, st["energy_j"])
     return out
 

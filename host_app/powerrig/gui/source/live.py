@@ -109,7 +109,7 @@ class LiveSource(TimeSource):
         self.total_cnt = np.zeros(S, np.int64)
         self.total_min = np.full(S, np.inf)
         self.total_max = np.full(S, -np.inf)
-        self.peak = {r: -math.inf for r in self.rails}
+        self.peak = {r: -math.inf for r in [*self.rails, "total"]}     # the highest 100 us peak
 
     @classmethod
     def for_block(cls, block: IntervalBlock, **kw) -> "LiveSource":
@@ -147,6 +147,9 @@ class LiveSource(TimeSource):
                     pk = b.p_peak[:, k]
                     if np.isfinite(pk).any():
                         self.peak[r] = max(self.peak[r], float(np.nanmax(pk)))
+                total = b.p_peak.astype(np.float64).sum(axis=1)     # as the analysis sums them (PCM-2, total)
+                if np.isfinite(total).any():
+                    self.peak["total"] = max(self.peak["total"], float(np.nanmax(total)))
 
     def _add_level(self, k: int, mn, mx, sm, ct) -> None:
         """Group bins of level k-1 (level 0 = rows) into level k's ring, carrying the remainder."""

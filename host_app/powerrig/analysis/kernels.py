@@ -122,16 +122,31 @@ def _columns(cols: list) -> tuple:
 @_jit
 def _piece_max_of_sum(cols, bounds, piece_max, piece_at):
     """Each piece's maximum of the series' sum (_sum_at), ignoring NaN (NaN when the piece has none),
-    and the first interval holding it (-1 when none)."""
+    and the first interval holding it (-1 when none): the maxima of BLOCK intervals first (the loop
+    carries the maximum only), then the first block holding the piece's, searched for it."""
     for i in range(len(bounds) - 1):
+        a, b = bounds[i], bounds[i + 1]
         mx = -math.inf
+        seen = False
+        first = -1
+        for c in range(a, b, BLOCK):
+            m = -math.inf
+            for j in range(c, min(c + BLOCK, b)):
+                s = _sum_at(cols, j)
+                if s == s:
+                    seen = True
+                    if s > m:
+                        m = s
+            if m > mx or (first < 0 and seen):
+                mx = m
+                first = c
         at = -1
-        for j in range(bounds[i], bounds[i + 1]):
-            s = _sum_at(cols, j)
-            if s == s and (at < 0 or s > mx):
-                mx = s
-                at = j
-        piece_max[i] = mx if at >= 0 else np.nan
+        if seen:
+            for j in range(first, min(first + BLOCK, b)):
+                if _sum_at(cols, j) == mx:
+                    at = j
+                    break
+        piece_max[i] = mx if seen else np.nan
         piece_at[i] = at
 
 

@@ -1,7 +1,8 @@
 """analyse(): every figure of a capture in one streaming pass over its power signals.
 
-The pass reads the capture in chunks (memory flat in capture length; the next chunk is read on a
-second thread while this one is computed). Each chunk is cut once at every phase edge and each piece
+The pass reads the capture in chunks (memory flat in capture length; the next chunk is read, cut,
+summarised and its window sums made on a second thread while the phases take this one's figures: the
+two halves of the work are about equal). Each chunk is cut once at every phase edge and each piece
 summarised once, in one compiled pass (sum, squared deviations, min, max: kernels.py); every phase merges the pieces it covers, so nested
 and overlapping phases cost almost nothing extra (a phase with exact percentiles keeps views of its
 values and sorts them once, when it ends). The 1 s and

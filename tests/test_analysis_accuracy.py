@@ -1,5 +1,7 @@
 """Analysis against exactly known truth: raw 4 us power reduced like the firmware, written to a
 capture, analysed back. Energy within 0.1 %, event placement within 200 us, PCM-2 within 1 %."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -179,3 +181,23 @@ def test_own_load_is_this_processs_cpu_per_second_over_the_last_minute(monkeypat
     assert pipeline.own_load() == pytest.approx(16 / 90)
     clock.update(wall=1100.0, cpu=66.5)
     assert pipeline.own_load() == pytest.approx(0.05)     # counted from the new reference
+
+
+def test_settled_idle_leaves_out_the_decay_after_a_workload():
+    """An idle phase right after a write holds the drive's decay from it (here 4 W more for 5 s): the
+    idle mean over whole idle phases carries it; the settled idle (the idle windows, from 10 s into
+    each idle phase, as NVMe's IDLP) does not, and is the level the drive settles at."""
+    blocks = []
+    for b in S.interval_blocks(240.0, rows_per_block=10_000, period_s=60.0):
+        t = (b.first_index // b.interval_samples + np.arange(len(b))) * 1e-3
+        tail = (t % 60.0 < 5.0) & (t >= 60.0)          # the first 5 s of every idle half after a write
+        p = b.p.copy()
+        p[tail, 0] += 4.0
+        blocks.append(replace(b, p=p, i=p / b.v))
+    model = S.clock(0)
+    an = analyse(ArraySource.from_blocks(blocks, model), list(S.alternating_timeline(240.0, model, period_s=60.0)))
+    ia = an.idle_active()
+    idle = [r for r in an.phases if r.kind == "idle"]
+    assert len(idle) == 4 and ia["idle_windows"] == 4               # [0, 30), [60, 90), [120, 150), [180, 210) s
+    assert ia["idle_settled"] == pytest.approx(5.3, abs=0.01)       # 5 W on 12 V, 0.3 W on 3.3 V
+    assert ia["idle"] == pytest.approx(5.3 + 4.0 * 15 / 120, abs=0.02) and ia["workload"] == pytest.approx(12.3, abs=0.01)

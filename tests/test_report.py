@@ -6,6 +6,7 @@ import pytest
 
 from powerrig.testing import synthetic as S
 from powerrig.cli import main
+from powerrig.analysis import analyse
 from powerrig.capture import CaptureReader
 
 
@@ -32,6 +33,10 @@ def test_report_writes_html_pngs_and_csv(demo, tmp_path):
     assert tiles == pytest.approx(float(rows[0]["total_energy_j"]), rel=1e-6)
     with CaptureReader(demo) as cap:
         assert float(rows[0]["duration_s"]) == pytest.approx(cap.duration_s)
+    with CaptureReader(demo) as cap:                 # the settled idle beside the idle mean, over the IDLP windows
+        ia = analyse(cap, cap.events, cap.metadata).idle_active()
+    assert ia["idle_windows"] == 2
+    assert f"settled idle {ia['idle_settled']:.3f} W (over 2 idle window(s)" in html
 
 
 def test_report_errors_are_one_line_and_exit_2(tmp_path, capsys):

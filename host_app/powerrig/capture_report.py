@@ -285,7 +285,10 @@ def _html(cap: CaptureReader, a: Analysis, plots: dict, alerts: list[str] = ()) 
                                   f"gaps {len(cap.gaps)} ({a.info['lost_s']:.3f} s lost)",
                                   f"drive {html.escape(str(idc.get('mn', drive.get('model', '?'))).strip())} "
                                   f"SN {html.escape(str(idc.get('sn', drive.get('serial', '?'))).strip())}"]) + "</p>",
-             f"<p>idle {_f(ia['idle'])} W · active {_f(ia['workload'])} W (energy-weighted means over all idle and workload phases)</p>"]
+             f"<p>idle {_f(ia['idle'])} W · active {_f(ia['workload'])} W (energy-weighted means over all idle and workload phases)"
+             + (f" · settled idle {_f(ia['idle_settled'])} W (over {ia['idle_windows']} idle window(s): from 10 s into "
+                "an idle phase, as NVMe's IDLP; the idle phases also hold the drive's decay after a workload)"
+                if ia["idle_windows"] else "") + "</p>"]
     said = _drive_said(cap)
     if said:
         parts.append("<div class='alert' id=drive-said><b>What the drive said during this capture</b><ul>"

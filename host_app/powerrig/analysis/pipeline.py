@@ -30,7 +30,7 @@ from powerrig.analysis.command_energy import POST_S, PRE_S, CommandEnergy, comma
 from powerrig.analysis.descriptors import power_states, transition_latency_us
 from powerrig.analysis.efficiency import curves, phase_efficiency
 from powerrig.analysis.kernels import piece_max_of_sum
-from powerrig.analysis.phases import WAF_INTERVAL, WORKLOAD, Phase, commands, phases_from_events, power_state_of
+from powerrig.analysis.phases import IDLE_WINDOW, WAF_INTERVAL, WORKLOAD, Phase, commands, phases_from_events, power_state_of
 from powerrig.analysis.result import CheckResult, PhaseResult, WindowFigure
 from powerrig.analysis.stats import Segments, SeriesStats
 from powerrig.analysis.steady_state import steady_state
@@ -66,13 +66,18 @@ class Analysis:
         return [r.row() for r in self.phases if r.kind not in ("idle_window", WAF_INTERVAL)]
 
     def idle_active(self) -> dict:
-        """Mean watts over all idle time and over all workload time (energy-weighted)."""
+        """Mean watts over all idle time and over all workload time (energy-weighted), and over the idle
+        windows (``idle_settled``: from 10 s into each idle phase, as NVMe's IDLP is measured; an idle
+        phase right after a workload also holds the drive's decay from it, which a datasheet's idle
+        figure does not), with ``idle_windows``, how many there were."""
         out = {}
-        for kind in ("idle", WORKLOAD):
+        for key, kind in (("idle", "idle"), (WORKLOAD, WORKLOAD), ("idle_settled", IDLE_WINDOW)):
             rs = [r for r in self.phases if r.kind == kind and r.rails["total"]["intervals"]]
             e = sum(r.energy_j for r in rs)
             t = sum(r.duration_s - r.lost_s for r in rs)
-            out[kind] = e / t if t > 0 else math.nan
+            out[key] = e / t if t > 0 else math.nan
+            if kind == IDLE_WINDOW:
+                out["idle_windows"] = len(rs)
         return out
 
 

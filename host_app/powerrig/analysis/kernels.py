@@ -236,6 +236,19 @@ def _window_sum(c, a, w, k):
 
 
 @_jit
+def _scan_windows(c, a, w, k0, k1, best, at):
+    """The window sums k in [k0, k1) taken into the highest so far (best, at; the first on ties):
+    (best, at, the first NaN's k or -1: a NaN is the highest, as in np.argmax)."""
+    for k in range(k0, k1):
+        v = _window_sum(c, a, w, k)
+        if v != v:
+            return best, at, k
+        if at < 0 or v > best:
+            best, at = v, k
+    return best, at, -1
+
+
+@_jit
 def _first_max_of_windows(c, a, w, bmax, block, k0s, k1s, out):
     """out[q] = the first k in [k0s[q], k1s[q]) where the window sum c[a + w + k] - c[a + k] is highest
     (NaN counts as the highest, as in np.argmax), -1 for an empty range: whole blocks through their
@@ -251,37 +264,20 @@ def _first_max_of_windows(c, a, w, bmax, block, k0s, k1s, out):
         else:                                        # no whole block: the values themselves
             j0 = j1 = 0
             h1 = t0 = k1
-        best = -math.inf
-        at = -1
+        best, at, nan_at = _scan_windows(c, a, w, k0, h1, -math.inf, -1)
         in_block = -1
-        nan_at = -1
-        for k in range(k0, h1):
-            v = _window_sum(c, a, w, k)
-            if v != v:
-                nan_at = k
-                break
-            if at < 0 or v > best:
-                best, at = v, k
         if nan_at < 0:
             for b in range(j0, j1):
                 m = bmax[b]
                 if m != m:                 # the first NaN lies in this block
-                    for k in range(b * block, (b + 1) * block):
-                        v = _window_sum(c, a, w, k)
-                        if v != v:
-                            nan_at = k
-                            break
+                    nan_at = _scan_windows(c, a, w, b * block, (b + 1) * block, -math.inf, -1)[2]
                     break
                 if at < 0 or m > best:
                     best, at, in_block = m, b * block, b
         if nan_at < 0:
-            for k in range(t0, k1):
-                v = _window_sum(c, a, w, k)
-                if v != v:
-                    nan_at = k
-                    break
-                if at < 0 or v > best:
-                    best, at, in_block = v, k, -1
+            best, tail_at, nan_at = _scan_windows(c, a, w, t0, k1, best, at)
+            if tail_at != at:
+                at, in_block = tail_at, -1
         if nan_at >= 0:
             out[q] = nan_at
             continue

@@ -16,6 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 from urllib.parse import unquote
 
+import numpy as np
 import pytest
 
 from conftest import REPO, run_cli
@@ -143,10 +144,16 @@ def test_the_first_screen_in_chromium(swept, tmp_path):
     img = Image.open(shot).convert("RGB")
     assert img.size == (1366, 900)
     assert len(img.getcolors(1 << 20) or []) > 200, "the first screen looks blank"
-    # the strip of traces is on the first screen: many pixels of the total's blue and the 12 V rail's orange
-    lines = sum(n for n, (r, g, b) in img.getcolors(1 << 20)
-                if (b > 150 and r < 90 and 90 < g < 150) or (r > 220 and 100 < g < 160 and b < 60))
-    assert lines > 200, lines
+    # the strip of traces is on the first screen. The 3.3 V rail's green line runs across both panels
+    # (1,162-1,169 columns in five screenshots; its legend swatch and the "pass" badge ~60). The total's
+    # blue and the 12 V rail's orange show too, but the total is drawn over the 12 V line (3.3 V is ~0 W
+    # here), so their pure colours are few and move with the lines' sub-pixel place: 193-307 pixels in
+    # the same five, the legend alone 62 (a make test run failed at 193 against the old bound of 200)
+    px = np.asarray(img).astype(int)
+    r, g, b = px[..., 0], px[..., 1], px[..., 2]
+    green_columns = int(((g > 130) & (r < 90) & (b < 90)).any(axis=0).sum())
+    blue_orange = int((((b > 150) & (r < 90) & (g > 90) & (g < 150)) | ((r > 220) & (g > 100) & (g < 160) & (b < 60))).sum())
+    assert green_columns > 800 and blue_orange > 120, (green_columns, blue_orange)
     if os.environ.get("POWERRIG_DOCS_IMG") == "1":
         shutil.copy(shot, REPO / "docs" / "img" / "report-first-screen.png")
 

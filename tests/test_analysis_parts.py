@@ -69,9 +69,10 @@ def test_exact_window_sums_equal_brute_force_in_any_range_across_chunks_and_gaps
 
 
 def test_exact_best_window_through_block_maxima_is_the_first_argmax_of_its_range():
-    """ChunkWindows.best on exact sums finds a long range's maximum through per-block maxima: the
-    same window as np.argmax over the range (the first of tied maxima, a gap's -inf never chosen
-    unless all are, NaN taken as the greatest), at any range edges."""
+    """ChunkWindows.best on exact sums given as an array: the same window as np.argmax over the range
+    (the first of tied maxima, a gap's -inf never chosen unless all are, NaN taken as the greatest), at
+    any range edges. Sums made from a prefix go through the block maxima (kernels.first_max_of_windows):
+    the next test, and the gaps of test_exact_window_sums_equal_brute_force_in_any_range_across_chunks_and_gaps."""
     rng = np.random.default_rng(42)
     n = 40_000
     for case in range(4):

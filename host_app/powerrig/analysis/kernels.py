@@ -231,16 +231,20 @@ def window_block_max(c: np.ndarray, a: int, e: int, w: int, block: int) -> np.nd
 
 
 @_jit
-def _window_sum(c, a, w, k):
+def _window_sum(c, a, w, bad, k):
+    """The window sum c[a + w + k] - c[a + k]; -inf for a window that touched a gap (``bad``, or an
+    empty mask when there is none), as PrefixSums reads it."""
+    if len(bad) and bad[k]:
+        return -math.inf
     return c[a + w + k] - c[a + k]
 
 
 @_jit
-def _scan_windows(c, a, w, k0, k1, best, at):
+def _scan_windows(c, a, w, bad, k0, k1, best, at):
     """The window sums k in [k0, k1) taken into the highest so far (best, at; the first on ties):
     (best, at, the first NaN's k or -1: a NaN is the highest, as in np.argmax)."""
     for k in range(k0, k1):
-        v = _window_sum(c, a, w, k)
+        v = _window_sum(c, a, w, bad, k)
         if v != v:
             return best, at, k
         if at < 0 or v > best:
@@ -249,7 +253,7 @@ def _scan_windows(c, a, w, k0, k1, best, at):
 
 
 @_jit
-def _first_max_of_windows(c, a, w, bmax, block, k0s, k1s, out):
+def _first_max_of_windows(c, a, w, bad, bmax, block, k0s, k1s, out):
     """out[q] = the first k in [k0s[q], k1s[q]) where the window sum c[a + w + k] - c[a + k] is highest
     (NaN counts as the highest, as in np.argmax), -1 for an empty range: whole blocks through their
     maxima ``bmax`` (block b: sums [b * block, (b + 1) * block)), then inside the block holding it."""
@@ -264,18 +268,18 @@ def _first_max_of_windows(c, a, w, bmax, block, k0s, k1s, out):
         else:                                        # no whole block: the values themselves
             j0 = j1 = 0
             h1 = t0 = k1
-        best, at, nan_at = _scan_windows(c, a, w, k0, h1, -math.inf, -1)
+        best, at, nan_at = _scan_windows(c, a, w, bad, k0, h1, -math.inf, -1)
         in_block = -1
         if nan_at < 0:
             for b in range(j0, j1):
                 m = bmax[b]
                 if m != m:                 # the first NaN lies in this block
-                    nan_at = _scan_windows(c, a, w, b * block, (b + 1) * block, -math.inf, -1)[2]
+                    nan_at = _scan_windows(c, a, w, bad, b * block, (b + 1) * block, -math.inf, -1)[2]
                     break
                 if at < 0 or m > best:
                     best, at, in_block = m, b * block, b
         if nan_at < 0:
-            best, tail_at, nan_at = _scan_windows(c, a, w, t0, k1, best, at)
+            best, tail_at, nan_at = _scan_windows(c, a, w, bad, t0, k1, best, at)
             if tail_at != at:
                 at, in_block = tail_at, -1
         if nan_at >= 0:
@@ -283,20 +287,25 @@ def _first_max_of_windows(c, a, w, bmax, block, k0s, k1s, out):
             continue
         if in_block >= 0:                  # the first window of that block reaching its maximum
             for k in range(in_block * block, (in_block + 1) * block):
-                if _window_sum(c, a, w, k) == best:
+                if _window_sum(c, a, w, bad, k) == best:
                     at = k
                     break
         out[q] = at
 
 
 def first_max_of_windows(c: np.ndarray, a: int, w: int, bmax: np.ndarray, block: int, k0s: np.ndarray,
-                         k1s: np.ndarray) -> np.ndarray:
-    """For each range [k0s[q], k1s[q]) of the window sums c[a + w + k] - c[a + k] (nothing written out),
-    np.argmax's index of the range (-1 when empty), read through the per-block maxima ``bmax``
-    (window_block_max): every phase's best window of a chunk in one call."""
+                         k1s: np.ndarray, bad: np.ndarray | None = None) -> np.ndarray:
+    """For each range [k0s[q], k1s[q]) of the window sums c[a + w + k] - c[a + k] (nothing written out;
+    -inf where ``bad``, a window that touched a gap), np.argmax's index of the range (-1 when empty),
+    read through the per-block maxima ``bmax`` of those sums: every phase's best window of a chunk in
+    one call."""
     out = np.empty(len(k0s), np.int64)
-    _first_max_of_windows(c, a, w, bmax, block, k0s.astype(np.int64), k1s.astype(np.int64), out)
+    bad = _NO_GAP if bad is None else bad
+    _first_max_of_windows(c, a, w, bad, bmax, block, np.asarray(k0s, np.int64), np.asarray(k1s, np.int64), out)
     return out
+
+
+_NO_GAP = np.zeros(0, np.bool_)
 
 
 def compile_all() -> None:
@@ -312,4 +321,5 @@ def compile_all() -> None:
         bin_counts(np.zeros(4, np.int64), x, 0.0, 1.0)
         c = prefix_sum(np.ones(8, dt), np.empty(9))
     bm = window_block_max(c, 0, 4, 1, 4)
-    first_max_of_windows(c, 0, 4, bm, 4, np.zeros(1, np.int64), np.ones(1, np.int64))
+    for bad in (None, np.zeros(5, np.bool_)):
+        first_max_of_windows(c, 0, 4, bm, 4, np.zeros(1, np.int64), np.ones(1, np.int64), bad)

@@ -91,7 +91,7 @@ class ChunkWindows:
         if skipped == n:
             return None, 0, n, skipped
         if self.tol == 0.0:           # (exact sums made from a prefix are made for the part read only)
-            k = self._first_max(k0, k1) if n >= 4 * _BLOCK else k0 + int(np.argmax(self.sums[k0:k1]))
+            k = self._first_max(k0, k1)
             return float(self.sums[k]), self.start + k, n, skipped
         if n >= 64 * _BLOCK:
             cand = self._candidates(k0, k1)
@@ -107,11 +107,11 @@ class ChunkWindows:
         """[self.best(a, b) for a, b in zip(s0, s1)]: for exact sums without gaps, every range in one
         compiled call (kernels.first_max_of_windows) instead of a few numpy calls per range."""
         sums = self.sums
-        if self.tol != 0.0 or self.bad is not None or self._bmax is None or not isinstance(sums, PrefixSums):
+        if self.tol != 0.0 or self.bad is not None or not isinstance(sums, PrefixSums):
             return [self.best(int(a), int(b)) for a, b in zip(s0, s1)]
         k0 = np.maximum(s0 - self.start, 0)
         k1 = np.minimum(s1 - self.start, len(sums))
-        ks = first_max_of_windows(sums.c, sums.a, sums.w, self._bmax, _BLOCK, k0, k1)
+        ks = first_max_of_windows(sums.c, sums.a, sums.w, self._block_max(), _BLOCK, k0, k1)
         c, a, w = sums.c, sums.a, sums.w
         return [None if k < 0 else (float(c[a + w + k] - c[a + k]), self.start + int(k), int(n), 0)
                 for k, n in zip(ks.tolist(), (k1 - k0).tolist())]
@@ -125,24 +125,12 @@ class ChunkWindows:
         return self._bmax
 
     def _first_max(self, k0: int, k1: int) -> int:
-        """np.argmax(sums[k0:k1]) + k0 through the block maxima: the first part (head, whole block,
-        tail) holding the maximum, then the first index in it; max and argmax both take NaN as the
-        greatest, so it is the same index."""
-        bm = self._block_max()
-        j0, j1 = -(-k0 // _BLOCK), k1 // _BLOCK
-        h1, t0 = j0 * _BLOCK, j1 * _BLOCK
+        """np.argmax(sums[k0:k1]) + k0 (NaN the greatest); sums made from a prefix are read through the
+        block maxima in one compiled loop (kernels.first_max_of_windows, as best_many reads them)."""
         sums = self.sums
-        parts = [sums[k0:h1].max(keepdims=True)] if h1 > k0 else []
-        parts.append(bm[j0:j1])
-        if k1 > t0:
-            parts.append(sums[t0:k1].max(keepdims=True))
-        g = int(np.argmax(np.concatenate(parts))) - (1 if h1 > k0 else 0)
-        if g < 0:
-            return k0 + int(np.argmax(sums[k0:h1]))
-        if g >= j1 - j0:
-            return t0 + int(np.argmax(sums[t0:k1]))
-        a = (j0 + g) * _BLOCK
-        return a + int(np.argmax(sums[a:a + _BLOCK]))
+        if not isinstance(sums, PrefixSums):
+            return k0 + int(np.argmax(sums[k0:k1]))
+        return int(first_max_of_windows(sums.c, sums.a, sums.w, self._block_max(), _BLOCK, [k0], [k1], sums.bad)[0])
 
     def _candidates(self, k0: int, k1: int) -> np.ndarray:
         """Indices in [k0, k1) of the sums within ``tol`` of the highest there, found through the

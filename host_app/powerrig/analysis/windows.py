@@ -235,7 +235,7 @@ class WindowSums:
             raise ValueError("ring must be >= 1 set of work arrays")
         self._ring = ring
         self._slot = 0                            # the set of work arrays this feed writes
-        self._bufs: list[np.ndarray] = [np.empty(0, np.float32)] * ring
+        self._bufs = [np.empty(0, np.float32) for _ in range(ring)]
         if any(w < 1 for w in self.windows):
             raise ValueError("window lengths must be >= 1 sample")
         self.block = b = _block_size(self.windows)
@@ -357,8 +357,7 @@ class WindowSums:
         buf = self._bufs[self._slot]
         if buf is not prev and (len(buf) < nc or buf.dtype != prev.dtype):
             buf = self._bufs[self._slot] = np.empty(max(nc, len(prev)), prev.dtype)
-        if buf is not prev or cut:
-            buf[:nc] = prev[cut:cut + nc]
+        buf[:nc] = prev[cut:cut + nc]           # (ring 1: the same buffer, the carry moved to its front)
         self._buf, self._cut = buf, 0
 
     def _prefixes(self, x32: np.ndarray, q: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

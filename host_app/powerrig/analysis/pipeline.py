@@ -374,6 +374,12 @@ class _Chunk:
     next_starts: list[int]                 # the window sums' first start not yet returned, after this chunk
 
 
+def _admit(pending: list[_PhaseAcc], active: list[_PhaseAcc], c1: int) -> None:
+    """Move the phases that begin before the end of this chunk (``pending``, by first sample) to ``active``."""
+    while pending and pending[0].first < c1:
+        active.append(pending.pop(0))
+
+
 class _Chunks:
     """Makes each chunk's _Chunk, in chunk order: the phases are admitted when the chunks reach them
     and dropped once past, and the window sums run over the whole signal (their work arrays in a ring
@@ -388,8 +394,7 @@ class _Chunks:
     def make(self, c0: int, cols: dict) -> _Chunk:
         n = len(next(iter(cols.values())))
         c1 = c0 + n
-        while self.pending and self.pending[0].first < c1:
-            self.open.append(self.pending.pop(0))
+        _admit(self.pending, self.open, c1)
         bounds, at, spans = self._cut(c0, c1, n)
         self.open = [a for a in self.open if a.hi > c1]
         segs = {name: Segments(cols[name], bounds) for name in self.series}
@@ -439,7 +444,7 @@ class _Pass:
         self.active: list[_PhaseAcc] = []
 
     def feed(self, c: _Chunk) -> None:
-        self._admit(c.c1)
+        _admit(self.pending, self.active, c.c1)
         self._feed_edges(c.c0, c.c1, c.cols)
         at, segs = c.at, c.segs
         for a, s, e, ps in c.spans:
@@ -462,11 +467,6 @@ class _Pass:
         for a in self.active + self.pending:
             a.finish()
         self.active, self.pending = [], []
-
-    def _admit(self, c1: int) -> None:
-        """Phases that begin before the end of this chunk become active."""
-        while self.pending and self.pending[0].first < c1:
-            self.active.append(self.pending.pop(0))
 
     def _feed_edges(self, c0: int, c1: int, cols: dict) -> None:
         """Partly covered intervals at a phase's ends count with their covered fraction."""

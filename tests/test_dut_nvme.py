@@ -149,6 +149,25 @@ def test_program_not_found_names_tool_and_fix():
     assert not tl.events()[0].ok
 
 
+def test_a_controller_not_live_says_so_and_what_to_do(tmp_path):
+    """nvme-cli's words for the kernel's refusal while a controller resets or comes back after a removal
+    (seen in CI right after a hot removal) get what they mean and what to do."""
+    fake = tmp_path / "fake-nvme.py"
+    fake.write_text('import sys\nsys.stderr.write("NVMe status: Host Pathing Error: A pathing error was detected '
+                    'by the host(0x370)\\n")\nsys.exit(1)\n')
+    tl = Timeline()
+    with pytest.raises(ToolError, match=r"\(0x370\).*controller of /dev/nvme0 is not live.*nvme list") as e:
+        n.NvmeCli(_program(fake), tl).smart_log("/dev/nvme0")
+    assert "\n" not in str(e.value)
+    (ev,) = tl.events(NVME)
+    assert not ev.ok and "0x370" in ev.error
+    other = tmp_path / "fake-other.py"                  # any other failure keeps nvme-cli's words alone
+    other.write_text('import sys\nsys.stderr.write("NVMe status: Invalid Field in Command(0x2)\\n")\nsys.exit(1)\n')
+    with pytest.raises(ToolError) as e:
+        n.NvmeCli(_program(other), Timeline()).smart_log("/dev/nvme0")
+    assert "not live" not in str(e.value) and "Invalid Field" in str(e.value)
+
+
 def test_malformed_output_from_a_tool_is_a_failed_event(tmp_path):
     fake = tmp_path / "fake-nvme.py"
     fake.write_text('import sys\nprint(\'{"critical_warning": 0, "temperature": 30\')\n')

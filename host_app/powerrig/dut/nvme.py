@@ -290,6 +290,12 @@ def parse_version(text: str) -> NvmeVersion:
 
 
 # -- the runner ---------------------------------------------------------------------------------
+# Linux fails a command with Host Pathing Error (NVMe Base 2.0 section 4.2.3.4, Path Related Status,
+# SCT 3h SC 70h; the kernel's NVME_SC_HOST_PATH_ERROR) without sending it while the controller is not
+# live: resetting, or probed again after a removal (drivers/nvme/host/core.c, nvme_fail_nonready_command)
+NOT_LIVE = "Host Pathing Error"
+
+
 class NvmeCli:
     """nvme-cli on one host. ``program`` is the argv prefix: ["nvme"], ["sudo", "nvme"] or the simulator."""
 
@@ -312,8 +318,14 @@ class NvmeCli:
         command needs the destructive door's ``permit``), record it, parse its output (bytes with
         ``binary``: ``-b`` output, read on this host only)."""
         argv = commands.nvme_argv(self.program, command, dev, options, permit)
-        done = run_tool(argv, self.timeline, NVME, name, "nvme-cli", timeout or self.timeout, self.env, meta=meta,
-                        remote=self.remote, binary=binary)
+        try:
+            done = run_tool(argv, self.timeline, NVME, name, "nvme-cli", timeout or self.timeout, self.env,
+                            meta=meta, remote=self.remote, binary=binary)
+        except ToolError as e:
+            if NOT_LIVE not in str(e) or not dev:
+                raise
+            raise ToolError(f"{e}; the controller of {dev} is not live (resetting, or coming back after a "
+                            f"removal): wait until `nvme list` shows {dev} again and run it again") from None
         try:
             parsed = parse(done.stdout)
         except ToolError as e:

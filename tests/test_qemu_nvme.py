@@ -135,12 +135,21 @@ def test_qemu_nvme_fio_phases_on_the_timeline(qrig, drive, tmp_path):
     rd, wr = phases["fio:rd"], phases["fio:wr"]
     fio_ev = [e for e in tl.events(kind=FIO) if e.ok][-1]
     assert fio_ev.t_start <= rd.t_start < rd.t_end <= wr.t_start < wr.t_end <= fio_ev.t_end
-    # the truth: the controller's first and last I/O of each phase lie near the placed edges
+    # the truth: the controller's first and last I/O of each phase lie near the placed edges, within
+    # the window of fio's bandwidth log (plan.log_avg_msec) this source promises (fio.py): a window's
+    # line is stamped when fio reaps past its end, so a guest starved of CPU stamps it late (267 ms
+    # against a 250 ms bound with QEMU held to 30 % of a core, 30 Nov; ~10 ms on a free core)
     cmds = _trace(qrig)
+    window_s = plan.log_avg_msec / 1000.0
     for ph, kind in ((rd, "read"), (wr, "write")):
         io = [c for c in cmds if c.kind == kind and fio_ev.t_start <= c.t_submit <= fio_ev.t_end]
-        assert abs(io[0].t_submit - ph.t_start) < 0.25 and abs(io[-1].t_complete - ph.t_end) < 0.25
+        d0, d1 = ph.t_start - io[0].t_submit, ph.t_end - io[-1].t_complete
+        print(f"\n{ph.name}: start {1e3 * d0:+.1f} ms, end {1e3 * d1:+.1f} ms (log window {1e3 * window_s:.0f} ms)")
+        assert abs(d0) < window_s and abs(d1) < window_s, (ph.name, d0, d1)
         assert ph.meta["io_bytes"] > 0
+
+
+REAP_S = 0.010      # how late fio may write a reaped I/O's log line after the batch's completion time
 
 
 def test_qemu_nvme_io_log_edges_land_on_the_controllers_first_and_last_io(qrig, drive, tmp_path):
@@ -151,8 +160,12 @@ def test_qemu_nvme_io_log_edges_land_on_the_controllers_first_and_last_io(qrig, 
     controller completed it, to the logs' whole-ms stamps, +-2 ms), and within 100 ms. Not tighter: the
     reap is fio's, in a TCG guest whose vCPU the host schedules (a CI run on a quiet host, 29 Nov 2026
     23:30 UTC, reaped the last read 42.7 ms after the controller completed it; the benchmark reports
-    the strict figure, and block_trace, below, is the kernel's). The windowed bandwidth logs this
-    replaces were off by up to a window (0.5 s)."""
+    the strict figure, and block_trace, below, is the kernel's). The start may also come late by up to
+    REAP_S: fio stamps a log line when it writes it (stat.c add_log_sample: mtime_since_now(&td->epoch)),
+    after its reap batch's completion time, which the latency is measured to, so stamp - latency lies
+    after the submission by the time fio took over the batch before that line: 2.98 ms in one make test
+    run (30 Nov), +5.7 ms with QEMU held to 20 % of a core. The windowed bandwidth logs this replaces
+    were off by up to a window (0.5 s)."""
     tl, nvme, fio = drive
     plan = FioPlan([FioJob("rd", rw="randread", bs="4k", iodepth=8, size="64m", runtime=0.8, time_based=True,
                            filename=NS, direct=True, ioengine="libaio"),
@@ -173,7 +186,7 @@ def test_qemu_nvme_io_log_edges_land_on_the_controllers_first_and_last_io(qrig, 
         print(f"\n{name}: start {1e3 * (ph.t_start - first):+.1f} ms, end {1e3 * (ph.t_end - last):+.1f} ms "
               f"(clock bound {1e3 * clock_s:.1f} ms)")
         slack = clock_s + 0.002
-        assert first - 0.1 - slack < ph.t_start < first + slack, (name, ph.t_start - first)
+        assert first - 0.1 - slack < ph.t_start < first + slack + REAP_S, (name, ph.t_start - first)
         assert last - slack < ph.t_end < last + 0.1 + slack, (name, ph.t_end - last)
 
 

@@ -267,7 +267,11 @@ def read_io_log_span(path: Path) -> tuple[float, float] | None:
     written when fio reaps it), or None if empty, missing or not epoch-stamped. A stamp is cut to
     whole ms twice (the epoch and the time since it), so the moment it stands for is the stamp
     plus ``STAMP_MID_S`` (+-1 ms); the first I/O submitted is the one whose completion less its
-    latency comes first, not the first line (I/Os complete out of order)."""
+    latency comes first, not the first line (I/Os complete out of order). A line is stamped when fio
+    writes it (stat.c ``add_log_sample``: ``mtime_since_now(&td->epoch)``), after the completion time of
+    its reap batch that the latency runs to, so the start found may lie after the real submission by
+    the time fio spent on that batch first: microseconds on a free core, milliseconds on a starved
+    guest (5.7 ms seen in a TCG guest held to 20 % of a core). block_trace has no such lag."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")          # an empty file: numpy warns, we answer None

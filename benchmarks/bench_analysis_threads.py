@@ -85,7 +85,7 @@ class _NoSums(stats.Segments):
 
 
 def _no_maxima(self, cols: dict, bounds):
-    """_Chunks._maxima computing nothing (what-if only): each piece's peak 1 W at its first interval."""
+    """_Pass._maxima computing nothing (what-if only): each piece's peak 1 W at its first interval."""
     ones = np.ones(len(bounds) - 1)
     return (ones, bounds[:-1].astype(np.int64), ones) if self.has_peak else (None, None, ones)
 
@@ -109,7 +109,7 @@ def _swapped(*swaps):
 
 def _removed(percentiles: bool):
     """The pass with its per-sample arithmetic (and the percentiles) replaced by no-ops, then restored."""
-    swaps = [(pipeline, "Segments", _NoSums), (pipeline._Chunks, "_maxima", _no_maxima),
+    swaps = [(pipeline, "Segments", _NoSums), (pipeline._Pass, "_maxima", _no_maxima),
              (stats.SeriesStats, "_bin", lambda self, v: None)]
     if percentiles:
         swaps.append((stats.SeriesStats, "percentiles", _no_percentiles))

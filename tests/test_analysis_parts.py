@@ -446,3 +446,24 @@ def test_flat_signal_refines_through_the_shared_prefix_and_stays_exact(monkeypat
         sums = c[r.window:] - c[:-r.window]
         assert r.end - r.window == int(np.argmax(sums))
         assert r.value == pytest.approx(sums.max() / r.window, rel=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")     # inf - inf: the NaN itself
+def test_window_block_maxima_hold_a_nan_or_an_infinity_as_numpy_s_max_does():
+    """kernels.window_block_max takes a block's sums through eight running maxima, which pass a NaN
+    over; a block holding a NaN or an infinity is scanned again one sum at a time: the same maxima as
+    np.max over each block, for blocks of finite sums, with one NaN, one +inf, or -inf throughout."""
+    rng = np.random.default_rng(21)
+    block = W._BLOCK
+    c = np.concatenate([[0.0], np.cumsum(rng.normal(10, 2, 12 * block))])
+    c[2 * block + 300] = np.nan                     # two NaN sums (one as the window's end, one as its start)
+    c[6 * block: 7 * block] = -np.inf               # sums ending there: -inf; starting there: +inf
+    c[9 * block + 5] = np.inf                       # the sum ending there: +inf (one starting there: -inf)
+    for w, a in ((1, 0), (37, 3), (block, 0)):
+        e = a + (len(c) - 1 - w + 1 - a) // block * block
+        sums = c[a + w:e + w] - c[a:e]
+        want = sums.reshape(-1, block).max(axis=1)
+        np.testing.assert_array_equal(window_block_max(c, a, e, w, block), want)
+        assert np.isnan(want).any() and np.isposinf(want).any() and np.isfinite(want).sum() >= 3
+        if w == block:
+            assert np.isneginf(want).any()          # a whole block of -inf sums

@@ -9,6 +9,14 @@ releases the GIL, so the reading thread runs beside it.
 The kernels compute the figures their numpy predecessors did with the same float arithmetic (window
 sums, maxima, histogram bins bit for bit); only a piece's float64 sums differ in order (blocks of
 BLOCK, shifted by the piece's own first value), which moves them by about 1e-16 of themselves.
+
+Written so the compiler can keep several values in flight (issue 42, docs/scale.md "A tenth look";
+the 10-hour analysis's results are the same bit for bit): loops run over slices (numba checks a
+negative index on every ``x[j]`` with ``j`` from ``range(a, b)``, which stops vectorisation), the
+sums of a block may be reassociated (they are exact in float64 at a capture's levels), and a
+running maximum or minimum is eight, not one (one compare-and-pick per value is a latency chain;
+LLVM does not vectorise a select-based float maximum without ``nnan``, which would drop the NaN
+checks).
 Compiled once (``make setup`` runs ``compile_all``) and cached beside this file (or in the user's
 cache when the package folder is read-only): a process pays numba's import and a cache load.
 """
@@ -33,13 +41,72 @@ def _first_valid(x, a, b):
     return 0.0
 
 
+@numba.njit(cache=True, nogil=True, fastmath={"reassoc"})
+def _block_sums(x, shift):
+    """(sum, sum of squares, count) of x's valid values shifted by ``shift``, in float64. Reassociated
+    (the compiler adds in vector lanes; a NaN adds 0): a block's shifted float32 values add exactly in
+    float64 in any order at the levels a capture holds; the squares' last bits may move."""
+    by = 0.0
+    bq = 0.0
+    k = 0
+    for j in range(len(x)):
+        v = x[j]
+        ok = v == v
+        y = np.float64(v) - shift if ok else 0.0
+        by += y
+        bq += y * y
+        k += ok
+    return by, bq, k
+
+
+@_jit
+def _min_max(x, mn, mx):
+    """(min, max) of mn, mx and x's values, NaN ignored (a comparison with NaN is false): eight
+    running pairs, as one compare-and-pick chain per value is the loop's latency."""
+    n8 = len(x) // 8 * 8
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = mn
+    b0 = b1 = b2 = b3 = b4 = b5 = b6 = b7 = mx
+    for j in range(0, n8, 8):
+        v = x[j]
+        a0 = v if v < a0 else a0
+        b0 = v if v > b0 else b0
+        v = x[j + 1]
+        a1 = v if v < a1 else a1
+        b1 = v if v > b1 else b1
+        v = x[j + 2]
+        a2 = v if v < a2 else a2
+        b2 = v if v > b2 else b2
+        v = x[j + 3]
+        a3 = v if v < a3 else a3
+        b3 = v if v > b3 else b3
+        v = x[j + 4]
+        a4 = v if v < a4 else a4
+        b4 = v if v > b4 else b4
+        v = x[j + 5]
+        a5 = v if v < a5 else a5
+        b5 = v if v > b5 else b5
+        v = x[j + 6]
+        a6 = v if v < a6 else a6
+        b6 = v if v > b6 else b6
+        v = x[j + 7]
+        a7 = v if v < a7 else a7
+        b7 = v if v > b7 else b7
+    for j in range(n8, len(x)):
+        v = x[j]
+        a0 = v if v < a0 else a0
+        b0 = v if v > b0 else b0
+    return (min(min(min(a0, a1), min(a2, a3)), min(min(a4, a5), min(a6, a7))),
+            max(max(max(b0, b1), max(b2, b3)), max(max(b4, b5), max(b6, b7))))
+
+
 @_jit
 def _piece_summaries(x, bounds, n, lost, total, lo, hi, m2):
     """Per piece [bounds[i], bounds[i+1]): valid count, NaN count, sum, min, max, squared deviations.
 
     The sums are of the values shifted by the piece's first valid value, near its level, so that
     sum(y^2) - sum(y)^2 / n keeps its digits, and are made BLOCK values at a time; a piece with
-    almost no spread (the difference would keep less than 8 digits) takes a second, exact pass."""
+    almost no spread (the difference would keep less than 8 digits) takes a second, exact pass.
+    Each block is a slice (its indices known non-negative, so the compiler vectorises the sums)."""
     for i in range(len(bounds) - 1):
         a, b = bounds[i], bounds[i + 1]
         shift = _first_valid(x, a, b)
@@ -49,22 +116,12 @@ def _piece_summaries(x, bounds, n, lost, total, lo, hi, m2):
         mn = math.inf
         mx = -math.inf
         for c in range(a, b, BLOCK):
-            by = 0.0
-            bq = 0.0
-            for j in range(c, min(c + BLOCK, b)):
-                v = x[j]
-                if v != v:
-                    continue
-                y = np.float64(v) - shift
-                by += y
-                bq += y * y
-                k += 1
-                if v < mn:
-                    mn = v
-                if v > mx:
-                    mx = v
+            xs = x[c:min(c + BLOCK, b)]
+            by, bq, bk = _block_sums(xs, shift)
+            mn, mx = _min_max(xs, mn, mx)
             sy += by
             sq += bq
+            k += bk
         n[i] = k
         lost[i] = (b - a) - k
         total[i] = sy + k * shift
@@ -120,23 +177,74 @@ def _columns(cols: list) -> tuple:
 
 
 @_jit
+def _sums_into(cols, c, e, buf):
+    """buf[:e - c] = the series' float64 sums of intervals [c, e), added in _sum_at's order, one
+    series at a time over slices (vectorised)."""
+    b = buf[:e - c]
+    x = cols[0][c:e]
+    for j in range(len(b)):
+        b[j] = np.float64(x[j])
+    for r in range(1, len(cols)):
+        x = cols[r][c:e]
+        for j in range(len(b)):
+            b[j] += np.float64(x[j])
+    return b
+
+
+@_jit
+def _max8(x, m):
+    """The largest of m and x's values, NaN ignored: eight running maxima (one is a latency chain)."""
+    n8 = len(x) // 8 * 8
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = m
+    for j in range(0, n8, 8):
+        v = x[j]
+        m0 = v if v > m0 else m0
+        v = x[j + 1]
+        m1 = v if v > m1 else m1
+        v = x[j + 2]
+        m2 = v if v > m2 else m2
+        v = x[j + 3]
+        m3 = v if v > m3 else m3
+        v = x[j + 4]
+        m4 = v if v > m4 else m4
+        v = x[j + 5]
+        m5 = v if v > m5 else m5
+        v = x[j + 6]
+        m6 = v if v > m6 else m6
+        v = x[j + 7]
+        m7 = v if v > m7 else m7
+    for j in range(n8, len(x)):
+        v = x[j]
+        m0 = v if v > m0 else m0
+    return max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
+
+
+@_jit
+def _any_valid(x):
+    """Whether x holds a value that is not NaN."""
+    for j in range(len(x)):
+        if x[j] == x[j]:
+            return True
+    return False
+
+
+@_jit
 def _piece_max_of_sum(cols, bounds, piece_max, piece_at):
     """Each piece's maximum of the series' sum (_sum_at), ignoring NaN (NaN when the piece has none),
-    and the first interval holding it (-1 when none): the maxima of BLOCK intervals first (the loop
-    carries the maximum only), then the first block holding the piece's, searched for it."""
+    and the first interval holding it (-1 when none): the maxima of BLOCK intervals first (their sums
+    made into a buffer, then eight running maxima), then the first block holding the piece's,
+    searched for it."""
+    buf = np.empty(BLOCK)
     for i in range(len(bounds) - 1):
         a, b = bounds[i], bounds[i + 1]
         mx = -math.inf
         seen = False
         first = -1
         for c in range(a, b, BLOCK):
-            m = -math.inf
-            for j in range(c, min(c + BLOCK, b)):
-                s = _sum_at(cols, j)
-                if s == s:
-                    seen = True
-                    if s > m:
-                        m = s
+            sums = _sums_into(cols, c, min(c + BLOCK, b), buf)
+            m = _max8(sums, -math.inf)
+            if not seen:
+                seen = m > -math.inf or _any_valid(sums)       # (a block of -inf sums is valid)
             if m > mx or (first < 0 and seen):
                 mx = m
                 first = c
@@ -160,17 +268,26 @@ def piece_max_of_sum(cols: list, bounds: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 @_jit
-def _bin_counts(hist, v, lo, scale, top):
-    """hist[int(clip((v - lo) * scale, 0, top))] += 1 for every value, in the values' float type."""
-    last = len(hist) - 1
+def _bin_index(v, lo, scale, top, idx):
+    """idx[j] = int(clip((v[j] - lo) * scale, 0, top)) in v's float type (vectorised)."""
+    z = lo - lo
     for j in range(len(v)):
         f = (v[j] - lo) * scale
-        if f < 0:
-            hist[0] += 1
-        elif f > top:
-            hist[last] += 1
-        else:
-            hist[int(f)] += 1
+        f = f if f > z else z
+        f = f if f < top else top
+        idx[j] = np.int32(f)
+
+
+@_jit
+def _bin_counts(hist, v, lo, scale, top):
+    """hist[int(clip((v - lo) * scale, 0, top))] += 1 for every value (no NaN), in the values' float
+    type: 512 bins' indices at a time (vectorised), then their counts."""
+    idx = np.empty(512, np.int32)
+    for c in range(0, len(v), 512):
+        vs = v[c:c + 512]
+        _bin_index(vs, lo, scale, top, idx)
+        for j in range(len(vs)):
+            hist[idx[j]] += 1
 
 
 def bin_counts(hist: np.ndarray, v: np.ndarray, lo: float, scale: float) -> None:
@@ -199,24 +316,33 @@ def prefix_sum(x: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 
 @_jit
+def _window_sums_into(c, j0, j1, w, buf):
+    """(buf[:j1 - j0] = the window sums c[j + w] - c[j] for j in [j0, j1), how many are NaN):
+    over slices, so the compiler vectorises it."""
+    lo = c[j0:j1]
+    hi = c[j0 + w:j1 + w]
+    s = buf[:j1 - j0]
+    nan = 0
+    for j in range(len(s)):
+        d = hi[j] - lo[j]
+        s[j] = d
+        nan += d != d
+    return s, nan
+
+
+@_jit
 def _window_block_max(c, a, w, block, out):
     """out[b] = the max of the window sums c[j + w] - c[j] for j in block b (from a); NaN sticks.
-    Four maxima at once: one compare-and-pick chain is the loop's latency (2.3 -> 1.8 ms per 1 M sums)."""
+    A block's sums into a buffer, then eight running maxima; a block holding a NaN or an infinity
+    is scanned again one sum at a time, NaN-sticky (the running maxima pass a NaN over)."""
+    buf = np.empty(block)
     for b in range(len(out)):
-        j0 = a + b * block
-        m0 = m1 = m2 = m3 = -math.inf
-        for j in range(j0, j0 + block, 4):
-            s0 = c[j + w] - c[j]
-            s1 = c[j + 1 + w] - c[j + 1]
-            s2 = c[j + 2 + w] - c[j + 2]
-            s3 = c[j + 3 + w] - c[j + 3]
-            m0 = s0 if s0 > m0 or s0 != s0 else m0
-            m1 = s1 if s1 > m1 or s1 != s1 else m1
-            m2 = s2 if s2 > m2 or s2 != s2 else m2
-            m3 = s3 if s3 > m3 or s3 != s3 else m3
-        m = m0
-        for v in (m1, m2, m3):
-            m = v if v > m or v != v else m
+        sums, nan = _window_sums_into(c, a + b * block, a + (b + 1) * block, w, buf)
+        m = _max8(sums, -math.inf)
+        if nan or not m - m == 0.0:
+            m = -math.inf
+            for s in sums:
+                m = s if s > m or s != s else m
         out[b] = m
 
 
@@ -240,9 +366,8 @@ def _window_sum(c, a, w, bad, k):
 
 
 @_jit
-def _scan_windows(c, a, w, bad, k0, k1, best, at):
-    """The window sums k in [k0, k1) taken into the highest so far (best, at; the first on ties):
-    (best, at, the first NaN's k or -1: a NaN is the highest, as in np.argmax)."""
+def _scan_windows_one_by_one(c, a, w, bad, k0, k1, best, at):
+    """_scan_windows one window at a time (a range with gaps, or holding a NaN)."""
     for k in range(k0, k1):
         v = _window_sum(c, a, w, bad, k)
         if v != v:
@@ -253,10 +378,32 @@ def _scan_windows(c, a, w, bad, k0, k1, best, at):
 
 
 @_jit
+def _scan_windows(c, a, w, bad, k0, k1, best, at, buf):
+    """The window sums k in [k0, k1) taken into the highest so far (best, at; the first on ties):
+    (best, at, the first NaN's k or -1: a NaN is the highest, as in np.argmax). Without gaps: the
+    range's sums into ``buf`` (a range of up to its length), their maximum (eight running maxima),
+    then the first window reaching it; a range with gaps or a NaN, one window at a time."""
+    if k1 <= k0:
+        return best, at, -1
+    if len(bad) or k1 - k0 > len(buf):
+        return _scan_windows_one_by_one(c, a, w, bad, k0, k1, best, at)
+    sums, nan = _window_sums_into(c, a + k0, a + k1, w, buf)
+    if nan:
+        return _scan_windows_one_by_one(c, a, w, bad, k0, k1, best, at)
+    m = _max8(sums, -math.inf)
+    if at < 0 or m > best:
+        for j in range(len(sums)):
+            if sums[j] == m:
+                return m, k0 + j, -1
+    return best, at, -1
+
+
+@_jit
 def _first_max_of_windows(c, a, w, bad, bmax, block, k0s, k1s, out):
     """out[q] = the first k in [k0s[q], k1s[q]) where the window sum c[a + w + k] - c[a + k] is highest
     (NaN counts as the highest, as in np.argmax), -1 for an empty range: whole blocks through their
     maxima ``bmax`` (block b: sums [b * block, (b + 1) * block)), then inside the block holding it."""
+    buf = np.empty(block)
     for q in range(len(k0s)):
         k0, k1 = k0s[q], k1s[q]
         out[q] = -1
@@ -268,28 +415,25 @@ def _first_max_of_windows(c, a, w, bad, bmax, block, k0s, k1s, out):
         else:                                        # no whole block: the values themselves
             j0 = j1 = 0
             h1 = t0 = k1
-        best, at, nan_at = _scan_windows(c, a, w, bad, k0, h1, -math.inf, -1)
+        best, at, nan_at = _scan_windows(c, a, w, bad, k0, h1, -math.inf, -1, buf)
         in_block = -1
         if nan_at < 0:
             for b in range(j0, j1):
                 m = bmax[b]
                 if m != m:                 # the first NaN lies in this block
-                    nan_at = _scan_windows(c, a, w, bad, b * block, (b + 1) * block, -math.inf, -1)[2]
+                    nan_at = _scan_windows(c, a, w, bad, b * block, (b + 1) * block, -math.inf, -1, buf)[2]
                     break
                 if at < 0 or m > best:
                     best, at, in_block = m, b * block, b
         if nan_at < 0:
-            best, tail_at, nan_at = _scan_windows(c, a, w, bad, t0, k1, best, at)
+            best, tail_at, nan_at = _scan_windows(c, a, w, bad, t0, k1, best, at, buf)
             if tail_at != at:
                 at, in_block = tail_at, -1
         if nan_at >= 0:
             out[q] = nan_at
             continue
         if in_block >= 0:                  # the first window of that block reaching its maximum
-            for k in range(in_block * block, (in_block + 1) * block):
-                if _window_sum(c, a, w, bad, k) == best:
-                    at = k
-                    break
+            at = _scan_windows(c, a, w, bad, in_block * block, (in_block + 1) * block, -math.inf, -1, buf)[1]
         out[q] = at
 
 

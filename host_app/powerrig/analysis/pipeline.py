@@ -334,8 +334,9 @@ def helper_threads() -> int:
 def _stream(source, read, rails, accs, chunk, has_peak, series) -> None:
     """One pass over the capture; every phase takes its figures from the pieces it covers. When a
     core is free, a second thread reads each chunk and makes what every phase takes from it alike
-    (the cut at the phases' edges, the pieces' summaries and maxima, the window sums: compiled
-    kernels that release the GIL), a chunk ahead of the phases' own work on the caller's thread. A
+    (the cut at the phases' edges, the pieces' summaries, the window sums: compiled kernels that
+    release the GIL), a chunk ahead of the phases' own work on the caller's thread (which also makes
+    the pieces' maxima: the reading thread is the longer one). A
     third thread for the percentiles and the binning, until 30 Nov, cost more CPU than it saved
     wall time once the binning was compiled."""
     if not accs:
@@ -343,8 +344,8 @@ def _stream(source, read, rails, accs, chunk, has_peak, series) -> None:
     start = min(a.first for a in accs)
     stop = max(a.last for a in accs)
     ahead = helper_threads()
-    made = _Chunks(accs, rails, has_peak, series, start, ring=PREFETCH + 2 if ahead else 1)
-    p = _Pass(accs, made.sums.windows)
+    made = _Chunks(accs, series, start, ring=PREFETCH + 2 if ahead else 1)
+    p = _Pass(accs, made.sums.windows, rails, has_peak)
     pool = ArrayPool()
     pieces = (made.make(c0, cols) for c0, cols in source.chunks(read, start, stop, chunk, pool))
     for c in _prefetched(pieces, PREFETCH) if ahead else pieces:
@@ -367,9 +368,6 @@ class _Chunk:
     at: dict                               # bound -> piece number
     spans: list                            # (phase, start, end, peak start) of each phase covering part of it
     segs: dict                             # series -> Segments (the pieces' summaries)
-    seg_peak: np.ndarray | None            # the pieces' highest total 100 us peak
-    peak_at: np.ndarray | None             # the first interval holding it
-    seg_inst: np.ndarray | None            # the pieces' highest total instantaneous maximum
     cws: list                              # the window sums of each window length (ChunkWindows or None)
     next_starts: list[int]                 # the window sums' first start not yet returned, after this chunk
 
@@ -385,8 +383,8 @@ class _Chunks:
     and dropped once past, and the window sums run over the whole signal (their work arrays in a ring
     as long as the chunks in flight, so the phases read a chunk's sums while the next are made)."""
 
-    def __init__(self, accs: list[_PhaseAcc], rails, has_peak: bool, series: list[str], start: int, ring: int):
-        self.rails, self.has_peak, self.series = rails, has_peak, series
+    def __init__(self, accs: list[_PhaseAcc], series: list[str], start: int, ring: int):
+        self.series = series
         self.sums = WindowSums([w.window for w in accs[0].windows], position=start, exact=True, ring=ring)
         self.pending = list(accs)          # sorted by first sample
         self.open: list[_PhaseAcc] = []
@@ -398,10 +396,8 @@ class _Chunks:
         bounds, at, spans = self._cut(c0, c1, n)
         self.open = [a for a in self.open if a.hi > c1]
         segs = {name: Segments(cols[name], bounds) for name in self.series}
-        seg_peak, peak_at, seg_inst = self._maxima(cols, bounds)
         cws = self.sums.feed(cols["p_total"])
-        return _Chunk(c0, c1, cols, bounds, at, spans, segs, seg_peak, peak_at, seg_inst, cws,
-                      self.sums.next_starts)
+        return _Chunk(c0, c1, cols, bounds, at, spans, segs, cws, self.sums.next_starts)
 
     def _cut(self, c0: int, c1: int, n: int):
         """Cut the chunk at every edge of every phase in it: (piece bounds, bound -> piece number,
@@ -420,26 +416,15 @@ class _Chunks:
         at = {int(v): k for k, v in enumerate(bounds)}
         return bounds, at, spans
 
-    def _maxima(self, cols: dict, bounds: np.ndarray):
-        """Per-piece maxima of the total 100 us peak and of the total instantaneous maximum, each the
-        float64 sum of the rails': (piece peaks or None, the first interval holding each or None, piece
-        instantaneous maxima or None)."""
-        seg_peak = seg_inst = peak_at = None
-        if self.has_peak:
-            seg_peak, peak_at = piece_max_of_sum([cols[f"p_peak_{r}"] for r in self.rails], bounds)
-        maxes = [cols[f"p_max_{r}"] for r in self.rails if f"p_max_{r}" in cols]
-        if maxes:
-            seg_inst = piece_max_of_sum(maxes, bounds)[0]
-        return seg_peak, peak_at, seg_inst
-
 
 class _Pass:
     """The phases' side of the pass, one chunk at a time: phases are admitted when the pass reaches
     them, the pieces feed the phases that cover them, and a phase is finished once the pass is past
     it and its sliding windows are complete."""
 
-    def __init__(self, accs: list[_PhaseAcc], wins: list[int]):
+    def __init__(self, accs: list[_PhaseAcc], wins: list[int], rails, has_peak: bool):
         self.wins = wins
+        self.rails, self.has_peak = rails, has_peak
         self.pending = list(accs)
         self.active: list[_PhaseAcc] = []
 
@@ -447,14 +432,15 @@ class _Pass:
         _admit(self.pending, self.active, c.c1)
         self._feed_edges(c.c0, c.c1, c.cols)
         at, segs = c.at, c.segs
+        seg_peak, peak_at, seg_inst = self._maxima(c.cols, c.bounds)
         for a, s, e, ps in c.spans:
             ia, ib = at[s], at[e]
             for name, st in a.stats.items():
                 st.add(segs[name], ia, ib)
-            if c.seg_peak is not None and ps < e:
-                _take_peak(a, c.seg_peak[at[ps]:ib], at[ps], c.peak_at, c.c0)
-            if c.seg_inst is not None:
-                part = c.seg_inst[ia:ib]
+            if seg_peak is not None and ps < e:
+                _take_peak(a, seg_peak[at[ps]:ib], at[ps], peak_at, c.c0)
+            if seg_inst is not None:
+                part = seg_inst[ia:ib]
                 if not np.isnan(part).all():
                     a.inst_max = max(a.inst_max, float(np.nanmax(part)))
         self._take_windows(c.cws)
@@ -467,6 +453,20 @@ class _Pass:
         for a in self.active + self.pending:
             a.finish()
         self.active, self.pending = [], []
+
+    def _maxima(self, cols: dict, bounds: np.ndarray):
+        """Per-piece maxima of the total 100 us peak and of the total instantaneous maximum, each the
+        float64 sum of the rails': (piece peaks or None, the first interval holding each or None, piece
+        instantaneous maxima or None). Made on the phases' thread, not the reading one: the reading
+        thread's copy out of the file is the pass's longest part, and the phases' thread waited
+        for it (issue 42: the pass 0.80-0.88 s against 0.74-0.86 s for 10 hours)."""
+        seg_peak = seg_inst = peak_at = None
+        if self.has_peak:
+            seg_peak, peak_at = piece_max_of_sum([cols[f"p_peak_{r}"] for r in self.rails], bounds)
+        maxes = [cols[f"p_max_{r}"] for r in self.rails if f"p_max_{r}" in cols]
+        if maxes:
+            seg_inst = piece_max_of_sum(maxes, bounds)[0]
+        return seg_peak, peak_at, seg_inst
 
     def _feed_edges(self, c0: int, c1: int, cols: dict) -> None:
         """Partly covered intervals at a phase's ends count with their covered fraction."""

@@ -60,41 +60,44 @@ def _block_sums(x, shift):
 
 
 @_jit
+def _up(m, v):
+    """The larger of a running maximum and a value; a NaN value is passed over (compares false)."""
+    return v if v > m else m
+
+
+@_jit
+def _down(m, v):
+    """The smaller of a running minimum and a value; a NaN value is passed over."""
+    return v if v < m else m
+
+
+@_jit
+def _max8(x, m):
+    """The largest of m and x's values, NaN ignored: eight running maxima (one compare-and-pick per
+    value is a latency chain; LLVM vectorises a float maximum only with ``nnan``)."""
+    n8 = len(x) // 8 * 8
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = m
+    for j in range(0, n8, 8):
+        m0, m1, m2, m3 = _up(m0, x[j]), _up(m1, x[j + 1]), _up(m2, x[j + 2]), _up(m3, x[j + 3])
+        m4, m5, m6, m7 = _up(m4, x[j + 4]), _up(m5, x[j + 5]), _up(m6, x[j + 6]), _up(m7, x[j + 7])
+    for j in range(n8, len(x)):
+        m0 = _up(m0, x[j])
+    return max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
+
+
+@_jit
 def _min_max(x, mn, mx):
-    """(min, max) of mn, mx and x's values, NaN ignored (a comparison with NaN is false): eight
-    running pairs, as one compare-and-pick chain per value is the loop's latency."""
+    """(min, max) of mn, mx and x's values, NaN ignored, in one pass: _max8's eight running pairs."""
     n8 = len(x) // 8 * 8
     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = mn
     b0 = b1 = b2 = b3 = b4 = b5 = b6 = b7 = mx
     for j in range(0, n8, 8):
-        v = x[j]
-        a0 = v if v < a0 else a0
-        b0 = v if v > b0 else b0
-        v = x[j + 1]
-        a1 = v if v < a1 else a1
-        b1 = v if v > b1 else b1
-        v = x[j + 2]
-        a2 = v if v < a2 else a2
-        b2 = v if v > b2 else b2
-        v = x[j + 3]
-        a3 = v if v < a3 else a3
-        b3 = v if v > b3 else b3
-        v = x[j + 4]
-        a4 = v if v < a4 else a4
-        b4 = v if v > b4 else b4
-        v = x[j + 5]
-        a5 = v if v < a5 else a5
-        b5 = v if v > b5 else b5
-        v = x[j + 6]
-        a6 = v if v < a6 else a6
-        b6 = v if v > b6 else b6
-        v = x[j + 7]
-        a7 = v if v < a7 else a7
-        b7 = v if v > b7 else b7
+        a0, a1, a2, a3 = _down(a0, x[j]), _down(a1, x[j + 1]), _down(a2, x[j + 2]), _down(a3, x[j + 3])
+        a4, a5, a6, a7 = _down(a4, x[j + 4]), _down(a5, x[j + 5]), _down(a6, x[j + 6]), _down(a7, x[j + 7])
+        b0, b1, b2, b3 = _up(b0, x[j]), _up(b1, x[j + 1]), _up(b2, x[j + 2]), _up(b3, x[j + 3])
+        b4, b5, b6, b7 = _up(b4, x[j + 4]), _up(b5, x[j + 5]), _up(b6, x[j + 6]), _up(b7, x[j + 7])
     for j in range(n8, len(x)):
-        v = x[j]
-        a0 = v if v < a0 else a0
-        b0 = v if v > b0 else b0
+        a0, b0 = _down(a0, x[j]), _up(b0, x[j])
     return (min(min(min(a0, a1), min(a2, a3)), min(min(a4, a5), min(a6, a7))),
             max(max(max(b0, b1), max(b2, b3)), max(max(b4, b5), max(b6, b7))))
 
@@ -189,34 +192,6 @@ def _sums_into(cols, c, e, buf):
         for j in range(len(b)):
             b[j] += np.float64(x[j])
     return b
-
-
-@_jit
-def _max8(x, m):
-    """The largest of m and x's values, NaN ignored: eight running maxima (one is a latency chain)."""
-    n8 = len(x) // 8 * 8
-    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = m
-    for j in range(0, n8, 8):
-        v = x[j]
-        m0 = v if v > m0 else m0
-        v = x[j + 1]
-        m1 = v if v > m1 else m1
-        v = x[j + 2]
-        m2 = v if v > m2 else m2
-        v = x[j + 3]
-        m3 = v if v > m3 else m3
-        v = x[j + 4]
-        m4 = v if v > m4 else m4
-        v = x[j + 5]
-        m5 = v if v > m5 else m5
-        v = x[j + 6]
-        m6 = v if v > m6 else m6
-        v = x[j + 7]
-        m7 = v if v > m7 else m7
-    for j in range(n8, len(x)):
-        v = x[j]
-        m0 = v if v > m0 else m0
-    return max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
 
 
 @_jit

@@ -457,9 +457,9 @@ class _Pass:
     def _maxima(self, cols: dict, bounds: np.ndarray):
         """Per-piece maxima of the total 100 us peak and of the total instantaneous maximum, each the
         float64 sum of the rails': (piece peaks or None, the first interval holding each or None, piece
-        instantaneous maxima or None). Made on the phases' thread, not the reading one: the reading
-        thread's copy out of the file is the pass's longest part, and the phases' thread waited
-        for it (issue 42: the pass 0.80-0.88 s against 0.74-0.86 s for 10 hours)."""
+        instantaneous maxima or None). Made on the phases' thread, not the reading one: with the
+        kernels of docs/scale.md's "A tenth look" the reading thread was the longer (10 hours: 0.85
+        against 0.67 CPU s; with the maxima moved, ~0.79 each)."""
         seg_peak = seg_inst = peak_at = None
         if self.has_peak:
             seg_peak, peak_at = piece_max_of_sum([cols[f"p_peak_{r}"] for r in self.rails], bounds)

@@ -164,15 +164,6 @@ def piece_summaries(x: np.ndarray, bounds: np.ndarray):
     return n, lost, total, lo, hi, m2
 
 
-@_jit
-def _sum_at(cols, j):
-    """float64(cols[0][j]) + cols[1][j] + ..., added in order (the rails' total of one interval)."""
-    s = np.float64(cols[0][j])
-    for c in range(1, len(cols)):
-        s += np.float64(cols[c][j])
-    return s
-
-
 def _columns(cols: list) -> tuple:
     """The series as one tuple of one dtype (what the kernels over several series take)."""
     dt = np.result_type(*cols)
@@ -181,8 +172,9 @@ def _columns(cols: list) -> tuple:
 
 @_jit
 def _sums_into(cols, c, e, buf):
-    """buf[:e - c] = the series' float64 sums of intervals [c, e), added in _sum_at's order, one
-    series at a time over slices (vectorised)."""
+    """buf[:e - c] = the series' float64 sums of intervals [c, e): float64(cols[0][j]) + cols[1][j] +
+    ..., added in that order (the rails' total of an interval), one series at a time over slices
+    (vectorised)."""
     b = buf[:e - c]
     x = cols[0][c:e]
     for j in range(len(b)):
@@ -205,7 +197,7 @@ def _any_valid(x):
 
 @_jit
 def _piece_max_of_sum(cols, bounds, piece_max, piece_at):
-    """Each piece's maximum of the series' sum (_sum_at), ignoring NaN (NaN when the piece has none),
+    """Each piece's maximum of the series' sum (_sums_into), ignoring NaN (NaN when the piece has none),
     and the first interval holding it (-1 when none): the maxima of BLOCK intervals first (their sums
     made into a buffer, then eight running maxima), then the first block holding the piece's,
     searched for it."""
@@ -225,9 +217,10 @@ def _piece_max_of_sum(cols, bounds, piece_max, piece_at):
                 first = c
         at = -1
         if seen:
-            for j in range(first, min(first + BLOCK, b)):
-                if _sum_at(cols, j) == mx:
-                    at = j
+            sums = _sums_into(cols, first, min(first + BLOCK, b), buf)
+            for j in range(len(sums)):
+                if sums[j] == mx:
+                    at = first + j
                     break
         piece_max[i] = mx if seen else np.nan
         piece_at[i] = at

@@ -313,8 +313,9 @@ def test_qemu_nvme_hot_removal_during_writes_loses_no_acknowledged_write(qrig, d
     assert [x.name for x in notes] == ["drive removed", "drive back"], (seen, out["add"] - out["del"])
     assert out["del"] - 0.2 <= notes[0].t_start <= out["deleted"] + 1.0, (seen, out["deleted"] - out["del"])
     assert out["add"] - 0.2 <= notes[1].t_start, (seen, out["add"] - out["del"])
-    # fio's verify-state flow over what was written. fio's JSON of the cut run: io_bytes counts the writes completed without error (acknowledged);
-    # total_ios also counts the ones that failed when the controller went away
+    # fio's verify-state flow over what was written. fio's JSON of the cut run: io_bytes counts the
+    # writes completed without error (acknowledged); total_ios also counts the ones that failed when
+    # the controller went away
     wr = json.loads((tmp_path / "vw" / "vw.json").read_text())["jobs"][0]["write"]
     acknowledged = verify.acknowledged_writes(wr, 4096)
     assert 200 < acknowledged < wr["total_ios"]

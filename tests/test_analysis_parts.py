@@ -467,3 +467,24 @@ def test_window_block_maxima_hold_a_nan_or_an_infinity_as_numpy_s_max_does():
         assert np.isnan(want).any() and np.isposinf(want).any() and np.isfinite(want).sum() >= 3
         if w == block:
             assert np.isneginf(want).any()          # a whole block of -inf sums
+
+
+def test_events_are_placed_in_one_call_with_the_values_one_by_one_gives():
+    from powerrig.analysis.pipeline import _placer
+    src = ArraySource.from_blocks(S.interval_blocks(1.0), S.clock(0, utc0=1.7e9, drift_ppm=20.0))
+    events = [Event(NVME, f"c{k}", 1.7e9 + 0.01 * k, 1.7e9 + 0.01 * k + 0.003) for k in range(20)]
+    events.append(Event(NVME, "running", 1.7e9 + 0.5))          # no end yet
+    calls = []
+
+    def to_sid(t):
+        calls.append(np.ndim(t))
+        return src.sample_id(t)
+    place = _placer(to_sid, events)
+    assert calls == [1]                                          # every event's times in one array call
+    for e in events:
+        for t in (e.t_start, e.t_end):
+            if t is not None:
+                assert place(t) == src.sample_id(t) and isinstance(place(t), float)
+    assert place(1.7e9 + 0.1234) == src.sample_id(1.7e9 + 0.1234) and calls[-1] == 0   # other times: one by one
+    with pytest.raises(ValueError):                              # no clock: raised, as before, for analyse to say
+        _placer(ArraySource.from_blocks(S.interval_blocks(1.0)).sample_id, events)

@@ -87,6 +87,10 @@ def test_bench_analysis_creates_a_missing_tmp_folder(tmp_path):
     assert summary["pandas_cold_cpu_s"] > 0 and summary["pandas_cpu_x_cold"] > 0
     # the figures say how the capture was read (its pages, on this x86-64 host)
     assert summary["reader"] == "direct_read" and "reading: direct_read" in done.stdout
+    # each warm analysis is held to a read of its own minute: the ratio is the median of those pairs
+    pairs = summary["analyse_to_warm_read_pairs"]
+    assert len(pairs) == len(summary["read_warm_pairs_s"]) == 5
+    assert summary["analyse_to_warm_read"] == sorted(pairs)[2]
     (tmp_path / "file").write_text("x")
     done = subprocess.run([sys.executable, str(bench), "--tmp", str(tmp_path / "file")],
                           capture_output=True, text=True, timeout=60)

@@ -13,6 +13,7 @@ steady state and write amplification are computed from the phase results.
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 import math
 import os
@@ -147,10 +148,11 @@ def analyse(source, events: list[Event] | None = None, metadata: dict | None = N
     whole = clipped_why(results[0].clipped, length, metadata)
     if whole:
         warnings.append("range saturated: " + whole)
-    chks = C.run_checks(results, states, dt, sampling_of(metadata))
+    checked = C.checked_phases(results, dt)
+    chks = C.run_checks(results, states, dt, sampling_of(metadata), checked)
     cmds = _commands(source, events_placed, to_sid, states, length) if to_sid else []
     # each run once: a fio job's phase under the sweep's phase over it is not a second row or round
-    eff = [e for e in (phase_efficiency(r) for r in C.checked_phases(results, dt) if r.kind == WORKLOAD) if e]
+    eff = [e for e in (phase_efficiency(r) for r in checked if r.kind == WORKLOAD) if e]
     ss = _steady(_rounds(results, dt))
     _attach_waf_power(results, waf_rows)
     info = _capture_info(results[0], rails, dt, length, states, source, warnings)
@@ -171,15 +173,26 @@ def _place_events(source, events: list[Event], warnings: list[str]):
 
     Only "no clock" is caught (CaptureError from a capture, ValueError from an ArraySource): any other
     error is a bug and propagates."""
-    to_sid = source.sample_id
     try:
-        if events:
-            to_sid(events[0].t_start)
+        to_sid = _placer(source.sample_id, events)
     except (CaptureError, ValueError) as e:
         logger.info("events of %s cannot be placed: %s", getattr(source, "path", "the source"), e)
         warnings.append(f"events cannot be placed ({e}); phases other than the whole capture are left out")
         return [], None
     return events, to_sid
+
+
+def _placer(to_sid, events: list[Event]):
+    """``to_sid`` for the events' own times from one call over all of them (the phases, the commands
+    and the write-amplification rows ask for each several times: 2,400 calls of ~10 us for a 10-hour
+    capture, most of it numpy's per-call cost), the same values; any other time through ``to_sid``."""
+    times = sorted({t for e in events for t in (e.t_start, e.t_end) if t is not None})
+    placed = dict(zip(times, np.asarray(to_sid(np.array(times, np.float64)), np.float64).tolist())) if times else {}
+
+    def place(utc):
+        got = placed.get(utc)
+        return got if got is not None else to_sid(utc)
+    return place
 
 
 def _phases(events_placed, to_sid, length: int, dt: float, min_idle_s: float, drive: dict):
@@ -533,6 +546,7 @@ def _result(a: _PhaseAcc, rails, dt) -> PhaseResult:
                        a.inst_max if a.inst_max > -math.inf else math.nan, max_100ms=_figure(w100ms, dt))
 
 
+@functools.lru_cache(maxsize=16)
 def window_100ms(n1: int, interval_s: float) -> int:
     """Samples in the 100 ms window (the maximum average published descriptions of OCP's power requirement
     give beside PCM-1's 1 s and PCM-2's 100 us): the divisor of the 1 s window nearest 100 ms, so the

@@ -108,6 +108,8 @@ def true_runs(mask: np.ndarray) -> list[tuple[int, int]]:
 def clipped_counts(records, rails, start: int, stop: int) -> dict[str, dict]:
     """{rail: {"current": n, "voltage": n, "intervals": n (either)}} for the clip records' intervals in
     [start, stop). A record: {"rail", "quantity", "sample_id", "runs": [[offset, n], ...]}."""
+    if not records:            # most captures: every phase of an analysis asks (1,800 in a 10-hour one)
+        return {r: {"current": 0, "voltage": 0, "intervals": 0} for r in rails}
     spans: dict[str, dict[str, list]] = {r: {"current": [], "voltage": []} for r in rails}
     for rec in records:
         for off, n in rec["runs"]:

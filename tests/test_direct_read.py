@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pyjls
@@ -182,6 +183,22 @@ def test_chunks_made_ahead_on_the_reading_thread_give_the_figures_of_one_thread(
     assert any(not math.isnan(r.max_1s.value_w) for r in one.phases)
     for a, b in zip(two.phases + two.checks, one.phases + one.checks):
         assert _plain(a) == _plain(b), f"made ahead, {getattr(a, 'phase', a)!r:.80} changed"
+
+
+def test_the_reading_thread_takes_on_the_phases_work_only_while_it_would_wait_and_keeps_the_order():
+    """_prefetched's ``spare``: run on an item made while the queue is full (the consumer busy), so the
+    split of the work follows the slower thread; the items still come once each, in order."""
+    spared, busy_over = [], threading.Event()
+
+    def spare(item):
+        spared.append(item)
+        busy_over.set()
+
+    items = P._prefetched(iter(range(6)), 1, spare)
+    got = [next(items)]
+    assert busy_over.wait(10), "the reading thread never took on spare work while the consumer was busy"
+    got += list(items)
+    assert got == list(range(6)) and spared and set(spared) <= set(range(1, 6))
 
 
 def test_an_error_on_the_reading_thread_reaches_the_caller(capture, monkeypatch):

@@ -266,8 +266,11 @@ def _capture_info(whole: PhaseResult, rails, dt, length, states, source, warning
             "peak_source": "device 100 us windows" if has_peak else "none (1 ms means only)"}
 
 
-def _prefetched(it, depth: int = 1):
-    """Iterate ``it`` on a second thread, ``depth`` items ahead (reading overlaps computing)."""
+def _prefetched(it, depth: int = 1, spare=None):
+    """Iterate ``it`` on a second thread, ``depth`` items ahead (reading overlaps computing).
+    ``spare(item)``: work on an item that its consumer would otherwise do itself, done on the second
+    thread when it is ahead (the queue full: it would only wait), so the split between the two threads
+    follows whichever is the longer on this host at this minute."""
     q: queue.Queue = queue.Queue(depth)
     stop = threading.Event()
     end = object()
@@ -275,6 +278,8 @@ def _prefetched(it, depth: int = 1):
     def run():
         try:
             for item in it:
+                if spare is not None and q.full():
+                    spare(item)
                 while not stop.is_set():
                     try:
                         q.put((item, None), timeout=0.1)
@@ -361,7 +366,7 @@ def _stream(source, read, rails, accs, chunk, has_peak, series) -> None:
     p = _Pass(accs, made.sums.windows, rails, has_peak)
     pool = ArrayPool()
     pieces = (made.make(c0, cols) for c0, cols in source.chunks(read, start, stop, chunk, pool))
-    for c in _prefetched(pieces, PREFETCH) if ahead else pieces:
+    for c in _prefetched(pieces, PREFETCH, _Chunk.ready) if ahead else pieces:
         p.feed(c)
         c.segs = None              # (the pieces' summaries refer to the chunk's arrays too)
         pool.give_back(c.cols)     # what no phase kept is read into again: no fresh pages per chunk
@@ -383,6 +388,13 @@ class _Chunk:
     segs: dict                             # series -> Segments (the pieces' summaries)
     cws: list                              # the window sums of each window length (ChunkWindows or None)
     next_starts: list[int]                 # the window sums' first start not yet returned, after this chunk
+
+    def ready(self) -> None:
+        """What the phases' thread would make at its first question (the window sums' block maxima),
+        made now by a reading thread that is ahead."""
+        for cw in self.cws:
+            if cw is not None:
+                cw.ready()
 
 
 def _admit(pending: list[_PhaseAcc], active: list[_PhaseAcc], c1: int) -> None:
@@ -453,9 +465,11 @@ class _Pass:
             if seg_peak is not None and ps < e:
                 _take_peak(a, seg_peak[at[ps]:ib], at[ps], peak_at, c.c0)
             if seg_inst is not None:
-                part = seg_inst[ia:ib]
-                if not np.isnan(part).all():
-                    a.inst_max = max(a.inst_max, float(np.nanmax(part)))
+                m = float(seg_inst[ia:ib].max())            # NaN where a piece has no value: then nanmax
+                if m != m:
+                    part = seg_inst[ia:ib]
+                    m = float(np.nanmax(part)) if not np.isnan(part).all() else -math.inf
+                a.inst_max = max(a.inst_max, m)
         self._take_windows(c.cws)
         for a in self._retire(c.c1, c.next_starts):
             a.finish()

@@ -116,12 +116,22 @@ class ChunkWindows:
         return [None if k < 0 else (float(c[a + w + k] - c[a + k]), self.start + int(k), int(n), 0)
                 for k, n in zip(ks.tolist(), (k1 - k0).tolist())]
 
+    def ready(self) -> None:
+        """Make the block maxima of exact sums now, not at the first question: a reading thread ahead
+        of the one asking takes them on while it would otherwise wait (pipeline._prefetched)."""
+        if self.tol == 0.0 and isinstance(self.sums, PrefixSums):
+            self._block_max()
+
     def _block_max(self) -> np.ndarray:
         """The max of each whole _BLOCK of sums, made once per chunk and window length: nested phases
         ask for ranges of the same sums, and each argmax over its whole range re-read them."""
         if self._bmax is None:
-            nb = len(self.sums) // _BLOCK
-            self._bmax = self.sums[:nb * _BLOCK].reshape(nb, _BLOCK).max(axis=1)
+            s = self.sums
+            nb = len(s) // _BLOCK
+            if isinstance(s, PrefixSums) and s.bad is None:    # from the prefix: the sums never written out
+                self._bmax = window_block_max(s.c, s.a, s.a + len(s), s.w, _BLOCK)
+            else:
+                self._bmax = s[:nb * _BLOCK].reshape(nb, _BLOCK).max(axis=1)
         return self._bmax
 
     def _first_max(self, k0: int, k1: int) -> int:
@@ -403,15 +413,14 @@ class WindowSums:
             e = len(data) - w + 1                   # one past the last start
             if e <= a:
                 continue
-            bad = bmax = None
-            if nan is None:
-                bmax = window_block_max(c, a, e, w, _BLOCK)
-            else:                                   # the gaps' -inf first: their maxima are made on demand
+            bad = None
+            if nan is not None:
                 bad = (cn[a + w:e + w] - cn[a:e]) > 0
                 if not bad.any():
                     bad = None
-            out[k] = ChunkWindows(w, self._base + a, PrefixSums(c, a, e, w, bad), bad, 0.0, data, self._base,
-                                  bmax=bmax)
+            # the block maxima are made at the first question (ChunkWindows._block_max), or ahead of it by
+            # a reading thread with time to spare (ChunkWindows.ready; docs/scale.md, "An eleventh look")
+            out[k] = ChunkWindows(w, self._base + a, PrefixSums(c, a, e, w, bad), bad, 0.0, data, self._base)
             if advance:
                 self._next[k] = self._base + e
         return out

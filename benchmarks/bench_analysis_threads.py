@@ -84,10 +84,10 @@ class _NoSums(stats.Segments):
         self.min = self.max = np.ones(len(self.n), x.dtype)
 
 
-def _no_maxima(self, cols: dict, bounds):
-    """_Pass._maxima computing nothing (what-if only): each piece's peak 1 W at its first interval."""
-    ones = np.ones(len(bounds) - 1)
-    return (ones, bounds[:-1].astype(np.int64), ones) if self.has_peak else (None, None, ones)
+def _no_maxima(self):
+    """_Chunk.maxima computing nothing (what-if only): each piece's peak 1 W at its first interval."""
+    ones = np.ones(len(self.bounds) - 1)
+    return (ones, self.bounds[:-1].astype(np.int64), ones) if self.peaks else (None, None, ones)
 
 
 def _no_percentiles(self, qs=stats.PERCENTILES) -> dict[str, float]:
@@ -109,7 +109,7 @@ def _swapped(*swaps):
 
 def _removed(percentiles: bool):
     """The pass with its per-sample arithmetic (and the percentiles) replaced by no-ops, then restored."""
-    swaps = [(pipeline, "Segments", _NoSums), (pipeline._Pass, "_maxima", _no_maxima),
+    swaps = [(pipeline, "Segments", _NoSums), (pipeline._Chunk, "maxima", _no_maxima),
              (stats.SeriesStats, "_bin", lambda self, v: None)]
     if percentiles:
         swaps.append((stats.SeriesStats, "percentiles", _no_percentiles))

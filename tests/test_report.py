@@ -140,7 +140,7 @@ def test_bench_threads_what_if_prints_its_floors_and_restores_the_pass(tmp_path,
     monkeypatch.syspath_prepend(str(benchmarks))
     import bench_analysis_threads as bt
     def the_pass():
-        return pipeline.Segments, pipeline._Pass._maxima, stats.SeriesStats._bin, stats.SeriesStats.percentiles
+        return pipeline.Segments, pipeline._Chunk.maxima, stats.SeriesStats._bin, stats.SeriesStats.percentiles
     shipped = the_pass()
     with pytest.raises(RuntimeError):
         with bt._removed(percentiles=True):

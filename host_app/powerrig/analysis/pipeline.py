@@ -217,7 +217,8 @@ def _phase_pass(source, phases: list[Phase], rails: list[str], dt: float, chunk:
     read = names + ["p_total"] + ([f"p_peak_{r}" for r in rails] if has_peak else []) + \
         [f"p_max_{r}" for r in rails if source.has(f"p_max_{r}")]
     accs = sorted((_PhaseAcc(p, names + ["p_total"], dt, has_peak) for p in phases), key=lambda a: a.first)
-    _stream(source, read, rails, accs, chunk, has_peak, names + ["p_total"])
+    peaks = [f"p_peak_{r}" for r in rails] if has_peak else []
+    _stream(source, read, accs, chunk, names + ["p_total"], peaks, [n for n in read if n.startswith("p_max_")])
     results = [_result(a, rails, dt) for a in accs]
     order = {id(p): k for k, p in enumerate(phases)}
     results.sort(key=lambda r: order[id(r.phase)])
@@ -349,26 +350,26 @@ def helper_threads() -> int:
     return 1 if free_cores() >= 1.5 else 0
 
 
-def _stream(source, read, rails, accs, chunk, has_peak, series) -> None:
+def _stream(source, read, accs, chunk, series, peaks, inst) -> None:
     """One pass over the capture; every phase takes its figures from the pieces it covers. When a
     core is free, a second thread reads each chunk and makes what every phase takes from it alike
     (the cut at the phases' edges, the pieces' summaries, the window sums: compiled kernels that
-    release the GIL), a chunk ahead of the phases' own work on the caller's thread (which also makes
-    the pieces' maxima: the reading thread is the longer one). A
-    third thread for the percentiles and the binning, until 30 Nov, cost more CPU than it saved
+    release the GIL), a chunk ahead of the phases' own work on the caller's thread; the pieces'
+    maxima and the windows' block maxima are made by whichever thread gets to them first (the reading
+    one only when it is ahead: _prefetched's spare work). A third thread for the percentiles and the binning, until 30 Nov, cost more CPU than it saved
     wall time once the binning was compiled."""
     if not accs:
         return
     start = min(a.first for a in accs)
     stop = max(a.last for a in accs)
     ahead = helper_threads()
-    made = _Chunks(accs, series, start, ring=PREFETCH + 2 if ahead else 1)
-    p = _Pass(accs, made.sums.windows, rails, has_peak)
+    made = _Chunks(accs, series, start, PREFETCH + 2 if ahead else 1, peaks, inst)
+    p = _Pass(accs, made.sums.windows)
     pool = ArrayPool()
     pieces = (made.make(c0, cols) for c0, cols in source.chunks(read, start, stop, chunk, pool))
     for c in _prefetched(pieces, PREFETCH, _Chunk.ready) if ahead else pieces:
         p.feed(c)
-        c.segs = None              # (the pieces' summaries refer to the chunk's arrays too)
+        c.segs = c.peaks = c.inst = None      # (these refer to the chunk's arrays too)
         pool.give_back(c.cols)     # what no phase kept is read into again: no fresh pages per chunk
     p.finish(made.sums.flush())
 
@@ -388,10 +389,29 @@ class _Chunk:
     segs: dict                             # series -> Segments (the pieces' summaries)
     cws: list                              # the window sums of each window length (ChunkWindows or None)
     next_starts: list[int]                 # the window sums' first start not yet returned, after this chunk
+    peaks: list                            # the rails' 100 us peak series ([] when the capture has none)
+    inst: list                             # the rails' instantaneous maximum series ([] when none)
+    made_maxima: tuple | None = None       # maxima(), once made
+
+    def maxima(self) -> tuple:
+        """Per-piece maxima of the total 100 us peak and of the total instantaneous maximum, each the
+        float64 sum of the rails': (piece peaks or None, the first interval holding each or None, piece
+        instantaneous maxima or None). Made once: by the phases' thread at its first question, or
+        ahead by the reading thread when it would otherwise wait (ready)."""
+        if self.made_maxima is None:
+            seg_peak = peak_at = seg_inst = None
+            if self.peaks:
+                seg_peak, peak_at = piece_max_of_sum(self.peaks, self.bounds)
+            if self.inst:
+                seg_inst = piece_max_of_sum(self.inst, self.bounds)[0]
+            self.made_maxima = (seg_peak, peak_at, seg_inst)
+        return self.made_maxima
 
     def ready(self) -> None:
-        """What the phases' thread would make at its first question (the window sums' block maxima),
-        made now by a reading thread that is ahead."""
+        """What the phases' thread would make at its first questions (the pieces' maxima, the window
+        sums' block maxima), made now by a reading thread that is ahead: the two threads' split then
+        follows whichever is the longer on this host (docs/scale.md, "An eleventh look")."""
+        self.maxima()
         for cw in self.cws:
             if cw is not None:
                 cw.ready()
@@ -408,8 +428,9 @@ class _Chunks:
     and dropped once past, and the window sums run over the whole signal (their work arrays in a ring
     as long as the chunks in flight, so the phases read a chunk's sums while the next are made)."""
 
-    def __init__(self, accs: list[_PhaseAcc], series: list[str], start: int, ring: int):
-        self.series = series
+    def __init__(self, accs: list[_PhaseAcc], series: list[str], start: int, ring: int, peaks: list[str],
+                 inst: list[str]):
+        self.series, self.peaks, self.inst = series, peaks, inst
         self.sums = WindowSums([w.window for w in accs[0].windows], position=start, exact=True, ring=ring)
         self.pending = list(accs)          # sorted by first sample
         self.open: list[_PhaseAcc] = []
@@ -422,7 +443,8 @@ class _Chunks:
         self.open = [a for a in self.open if a.hi > c1]
         segs = {name: Segments(cols[name], bounds) for name in self.series}
         cws = self.sums.feed(cols["p_total"])
-        return _Chunk(c0, c1, cols, bounds, at, spans, segs, cws, self.sums.next_starts)
+        return _Chunk(c0, c1, cols, bounds, at, spans, segs, cws, self.sums.next_starts,
+                      [cols[n] for n in self.peaks], [cols[n] for n in self.inst])
 
     def _cut(self, c0: int, c1: int, n: int):
         """Cut the chunk at every edge of every phase in it: (piece bounds, bound -> piece number,
@@ -447,9 +469,8 @@ class _Pass:
     them, the pieces feed the phases that cover them, and a phase is finished once the pass is past
     it and its sliding windows are complete."""
 
-    def __init__(self, accs: list[_PhaseAcc], wins: list[int], rails, has_peak: bool):
+    def __init__(self, accs: list[_PhaseAcc], wins: list[int]):
         self.wins = wins
-        self.rails, self.has_peak = rails, has_peak
         self.pending = list(accs)
         self.active: list[_PhaseAcc] = []
 
@@ -457,7 +478,7 @@ class _Pass:
         _admit(self.pending, self.active, c.c1)
         self._feed_edges(c.c0, c.c1, c.cols)
         at, segs = c.at, c.segs
-        seg_peak, peak_at, seg_inst = self._maxima(c.cols, c.bounds)
+        seg_peak, peak_at, seg_inst = c.maxima()
         for a, s, e, ps in c.spans:
             ia, ib = at[s], at[e]
             for name, st in a.stats.items():
@@ -480,20 +501,6 @@ class _Pass:
         for a in self.active + self.pending:
             a.finish()
         self.active, self.pending = [], []
-
-    def _maxima(self, cols: dict, bounds: np.ndarray):
-        """Per-piece maxima of the total 100 us peak and of the total instantaneous maximum, each the
-        float64 sum of the rails': (piece peaks or None, the first interval holding each or None, piece
-        instantaneous maxima or None). Made on the phases' thread, not the reading one: with the
-        kernels of docs/scale.md's "A tenth look" the reading thread was the longer (10 hours: 0.85
-        against 0.67 CPU s; with the maxima moved, ~0.79 each)."""
-        seg_peak = seg_inst = peak_at = None
-        if self.has_peak:
-            seg_peak, peak_at = piece_max_of_sum([cols[f"p_peak_{r}"] for r in self.rails], bounds)
-        maxes = [cols[f"p_max_{r}"] for r in self.rails if f"p_max_{r}" in cols]
-        if maxes:
-            seg_inst = piece_max_of_sum(maxes, bounds)[0]
-        return seg_peak, peak_at, seg_inst
 
     def _feed_edges(self, c0: int, c1: int, cols: dict) -> None:
         """Partly covered intervals at a phase's ends count with their covered fraction."""

@@ -107,17 +107,19 @@ def _selection_plan(n: int, qs: tuple):
     bounds = [x for _, a, b in uppers for x in (a, b)]
     if bounds and bounds[-1] == n:
         bounds.pop()
-    return parts, ks + [u[0] for u in uppers], bounds
+    ranks = ks + [u[0] for u in uppers]
+    nsel = len(ranks) - len(bounds[::2]) if bounds else len(ranks)
+    # as index arrays once: each phase's selection would otherwise convert the lists again
+    return parts, ranks, np.array(ranks[:nsel], np.intp), np.array(bounds, np.intp) if bounds else None
 
 
 def _select(v: np.ndarray, n: int, qs) -> tuple[list[int], np.ndarray]:
     """(ranks, their values in v's dtype): the order statistics the percentiles read; partitions v in place."""
-    parts, ranks, bounds = _selection_plan(n, tuple(qs))
+    parts, ranks, selected, bounds = _selection_plan(n, tuple(qs))
     for lo, hi, k in parts:
         v[lo:hi].partition(k - lo)
-    nsel = len(ranks) - len(bounds[::2]) if bounds else len(ranks)
-    vals = v[ranks[:nsel]]
-    if bounds:
+    vals = v[selected]
+    if bounds is not None:
         vals = np.concatenate([vals, np.minimum.reduceat(v, bounds)[::2]])
     return ranks, vals
 
@@ -153,8 +155,8 @@ def _key_values(k: np.ndarray, dtype) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=64)
-def _keys(qs) -> tuple[str, ...]:
-    return tuple(f"p{q:g}" for q in qs)
+def _keys(qs, suffix: str = "") -> tuple[str, ...]:
+    return tuple(f"p{q:g}{suffix}" for q in qs)
 
 
 class Segments:
@@ -336,5 +338,5 @@ class SeriesStats:
         d = {"mean_w": self.mean, "std_w": self.std, "min_w": self.min if self.n else math.nan,
              "max_w": self.max if self.n else math.nan, "energy_j": self.energy_j, "intervals": self.n,
              "lost_intervals": self.lost}
-        d.update({f"{k}_w": v for k, v in self.percentiles().items()})
+        d.update(zip(_keys(PERCENTILES, "_w"), self.percentiles().values()))
         return d

@@ -354,10 +354,10 @@ def _stream(source, read, accs, chunk, series, peaks, inst) -> None:
     """One pass over the capture; every phase takes its figures from the pieces it covers. When a
     core is free, a second thread reads each chunk and makes what every phase takes from it alike
     (the cut at the phases' edges, the pieces' summaries, the window sums: compiled kernels that
-    release the GIL), a chunk ahead of the phases' own work on the caller's thread; the pieces'
-    maxima and the windows' block maxima are made by whichever thread gets to them first (the reading
-    one only when it is ahead: _prefetched's spare work). A third thread for the percentiles and the binning, until 30 Nov, cost more CPU than it saved
-    wall time once the binning was compiled."""
+    release the GIL), a chunk ahead of the phases' own work on the caller's thread. The pieces'
+    maxima and the windows' block maxima are made by whichever thread gets to them first (the
+    reading one only when it is ahead: _prefetched's spare work). A third thread for the percentiles
+    and the binning, until 30 Nov, cost more CPU than it saved wall time once the binning was compiled."""
     if not accs:
         return
     start = min(a.first for a in accs)

@@ -297,8 +297,8 @@ def main() -> None:
               f"CPU {cs:.2f} s; cold, once: {tsc:.2f} s, CPU {csc:.2f} s): analyse is {ts / ta:.1f}x faster warm, "
               f"{tsc / tc:.1f}x cold; in CPU time {cs / cw:.1f}x warm, {csc / cpu_cold[0]:.1f}x cold "
               f"(cold analysis against warm pandas: {cs / cpu_cold[0]:.1f}x)")
-        print(f"  floor     analyse warm {ta:.2f} s = {ratio:.2f}x the warm read of the file (median of {len(ratios)} "
-              f"pairs, each analysis against the read just before it: {', '.join(f'{x:.2f}' for x in ratios)}x; "
+        print(f"  floor     analyse warm {ta:.2f} s; the median of {len(ratios)} pairs, each analysis against the warm read "
+              f"of the file just before it: {ratio:.2f}x ({', '.join(f'{x:.2f}' for x in ratios)}x; "
               f"reads {', '.join(f'{r:.2f}' for r in reads)} s); cold {tc:.2f} s = {tc / read_cold[0]:.2f}x the cold "
               f"read ({read_cold[0]:.2f} s)")
         summary = {"hours": args.hours, "file_gb": round(size, 3), "intervals": rows,

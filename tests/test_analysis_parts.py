@@ -525,6 +525,28 @@ def test_events_are_placed_in_one_call_with_the_values_one_by_one_gives():
         for t in (e.t_start, e.t_end):
             if t is not None:
                 assert place(t) == src.sample_id(t) and isinstance(place(t), float)
+    assert calls == [1]                                          # ... and each read back, not asked again
     assert place(1.7e9 + 0.1234) == src.sample_id(1.7e9 + 0.1234) and calls[-1] == 0   # other times: one by one
     with pytest.raises(ValueError):                              # no clock: raised, as before, for analyse to say
         _placer(ArraySource.from_blocks(S.interval_blocks(1.0)).sample_id, events)
+
+
+def test_a_phase_s_instantaneous_maximum_skips_a_gap_that_covers_pieces_whole_or_in_part():
+    """The phases' highest instantaneous total (the rails' p_max summed per interval) is numpy's nanmax
+    over the phase's whole intervals, also where a gap spans a phase edge: one piece then has no value
+    at all and the next one only in part."""
+    model = S.clock(0, utc0=1.7e9, drift_ppm=20.0)
+    src = ArraySource.from_blocks(S.interval_blocks(150.0, rows_per_block=30_000), model)
+    for name in src.cols:
+        src.cols[name] = np.array(src.cols[name], np.float64)
+        src.cols[name][9_000:32_500] = np.nan    # the idle window's first pieces, and into the first workload
+    total = src.cols["p_max_12V"] + src.cols["p_max_3V3"]
+    an = analyse(src, list(S.alternating_timeline(150.0, model, period_s=60.0)), chunk=20_000)
+    checked = 0
+    for r in an.phases:
+        lo, hi = math.ceil(r.phase.start), math.floor(r.phase.stop)
+        part = total[lo:hi]
+        if hi > lo and not np.isnan(part).all():
+            assert r.inst_max_w == float(np.nanmax(part)), r.name
+            checked += 1
+    assert checked >= 5 and any(math.ceil(r.phase.start) < 30_000 <= math.floor(r.phase.stop) for r in an.phases)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import numpy as np
 import pyjls
@@ -173,13 +174,16 @@ def test_chunks_made_ahead_on_the_reading_thread_give_the_figures_of_one_thread(
     read this one's: the window sums' work arrays must still hold this chunk's (a ring of them)."""
     tl = S.alternating_timeline(SECONDS, S.clock(0), first_index=0, period_s=7.0)
     path = S.interval_capture(capture.parent / "ahead.jls", SECONDS, "ahead", timeline=tl)
-    figures = {}
+    figures, made_ahead = {}, []
     for threads in ("2", "1", "2, every chunk's maxima made ahead"):
         monkeypatch.setenv("POWERRIG_ANALYSIS_THREADS", threads[0])
         if "ahead" in threads:      # the reading thread always finds the queue full: it takes on the spare work
             monkeypatch.setattr(P.queue.Queue, "full", lambda self: True)
+            ready = P._Chunk.ready
+            monkeypatch.setattr(P._Chunk, "ready", lambda c: (made_ahead.append(c.c0), ready(c))[-1])
         with CaptureReader(path) as cap:
             figures[threads] = analyse(cap, cap.events, cap.metadata, chunk=3000)
+    assert made_ahead == sorted(set(made_ahead)) and len(made_ahead) >= 40      # every chunk, once, in order
     one = figures["1"]
     assert any(not math.isnan(r.max_1s.value_w) for r in one.phases)
     for two in (figures["2"], figures["2, every chunk's maxima made ahead"]):
@@ -202,6 +206,19 @@ def test_the_reading_thread_takes_on_the_phases_work_only_while_it_would_wait_an
     assert busy_over.wait(10), "the reading thread never took on spare work while the consumer was busy"
     got += list(items)
     assert got == list(range(6)) and spared and set(spared) <= set(range(1, 6))
+
+
+def test_a_consumer_that_stops_early_does_not_leave_the_reading_thread_waiting():
+    """The phases' thread stops taking chunks (an error, a closed generator) while the queue is full and
+    the reading thread has nothing left but the end to hand over: it must not wait on the queue for
+    ever, nor the consumer on it."""
+    taken = P._prefetched(iter(range(2)), 1)
+    assert next(taken) == 0
+    time.sleep(0.3)                     # item 1 in the queue, which is full; the end waiting to go in
+    closer = threading.Thread(target=taken.close, daemon=True)
+    closer.start()
+    closer.join(10)
+    assert not closer.is_alive(), "closing the pass waited for ever on its reading thread"
 
 
 def test_an_error_on_the_reading_thread_reaches_the_caller(capture, monkeypatch):

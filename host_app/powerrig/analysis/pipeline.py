@@ -183,9 +183,10 @@ def _place_events(source, events: list[Event], warnings: list[str]):
 
 
 def _placer(to_sid, events: list[Event]):
-    """``to_sid`` for the events' own times from one call over all of them (the phases, the commands
-    and the write-amplification rows ask for each several times: 2,400 calls of ~10 us for a 10-hour
-    capture, most of it numpy's per-call cost), the same values; any other time through ``to_sid``."""
+    """``to_sid`` for one scalar time, the events' own from one call over all of them (the phases, the
+    commands and the write-amplification rows ask for each several times: 2,400 calls of ~10 us for a
+    10-hour capture, most of it numpy's per-call cost), the same values; any other time through
+    ``to_sid``. Raises as ``to_sid`` does when the source has no clock."""
     times = sorted({t for e in events for t in (e.t_start, e.t_end) if t is not None})
     placed = dict(zip(times, np.asarray(to_sid(np.array(times, np.float64)), np.float64).tolist())) if times else {}
 
@@ -214,11 +215,11 @@ def _phase_pass(source, phases: list[Phase], rails: list[str], dt: float, chunk:
     """One streaming pass over the signals; a PhaseResult per phase, in the phases' order."""
     has_peak = all(source.has(f"p_peak_{r}") for r in rails)
     names = [f"p_{r}" for r in rails]
-    read = names + ["p_total"] + ([f"p_peak_{r}" for r in rails] if has_peak else []) + \
-        [f"p_max_{r}" for r in rails if source.has(f"p_max_{r}")]
-    accs = sorted((_PhaseAcc(p, names + ["p_total"], dt, has_peak) for p in phases), key=lambda a: a.first)
     peaks = [f"p_peak_{r}" for r in rails] if has_peak else []
-    _stream(source, read, accs, chunk, names + ["p_total"], peaks, [n for n in read if n.startswith("p_max_")])
+    inst = [f"p_max_{r}" for r in rails if source.has(f"p_max_{r}")]
+    read = names + ["p_total"] + peaks + inst
+    accs = sorted((_PhaseAcc(p, names + ["p_total"], dt, has_peak) for p in phases), key=lambda a: a.first)
+    _stream(source, read, accs, chunk, names + ["p_total"], peaks, inst)
     results = [_result(a, rails, dt) for a in accs]
     order = {id(p): k for k, p in enumerate(phases)}
     results.sort(key=lambda r: order[id(r.phase)])
@@ -276,22 +277,27 @@ def _prefetched(it, depth: int = 1, spare=None):
     stop = threading.Event()
     end = object()
 
+    def hand_over(entry) -> bool:
+        """Put ``entry`` unless the consumer stopped (it takes nothing more: a plain put would wait for
+        ever on a full queue, and so would the consumer's join). False when it stopped."""
+        while not stop.is_set():
+            try:
+                q.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
     def run():
         try:
             for item in it:
                 if spare is not None and q.full():
                     spare(item)
-                while not stop.is_set():
-                    try:
-                        q.put((item, None), timeout=0.1)
-                        break
-                    except queue.Full:
-                        pass
-                if stop.is_set():
+                if not hand_over((item, None)):
                     return
-            q.put((end, None))
+            hand_over((end, None))
         except BaseException as e:          # handed to the consumer, raised there
-            q.put((end, e))
+            hand_over((end, e))
 
     t = threading.Thread(target=run, name="analysis-read", daemon=True)
     t.start()
@@ -379,7 +385,8 @@ PREFETCH = 1     # chunks made ahead of the one the phases take: with the one be
 
 @dataclass(slots=True)
 class _Chunk:
-    """One chunk and what every phase takes from it alike (made on the reading thread)."""
+    """One chunk and what every phase takes from it alike: made on the reading thread, except what
+    ``maxima`` and the window sums make at the first question (on either thread, see ``ready``)."""
     c0: int
     c1: int
     cols: dict

@@ -63,8 +63,9 @@ def percentiles_of(v: np.ndarray, qs) -> np.ndarray:
 
 @functools.lru_cache(maxsize=64)
 def _nested_order(pos: tuple) -> tuple[tuple[int, int, int], ...]:
-    """The nested partitions that select every inner point of ``pos`` (sorted: the array's start, the
-    ranks, its end), each inside the part between the ones made before it, in the order that
+    """The nested partitions that select every inner point of ``pos`` (sorted positions: the array's
+    start, the ranks, its end; as percentiles, 0 and 100 around the fractions, or as the ranks
+    themselves), each inside the part between the ones made before it, in the order that
     partitions the fewest values (for p1..p99 of n values: p50 over n, p5 and p95 over n/2, p1 and p99
     over 0.05 n: 2.1 n, where p50, p99, p95 takes 2.5 n): (left bound, right bound, rank) as indices
     into ``pos``, in the order to run them."""
@@ -84,8 +85,9 @@ def _nested_order(pos: tuple) -> tuple[tuple[int, int, int], ...]:
 
 @functools.lru_cache(maxsize=256)
 def _selection_plan(n: int, qs: tuple):
-    """How to read the order statistics of n values: the in-place partitions (lo, hi, k), in order,
-    the selected ranks, and the upper neighbours read as the smallest value of a range (a, b).
+    """How to read the order statistics of n values: (the in-place partitions (lo, hi, k) in order,
+    every rank read, the selected ones of them as an index array, and the bounds of the ranges whose
+    smallest value is an upper neighbour as an index array for minimum.reduceat, or None).
 
     The order of the partitions (_nested_order) depends on where the ranks lie, not on n: it is found
     once per set of percentiles from their fractions (a search per n took 61 us, and a capture whose

@@ -68,11 +68,11 @@ class ChunkWindows:
 
     __slots__ = ("window", "start", "sums", "bad", "tol", "data", "data_start", "scratch", "_bmax", "prefix")
 
-    def __init__(self, window, start, sums, bad, tol, data, data_start, scratch=None, prefix=None, bmax=None):
+    def __init__(self, window, start, sums, bad, tol, data, data_start, scratch=None, prefix=None):
         self.window, self.start, self.sums, self.bad, self.tol = window, start, sums, bad, tol
         self.data, self.data_start = data, data_start      # gap-free samples (NaN -> 0) covering the windows
         self.scratch = scratch                             # bool work array as long as sums, or None
-        self._bmax = bmax                                  # max of each _BLOCK sums (made on first use if None)
+        self._bmax = None                                  # max of each _BLOCK sums (made on first use, or ready)
         self.prefix = prefix                               # a _SharedPrefix of data, or None
 
     @property

@@ -283,9 +283,9 @@ def _prefetched(it, depth: int = 1, spare=None):
         while not stop.is_set():
             try:
                 q.put(entry, timeout=0.1)
-                return True
             except queue.Full:
-                pass
+                continue                    # (the consumer still busy: look at the stop flag again)
+            return True
         return False
 
     def run():
@@ -493,11 +493,7 @@ class _Pass:
             if seg_peak is not None and ps < e:
                 _take_peak(a, seg_peak[at[ps]:ib], at[ps], peak_at, c.c0)
             if seg_inst is not None:
-                m = float(seg_inst[ia:ib].max())            # NaN where a piece has no value: then nanmax
-                if m != m:
-                    part = seg_inst[ia:ib]
-                    m = float(np.nanmax(part)) if not np.isnan(part).all() else -math.inf
-                a.inst_max = max(a.inst_max, m)
+                a.inst_max = max(a.inst_max, _highest(seg_inst[ia:ib]))
         self._take_windows(c.cws)
         for a in self._retire(c.c1, c.next_starts):
             a.finish()
@@ -538,6 +534,15 @@ class _Pass:
             (done if a.last <= c1 and self._windows_done(a, next_starts) else still).append(a)
         self.active = still
         return done
+
+
+def _highest(part: np.ndarray) -> float:
+    """The largest of the pieces' maxima, NaN (a piece wholly in a gap) passed over; -inf when all are
+    NaN. One max where no piece is empty (it propagates NaN), nanmax only where one is."""
+    m = float(part.max())
+    if m == m:
+        return m
+    return float(np.nanmax(part)) if not np.isnan(part).all() else -math.inf
 
 
 def _take_peak(a: _PhaseAcc, part: np.ndarray, first_piece: int, peak_at: np.ndarray, c0: int) -> None:

@@ -127,10 +127,10 @@ class ChunkWindows:
         ask for ranges of the same sums, and each argmax over its whole range re-read them."""
         if self._bmax is None:
             s = self.sums
-            nb = len(s) // _BLOCK
             if isinstance(s, PrefixSums) and s.bad is None:    # from the prefix: the sums never written out
                 self._bmax = window_block_max(s.c, s.a, s.a + len(s), s.w, _BLOCK)
             else:
+                nb = len(s) // _BLOCK
                 self._bmax = s[:nb * _BLOCK].reshape(nb, _BLOCK).max(axis=1)
         return self._bmax
 

@@ -284,6 +284,54 @@ def test_a_drive_that_never_complies_fails_and_one_that_ignores_stores_only(tmp_
         PowerClaims(ModelDrive(), {"limit_obey": "sometimes"}, 0.0)
 
 
+def _short_referee_plan(extra=()):
+    from powerrig.sweep.plan import parse
+    text = open(os.path.join(os.path.dirname(__file__), "..", "fixtures", "plans", "referee.toml")).read()
+    for old, new in (("settle_s = 6.0", "settle_s = 0.5"), ("idle_s = 8.0", "idle_s = 2.0"),
+                     ("measure_s = 10.0", "measure_s = 4.0"), ("power_states = [0, 2]", "power_states = [0]"),
+                     *extra):
+        assert old in text
+        text = text.replace(old, new)
+    return parse(text, "referee.toml")
+
+
+def test_a_slow_set_and_a_slow_fio_start_still_leave_the_limit_its_run_to_judge(tmp_path, monkeypatch):
+    """A loaded host (CI's four workers on two cores) stretched Set Features 23h and fio's start-up: the
+    limit was set 1 s after the thread started and under a second of the 4 s run was left to judge (n/a).
+    The lead is now timed from fio's I/O seen flowing and the run is longer by it and fio's first status: here
+    the set takes 2.5 s and fio starts 2 s late, and the stretch under the limit is still over 1.5 s, judged."""
+    import time as _time
+    from powerrig.dut import claims, fio as fio_mod
+    from powerrig.results.store import ResultStore
+    from powerrig.sweep.engine import Sweep
+
+    real_set, real_run = claims.set_power_limit, fio_mod.Fio.run
+    sets, fio_started = [], []
+
+    def slow_set(nvme, controller, serial, watts, *a, **k):
+        sets.append((watts, _time.time()))
+        if watts:
+            _time.sleep(2.5)
+        return real_set(nvme, controller, serial, watts, *a, **k)
+
+    def slow_run(self, plan, out_dir, *a, **k):
+        if str(out_dir).endswith("limit"):
+            _time.sleep(2.0)
+            fio_started.append(_time.time())
+        return real_run(self, plan, out_dir, *a, **k)
+    monkeypatch.setattr(claims, "set_power_limit", slow_set)
+    monkeypatch.setattr(fio_mod.Fio, "run", slow_run)
+    store = ResultStore(tmp_path / "r.sqlite")
+    run = Sweep(_short_referee_plan(), store, tmp_path / "out").run()
+    lim = next(m for m in store.measurements(run) if m["name"] == "referee.power_limit")
+    n = json.loads(lim["notes"])
+    assert [w for w, _ in sets] == [12.0, None]       # set once, and the previous (no limit) restored
+    assert sets[0][1] - fio_started[0] >= 1.0         # the lead (1 s of a 4 s run) at the workload's own power
+    assert n["t_from"] - n["t_set_issued"] >= 2.4     # the slow set, timed from its completion
+    assert n["t_end"] - n["t_from"] > 1.5, n          # fio's lead ran from its flow, the run a lead longer
+    assert lim["outcome"] == "pass" and n["max_1s_w"] <= 12.0 * 1.02, n
+
+
 def test_the_referee_plan_end_to_end_on_the_simulator(tmp_path):
     """fixtures/plans/referee.toml, shortened (2 s idle, 4 s of writes): the sweep measures with the drive
     (25h started and stopped, guarded), polls IPM, runs the workload again under a 12 W limit and restores
@@ -291,14 +339,8 @@ def test_the_referee_plan_end_to_end_on_the_simulator(tmp_path):
     from powerrig.results.sweep_report import write_sweep_report
     from powerrig.results.store import ResultStore
     from powerrig.sweep.engine import Sweep
-    from powerrig.sweep.plan import parse
 
-    text = open(os.path.join(os.path.dirname(__file__), "..", "fixtures", "plans", "referee.toml")).read()
-    for old, new in (("settle_s = 6.0", "settle_s = 0.5"), ("idle_s = 8.0", "idle_s = 2.0"),
-                     ("measure_s = 10.0", "measure_s = 4.0"), ("power_states = [0, 2]", "power_states = [0]")):
-        assert old in text
-        text = text.replace(old, new)
-    plan = parse(text, "referee.toml")
+    plan = _short_referee_plan()
     store = ResultStore(tmp_path / "r.sqlite")
     run = Sweep(plan, store, tmp_path / "out").run()
     ms = store.measurements(run)

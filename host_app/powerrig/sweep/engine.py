@@ -49,6 +49,8 @@ from powerrig.sweep.steps import StepRun, kind_of
 logger = logging.getLogger(__name__)
 UNSTORED = "unstored-steps.jsonl"   # finished steps the database could not take; --resume stores them
 LIMIT_LEAD_S = 2.0         # the workload runs this long (at most a quarter of it) at its own power before the limit
+LIMIT_STATUS_S = 1         # fio's status interval in the limited run: its first document says I/O is flowing
+LIMIT_FLOW_WAIT_S = 30.0   # how long past the lead to wait for that document before setting the limit anyway
 PRE_LEVEL_S = 0.25         # captured before the set-feature: the old level (analysis averages up to 0.5 s)
 CATCH_UP_S = 10.0          # the longest wait at a step's end for the stream to reach it (a loaded host runs behind)
 
@@ -687,9 +689,9 @@ class Sweep:
                            "referee_claim": claim}))
 
     def _power_limit(self, step: Step, tl, nvme, fio, fio_dir: Path) -> None:
-        """Power Limit compliance: the workload again, the plan's limit set (Set Features 23h, through the
-        guarded door) LIMIT_LEAD_S into it, a PHASE from the set to the workload's end; the limit the drive
-        had before is set back in a ``finally``, however the run ends."""
+        """Power Limit compliance: the workload again, a lead longer, the plan's limit set (Set Features
+        23h, through the guarded door) LIMIT_LEAD_S after its I/O is seen flowing, a PHASE from the set to the
+        workload's end; the limit the drive had before is set back in a ``finally``, however the run ends."""
         ctrl, serial, limit = self._rig.controller, self.plan.drive.serial, self.plan.checks.power_limit_w
         try:
             before = claims.read_feature(nvme, ctrl, claims.FID_POWER_LIMIT)
@@ -697,24 +699,45 @@ class Sweep:
             self._emit("note", text=f"power limit: not checked ({e})")
             return
         w = step.workload
+        rt = self.plan.runtime_of(w)
+        lead = min(LIMIT_LEAD_S, 0.25 * rt) if rt else LIMIT_LEAD_S
+        # the lead is timed from fio's I/O seen flowing (its first status), not from its start-up, which a
+        # loaded host can stretch; and the run is longer by the lead and that first status, so the stretch
+        # under the limit is the free run's length less only the set's own time (a loaded host's slow
+        # nvme-cli once left under the 1 s the verdict needs)
+        follow = getattr(fio, "remote", None) is None       # fio's status is followed only on this host
+        plan = self._fio_plan(w, rt + lead + (LIMIT_STATUS_S if follow else 0) if rt else rt)
+        if follow:
+            plan.status_interval = LIMIT_STATUS_S
+        flowing = threading.Event()
         done: dict = {}
+
+        def on_status(st):
+            if st["mib_s"] > 0 or st["iops"] > 0:
+                flowing.set()
 
         def run():
             try:
-                done["res"] = fio.run(self._fio_plan(w, self.plan.runtime_of(w)), fio_dir / "limit", name="fio",
+                done["res"] = fio.run(plan, fio_dir / "limit", name="fio", on_status=on_status if follow else None,
                                       **self._fio_kw())
             except BaseException as e:  # noqa: BLE001 - told on the step's thread
                 done["error"] = e
+            finally:
+                flowing.set()
 
         th = threading.Thread(target=run, name="limit-workload", daemon=True)
         t_set = t_done = None
         th.start()
         try:
-            rt = self.plan.runtime_of(w)
-            time.sleep(min(LIMIT_LEAD_S, 0.25 * rt) if rt else LIMIT_LEAD_S)    # the workload at its own power first
-            t_set = time.time()
-            claims.set_power_limit(nvme, ctrl, serial, limit)
-            t_done = time.time()
+            if follow:
+                flowing.wait(lead + LIMIT_FLOW_WAIT_S)
+                time.sleep(max(0.0, lead - LIMIT_STATUS_S))   # the first status comes a status interval in
+            else:
+                time.sleep(lead)
+            if th.is_alive():            # (a run that already ended, failed or short, gets no limit set)
+                t_set = time.time()
+                claims.set_power_limit(nvme, ctrl, serial, limit)
+                t_done = time.time()
             th.join()
         except PowerrigError as e:
             self._emit("note", text=f"power limit: {e}")
@@ -727,6 +750,9 @@ class Sweep:
         if "error" in done:
             raise done["error"]
         res = done.get("res")
+        if res is not None and t_set is None:
+            self._emit("note", text=f"power limit: not checked: {w.name} ended {lead:g} s in, before the limit "
+                                    f"was to be set; give it a longer runtime")
         if res is None or t_set is None or t_done is None:
             return
         t1 = max(j.end_utc for j in res.jobs)

@@ -714,6 +714,7 @@ class Sweep:
 
         def on_status(st):
             if st["mib_s"] > 0 or st["iops"] > 0:
+                done["flowed"] = True
                 flowing.set()
 
         def run():
@@ -751,8 +752,10 @@ class Sweep:
             raise done["error"]
         res = done.get("res")
         if res is not None and t_set is None:
-            self._emit("note", text=f"power limit: not checked: {w.name} ended {lead:g} s in, before the limit "
-                                    f"was to be set; give it a longer runtime")
+            why = (f"it ended within {lead:g} s of its I/O flowing" if done.get("flowed") else
+                   "it ended before its status showed any I/O flowing")
+            self._emit("note", text=f"power limit: not checked on {w.name}: {why}, before the limit was to be set; "
+                                    f"give the workload a longer runtime")
         if res is None or t_set is None or t_done is None:
             return
         t1 = max(j.end_utc for j in res.jobs)

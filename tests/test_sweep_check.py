@@ -352,3 +352,19 @@ def test_check_says_it_cannot_judge_a_rig_that_is_not_running(simdir, tmp_path):
     assert r.returncode == 0 and "Traceback" not in r.stderr, (r.stdout, r.stderr)
     note = [ln for ln in r.stdout.splitlines() if "0badc0de" in ln]
     assert len(note) == 1 and "not running" in note[0] and "cannot check" in note[0], r.stdout
+
+
+def test_the_power_limit_run_counts_in_the_estimate_and_in_max_hours():
+    """checks.power_limit_w runs each workload again, a lead and fio's first status second longer: the ETA
+    and [limits] max_hours count that run too (they left it out: a plan could pass --check and run twice as
+    long as its limit)."""
+    without = parse(BASE)
+    limited = parse(BASE.replace("self_reported_tolerance_pct = 10", "self_reported_tolerance_pct = 10\npower_limit_w = 12"))
+    workloads = sum(1 for s in without.steps() if s.kind == "workload")
+    # each: the 2 s workload again + a lead of a quarter of it (0.5 s) + fio's first status (1 s)
+    assert workloads == 2 and limited.estimate_s() == pytest.approx(without.estimate_s() + workloads * 3.5)
+    long = BASE.replace("runtime_s = 2", "runtime_s = 1700").replace("[timing]", "[timing]\nrepetitions = 1")
+    assert parse(long + "[limits]\nmax_hours = 1\n").estimate_s() < 3600
+    with pytest.raises(PlanError, match=r"the plan takes about 1\.9 h, over the limit of 1 h"):
+        parse(long.replace("self_reported_tolerance_pct = 10", "self_reported_tolerance_pct = 10\npower_limit_w = 12")
+              + "[limits]\nmax_hours = 1\n")

@@ -45,11 +45,10 @@ from powerrig.sweep.ownership import RunLock, check_out_name, describe, this_pro
 from powerrig.sweep.plan import Plan, PlanError, Step, Workload, check_drive
 from powerrig.sweep.plan_rig import bring_up, open_interposer
 from powerrig.sweep.steps import StepRun, kind_of
+from powerrig.sweep.steps.workload import LIMIT_STATUS_S, limit_lead_s
 
 logger = logging.getLogger(__name__)
 UNSTORED = "unstored-steps.jsonl"   # finished steps the database could not take; --resume stores them
-LIMIT_LEAD_S = 2.0         # the workload runs this long (at most a quarter of it) at its own power before the limit
-LIMIT_STATUS_S = 1         # fio's status interval in the limited run: its first document says I/O is flowing
 LIMIT_FLOW_WAIT_S = 30.0   # how long past the lead to wait for that document before setting the limit anyway
 PRE_LEVEL_S = 0.25         # captured before the set-feature: the old level (analysis averages up to 0.5 s)
 CATCH_UP_S = 10.0          # the longest wait at a step's end for the stream to reach it (a loaded host runs behind)
@@ -690,7 +689,7 @@ class Sweep:
 
     def _power_limit(self, step: Step, tl, nvme, fio, fio_dir: Path) -> None:
         """Power Limit compliance: the workload again, a lead longer, the plan's limit set (Set Features
-        23h, through the guarded door) LIMIT_LEAD_S after its I/O is seen flowing, a PHASE from the set to the
+        23h, through the guarded door) a lead (limit_lead_s) after its I/O is seen flowing, a PHASE from the set to the
         workload's end; the limit the drive had before is set back in a ``finally``, however the run ends."""
         ctrl, serial, limit = self._rig.controller, self.plan.drive.serial, self.plan.checks.power_limit_w
         try:
@@ -700,7 +699,7 @@ class Sweep:
             return
         w = step.workload
         rt = self.plan.runtime_of(w)
-        lead = min(LIMIT_LEAD_S, 0.25 * rt) if rt else LIMIT_LEAD_S
+        lead = limit_lead_s(rt)
         # the lead is timed from fio's I/O seen flowing (its first status), not from its start-up, which a
         # loaded host can stretch; and the run is longer by the lead and that first status, so the stretch
         # under the limit is the free run's length less only the set's own time (a loaded host's slow

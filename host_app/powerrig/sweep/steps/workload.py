@@ -142,9 +142,21 @@ def run_workload(run: StepRun) -> None:
         sweep._power_limit(step, run.tl, nvme, run.fio, run.fio_dir)
 
 
+LIMIT_LEAD_S = 2.0         # the Power Limit run: this long (at most a quarter of it) at its own power before the limit
+LIMIT_STATUS_S = 1         # fio's status interval in that run: its first document says the I/O is flowing
+
+
+def limit_lead_s(runtime_s: float | None) -> float:
+    """How long the Power Limit run goes at the workload's own power before the limit is set."""
+    return min(LIMIT_LEAD_S, 0.25 * runtime_s) if runtime_s else LIMIT_LEAD_S
+
+
 def workload_s(plan, w: Workload) -> float:
+    """The workload's length in a step, with the Power Limit run after it (checks.power_limit_w: the
+    workload again, the lead and fio's first status second longer), for the ETA and [limits] max_hours."""
     rt = plan.runtime_of(w) or plan.timing.measure_s
-    return rt * (plan.steady.rounds if w.steady_state else 1)
+    own = rt * (plan.steady.rounds if w.steady_state else 1)
+    return own + (rt + limit_lead_s(rt) + LIMIT_STATUS_S if plan.checks.power_limit_w else 0.0)
 
 
 def steady_rows(run: StepRun) -> list[dict]:

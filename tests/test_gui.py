@@ -390,4 +390,5 @@ def test_fio_status_follower_waits_for_a_whole_document(tmp_path):
     doc2 = {"timestamp_ms": 10_500, "jobs": [{"job_runtime": 1500, "read": {"io_bytes": 3 * 2**20, "total_ios": 768}}]}
     out.write_text(text + json.dumps(doc2, indent=2) + "\n")
     assert f.poll() == 2
-    assert got == [{"mib_s": 1.0, "iops": 256.0, "t": 10.0}, {"mib_s": 4.0, "iops": 1024.0, "t": 10.5}]
+    assert got == [{"mib_s": 1.0, "iops": 256.0, "t": 10.0, "runtime_s": 1.0},
+                   {"mib_s": 4.0, "iops": 1024.0, "t": 10.5, "runtime_s": 1.5}]

@@ -427,7 +427,8 @@ def status_totals(doc: dict) -> tuple[float, int, int]:
 class StatusFollower:
     """Reads fio's periodic status documents (``--status-interval``) from its output file while it
     runs and reports the bandwidth and IOPS since the previous one: ``on_status({"mib_s", "iops",
-    "t"})`` (t: fio's time stamp, epoch s), on its own thread. fio appends one whole document per
+    "t", "runtime_s"})`` (t: fio's time stamp, epoch s; runtime_s: the longest job's runtime so far,
+    so ``t - runtime_s`` is when its I/O began), on its own thread. fio appends one whole document per
     interval; the first is rated over the jobs' runtime so far."""
 
     def __init__(self, path: Path, on_status, every_s: float = 0.25):
@@ -462,14 +463,14 @@ class StatusFollower:
         for doc in docs:
             self._seen += 1
             t, b, n = status_totals(doc)
+            runtime = max((int(j.get("job_runtime", 0)) for j in doc.get("jobs") or []), default=0) / 1000
             if self._last is None:
-                runtime = max((int(j.get("job_runtime", 0)) for j in doc.get("jobs") or []), default=0) / 1000
                 dt, db, dn = runtime, b, n
             else:
                 dt, db, dn = t - self._last[0], b - self._last[1], n - self._last[2]
             self._last = (t, b, n)
             if dt > 0:
-                self.on_status({"mib_s": db / dt / 2**20, "iops": dn / dt, "t": t})
+                self.on_status({"mib_s": db / dt / 2**20, "iops": dn / dt, "t": t, "runtime_s": runtime})
         return len(docs)
 
 

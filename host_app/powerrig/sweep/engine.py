@@ -688,9 +688,12 @@ class Sweep:
                            "referee_claim": claim}))
 
     def _power_limit(self, step: Step, tl, nvme, fio, fio_dir: Path) -> None:
-        """Power Limit compliance: the workload again, a lead longer, the plan's limit set (Set Features
-        23h, through the guarded door) a lead (limit_lead_s) after its I/O is seen flowing, a PHASE from the set to the
-        workload's end; the limit the drive had before is set back in a ``finally``, however the run ends."""
+        """Power Limit compliance: the workload again, the plan's limit set (Set Features 23h, through the
+        guarded door) a lead (limit_lead_s) after its I/O began, a PHASE from the set to the workload's
+        end; the limit the drive had before is set back in a ``finally``, however the run ends. On this
+        host fio's first status says when its I/O began and the run is longer by the lead and that
+        status interval; on a drive host (no status followed) the lead runs from the start and the run
+        is longer by the lead; a size-based workload is not lengthened."""
         ctrl, serial, limit = self._rig.controller, self.plan.drive.serial, self.plan.checks.power_limit_w
         try:
             before = claims.read_feature(nvme, ctrl, claims.FID_POWER_LIMIT)
@@ -712,8 +715,8 @@ class Sweep:
         done: dict = {}
 
         def on_status(st):
-            if st["mib_s"] > 0 or st["iops"] > 0:
-                done["flowed"] = True
+            if (st["mib_s"] > 0 or st["iops"] > 0) and "io_from" not in done:
+                done["io_from"] = st["t"] - st["runtime_s"]     # when its I/O began, by fio's own count
                 flowing.set()
 
         def run():
@@ -731,10 +734,11 @@ class Sweep:
         try:
             if follow:
                 flowing.wait(lead + LIMIT_FLOW_WAIT_S)
-                time.sleep(max(0.0, lead - LIMIT_STATUS_S))   # the first status comes a status interval in
+                began = done.get("io_from")
+                time.sleep(max(0.0, began + lead - time.time()) if began is not None else 0.0)
             else:
                 time.sleep(lead)
-            if th.is_alive():            # (a run that already ended, failed or short, gets no limit set)
+            if "res" not in done and "error" not in done:   # (a run that already ended or failed gets none)
                 t_set = time.time()
                 claims.set_power_limit(nvme, ctrl, serial, limit)
                 t_done = time.time()
@@ -743,26 +747,32 @@ class Sweep:
             self._emit("note", text=f"power limit: {e}")
         finally:
             th.join()
-            try:
-                claims.set_power_limit(nvme, ctrl, serial, before.watts, before.scale or None)
-            except PowerrigError as e:
-                self._emit("note", text=f"power limit: the previous limit ({before.line()}) was not restored: {e}")
+            if t_set is not None:       # (nothing was set: nothing to set back)
+                try:
+                    claims.set_power_limit(nvme, ctrl, serial, before.watts, before.scale or None)
+                except PowerrigError as e:
+                    self._emit("note", text=f"power limit: the previous limit ({before.line()}) was not restored: {e}")
         if "error" in done:
             raise done["error"]
         res = done.get("res")
-        if res is not None and t_set is None:
-            why = (f"it ended within {lead:g} s of its I/O flowing" if done.get("flowed") else
-                   "it ended before its status showed any I/O flowing")
-            self._emit("note", text=f"power limit: not checked on {w.name}: {why}, before the limit was to be set; "
-                                    f"give the workload a longer runtime")
         if res is None or t_set is None or t_done is None:
+            if res is not None:
+                self._limit_not_checked(w, "it ended before the limit was set" if "io_from" in done or not follow
+                                        else "it ended before its status showed any I/O flowing")
             return
         t1 = max(j.end_utc for j in res.jobs)
+        if t_done >= t1:            # (fio's own end, before its process and our parse of it)
+            self._limit_not_checked(w, "its I/O ended before Set Features 23h completed")
+            return
         t0 = min(j.start_utc for j in res.jobs)
         bw = sum(d.bw_bytes for j in res.jobs for d in j.directions.values())
         tl.add(Event(PHASE, f"{measure.LIMIT}{w.name}", t_set, t1, ok=True,
                      meta={"limit_w": limit, "t_set": t_set, "t_set_done": t_done, "workload_start": t0,
                            "bw_bytes": bw, "previous_limit_w": before.watts, "power_state": step.power_state}))
+
+    def _limit_not_checked(self, w: Workload, why: str) -> None:
+        more = "a larger size" if self.plan.runtime_of(w) is None else "a longer runtime"
+        self._emit("note", text=f"power limit: not checked on {w.name}: {why}; give the workload {more}")
 
     def _referee_limit(self, cap, tl) -> list:
         # timed from the set's completion (the drive has the limit by then; nvme-cli's own start-up is not the drive's)

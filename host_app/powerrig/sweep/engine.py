@@ -703,8 +703,8 @@ class Sweep:
         w = step.workload
         rt = self.plan.runtime_of(w)
         lead = limit_lead_s(rt)
-        # the lead is timed from fio's I/O seen flowing (its first status), not from its start-up, which a
-        # loaded host can stretch; and the run is longer by the lead and that first status, so the stretch
+        # the lead is timed from when fio's I/O began (its first status says), not from its start-up, which
+        # a loaded host can stretch; and the run is longer by the lead and that first status, so the stretch
         # under the limit is the free run's length less only the set's own time (a loaded host's slow
         # nvme-cli once left under the 1 s the verdict needs)
         follow = getattr(fio, "remote", None) is None       # fio's status is followed only on this host
@@ -771,6 +771,7 @@ class Sweep:
                            "bw_bytes": bw, "previous_limit_w": before.watts, "power_state": step.power_state}))
 
     def _limit_not_checked(self, w: Workload, why: str) -> None:
+        """Say why a workload got no Power Limit verdict, and what would give it one."""
         more = "a larger size" if self.plan.runtime_of(w) is None else "a longer runtime"
         self._emit("note", text=f"power limit: not checked on {w.name}: {why}; give the workload {more}")
 

@@ -541,7 +541,7 @@ def test_a_limit_run_that_fails_or_ends_first_sets_nothing_and_restores_nothing(
     me._limit_not_checked = lambda w, why: Sweep._limit_not_checked(me, w, why)
 
     class Failing:
-        remote = None
+        follows_status = True
 
         def run(self, fio_plan, out, **kw):
             raise ToolError("fio: exit status 1")
@@ -550,7 +550,7 @@ def test_a_limit_run_that_fails_or_ends_first_sets_nothing_and_restores_nothing(
     assert sets == []
 
     class Quick:
-        remote = None
+        follows_status = True
 
         def run(self, fio_plan, out, **kw):
             assert fio_plan.status_interval == 1 and kw["on_status"] is not None

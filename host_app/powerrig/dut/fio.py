@@ -491,6 +491,12 @@ class Fio:
         self.env = env
         self.nvme = nvme
 
+    @property
+    def follows_status(self) -> bool:
+        """Whether ``run`` follows fio's status documents while it runs (``on_status``): on this host,
+        not on a drive host, whose output comes back only at the end."""
+        return self.remote is None
+
     def _presence(self, plan: "FioPlan", permit=None):
         """A watcher on the controllers of the drives the plan uses, on a drive host (a local drive's
         removal shows in the host's own logs; the drive host's is seen there): the controllers the
@@ -564,7 +570,7 @@ class Fio:
                                      plan.output_format, plan.status_interval)
             longest = max((j.runtime or 0) for j in plan.jobs)
             timeout = longest + self.timeout_margin if longest else 3600.0
-            follow = on_status is not None and plan.status_interval and not rdir
+            follow = on_status is not None and plan.status_interval and self.follows_status
             if on_status is not None and not follow:
                 logger.info("no live fio status for %s: %s", name, "fio runs on a drive host" if rdir
                             else "the plan has no status_interval")

@@ -45,7 +45,7 @@ from powerrig.sweep.ownership import RunLock, check_out_name, describe, this_pro
 from powerrig.sweep.plan import Plan, PlanError, Step, Workload, check_drive
 from powerrig.sweep.plan_rig import bring_up, open_interposer
 from powerrig.sweep.steps import StepRun, kind_of
-from powerrig.sweep.steps.workload import LIMIT_STATUS_S, limit_lead_s
+from powerrig.sweep.steps.workload import LIMIT_STATUS_S, limit_lead_s, limit_run_s
 
 logger = logging.getLogger(__name__)
 UNSTORED = "unstored-steps.jsonl"   # finished steps the database could not take; --resume stores them
@@ -707,8 +707,8 @@ class Sweep:
         # a loaded host can stretch; and the run is longer by the lead and that first status, so the stretch
         # under the limit is the free run's length less only the set's own time (a loaded host's slow
         # nvme-cli once left under the 1 s the verdict needs)
-        follow = getattr(fio, "remote", None) is None       # fio's status is followed only on this host
-        plan = self._fio_plan(w, rt + lead + (LIMIT_STATUS_S if follow else 0) if rt else rt)
+        follow = fio.follows_status
+        plan = self._fio_plan(w, limit_run_s(rt, follow) if rt else rt)
         if follow:
             plan.status_interval = LIMIT_STATUS_S
         flowing = threading.Event()

@@ -151,12 +151,18 @@ def limit_lead_s(runtime_s: float | None) -> float:
     return min(LIMIT_LEAD_S, 0.25 * runtime_s) if runtime_s else LIMIT_LEAD_S
 
 
+def limit_run_s(runtime_s: float, follows_status: bool = True) -> float:
+    """The Power Limit run's runtime: the workload's, longer by the lead and, where fio's status is
+    followed (the lead then runs from its first status), that status interval."""
+    return runtime_s + limit_lead_s(runtime_s) + (LIMIT_STATUS_S if follows_status else 0)
+
+
 def workload_s(plan, w: Workload) -> float:
-    """The workload's length in a step, with the Power Limit run after it (checks.power_limit_w: the
-    workload again, the lead and fio's first status second longer), for the ETA and [limits] max_hours."""
+    """The workload's length in a step, with the Power Limit run after it (checks.power_limit_w), for
+    the ETA and [limits] max_hours."""
     rt = plan.runtime_of(w) or plan.timing.measure_s
     own = rt * (plan.steady.rounds if w.steady_state else 1)
-    return own + (rt + limit_lead_s(rt) + LIMIT_STATUS_S if plan.checks.power_limit_w else 0.0)
+    return own + (limit_run_s(rt) if plan.checks.power_limit_w else 0.0)
 
 
 def steady_rows(run: StepRun) -> list[dict]:

@@ -1,6 +1,6 @@
 """What recording one rig costs the host: `powerrig record` from a virtual interposer, in CPU time.
 
-    .venv/bin/python benchmarks/bench_record_cpu.py [--seconds 120] [--no-burst]
+    .venv/bin/python benchmarks/bench_record_cpu.py [--seconds 120] [--no-burst] [--alone-seconds 30]
 
 1. ``record_core_pct_100us``: `powerrig record --interval-us 100` for N and N/4 seconds of device
    time, each its own process; the share of a core is the difference of their CPU times over the
@@ -10,9 +10,26 @@
 2. ``record_core_pct_burst``: the same recorder (powerrig.capture.recorder, in a child process of
    this script) at 100 us while the board uploads raw 4 us bursts back to back (trigger now, 5,000
    samples each: every BURST frame the link budget leaves the stream), N and N/4 seconds again.
-3. ``decode_core_pct``: the floor: the firmware's frames of one second at 100 us (the simulator's
-   reducer, the firmware's own Framer) through the host's FrameDecoder and records_to_si alone, as a
-   share of a core per second of data.
+3. ``decode_core_pct``: the firmware's frames of one second at 100 us (the simulator's reducer, the
+   firmware's own Framer) through the host's FrameDecoder and records_to_si alone, as a share of a
+   core per second of data.
+4. ``tty_read_core_pct``: the same frames written into a pty at the board's pace (a process of its own,
+   nice -10 as the virtual rig) and read, drained every ALONE_PACE_S, by a reader that does nothing
+   else: what the kernel's tty costs to hand the bytes over (its line discipline gives at most 4 KB a
+   read). Real time, ``--alone-seconds``.
+5. ``store_core_pct``: the capture's signals (capture.writer's own definitions) stored by the JLS library
+   alone, a hand-over of WRITE_EVERY_S seconds and a flush at the recorder's pace, its thread
+   included: what the file costs whoever writes it. Real time, ``--alone-seconds``.
+6. ``wake_core_pct``: a Python thread that only sleeps the link reader's pace (serial_link.BATCH_S) and
+   wakes, nothing else, for ``--alone-seconds``: what this host charges a thread for waking at that
+   pace. On a virtual machine each wake-up after an idle spell is charged for the host resuming the
+   virtual CPU (docs/scale.md, "The ninth pass": about 1 ms after 100 ms asleep on one such host,
+   against microseconds on bare metal), and every thread of a recorder pays it.
+
+3 to 6 are the recorder's parts each alone, printed beside ``record_core_pct_100us``: what the tty and
+the file format cost whoever reads and writes these bytes. Each alone pays its own wake-ups and cold
+caches, which the recorder shares between them, so their sum is no floor under the recorder (it has
+come out above it); the tty and the store are most of what a recording costs, and neither is ours.
 
 On a shared host CPU seconds still move with the load (caches, SMT siblings): the load average is
 printed beside every figure. The last line is a JSON object.
@@ -179,10 +196,149 @@ def decode_floor(seconds: float = 5.0) -> dict:
             "per_frame": per_frame, "bytes_per_s": len(data) / seconds}
 
 
+_PTY_WRITER = """
+import os, select, sys, time
+fd, path, per_s = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+data = open(path, "rb").read()
+size = len(data) // int(sys.argv[4])
+os.set_blocking(fd, False)
+t0 = time.monotonic()
+for k in range(0, len(data), size):
+    due = t0 + (k // size) / per_s            # a frame leaves when its records are complete, as on the board
+    d = due - time.monotonic()
+    if d > 0:
+        time.sleep(d)
+    view = memoryview(data)[k:k + size]
+    while view:                               # what does not fit waits for room, as the virtual rig's writer
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            select.select([], [fd], [], 0.05)
+"""
+
+
+ALONE_PACE_S = 0.02     # the tty-alone reader: a wait this long between drains (a pty holds ~12 KB, 25 ms)
+
+
+def tty_alone(seconds: float) -> dict:
+    """CPU of reading the firmware's frames at 100 us through a pty and doing nothing else with them: the
+    board's bytes written by a process of its own at its pace (what does not fit waits for room, as the
+    virtual rig's writer and a board's USB FIFO wait), read with the link's own termios (pyserial's: an
+    empty read returns nothing) as the link reads, but without decoding, pings or replies: a wait in
+    poll, the port drained, ALONE_PACE_S before the next wait (the cheapest pace measured that keeps up:
+    5 ms cost twice as much, 40 ms fell behind the board), on the reading thread's own CPU clock after
+    the first second."""
+    import pty
+    import select
+
+    import serial
+
+    data, per_frame = make_frames(seconds + 2.0)
+    frames = len(data) // (22 + 46 * per_frame)
+    master, slave_fd = pty.openpty()
+    port = serial.Serial(os.ttyname(slave_fd), timeout=0)
+    os.close(slave_fd)
+    with tempfile.NamedTemporaryFile(suffix=".bin") as f:
+        f.write(data)
+        f.flush()
+        w = subprocess.Popen([sys.executable, "-c", _PTY_WRITER, str(master), f.name,
+                              str(frames / (seconds + 2.0)), str(frames)],
+                             pass_fds=(master,), preexec_fn=_board_priority)
+        view = memoryview(bytearray(1 << 18))
+        poll = select.poll()
+        poll.register(port.fd, select.POLLIN)
+        t_end = time.monotonic() + seconds + 1.0
+        c0 = t0 = None
+        got = reads = 0
+        while time.monotonic() < t_end:
+            if c0 is None and time.monotonic() > t_end - seconds:
+                c0, t0, got, reads = time.thread_time(), time.monotonic(), 0, 0
+            poll.poll(1000)
+            n = 0
+            while n < len(view) - 4096:
+                k = os.readv(port.fd, (view[n:],))
+                reads += 1
+                if not k:
+                    break
+                n += k
+            got += n
+            time.sleep(ALONE_PACE_S)
+        cpu, wall = time.thread_time() - c0, time.monotonic() - t0
+        w.kill()
+        w.wait()
+    os.close(master)
+    port.close()
+    return {"tty_read_core_pct": round(100.0 * cpu / wall, 4), "tty_reads_per_s": round(reads / wall, 1),
+            "tty_kb_per_s": round(got / wall / 1e3, 1)}
+
+
+def store_alone(seconds: float, tmp: Path) -> dict:
+    """CPU of the JLS library storing the capture's signals (capture.writer's own definitions, from one
+    first block) at the recorder's pace: WRITE_EVERY_S seconds of float32 and u8 columns a hand-over,
+    the library's flush at each (as the recorder's writer: a hand-over a second or more after the last
+    flush); the process's CPU (the library's thread included) after the
+    first hand-over. None of the recorder's own Python (casts, sums, clip records) is in it."""
+    import resource
+
+    from powerrig.capture.recorder import WRITE_EVERY_S
+    from powerrig.capture.writer import CaptureWriter
+    from powerrig.core.blocks import IntervalBlock
+
+    rate = 1_000_000 // INTERVAL_US
+    n = int(WRITE_EVERY_S * rate)
+    rails = ("12V", "3V3")
+    rng = np.random.default_rng(1)
+    cols = [(rng.random(n, np.float32) + 1.0) for _ in range(4)]
+    one = np.ones((1, 2))
+    first = IntervalBlock(0, INTERVAL_US // 4, 4e-6, rails, one, one, one, one, one, one,
+                          np.zeros(1, np.uint8), np.zeros(1, np.uint8), np.ones(1, bool))
+    path = tmp / "store-alone.jls"
+    with CaptureWriter(path) as cw:
+        cw.write(first)
+        w, sid0 = cw._w, cw.length
+        f32 = [sid for name, sid in cw._ids.items() if name not in ("dig_or", "dig_and")]
+        u8 = [cw._ids["dig_or"], cw._ids["dig_and"], *cw._gpi_ids.values()]
+        zeros = np.zeros(n, np.uint8)
+        t_next = time.monotonic()
+        t0 = c0 = None
+        hand_overs = int(seconds / WRITE_EVERY_S) + 1
+        for k in range(hand_overs):
+            if k == 1:
+                t0, c0 = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
+            for j, sid in enumerate(f32):
+                w.fsr(sid, sid0, cols[j % 4])
+            for sid in u8:
+                w.fsr(sid, sid0, zeros)
+            sid0 += n
+            w.flush()                      # the recorder's: at a hand-over a second or more after the last
+            t_next += WRITE_EVERY_S
+            time.sleep(max(0.0, t_next - time.monotonic()))
+        c1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    path.unlink(missing_ok=True)
+    cpu = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
+    return {"store_core_pct": round(100.0 * cpu / (t1 - t0), 4), "store_signals": len(f32) + len(u8)}
+
+
+def wake_alone(seconds: float) -> dict:
+    """CPU a thread is charged for only sleeping serial_link.BATCH_S and waking (the link reader's pace
+    while a stream flows), touching nothing: on its own CPU clock, over ``seconds``."""
+    from powerrig.interposer.serial_link import BATCH_S
+
+    c0, t0 = time.thread_time(), time.monotonic()
+    wakes = 0
+    while time.monotonic() - t0 < seconds:
+        time.sleep(BATCH_S)
+        wakes += 1
+    wall = time.monotonic() - t0
+    return {"wake_core_pct": round(100.0 * (time.thread_time() - c0) / wall, 4), "wakes_per_s": round(wakes / wall, 1)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=120.0, help="the long run (the short is a quarter)")
     ap.add_argument("--no-burst", action="store_true", help="skip the burst-stream figure")
+    ap.add_argument("--alone-seconds", type=float, default=30.0,
+                    help="real seconds the tty read and the store are each measured alone over")
     ap.add_argument("--child-burst", nargs=3, metavar=("PORT", "SECONDS", "OUT"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child_burst:
@@ -195,13 +351,24 @@ def main() -> int:
     floor = decode_floor()
     print(f"decode alone: {floor['decode_core_pct']:.3f} % of a core ({floor['frames_per_s']:.0f} frames/s of "
           f"{floor['per_frame']} records, {floor['bytes_per_s'] / 1e3:.0f} kB/s; load {_load():.1f})", flush=True)
+    tty = tty_alone(a.alone_seconds)
+    print(f"tty read alone: {tty['tty_read_core_pct']:.3f} % of a core ({tty['tty_reads_per_s']:.0f} reads/s, "
+          f"{tty['tty_kb_per_s']:.0f} kB/s; load {_load():.1f})", flush=True)
+    store = store_alone(a.alone_seconds, tmp)
+    print(f"storing alone (JLS, {store['store_signals']} signals): {store['store_core_pct']:.3f} % of a core "
+          f"(load {_load():.1f})", flush=True)
     sim, port = start_virtual_rig(tmp / "board")
-    result = {"seconds": a.seconds, "decode_core_pct": floor["decode_core_pct"]}
+    wake = wake_alone(a.alone_seconds)
+    print(f"waking alone at the reader's pace ({wake['wakes_per_s']:.0f} a second, nothing else): "
+          f"{wake['wake_core_pct']:.3f} % of a core (load {_load():.1f})", flush=True)
+    result = {"seconds": a.seconds, "decode_core_pct": floor["decode_core_pct"], **tty, **store, **wake}
     try:
         r100 = share(lambda s, out: [sys.executable, "-m", "powerrig", "record", "--port", port, "--interval-us",
                                      str(INTERVAL_US), "--seconds", f"{s:g}", "--out", str(out)],
                      a.seconds, tmp, "record 100us")
-        print(f"record at 100 us: {r100['core_pct']:.2f} % of a core, lost {r100['lost_s']:.3f} s", flush=True)
+        print(f"record at 100 us: {r100['core_pct']:.2f} % of a core, lost {r100['lost_s']:.3f} s (its parts alone: "
+              f"decode {floor['decode_core_pct']:.2f} %, tty read {tty['tty_read_core_pct']:.2f} %, storing "
+              f"{store['store_core_pct']:.2f} %, waking at the reader's pace {wake['wake_core_pct']:.2f} %)", flush=True)
         result.update(record_core_pct_100us=r100["core_pct"], lost_s=r100["lost_s"], runs_100us=r100["runs"])
         if not a.no_burst:
             rb = share(lambda s, out: [sys.executable, __file__, "--child-burst", port, f"{s:g}", str(out)],

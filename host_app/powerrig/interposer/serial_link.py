@@ -29,8 +29,8 @@ logger = logging.getLogger(__name__)
 # command waits, a read every BATCH_S takes ~46 KB at a time (the 100 us stream's 465 kB/s); it is
 # the clock pings' interval (Interposer.ping_interval), so one wake-up serves a ping and the bytes of
 # a whole interval (the ping is sent as soon as that read has drained the port). The kernel holds
-# 64 KB for a USB serial port (130 ms at the link budget), a pty 20 KB (44 ms; the virtual rig queues
-# what does not fit, as a board's USB FIFO waits).
+# 64 KB for a USB serial port (130 ms at the link budget), a pty 12-20 KB by kernel version (25-44 ms;
+# the virtual rig queues what does not fit, as a board's USB FIFO waits).
 BATCH_S = 0.1
 # A tty read returns at most 4,095 bytes (the line discipline's buffer) and the kernel moves the next
 # piece in a moment later: a read that found this much means more is queued, so the same wake-up waits
@@ -278,7 +278,7 @@ class SerialLink:
     def _pace(self) -> None:
         """Between reads of a flowing stream: wait BATCH_S for more bytes unless a command waits for
         its reply (then read at once). Bounded far below what the kernel buffers for a port (64 KB:
-        130 ms at the link budget; a pty 20 KB), so pacing never costs the board a frame."""
+        130 ms at the link budget; a pty 12-20 KB), so pacing never costs the board a frame."""
         if self._waiting or self._stop.is_set():
             return
         wait = BATCH_S

@@ -368,3 +368,27 @@ def test_the_power_limit_run_counts_in_the_estimate_and_in_max_hours():
     with pytest.raises(PlanError, match=r"the plan takes about 1\.9 h, over the limit of 1 h"):
         parse(long.replace("self_reported_tolerance_pct = 10", "self_reported_tolerance_pct = 10\npower_limit_w = 12")
               + "[limits]\nmax_hours = 1\n")
+
+
+def test_check_shows_the_longest_a_steady_state_plan_can_take(tmp_path):
+    """A steady-state workload runs rounds until it settles, at most max_rounds: the estimate counts the
+    fewest (the ETA), ``longest_s`` the most, and `--check` prints both, so a technician planning a night
+    sees that the plan may run five times its estimate (it printed the estimate alone)."""
+    steady = BASE.replace('runtime_s = 2', 'runtime_s = 2\nsteady_state = true').replace(
+        "[steady_state]", "[steady_state]\nrounds = 3\nmax_rounds = 12")
+    plain, plan = parse(BASE), parse(steady)
+    assert plain.longest_s() == pytest.approx(plain.estimate_s())
+    workloads = sum(1 for s in plan.steps() if s.kind == "workload")
+    # each workload step: 2 s rounds, 3 at the fewest and 12 at the most
+    assert workloads == 2 and plan.longest_s() - plan.estimate_s() == pytest.approx(workloads * 2 * (12 - 3))
+    assert plan.estimate_s() == pytest.approx(plain.estimate_s() + workloads * 2 * (3 - 1))
+    p = tmp_path / "p.toml"
+    p.write_text(steady)
+    r = run_cli("sweep", "--check", str(p))
+    assert r.returncode == 0, r.stdout + r.stderr
+    last = [ln for ln in r.stdout.splitlines() if ln.startswith("plan ")][-1]
+    assert re.search(r"ok: \d+ steps, about (\S+) \(up to (\S+) if its steady-state workloads run all 12 rounds, "
+                     r"not 3\), hash", last), last
+    p.write_text(BASE)
+    r = run_cli("sweep", "--check", str(p))
+    assert r.returncode == 0 and "up to" not in r.stdout, r.stdout + r.stderr

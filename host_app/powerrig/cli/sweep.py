@@ -45,7 +45,10 @@ def run(args) -> int:
         note = check_running(plan)          # a running rig:ID judged as bring-up will; else why not now
         for s in plan.steps():
             print(f"{s.index + 1:3d}  {s.key:<40} {s.name}")
-        print(f"plan {plan.name!r} ok: {len(plan.steps())} steps, about {hms(plan.estimate_s())}, hash {plan.hash}")
+        est, most = plan.estimate_s(), plan.longest_s()
+        upto = (f" (up to {hms(most)} if its steady-state workloads run all {plan.steady.max_rounds} rounds, not "
+                f"{plan.steady.rounds})") if most > est else ""
+        print(f"plan {plan.name!r} ok: {len(plan.steps())} steps, about {hms(est)}{upto}, hash {plan.hash}")
         if note:
             print(note)
         return 0

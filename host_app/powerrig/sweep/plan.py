@@ -212,6 +212,11 @@ class Plan:
         """Rough length of the sweep, for the ETA before the first step has finished."""
         return sum(self.timing.settle_s + self.timing.idle_s + kind_of(s).estimate_s(self, s) for s in self.steps())
 
+    def longest_s(self) -> float:
+        """The most the sweep can take: steady-state workloads at max_rounds (``--check`` shows it beside
+        the estimate; [limits] max_hours holds the estimate, as stored plans were checked)."""
+        return sum(self.timing.settle_s + self.timing.idle_s + kind_of(s).longest_s(self, s) for s in self.steps())
+
 
 # -- parsing ----------------------------------------------------------------------------------
 BASE_TOP = {"name", "description", "power_states", "apst", "rig", "drive", "preparation", "timing", "steady_state",

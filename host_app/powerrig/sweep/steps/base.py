@@ -152,6 +152,11 @@ class StepKind:
         """A step's length beyond the settle and idle every step has (for --check's limits and the ETA)."""
         return 0.0
 
+    def longest_s(self, plan, step: Step) -> float:
+        """The most a step can take beyond the settle and idle (a steady-state workload's max_rounds),
+        which `--check` shows beside the estimate."""
+        return self.estimate_s(plan, step)
+
     def planned_s(self, plan, step: Step) -> float:
         """Its length for the ETA while the sweep runs."""
         return self.estimate_s(plan, step)

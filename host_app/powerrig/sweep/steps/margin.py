@@ -106,6 +106,9 @@ class MarginKind(StepKind):
     def estimate_s(self, plan, step):
         return step.margin.settle_s + workload_s(plan, step.workload)
 
+    def longest_s(self, plan, step):
+        return step.margin.settle_s + workload_s(plan, step.workload, longest=True)
+
     def planned_s(self, plan, step):
         return workload_s(plan, step.workload)      # the ETA as before: without the supply's settle
 

@@ -157,11 +157,12 @@ def limit_run_s(runtime_s: float, follows_status: bool = True) -> float:
     return runtime_s + limit_lead_s(runtime_s) + (LIMIT_STATUS_S if follows_status else 0)
 
 
-def workload_s(plan, w: Workload) -> float:
-    """The workload's length in a step, with the Power Limit run after it (checks.power_limit_w), for
-    the ETA and [limits] max_hours."""
+def workload_s(plan, w: Workload, longest: bool = False) -> float:
+    """The workload's length in a step, with the Power Limit run after it (checks.power_limit_w): a
+    steady-state workload at [steady_state] rounds (the fewest it runs: the ETA), or with ``longest``
+    at max_rounds (the most, which `--check` shows beside the estimate)."""
     rt = plan.runtime_of(w) or plan.timing.measure_s
-    own = rt * (plan.steady.rounds if w.steady_state else 1)
+    own = rt * ((plan.steady.max_rounds if longest else plan.steady.rounds) if w.steady_state else 1)
     return own + (limit_run_s(rt) if plan.checks.power_limit_w else 0.0)
 
 
@@ -206,6 +207,9 @@ class WorkloadKind(StepKind):
 
     def estimate_s(self, plan, step):
         return workload_s(plan, step.workload)
+
+    def longest_s(self, plan, step):
+        return workload_s(plan, step.workload, longest=True)
 
     def durations(self, plan):
         return [(("workload", k, "runtime_s"), w.runtime_s) for k, w in enumerate(plan.workloads) if w.runtime_s]

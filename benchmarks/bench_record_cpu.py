@@ -21,15 +21,16 @@
    alone, a hand-over of WRITE_EVERY_S seconds and a flush at the recorder's pace, its thread
    included: what the file costs whoever writes it. Real time, ``--alone-seconds``.
 6. ``wake_core_pct``: a Python thread that only sleeps the link reader's pace (serial_link.BATCH_S) and
-   wakes, nothing else, for ``--alone-seconds``: what this host charges a thread for waking at that
-   pace. On a virtual machine each wake-up after an idle spell is charged for the host resuming the
-   virtual CPU (docs/scale.md, "The ninth pass": about 1 ms after 100 ms asleep on one such host,
-   against microseconds on bare metal), and every thread of a recorder pays it.
+   wakes, nothing else, for ``--alone-seconds`` before the virtual rig starts: what this host
+   charges a thread for waking at that pace. On a virtual machine a wake-up after an idle spell can
+   be charged far more than on bare metal (docs/scale.md, "The ninth pass": 0.7-1.6 ms after 100 ms
+   asleep on one such host, against microseconds), and every thread of a recorder pays it.
 
 3 to 6 are the recorder's parts each alone, printed beside ``record_core_pct_100us``: what the tty and
 the file format cost whoever reads and writes these bytes. Each alone pays its own wake-ups and cold
 caches, which the recorder shares between them, so their sum is no floor under the recorder (it has
-come out above it); the tty and the store are most of what a recording costs, and neither is ours.
+come out above it); the tty and the store alone have come to about what the recording costs, and
+neither is ours.
 
 On a shared host CPU seconds still move with the load (caches, SMT siblings): the load average is
 printed beside every figure. The last line is a JSON object.
@@ -238,36 +239,40 @@ def tty_alone(seconds: float) -> dict:
     master, slave_fd = pty.openpty()
     port = serial.Serial(os.ttyname(slave_fd), timeout=0)
     os.close(slave_fd)
-    with tempfile.NamedTemporaryFile(suffix=".bin") as f:
-        f.write(data)
-        f.flush()
-        w = subprocess.Popen([sys.executable, "-c", _PTY_WRITER, str(master), f.name,
-                              str(frames / (seconds + 2.0)), str(frames)],
-                             pass_fds=(master,), preexec_fn=_board_priority)
-        view = memoryview(bytearray(1 << 18))
-        poll = select.poll()
-        poll.register(port.fd, select.POLLIN)
-        t_end = time.monotonic() + seconds + 1.0
-        c0 = t0 = None
-        got = reads = 0
-        while time.monotonic() < t_end:
-            if c0 is None and time.monotonic() > t_end - seconds:
-                c0, t0, got, reads = time.thread_time(), time.monotonic(), 0, 0
-            poll.poll(1000)
-            n = 0
-            while n < len(view) - 4096:
-                k = os.readv(port.fd, (view[n:],))
-                reads += 1
-                if not k:
-                    break
-                n += k
-            got += n
-            time.sleep(ALONE_PACE_S)
-        cpu, wall = time.thread_time() - c0, time.monotonic() - t0
-        w.kill()
-        w.wait()
-    os.close(master)
-    port.close()
+    w = None
+    try:
+        with tempfile.NamedTemporaryFile(suffix=".bin") as f:
+            f.write(data)
+            f.flush()
+            w = subprocess.Popen([sys.executable, "-c", _PTY_WRITER, str(master), f.name,
+                                  str(frames / (seconds + 2.0)), str(frames)],
+                                 pass_fds=(master,), preexec_fn=_board_priority)
+            view = memoryview(bytearray(1 << 18))
+            poll = select.poll()
+            poll.register(port.fd, select.POLLIN)
+            t_end = time.monotonic() + seconds + 1.0
+            c0 = t0 = None
+            got = reads = 0
+            while time.monotonic() < t_end:
+                if c0 is None and time.monotonic() > t_end - seconds:
+                    c0, t0, got, reads = time.thread_time(), time.monotonic(), 0, 0
+                poll.poll(1000)
+                n = 0
+                while n < len(view) - 4096:
+                    k = os.readv(port.fd, (view[n:],))
+                    reads += 1
+                    if not k:
+                        break
+                    n += k
+                got += n
+                time.sleep(ALONE_PACE_S)
+            cpu, wall = time.thread_time() - c0, time.monotonic() - t0
+    finally:            # the writer never ends by itself once nobody reads: a full pty, retried for ever
+        if w is not None:
+            w.kill()
+            w.wait()
+        os.close(master)
+        port.close()
     return {"tty_read_core_pct": round(100.0 * cpu / wall, 4), "tty_reads_per_s": round(reads / wall, 1),
             "tty_kb_per_s": round(got / wall / 1e3, 1)}
 
@@ -357,10 +362,10 @@ def main() -> int:
     store = store_alone(a.alone_seconds, tmp)
     print(f"storing alone (JLS, {store['store_signals']} signals): {store['store_core_pct']:.3f} % of a core "
           f"(load {_load():.1f})", flush=True)
-    sim, port = start_virtual_rig(tmp / "board")
     wake = wake_alone(a.alone_seconds)
     print(f"waking alone at the reader's pace ({wake['wakes_per_s']:.0f} a second, nothing else): "
           f"{wake['wake_core_pct']:.3f} % of a core (load {_load():.1f})", flush=True)
+    sim, port = start_virtual_rig(tmp / "board")
     result = {"seconds": a.seconds, "decode_core_pct": floor["decode_core_pct"], **tty, **store, **wake}
     try:
         r100 = share(lambda s, out: [sys.executable, "-m", "powerrig", "record", "--port", port, "--interval-us",

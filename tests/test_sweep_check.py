@@ -392,3 +392,16 @@ def test_check_shows_the_longest_a_steady_state_plan_can_take(tmp_path):
     p.write_text(BASE)
     r = run_cli("sweep", "--check", str(p))
     assert r.returncode == 0 and "up to" not in r.stdout, r.stdout + r.stderr
+
+
+def test_a_margin_point_over_a_steady_state_workload_counts_its_rounds_too():
+    """A [[margin]] point runs its workload as a workload step does, rounds and all: its longest counts
+    max_rounds as well (each of the three voltages: 2 s rounds, 3 at the fewest, 12 at the most)."""
+    steady = BASE.replace('runtime_s = 2', 'runtime_s = 2\nsteady_state = true').replace(
+        "[steady_state]", "[steady_state]\nrounds = 3\nmax_rounds = 12").replace(
+        'reconnect_s = 60', 'reconnect_s = 60\nsupply = "reference"\nsupply_channels = { "12V" = 1, "3V3" = 2 }')
+    margin = '\n[[margin]]\nname = "12v"\nrail = "12V"\nvolts = [10.8, 12.0, 13.2]\nworkload = "r"\nsettle_s = 0.5\n'
+    plain, with_margin = parse(steady), parse(steady + margin)
+    points = sum(1 for s in with_margin.steps() if s.kind == "margin")
+    extra = (with_margin.longest_s() - with_margin.estimate_s()) - (plain.longest_s() - plain.estimate_s())
+    assert points == 3 and extra == pytest.approx(points * 2 * (12 - 3))

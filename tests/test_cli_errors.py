@@ -265,7 +265,10 @@ def test_port_sim_leaves_no_simulator_behind(sig):
             p.kill()
             p.wait()
         p.stderr.close()
-    deadline = time.monotonic() + 15
+    # `stream` dies by the signal's default action, so the simulator ends by PR_SET_PDEATHSIG: its SIGTERM
+    # handler stops its threads (joins of up to 2 s each). 15 s was passed once in CI (1 Dec), in a spell
+    # when the host ran everything two to three times slower; a simulator left behind still fails here
+    deadline = time.monotonic() + 40
     while time.monotonic() < deadline and any(_alive(k) for k in kids):
         time.sleep(0.1)
     left = [k for k in kids if _alive(k)]

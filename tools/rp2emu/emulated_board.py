@@ -24,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import tty
 from pathlib import Path
@@ -56,15 +57,24 @@ def node_ready() -> str | None:
 
 
 def bootrom() -> Path:
-    """The RP2040 boot ROM beside run.mjs, copied from ../shared/vendor (it is not committed)."""
+    """The RP2040 boot ROM beside run.mjs, copied from ../shared/vendor (it is not committed). Each
+    caller copies into a file of its own and renames it into place: the test files of the emulator
+    tier start their boards at once on a fresh clone, and with one shared temporary name the second
+    rename found the first had taken it (CI, 1 Dec: nine tests in error at setup)."""
     dest = HERE / "bootrom-b1.mjs"
     if dest.exists():
         return dest
     for d in build_qemu_mp._vendor_dirs():
         src = d / BOOTROM
         if src.exists():
-            shutil.copyfile(src, dest.with_suffix(".tmp"))
-            os.replace(dest.with_suffix(".tmp"), dest)
+            fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+            os.close(fd)
+            try:
+                shutil.copyfile(src, tmp)
+                os.replace(tmp, dest)       # whole either way: the last of several identical copies wins
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
             return dest
     raise Unavailable(f"the RP2040 boot ROM {BOOTROM} is not in ../shared/vendor next to the repository")
 

@@ -285,6 +285,7 @@ def store_alone(seconds: float, tmp: Path) -> dict:
     first hand-over. None of the recorder's own Python (casts, sums, clip records) is in it."""
     import resource
 
+    from powerrig.capture import layout
     from powerrig.capture.recorder import WRITE_EVERY_S
     from powerrig.capture.writer import CaptureWriter
     from powerrig.core.blocks import IntervalBlock
@@ -301,8 +302,8 @@ def store_alone(seconds: float, tmp: Path) -> dict:
     with CaptureWriter(path) as cw:
         cw.write(first)
         w, sid0 = cw._w, cw.length
-        f32 = [sid for name, sid in cw._ids.items() if name not in ("dig_or", "dig_and")]
-        u8 = [cw._ids["dig_or"], cw._ids["dig_and"], *cw._gpi_ids.values()]
+        f32 = [cw._ids[name] for name, _units in layout.signal_names(rails)]       # the writer's own ids
+        u8 = [cw._ids[name] for name in layout.DIGITAL_FIELDS] + list(cw._gpi_ids.values())
         zeros = np.zeros(n, np.uint8)
         t_next = time.monotonic()
         t0 = c0 = None

@@ -150,7 +150,7 @@ def test_qemu_nvme_fio_phases_on_the_timeline(qrig, drive, tmp_path):
 
 
 REAP_S = 0.010      # how late fio may write a reaped I/O's log line after the batch's completion time
-REAP_LATE_S = 0.25  # how far from the controller's first and last I/O fio's own stamps may lie, the causal side aside
+REAP_LATE_S = 0.25  # how long after the controller's last completion fio may reap it (a TCG guest's vCPU)
 
 
 def test_qemu_nvme_io_log_edges_land_on_the_controllers_first_and_last_io(qrig, drive, tmp_path):
@@ -158,7 +158,8 @@ def test_qemu_nvme_io_log_edges_land_on_the_controllers_first_and_last_io(qrig, 
     completion as fio reaped it, stamped on the guest's clock and mapped through the agent's clock
     samples. Against the controller's trace (truth), beside the mapping's own stated bound: causal (fio
     stamps its first submission before the controller sees it and reaps its last I/O after the
-    controller completed it, to the logs' whole-ms stamps, +-2 ms), and within 250 ms. Not tighter: the
+    controller completed it, to the logs' whole-ms stamps, +-2 ms); the start within 100 ms, the end
+    within 250 ms (REAP_LATE_S). Not tighter: the
     reap is fio's, in a TCG guest whose vCPU the host schedules (a CI run on a quiet host, 29 Nov 2026
     23:30 UTC, reaped the last read 42.7 ms after the controller completed it; one on 1 Dec, in a spell
     when that host ran everything two to three times slower, the last write 115 ms after; the benchmark
@@ -188,7 +189,7 @@ def test_qemu_nvme_io_log_edges_land_on_the_controllers_first_and_last_io(qrig, 
         print(f"\n{name}: start {1e3 * (ph.t_start - first):+.1f} ms, end {1e3 * (ph.t_end - last):+.1f} ms "
               f"(clock bound {1e3 * clock_s:.1f} ms)")
         slack = clock_s + 0.002
-        assert first - REAP_LATE_S - slack < ph.t_start < first + slack + REAP_S, (name, ph.t_start - first)
+        assert first - 0.1 - slack < ph.t_start < first + slack + REAP_S, (name, ph.t_start - first)
         assert last - slack < ph.t_end < last + REAP_LATE_S + slack, (name, ph.t_end - last)
 
 

@@ -14,13 +14,15 @@
    firmware's own Framer) through the host's FrameDecoder and records_to_si alone, as a share of a
    core per second of data.
 4. ``tty_read_core_pct``: the same frames written into a pty at the board's pace (a process of its own,
-   nice -10 as the virtual rig) and read, drained every ALONE_PACE_S, by a reader that does nothing
-   else: what the kernel's tty costs to hand the bytes over (its line discipline gives at most 4 KB a
-   read). Real time, ``--alone-seconds``.
+   nice -10 as the virtual rig) and read, drained at the link's pace, by a reader that does nothing
+   else (its line discipline gives at most 4 KB a read). Real time, ``--alone-seconds``. Beside it,
+   taking turns with it on the same stream, ``tty_read_compiled_core_pct``: the same loop in C
+   (tty_drain.c, built with the host's cc), with no interpreter in it: what the kernel alone charges
+   to hand the bytes over, the floor under any reader of a tty, a compiled one included.
 5. ``store_core_pct``: the capture's signals (capture.writer's own definitions) stored by the JLS library
    alone, a hand-over of WRITE_EVERY_S seconds and a flush at the recorder's pace, its thread
    included: what the file costs whoever writes it. Real time, ``--alone-seconds``.
-6. ``wake_core_pct``: a Python thread that only sleeps the link reader's pace (serial_link.BATCH_S) and
+6. ``wake_core_pct``: a Python thread that only sleeps the link reader's pace at 100 us (``link_pace_s``) and
    wakes, nothing else, for ``--alone-seconds`` before the virtual rig starts: what this host
    charges a thread for waking at that pace. On a virtual machine a wake-up after an idle spell can
    be charged far more than on bare metal (docs/scale.md, "The ninth pass": 0.7-1.6 ms after 100 ms
@@ -99,6 +101,10 @@ def lost(path: Path) -> tuple[float, dict]:
         s = r.metadata.get("stream", {})
         why = {k: s.get(k) for k in ("overruns", "dropped_frames", "crc_errors")}
         return float(r.metadata["recording"]["lost_s"]), why
+
+
+def _pct(x: float | None) -> str:
+    return "not measured" if x is None else f"{x:.2f} %"
 
 
 def share(argv_of, seconds: float, tmp: Path, name: str) -> dict:
@@ -218,63 +224,121 @@ for k in range(0, len(data), size):
 """
 
 
-ALONE_PACE_S = 0.02     # the tty-alone reader: a wait this long between drains (a pty holds ~12 KB, 25 ms)
+def link_pace_s(bytes_per_s: float) -> float:
+    """The link reader's wait between a stream's reads at this rate (SerialLink.pace_s: what a host holds
+    for a board's USB port, at most BATCH_S): 12.9 ms at 100 us."""
+    from powerrig.interposer.serial_link import BATCH_S, HOST_HOLD_BYTES
+
+    return min(BATCH_S, HOST_HOLD_BYTES / bytes_per_s)
 
 
-def tty_alone(seconds: float) -> dict:
+ALONE_TURNS = 3         # the Python and the compiled tty readers take turns, this many each, on one writer
+
+
+def compiled_reader(tmp: Path):
+    """tty_drain.c's ``drain_for`` built with the host's C compiler into ``tmp`` and loaded through ctypes,
+    or None and why not (the benchmark then prints the Python reader alone)."""
+    import ctypes
+    import shutil
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None, "no C compiler on PATH (apt-get install gcc)"
+    lib = tmp / "tty_drain.so"
+    built = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(lib), str(Path(__file__).with_name("tty_drain.c"))],
+                           capture_output=True, text=True)
+    if built.returncode != 0:
+        return None, f"{cc} could not build tty_drain.c: {built.stderr.strip()[-200:]}"
+    drain = ctypes.CDLL(str(lib)).drain_for
+    drain.restype = ctypes.c_long
+    drain.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_long, ctypes.c_double, ctypes.c_long,
+                      ctypes.POINTER(ctypes.c_long), ctypes.POINTER(ctypes.c_double)]
+    return drain, None
+
+
+def tty_alone(seconds: float, tmp: Path) -> dict:
     """CPU of reading the firmware's frames at 100 us through a pty and doing nothing else with them: the
     board's bytes written by a process of its own at its pace (what does not fit waits for room, as the
     virtual rig's writer and a board's USB FIFO wait), read with the link's own termios (pyserial's: an
     empty read returns nothing) as the link reads, but without decoding, pings or replies: a wait in
-    poll, the port drained, ALONE_PACE_S before the next wait (the cheapest pace measured that keeps up:
-    5 ms cost twice as much, 40 ms fell behind the board), on the reading thread's own CPU clock after
-    the first second."""
+    poll, the port drained, the link's own pace before the next wait (``link_pace_s``: the most a board's
+    USB port lets a host wait), on the reading thread's own CPU clock after
+    the first second. Two readers take turns on the one stream, ``seconds`` each in all: this loop in
+    Python, and the same loop compiled (tty_drain.c), whose share is the kernel's alone: the floor under
+    any reader of a tty at this pace, a compiled one included."""
+    import ctypes
     import pty
     import select
 
     import serial
 
-    data, per_frame = make_frames(seconds + 2.0)
+    drain, why_not = compiled_reader(tmp)
+    total = 1.0 + seconds * (2 if drain else 1) + 2.0
+    data, per_frame = make_frames(total)
     frames = len(data) // (22 + 46 * per_frame)
+    pace = link_pace_s(len(data) / total)
     master, slave_fd = pty.openpty()
     port = serial.Serial(os.ttyname(slave_fd), timeout=0)
     os.close(slave_fd)
+    view = memoryview(bytearray(1 << 18))
+    cbuf = ctypes.create_string_buffer(len(view))
+    poll = select.poll()
+    poll.register(port.fd, select.POLLIN)
+
+    def in_python(span: float) -> tuple[float, float, int, int]:
+        t_end = time.monotonic() + span
+        c0, t0 = time.thread_time(), time.monotonic()
+        got = reads = 0
+        while time.monotonic() < t_end:
+            poll.poll(1000)
+            n = 0
+            while n < len(view) - 4096:
+                k = os.readv(port.fd, (view[n:],))
+                reads += 1
+                if not k:
+                    break
+                n += k
+            got += n
+            time.sleep(pace)
+        return time.thread_time() - c0, time.monotonic() - t0, got, reads
+
+    def compiled(span: float) -> tuple[float, float, int, int]:
+        reads, cpu = ctypes.c_long(), ctypes.c_double()
+        t0 = time.monotonic()
+        got = drain(port.fd, cbuf, len(cbuf), span, int(pace * 1e6), ctypes.byref(reads), ctypes.byref(cpu))
+        return cpu.value, time.monotonic() - t0, got, reads.value
+
+    sums = {"python": [0.0, 0.0, 0, 0], "compiled": [0.0, 0.0, 0, 0]}
     w = None
     try:
         with tempfile.NamedTemporaryFile(suffix=".bin") as f:
             f.write(data)
             f.flush()
             w = subprocess.Popen([sys.executable, "-c", _PTY_WRITER, str(master), f.name,
-                                  str(frames / (seconds + 2.0)), str(frames)],
+                                  str(frames / total), str(frames)],
                                  pass_fds=(master,), preexec_fn=_board_priority)
-            view = memoryview(bytearray(1 << 18))
-            poll = select.poll()
-            poll.register(port.fd, select.POLLIN)
-            t_end = time.monotonic() + seconds + 1.0
-            c0 = t0 = None
-            got = reads = 0
-            while time.monotonic() < t_end:
-                if c0 is None and time.monotonic() > t_end - seconds:
-                    c0, t0, got, reads = time.thread_time(), time.monotonic(), 0, 0
-                poll.poll(1000)
-                n = 0
-                while n < len(view) - 4096:
-                    k = os.readv(port.fd, (view[n:],))
-                    reads += 1
-                    if not k:
-                        break
-                    n += k
-                got += n
-                time.sleep(ALONE_PACE_S)
-            cpu, wall = time.thread_time() - c0, time.monotonic() - t0
+            in_python(1.0)                                      # the first second: caches, the writer's start
+            for _turn in range(ALONE_TURNS):
+                for name, reader in (("python", in_python), ("compiled", compiled if drain else None)):
+                    if reader is not None:
+                        for k, x in enumerate(reader(seconds / ALONE_TURNS)):
+                            sums[name][k] += x
     finally:            # the writer never ends by itself once nobody reads: a full pty, retried for ever
         if w is not None:
             w.kill()
             w.wait()
         os.close(master)
         port.close()
-    return {"tty_read_core_pct": round(100.0 * cpu / wall, 4), "tty_reads_per_s": round(reads / wall, 1),
-            "tty_kb_per_s": round(got / wall / 1e3, 1)}
+    cpu, wall, got, reads = sums["python"]
+    out = {"tty_pace_ms": round(pace * 1e3, 2),
+           "tty_read_core_pct": round(100.0 * cpu / wall, 4), "tty_reads_per_s": round(reads / wall, 1),
+           "tty_kb_per_s": round(got / wall / 1e3, 1), "tty_read_compiled_core_pct": None}
+    if drain:
+        cpu, wall, got, _reads = sums["compiled"]
+        out.update(tty_read_compiled_core_pct=round(100.0 * cpu / wall, 4), tty_compiled_kb_per_s=round(got / wall / 1e3, 1))
+    else:
+        out["tty_compiled_why_not"] = why_not
+    return out
 
 
 def store_alone(seconds: float, tmp: Path) -> dict:
@@ -325,15 +389,13 @@ def store_alone(seconds: float, tmp: Path) -> dict:
     return {"store_core_pct": round(100.0 * cpu / (t1 - t0), 4), "store_signals": len(f32) + len(u8)}
 
 
-def wake_alone(seconds: float) -> dict:
-    """CPU a thread is charged for only sleeping serial_link.BATCH_S and waking (the link reader's pace
-    while a stream flows), touching nothing: on its own CPU clock, over ``seconds``."""
-    from powerrig.interposer.serial_link import BATCH_S
-
+def wake_alone(seconds: float, pace: float) -> dict:
+    """CPU a thread is charged for only sleeping ``pace`` and waking (the link reader's pace while a 100 us
+    stream flows), touching nothing: on its own CPU clock, over ``seconds``."""
     c0, t0 = time.thread_time(), time.monotonic()
     wakes = 0
     while time.monotonic() - t0 < seconds:
-        time.sleep(BATCH_S)
+        time.sleep(pace)
         wakes += 1
     wall = time.monotonic() - t0
     return {"wake_core_pct": round(100.0 * (time.thread_time() - c0) / wall, 4), "wakes_per_s": round(wakes / wall, 1)}
@@ -357,13 +419,15 @@ def main() -> int:
     floor = decode_floor()
     print(f"decode alone: {floor['decode_core_pct']:.3f} % of a core ({floor['frames_per_s']:.0f} frames/s of "
           f"{floor['per_frame']} records, {floor['bytes_per_s'] / 1e3:.0f} kB/s; load {_load():.1f})", flush=True)
-    tty = tty_alone(a.alone_seconds)
-    print(f"tty read alone: {tty['tty_read_core_pct']:.3f} % of a core ({tty['tty_reads_per_s']:.0f} reads/s, "
-          f"{tty['tty_kb_per_s']:.0f} kB/s; load {_load():.1f})", flush=True)
+    tty = tty_alone(a.alone_seconds, tmp)
+    compiled = (f"{tty['tty_read_compiled_core_pct']:.3f} % compiled" if tty["tty_read_compiled_core_pct"] is not None
+                else f"the compiled reader not measured: {tty['tty_compiled_why_not']}")
+    print(f"tty read alone, every {tty['tty_pace_ms']:.1f} ms: {tty['tty_read_core_pct']:.3f} % of a core in Python, {compiled} ({tty['tty_reads_per_s']:.0f} "
+          f"reads/s, {tty['tty_kb_per_s']:.0f} kB/s; load {_load():.1f})", flush=True)
     store = store_alone(a.alone_seconds, tmp)
     print(f"storing alone (JLS, {store['store_signals']} signals): {store['store_core_pct']:.3f} % of a core "
           f"(load {_load():.1f})", flush=True)
-    wake = wake_alone(a.alone_seconds)
+    wake = wake_alone(a.alone_seconds, tty["tty_pace_ms"] / 1e3)
     print(f"waking alone at the reader's pace ({wake['wakes_per_s']:.0f} a second, nothing else): "
           f"{wake['wake_core_pct']:.3f} % of a core (load {_load():.1f})", flush=True)
     sim, port = start_virtual_rig(tmp / "board")
@@ -373,7 +437,8 @@ def main() -> int:
                                      str(INTERVAL_US), "--seconds", f"{s:g}", "--out", str(out)],
                      a.seconds, tmp, "record 100us")
         print(f"record at 100 us: {r100['core_pct']:.2f} % of a core, lost {r100['lost_s']:.3f} s (its parts alone: "
-              f"decode {floor['decode_core_pct']:.2f} %, tty read {tty['tty_read_core_pct']:.2f} %, storing "
+              f"decode {floor['decode_core_pct']:.2f} %, tty read {tty['tty_read_core_pct']:.2f} % "
+              f"({_pct(tty['tty_read_compiled_core_pct'])} compiled), storing "
               f"{store['store_core_pct']:.2f} %, waking at the reader's pace {wake['wake_core_pct']:.2f} %)", flush=True)
         result.update(record_core_pct_100us=r100["core_pct"], lost_s=r100["lost_s"], runs_100us=r100["runs"])
         if not a.no_burst:

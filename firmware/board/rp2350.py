@@ -17,6 +17,7 @@ from board import kernels, pins
 from board.blocks import now_split
 from board.reducer import BoardReducer
 from board.usb import UsbLink, copy_bytes
+from powerrig_fw.device import USB_QUEUE_BYTES
 
 CAL_PATH = "/calibration.json"
 # SIO: a pin set or cleared by one register write (no read-modify-write, nothing in between)
@@ -67,7 +68,7 @@ class Board:
         self.cal_path = CAL_PATH
         self.crc_into = kernels.crc32_into
         self.put_dec = kernels.put_dec       # the clock ping's digits (powerrig_fw.ping)
-        self.usb = UsbLink(usb_in or sys.stdin.buffer, usb_out or sys.stdout.buffer)
+        self.usb = UsbLink(usb_in or sys.stdin.buffer, usb_out or sys.stdout.buffer, USB_QUEUE_BYTES)
         real_chain = adc is None
         if real_chain:
             from board.adc import Adc

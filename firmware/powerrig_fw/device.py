@@ -26,6 +26,9 @@ _collect = gc.collect if sys.implementation.name == "micropython" else (lambda: 
 _mem_free = getattr(gc, "mem_free", None) if sys.implementation.name == "micropython" else None
 
 LINK_BUDGET_BPS = 500000       # what MicroPython moves over USB full speed, with margin
+# the board's RAM queue between its frames and the USB CDC (board.usb.UsbLink): all a host's late read
+# can borrow from the board (17 ms of the 100 us stream); a frame that does not fit is dropped whole
+USB_QUEUE_BYTES = 8192
 DEFAULT_INTERVAL_US = 1000
 MIN_INTERVAL_US = 100
 FRAME_TARGET_US = 10000        # aim for about 100 data frames per second

@@ -350,6 +350,15 @@ class Interposer:
                 q.get_nowait()
             except queue.Empty:
                 break
+        stream = getattr(self.link, "expected_bps", 0)
+        # once triggered the upload may take the whole link budget: the reader paces for it from the start
+        _expect_rate(self.link, max(stream, self.description.get("link_budget_bps") or 0))
+        try:
+            return self._burst_upload(q, stride, pre, post, trigger, timeout, on_armed, trig)
+        finally:
+            _expect_rate(self.link, stream)
+
+    def _burst_upload(self, q, stride, pre, post, trigger, timeout, on_armed, trig) -> "Burst":
         self.link.command("burst", pre=pre, post=post, trigger=trigger, **trig)
         if on_armed is not None:       # e.g. a power sequence whose edge triggers it may go now
             on_armed()
@@ -381,6 +390,14 @@ class Interposer:
             raise LinkError(f"burst returned {len(raw)} samples, expected {pre + post} "
                             "(the device lost samples during the capture); take it again")
         return Burst(chunks[0].index, raw, self.description)
+
+
+def _expect_rate(link, bytes_per_s) -> None:
+    """Tell a serial link what the device will send (its reader paces for it); a stand-in link has no
+    pace to set."""
+    expect = getattr(link, "expect_rate", None)
+    if expect is not None:
+        expect(bytes_per_s or 0)
 
 
 @dataclass
@@ -451,6 +468,7 @@ class Stream:
         if self.requested_rails:
             args["rails"] = list(self.requested_rails)
         self.config = link.command("start", **args)
+        _expect_rate(link, self.config.get("bytes_per_s"))
         d = self.dev.description
         self.rails = tuple(self.config["rails"])
         self.scales = wire.rail_scales(d, list(self.rails))
@@ -481,6 +499,7 @@ class Stream:
             self.dev.link.command("stop")
         except LinkError as e:
             self.stop_error = str(e)
+        _expect_rate(self.dev.link, 0)
 
     # ---- data -------------------------------------------------------------------------------------------
     def blocks(self, seconds: float | None = None, max_rows: int = 5000, stop: threading.Event | None = None,

@@ -10,6 +10,7 @@ import errno
 import itertools
 import json
 import logging
+import math
 import os
 import select
 import stat
@@ -25,20 +26,30 @@ from powerrig.core.errors import DeviceError, LinkError
 
 logger = logging.getLogger(__name__)
 
-# The reader's pace (docs/scale.md, "Where a recording's CPU goes"): while a stream flows and no
-# command waits, a read every BATCH_S takes ~46 KB at a time (the 100 us stream's 465 kB/s); it is
-# the clock pings' interval (Interposer.ping_interval), so one wake-up serves a ping and the bytes of
-# a whole interval (the ping is sent as soon as that read has drained the port). The kernel holds
-# 64 KB for a USB serial port (130 ms at the link budget), a pty 12-20 KB by kernel version (25-44 ms;
-# the virtual rig queues what does not fit, as a board's USB FIFO waits).
+# The reader's pace (docs/scale.md, "Where a recording's CPU goes"; "The tenth pass"): while a stream
+# flows and no command waits, the reader lets bytes gather between reads, but never more than a host
+# holds for a USB CDC port: past that the board keeps them, and the board holds little. Linux's n_tty
+# buffers 4,096 bytes and throttles the port when fewer than 128 are free (drivers/tty/n_tty.c,
+# n_tty_check_throttle); cdc-acm then stops resubmitting its 16 read URBs of twice the endpoint's 64
+# bytes, so at most those still come in (drivers/usb/class/cdc-acm.c: ACM_NR, readsize,
+# acm_read_bulk_callback). Every byte more waits in the board's USB queue (firmware
+# device.USB_QUEUE_BYTES, 8 KB), whose overflow drops frames. So the pace is HOST_HOLD_BYTES at the
+# rate the port brings (6 KB: 13 ms of the 100 us stream's 465 kB/s) and at most BATCH_S (the clock
+# pings' interval, Interposer.ping_interval: one wake-up serves a ping and the bytes between).
+N_TTY_BUF = 4096
+N_TTY_THROTTLE = 128
+ACM_IN_FLIGHT = 16 * 2 * 64
+HOST_HOLD_BYTES = N_TTY_BUF - N_TTY_THROTTLE + ACM_IN_FLIGHT
 BATCH_S = 0.1
+RATE_SPAN_S = 0.005      # the port's rate is measured over reads at least this far apart
+RATE_HOLD_S = 2.0        # ... and a higher rate is taken at once, a lower one over about this long
 # A tty read returns at most 4,095 bytes (the line discipline's buffer) and the kernel moves the next
 # piece in a moment later: a read that found this much means more is queued, so the same wake-up waits
 # up to DRAIN_S for it (its caches still warm) instead of the next select waking the thread again
 DRAIN_MIN = 2048
 DRAIN_S = 0.002
 FLOWING_S = 0.1          # a stream whose frames came this recently still flows
-PING_MERGE = 1.2         # a ping due within this many BATCH_S is waited for instead (120 ms: ~56 KB)
+PING_MERGE = 1.2         # a ping due within this many paces is waited for instead
 PING_TIMEOUT_S = 1.0      # a clock ping's reply (as Interposer.ping waits for it)
 # a ping's reply is read the moment it comes only this long after the ping: the clock fit uses the
 # fastest round trips alone (docs/link.md), so a slower reply gains nothing from a prompt stamp, while
@@ -132,6 +143,12 @@ class SerialLink:
         self.last_bad_reply: str | None = None
         self._quiet_s = self.decoder.max_wait_s     # a half frame's allowed quiet, in device seconds
         self.time_scale = 1.0
+        # what the port brings, bytes a second (the pace: _pace_s): measured, and what the device was
+        # told to send (expect_rate), whichever is more
+        self.expected_bps = 0.0
+        self.rate_bps = 0.0
+        self._rate_bytes = 0
+        self._rate_t = time.monotonic()
         self._ids = itertools.count(1)
         self._waiting: dict[int, tuple[threading.Event, list]] = {}
         self._lock = threading.Lock()
@@ -177,7 +194,7 @@ class SerialLink:
     # ---- reader ----------------------------------------------------------------------------------
     def _read_loop(self) -> None:
         """Read, decode, route; then, while a stream flows and no command waits for its reply, let
-        BATCH_S of bytes gather before the next read (``_pace``). A board's USB sends a 2 KB frame as
+        bytes gather for ``pace_s`` before the next read (``_pace``). A board's USB sends a 2 KB frame as
         32 packets of 64 bytes and the kernel wakes a reader for each: read at once, a 100 us stream
         cost hundreds of wake-ups a second, each with its decode and queue hand-over (docs/scale.md,
         "Where a recording's CPU goes"). A command wakes the reader at once (``_wake``), so a reply
@@ -198,6 +215,7 @@ class SerialLink:
                 if got:
                     self.last_rx = now
                     self.bytes_in += got
+                    self._measure(got)
                     if self._route_all(frames):
                         flowed = now
                 elif self.decoder.buffered:      # lets a false header's bounded wait run out
@@ -248,40 +266,66 @@ class SerialLink:
         if not got:        # as pyserial says it: readable yet empty is a port that went away
             raise serial.SerialException("device reports readiness to read but returned no data "
                                          "(device disconnected or multiple access on port?)")
-        last = got
+        big = got >= DRAIN_MIN
         reads = [(got, time.time())]
         # the port holds more than one read gives (see DRAIN_MIN): take it in this wake-up, each piece read
-        # straight behind the last in the one buffer (no bytes object per read, no join)
+        # straight behind the last in the one buffer (no bytes object per read, no join). An empty read
+        # after a big one is the port between pieces, not drained (pyserial's termios, VMIN 0, make
+        # it return 0 bytes, never EAGAIN): the kernel moves n_tty's next piece, or a board refills the
+        # port once it unthrottles, so wait up to DRAIN_S for it; a board's backlog is taken now, while
+        # it still fits the board's queue
         while got < READ_MAX:
             try:
                 last = os.readv(fd, (view[got:],))
             except (BlockingIOError, InterruptedError):
-                if last < DRAIN_MIN:
-                    break
-                try:
-                    if not select.select([fd], [], [], DRAIN_S)[0]:
-                        break
-                except InterruptedError:
-                    break
                 last = 0
+            if last:
+                got += last
+                reads.append((got, time.time()))
+                big = last >= DRAIN_MIN
                 continue
-            if not last:
+            if not big:
                 break
-            got += last
-            reads.append((got, time.time()))
+            big = False
+            try:
+                if not select.select([fd], [], [], DRAIN_S)[0]:
+                    break
+            except InterruptedError:
+                break
         data = view[:got]
         try:
             return self.decoder.feed(data, reads[-1][1], reads if len(reads) > 1 else None), got
         finally:
             data.release()
 
+    def expect_rate(self, bytes_per_s: float) -> None:
+        """The most the device may send from now on (a stream's bytes_per_s, the link budget while a
+        burst uploads; 0 when it stops): the reader paces for it before its own measure has seen it."""
+        self.expected_bps = float(bytes_per_s or 0.0)
+
+    def _measure(self, got: int) -> None:
+        """The port's rate from the bytes read over at least RATE_SPAN_S: a rise is taken at once (the
+        board's queue is short), a fall decays over RATE_HOLD_S."""
+        self._rate_bytes += got
+        t = time.monotonic()
+        dt = t - self._rate_t
+        if dt >= RATE_SPAN_S:
+            self.rate_bps = max(self._rate_bytes / dt, self.rate_bps * math.exp(-dt / RATE_HOLD_S))
+            self._rate_bytes, self._rate_t = 0, t
+
+    def pace_s(self) -> float:
+        """The wait between reads of a flowing stream: what a host holds for the port between reads
+        (HOST_HOLD_BYTES) at the rate it brings, at most BATCH_S (see the constants above)."""
+        rate = max(self.expected_bps / self.time_scale, self.rate_bps)   # (told in device seconds)
+        return BATCH_S if rate <= HOST_HOLD_BYTES / BATCH_S else HOST_HOLD_BYTES / rate
+
     def _pace(self) -> None:
-        """Between reads of a flowing stream: wait BATCH_S for more bytes unless a command waits for
-        its reply (then read at once). Bounded far below what the kernel buffers for a port (64 KB:
-        130 ms at the link budget; a pty 12-20 KB), so pacing never costs the board a frame."""
+        """Between reads of a flowing stream: wait ``pace_s`` for more bytes unless a command waits for
+        its reply (then read at once): never longer than the host holds the port's bytes for, so
+        pacing never costs the board a frame."""
         if self._waiting or self._stop.is_set():
             return
-        wait = BATCH_S
+        pace = wait = self.pace_s()
         out = self._beat_out
         if out is not None:
             # a ping in flight: read at once while its reply may still be among the fastest, and always
@@ -293,7 +337,7 @@ class SerialLink:
         elif self._beat is not None:
             # a ping due soon ends the wait and its read takes the bytes too: one wake-up, not two
             due = self._beat_due - time.monotonic()
-            wait = due if due < BATCH_S * PING_MERGE else min(wait, due)
+            wait = due if due < pace * PING_MERGE else min(wait, due)
         if wait <= 0:
             return
         if self._abort_r < 0:

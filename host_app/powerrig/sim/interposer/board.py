@@ -10,13 +10,16 @@ truth file for tests to measure the pipeline against.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import select
+import struct
 import signal
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
 import time
 import tty
@@ -32,9 +35,10 @@ from powerrig.sim.interposer.frontend import FrontEnd, FrontEndSpec, ScriptedLoa
 from powerrig.sim.ssd.power import PoweredDrive, PowerSpec, SwitchedOutputs
 from powerrig.sim.interposer.reducer import NumpyReducer
 from powerrig.interposer.frames import fw  # noqa: F401  (puts firmware/ on sys.path)
+from powerrig.interposer.serial_link import ACM_IN_FLIGHT, N_TTY_BUF, N_TTY_THROTTLE
 from powerrig_fw import crc as fw_crc
 from powerrig_fw.burst import IDLE as BURST_IDLE
-from powerrig_fw.device import STREAMING, Device
+from powerrig_fw.device import STREAMING, USB_QUEUE_BYTES, Device
 from powerrig_fw.timebase import Timebase
 
 TRUTH_BIN = 250          # truth power kept per 250 samples (1 ms)
@@ -58,6 +62,12 @@ MIN_PASS_S = 0.0005      # ... and a sampling one's, at least and at most (Virtu
 MAX_PASS_S = 0.010
 SAMPLER_PRIORITY_ENV = "POWERRIG_SIM_SAMPLER_PRIORITY"   # "N": N nicer; "idle": SCHED_IDLE
 SPIN_S = 200e-6          # the USB writer thread spins this long before a transfer completes
+THROTTLED_POLL_S = 0.001  # a throttled port (the host not reading) is looked at again this often
+# A DATA frame sent this long after its last sample was taken is the simulator's own lateness (its
+# process starved by the host, then catching up from its deep ring), which a board does not have: on a
+# board it left on time, so it does not count against the board's USB queue (``write``)
+LATE_US = 10_000
+_INQ = struct.Struct("i")
 
 
 @dataclass
@@ -77,8 +87,11 @@ class SimBoard:
     name = "sim"
 
     def __init__(self, master_fd: int, frontend: FrontEnd, drift_ppm: float, faults: Faults,
-                 cal_path: str, boot_s: float = 10_800.0):
+                 cal_path: str, boot_s: float = 10_800.0, host_fd: int | None = None):
+        """host_fd: the pty's host side (never read here): how much the host has not read yet, so the
+        port holds what a Linux host holds for a USB CDC port (``_host_room``)."""
         self.fd = master_fd
+        self.host_fd = host_fd
         self.frontend = frontend
         self.faults = faults
         self.rng = np.random.default_rng(faults.seed)
@@ -107,10 +120,13 @@ class SimBoard:
         self.corrupted_seqs: list[int] = []     # seq of each DATA frame the fault injector corrupted
         self.sync_corrupted_seqs: list[int] = []  # ... of those, the ones with a sync byte hit: unseen frames
         self.dropped_seqs: list[int] = []       # ... and of each it dropped
-        self.writes_dropped = 0
+        self.writes_dropped = 0                 # frames the USB queue had no room for (board.usb.UsbLink's count)
+        self.dropped_bytes = 0
+        self.stream_config = lambda: None       # the firmware's stream dict (set by VirtualInterposer)
         # writer thread
-        self._q: deque[tuple[float, bytes]] = deque()
+        self._q: deque[tuple[float, bytes, bool]] = deque()     # (release, bytes, counted in the board's queue)
         self._q_bytes = 0
+        self._q_board = 0                       # ... the bytes a board's queue would hold (not the sim's late ones)
         self._cv = threading.Condition()
         self._stop = False
         self._release = 0.0
@@ -308,15 +324,15 @@ class SimBoard:
         now = time.monotonic()
         release = max(self._release, now + self.rng.uniform(0, f.jitter_ms) * 1e-3)
         self._release = release
+        on_time = not self._late(data)
         with self._cv:
-            if self._q_bytes > 4 << 20:     # nobody reads the port: drop, as a full USB FIFO does
-                self.writes_dropped += 1
+            if (self._q_board + len(data) > USB_QUEUE_BYTES and on_time) or self._q_bytes > 4 << 20:
+                self.writes_dropped += 1        # the board's USB queue is full (the host does not read):
+                self.dropped_bytes += len(data)     # the frame is dropped whole, as board.usb.UsbLink.write
                 return
             inline = not self._q and release - now <= SPIN_S
             if not inline:
-                self._q.append((release, data))
-                self._q_bytes += len(data)
-                self._cv.notify()
+                self._enqueue(release, data, on_time)
                 return
         # Due now and nothing queued ahead: the device thread completes the transfer itself. Handing it
         # to the writer thread would add that thread's wake-up (the GIL, 100-300 us) to exactly the
@@ -324,16 +340,32 @@ class SimBoard:
         # does not have (docs/link.md, "where the bias came from").
         self._wait_until(release)
         try:
-            k = os.write(self.fd, data)
+            room = self._host_room()
+            k = os.write(self.fd, data[:room]) if room > 0 else 0
         except BlockingIOError:
             k = 0
         except OSError:
             return
         if k < len(data):                   # the host is not reading fast enough: the rest queues
             with self._cv:
-                self._q.appendleft((release, data[k:]))
-                self._q_bytes += len(data) - k
-                self._cv.notify()
+                self._enqueue(release, data[k:], on_time, first=True)
+
+    def _enqueue(self, release: float, data: bytes, on_time: bool, first: bool = False) -> None:
+        """Queue bytes for the writer thread (the caller holds ``_cv``)."""
+        item = (release, data, on_time)
+        self._q.appendleft(item) if first else self._q.append(item)
+        self._q_bytes += len(data)
+        self._q_board += len(data) if on_time else 0
+        self._cv.notify()
+
+    def _late(self, data) -> bool:
+        """A DATA frame sent more than LATE_US after its last sample (see LATE_US)."""
+        st = self.stream_config()
+        if data[3] != fw.T_DATA or not st:
+            return False
+        index = int.from_bytes(data[10:18], "little")
+        end_us = (index + data[5] * (st["interval_us"] // self.period_us)) * self.period_us
+        return self.device_us() - end_us > LATE_US
 
     def _write_loop(self) -> None:
         while True:
@@ -342,12 +374,18 @@ class SimBoard:
                     self._cv.wait(0.1)
                 if self._stop:
                     return
-                release, data = self._q[0]
+                release, data, on_time = self._q[0]
             self._wait_until(release)
             view = memoryview(data)
             while view:
                 try:
-                    k = os.write(self.fd, view)
+                    room = self._host_room()
+                    if room <= 0:                   # throttled: the host is not reading
+                        time.sleep(THROTTLED_POLL_S)
+                        if self._stop:
+                            return
+                        continue
+                    k = os.write(self.fd, view[:room])
                     view = view[k:]
                 except BlockingIOError:
                     select.select([], [self.fd], [], 0.05)
@@ -358,6 +396,27 @@ class SimBoard:
             with self._cv:
                 self._q.popleft()
                 self._q_bytes -= len(data)
+                self._q_board -= len(data) if on_time else 0
+
+    def _host_room(self) -> int:
+        """Bytes the host's port takes now, as Linux takes them from a USB CDC board: while its n_tty
+        buffer has N_TTY_THROTTLE bytes free, and then the read URBs still in flight (ACM_IN_FLIGHT;
+        powerrig.interposer.serial_link says where in the kernel). A pty alone holds twice that (its
+        own 8 KB buffer besides n_tty's) and refills at once, which let a host that read too seldom
+        for a real board pass here. (The bytes of a write the kernel has not moved into n_tty yet are
+        not counted: the hold is a little over, never under, a real port's.)"""
+        if self.host_fd is None:
+            return 1 << 30
+        try:
+            unread = _INQ.unpack(fcntl.ioctl(self.host_fd, termios.FIONREAD, bytes(4)))[0]
+        except OSError:
+            return 1 << 30
+        free = N_TTY_BUF - 1 - unread
+        return free - N_TTY_THROTTLE + ACM_IN_FLIGHT if free >= N_TTY_THROTTLE else 0
+
+    def link_status(self) -> dict:
+        """The board's USB queue, as board.rp2350.Board.link_status reports it (status "link")."""
+        return {"queued": self._q_board, "dropped_frames": self.writes_dropped, "dropped_bytes": self.dropped_bytes}
 
     @staticmethod
     def _wait_until(release: float) -> None:
@@ -402,8 +461,9 @@ class VirtualInterposer:
         if calibrated and not os.path.exists(cal_path):
             with open(cal_path, "w") as f:
                 json.dump(self.frontend.factory_calibration(), f)
-        self.board = SimBoard(self.master, self.frontend, drift_ppm, self.faults, cal_path)
+        self.board = SimBoard(self.master, self.frontend, drift_ppm, self.faults, cal_path, host_fd=self.slave)
         self.device = Device(self.board)
+        self.board.stream_config = lambda: self.device.stream
         self.board.samples_wanted = self._samples_wanted
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -225,11 +225,11 @@ for k in range(0, len(data), size):
 
 
 def link_pace_s(bytes_per_s: float) -> float:
-    """The link reader's wait between a stream's reads at this rate (SerialLink.pace_s: what a host holds
-    for a board's USB port, at most BATCH_S): 12.9 ms at 100 us."""
-    from powerrig.interposer.serial_link import BATCH_S, HOST_HOLD_BYTES
+    """The link reader's wait between a stream's reads at this rate (SerialLink.pace_s: a share of what a
+    host holds for a board's USB port, at most BATCH_S): 9.7 ms at 100 us."""
+    from powerrig.interposer.serial_link import BATCH_S, HOST_HOLD_BYTES, PACE_SHARE
 
-    return min(BATCH_S, HOST_HOLD_BYTES / bytes_per_s)
+    return min(BATCH_S, PACE_SHARE * HOST_HOLD_BYTES / bytes_per_s)
 
 
 ALONE_TURNS = 3         # the Python and the compiled tty readers take turns, this many each, on one writer
@@ -259,7 +259,7 @@ def compiled_reader(tmp: Path):
 def tty_alone(seconds: float, tmp: Path) -> dict:
     """CPU of reading the firmware's frames at 100 us through a pty and doing nothing else with them: the
     board's bytes written by a process of its own at its pace (what does not fit waits for room, as the
-    virtual rig's writer and a board's USB FIFO wait), read with the link's own termios (pyserial's: an
+    virtual rig's writer waits for what its queue holds), read with the link's own termios (pyserial's: an
     empty read returns nothing) as the link reads, but without decoding, pings or replies: a wait in
     poll, the port drained, the link's own pace before the next wait (``link_pace_s``: the most a board's
     USB port lets a host wait), on the reading thread's own CPU clock after

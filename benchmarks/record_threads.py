@@ -9,8 +9,9 @@ Python thread's share of a core (its own CPU clock) and its voluntary context sw
 Python's cyclic GC collections in that window; the JLS library's C thread is the process's
 share less the threads listed, and the clock pings a second. ``--ping``, ``--settled``, ``--batch``,
 ``--eager`` override the ping interval (Interposer.ping_interval), the seconds between the bursts of
-pings once the clock fit has settled (interposer/pings.py), the reader's pace (serial_link.BATCH_S)
-and its eager window after a ping (PING_EAGER_S); ``--write-every`` the seconds of data per hand-over to
+pings once the clock fit has settled (interposer/pings.py), the cap on the reader's pace
+(serial_link.BATCH_S: at 100 us the pace, 9.7 ms, is set by the host's USB hold, below it) and its
+eager window after a ping (PING_EAGER_S); ``--write-every`` the seconds of data per hand-over to
 the writer (recorder.WRITE_EVERY_S); for experiments (docs/scale.md, "The fourth pass" to "The sixth
 pass"). The virtual rig runs in its own process at nice -10 when allowed (it stands in for the board's
 own MCU) and is not counted.
@@ -63,7 +64,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=30.0, help="seconds measured")
     ap.add_argument("--ping", type=float, help="clock ping interval after the first 30 s (s)")
     ap.add_argument("--settled", type=float, help="seconds between ping bursts once the fit has settled")
-    ap.add_argument("--batch", type=float, help="the reader's pace while a stream flows (s)")
+    ap.add_argument("--batch", type=float, help="the cap on the reader's pace while a stream flows (s)")
     ap.add_argument("--eager", type=float, help="the reader's eager window after a ping (s)")
     ap.add_argument("--write-every", type=float, help="seconds of data per hand-over to the writer (recorder.WRITE_EVERY_S)")
     a = ap.parse_args()

@@ -350,13 +350,12 @@ class Interposer:
                 q.get_nowait()
             except queue.Empty:
                 break
-        stream = getattr(self.link, "expected_bps", 0)
         # once triggered the upload may take the whole link budget: the reader paces for it from the start
-        _expect_rate(self.link, max(stream, self.description.get("link_budget_bps") or 0))
+        _expect_rate(self.link, self.description.get("link_budget_bps"), "burst")
         try:
             return self._burst_upload(q, stride, pre, post, trigger, timeout, on_armed, trig)
         finally:
-            _expect_rate(self.link, stream)
+            _expect_rate(self.link, 0, "burst")
 
     def _burst_upload(self, q, stride, pre, post, trigger, timeout, on_armed, trig) -> "Burst":
         self.link.command("burst", pre=pre, post=post, trigger=trigger, **trig)
@@ -392,12 +391,12 @@ class Interposer:
         return Burst(chunks[0].index, raw, self.description)
 
 
-def _expect_rate(link, bytes_per_s) -> None:
-    """Tell a serial link what the device will send (its reader paces for it); a stand-in link has no
-    pace to set."""
+def _expect_rate(link, bytes_per_s, what: str = "stream") -> None:
+    """Tell a serial link what the device will send for ``what`` (its reader paces for it); a stand-in
+    link has no pace to set."""
     expect = getattr(link, "expect_rate", None)
     if expect is not None:
-        expect(bytes_per_s or 0)
+        expect(bytes_per_s or 0, what)
 
 
 @dataclass

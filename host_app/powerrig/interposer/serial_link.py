@@ -33,16 +33,20 @@ logger = logging.getLogger(__name__)
 # n_tty_check_throttle); cdc-acm then stops resubmitting its 16 read URBs of twice the endpoint's 64
 # bytes, so at most those still come in (drivers/usb/class/cdc-acm.c: ACM_NR, readsize,
 # acm_read_bulk_callback). Every byte more waits in the board's USB queue (firmware
-# device.USB_QUEUE_BYTES, 8 KB), whose overflow drops frames. So the pace is HOST_HOLD_BYTES at the
-# rate the port brings (6 KB: 13 ms of the 100 us stream's 465 kB/s) and at most BATCH_S (the clock
-# pings' interval, Interposer.ping_interval: one wake-up serves a ping and the bytes between).
+# device.USB_QUEUE_BYTES, 8 KB), whose overflow drops frames. So the pace is PACE_SHARE of
+# HOST_HOLD_BYTES at the rate the port brings (6 KB: 13 ms of the 100 us stream's 465 kB/s, paced at
+# 9.7 ms: a wake-up takes the hold, more than came since the last, so a late one's backlog is paid
+# back) and at most BATCH_S (the clock pings' interval, Interposer.ping_interval: one wake-up serves a
+# ping and the bytes between).
 N_TTY_BUF = 4096
 N_TTY_THROTTLE = 128
 ACM_IN_FLIGHT = 16 * 2 * 64
 HOST_HOLD_BYTES = N_TTY_BUF - N_TTY_THROTTLE + ACM_IN_FLIGHT
+PACE_SHARE = 0.75
 BATCH_S = 0.1
 RATE_SPAN_S = 0.005      # the port's rate is measured over reads at least this far apart
 RATE_HOLD_S = 2.0        # ... and a higher rate is taken at once, a lower one over about this long
+USB_FULL_SPEED_BPS = 19 * 64 * 1000     # the most a full-speed bulk endpoint moves: 19 packets a 1 ms frame
 # A tty read returns at most 4,095 bytes (the line discipline's buffer) and the kernel moves the next
 # piece in a moment later: a read that found this much means more is queued, so the same wake-up waits
 # up to DRAIN_S for it (its caches still warm) instead of the next select waking the thread again
@@ -143,9 +147,9 @@ class SerialLink:
         self.last_bad_reply: str | None = None
         self._quiet_s = self.decoder.max_wait_s     # a half frame's allowed quiet, in device seconds
         self.time_scale = 1.0
-        # what the port brings, bytes a second (the pace: _pace_s): measured, and what the device was
-        # told to send (expect_rate), whichever is more
-        self.expected_bps = 0.0
+        # what the port brings, bytes a second (the pace: pace_s): measured, and what the device was
+        # told to send (expect_rate: a stream's, a burst's), whichever is more
+        self._expected: dict[str, float] = {}
         self.rate_bps = 0.0
         self._rate_bytes = 0
         self._rate_t = time.monotonic()
@@ -298,10 +302,15 @@ class SerialLink:
         finally:
             data.release()
 
-    def expect_rate(self, bytes_per_s: float) -> None:
-        """The most the device may send from now on (a stream's bytes_per_s, the link budget while a
-        burst uploads; 0 when it stops): the reader paces for it before its own measure has seen it."""
-        self.expected_bps = float(bytes_per_s or 0.0)
+    def expect_rate(self, bytes_per_s: float, what: str = "stream") -> None:
+        """What the device may send from now on for ``what`` (a stream's bytes_per_s; the link budget
+        while a burst may upload, the whole link's; 0 when it ends): the reader paces for the most of
+        them before its own measure has seen it."""
+        self._expected[what] = float(bytes_per_s or 0.0)
+
+    @property
+    def expected_bps(self) -> float:
+        return min(max(self._expected.values(), default=0.0), USB_FULL_SPEED_BPS)
 
     def _measure(self, got: int) -> None:
         """The port's rate from the bytes read over at least RATE_SPAN_S: a rise is taken at once (the
@@ -309,15 +318,21 @@ class SerialLink:
         self._rate_bytes += got
         t = time.monotonic()
         dt = t - self._rate_t
-        if dt >= RATE_SPAN_S:
-            self.rate_bps = max(self._rate_bytes / dt, self.rate_bps * math.exp(-dt / RATE_HOLD_S))
+        if dt >= RATE_SPAN_S:      # (a backlog read at once is no rate a board's USB could bring)
+            now_bps = min(self._rate_bytes / dt, USB_FULL_SPEED_BPS)
+            self.rate_bps = max(now_bps, self.rate_bps * math.exp(-dt / RATE_HOLD_S))
             self._rate_bytes, self._rate_t = 0, t
 
     def pace_s(self) -> float:
         """The wait between reads of a flowing stream: what a host holds for the port between reads
-        (HOST_HOLD_BYTES) at the rate it brings, at most BATCH_S (see the constants above)."""
-        rate = max(self.expected_bps / self.time_scale, self.rate_bps)   # (told in device seconds)
-        return BATCH_S if rate <= HOST_HOLD_BYTES / BATCH_S else HOST_HOLD_BYTES / rate
+        (HOST_HOLD_BYTES) at the rate it brings, PACE_SHARE of it, at most BATCH_S (see the constants
+        above)."""
+        return min(BATCH_S, PACE_SHARE * self._hold_s())
+
+    def _hold_s(self) -> float:
+        """How long the host's hold lasts at the rate the port brings (told in device seconds)."""
+        rate = max(self.expected_bps / self.time_scale, self.rate_bps)
+        return HOST_HOLD_BYTES / rate if rate > 0 else math.inf
 
     def _pace(self) -> None:
         """Between reads of a flowing stream: wait ``pace_s`` for more bytes unless a command waits for
@@ -335,9 +350,10 @@ class SerialLink:
                 return
             wait = min(wait, out[2] - time.monotonic(), every)    # a late reply: read within a ping interval
         elif self._beat is not None:
-            # a ping due soon ends the wait and its read takes the bytes too: one wake-up, not two
+            # a ping due soon ends the wait and its read takes the bytes too: one wake-up, not two (a
+            # wait stretched for it still within what the host holds)
             due = self._beat_due - time.monotonic()
-            wait = due if due < pace * PING_MERGE else min(wait, due)
+            wait = due if due < min(pace * PING_MERGE, self._hold_s()) else min(wait, due)
         if wait <= 0:
             return
         if self._abort_r < 0:

@@ -62,7 +62,10 @@ MIN_PASS_S = 0.0005      # ... and a sampling one's, at least and at most (Virtu
 MAX_PASS_S = 0.010
 SAMPLER_PRIORITY_ENV = "POWERRIG_SIM_SAMPLER_PRIORITY"   # "N": N nicer; "idle": SCHED_IDLE
 SPIN_S = 200e-6          # the USB writer thread spins this long before a transfer completes
-THROTTLED_POLL_S = 0.001  # a throttled port (the host not reading) is looked at again this often
+THROTTLED_POLL_S = 0.001  # a throttled port (the host not reading) is looked at again this soon (a board's
+THROTTLED_IDLE_S = 0.05   # URBs go out again within a USB frame of the host's read); throttled longer
+THROTTLED_POLL_MAX_S = 0.02   # than this, twice as long each time up to this (a host that holds it idle)
+UNSEEN_S = 0.002         # a write not yet in n_tty after this long is taken as read already
 # A DATA frame sent this long after its last sample was taken is the simulator's own lateness (its
 # process starved by the host, then catching up from its deep ring), which a board does not have: on a
 # board it left on time, so it does not count against the board's USB queue (``write``)
@@ -123,6 +126,12 @@ class SimBoard:
         self.writes_dropped = 0                 # frames the USB queue had no room for (board.usb.UsbLink's count)
         self.dropped_bytes = 0
         self.stream_config = lambda: None       # the firmware's stream dict (set by VirtualInterposer)
+        # the host port's state (_host_room): bytes past n_tty's throttle, room before it, the last
+        # write's (n_tty count before it, until when it may still be unseen)
+        self._urbs = 0
+        self._unthrottled = 0
+        self._inq = -1
+        self._unseen = (-1, 0.0)
         # writer thread
         self._q: deque[tuple[float, bytes, bool]] = deque()     # (release, bytes, counted in the board's queue)
         self._q_bytes = 0
@@ -305,6 +314,7 @@ class SimBoard:
 
     def write(self, data, n: int = -1) -> None:
         data = bytes(data[:n] if n >= 0 else data)
+        on_time = not self._late(data)              # (its own header, before a fault flips a byte of it)
         f = self.faults
         if f.drop and data[3] == fw.T_DATA and self.rng.random() < f.drop:
             self.dropped_seqs.append(data[8] | (data[9] << 8))     # lost on the way, as USB can
@@ -324,7 +334,6 @@ class SimBoard:
         now = time.monotonic()
         release = max(self._release, now + self.rng.uniform(0, f.jitter_ms) * 1e-3)
         self._release = release
-        on_time = not self._late(data)
         with self._cv:
             if (self._q_board + len(data) > USB_QUEUE_BYTES and on_time) or self._q_bytes > 4 << 20:
                 self.writes_dropped += 1        # the board's USB queue is full (the host does not read):
@@ -340,8 +349,7 @@ class SimBoard:
         # does not have (docs/link.md, "where the bias came from").
         self._wait_until(release)
         try:
-            room = self._host_room()
-            k = os.write(self.fd, data[:room]) if room > 0 else 0
+            k = self._to_host(data)
         except BlockingIOError:
             k = 0
         except OSError:
@@ -377,16 +385,24 @@ class SimBoard:
                 release, data, on_time = self._q[0]
             self._wait_until(release)
             view = memoryview(data)
+            idle, since = THROTTLED_POLL_S, None
             while view:
                 try:
-                    room = self._host_room()
-                    if room <= 0:                   # throttled: the host is not reading
-                        time.sleep(THROTTLED_POLL_S)
+                    k = self._to_host(view)
+                    if not k:                       # throttled: the host is not reading
+                        now = time.monotonic()
+                        since = since or now
+                        if now - since > THROTTLED_IDLE_S:
+                            idle = min(2 * idle, THROTTLED_POLL_MAX_S)
+                        time.sleep(idle)
                         if self._stop:
                             return
                         continue
-                    k = os.write(self.fd, view[:room])
+                    idle, since = THROTTLED_POLL_S, None
                     view = view[k:]
+                    with self._cv:                  # the board's queue frees as its bytes leave (UsbLink.pump)
+                        self._q_bytes -= k
+                        self._q_board -= k if on_time else 0
                 except BlockingIOError:
                     select.select([], [self.fd], [], 0.05)
                     if self._stop:
@@ -395,24 +411,46 @@ class SimBoard:
                     break
             with self._cv:
                 self._q.popleft()
-                self._q_bytes -= len(data)
-                self._q_board -= len(data) if on_time else 0
+                self._q_bytes -= len(view)          # what was never written (a closed port)
+                self._q_board -= len(view) if on_time else 0
+
+    def _to_host(self, data) -> int:
+        """Write what the host's port takes now (``_host_room``); the bytes written."""
+        room = self._host_room()
+        if room <= 0:
+            return 0
+        k = os.write(self.fd, data[:room])
+        if k:
+            self._urbs += max(0, k - self._unthrottled)     # past n_tty's throttle: the URBs in flight
+            self._unthrottled = max(0, self._unthrottled - k)
+            self._unseen = (self._inq, time.monotonic() + UNSEEN_S)
+        return k
 
     def _host_room(self) -> int:
-        """Bytes the host's port takes now, as Linux takes them from a USB CDC board: while its n_tty
-        buffer has N_TTY_THROTTLE bytes free, and then the read URBs still in flight (ACM_IN_FLIGHT;
-        powerrig.interposer.serial_link says where in the kernel). A pty alone holds twice that (its
-        own 8 KB buffer besides n_tty's) and refills at once, which let a host that read too seldom
-        for a real board pass here. (The bytes of a write the kernel has not moved into n_tty yet are
-        not counted: the hold is a little over, never under, a real port's.)"""
+        """Bytes the host's port takes now, as Linux takes them from a USB CDC board: until its n_tty
+        buffer has only N_TTY_THROTTLE bytes free, then the read URBs still in flight (ACM_IN_FLIGHT),
+        nothing more until the host reads (serial_link says where in the kernel). A bare pty held
+        twice that and refilled at once, which let a host that read too seldom for a board pass here.
+        A write shows in n_tty only once the kernel's worker moved it: until then (UNSEEN_S at most)
+        the port takes nothing more, else the same room would be counted twice. The hold is a real
+        port's to within the 2 KB the flip buffer may still hold when the host has just emptied n_tty."""
         if self.host_fd is None:
             return 1 << 30
         try:
-            unread = _INQ.unpack(fcntl.ioctl(self.host_fd, termios.FIONREAD, bytes(4)))[0]
+            inq = _INQ.unpack(fcntl.ioctl(self.host_fd, termios.FIONREAD, bytes(4)))[0]
         except OSError:
             return 1 << 30
-        free = N_TTY_BUF - 1 - unread
-        return free - N_TTY_THROTTLE + ACM_IN_FLIGHT if free >= N_TTY_THROTTLE else 0
+        seen_at, until = self._unseen
+        if inq == seen_at and time.monotonic() < until:
+            return 0
+        self._inq = inq
+        free = N_TTY_BUF - 1 - inq
+        if free >= N_TTY_THROTTLE:                 # not throttled: the URBs go out again
+            self._urbs = 0
+            self._unthrottled = free - N_TTY_THROTTLE
+            return self._unthrottled + ACM_IN_FLIGHT
+        self._unthrottled = 0
+        return ACM_IN_FLIGHT - self._urbs
 
     def link_status(self) -> dict:
         """The board's USB queue, as board.rp2350.Board.link_status reports it (status "link")."""

@@ -351,9 +351,9 @@ class SerialLink:
             wait = min(wait, out[2] - time.monotonic(), every)    # a late reply: read within a ping interval
         elif self._beat is not None:
             # a ping due soon ends the wait and its read takes the bytes too: one wake-up, not two (a
-            # wait stretched for it still within what the host holds)
+            # wait stretched for it only where the hold has room to spare: a slow stream's)
             due = self._beat_due - time.monotonic()
-            wait = due if due < min(pace * PING_MERGE, self._hold_s()) else min(wait, due)
+            wait = due if due < min(pace * PING_MERGE, PACE_SHARE * self._hold_s()) else min(wait, due)
         if wait <= 0:
             return
         if self._abort_r < 0:

@@ -131,7 +131,7 @@ class SimBoard:
         self._urbs = 0
         self._unthrottled = 0
         self._inq = -1
-        self._unseen = (-1, 0.0)
+        self._unseen = (-1, 0, 0.0)
         # writer thread
         self._q: deque[tuple[float, bytes, bool]] = deque()     # (release, bytes, counted in the board's queue)
         self._q_bytes = 0
@@ -422,8 +422,10 @@ class SimBoard:
         k = os.write(self.fd, data[:room])
         if k:
             self._urbs += max(0, k - self._unthrottled)     # past n_tty's throttle: the URBs in flight
-            self._unthrottled = max(0, self._unthrottled - k)
-            self._unseen = (self._inq, time.monotonic() + UNSEEN_S)
+            now = time.monotonic()
+            at, before, until = self._unseen                 # an earlier write not seen yet still counts
+            before = before if at == self._inq and now < until else 0
+            self._unseen = (self._inq, before + k, now + UNSEEN_S)
         return k
 
     def _host_room(self) -> int:
@@ -432,7 +434,8 @@ class SimBoard:
         nothing more until the host reads (serial_link says where in the kernel). A bare pty held
         twice that and refilled at once, which let a host that read too seldom for a board pass here.
         A write shows in n_tty only once the kernel's worker moved it: until then (UNSEEN_S at most)
-        the port takes nothing more, else the same room would be counted twice. The hold is a real
+        it is counted as there, else the same room would be counted twice (and not as a full port: a
+        reply right behind a frame the host has read already goes out at once). The hold is a real
         port's to within the 2 KB the flip buffer may still hold when the host has just emptied n_tty."""
         if self.host_fd is None:
             return 1 << 30
@@ -440,10 +443,10 @@ class SimBoard:
             inq = _INQ.unpack(fcntl.ioctl(self.host_fd, termios.FIONREAD, bytes(4)))[0]
         except OSError:
             return 1 << 30
-        seen_at, until = self._unseen
-        if inq == seen_at and time.monotonic() < until:
-            return 0
+        seen_at, written, until = self._unseen
         self._inq = inq
+        if inq == seen_at and time.monotonic() < until:
+            inq = min(N_TTY_BUF - 1, inq + written)
         free = N_TTY_BUF - 1 - inq
         if free >= N_TTY_THROTTLE:                 # not throttled: the URBs go out again
             self._urbs = 0

@@ -22,7 +22,7 @@
 5. ``store_core_pct``: the capture's signals (capture.writer's own definitions) stored by the JLS library
    alone, a hand-over of WRITE_EVERY_S seconds and a flush at the recorder's pace, its thread
    included: what the file costs whoever writes it. Real time, ``--alone-seconds``.
-6. ``wake_core_pct``: a Python thread that only sleeps the link reader's pace at 100 us (``link_pace_s``) and
+6. ``wake_core_pct``: a Python thread that only sleeps the link reader's pace at 100 us (``serial_link.pace_for``) and
    wakes, nothing else, for ``--alone-seconds`` before the virtual rig starts: what this host
    charges a thread for waking at that pace. On a virtual machine a wake-up after an idle spell can
    be charged far more than on bare metal (docs/scale.md, "The ninth pass": 0.7-1.6 ms after 100 ms
@@ -224,14 +224,6 @@ for k in range(0, len(data), size):
 """
 
 
-def link_pace_s(bytes_per_s: float) -> float:
-    """The link reader's wait between a stream's reads at this rate (SerialLink.pace_s: a share of what a
-    host holds for a board's USB port, at most BATCH_S): 9.7 ms at 100 us."""
-    from powerrig.interposer.serial_link import BATCH_S, HOST_HOLD_BYTES, PACE_SHARE
-
-    return min(BATCH_S, PACE_SHARE * HOST_HOLD_BYTES / bytes_per_s)
-
-
 ALONE_TURNS = 3         # the Python and the compiled tty readers take turns, this many each, on one writer
 
 
@@ -261,7 +253,7 @@ def tty_alone(seconds: float, tmp: Path) -> dict:
     board's bytes written by a process of its own at its pace (what does not fit waits for room, as the
     virtual rig's writer waits for what its queue holds), read with the link's own termios (pyserial's: an
     empty read returns nothing) as the link reads, but without decoding, pings or replies: a wait in
-    poll, the port drained, the link's own pace before the next wait (``link_pace_s``: the most a board's
+    poll, the port drained, the link's own pace before the next wait (``serial_link.pace_for``: the most a board's
     USB port lets a host wait), on the reading thread's own CPU clock after
     the first second. Two readers take turns on the one stream, ``seconds`` each in all: this loop in
     Python, and the same loop compiled (tty_drain.c), whose share is the kernel's alone: the floor under
@@ -272,11 +264,13 @@ def tty_alone(seconds: float, tmp: Path) -> dict:
 
     import serial
 
+    from powerrig.interposer.serial_link import pace_for
+
     drain, why_not = compiled_reader(tmp)
     total = 1.0 + seconds * (2 if drain else 1) + 2.0
     data, per_frame = make_frames(total)
     frames = len(data) // (22 + 46 * per_frame)
-    pace = link_pace_s(len(data) / total)
+    pace = pace_for(len(data) / total)             # the link's own pace at this rate: 9.7 ms
     master, slave_fd = pty.openpty()
     port = serial.Serial(os.ttyname(slave_fd), timeout=0)
     os.close(slave_fd)

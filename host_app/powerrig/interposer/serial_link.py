@@ -65,6 +65,12 @@ READ_MAX = 1 << 18       # bytes taken in one wake-up at most (reads of up to 4 
 TTY_PIECE = 1 << 16      # the most one read may return (a tty's is 4 KB; a socket-like port's more)
 
 
+def pace_for(bytes_per_s: float) -> float:
+    """The wait between a stream's reads at this rate: PACE_SHARE of what a host holds for the port
+    between reads (HOST_HOLD_BYTES), at most BATCH_S (see the constants above)."""
+    return min(BATCH_S, PACE_SHARE * HOST_HOLD_BYTES / bytes_per_s) if bytes_per_s > 0 else BATCH_S
+
+
 def _posix_fd(ser) -> int | None:
     """The port's file descriptor when it is a local POSIX serial port (read with select and one
     os.read); None for pyserial URL ports (rfc2217://, socket://, loop://), read through pyserial."""
@@ -324,10 +330,8 @@ class SerialLink:
             self._rate_bytes, self._rate_t = 0, t
 
     def pace_s(self) -> float:
-        """The wait between reads of a flowing stream: what a host holds for the port between reads
-        (HOST_HOLD_BYTES) at the rate it brings, PACE_SHARE of it, at most BATCH_S (see the constants
-        above)."""
-        return min(BATCH_S, PACE_SHARE * self._hold_s())
+        """The wait between reads of a flowing stream at the rate the port brings (``pace_for``)."""
+        return pace_for(max(self.expected_bps / self.time_scale, self.rate_bps))
 
     def _hold_s(self) -> float:
         """How long the host's hold lasts at the rate the port brings (told in device seconds)."""

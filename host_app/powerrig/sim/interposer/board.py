@@ -34,7 +34,7 @@ from powerrig.sim.interposer import usb_rx
 from powerrig.sim.interposer.frontend import FrontEnd, FrontEndSpec, ScriptedLoad
 from powerrig.sim.ssd.power import PoweredDrive, PowerSpec, SwitchedOutputs
 from powerrig.sim.interposer.reducer import NumpyReducer
-from powerrig.interposer.frames import fw  # noqa: F401  (puts firmware/ on sys.path)
+from powerrig.interposer.frames import HEADER, fw  # (frames puts firmware/ on sys.path)
 from powerrig.interposer.serial_link import ACM_IN_FLIGHT, N_TTY_BUF, N_TTY_THROTTLE
 from powerrig_fw import crc as fw_crc
 from powerrig_fw.burst import IDLE as BURST_IDLE
@@ -64,7 +64,7 @@ SAMPLER_PRIORITY_ENV = "POWERRIG_SIM_SAMPLER_PRIORITY"   # "N": N nicer; "idle":
 SPIN_S = 200e-6          # the USB writer thread spins this long before a transfer completes
 THROTTLED_POLL_S = 0.001  # a throttled port (the host not reading) is looked at again this soon (a board's
 THROTTLED_IDLE_S = 0.05   # URBs go out again within a USB frame of the host's read); throttled longer
-THROTTLED_POLL_MAX_S = 0.02   # than this, twice as long each time up to this (a host that holds it idle)
+THROTTLED_POLL_MAX_S = 0.004  # than this, twice as long each time up to this (a host that holds it idle)
 UNSEEN_S = 0.002         # a write not yet in n_tty after this long is taken as read already
 # A DATA frame sent this long after its last sample was taken is the simulator's own lateness (its
 # process starved by the host, then catching up from its deep ring), which a board does not have: on a
@@ -369,10 +369,10 @@ class SimBoard:
     def _late(self, data) -> bool:
         """A DATA frame sent more than LATE_US after its last sample (see LATE_US)."""
         st = self.stream_config()
-        if data[3] != fw.T_DATA or not st:
+        _sync, _version, ftype, _flags, records, _size, _seq, index = HEADER.unpack_from(data)
+        if ftype != fw.T_DATA or not st:
             return False
-        index = int.from_bytes(data[10:18], "little")
-        end_us = (index + data[5] * (st["interval_us"] // self.period_us)) * self.period_us
+        end_us = (index + records * (st["interval_us"] // self.period_us)) * self.period_us
         return self.device_us() - end_us > LATE_US
 
     def _write_loop(self) -> None:
